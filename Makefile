@@ -1,0 +1,173 @@
+# ModelServer Operator
+
+# Image of the operator (also runs the model-fetch Job).
+IMG ?= ghcr.io/modelserver-dev/modelserver-operator:$(VERSION)
+VERSION ?= 0.1.0
+# A container tool is not needed to build or test; only the image targets use it.
+CONTAINER_TOOL ?= docker
+
+SHELL := /usr/bin/env bash -o pipefail
+.SHELLFLAGS := -ec
+.DEFAULT_GOAL := help
+
+LOCALBIN ?= $(CURDIR)/bin
+export PATH := $(LOCALBIN):$(PATH)
+
+##@ General
+
+.PHONY: help
+help: ## Show the targets.
+	@awk 'BEGIN {FS = ":.*##"; printf "\nUsage:\n  make \033[36m<target>\033[0m\n"} /^[a-zA-Z_0-9-]+:.*?##/ { printf "  \033[36m%-18s\033[0m %s\n", $$1, $$2 } /^##@/ { printf "\n\033[1m%s\033[0m\n", substr($$0, 5) } ' $(MAKEFILE_LIST)
+
+##@ Development
+
+.PHONY: manifests
+manifests: $(LOCALBIN)/controller-gen ## Generate the CRD and RBAC manifests from the Go types' markers.
+	controller-gen rbac:roleName=manager-role crd paths="./api/..." paths="./controllers/..." output:crd:artifacts:config=config/crd/bases
+
+.PHONY: generate
+generate: $(LOCALBIN)/controller-gen ## Generate DeepCopy methods.
+	controller-gen object:headerFile="hack/boilerplate.go.txt" paths="./api/..."
+
+.PHONY: fmt
+fmt: ## Run gofmt on the code.
+	gofmt -w $$(git ls-files '*.go')
+
+.PHONY: vet
+vet: ## Run go vet.
+	go vet ./...
+
+.PHONY: lint
+lint: vet ## Fail on unformatted code and vet findings.
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "not gofmt-ed:"; echo "$$out"; exit 1; fi
+
+.PHONY: verify-generated
+verify-generated: manifests generate ## Fail if generated files differ from what is committed.
+	@git diff --exit-code --stat -- config/ api/ || { echo "generated files are out of date: run 'make manifests generate' and commit"; exit 1; }
+
+# Packages whose tests need no cluster, and those that start the local control plane.
+CLUSTER_PKGS := ./internal/localcluster/... ./test/e2e/...
+UNIT_PKGS = $(shell go list ./... | grep -v -e /internal/localcluster -e /test/e2e)
+
+.PHONY: test
+test: lint verify-generated test-unit test-cluster ## Unit tests, then the suites that run against the local control plane.
+
+.PHONY: test-unit
+test-unit: ## Unit tests (no cluster).
+	go test $(UNIT_PKGS)
+
+.PHONY: test-cluster
+test-cluster: tools ## Suites that start a local control plane (etcd, kube-*, kwok).
+	go test -count=1 -timeout 25m $(CLUSTER_PKGS)
+
+.PHONY: test-e2e
+test-e2e: tools build ## End-to-end tests: the operator binary against the local control plane.
+	go test -count=1 -timeout 25m ./test/e2e/...
+
+.PHONY: cluster-up
+cluster-up: tools ## Run a local control plane in the foreground; prints the KUBECONFIG to export.
+	go run ./cmd/localcluster
+
+##@ Build
+
+.PHONY: build
+build: ## Build the operator binary into bin/manager.
+	CGO_ENABLED=0 go build -trimpath -o $(LOCALBIN)/manager ./cmd/manager
+
+.PHONY: run
+run: ## Run the operator against the cluster in $KUBECONFIG.
+	go run ./cmd/manager
+
+.PHONY: docker-build
+docker-build: ## Build the operator image (needs a container engine).
+	$(CONTAINER_TOOL) build -t $(IMG) .
+
+.PHONY: docker-push
+docker-push: ## Push the operator image.
+	$(CONTAINER_TOOL) push $(IMG)
+
+##@ Deployment
+
+.PHONY: install
+install: manifests $(LOCALBIN)/kustomize $(LOCALBIN)/kubectl ## Install the CRDs into the cluster in $KUBECONFIG.
+	kustomize build config/crd | kubectl apply --server-side -f -
+
+.PHONY: uninstall
+uninstall: $(LOCALBIN)/kustomize $(LOCALBIN)/kubectl ## Remove the CRDs (and with them every ModelServer).
+	kustomize build config/crd | kubectl delete --ignore-not-found -f -
+
+.PHONY: deploy
+deploy: manifests $(LOCALBIN)/kustomize $(LOCALBIN)/kubectl ## Deploy the operator to the cluster in $KUBECONFIG.
+	cd config/manager && kustomize edit set image controller=$(IMG)
+	kustomize build config/default | kubectl apply --server-side -f -
+
+.PHONY: undeploy
+undeploy: $(LOCALBIN)/kustomize $(LOCALBIN)/kubectl ## Remove the operator.
+	kustomize build config/default | kubectl delete --ignore-not-found -f -
+
+##@ OLM
+
+BUNDLE_IMG ?= ghcr.io/modelserver-dev/modelserver-operator-bundle:v$(VERSION)
+CATALOG_IMG ?= ghcr.io/modelserver-dev/modelserver-operator-catalog:v$(VERSION)
+
+.PHONY: bundle
+bundle: ## Generate the OLM bundle under bundle/.
+	@echo "bundle generation is not implemented yet (tracked by the OLM issue)"; exit 1
+
+.PHONY: bundle-build
+bundle-build: ## Build the bundle image (needs a container engine).
+	$(CONTAINER_TOOL) build -f bundle.Dockerfile -t $(BUNDLE_IMG) .
+
+.PHONY: catalog-build
+catalog-build: ## Build the file-based catalog image (needs a container engine).
+	$(CONTAINER_TOOL) build -f catalog.Dockerfile -t $(CATALOG_IMG) .
+
+##@ Tools
+# Every tool is built from source through the Go module proxy at the version
+# pinned in hack/tools (kwok in hack/tools/kwok), into bin/<tool>-<version>,
+# with bin/<tool> linking to it. A version bump builds the new one; otherwise
+# nothing is rebuilt.
+
+modver = $(shell awk '$$1 == "$(2)" && $$2 ~ /^v/ { print $$2; exit }' $(1))
+KUBE_VERSION := $(call modver,hack/tools/go.mod,k8s.io/kubernetes)
+ETCD_VERSION := $(call modver,hack/tools/go.mod,go.etcd.io/etcd/server/v3)
+CONTROLLER_TOOLS_VERSION := $(call modver,hack/tools/go.mod,sigs.k8s.io/controller-tools)
+KUSTOMIZE_VERSION := $(call modver,hack/tools/go.mod,sigs.k8s.io/kustomize/kustomize/v5)
+KWOK_VERSION := $(call modver,hack/tools/kwok/go.mod,sigs.k8s.io/kwok)
+
+# What `kube-apiserver --version` and the /version endpoint report; without
+# it a source build says v0.0.0, which breaks kubeVersion checks.
+KUBE_SEMVER := $(subst v,,$(KUBE_VERSION))
+KUBE_LDFLAGS := $(foreach pkg,k8s.io/component-base/version k8s.io/client-go/pkg/version,\
+	-X $(pkg).gitVersion=$(KUBE_VERSION) \
+	-X $(pkg).gitMajor=$(word 1,$(subst ., ,$(KUBE_SEMVER))) \
+	-X $(pkg).gitMinor=$(word 2,$(subst ., ,$(KUBE_SEMVER))) \
+	-X $(pkg).gitTreeState=clean)
+
+# tool-rule NAME,VERSION,MODULE_DIR,PACKAGE,LDFLAGS
+define tool-rule
+$(LOCALBIN)/$(1)-$(2):
+	@mkdir -p $(LOCALBIN)
+	@echo ">> building $(1) $(2)"
+	cd $(3) && go build -ldflags '$(5)' -o $$@.tmp $(4) && mv $$@.tmp $$@
+$(LOCALBIN)/$(1): $(LOCALBIN)/$(1)-$(2)
+	ln -sf $(1)-$(2) $$@
+TOOLS += $(LOCALBIN)/$(1)
+endef
+
+$(eval $(call tool-rule,etcd,$(ETCD_VERSION),hack/tools,go.etcd.io/etcd/server/v3,))
+$(eval $(call tool-rule,kube-apiserver,$(KUBE_VERSION),hack/tools,k8s.io/kubernetes/cmd/kube-apiserver,$(KUBE_LDFLAGS)))
+$(eval $(call tool-rule,kube-controller-manager,$(KUBE_VERSION),hack/tools,k8s.io/kubernetes/cmd/kube-controller-manager,$(KUBE_LDFLAGS)))
+$(eval $(call tool-rule,kube-scheduler,$(KUBE_VERSION),hack/tools,k8s.io/kubernetes/cmd/kube-scheduler,$(KUBE_LDFLAGS)))
+$(eval $(call tool-rule,kubectl,$(KUBE_VERSION),hack/tools,k8s.io/kubernetes/cmd/kubectl,$(KUBE_LDFLAGS)))
+$(eval $(call tool-rule,kwok,$(KWOK_VERSION),hack/tools/kwok,sigs.k8s.io/kwok/cmd/kwok,))
+$(eval $(call tool-rule,controller-gen,$(CONTROLLER_TOOLS_VERSION),hack/tools,sigs.k8s.io/controller-tools/cmd/controller-gen,))
+$(eval $(call tool-rule,kustomize,$(KUSTOMIZE_VERSION),hack/tools,sigs.k8s.io/kustomize/kustomize/v5,))
+
+.PHONY: tools
+tools: $(TOOLS) ## Build the pinned tools and control-plane binaries into bin/.
+
+.PHONY: print-versions
+print-versions: ## Print the pinned tool versions.
+	@echo "kubernetes $(KUBE_VERSION)"; echo "etcd $(ETCD_VERSION)"; echo "kwok $(KWOK_VERSION)"
+	@echo "controller-tools $(CONTROLLER_TOOLS_VERSION)"; echo "kustomize $(KUSTOMIZE_VERSION)"

@@ -1,0 +1,460 @@
+// Package localcluster runs a real Kubernetes control plane on this machine
+// for tests, benchmarks and the demo: etcd, kube-apiserver,
+// kube-controller-manager and kube-scheduler built from source, and kwok
+// playing the kubelet for a pool of fake nodes, so that Deployments become
+// Ready and Jobs complete through the real controllers without a container
+// runtime.
+package localcluster
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+)
+
+//go:embed stages.yaml
+var stages []byte
+
+// Options configure a cluster. The zero value is a usable default.
+type Options struct {
+	// BinDir holds etcd, kube-apiserver, kube-controller-manager,
+	// kube-scheduler and kwok. Default: $LOCALCLUSTER_BIN_DIR, else the
+	// bin/ directory at the root of this repository (see `make tools`).
+	BinDir string
+	// NodePools are the fake nodes to create. Default: DefaultNodePools().
+	NodePools []NodePool
+	// StartTimeout bounds Start. Default: 3 minutes.
+	StartTimeout time.Duration
+	// Logf, if set, receives a line per start-up step.
+	Logf func(format string, args ...any)
+}
+
+// Cluster is a running local control plane.
+type Cluster struct {
+	// Dir holds the cluster's data, credentials and component logs
+	// (Dir/logs/<component>.log). It is removed by Stop.
+	Dir string
+	// Kubeconfig is the path of an admin kubeconfig for the cluster.
+	Kubeconfig string
+	// Config is the admin REST config (system:masters).
+	Config *rest.Config
+	// Nodes is the number of fake nodes created.
+	Nodes int
+
+	opts     Options
+	procs    []*process
+	stopOnce sync.Once
+}
+
+// Components, in start order.
+const (
+	etcdName      = "etcd"
+	apiserverName = "kube-apiserver"
+	kcmName       = "kube-controller-manager"
+	schedulerName = "kube-scheduler"
+	kwokName      = "kwok"
+)
+
+// Binaries lists the executables a cluster needs in its BinDir.
+var Binaries = []string{etcdName, apiserverName, kcmName, schedulerName, kwokName}
+
+// Start boots a cluster and returns once its API is serving, its
+// controllers and scheduler are healthy and every fake node is Ready. On
+// error nothing is left running.
+func Start(ctx context.Context, opts Options) (*Cluster, error) {
+	if opts.StartTimeout == 0 {
+		opts.StartTimeout = 3 * time.Minute
+	}
+	if opts.NodePools == nil {
+		opts.NodePools = DefaultNodePools()
+	}
+	if opts.Logf == nil {
+		opts.Logf = func(string, ...any) {}
+	}
+	if opts.BinDir == "" {
+		dir, err := defaultBinDir()
+		if err != nil {
+			return nil, err
+		}
+		opts.BinDir = dir
+	}
+	for _, b := range Binaries {
+		if _, err := os.Stat(filepath.Join(opts.BinDir, b)); err != nil {
+			return nil, fmt.Errorf("%s not found in %s: run `make tools` first", b, opts.BinDir)
+		}
+	}
+	CleanStale()
+
+	ctx, cancel := context.WithTimeout(ctx, opts.StartTimeout)
+	defer cancel()
+	// A port picked free can be taken by another process before the
+	// component binds it; such a start is retried with fresh ports.
+	var err error
+	for attempt := 1; attempt <= 3; attempt++ {
+		var c *Cluster
+		c, err = boot(ctx, opts)
+		if err == nil {
+			return c, nil
+		}
+		if !strings.Contains(err.Error(), "address already in use") {
+			break
+		}
+		opts.Logf("port taken during start-up, retrying: %v", err)
+	}
+	return nil, err
+}
+
+func boot(ctx context.Context, opts Options) (_ *Cluster, err error) {
+	dir, err := newClusterDir()
+	if err != nil {
+		return nil, err
+	}
+	c := &Cluster{Dir: dir, Kubeconfig: filepath.Join(dir, "kubeconfig"), opts: opts}
+	track(c)
+	defer func() {
+		if err != nil {
+			c.Stop()
+		}
+	}()
+	for _, d := range []string{"logs", "pids", "home"} {
+		if err := os.MkdirAll(filepath.Join(dir, d), 0o700); err != nil {
+			return nil, err
+		}
+	}
+	certs, err := newPKI(filepath.Join(dir, "pki"))
+	if err != nil {
+		return nil, err
+	}
+	ports, err := freePorts(5)
+	if err != nil {
+		return nil, err
+	}
+	etcdPort, etcdPeerPort, apiPort, kcmPort, schedPort := ports[0], ports[1], ports[2], ports[3], ports[4]
+
+	etcdURL := fmt.Sprintf("http://127.0.0.1:%d", etcdPort)
+	peerURL := fmt.Sprintf("http://127.0.0.1:%d", etcdPeerPort)
+	etcd, err := c.start(etcdName, []string{
+		"--name=local",
+		"--data-dir=" + filepath.Join(dir, "etcd"),
+		"--listen-client-urls=" + etcdURL,
+		"--advertise-client-urls=" + etcdURL,
+		"--listen-peer-urls=" + peerURL,
+		"--initial-advertise-peer-urls=" + peerURL,
+		"--initial-cluster=local=" + peerURL,
+		// The data is thrown away with the cluster; fsync would only make
+		// every write wait on the disk.
+		"--unsafe-no-fsync",
+		"--log-level=warn",
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := waitHTTP(ctx, etcd, http.DefaultClient, etcdURL+"/health"); err != nil {
+		return nil, err
+	}
+	opts.Logf("etcd is serving on %s", etcdURL)
+
+	apiURL := fmt.Sprintf("https://127.0.0.1:%d", apiPort)
+	apiserver, err := c.start(apiserverName, []string{
+		"--etcd-servers=" + etcdURL,
+		"--bind-address=127.0.0.1",
+		"--advertise-address=127.0.0.1",
+		// The lease reconciler refuses a loopback advertise address; nothing
+		// here reaches the apiserver through the kubernetes Service anyway.
+		"--endpoint-reconciler-type=none",
+		fmt.Sprintf("--secure-port=%d", apiPort),
+		"--tls-cert-file=" + certs.servingCertFile,
+		"--tls-private-key-file=" + certs.servingKeyFile,
+		"--client-ca-file=" + certs.caCertFile,
+		"--authorization-mode=Node,RBAC",
+		"--enable-admission-plugins=PodSecurity",
+		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+		"--service-account-key-file=" + certs.saPubFile,
+		"--service-account-signing-key-file=" + certs.saKeyFile,
+		"--service-cluster-ip-range=10.96.0.0/16",
+		"--allow-privileged=true",
+		"--profiling=false",
+	})
+	if err != nil {
+		return nil, err
+	}
+	c.Config = &rest.Config{
+		Host: apiURL,
+		TLSClientConfig: rest.TLSClientConfig{
+			CAData:   certs.caPEM,
+			CertData: certs.adminCert,
+			KeyData:  certs.adminKeyPEM,
+		},
+		QPS:   200,
+		Burst: 400,
+	}
+	if err := c.writeKubeconfig(); err != nil {
+		return nil, err
+	}
+	cs, err := kubernetes.NewForConfig(c.Config)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.waitAPIReady(ctx, apiserver, cs); err != nil {
+		return nil, err
+	}
+	opts.Logf("kube-apiserver is ready on %s", apiURL)
+
+	componentArgs := []string{
+		"--kubeconfig=" + c.Kubeconfig,
+		"--authentication-kubeconfig=" + c.Kubeconfig,
+		"--authorization-kubeconfig=" + c.Kubeconfig,
+		"--bind-address=127.0.0.1",
+		"--leader-elect=false",
+	}
+	kcm, err := c.start(kcmName, append([]string{
+		fmt.Sprintf("--secure-port=%d", kcmPort),
+		"--service-account-private-key-file=" + certs.saKeyFile,
+		"--root-ca-file=" + certs.caCertFile,
+		"--cluster-signing-cert-file=" + certs.caCertFile,
+		"--cluster-signing-key-file=" + certs.caKeyFile,
+		"--controllers=*,-node-ipam-controller",
+		// Give up on an unreachable fake node slowly; kwok renews leases.
+		"--node-monitor-grace-period=60s",
+	}, componentArgs...))
+	if err != nil {
+		return nil, err
+	}
+	scheduler, err := c.start(schedulerName, append([]string{
+		fmt.Sprintf("--secure-port=%d", schedPort),
+	}, componentArgs...))
+	if err != nil {
+		return nil, err
+	}
+	stagesFile := filepath.Join(dir, "stages.yaml")
+	if err := os.WriteFile(stagesFile, stages, 0o600); err != nil {
+		return nil, err
+	}
+	kwok, err := c.startWithEnv(kwokName, []string{
+		"--kubeconfig=" + c.Kubeconfig,
+		"--config=" + stagesFile,
+		"--manage-all-nodes=false",
+		"--manage-nodes-with-annotation-selector=" + kwokNodeAnnotation + "=fake",
+		"--node-lease-duration-seconds=40",
+		"--cidr=10.244.0.0/16",
+		"--node-ip=10.240.0.1",
+	}, []string{"HOME=" + filepath.Join(dir, "home")})
+	if err != nil {
+		return nil, err
+	}
+
+	if err := createStorageClass(ctx, cs); err != nil {
+		return nil, fmt.Errorf("create storage class: %w", err)
+	}
+	if c.Nodes, err = createNodes(ctx, cs, opts.NodePools); err != nil {
+		return nil, err
+	}
+	insecure := insecureClient()
+	for _, w := range []struct {
+		p   *process
+		url string
+	}{
+		{kcm, fmt.Sprintf("https://127.0.0.1:%d/healthz", kcmPort)},
+		{scheduler, fmt.Sprintf("https://127.0.0.1:%d/healthz", schedPort)},
+	} {
+		if err := waitHTTP(ctx, w.p, insecure, w.url); err != nil {
+			return nil, err
+		}
+	}
+	opts.Logf("kube-controller-manager and kube-scheduler are healthy")
+	if err := c.waitNodesReady(ctx, kwok, cs); err != nil {
+		return nil, err
+	}
+	opts.Logf("%d fake nodes are Ready", c.Nodes)
+	// Pods can only be admitted once the namespace's default
+	// ServiceAccount exists; waiting for it proves the controllers act.
+	if err := c.waitDefaultServiceAccount(ctx, kcm, cs, metav1.NamespaceDefault); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// Stop shuts every component down (newest first), kills what does not stop
+// within ten seconds, and removes Dir. It is safe to call more than once
+// and from several goroutines.
+func (c *Cluster) Stop() {
+	c.stopOnce.Do(func() {
+		for i := len(c.procs) - 1; i >= 0; i-- {
+			c.procs[i].stop(10 * time.Second)
+		}
+		if os.Getenv("LOCALCLUSTER_KEEP") == "" {
+			_ = os.RemoveAll(c.Dir)
+		}
+		untrack(c)
+	})
+}
+
+// Clientset returns a typed admin client.
+func (c *Cluster) Clientset() (*kubernetes.Clientset, error) {
+	return kubernetes.NewForConfig(c.Config)
+}
+
+// LogTails returns the last lines of every component's log, for a failing
+// test to print.
+func (c *Cluster) LogTails(lines int) string {
+	var b strings.Builder
+	for _, p := range c.procs {
+		fmt.Fprintf(&b, "----- %s (%s) -----\n%s\n", p.name, p.logFile, tail(p.logFile, lines))
+	}
+	return b.String()
+}
+
+func (c *Cluster) start(name string, args []string) (*process, error) {
+	return c.startWithEnv(name, args, nil)
+}
+
+func (c *Cluster) startWithEnv(name string, args, env []string) (*process, error) {
+	p, err := startProcess(name, filepath.Join(c.opts.BinDir, name), args, env,
+		filepath.Join(c.Dir, "logs"), filepath.Join(c.Dir, "pids"))
+	if err != nil {
+		return nil, err
+	}
+	c.procs = append(c.procs, p)
+	return p, nil
+}
+
+func (c *Cluster) writeKubeconfig() error {
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["local"] = &clientcmdapi.Cluster{Server: c.Config.Host, CertificateAuthorityData: c.Config.CAData}
+	cfg.AuthInfos["admin"] = &clientcmdapi.AuthInfo{ClientCertificateData: c.Config.CertData, ClientKeyData: c.Config.KeyData}
+	cfg.Contexts["local"] = &clientcmdapi.Context{Cluster: "local", AuthInfo: "admin", Namespace: metav1.NamespaceDefault}
+	cfg.CurrentContext = "local"
+	return clientcmd.WriteToFile(*cfg, c.Kubeconfig)
+}
+
+// poll runs cond every 100ms until it reports done, the context ends, or
+// the watched process exits (whose log tail then explains why).
+func poll(ctx context.Context, p *process, what string, cond func(context.Context) (bool, error)) error {
+	var last error
+	err := wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		if p != nil && !p.running() {
+			return false, p.exitError()
+		}
+		done, err := cond(ctx)
+		if err != nil {
+			last = err
+		}
+		return done, nil
+	})
+	if err != nil && ctx.Err() != nil {
+		if last != nil {
+			return fmt.Errorf("waiting for %s: %w (last error: %v)", what, err, last)
+		}
+		return fmt.Errorf("waiting for %s: %w", what, err)
+	}
+	return err
+}
+
+func waitHTTP(ctx context.Context, p *process, client *http.Client, url string) error {
+	return poll(ctx, p, p.name+" health", func(ctx context.Context) (bool, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return false, err
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			return false, err
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK, fmt.Errorf("%s: %s", url, resp.Status)
+	})
+}
+
+func (c *Cluster) waitAPIReady(ctx context.Context, p *process, cs kubernetes.Interface) error {
+	return poll(ctx, p, "kube-apiserver /readyz", func(ctx context.Context) (bool, error) {
+		var code int
+		res := cs.Discovery().RESTClient().Get().AbsPath("/readyz").Do(ctx).StatusCode(&code)
+		return code == http.StatusOK, res.Error()
+	})
+}
+
+func (c *Cluster) waitNodesReady(ctx context.Context, p *process, cs kubernetes.Interface) error {
+	return poll(ctx, p, "fake nodes Ready", func(ctx context.Context) (bool, error) {
+		nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		ready := 0
+		for _, n := range nodes.Items {
+			for _, cond := range n.Status.Conditions {
+				if cond.Type == corev1.NodeReady && cond.Status == corev1.ConditionTrue {
+					ready++
+				}
+			}
+		}
+		return ready == c.Nodes, fmt.Errorf("%d of %d nodes Ready", ready, c.Nodes)
+	})
+}
+
+func (c *Cluster) waitDefaultServiceAccount(ctx context.Context, p *process, cs kubernetes.Interface, ns string) error {
+	return poll(ctx, p, "default ServiceAccount in "+ns, func(ctx context.Context) (bool, error) {
+		_, err := cs.CoreV1().ServiceAccounts(ns).Get(ctx, "default", metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		return err == nil, err
+	})
+}
+
+// freePorts asks the kernel for n distinct free loopback ports.
+func freePorts(n int) ([]int, error) {
+	ports := make([]int, 0, n)
+	listeners := make([]net.Listener, 0, n)
+	defer func() {
+		for _, l := range listeners {
+			l.Close()
+		}
+	}()
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		listeners = append(listeners, l)
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
+}
+
+// defaultBinDir finds bin/ at the root of this module from the working
+// directory, which for `go test` is the package's directory.
+func defaultBinDir() (string, error) {
+	if dir := os.Getenv("LOCALCLUSTER_BIN_DIR"); dir != "" {
+		return dir, nil
+	}
+	wd, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for dir := wd; ; dir = filepath.Dir(dir) {
+		mod, err := os.ReadFile(filepath.Join(dir, "go.mod"))
+		if err == nil && strings.Contains(string(mod), "module github.com/modelserver-dev/modelserver-operator\n") {
+			return filepath.Join(dir, "bin"), nil
+		}
+		if filepath.Dir(dir) == dir {
+			return "", errors.New("cannot find the repository's bin/ directory: set LOCALCLUSTER_BIN_DIR")
+		}
+	}
+}
