@@ -43,7 +43,8 @@ lint: vet ## Fail on unformatted code and vet findings.
 
 .PHONY: verify-generated
 verify-generated: manifests generate ## Fail if generated files differ from what is committed.
-	@git diff --exit-code --stat -- config/ api/ || { echo "generated files are out of date: run 'make manifests generate' and commit"; exit 1; }
+	@changed=$$(git status --porcelain -- config/ api/); if [ -n "$$changed" ]; then \
+		echo "generated files differ from the commit: run 'make manifests generate' and commit:"; echo "$$changed"; exit 1; fi
 
 # Packages whose tests need no cluster, and those that start the local control plane.
 CLUSTER_PKGS := ./internal/localcluster/... ./test/e2e/...

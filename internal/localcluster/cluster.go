@@ -59,7 +59,8 @@ type Cluster struct {
 	Nodes int
 
 	opts     Options
-	procs    []*process
+	mu       sync.Mutex // guards procs
+	procs    []*Process
 	stopOnce sync.Once
 }
 
@@ -247,7 +248,7 @@ func boot(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	if err := os.WriteFile(stagesFile, stages, 0o600); err != nil {
 		return nil, err
 	}
-	kwok, err := c.startWithEnv(kwokName, []string{
+	kwok, err := c.startWithEnv(kwokName, filepath.Join(opts.BinDir, kwokName), []string{
 		"--kubeconfig=" + c.Kubeconfig,
 		"--config=" + stagesFile,
 		"--manage-all-nodes=false",
@@ -268,7 +269,7 @@ func boot(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	}
 	insecure := insecureClient()
 	for _, w := range []struct {
-		p   *process
+		p   *Process
 		url string
 	}{
 		{kcm, fmt.Sprintf("https://127.0.0.1:%d/healthz", kcmPort)},
@@ -296,8 +297,10 @@ func boot(ctx context.Context, opts Options) (_ *Cluster, err error) {
 // and from several goroutines.
 func (c *Cluster) Stop() {
 	c.stopOnce.Do(func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
 		for i := len(c.procs) - 1; i >= 0; i-- {
-			c.procs[i].stop(10 * time.Second)
+			c.procs[i].Stop(10 * time.Second)
 		}
 		if os.Getenv("LOCALCLUSTER_KEEP") == "" {
 			_ = os.RemoveAll(c.Dir)
@@ -314,6 +317,8 @@ func (c *Cluster) Clientset() (*kubernetes.Clientset, error) {
 // LogTails returns the last lines of every component's log, for a failing
 // test to print.
 func (c *Cluster) LogTails(lines int) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	var b strings.Builder
 	for _, p := range c.procs {
 		fmt.Fprintf(&b, "----- %s (%s) -----\n%s\n", p.name, p.logFile, tail(p.logFile, lines))
@@ -321,12 +326,21 @@ func (c *Cluster) LogTails(lines int) string {
 	return b.String()
 }
 
-func (c *Cluster) start(name string, args []string) (*process, error) {
-	return c.startWithEnv(name, args, nil)
+// StartProcess runs a program beside the cluster, for example the operator
+// under test. It gets the same guarantees as the components: output in
+// Dir/logs/<name>.log, killed if this process dies, stopped (first) by Stop.
+func (c *Cluster) StartProcess(name, binary string, args, env []string) (*Process, error) {
+	return c.startWithEnv(name, binary, args, env)
 }
 
-func (c *Cluster) startWithEnv(name string, args, env []string) (*process, error) {
-	p, err := startProcess(name, filepath.Join(c.opts.BinDir, name), args, env,
+func (c *Cluster) start(name string, args []string) (*Process, error) {
+	return c.startWithEnv(name, filepath.Join(c.opts.BinDir, name), args, nil)
+}
+
+func (c *Cluster) startWithEnv(name, binary string, args, env []string) (*Process, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p, err := startProcess(name, binary, args, env,
 		filepath.Join(c.Dir, "logs"), filepath.Join(c.Dir, "pids"))
 	if err != nil {
 		return nil, err
@@ -346,7 +360,7 @@ func (c *Cluster) writeKubeconfig() error {
 
 // poll runs cond every 100ms until it reports done, the context ends, or
 // the watched process exits (whose log tail then explains why).
-func poll(ctx context.Context, p *process, what string, cond func(context.Context) (bool, error)) error {
+func poll(ctx context.Context, p *Process, what string, cond func(context.Context) (bool, error)) error {
 	var last error
 	err := wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(ctx context.Context) (bool, error) {
 		if p != nil && !p.running() {
@@ -367,7 +381,7 @@ func poll(ctx context.Context, p *process, what string, cond func(context.Contex
 	return err
 }
 
-func waitHTTP(ctx context.Context, p *process, client *http.Client, url string) error {
+func waitHTTP(ctx context.Context, p *Process, client *http.Client, url string) error {
 	return poll(ctx, p, p.name+" health", func(ctx context.Context) (bool, error) {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 		if err != nil {
@@ -382,7 +396,7 @@ func waitHTTP(ctx context.Context, p *process, client *http.Client, url string) 
 	})
 }
 
-func (c *Cluster) waitAPIReady(ctx context.Context, p *process, cs kubernetes.Interface) error {
+func (c *Cluster) waitAPIReady(ctx context.Context, p *Process, cs kubernetes.Interface) error {
 	return poll(ctx, p, "kube-apiserver /readyz", func(ctx context.Context) (bool, error) {
 		var code int
 		res := cs.Discovery().RESTClient().Get().AbsPath("/readyz").Do(ctx).StatusCode(&code)
@@ -390,7 +404,7 @@ func (c *Cluster) waitAPIReady(ctx context.Context, p *process, cs kubernetes.In
 	})
 }
 
-func (c *Cluster) waitNodesReady(ctx context.Context, p *process, cs kubernetes.Interface) error {
+func (c *Cluster) waitNodesReady(ctx context.Context, p *Process, cs kubernetes.Interface) error {
 	return poll(ctx, p, "fake nodes Ready", func(ctx context.Context) (bool, error) {
 		nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 		if err != nil {
@@ -408,7 +422,7 @@ func (c *Cluster) waitNodesReady(ctx context.Context, p *process, cs kubernetes.
 	})
 }
 
-func (c *Cluster) waitDefaultServiceAccount(ctx context.Context, p *process, cs kubernetes.Interface, ns string) error {
+func (c *Cluster) waitDefaultServiceAccount(ctx context.Context, p *Process, cs kubernetes.Interface, ns string) error {
 	return poll(ctx, p, "default ServiceAccount in "+ns, func(ctx context.Context) (bool, error) {
 		_, err := cs.CoreV1().ServiceAccounts(ns).Get(ctx, "default", metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {

@@ -14,8 +14,9 @@ import (
 	"time"
 )
 
-// process is one control-plane component running as a child of this process.
-type process struct {
+// Process is a program running as a child of this process: a control-plane
+// component, or a program under test started with Cluster.StartProcess.
+type Process struct {
 	name    string
 	cmd     *exec.Cmd
 	logFile string
@@ -57,7 +58,7 @@ func spawn(cmd *exec.Cmd) error {
 // startProcess runs binary with args, its output going to logDir/name.log and
 // its pid recorded in pidDir so that a later sweep can find it if this
 // process is killed before it can stop its children.
-func startProcess(name, binary string, args []string, env []string, logDir, pidDir string) (*process, error) {
+func startProcess(name, binary string, args []string, env []string, logDir, pidDir string) (*Process, error) {
 	logFile := filepath.Join(logDir, name+".log")
 	out, err := os.Create(logFile)
 	if err != nil {
@@ -76,7 +77,7 @@ func startProcess(name, binary string, args []string, env []string, logDir, pidD
 		out.Close()
 		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
-	p := &process{name: name, cmd: cmd, logFile: logFile, exited: make(chan struct{})}
+	p := &Process{name: name, cmd: cmd, logFile: logFile, exited: make(chan struct{})}
 	_ = os.WriteFile(filepath.Join(pidDir, name+".pid"), []byte(fmt.Sprint(cmd.Process.Pid)), 0o600)
 	go func() {
 		p.err = cmd.Wait()
@@ -86,7 +87,20 @@ func startProcess(name, binary string, args []string, env []string, logDir, pidD
 	return p, nil
 }
 
-func (p *process) running() bool {
+// LogFile is where the process's stdout and stderr go.
+func (p *Process) LogFile() string { return p.logFile }
+
+// Exited is closed once the process has exited and been reaped.
+func (p *Process) Exited() <-chan struct{} { return p.exited }
+
+// Err is the process's exit error (nil for exit code 0), valid once Exited
+// is closed.
+func (p *Process) Err() error { return p.err }
+
+// Signal sends sig to the process.
+func (p *Process) Signal(sig os.Signal) error { return p.cmd.Process.Signal(sig) }
+
+func (p *Process) running() bool {
 	select {
 	case <-p.exited:
 		return false
@@ -95,9 +109,10 @@ func (p *process) running() bool {
 	}
 }
 
-// stop asks the component to shut down and kills it if it has not within
-// grace. It returns once the process has been reaped.
-func (p *process) stop(grace time.Duration) {
+// Stop asks the process (and its process group) to shut down with SIGTERM
+// and kills it if it has not exited within grace. It returns once the
+// process has been reaped.
+func (p *Process) Stop(grace time.Duration) {
 	if !p.running() {
 		return
 	}
@@ -112,7 +127,7 @@ func (p *process) stop(grace time.Duration) {
 }
 
 // exitError describes how the process ended, with the tail of its log.
-func (p *process) exitError() error {
+func (p *Process) exitError() error {
 	return fmt.Errorf("%s exited (%v); last lines of %s:\n%s", p.name, p.err, p.logFile, tail(p.logFile, 20))
 }
 
