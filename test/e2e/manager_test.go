@@ -96,11 +96,19 @@ func TestOperatorServesProbesAndSecureMetricsAndHandsBackItsLease(t *testing.T) 
 	// Metrics are served over TLS and only to callers the apiserver
 	// authenticates and authorizes (TokenReview + SubjectAccessReview).
 	metricsURL := "https://" + metricsAddr + "/metrics"
-	if code, _ := scrape(t, metricsURL, ""); code != http.StatusUnauthorized {
+	// The metrics server starts beside the probes, not before them.
+	waitFor(t, 30*time.Second, "metrics endpoint listening", func(context.Context) (bool, error) {
+		_, _, err := scrape(metricsURL, "")
+		return err == nil, err
+	})
+	if code, _, _ := scrape(metricsURL, ""); code != http.StatusUnauthorized {
 		t.Errorf("anonymous scrape: status %d, want 401", code)
 	}
 	token := scraperToken(t, cs)
-	code, body := scrape(t, metricsURL, token)
+	code, body, err := scrape(metricsURL, token)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if code != http.StatusOK || !strings.Contains(body, "controller_runtime_") {
 		t.Errorf("authorized scrape: status %d, controller-runtime metrics present: %v", code, strings.Contains(body, "controller_runtime_"))
 	}
@@ -156,25 +164,24 @@ func scraperToken(t *testing.T, cs kubernetes.Interface) string {
 	return tr.Status.Token
 }
 
-func scrape(t *testing.T, url, token string) (int, string) {
-	t.Helper()
+func scrape(url, token string) (int, string, error) {
 	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
 		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // the operator serves a self-signed certificate on loopback
 	}}
 	req, err := http.NewRequest(http.MethodGet, url, nil)
 	if err != nil {
-		t.Fatal(err)
+		return 0, "", err
 	}
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
 	resp, err := client.Do(req)
 	if err != nil {
-		t.Fatalf("scrape %s: %v", url, err)
+		return 0, "", err
 	}
 	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(body)
+	body, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body), err
 }
 
 func waitFor(t *testing.T, timeout time.Duration, what string, cond func(context.Context) (bool, error)) {
