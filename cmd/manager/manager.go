@@ -7,16 +7,27 @@ import (
 	"os"
 	"strings"
 
+	"github.com/operator-framework/operator-lib/proxy"
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/selection"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
+	"github.com/modelserver-dev/modelserver-operator/controllers"
+	helmcharts "github.com/modelserver-dev/modelserver-operator/helm-charts"
+	"github.com/modelserver-dev/modelserver-operator/internal/release"
+	"github.com/modelserver-dev/modelserver-operator/internal/values"
 )
 
 // leaderElectionID names the Lease the replicas of the operator compete for.
@@ -33,6 +44,7 @@ func runManager(args []string) error {
 		enableHTTP2     bool
 		kubeconfig      string
 		watchNamespaces string
+		fetchImage      string
 	)
 	fs.StringVar(&metricsAddr, "metrics-bind-address", ":8443", "Address the metrics endpoint binds to; 0 disables it.")
 	fs.BoolVar(&secureMetrics, "metrics-secure", true, "Serve metrics over HTTPS, authenticated and authorized through the apiserver.")
@@ -42,6 +54,7 @@ func runManager(args []string) error {
 	fs.BoolVar(&enableHTTP2, "enable-http2", false, "Serve metrics over HTTP/2 (off by default: CVE-2023-44487, CVE-2023-39325).")
 	fs.StringVar(&kubeconfig, "kubeconfig", "", "Path to a kubeconfig; default: in-cluster config or $KUBECONFIG.")
 	fs.StringVar(&watchNamespaces, "watch-namespaces", os.Getenv("WATCH_NAMESPACE"), "Comma-separated namespaces to watch (default $WATCH_NAMESPACE; empty: all).")
+	fs.StringVar(&fetchImage, "fetch-image", envOr("RELATED_IMAGE_OPERATOR", defaultImage), "Image of the model-fetch Job: this operator's own image (default $RELATED_IMAGE_OPERATOR).")
 	zapOpts := zap.Options{Development: false}
 	zapOpts.BindFlags(fs)
 	if err := fs.Parse(args); err != nil {
@@ -85,7 +98,10 @@ func runManager(args []string) error {
 		LeaderElectionID:              leaderElectionID,
 		LeaderElectionNamespace:       leaderElectNS,
 		LeaderElectionReleaseOnCancel: true,
-		Cache:                         cache.Options{DefaultNamespaces: namespaceConfig(watchNamespaces)},
+		Cache: cache.Options{
+			DefaultNamespaces: namespaceConfig(watchNamespaces),
+			ByObject:          ownedObjectsOnly(),
+		},
 	})
 	if err != nil {
 		return fmt.Errorf("create manager: %w", err)
@@ -97,8 +113,58 @@ func runManager(args []string) error {
 		return err
 	}
 
+	ch, err := helmcharts.ModelServer()
+	if err != nil {
+		return fmt.Errorf("load the embedded chart: %w", err)
+	}
+	releases, err := release.New(restConfig, release.Options{Log: ctrl.Log.WithName("helm")})
+	if err != nil {
+		return err
+	}
+	reconciler := &controllers.ModelServerReconciler{
+		Client:     mgr.GetClient(),
+		APIReader:  mgr.GetAPIReader(),
+		Recorder:   mgr.GetEventRecorder("modelserver-operator"),
+		Releases:   releases,
+		Chart:      ch,
+		FetchImage: fetchImage,
+		ProxyEnv:   proxy.ReadProxyVarsFromEnv(),
+	}
+	if err := reconciler.SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("set up the ModelServer controller: %w", err)
+	}
+
 	log.Info("starting manager", "watchNamespaces", watchNamespaces, "leaderElection", leaderElect)
 	return mgr.Start(ctrl.SetupSignalHandler())
+}
+
+// defaultImage is the operator's released image, used by the fetch Job
+// when neither --fetch-image nor $RELATED_IMAGE_OPERATOR says otherwise.
+const defaultImage = "ghcr.io/modelserver-dev/modelserver-operator:0.1.0"
+
+func envOr(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
+}
+
+// ownedObjectsOnly keeps only the objects of ModelServer releases in the
+// caches of the kinds the operator owns, instead of every ConfigMap,
+// Service, Deployment, Job and claim in the cluster.
+func ownedObjectsOnly() map[client.Object]cache.ByObject {
+	req, err := labels.NewRequirement(values.LabelModelServer, selection.Exists, nil)
+	if err != nil {
+		panic(err) // a constant key; cannot fail
+	}
+	owned := cache.ByObject{Label: labels.NewSelector().Add(*req)}
+	return map[client.Object]cache.ByObject{
+		&appsv1.Deployment{}:            owned,
+		&batchv1.Job{}:                  owned,
+		&corev1.Service{}:               owned,
+		&corev1.ConfigMap{}:             owned,
+		&corev1.PersistentVolumeClaim{}: owned,
+	}
 }
 
 // namespaceConfig restricts the cache to the given namespaces (OLM's

@@ -1,0 +1,482 @@
+// Package controllers holds the ModelServer reconciler: it turns each
+// ModelServer into a Helm release of the embedded chart and reports what
+// the release's objects are doing.
+package controllers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"helm.sh/helm/v3/pkg/chart"
+	helmrelease "helm.sh/helm/v3/pkg/release"
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+
+	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
+	"github.com/modelserver-dev/modelserver-operator/internal/names"
+	"github.com/modelserver-dev/modelserver-operator/internal/release"
+	"github.com/modelserver-dev/modelserver-operator/internal/values"
+)
+
+// Finalizer holds a ModelServer until its release is uninstalled.
+const Finalizer = "serving.modelserver.dev/release"
+
+// conflictRetry is how often a ModelServer blocked by someone else's object
+// or a missing Secret looks again; neither is watched.
+const conflictRetry = 30 * time.Second
+
+// ModelServerReconciler reconciles ModelServers.
+type ModelServerReconciler struct {
+	client.Client
+	// APIReader reads what the cache does not hold: the fetch Job's pods
+	// (read only when a fetch ends) and credentials Secrets.
+	APIReader client.Reader
+	Recorder  events.EventRecorder
+	Releases  *release.Manager
+	Chart     *chart.Chart
+	// FetchImage runs `manager fetch` in the model-fetch Job.
+	FetchImage string
+	// ProxyEnv is passed on to the serving and fetch containers.
+	ProxyEnv []corev1.EnvVar
+
+	// verified holds the UIDs whose release record this process has read
+	// once. Later reconciles trust status.release.valuesDigest, so an idle
+	// ModelServer costs no Helm read at all.
+	verified sync.Map
+}
+
+// +kubebuilder:rbac:groups=serving.modelserver.dev,resources=modelservers,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=serving.modelserver.dev,resources=modelservers/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=serving.modelserver.dev,resources=modelservers/finalizers,verbs=update
+// +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups="",resources=services;configmaps;persistentvolumeclaims,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
+// Reconcile brings one ModelServer's release in line with its spec and
+// reports what its objects are doing.
+func (r *ModelServerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	// 1. Load the ModelServer; a deleted one needs nothing more.
+	ms := &servingv1alpha1.ModelServer{}
+	if err := r.Get(ctx, req.NamespacedName, ms); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	// 2. Being deleted: uninstall, then let it go.
+	if !ms.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, r.reconcileDelete(ctx, ms)
+	}
+	// 3. Hold it until the release is uninstalled.
+	if controllerutil.AddFinalizer(ms, Finalizer) {
+		if err := r.Update(ctx, ms); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	return r.reconcileNormal(ctx, ms)
+}
+
+func (r *ModelServerReconciler) reconcileNormal(ctx context.Context, ms *servingv1alpha1.ModelServer) (ctrl.Result, error) {
+	logger := log.FromContext(ctx)
+	old := ms.Status.DeepCopy()
+	obs := Observation{
+		Generation:      ms.Generation,
+		DesiredReplicas: desiredReplicas(ms),
+		Endpoints:       endpoints(ms),
+	}
+	var result ctrl.Result
+	var reconcileErr error
+	// The status is written once, at the end, and only if it changed.
+	defer func() {
+		if err := r.writeStatus(ctx, ms, *old, obs); err != nil && reconcileErr == nil {
+			reconcileErr = err
+		}
+	}()
+
+	// 4. Observe the fetch of the current model generation.
+	generation := values.FetchGeneration(ms, r.FetchImage)
+	obs.FetchedGeneration, obs.Model = servedModel(ms)
+	if err := r.observeFetch(ctx, ms, generation, &obs); err != nil {
+		return ctrl.Result{}, err
+	}
+
+	// 5. Spec → values (pure), and their digest.
+	vals, err := values.For(ms, values.Inputs{
+		ChartVersion:      r.Chart.Metadata.Version,
+		FetchImage:        r.FetchImage,
+		FetchedGeneration: obs.FetchedGeneration,
+		ProxyEnv:          r.ProxyEnv,
+	})
+	if err != nil {
+		obs.BlockedReason, obs.BlockedMessage = ReasonInvalidSpec, err.Error()
+		return ctrl.Result{}, nil // only a spec change can help
+	}
+	obs.Selector = labels.SelectorFromSet(vals.Labels.Selector).String()
+	if obs.Fetch != FetchSucceeded && ms.Spec.Model.CredentialsSecret != "" {
+		if msg, err := r.checkSecret(ctx, ms); err != nil {
+			return ctrl.Result{}, err
+		} else if msg != "" {
+			obs.BlockedReason, obs.BlockedMessage = ReasonSecretNotFound, msg
+			return ctrl.Result{RequeueAfter: conflictRetry}, nil
+		}
+	}
+	digest := values.Digest(r.Chart.Metadata.Version, vals)
+
+	// 6. Decide whether Helm has anything to do, and do it.
+	why, err := r.applyReason(ctx, ms, vals, digest)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	obs.Release = ms.Status.Release
+	if why != "" {
+		result, reconcileErr = r.apply(ctx, ms, vals, digest, why, &obs)
+		if reconcileErr != nil || obs.Conflict {
+			return result, reconcileErr
+		}
+	}
+	obs.ReleaseCurrent = true
+
+	// 7. Observe the serving Deployment.
+	deploy := &appsv1.Deployment{}
+	if err := r.Get(ctx, types.NamespacedName{Namespace: ms.Namespace, Name: vals.Names.Deployment}, deploy); err == nil {
+		obs.Deployment = deploy
+	} else if !apierrors.IsNotFound(err) {
+		return ctrl.Result{}, err
+	}
+	logger.V(1).Info("reconciled", "fetch", obs.Fetch, "helm", why)
+	return result, reconcileErr
+}
+
+// applyReason says why the release must be installed or upgraded, or ""
+// when it is deployed with these values and all its objects are intact.
+func (r *ModelServerReconciler) applyReason(ctx context.Context, ms *servingv1alpha1.ModelServer, vals *values.Values, digest string) (string, error) {
+	rel := ms.Status.Release
+	switch {
+	case rel == nil:
+		return "install", nil
+	case rel.ValuesDigest != digest:
+		return "spec changed", nil
+	}
+	// Once per process, check the release record itself: a crash can
+	// leave it pending while the status still shows the last good digest.
+	if _, done := r.verified.Load(ms.UID); !done {
+		last, err := r.Releases.Get(ms.Namespace, ms.Name)
+		if err != nil {
+			return "", err
+		}
+		switch {
+		case last == nil:
+			return "release record missing", nil
+		case last.Info.Status != helmrelease.StatusDeployed:
+			return "release is " + string(last.Info.Status), nil
+		case last.Labels[release.LabelValuesDigest] != digest:
+			return "release made from other values", nil
+		}
+		r.verified.Store(ms.UID, struct{}{})
+	}
+	return r.drift(ctx, ms, vals)
+}
+
+func (r *ModelServerReconciler) apply(ctx context.Context, ms *servingv1alpha1.ModelServer, vals *values.Values, digest, why string, obs *Observation) (ctrl.Result, error) {
+	logger := log.FromContext(ctx)
+	m, err := vals.Map()
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	rel, op, err := r.Releases.Apply(ctx, ms.Namespace, ms.Name, r.Chart, m, digest)
+	if errors.Is(err, release.ErrConflict) {
+		obs.Conflict, obs.ReleaseErr = true, err
+		r.Recorder.Eventf(ms, nil, corev1.EventTypeWarning, ReasonConflict, "Apply",
+			"Not deploying: an object the release needs already exists and belongs to someone else: %s", errorLine(err))
+		return ctrl.Result{RequeueAfter: conflictRetry}, nil
+	}
+	if err != nil {
+		obs.ReleaseErr = err
+		r.Recorder.Eventf(ms, nil, corev1.EventTypeWarning, ReasonReleaseFailed, "Apply", "Helm %s failed: %s", op, errorLine(err))
+		return ctrl.Result{}, err
+	}
+	r.verified.Store(ms.UID, struct{}{})
+	obs.Release = &servingv1alpha1.ReleaseStatus{
+		Name: rel.Name, Revision: rel.Version, ChartVersion: r.Chart.Metadata.Version, ValuesDigest: digest,
+	}
+	logger.Info("release applied", "op", op, "revision", rel.Version, "why", why)
+	r.Recorder.Eventf(ms, nil, corev1.EventTypeNormal, eventReason(op), "Apply",
+		"Helm %s of release %s: revision %d (%s)", op, rel.Name, rel.Version, why)
+	return ctrl.Result{}, nil
+}
+
+func eventReason(op release.Op) string {
+	switch op {
+	case release.OpInstall:
+		return "Installed"
+	case release.OpRecovered:
+		return "Recovered"
+	default:
+		return "Upgraded"
+	}
+}
+
+// drift says which object of the release is missing or was changed by
+// someone else in a field the operator sets, or "" if none.
+func (r *ModelServerReconciler) drift(ctx context.Context, ms *servingv1alpha1.ModelServer, vals *values.Values) (string, error) {
+	key := func(name string) types.NamespacedName {
+		return types.NamespacedName{Namespace: ms.Namespace, Name: name}
+	}
+	objs := map[string]client.Object{
+		"ConfigMap " + vals.Names.ConfigMap:   &corev1.ConfigMap{},
+		"Service " + vals.Names.Service:       &corev1.Service{},
+		"Deployment " + vals.Names.Deployment: &appsv1.Deployment{},
+		"Job " + vals.Names.FetchJob:          &batchv1.Job{},
+	}
+	if vals.Volume.Create {
+		objs["PersistentVolumeClaim "+vals.Volume.ClaimName] = &corev1.PersistentVolumeClaim{}
+	}
+	found := map[string]client.Object{}
+	for _, what := range sortedKeys(objs) {
+		_, name, _ := strings.Cut(what, " ")
+		if err := r.Get(ctx, key(name), objs[what]); apierrors.IsNotFound(err) {
+			return what + " was deleted", nil
+		} else if err != nil {
+			return "", err
+		}
+		found[what] = objs[what]
+	}
+	return modifiedObject(vals, found), nil
+}
+
+// modifiedObject compares the fields of each object that the values decide
+// and that nobody else should change. It is a cheap stand-in for a Helm
+// dry-run: no request, no render.
+func modifiedObject(vals *values.Values, objs map[string]client.Object) string {
+	for what, obj := range objs {
+		for k, v := range vals.Labels.Common {
+			if obj.GetLabels()[k] != v {
+				return what + " lost its label " + k
+			}
+		}
+		switch o := obj.(type) {
+		case *corev1.ConfigMap:
+			if o.Data[values.ModelConfigFile] != vals.ModelConfig {
+				return what + " has a modified model config"
+			}
+		case *corev1.Service:
+			if o.Spec.Type != vals.Service.Type || len(o.Spec.Ports) != 2 {
+				return what + " was modified"
+			}
+		case *appsv1.Deployment:
+			if o.Spec.Replicas == nil || *o.Spec.Replicas != vals.Serving.Replicas {
+				return what + " was scaled outside the ModelServer"
+			}
+			if len(o.Spec.Template.Spec.Containers) != 1 || o.Spec.Template.Spec.Containers[0].Image != vals.Serving.Image {
+				return what + " has a modified container"
+			}
+		}
+	}
+	return ""
+}
+
+// observeFetch fills in the fetch part of the observation from the Job of
+// the current generation, reading its pods' termination messages when the
+// Job has just finished.
+func (r *ModelServerReconciler) observeFetch(ctx context.Context, ms *servingv1alpha1.ModelServer, generation string, obs *Observation) error {
+	job := &batchv1.Job{}
+	err := r.Get(ctx, types.NamespacedName{Namespace: ms.Namespace, Name: names.FetchJob(ms.Name, generation)}, job)
+	if apierrors.IsNotFound(err) {
+		job = nil
+	} else if err != nil {
+		return err
+	}
+	obs.Fetch = fetchState(job)
+	if obs.Model == nil {
+		obs.Model = &servingv1alpha1.ModelStatus{}
+	}
+	obs.Model.Name = values.ModelName(ms)
+	switch obs.Fetch {
+	case FetchSucceeded:
+		if obs.FetchedGeneration != generation {
+			// Newly fetched: take the summary the fetch left behind.
+			msg, err := r.terminationMessage(ctx, job, corev1.PodSucceeded)
+			if err != nil {
+				return err
+			}
+			obs.Model = &servingv1alpha1.ModelStatus{Name: obs.Model.Name, FetchedGeneration: generation}
+			if s, ok := parseSummary(msg); ok {
+				obs.Model.Digest, obs.Model.SizeBytes, obs.Model.Versions = s.Digest, s.Bytes, s.Versions
+			}
+			r.Recorder.Eventf(ms, job, corev1.EventTypeNormal, ReasonFetched, "Fetch", "Fetched the model from %s", ms.Spec.Model.StorageURI)
+		}
+		obs.FetchedGeneration = generation
+	case FetchFailed:
+		msg, err := r.terminationMessage(ctx, job, corev1.PodFailed)
+		if err != nil {
+			return err
+		}
+		obs.FetchReason, obs.FetchMessage = parseFailure(msg, jobFailureMessage(job))
+	}
+	return nil
+}
+
+// terminationMessage returns the termination message of the newest pod
+// of job in the given phase.
+func (r *ModelServerReconciler) terminationMessage(ctx context.Context, job *batchv1.Job, phase corev1.PodPhase) (string, error) {
+	pods := &corev1.PodList{}
+	if err := r.APIReader.List(ctx, pods, client.InNamespace(job.Namespace),
+		client.MatchingLabels{batchv1.JobNameLabel: job.Name}); err != nil {
+		return "", fmt.Errorf("list pods of Job %s: %w", job.Name, err)
+	}
+	sort.Slice(pods.Items, func(i, j int) bool {
+		return pods.Items[j].CreationTimestamp.Before(&pods.Items[i].CreationTimestamp)
+	})
+	for _, p := range pods.Items {
+		if p.Status.Phase != phase {
+			continue
+		}
+		for _, cs := range p.Status.ContainerStatuses {
+			if t := cs.State.Terminated; t != nil && t.Message != "" {
+				return t.Message, nil
+			}
+		}
+	}
+	return "", nil
+}
+
+func jobFailureMessage(job *batchv1.Job) string {
+	for _, c := range job.Status.Conditions {
+		if c.Type == batchv1.JobFailed && c.Status == corev1.ConditionTrue {
+			return c.Reason + ": " + c.Message
+		}
+	}
+	return ""
+}
+
+// checkSecret reports a missing credentials Secret, which would otherwise
+// leave the fetch pod waiting for its volume without a word.
+func (r *ModelServerReconciler) checkSecret(ctx context.Context, ms *servingv1alpha1.ModelServer) (string, error) {
+	name := ms.Spec.Model.CredentialsSecret
+	err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: ms.Namespace, Name: name}, &metav1.PartialObjectMetadata{
+		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
+	})
+	if apierrors.IsNotFound(err) {
+		return fmt.Sprintf("spec.model.credentialsSecret: Secret %q not found in namespace %s", name, ms.Namespace), nil
+	}
+	return "", err
+}
+
+func (r *ModelServerReconciler) reconcileDelete(ctx context.Context, ms *servingv1alpha1.ModelServer) error {
+	if !controllerutil.ContainsFinalizer(ms, Finalizer) {
+		return nil
+	}
+	if ms.Status.Phase != servingv1alpha1.PhaseDeleting {
+		patch := client.MergeFrom(ms.DeepCopy())
+		ms.Status.Phase, ms.Status.Message = servingv1alpha1.PhaseDeleting, "uninstalling the Helm release"
+		if err := r.Status().Patch(ctx, ms, patch); err != nil && !apierrors.IsNotFound(err) {
+			return err
+		}
+	}
+	if err := r.Releases.Uninstall(ms.Namespace, ms.Name); err != nil {
+		r.Recorder.Eventf(ms, nil, corev1.EventTypeWarning, ReasonReleaseFailed, "Uninstall", "Helm uninstall failed: %s", errorLine(err))
+		return err
+	}
+	r.verified.Delete(ms.UID)
+	controllerutil.RemoveFinalizer(ms, Finalizer)
+	return client.IgnoreNotFound(r.Update(ctx, ms))
+}
+
+// writeStatus computes the status from the observation and patches it if
+// it changed, with an Event for each phase change.
+func (r *ModelServerReconciler) writeStatus(ctx context.Context, ms *servingv1alpha1.ModelServer, old servingv1alpha1.ModelServerStatus, obs Observation) error {
+	st := computeStatus(old, obs)
+	if equality.Semantic.DeepEqual(old, st) {
+		return nil
+	}
+	base := ms.DeepCopy()
+	base.Status = old
+	ms.Status = st
+	if err := r.Status().Patch(ctx, ms, client.MergeFrom(base)); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	if st.Phase != old.Phase {
+		kind := corev1.EventTypeNormal
+		if st.Phase == servingv1alpha1.PhaseFailed || st.Phase == servingv1alpha1.PhaseDegraded {
+			kind = corev1.EventTypeWarning
+		}
+		note := fmt.Sprintf("Phase %s", st.Phase)
+		if st.Message != "" {
+			note += ": " + st.Message
+		}
+		r.Recorder.Eventf(ms, nil, kind, string(st.Phase), "Reconcile", "%s", note)
+	}
+	return nil
+}
+
+func servedModel(ms *servingv1alpha1.ModelServer) (string, *servingv1alpha1.ModelStatus) {
+	if ms.Status.Model == nil {
+		return "", nil
+	}
+	return ms.Status.Model.FetchedGeneration, ms.Status.Model.DeepCopy()
+}
+
+func desiredReplicas(ms *servingv1alpha1.ModelServer) int32 {
+	if ms.Spec.Replicas == nil {
+		return 1
+	}
+	return *ms.Spec.Replicas
+}
+
+func endpoints(ms *servingv1alpha1.ModelServer) *servingv1alpha1.Endpoints {
+	grpc, rest := ms.Spec.Ports.GRPC, ms.Spec.Ports.REST
+	if grpc == 0 {
+		grpc = 8500
+	}
+	if rest == 0 {
+		rest = 8501
+	}
+	host := fmt.Sprintf("%s.%s.svc", ms.Name, ms.Namespace)
+	return &servingv1alpha1.Endpoints{
+		GRPC: fmt.Sprintf("%s:%d", host, grpc),
+		REST: fmt.Sprintf("http://%s:%d/v1/models/%s", host, rest, values.ModelName(ms)),
+	}
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// SetupWithManager states what wakes the reconciler: its ModelServers'
+// spec changes, and changes to the objects of their releases that matter
+// (not status noise).
+func (r *ModelServerReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&servingv1alpha1.ModelServer{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Owns(&appsv1.Deployment{}, builder.WithPredicates(predicate.Funcs{UpdateFunc: deploymentChanged})).
+		Owns(&batchv1.Job{}, builder.WithPredicates(predicate.Funcs{UpdateFunc: jobChanged})).
+		Owns(&corev1.Service{}).
+		Owns(&corev1.ConfigMap{}).
+		Owns(&corev1.PersistentVolumeClaim{}, builder.WithPredicates(predicate.Funcs{UpdateFunc: claimChanged})).
+		WithOptions(controller.Options{MaxConcurrentReconciles: 4}).
+		Complete(r)
+}

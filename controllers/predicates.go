@@ -1,0 +1,47 @@
+package controllers
+
+import (
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+)
+
+// The owned objects' status changes all the time (every pod that starts
+// updates its Deployment's status); these let through only the changes the
+// ModelServer's status or release depends on.
+
+func deploymentChanged(e event.UpdateEvent) bool {
+	o, okOld := e.ObjectOld.(*appsv1.Deployment)
+	n, okNew := e.ObjectNew.(*appsv1.Deployment)
+	if !okOld || !okNew {
+		return true
+	}
+	return o.Generation != n.Generation ||
+		o.Status.ObservedGeneration != n.Status.ObservedGeneration ||
+		o.Status.Replicas != n.Status.Replicas ||
+		o.Status.UpdatedReplicas != n.Status.UpdatedReplicas ||
+		o.Status.ReadyReplicas != n.Status.ReadyReplicas ||
+		!equality.Semantic.DeepEqual(o.Labels, n.Labels)
+}
+
+func jobChanged(e event.UpdateEvent) bool {
+	o, okOld := e.ObjectOld.(*batchv1.Job)
+	n, okNew := e.ObjectNew.(*batchv1.Job)
+	if !okOld || !okNew {
+		return true
+	}
+	return o.Generation != n.Generation ||
+		fetchState(o) != fetchState(n) ||
+		!equality.Semantic.DeepEqual(o.Labels, n.Labels)
+}
+
+func claimChanged(e event.UpdateEvent) bool {
+	o, okOld := e.ObjectOld.(*corev1.PersistentVolumeClaim)
+	n, okNew := e.ObjectNew.(*corev1.PersistentVolumeClaim)
+	if !okOld || !okNew {
+		return true
+	}
+	return o.Status.Phase != n.Status.Phase || !equality.Semantic.DeepEqual(o.Labels, n.Labels)
+}

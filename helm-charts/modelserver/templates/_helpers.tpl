@@ -1,0 +1,91 @@
+{{/*
+Helpers of the modelserver chart. They only lay values out: every decision
+(names, labels, replicas, paths, the model config) is made by the operator,
+which computes the values (internal/values).
+*/}}
+
+{{/*
+modelserver.labels: the metadata labels of an object, the common labels plus
+app.kubernetes.io/component.
+Call: include "modelserver.labels" (dict "root" $ "component" "serving")
+*/}}
+{{- define "modelserver.labels" -}}
+{{- toYaml (merge (dict "app.kubernetes.io/component" .component) .root.Values.labels.common) }}
+{{- end }}
+
+{{/*
+modelserver.metadata: name, namespace, labels and owner reference of an
+object.
+Call: include "modelserver.metadata" (dict "root" $ "name" "..." "component" "...")
+*/}}
+{{- define "modelserver.metadata" -}}
+name: {{ .name | quote }}
+namespace: {{ .root.Release.Namespace | quote }}
+labels:
+  {{- include "modelserver.labels" . | nindent 2 }}
+{{- with .root.Values.owner }}
+ownerReferences:
+  - apiVersion: {{ .apiVersion | quote }}
+    kind: {{ .kind | quote }}
+    name: {{ .name | quote }}
+    uid: {{ .uid | quote }}
+    controller: true
+    blockOwnerDeletion: true
+{{- end }}
+{{- end }}
+
+{{/*
+modelserver.podSecurityContext: the restricted Pod Security Standard, for
+the serving and the fetch pods. fsGroup lets the non-root user write the
+model volume and read the credentials.
+*/}}
+{{- define "modelserver.podSecurityContext" -}}
+securityContext:
+  runAsNonRoot: true
+  runAsUser: 65532
+  runAsGroup: 65532
+  fsGroup: 65532
+  seccompProfile:
+    type: RuntimeDefault
+{{- end }}
+
+{{/*
+modelserver.containerSecurityContext: the restricted Pod Security Standard,
+for every container.
+*/}}
+{{- define "modelserver.containerSecurityContext" -}}
+securityContext:
+  allowPrivilegeEscalation: false
+  readOnlyRootFilesystem: true
+  runAsNonRoot: true
+  capabilities:
+    drop:
+      - ALL
+{{- end }}
+
+{{/*
+modelserver.podScheduling: the pod settings the serving and fetch pods share.
+Call: include "modelserver.podScheduling" $
+*/}}
+{{- define "modelserver.podScheduling" -}}
+automountServiceAccountToken: false
+{{- with .Values.pod.serviceAccountName }}
+serviceAccountName: {{ . | quote }}
+{{- end }}
+{{- with .Values.pod.imagePullSecrets }}
+imagePullSecrets:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .Values.pod.nodeSelector }}
+nodeSelector:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .Values.pod.tolerations }}
+tolerations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .Values.pod.affinity }}
+affinity:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end }}

@@ -1,0 +1,1103 @@
+package helmcharts_test
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"io"
+	"io/fs"
+	"maps"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/yaml"
+
+	"helm.sh/helm/v3/pkg/chartutil"
+	"helm.sh/helm/v3/pkg/lint"
+	"helm.sh/helm/v3/pkg/lint/support"
+
+	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
+	helmcharts "github.com/modelserver-dev/modelserver-operator/helm-charts"
+	"github.com/modelserver-dev/modelserver-operator/internal/values"
+)
+
+const (
+	namespace    = "ml"
+	chartVersion = "0.1.0"
+	fetchImage   = "example.com/op:1"
+)
+
+// A case is one ModelServer rendered through values.For and the chart.
+type renderCase struct {
+	name string
+	ms   *servingv1alpha1.ModelServer
+	in   values.Inputs
+	// check makes the case's own assertions, after the ones every case gets.
+	check func(t *testing.T, v *values.Values, objs *objects)
+}
+
+func renderCases() []renderCase {
+	full := modelServer("resnet", func(ms *servingv1alpha1.ModelServer) {
+		ms.UID = types.UID("6b7b1c9e-1111-4a2b-9c3d-0123456789ab")
+		ms.Spec.Model.CredentialsSecret = "s3-credentials"
+		ms.Spec.Replicas = ptr.To[int32](2)
+		ms.Spec.Resources = corev1.ResourceRequirements{
+			Requests: corev1.ResourceList{
+				corev1.ResourceCPU:    resource.MustParse("2"),
+				corev1.ResourceMemory: resource.MustParse("4Gi"),
+			},
+			Limits: corev1.ResourceList{
+				corev1.ResourceMemory:                 resource.MustParse("8Gi"),
+				corev1.ResourceName("nvidia.com/gpu"): resource.MustParse("1"),
+			},
+		}
+		ms.Spec.PodTemplate = servingv1alpha1.PodTemplate{
+			Labels:       map[string]string{"team": "vision", "cost-center": "1234"},
+			Annotations:  map[string]string{"example.com/owner": "vision@example.com", "sidecar.istio.io/inject": "false"},
+			NodeSelector: map[string]string{"kubernetes.io/os": "linux", "node.example.com/pool": "gpu"},
+			Tolerations: []corev1.Toleration{
+				{Key: "nvidia.com/gpu", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule},
+				{Key: "node.kubernetes.io/unreachable", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: ptr.To[int64](300)},
+			},
+			Affinity: &corev1.Affinity{
+				NodeAffinity: &corev1.NodeAffinity{
+					RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
+						NodeSelectorTerms: []corev1.NodeSelectorTerm{{
+							MatchExpressions: []corev1.NodeSelectorRequirement{{
+								Key: "topology.kubernetes.io/zone", Operator: corev1.NodeSelectorOpIn, Values: []string{"a", "b"},
+							}},
+						}},
+					},
+				},
+				PodAntiAffinity: &corev1.PodAntiAffinity{
+					PreferredDuringSchedulingIgnoredDuringExecution: []corev1.WeightedPodAffinityTerm{{
+						Weight: 100,
+						PodAffinityTerm: corev1.PodAffinityTerm{
+							TopologyKey:   "kubernetes.io/hostname",
+							LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app.kubernetes.io/instance": "resnet"}},
+						},
+					}},
+				},
+			},
+			ServiceAccountName: "models-reader",
+			ImagePullSecrets:   []corev1.LocalObjectReference{{Name: "registry"}, {Name: "mirror"}},
+			Env: []corev1.EnvVar{
+				{Name: "TF_CPP_MIN_LOG_LEVEL", Value: "2"},
+				{Name: "OMP_NUM_THREADS", Value: "4"},
+				{Name: "API_TOKEN", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+					LocalObjectReference: corev1.LocalObjectReference{Name: "tokens"}, Key: "api",
+				}}},
+			},
+		}
+	})
+
+	return []renderCase{
+		{
+			name: "minimal spec, nothing fetched yet",
+			ms:   modelServer("resnet", nil),
+			check: func(t *testing.T, v *values.Values, objs *objects) {
+				d := objs.deployment(t)
+				if got := *d.Spec.Replicas; got != 0 {
+					t.Errorf("deployment replicas = %d, want 0 until a fetch has succeeded", got)
+				}
+				if len(d.OwnerReferences) != 0 {
+					t.Errorf("owner references without an owner: %v", d.OwnerReferences)
+				}
+				if got := objs.service(t).Spec.Type; got != corev1.ServiceTypeClusterIP {
+					t.Errorf("service type = %q, want ClusterIP", got)
+				}
+				wantArgs := []string{"--port=8500", "--rest_api_port=8501", "--model_config_file=/etc/modelserver/models.config",
+					"--model_config_file_poll_wait_seconds=30", "--allow_version_labels_for_unavailable_models=true"}
+				if got := d.Spec.Template.Spec.Containers[0].Args; !slices.Equal(got, wantArgs) {
+					t.Errorf("serving args = %q, want %q", got, wantArgs)
+				}
+				c := objs.claim(t)
+				if c.Spec.StorageClassName != nil {
+					t.Errorf("claim storageClassName = %q, want unset (the default class)", *c.Spec.StorageClassName)
+				}
+				if got := c.Spec.Resources.Requests[corev1.ResourceStorage]; got.Cmp(resource.MustParse("10Gi")) != 0 {
+					t.Errorf("claim size = %s, want 10Gi", got.String())
+				}
+				if ps := d.Spec.Template.Spec; ps.Affinity != nil || ps.NodeSelector != nil || ps.Tolerations != nil ||
+					ps.ImagePullSecrets != nil || ps.ServiceAccountName != "" {
+					t.Errorf("unset pod settings rendered: %+v", ps)
+				}
+				if env := d.Spec.Template.Spec.Containers[0].Env; env != nil {
+					t.Errorf("serving env = %v, want none", env)
+				}
+			},
+		},
+		{
+			name: "fetched, owned, scaled",
+			ms: modelServer("resnet", func(ms *servingv1alpha1.ModelServer) {
+				ms.UID = "0d3c6f9a-2222-4b7e-8f00-fedcba987654"
+				ms.Spec.Replicas = ptr.To[int32](3)
+			}),
+			in: values.Inputs{FetchedGeneration: "0123abcd"},
+			check: func(t *testing.T, v *values.Values, objs *objects) {
+				if got := *objs.deployment(t).Spec.Replicas; got != 3 {
+					t.Errorf("deployment replicas = %d, want 3", got)
+				}
+				if !strings.Contains(objs.configMap(t).Data["models.config"], `base_path: "/models/0123abcd"`) {
+					t.Errorf("model config does not serve the fetched generation:\n%s", objs.configMap(t).Data["models.config"])
+				}
+			},
+		},
+		{
+			name: "pvc:// model is mounted, not created",
+			ms: modelServer("resnet", func(ms *servingv1alpha1.ModelServer) {
+				ms.Spec.Model.StorageURI = "pvc://shared-models/vision/resnet"
+			}),
+			in: values.Inputs{FetchedGeneration: "0123abcd"},
+			check: func(t *testing.T, v *values.Values, objs *objects) {
+				if len(objs.claims) != 0 {
+					t.Errorf("a claim was rendered for a pvc:// model")
+				}
+				d := objs.deployment(t)
+				if got := volume(t, d.Spec.Template.Spec, "model").PersistentVolumeClaim.ClaimName; got != "shared-models" {
+					t.Errorf("serving model claim = %q, want shared-models", got)
+				}
+				j := objs.job(t)
+				if got := volume(t, j.Spec.Template.Spec, "model").PersistentVolumeClaim; got.ClaimName != "shared-models" || !got.ReadOnly {
+					t.Errorf("fetch model volume = %+v, want shared-models read-only", got)
+				}
+				if !mount(t, j.Spec.Template.Spec.Containers[0], "model").ReadOnly {
+					t.Errorf("fetch pod mounts the user's claim read-write")
+				}
+				if !strings.Contains(objs.configMap(t).Data["models.config"], `base_path: "/models/vision/resnet"`) {
+					t.Errorf("model config base path:\n%s", objs.configMap(t).Data["models.config"])
+				}
+			},
+		},
+		{
+			name: "every podTemplate field, credentials, proxy env",
+			ms:   full,
+			in: values.Inputs{
+				FetchedGeneration: "0123abcd",
+				ProxyEnv:          []corev1.EnvVar{{Name: "HTTPS_PROXY", Value: "http://proxy.example.com:3128"}, {Name: "NO_PROXY", Value: ".svc,.cluster.local"}},
+			},
+			check: func(t *testing.T, v *values.Values, objs *objects) {
+				d := objs.deployment(t)
+				c := d.Spec.Template.Spec.Containers[0]
+				if got := len(c.Env); got != 5 {
+					t.Errorf("serving env has %d variables, want 5 (3 from the spec, 2 proxy)", got)
+				}
+				if got := c.Resources.Limits[corev1.ResourceName("nvidia.com/gpu")]; got.Cmp(resource.MustParse("1")) != 0 {
+					t.Errorf("gpu limit = %s, want 1", got.String())
+				}
+				for _, ps := range []corev1.PodSpec{d.Spec.Template.Spec, objs.job(t).Spec.Template.Spec} {
+					if ps.ServiceAccountName != "models-reader" {
+						t.Errorf("serviceAccountName = %q, want models-reader", ps.ServiceAccountName)
+					}
+					if len(ps.Tolerations) != 2 || ps.Tolerations[1].TolerationSeconds == nil || *ps.Tolerations[1].TolerationSeconds != 300 {
+						t.Errorf("tolerations = %+v", ps.Tolerations)
+					}
+				}
+				j := objs.job(t)
+				creds := volume(t, j.Spec.Template.Spec, "credentials")
+				if creds.Secret == nil || creds.Secret.SecretName != "s3-credentials" || creds.Secret.DefaultMode == nil || *creds.Secret.DefaultMode != 0o440 {
+					t.Errorf("credentials volume = %+v, want secret s3-credentials mode 0440", creds)
+				}
+				m := mount(t, j.Spec.Template.Spec.Containers[0], "credentials")
+				if m.MountPath != values.CredentialsMountPath || !m.ReadOnly {
+					t.Errorf("credentials mount = %+v", m)
+				}
+				if !slices.Contains(j.Spec.Template.Spec.Containers[0].Args, "--credentials-dir") {
+					t.Errorf("fetch args %q lack --credentials-dir", j.Spec.Template.Spec.Containers[0].Args)
+				}
+				if j.Spec.Template.Labels["team"] != "vision" || j.Spec.Template.Annotations["example.com/owner"] != "vision@example.com" {
+					t.Errorf("fetch pod lacks the podTemplate's labels or annotations: %v %v", j.Spec.Template.Labels, j.Spec.Template.Annotations)
+				}
+			},
+		},
+		{
+			name: "specific versions and version labels",
+			ms: modelServer("resnet", func(ms *servingv1alpha1.ModelServer) {
+				ms.Spec.Model.VersionPolicy = &servingv1alpha1.VersionPolicy{Specific: &servingv1alpha1.SpecificVersions{Versions: []int64{1, 2}}}
+				ms.Spec.Model.VersionLabels = map[string]int64{"stable": 1, "canary": 2}
+			}),
+			in: values.Inputs{FetchedGeneration: "0123abcd"},
+			check: func(t *testing.T, v *values.Values, objs *objects) {
+				cfg := objs.configMap(t).Data["models.config"]
+				for _, want := range []string{"specific {", "versions: 1", "versions: 2", `key: "stable"`, `key: "canary"`, "value: 2"} {
+					if !strings.Contains(cfg, want) {
+						t.Errorf("model config lacks %q:\n%s", want, cfg)
+					}
+				}
+			},
+		},
+		{
+			name: "NodePort, custom ports and image",
+			ms: modelServer("resnet", func(ms *servingv1alpha1.ModelServer) {
+				ms.Spec.Service.Type = corev1.ServiceTypeNodePort
+				ms.Spec.Ports = servingv1alpha1.Ports{GRPC: 9000, REST: 65535}
+				ms.Spec.Image = "registry.example.com/tensorflow/serving:2.19.1-gpu"
+				ms.Spec.ImagePullPolicy = corev1.PullAlways
+			}),
+			in: values.Inputs{FetchedGeneration: "0123abcd"},
+			check: func(t *testing.T, v *values.Values, objs *objects) {
+				s := objs.service(t)
+				if s.Spec.Type != corev1.ServiceTypeNodePort {
+					t.Errorf("service type = %q, want NodePort", s.Spec.Type)
+				}
+				if s.Spec.Ports[0].Port != 9000 || s.Spec.Ports[1].Port != 65535 {
+					t.Errorf("service ports = %+v", s.Spec.Ports)
+				}
+				c := objs.deployment(t).Spec.Template.Spec.Containers[0]
+				if !slices.Contains(c.Args, "--port=9000") || !slices.Contains(c.Args, "--rest_api_port=65535") {
+					t.Errorf("serving args = %q", c.Args)
+				}
+				if c.Image != "registry.example.com/tensorflow/serving:2.19.1-gpu" || c.ImagePullPolicy != corev1.PullAlways {
+					t.Errorf("serving image = %q %q", c.Image, c.ImagePullPolicy)
+				}
+			},
+		},
+		{
+			name: "storage class, size and access mode",
+			ms: modelServer("resnet", func(ms *servingv1alpha1.ModelServer) {
+				ms.Spec.Storage = servingv1alpha1.StorageSpec{
+					Size:             ptr.To(resource.MustParse("50Gi")),
+					StorageClassName: ptr.To("fast-ssd"),
+					AccessMode:       corev1.ReadWriteMany,
+				}
+			}),
+			check: func(t *testing.T, v *values.Values, objs *objects) {
+				c := objs.claim(t)
+				if c.Spec.StorageClassName == nil || *c.Spec.StorageClassName != "fast-ssd" {
+					t.Errorf("claim storageClassName = %v, want fast-ssd", c.Spec.StorageClassName)
+				}
+				if got := c.Spec.Resources.Requests[corev1.ResourceStorage]; got.Cmp(resource.MustParse("50Gi")) != 0 {
+					t.Errorf("claim size = %s, want 50Gi", got.String())
+				}
+				if !slices.Equal(c.Spec.AccessModes, []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany}) {
+					t.Errorf("claim access modes = %v", c.Spec.AccessModes)
+				}
+			},
+		},
+		{
+			name: "model name unlike the ModelServer's, all versions, LoadBalancer",
+			ms: modelServer("image-classifier", func(ms *servingv1alpha1.ModelServer) {
+				ms.Spec.Model.Name = "ResNet_v2.1-b"
+				ms.Spec.Model.VersionPolicy = &servingv1alpha1.VersionPolicy{All: &servingv1alpha1.AllVersions{}}
+				ms.Spec.Service.Type = corev1.ServiceTypeLoadBalancer
+				ms.Spec.Model.StorageURI = "https://models.example.com/resnet.tar.gz"
+			}),
+			in: values.Inputs{FetchedGeneration: "0123abcd"},
+			check: func(t *testing.T, v *values.Values, objs *objects) {
+				if got := objs.service(t).Spec.Type; got != corev1.ServiceTypeLoadBalancer {
+					t.Errorf("service type = %q, want LoadBalancer", got)
+				}
+				if !strings.Contains(objs.configMap(t).Data["models.config"], `name: "ResNet_v2.1-b"`) {
+					t.Errorf("model config:\n%s", objs.configMap(t).Data["models.config"])
+				}
+			},
+		},
+		{
+			name: "longest ModelServer name",
+			ms:   modelServer("m"+strings.Repeat("x", servingv1alpha1.MaxNameLength-2)+"9", nil),
+			check: func(t *testing.T, v *values.Values, objs *objects) {
+				for _, n := range []string{v.Names.Deployment, v.Names.Service, v.Names.ConfigMap, v.Names.Claim, v.Names.FetchJob} {
+					if len(n) > 63 {
+						t.Errorf("name %q is longer than 63 characters", n)
+					}
+				}
+			},
+		},
+	}
+}
+
+// TestRenderModelServers renders a matrix of ModelServers through
+// values.For and the embedded chart, decodes every object strictly into its
+// API type and checks what every stack must have.
+func TestRenderModelServers(t *testing.T) {
+	for _, tc := range renderCases() {
+		t.Run(tc.name, func(t *testing.T) {
+			v := valuesFor(t, tc.ms, tc.in)
+			objs := renderValues(t, v)
+			checkStack(t, tc.ms, v, objs)
+			if tc.check != nil {
+				tc.check(t, v, objs)
+			}
+		})
+	}
+}
+
+// TestModelConfigChangeRollsPods: the serving pods carry a checksum of the
+// model config, so a change to it makes a new ReplicaSet; anything else
+// leaves the checksum as it is.
+func TestModelConfigChangeRollsPods(t *testing.T) {
+	in := values.Inputs{FetchedGeneration: "0123abcd"}
+	checksum := func(mutate func(*servingv1alpha1.ModelServer)) string {
+		t.Helper()
+		objs := renderValues(t, valuesFor(t, modelServer("resnet", mutate), in))
+		return objs.deployment(t).Spec.Template.Annotations["checksum/model-config"]
+	}
+	base := checksum(nil)
+	if base == "" {
+		t.Fatal("no checksum/model-config annotation on the serving pods")
+	}
+	if again := checksum(nil); again != base {
+		t.Errorf("checksum changed between two renders of the same spec: %s, %s", base, again)
+	}
+	if scaled := checksum(func(ms *servingv1alpha1.ModelServer) { ms.Spec.Replicas = ptr.To[int32](5) }); scaled != base {
+		t.Errorf("scaling changed the model config checksum")
+	}
+	changes := map[string]func(*servingv1alpha1.ModelServer){
+		"version policy": func(ms *servingv1alpha1.ModelServer) {
+			ms.Spec.Model.VersionPolicy = &servingv1alpha1.VersionPolicy{Latest: &servingv1alpha1.LatestVersions{NumVersions: 2}}
+		},
+		"version labels": func(ms *servingv1alpha1.ModelServer) { ms.Spec.Model.VersionLabels = map[string]int64{"stable": 1} },
+		"model name":     func(ms *servingv1alpha1.ModelServer) { ms.Spec.Model.Name = "other" },
+	}
+	for name, mutate := range changes {
+		if got := checksum(mutate); got == base {
+			t.Errorf("changing the %s left the checksum at %s", name, base)
+		}
+	}
+}
+
+// TestChartRendersWithItsDefaults: `helm template` of the chart with its
+// own values.yaml gives a complete, valid stack, and values.yaml has exactly
+// the shape of values.Values.
+func TestChartRendersWithItsDefaults(t *testing.T) {
+	c, err := helmcharts.ModelServer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := strictValues(t, c.Values)
+
+	rendered, err := helmcharts.Render(nil, "resnet", namespace)
+	if err != nil {
+		t.Fatalf("render with the chart's defaults: %v", err)
+	}
+	objs := decodeAll(t, rendered)
+	ms := modelServer("resnet", nil)
+	checkStack(t, ms, v, objs)
+	if v.Names.FetchJob != "resnet-fetch-00000000" || v.Model.StorageURI != "s3://models/resnet" || objs.deployment(t).Name != "resnet" {
+		t.Errorf("unexpected sample: %+v", v)
+	}
+	if notes := rendered[helmcharts.ChartName+"/templates/NOTES.txt"]; !strings.Contains(notes, "/v1/models/resnet") {
+		t.Errorf("NOTES.txt does not name the REST endpoint:\n%s", notes)
+	}
+}
+
+// TestChartLints runs Helm's linter (what `helm lint` does) on the chart's
+// directory.
+func TestChartLints(t *testing.T) {
+	kube, err := chartutil.ParseKubeVersion("v1.37.0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	linter := lint.AllWithKubeVersion(helmcharts.ChartName, nil, namespace, kube)
+	for _, m := range linter.Messages {
+		if m.Severity >= support.WarningSev {
+			t.Errorf("helm lint: %s", m)
+		} else {
+			t.Logf("helm lint: %s", m)
+		}
+	}
+}
+
+// TestEmbeddedChartIsTheDirectory: the embedded chart holds exactly the
+// files of helm-charts/modelserver, so what `helm template` renders from
+// the directory is what the operator installs.
+func TestEmbeddedChartIsTheDirectory(t *testing.T) {
+	c, err := helmcharts.ModelServer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var onDisk []string
+	err = filepath.WalkDir(helmcharts.ChartName, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		rel, err := filepath.Rel(helmcharts.ChartName, p)
+		onDisk = append(onDisk, filepath.ToSlash(rel))
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var embedded []string
+	for _, f := range c.Raw {
+		embedded = append(embedded, f.Name)
+	}
+	sort.Strings(onDisk)
+	sort.Strings(embedded)
+	if !slices.Equal(onDisk, embedded) {
+		t.Errorf("embedded files %q, directory holds %q", embedded, onDisk)
+	}
+	if !slices.Contains(embedded, "templates/_helpers.tpl") {
+		t.Errorf("templates/_helpers.tpl is not embedded")
+	}
+
+	md := c.Metadata
+	if md.Name != "modelserver" || md.APIVersion != "v2" || md.Version != chartVersion || md.Type != "application" {
+		t.Errorf("Chart.yaml: %+v", md)
+	}
+	if want := "tensorflow/serving:" + md.AppVersion; want != servingv1alpha1.DefaultImage {
+		t.Errorf("Chart.yaml appVersion %q does not match the default image %q", md.AppVersion, servingv1alpha1.DefaultImage)
+	}
+	if !chartutil.IsCompatibleRange(md.KubeVersion, "v1.30.0") || chartutil.IsCompatibleRange(md.KubeVersion, "v1.29.9") {
+		t.Errorf("Chart.yaml kubeVersion %q, want >=1.30", md.KubeVersion)
+	}
+}
+
+// TestModelServerReturnsCopies: Helm's actions write to the chart they are
+// given; that must not reach the next caller.
+func TestModelServerReturnsCopies(t *testing.T) {
+	a, err := helmcharts.ModelServer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.Metadata.Version = "9.9.9"
+	a.Values["serving"].(map[string]any)["replicas"] = 99
+	a.Templates = nil
+	b, err := helmcharts.ModelServer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.Metadata.Version != chartVersion {
+		t.Errorf("metadata change leaked: version %q", b.Metadata.Version)
+	}
+	if got := b.Values["serving"].(map[string]any)["replicas"]; got == 99 {
+		t.Errorf("values change leaked: replicas %v", got)
+	}
+	if len(b.Templates) == 0 {
+		t.Errorf("templates change leaked")
+	}
+}
+
+// TestOperatorValuesOverrideEveryDefault: Helm merges the operator's values
+// into values.yaml (maps key by key), so a default the operator leaves out
+// would reach the cluster. The merged values must be the operator's.
+func TestOperatorValuesOverrideEveryDefault(t *testing.T) {
+	c, err := helmcharts.ModelServer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range renderCases() {
+		t.Run(tc.name, func(t *testing.T) {
+			v := valuesFor(t, tc.ms, tc.in)
+			m, err := v.Map()
+			if err != nil {
+				t.Fatal(err)
+			}
+			merged, err := chartutil.CoalesceValues(c, m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := strictValues(t, merged)
+			if !v.Volume.Create {
+				// values.go leaves size and accessMode out for an existing
+				// claim, so the defaults fill them in; the chart does not
+				// read them then.
+				got.Volume.Size, got.Volume.AccessMode = v.Volume.Size, v.Volume.AccessMode
+			}
+			if !equality.Semantic.DeepEqual(got, v) {
+				want, _ := json.MarshalIndent(v, "", "  ")
+				have, _ := json.MarshalIndent(got, "", "  ")
+				t.Errorf("merged values differ from the operator's:\nwant %s\ngot  %s", want, have)
+			}
+		})
+	}
+}
+
+// TestSchemaRejectsBadValues: values.schema.json stops values the chart
+// would render into a broken stack.
+func TestSchemaRejectsBadValues(t *testing.T) {
+	good := func(t *testing.T) map[string]any {
+		t.Helper()
+		m, err := valuesFor(t, modelServer("resnet", func(ms *servingv1alpha1.ModelServer) {
+			ms.UID = "6b7b1c9e-1111-4a2b-9c3d-0123456789ab"
+		}), values.Inputs{FetchedGeneration: "0123abcd"}).Map()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	if _, err := helmcharts.Render(good(t), "resnet", namespace); err != nil {
+		t.Fatalf("good values rejected: %v", err)
+	}
+
+	sub := func(m map[string]any, key string) map[string]any { return m[key].(map[string]any) }
+	cases := map[string]func(m map[string]any){
+		"negative replicas":           func(m map[string]any) { sub(m, "serving")["replicas"] = -1 },
+		"fractional replicas":         func(m map[string]any) { sub(m, "serving")["replicas"] = 1.5 },
+		"privileged grpc port":        func(m map[string]any) { sub(m, "serving")["grpcPort"] = 80 },
+		"rest port above 65535":       func(m map[string]any) { sub(m, "serving")["restPort"] = 70000 },
+		"port as a string":            func(m map[string]any) { sub(m, "serving")["restPort"] = "8501" },
+		"unknown top-level key":       func(m map[string]any) { m["replicas"] = 2 },
+		"unknown names key":           func(m map[string]any) { sub(m, "names")["secret"] = "x" },
+		"unknown model key":           func(m map[string]any) { sub(m, "model")["version"] = 1 },
+		"unknown fetch key":           func(m map[string]any) { sub(m, "fetch")["env"] = []any{} },
+		"unknown volume key":          func(m map[string]any) { sub(m, "volume")["hostPath"] = "/data" },
+		"unknown serving key":         func(m map[string]any) { sub(m, "serving")["command"] = []any{"sh"} },
+		"unknown service key":         func(m map[string]any) { sub(m, "service")["nodePort"] = 30000 },
+		"unknown owner key":           func(m map[string]any) { sub(m, "owner")["controller"] = false },
+		"unknown pod key":             func(m map[string]any) { sub(m, "pod")["hostNetwork"] = true },
+		"ExternalName service":        func(m map[string]any) { sub(m, "service")["type"] = "ExternalName" },
+		"bad pull policy":             func(m map[string]any) { sub(m, "serving")["imagePullPolicy"] = "Sometimes" },
+		"missing modelConfig":         func(m map[string]any) { delete(m, "modelConfig") },
+		"modelConfig without newline": func(m map[string]any) { m["modelConfig"] = "model_config_list {}" },
+		"modelConfig two newlines":    func(m map[string]any) { m["modelConfig"] = "model_config_list {}\n\n" },
+		"indented modelConfig":        func(m map[string]any) { m["modelConfig"] = "  model_config_list {}\n" },
+		"model name with a slash":     func(m map[string]any) { sub(m, "model")["name"] = "a/../b" },
+		"job name too long":           func(m map[string]any) { sub(m, "names")["fetchJob"] = strings.Repeat("a", 64) },
+		"upper-case service name":     func(m map[string]any) { sub(m, "names")["service"] = "ResNet" },
+		"label value not a string":    func(m map[string]any) { sub(sub(m, "labels"), "common")["team"] = 1 },
+		"negative backoff limit":      func(m map[string]any) { sub(m, "fetch")["backoffLimit"] = -1 },
+		"empty fetch args":            func(m map[string]any) { sub(m, "fetch")["args"] = []any{} },
+		"bad access mode":             func(m map[string]any) { sub(m, "volume")["accessMode"] = "ReadWriteSometimes" },
+		"bad size":                    func(m map[string]any) { sub(m, "volume")["size"] = "ten gigs" },
+		"owner without uid":           func(m map[string]any) { delete(sub(m, "owner"), "uid") },
+	}
+	for name, mutate := range cases {
+		t.Run(name, func(t *testing.T) {
+			m := good(t)
+			mutate(m)
+			if _, err := helmcharts.Render(m, "resnet", namespace); err == nil {
+				t.Errorf("values accepted")
+			} else if !strings.Contains(err.Error(), "schema") {
+				t.Errorf("error does not come from the schema: %v", err)
+			}
+		})
+	}
+
+	// A created claim needs a size; values.yaml supplies one when Helm
+	// merges, so check the schema alone.
+	c, err := helmcharts.ModelServer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := good(t)
+	delete(sub(m, "volume"), "size")
+	if err := chartutil.ValidateAgainstSingleSchema(m, c.Schema); err == nil {
+		t.Errorf("a created claim without a size was accepted")
+	}
+	sub(m, "volume")["create"] = false
+	if err := chartutil.ValidateAgainstSingleSchema(m, c.Schema); err != nil {
+		t.Errorf("an existing claim without a size was rejected: %v", err)
+	}
+}
+
+// checkStack makes the assertions every rendered stack must pass.
+func checkStack(t *testing.T, ms *servingv1alpha1.ModelServer, v *values.Values, objs *objects) {
+	t.Helper()
+
+	// Exactly the expected kinds.
+	wantKinds := []string{"ConfigMap", "Deployment", "Job", "Service"}
+	if v.Volume.Create {
+		wantKinds = append(wantKinds, "PersistentVolumeClaim")
+	}
+	sort.Strings(wantKinds)
+	gotKinds := slices.Sorted(slices.Values(objs.kinds))
+	if !slices.Equal(gotKinds, wantKinds) {
+		t.Fatalf("rendered kinds %q, want %q", gotKinds, wantKinds)
+	}
+
+	// Metadata of every object.
+	cm, d, svc, job := objs.configMap(t), objs.deployment(t), objs.service(t), objs.job(t)
+	metas := []struct {
+		meta      metav1.ObjectMeta
+		name      string
+		component string
+	}{
+		{cm.ObjectMeta, v.Names.ConfigMap, "model-config"},
+		{d.ObjectMeta, v.Names.Deployment, "serving"},
+		{svc.ObjectMeta, v.Names.Service, "serving"},
+		{job.ObjectMeta, v.Names.FetchJob, "model-fetch"},
+	}
+	if v.Volume.Create {
+		metas = append(metas, struct {
+			meta      metav1.ObjectMeta
+			name      string
+			component string
+		}{objs.claim(t).ObjectMeta, v.Names.Claim, "model-storage"})
+	}
+	for _, m := range metas {
+		if m.meta.Name != m.name || m.meta.Namespace != namespace {
+			t.Errorf("object %s/%s, want %s/%s", m.meta.Namespace, m.meta.Name, namespace, m.name)
+		}
+		checkLabels(t, m.name, m.meta.Labels, v.Labels.Common)
+		if got := m.meta.Labels[values.LabelModelServer]; got != ms.Name {
+			t.Errorf("%s: label %s = %q, want %q", m.name, values.LabelModelServer, got, ms.Name)
+		}
+		if got := m.meta.Labels[values.LabelComponent]; got != m.component {
+			t.Errorf("%s: component %q, want %q", m.name, got, m.component)
+		}
+		checkOwner(t, m.name, m.meta.OwnerReferences, ms)
+	}
+
+	// ConfigMap: the model config, byte for byte.
+	if got := cm.Data[values.ModelConfigFile]; got != v.ModelConfig {
+		t.Errorf("ConfigMap %s = %q, want %q", values.ModelConfigFile, got, v.ModelConfig)
+	}
+	if len(cm.Data) != 1 || len(cm.BinaryData) != 0 {
+		t.Errorf("ConfigMap holds more than the model config: %v", cm.Data)
+	}
+
+	// Deployment.
+	if d.Spec.Replicas == nil || *d.Spec.Replicas != v.Serving.Replicas {
+		t.Errorf("deployment replicas = %v, want %d", d.Spec.Replicas, v.Serving.Replicas)
+	}
+	if d.Spec.Selector == nil || !maps.Equal(d.Spec.Selector.MatchLabels, v.Labels.Selector) || len(d.Spec.Selector.MatchExpressions) != 0 {
+		t.Errorf("deployment selector = %v, want %v", d.Spec.Selector, v.Labels.Selector)
+	}
+	if !labels.SelectorFromSet(v.Labels.Selector).Matches(labels.Set(d.Spec.Template.Labels)) {
+		t.Errorf("deployment selector %v does not select its pods %v", v.Labels.Selector, d.Spec.Template.Labels)
+	}
+	checkLabels(t, "serving pods", d.Spec.Template.Labels, v.Labels.Common)
+	checkLabels(t, "serving pods", d.Spec.Template.Labels, v.Pod.Labels)
+	ru := d.Spec.Strategy.RollingUpdate
+	if d.Spec.Strategy.Type != appsv1.RollingUpdateDeploymentStrategyType || ru == nil ||
+		ru.MaxUnavailable == nil || *ru.MaxUnavailable != intstr.FromInt32(0) || ru.MaxSurge == nil || *ru.MaxSurge != intstr.FromInt32(1) {
+		t.Errorf("deployment strategy = %+v, want a rolling update with maxUnavailable 0, maxSurge 1", d.Spec.Strategy)
+	}
+	if d.Spec.RevisionHistoryLimit == nil || *d.Spec.RevisionHistoryLimit != 3 {
+		t.Errorf("revisionHistoryLimit = %v, want 3", d.Spec.RevisionHistoryLimit)
+	}
+	sum := sha256.Sum256([]byte(v.ModelConfig))
+	wantAnnotations := map[string]string{"checksum/model-config": hex.EncodeToString(sum[:])}
+	maps.Copy(wantAnnotations, v.Pod.Annotations)
+	if !maps.Equal(d.Spec.Template.Annotations, wantAnnotations) {
+		t.Errorf("serving pod annotations = %v, want %v", d.Spec.Template.Annotations, wantAnnotations)
+	}
+	ps := d.Spec.Template.Spec
+	if ps.TerminationGracePeriodSeconds == nil || *ps.TerminationGracePeriodSeconds != 30 {
+		t.Errorf("terminationGracePeriodSeconds = %v, want 30", ps.TerminationGracePeriodSeconds)
+	}
+	checkRestricted(t, "serving pod", ps)
+	checkPodSettings(t, "serving pod", ps, v.Pod)
+	if len(ps.Containers) != 1 || len(ps.InitContainers) != 0 {
+		t.Fatalf("serving pod has containers %d and init containers %d, want 1 and 0", len(ps.Containers), len(ps.InitContainers))
+	}
+	c := ps.Containers[0]
+	if c.Name != "tensorflow-serving" || c.Image != v.Serving.Image || c.ImagePullPolicy != v.Serving.ImagePullPolicy {
+		t.Errorf("serving container %q image %q %q, want tensorflow-serving %q %q", c.Name, c.Image, c.ImagePullPolicy, v.Serving.Image, v.Serving.ImagePullPolicy)
+	}
+	if !slices.Equal(c.Command, []string{"tensorflow_model_server"}) {
+		t.Errorf("serving command = %q", c.Command)
+	}
+	wantArgs := []string{
+		"--port=" + itoa(v.Serving.GRPCPort),
+		"--rest_api_port=" + itoa(v.Serving.RESTPort),
+		"--model_config_file=" + values.ConfigMountPath + "/" + values.ModelConfigFile,
+		"--model_config_file_poll_wait_seconds=" + itoa(v.Serving.ConfigPollSeconds),
+		"--allow_version_labels_for_unavailable_models=true",
+	}
+	if !slices.Equal(c.Args, wantArgs) {
+		t.Errorf("serving args = %q, want %q", c.Args, wantArgs)
+	}
+	wantPorts := []corev1.ContainerPort{
+		{Name: "grpc", ContainerPort: v.Serving.GRPCPort, Protocol: corev1.ProtocolTCP},
+		{Name: "http", ContainerPort: v.Serving.RESTPort, Protocol: corev1.ProtocolTCP},
+	}
+	if !equality.Semantic.DeepEqual(c.Ports, wantPorts) {
+		t.Errorf("serving ports = %+v, want %+v", c.Ports, wantPorts)
+	}
+	if !equality.Semantic.DeepEqual(c.Env, v.Serving.Env) {
+		t.Errorf("serving env = %+v, want %+v", c.Env, v.Serving.Env)
+	}
+	if !equality.Semantic.DeepEqual(c.Resources, v.Serving.Resources) {
+		t.Errorf("serving resources = %+v, want %+v", c.Resources, v.Serving.Resources)
+	}
+	wantReadiness := corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/v1/models/" + v.Model.Name, Port: intstr.FromString("http")}}
+	if p := c.ReadinessProbe; p == nil || !equality.Semantic.DeepEqual(p.ProbeHandler, wantReadiness) || p.PeriodSeconds != 5 || p.FailureThreshold != 3 {
+		t.Errorf("readiness probe = %+v, want GET /v1/models/%s on http every 5s", p, v.Model.Name)
+	}
+	if p := c.StartupProbe; p == nil || p.TCPSocket == nil || p.TCPSocket.Port != intstr.FromString("http") || p.PeriodSeconds != 10 || p.FailureThreshold != 60 {
+		t.Errorf("startup probe = %+v", p)
+	}
+	if p := c.LivenessProbe; p == nil || p.TCPSocket == nil || p.TCPSocket.Port != intstr.FromString("grpc") || p.PeriodSeconds != 10 || p.FailureThreshold != 3 {
+		t.Errorf("liveness probe = %+v", p)
+	}
+	wantMounts := []corev1.VolumeMount{
+		{Name: "model", MountPath: values.ModelsMountPath, ReadOnly: true},
+		{Name: "config", MountPath: values.ConfigMountPath, ReadOnly: true},
+		{Name: "tmp", MountPath: "/tmp"},
+	}
+	if !equality.Semantic.DeepEqual(c.VolumeMounts, wantMounts) {
+		t.Errorf("serving mounts = %+v, want %+v", c.VolumeMounts, wantMounts)
+	}
+	wantVolumes := []corev1.Volume{
+		{Name: "model", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: v.Volume.ClaimName, ReadOnly: true}}},
+		{Name: "config", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: v.Names.ConfigMap}}}},
+		{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+	}
+	if !equality.Semantic.DeepEqual(ps.Volumes, wantVolumes) {
+		t.Errorf("serving volumes = %+v, want %+v", ps.Volumes, wantVolumes)
+	}
+	if !strings.HasPrefix(v.Model.BasePath, values.ModelsMountPath+"/") {
+		t.Errorf("model base path %q is not on the model volume %s", v.Model.BasePath, values.ModelsMountPath)
+	}
+
+	// Service.
+	if svc.Spec.Type != v.Service.Type || !maps.Equal(svc.Spec.Selector, v.Labels.Selector) {
+		t.Errorf("service type %q selector %v, want %q %v", svc.Spec.Type, svc.Spec.Selector, v.Service.Type, v.Labels.Selector)
+	}
+	wantSvcPorts := []corev1.ServicePort{
+		{Name: "grpc", Protocol: corev1.ProtocolTCP, AppProtocol: ptr.To("grpc"), Port: v.Serving.GRPCPort, TargetPort: intstr.FromInt32(v.Serving.GRPCPort)},
+		{Name: "http", Protocol: corev1.ProtocolTCP, AppProtocol: ptr.To("http"), Port: v.Serving.RESTPort, TargetPort: intstr.FromInt32(v.Serving.RESTPort)},
+	}
+	if !equality.Semantic.DeepEqual(svc.Spec.Ports, wantSvcPorts) {
+		t.Errorf("service ports = %+v, want %+v", svc.Spec.Ports, wantSvcPorts)
+	}
+
+	// PersistentVolumeClaim.
+	if v.Volume.Create {
+		pvc := objs.claim(t)
+		if pvc.Name != v.Volume.ClaimName {
+			t.Errorf("claim %q, but the pods mount %q", pvc.Name, v.Volume.ClaimName)
+		}
+		if !slices.Equal(pvc.Spec.AccessModes, []corev1.PersistentVolumeAccessMode{corev1.PersistentVolumeAccessMode(v.Volume.AccessMode)}) {
+			t.Errorf("claim access modes = %v, want [%s]", pvc.Spec.AccessModes, v.Volume.AccessMode)
+		}
+		if got := pvc.Spec.Resources.Requests[corev1.ResourceStorage]; got.Cmp(resource.MustParse(v.Volume.Size)) != 0 {
+			t.Errorf("claim size = %s, want %s", got.String(), v.Volume.Size)
+		}
+		if got := ptr.Deref(pvc.Spec.StorageClassName, ""); got != v.Volume.StorageClassName {
+			t.Errorf("claim storage class = %q, want %q", got, v.Volume.StorageClassName)
+		}
+	}
+
+	// Job.
+	if job.Spec.BackoffLimit == nil || *job.Spec.BackoffLimit != v.Fetch.BackoffLimit {
+		t.Errorf("job backoffLimit = %v, want %d", job.Spec.BackoffLimit, v.Fetch.BackoffLimit)
+	}
+	if job.Spec.ActiveDeadlineSeconds == nil || *job.Spec.ActiveDeadlineSeconds != v.Fetch.ActiveDeadline {
+		t.Errorf("job activeDeadlineSeconds = %v, want %d", job.Spec.ActiveDeadlineSeconds, v.Fetch.ActiveDeadline)
+	}
+	if job.Spec.Selector != nil {
+		t.Errorf("job has a selector; the Job controller makes its own")
+	}
+	jl := job.Spec.Template.Labels
+	checkLabels(t, "fetch pod", jl, v.Labels.Common)
+	checkLabels(t, "fetch pod", jl, v.Pod.Labels)
+	if jl[values.LabelComponent] != "model-fetch" {
+		t.Errorf("fetch pod component = %q, want model-fetch", jl[values.LabelComponent])
+	}
+	if labels.SelectorFromSet(v.Labels.Selector).Matches(labels.Set(jl)) {
+		t.Errorf("the Service's selector %v selects the fetch pod %v", v.Labels.Selector, jl)
+	}
+	if !maps.Equal(job.Spec.Template.Annotations, v.Pod.Annotations) {
+		t.Errorf("fetch pod annotations = %v, want %v", job.Spec.Template.Annotations, v.Pod.Annotations)
+	}
+	jps := job.Spec.Template.Spec
+	if jps.RestartPolicy != corev1.RestartPolicyNever {
+		t.Errorf("fetch pod restartPolicy = %q, want Never", jps.RestartPolicy)
+	}
+	checkRestricted(t, "fetch pod", jps)
+	checkPodSettings(t, "fetch pod", jps, v.Pod)
+	if len(jps.Containers) != 1 || len(jps.InitContainers) != 0 {
+		t.Fatalf("fetch pod has containers %d and init containers %d, want 1 and 0", len(jps.Containers), len(jps.InitContainers))
+	}
+	fc := jps.Containers[0]
+	if fc.Name != "fetch" || fc.Image != v.Fetch.Image || fc.ImagePullPolicy != v.Fetch.ImagePullPolicy {
+		t.Errorf("fetch container %q image %q %q", fc.Name, fc.Image, fc.ImagePullPolicy)
+	}
+	if fc.Command != nil || !slices.Equal(fc.Args, v.Fetch.Args) {
+		t.Errorf("fetch command %q args %q, want the image's entrypoint with %q", fc.Command, fc.Args, v.Fetch.Args)
+	}
+	if fc.Env != nil {
+		t.Errorf("fetch env = %v, want none", fc.Env)
+	}
+	if !equality.Semantic.DeepEqual(fc.Resources, v.Fetch.Resources) {
+		t.Errorf("fetch resources = %+v, want %+v", fc.Resources, v.Fetch.Resources)
+	}
+	if fc.TerminationMessagePolicy != corev1.TerminationMessageFallbackToLogsOnError {
+		t.Errorf("fetch terminationMessagePolicy = %q", fc.TerminationMessagePolicy)
+	}
+	wantFetchMounts := []corev1.VolumeMount{
+		{Name: "model", MountPath: values.ModelsMountPath, ReadOnly: !v.Volume.Create},
+		{Name: "tmp", MountPath: "/tmp"},
+	}
+	wantFetchVolumes := []corev1.Volume{
+		{Name: "model", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: v.Volume.ClaimName, ReadOnly: !v.Volume.Create}}},
+		{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+	}
+	if v.Fetch.CredentialsSecret != "" {
+		wantFetchMounts = append(wantFetchMounts, corev1.VolumeMount{Name: "credentials", MountPath: values.CredentialsMountPath, ReadOnly: true})
+		wantFetchVolumes = append(wantFetchVolumes, corev1.Volume{Name: "credentials", VolumeSource: corev1.VolumeSource{
+			Secret: &corev1.SecretVolumeSource{SecretName: v.Fetch.CredentialsSecret, DefaultMode: ptr.To[int32](0o440)},
+		}})
+	}
+	if !equality.Semantic.DeepEqual(fc.VolumeMounts, wantFetchMounts) {
+		t.Errorf("fetch mounts = %+v, want %+v", fc.VolumeMounts, wantFetchMounts)
+	}
+	if !equality.Semantic.DeepEqual(jps.Volumes, wantFetchVolumes) {
+		t.Errorf("fetch volumes = %+v, want %+v", jps.Volumes, wantFetchVolumes)
+	}
+}
+
+// checkRestricted checks the restricted Pod Security Standard.
+func checkRestricted(t *testing.T, what string, ps corev1.PodSpec) {
+	t.Helper()
+	sc := ps.SecurityContext
+	if sc == nil || !ptr.Deref(sc.RunAsNonRoot, false) || ptr.Deref(sc.RunAsUser, 0) == 0 ||
+		sc.SeccompProfile == nil || sc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
+		t.Errorf("%s: security context %+v is not restricted", what, sc)
+	}
+	if sc != nil && (ptr.Deref(sc.RunAsUser, 0) != 65532 || ptr.Deref(sc.RunAsGroup, 0) != 65532 || ptr.Deref(sc.FSGroup, 0) != 65532) {
+		t.Errorf("%s: runs as %v:%v fsGroup %v, want 65532", what, sc.RunAsUser, sc.RunAsGroup, sc.FSGroup)
+	}
+	if ps.AutomountServiceAccountToken == nil || *ps.AutomountServiceAccountToken {
+		t.Errorf("%s: mounts a service account token", what)
+	}
+	if ps.HostNetwork || ps.HostPID || ps.HostIPC {
+		t.Errorf("%s: uses host namespaces", what)
+	}
+	for _, vol := range ps.Volumes {
+		if vol.HostPath != nil {
+			t.Errorf("%s: hostPath volume %s", what, vol.Name)
+		}
+	}
+	for _, c := range slices.Concat(ps.InitContainers, ps.Containers) {
+		sc := c.SecurityContext
+		if sc == nil || sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation || ptr.Deref(sc.Privileged, false) ||
+			!ptr.Deref(sc.RunAsNonRoot, false) || !ptr.Deref(sc.ReadOnlyRootFilesystem, false) ||
+			sc.Capabilities == nil || !slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) || len(sc.Capabilities.Add) != 0 {
+			t.Errorf("%s: container %s security context %+v is not restricted", what, c.Name, sc)
+		}
+	}
+}
+
+// checkPodSettings checks the podTemplate settings both pods share.
+func checkPodSettings(t *testing.T, what string, ps corev1.PodSpec, p values.Pod) {
+	t.Helper()
+	if ps.ServiceAccountName != p.ServiceAccountName {
+		t.Errorf("%s: serviceAccountName %q, want %q", what, ps.ServiceAccountName, p.ServiceAccountName)
+	}
+	if !maps.Equal(ps.NodeSelector, p.NodeSelector) {
+		t.Errorf("%s: nodeSelector %v, want %v", what, ps.NodeSelector, p.NodeSelector)
+	}
+	if !equality.Semantic.DeepEqual(ps.Tolerations, p.Tolerations) {
+		t.Errorf("%s: tolerations %+v, want %+v", what, ps.Tolerations, p.Tolerations)
+	}
+	if !equality.Semantic.DeepEqual(ps.Affinity, p.Affinity) {
+		t.Errorf("%s: affinity %+v, want %+v", what, ps.Affinity, p.Affinity)
+	}
+	if !equality.Semantic.DeepEqual(ps.ImagePullSecrets, p.ImagePullSecrets) {
+		t.Errorf("%s: imagePullSecrets %+v, want %+v", what, ps.ImagePullSecrets, p.ImagePullSecrets)
+	}
+}
+
+// checkLabels checks that got holds every label of want.
+func checkLabels(t *testing.T, what string, got, want map[string]string) {
+	t.Helper()
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s: label %s = %q, want %q", what, k, got[k], v)
+		}
+	}
+}
+
+// checkOwner checks the controlling owner reference to ms, if ms has a UID.
+func checkOwner(t *testing.T, what string, refs []metav1.OwnerReference, ms *servingv1alpha1.ModelServer) {
+	t.Helper()
+	if ms.UID == "" {
+		if len(refs) != 0 {
+			t.Errorf("%s: owner references %+v without an owner", what, refs)
+		}
+		return
+	}
+	want := []metav1.OwnerReference{{
+		APIVersion:         servingv1alpha1.GroupVersion.String(),
+		Kind:               "ModelServer",
+		Name:               ms.Name,
+		UID:                ms.UID,
+		Controller:         ptr.To(true),
+		BlockOwnerDeletion: ptr.To(true),
+	}}
+	if !equality.Semantic.DeepEqual(refs, want) {
+		t.Errorf("%s: owner references %+v, want %+v", what, refs, want)
+	}
+}
+
+// objects are the decoded objects of one render.
+type objects struct {
+	kinds       []string
+	configMaps  []corev1.ConfigMap
+	deployments []appsv1.Deployment
+	services    []corev1.Service
+	claims      []corev1.PersistentVolumeClaim
+	jobs        []batchv1.Job
+}
+
+func only[T any](t *testing.T, kind string, list []T) *T {
+	t.Helper()
+	if len(list) != 1 {
+		t.Fatalf("%d %s objects rendered, want 1", len(list), kind)
+	}
+	return &list[0]
+}
+
+func (o *objects) configMap(t *testing.T) *corev1.ConfigMap {
+	return only(t, "ConfigMap", o.configMaps)
+}
+func (o *objects) deployment(t *testing.T) *appsv1.Deployment {
+	return only(t, "Deployment", o.deployments)
+}
+func (o *objects) service(t *testing.T) *corev1.Service { return only(t, "Service", o.services) }
+func (o *objects) claim(t *testing.T) *corev1.PersistentVolumeClaim {
+	return only(t, "PersistentVolumeClaim", o.claims)
+}
+func (o *objects) job(t *testing.T) *batchv1.Job { return only(t, "Job", o.jobs) }
+
+// renderValues renders v and decodes the result.
+func renderValues(t *testing.T, v *values.Values) *objects {
+	t.Helper()
+	m, err := v.Map()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rendered, err := helmcharts.Render(m, v.Labels.Common["app.kubernetes.io/instance"], namespace)
+	if err != nil {
+		t.Fatalf("render: %v", err)
+	}
+	return decodeAll(t, rendered)
+}
+
+// decodeAll splits every rendered manifest into documents and decodes each
+// strictly (no unknown or duplicate fields) into its API type.
+func decodeAll(t *testing.T, rendered map[string]string) *objects {
+	t.Helper()
+	objs := &objects{}
+	for _, file := range slices.Sorted(maps.Keys(rendered)) {
+		if strings.HasSuffix(file, "NOTES.txt") {
+			continue
+		}
+		if !strings.HasSuffix(file, ".yaml") {
+			t.Errorf("unexpected rendered file %s", file)
+			continue
+		}
+		r := utilyaml.NewYAMLReader(bufio.NewReader(strings.NewReader(rendered[file])))
+		for {
+			doc, err := r.Read()
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				t.Fatalf("%s: split documents: %v", file, err)
+			}
+			var tm metav1.TypeMeta
+			if err := yaml.Unmarshal(doc, &tm); err != nil {
+				t.Fatalf("%s: not YAML: %v\n%s", file, err, doc)
+			}
+			if tm == (metav1.TypeMeta{}) {
+				if j, err := yaml.YAMLToJSON(doc); err != nil || !bytes.Equal(bytes.TrimSpace(j), []byte("null")) {
+					t.Errorf("%s: a document without apiVersion and kind:\n%s", file, doc)
+				}
+				continue
+			}
+			objs.kinds = append(objs.kinds, tm.Kind)
+			switch tm {
+			case metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"}:
+				objs.configMaps = append(objs.configMaps, strictDecode[corev1.ConfigMap](t, file, doc))
+			case metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"}:
+				objs.deployments = append(objs.deployments, strictDecode[appsv1.Deployment](t, file, doc))
+			case metav1.TypeMeta{APIVersion: "v1", Kind: "Service"}:
+				objs.services = append(objs.services, strictDecode[corev1.Service](t, file, doc))
+			case metav1.TypeMeta{APIVersion: "v1", Kind: "PersistentVolumeClaim"}:
+				objs.claims = append(objs.claims, strictDecode[corev1.PersistentVolumeClaim](t, file, doc))
+			case metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"}:
+				objs.jobs = append(objs.jobs, strictDecode[batchv1.Job](t, file, doc))
+			default:
+				t.Errorf("%s: unexpected object %s %s", file, tm.APIVersion, tm.Kind)
+			}
+		}
+	}
+	return objs
+}
+
+func strictDecode[T any](t *testing.T, file string, doc []byte) T {
+	t.Helper()
+	var obj T
+	if err := yaml.UnmarshalStrict(doc, &obj); err != nil {
+		t.Fatalf("%s: %v\n%s", file, err, doc)
+	}
+	return obj
+}
+
+// strictValues decodes chart values into values.Values, failing on keys
+// the struct does not have.
+func strictValues(t *testing.T, m map[string]any) *values.Values {
+	t.Helper()
+	raw, err := json.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	var v values.Values
+	if err := dec.Decode(&v); err != nil {
+		t.Fatalf("values do not have the shape of values.Values: %v", err)
+	}
+	return &v
+}
+
+func valuesFor(t *testing.T, ms *servingv1alpha1.ModelServer, in values.Inputs) *values.Values {
+	t.Helper()
+	in.ChartVersion = chartVersion
+	in.FetchImage = fetchImage
+	v, err := values.For(ms, in)
+	if err != nil {
+		t.Fatalf("values.For: %v", err)
+	}
+	return v
+}
+
+func modelServer(name string, mutate func(*servingv1alpha1.ModelServer)) *servingv1alpha1.ModelServer {
+	ms := &servingv1alpha1.ModelServer{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace},
+		Spec: servingv1alpha1.ModelServerSpec{
+			Model: servingv1alpha1.ModelSpec{StorageURI: "s3://models/resnet"},
+		},
+	}
+	if mutate != nil {
+		mutate(ms)
+	}
+	return ms
+}
+
+func volume(t *testing.T, ps corev1.PodSpec, name string) corev1.Volume {
+	t.Helper()
+	for _, v := range ps.Volumes {
+		if v.Name == name {
+			return v
+		}
+	}
+	t.Fatalf("no volume %s", name)
+	return corev1.Volume{}
+}
+
+func mount(t *testing.T, c corev1.Container, name string) corev1.VolumeMount {
+	t.Helper()
+	for _, m := range c.VolumeMounts {
+		if m.Name == name {
+			return m
+		}
+	}
+	t.Fatalf("container %s mounts no %s", c.Name, name)
+	return corev1.VolumeMount{}
+}
+
+func itoa(i int32) string { return strconv.Itoa(int(i)) }

@@ -1,0 +1,241 @@
+// Package release installs, upgrades and uninstalls the Helm release of a
+// ModelServer with Helm's action package, stores release records as Secrets
+// in the ModelServer's namespace, and gets a release that a crash left
+// pending going again instead of waiting on it forever.
+package release
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	"helm.sh/helm/v3/pkg/action"
+	"helm.sh/helm/v3/pkg/chart"
+	"helm.sh/helm/v3/pkg/kube"
+	helmrelease "helm.sh/helm/v3/pkg/release"
+	"helm.sh/helm/v3/pkg/storage/driver"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/restmapper"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+)
+
+// LabelValuesDigest is the release label that records the digest of the
+// chart version and values a revision was made from.
+const LabelValuesDigest = "serving.modelserver.dev/values-digest"
+
+// FieldManager is the name the operator's Helm writes carry in
+// managedFields.
+const FieldManager = "modelserver-operator"
+
+// Options configure a Manager.
+type Options struct {
+	// MaxHistory caps the revisions kept per release. Default 3.
+	MaxHistory int
+	// Timeout bounds each Helm operation. Default 2 minutes.
+	Timeout time.Duration
+	Log     logr.Logger
+}
+
+// Manager runs Helm actions for releases in any namespace, with one Helm
+// configuration per namespace and one discovery cache for all.
+type Manager struct {
+	restConfig *rest.Config
+	opts       Options
+	discovery  discovery.CachedDiscoveryInterface
+	mapper     meta.RESTMapper
+
+	mu      sync.Mutex
+	configs map[string]*action.Configuration
+}
+
+// New returns a Manager that talks to the cluster of cfg.
+func New(cfg *rest.Config, opts Options) (*Manager, error) {
+	if opts.MaxHistory == 0 {
+		opts.MaxHistory = 3
+	}
+	if opts.Timeout == 0 {
+		opts.Timeout = 2 * time.Minute
+	}
+	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("discovery client: %w", err)
+	}
+	cached := memory.NewMemCacheClient(dc)
+	kube.ManagedFieldsManager = FieldManager
+	return &Manager{
+		restConfig: rest.CopyConfig(cfg),
+		opts:       opts,
+		discovery:  cached,
+		mapper:     restmapper.NewDeferredDiscoveryRESTMapper(cached),
+		configs:    map[string]*action.Configuration{},
+	}, nil
+}
+
+// Op says what Apply did.
+type Op string
+
+// The operations Apply can perform.
+const (
+	OpNone      Op = ""
+	OpInstall   Op = "install"
+	OpUpgrade   Op = "upgrade"
+	OpRecovered Op = "recover"
+)
+
+// Get returns the latest revision of the release, or nil if there is none.
+func (m *Manager) Get(namespace, name string) (*helmrelease.Release, error) {
+	cfg, err := m.config(namespace)
+	if err != nil {
+		return nil, err
+	}
+	rel, err := cfg.Releases.Last(name)
+	if errors.Is(err, driver.ErrReleaseNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read release %s/%s: %w", namespace, name, err)
+	}
+	return rel, nil
+}
+
+// Apply makes the release deployed with vals: an install if there is none,
+// an upgrade otherwise. A latest revision left pending by an interrupted
+// operation is first marked failed, which lets the upgrade proceed from it.
+func (m *Manager) Apply(ctx context.Context, namespace, name string, ch *chart.Chart, vals map[string]any, digest string) (*helmrelease.Release, Op, error) {
+	cfg, err := m.config(namespace)
+	if err != nil {
+		return nil, OpNone, err
+	}
+	last, err := m.Get(namespace, name)
+	if err != nil {
+		return nil, OpNone, err
+	}
+	labels := map[string]string{LabelValuesDigest: digest}
+	if last == nil || last.Info.Status == helmrelease.StatusUninstalled {
+		install := action.NewInstall(cfg)
+		install.ReleaseName = name
+		install.Namespace = namespace
+		install.Timeout = m.opts.Timeout
+		install.Replace = last != nil
+		// The apiserver validates every object anyway; Helm's own check
+		// would download the OpenAPI document on every install.
+		install.DisableOpenAPIValidation = true
+		install.Labels = labels
+		rel, err := install.RunWithContext(ctx, ch, vals)
+		if err != nil {
+			return rel, OpInstall, classify(fmt.Errorf("install release %s/%s: %w", namespace, name, err))
+		}
+		return rel, OpInstall, nil
+	}
+
+	op := OpUpgrade
+	if last.Info.Status.IsPending() || last.Info.Status == helmrelease.StatusUninstalling {
+		if err := m.markFailed(cfg, last); err != nil {
+			return nil, OpRecovered, err
+		}
+		op = OpRecovered
+	}
+	upgrade := action.NewUpgrade(cfg)
+	upgrade.Namespace = namespace
+	upgrade.Timeout = m.opts.Timeout
+	upgrade.MaxHistory = m.opts.MaxHistory
+	upgrade.DisableOpenAPIValidation = true
+	upgrade.Labels = labels
+	rel, err := upgrade.RunWithContext(ctx, name, ch, vals)
+	if err != nil {
+		return rel, op, classify(fmt.Errorf("upgrade release %s/%s: %w", namespace, name, err))
+	}
+	return rel, op, nil
+}
+
+// markFailed ends a revision that an interrupted operation left pending.
+// Only one operator replica reconciles a ModelServer at a time (leader
+// election and the controller's per-object queue), so a pending revision
+// seen here has nobody working on it.
+func (m *Manager) markFailed(cfg *action.Configuration, rel *helmrelease.Release) error {
+	m.opts.Log.Info("recovering release left in a pending state", "release", rel.Name, "namespace", rel.Namespace,
+		"revision", rel.Version, "status", rel.Info.Status)
+	rel.SetStatus(helmrelease.StatusFailed, fmt.Sprintf("operation interrupted while %s; recovered by the operator", rel.Info.Status))
+	if err := cfg.Releases.Update(rel); err != nil {
+		return fmt.Errorf("mark interrupted release %s/%s failed: %w", rel.Namespace, rel.Name, err)
+	}
+	return nil
+}
+
+// Uninstall removes the release, its objects and its records. A release
+// that does not exist is not an error.
+func (m *Manager) Uninstall(namespace, name string) error {
+	cfg, err := m.config(namespace)
+	if err != nil {
+		return err
+	}
+	uninstall := action.NewUninstall(cfg)
+	uninstall.Timeout = m.opts.Timeout
+	uninstall.IgnoreNotFound = true
+	if _, err := uninstall.Run(name); err != nil {
+		return fmt.Errorf("uninstall release %s/%s: %w", namespace, name, err)
+	}
+	return nil
+}
+
+// ErrConflict marks an error caused by an object that exists and belongs
+// to someone else: Helm refuses to take it over, and so does the operator.
+var ErrConflict = errors.New("object exists and is not owned by this ModelServer")
+
+func classify(err error) error {
+	if strings.Contains(err.Error(), "exists and cannot be imported into the current release") ||
+		strings.Contains(err.Error(), "invalid ownership metadata") {
+		return fmt.Errorf("%w: %w", ErrConflict, err)
+	}
+	return err
+}
+
+func (m *Manager) config(namespace string) (*action.Configuration, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if cfg, ok := m.configs[namespace]; ok {
+		return cfg, nil
+	}
+	cfg := new(action.Configuration)
+	getter := &restGetter{config: m.restConfig, discovery: m.discovery, mapper: m.mapper, namespace: namespace}
+	debug := func(format string, args ...any) {
+		m.opts.Log.V(2).Info(fmt.Sprintf(format, args...), "namespace", namespace)
+	}
+	if err := cfg.Init(getter, namespace, "secret", debug); err != nil {
+		return nil, fmt.Errorf("helm configuration for namespace %s: %w", namespace, err)
+	}
+	if kc, ok := cfg.KubeClient.(*kube.Client); ok {
+		kc.Namespace = namespace
+	}
+	m.configs[namespace] = cfg
+	return cfg, nil
+}
+
+// restGetter hands Helm the operator's REST config and shared discovery
+// cache instead of a kubeconfig file.
+type restGetter struct {
+	config    *rest.Config
+	discovery discovery.CachedDiscoveryInterface
+	mapper    meta.RESTMapper
+	namespace string
+}
+
+func (g *restGetter) ToRESTConfig() (*rest.Config, error) { return rest.CopyConfig(g.config), nil }
+func (g *restGetter) ToDiscoveryClient() (discovery.CachedDiscoveryInterface, error) {
+	return g.discovery, nil
+}
+func (g *restGetter) ToRESTMapper() (meta.RESTMapper, error) { return g.mapper, nil }
+func (g *restGetter) ToRawKubeConfigLoader() clientcmd.ClientConfig {
+	cfg := clientcmdapi.NewConfig()
+	cfg.Contexts["operator"] = &clientcmdapi.Context{Namespace: g.namespace}
+	cfg.CurrentContext = "operator"
+	return clientcmd.NewDefaultClientConfig(*cfg, &clientcmd.ConfigOverrides{Context: clientcmdapi.Context{Namespace: g.namespace}})
+}
