@@ -86,9 +86,10 @@ func (r *ModelServerReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	if !ms.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, r.reconcileDelete(ctx, ms)
 	}
-	// 3. Hold it until the release is uninstalled.
-	if controllerutil.AddFinalizer(ms, Finalizer) {
-		if err := r.Update(ctx, ms); err != nil {
+	// 3. Hold it until the release is uninstalled. A patch, not an
+	// update: it must not write back the spec as this client decoded it.
+	if patch := client.MergeFrom(ms.DeepCopy()); controllerutil.AddFinalizer(ms, Finalizer) {
+		if err := r.Patch(ctx, ms, patch); err != nil {
 			return ctrl.Result{}, err
 		}
 	}
@@ -397,8 +398,9 @@ func (r *ModelServerReconciler) reconcileDelete(ctx context.Context, ms *serving
 		return err
 	}
 	r.verified.Delete(ms.UID)
+	patch := client.MergeFrom(ms.DeepCopy())
 	controllerutil.RemoveFinalizer(ms, Finalizer)
-	return client.IgnoreNotFound(r.Update(ctx, ms))
+	return client.IgnoreNotFound(r.Patch(ctx, ms, patch))
 }
 
 // writeStatus computes the status from the observation and patches it if

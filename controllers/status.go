@@ -151,7 +151,7 @@ func computeStatus(old servingv1alpha1.ModelServerStatus, o Observation) serving
 		phase, msg = servingv1alpha1.PhaseFetching, "fetching the model from "+storageHint(o)
 	case !deployed:
 		phase, msg = servingv1alpha1.PhaseDeploying, "installing the Helm release"
-	case availReason == ReasonPodsNotReady && st.ReadyReplicas > 0:
+	case availReason == ReasonPodsNotReady && st.ReadyReplicas > 0 && wasServing(old.Phase):
 		phase, msg = servingv1alpha1.PhaseDegraded, availMsg
 	default:
 		phase, msg = servingv1alpha1.PhaseDeploying, availMsg
@@ -163,6 +163,12 @@ func computeStatus(old servingv1alpha1.ModelServerStatus, o Observation) serving
 		set(servingv1alpha1.ConditionReady, false, ReasonNotReady, msg)
 	}
 	return st
+}
+
+// wasServing says the ModelServer had been Ready, so that pods lost now
+// make it Degraded rather than still Deploying.
+func wasServing(p servingv1alpha1.Phase) bool {
+	return p == servingv1alpha1.PhaseReady || p == servingv1alpha1.PhaseDegraded
 }
 
 func availability(o Observation) (bool, string, string) {

@@ -70,8 +70,13 @@ func renderCases() []renderCase {
 			},
 		}
 		ms.Spec.PodTemplate = servingv1alpha1.PodTemplate{
-			Labels:       map[string]string{"team": "vision", "cost-center": "1234"},
-			Annotations:  map[string]string{"example.com/owner": "vision@example.com", "sidecar.istio.io/inject": "false"},
+			// Values YAML would read as numbers, booleans or null unless
+			// quoted.
+			Labels: map[string]string{"team": "vision", "cost-center": "1234", "gpu": "true", "legacy": "on",
+				"mode": "0755", "exp": "1e3", "nothing": "null", "tilde": "~", "empty": ""},
+			Annotations: map[string]string{"example.com/owner": "vision@example.com", "sidecar.istio.io/inject": "false",
+				"example.com/note": "line one\nline two: \"quoted\" # not a comment", "example.com/json": `{"a": [1, 2]}`,
+				"example.com/number": "42", "example.com/spaces": "  padded  "},
 			NodeSelector: map[string]string{"kubernetes.io/os": "linux", "node.example.com/pool": "gpu"},
 			Tolerations: []corev1.Toleration{
 				{Key: "nvidia.com/gpu", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule},
@@ -298,7 +303,8 @@ func renderCases() []renderCase {
 				ms.Spec.Model.Name = "ResNet_v2.1-b"
 				ms.Spec.Model.VersionPolicy = &servingv1alpha1.VersionPolicy{All: &servingv1alpha1.AllVersions{}}
 				ms.Spec.Service.Type = corev1.ServiceTypeLoadBalancer
-				ms.Spec.Model.StorageURI = "https://models.example.com/resnet.tar.gz"
+				// Characters YAML treats specially, which the CRD admits.
+				ms.Spec.Model.StorageURI = "https://models.example.com/resnet.tar.gz?sig=a:b,[0]*!@%3D#frag"
 			}),
 			in: values.Inputs{FetchedGeneration: "0123abcd"},
 			check: func(t *testing.T, v *values.Values, objs *objects) {
@@ -556,7 +562,6 @@ func TestSchemaRejectsBadValues(t *testing.T) {
 		"unknown pod key":             func(m map[string]any) { sub(m, "pod")["hostNetwork"] = true },
 		"ExternalName service":        func(m map[string]any) { sub(m, "service")["type"] = "ExternalName" },
 		"bad pull policy":             func(m map[string]any) { sub(m, "serving")["imagePullPolicy"] = "Sometimes" },
-		"missing modelConfig":         func(m map[string]any) { delete(m, "modelConfig") },
 		"modelConfig without newline": func(m map[string]any) { m["modelConfig"] = "model_config_list {}" },
 		"modelConfig two newlines":    func(m map[string]any) { m["modelConfig"] = "model_config_list {}\n\n" },
 		"indented modelConfig":        func(m map[string]any) { m["modelConfig"] = "  model_config_list {}\n" },
@@ -582,13 +587,18 @@ func TestSchemaRejectsBadValues(t *testing.T) {
 		})
 	}
 
-	// A created claim needs a size; values.yaml supplies one when Helm
-	// merges, so check the schema alone.
+	// Required keys: values.yaml supplies them when Helm merges, so check
+	// the schema alone.
 	c, err := helmcharts.ModelServer()
 	if err != nil {
 		t.Fatal(err)
 	}
 	m := good(t)
+	delete(m, "modelConfig")
+	if err := chartutil.ValidateAgainstSingleSchema(m, c.Schema); err == nil {
+		t.Errorf("values without a modelConfig were accepted")
+	}
+	m = good(t)
 	delete(sub(m, "volume"), "size")
 	if err := chartutil.ValidateAgainstSingleSchema(m, c.Schema); err == nil {
 		t.Errorf("a created claim without a size was accepted")
@@ -774,7 +784,11 @@ func checkStack(t *testing.T, ms *servingv1alpha1.ModelServer, v *values.Values,
 		if got := pvc.Spec.Resources.Requests[corev1.ResourceStorage]; got.Cmp(resource.MustParse(v.Volume.Size)) != 0 {
 			t.Errorf("claim size = %s, want %s", got.String(), v.Volume.Size)
 		}
-		if got := ptr.Deref(pvc.Spec.StorageClassName, ""); got != v.Volume.StorageClassName {
+		// An empty storageClassName is not the default class but no class
+		// at all (no dynamic provisioning): leave it out instead.
+		if v.Volume.StorageClassName == "" && pvc.Spec.StorageClassName != nil {
+			t.Errorf("claim storage class = %q, want none (the default class)", *pvc.Spec.StorageClassName)
+		} else if got := ptr.Deref(pvc.Spec.StorageClassName, ""); got != v.Volume.StorageClassName {
 			t.Errorf("claim storage class = %q, want %q", got, v.Volume.StorageClassName)
 		}
 	}
@@ -1028,10 +1042,20 @@ func decodeAll(t *testing.T, rendered map[string]string) *objects {
 	return objs
 }
 
+// strictDecode decodes doc as Helm sends it to the API server: YAML to
+// JSON without regard to the target type (so that a label 1234 stays a
+// number and fails, as it would there), then JSON into T, failing on
+// duplicate and unknown fields.
 func strictDecode[T any](t *testing.T, file string, doc []byte) T {
 	t.Helper()
+	j, err := yaml.YAMLToJSONStrict(doc)
+	if err != nil {
+		t.Fatalf("%s: %v\n%s", file, err, doc)
+	}
+	dec := json.NewDecoder(bytes.NewReader(j))
+	dec.DisallowUnknownFields()
 	var obj T
-	if err := yaml.UnmarshalStrict(doc, &obj); err != nil {
+	if err := dec.Decode(&obj); err != nil {
 		t.Fatalf("%s: %v\n%s", file, err, doc)
 	}
 	return obj

@@ -1,0 +1,254 @@
+package controllers_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"helm.sh/helm/v3/pkg/action"
+	helmrelease "helm.sh/helm/v3/pkg/release"
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
+	"github.com/modelserver-dev/modelserver-operator/controllers"
+)
+
+func TestCreatingAModelServerInstallsAReleaseThatBecomesReady(t *testing.T) {
+	ns := newNamespace(t)
+	ctx := context.Background()
+	ms := newModelServer(ns, "resnet")
+	if err := env.client.Create(ctx, ms); err != nil {
+		t.Fatal(err)
+	}
+	got := waitReady(t, ms)
+
+	if got.Status.Release == nil || got.Status.Release.Name != "resnet" {
+		t.Fatalf("status.release = %+v", got.Status.Release)
+	}
+	if got.Status.Ready != "2/2" || got.Status.ReadyReplicas != 2 {
+		t.Errorf("ready %q, readyReplicas %d", got.Status.Ready, got.Status.ReadyReplicas)
+	}
+	if want := "http://resnet." + ns + ".svc:8501/v1/models/resnet"; got.Status.Endpoints == nil || got.Status.Endpoints.REST != want {
+		t.Errorf("endpoints %+v, want rest %s", got.Status.Endpoints, want)
+	}
+	for _, obj := range []client.Object{&appsv1.Deployment{}, &corev1.Service{}, &corev1.ConfigMap{}, &corev1.PersistentVolumeClaim{}} {
+		name := map[string]string{"*v1.ConfigMap": "resnet-config", "*v1.PersistentVolumeClaim": "resnet-model"}[fmt.Sprintf("%T", obj)]
+		if name == "" {
+			name = "resnet"
+		}
+		o := get(t, ns, name, obj)
+		refs := o.GetOwnerReferences()
+		if len(refs) != 1 || refs[0].UID != got.UID || refs[0].Controller == nil || !*refs[0].Controller {
+			t.Errorf("%T %s owner references %+v, want the ModelServer as controller", obj, name, refs)
+		}
+	}
+	if n := len(releaseSecrets(t, ns, "resnet")); n == 0 {
+		t.Error("no release record in the ModelServer's namespace")
+	}
+}
+
+func TestChangingTheSpecUpgradesAndAnIdleModelServerCostsNoWrites(t *testing.T) {
+	ns := newNamespace(t)
+	ctx := context.Background()
+	ms := newModelServer(ns, "upgrade")
+	if err := env.client.Create(ctx, ms); err != nil {
+		t.Fatal(err)
+	}
+	before := waitReady(t, ms).Status.Release.Revision
+
+	patch := client.MergeFrom(ms.DeepCopy())
+	ms.Spec.Image = "tensorflow/serving:2.18.0"
+	if err := env.client.Patch(ctx, ms, patch); err != nil {
+		t.Fatal(err)
+	}
+	after := waitReady(t, ms)
+	if after.Status.Release.Revision != before+1 {
+		t.Errorf("revision %d after an image change, want %d", after.Status.Release.Revision, before+1)
+	}
+	d := get(t, ns, "upgrade", &appsv1.Deployment{})
+	if img := d.Spec.Template.Spec.Containers[0].Image; img != "tensorflow/serving:2.18.0" {
+		t.Errorf("deployment image %s", img)
+	}
+	if n := len(releaseSecrets(t, ns, "upgrade")); n > 3 {
+		t.Errorf("%d release records kept, want at most 3", n)
+	}
+
+	// Three reconciles with nothing to do: no Helm operation, no object
+	// written, not even the status.
+	countsBefore, writesBefore := env.requests.snapshot()
+	for range 3 {
+		if _, err := env.reconciler.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(ms)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	countsAfter, writesAfter := env.requests.snapshot()
+	if extra := writesAfter[len(writesBefore):]; len(extra) > 0 {
+		t.Errorf("idle reconciles wrote %d times: %v", len(extra), extra)
+	}
+	t.Logf("3 idle reconciles: %d GET requests (the cache serves the rest)", countsAfter["GET"]-countsBefore["GET"])
+	if rev := get(t, ns, "upgrade", &servingv1alpha1.ModelServer{}).Status.Release.Revision; rev != after.Status.Release.Revision {
+		t.Errorf("revision moved from %d to %d on idle reconciles", after.Status.Release.Revision, rev)
+	}
+}
+
+func TestADeletedServiceIsRecreated(t *testing.T) {
+	ns := newNamespace(t)
+	ctx := context.Background()
+	ms := newModelServer(ns, "svc")
+	if err := env.client.Create(ctx, ms); err != nil {
+		t.Fatal(err)
+	}
+	waitReady(t, ms)
+	old := get(t, ns, "svc", &corev1.Service{})
+	if err := env.client.Delete(ctx, old); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "Service recreated", func(ctx context.Context) (bool, string) {
+		s := &corev1.Service{}
+		err := env.client.Get(ctx, client.ObjectKeyFromObject(old), s)
+		if err != nil {
+			return false, err.Error()
+		}
+		return s.UID != old.UID, "still the old Service"
+	})
+	waitReady(t, ms)
+}
+
+func TestDeletingAModelServerUninstallsItsRelease(t *testing.T) {
+	ns := newNamespace(t)
+	ctx := context.Background()
+	ms := newModelServer(ns, "gone")
+	if err := env.client.Create(ctx, ms); err != nil {
+		t.Fatal(err)
+	}
+	waitReady(t, ms)
+	if err := env.client.Delete(ctx, ms); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "ModelServer gone", func(ctx context.Context) (bool, string) {
+		err := env.client.Get(ctx, client.ObjectKeyFromObject(ms), &servingv1alpha1.ModelServer{})
+		return apierrors.IsNotFound(err), fmt.Sprint(err)
+	})
+	if n := len(releaseSecrets(t, ns, "gone")); n != 0 {
+		t.Errorf("%d release records left", n)
+	}
+	for _, list := range []client.ObjectList{&appsv1.DeploymentList{}, &batchv1.JobList{}, &corev1.ServiceList{}, &corev1.PersistentVolumeClaimList{}} {
+		if err := env.client.List(ctx, list, client.InNamespace(ns)); err != nil {
+			t.Fatal(err)
+		}
+		if items, _ := meta.ExtractList(list); len(items) > 0 {
+			t.Errorf("%d %T left after uninstall", len(items), list)
+		}
+	}
+	cms := &corev1.ConfigMapList{}
+	if err := env.client.List(ctx, cms, client.InNamespace(ns), client.HasLabels{"serving.modelserver.dev/modelserver"}); err != nil {
+		t.Fatal(err)
+	}
+	if len(cms.Items) > 0 {
+		t.Errorf("%d ConfigMaps left after uninstall", len(cms.Items))
+	}
+}
+
+func TestAReleaseLeftPendingByACrashIsRecovered(t *testing.T) {
+	ns := newNamespace(t)
+	ctx := context.Background()
+	ms := newModelServer(ns, "pending")
+	if err := env.client.Create(ctx, ms); err != nil {
+		t.Fatal(err)
+	}
+	before := waitReady(t, ms).Status.Release.Revision
+
+	// What a crash in the middle of `helm upgrade` leaves behind: the
+	// latest record says pending-upgrade, and Helm refuses any operation.
+	cfg := helmConfig(t, ns)
+	last, err := cfg.Releases.Last("pending")
+	if err != nil {
+		t.Fatal(err)
+	}
+	last.SetStatus(helmrelease.StatusPendingUpgrade, "interrupted")
+	if err := cfg.Releases.Update(last); err != nil {
+		t.Fatal(err)
+	}
+
+	// A new operator process reads the record once and recovers it.
+	fresh := &controllers.ModelServerReconciler{
+		Client: env.reconciler.Client, APIReader: env.reconciler.APIReader, Recorder: env.reconciler.Recorder,
+		Releases: env.reconciler.Releases, Chart: env.reconciler.Chart, FetchImage: env.reconciler.FetchImage,
+	}
+	if _, err := fresh.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(ms)}); err != nil {
+		t.Fatal(err)
+	}
+	latest, err := cfg.Releases.Last("pending")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if latest.Info.Status != helmrelease.StatusDeployed || latest.Version != before+1 {
+		t.Errorf("after recovery: revision %d %s, want revision %d deployed", latest.Version, latest.Info.Status, before+1)
+	}
+	got := waitReady(t, ms)
+	if got.Status.Release.Revision != latest.Version {
+		t.Errorf("status shows revision %d, release is at %d", got.Status.Release.Revision, latest.Version)
+	}
+}
+
+func TestBadSpecsAreRejectedAtAdmission(t *testing.T) {
+	ns := newNamespace(t)
+	for _, tc := range []struct {
+		name   string
+		ms     *servingv1alpha1.ModelServer
+		field  string
+		phrase string
+	}{
+		{"bad URI scheme", newModelServer(ns, "scheme", func(ms *servingv1alpha1.ModelServer) { ms.Spec.Model.StorageURI = "ftp://models/x" }),
+			"spec.model.storageUri", "must start with s3://"},
+		{"shell metacharacters in URI", newModelServer(ns, "inject", func(ms *servingv1alpha1.ModelServer) { ms.Spec.Model.StorageURI = "s3://m/x;rm -rf /" }),
+			"spec.model.storageUri", "should match"},
+		{"negative replicas", newModelServer(ns, "negative", func(ms *servingv1alpha1.ModelServer) { ms.Spec.Replicas = ptrTo[int32](-1) }),
+			"spec.replicas", "greater than or equal to 0"},
+		{"name of 60 characters", newModelServer(ns, strings.Repeat("a", 60)),
+			"metadata.name", "at most 53 characters"},
+		{"port out of range", newModelServer(ns, "port", func(ms *servingv1alpha1.ModelServer) { ms.Spec.Ports.GRPC = 70000 }),
+			"spec.ports.grpc", "less than or equal to 65535"},
+		{"grpc == rest", newModelServer(ns, "same", func(ms *servingv1alpha1.ModelServer) { ms.Spec.Ports = servingv1alpha1.Ports{GRPC: 9000, REST: 9000} }),
+			"spec", "spec.ports.grpc and spec.ports.rest must differ"},
+		{"two version policies", newModelServer(ns, "policy", func(ms *servingv1alpha1.ModelServer) {
+			ms.Spec.Model.VersionPolicy = &servingv1alpha1.VersionPolicy{All: &servingv1alpha1.AllVersions{}, Latest: &servingv1alpha1.LatestVersions{NumVersions: 1}}
+		}), "spec.model.versionPolicy", "exactly one of latest, specific or all"},
+		{"model name with a quote", newModelServer(ns, "quote", func(ms *servingv1alpha1.ModelServer) { ms.Spec.Model.Name = `a"b` }),
+			"spec.model.name", "should match"},
+		{"upper-case name", newModelServer(ns, "Upper"), "metadata.name", "DNS-1035"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := env.client.Create(context.Background(), tc.ms)
+			if !apierrors.IsInvalid(err) {
+				t.Fatalf("create: %v, want Invalid", err)
+			}
+			if !strings.Contains(err.Error(), tc.field) || !strings.Contains(err.Error(), tc.phrase) {
+				t.Errorf("error does not name %s with %q: %v", tc.field, tc.phrase, err)
+			}
+		})
+	}
+}
+
+// helmConfig opens the release records of a namespace the way the helm
+// CLI would.
+func helmConfig(t *testing.T, ns string) *action.Configuration {
+	t.Helper()
+	flags := genericclioptions.NewConfigFlags(false)
+	flags.KubeConfig = &env.cluster.Kubeconfig
+	flags.Namespace = &ns
+	cfg := new(action.Configuration)
+	if err := cfg.Init(flags, ns, "secret", t.Logf); err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}

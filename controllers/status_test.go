@@ -1,0 +1,176 @@
+package controllers
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
+)
+
+func deployment(want, updated, ready int32) *appsv1.Deployment {
+	return &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Generation: 3},
+		Spec:       appsv1.DeploymentSpec{Replicas: ptr.To(want)},
+		Status: appsv1.DeploymentStatus{
+			ObservedGeneration: 3, Replicas: updated, UpdatedReplicas: updated, ReadyReplicas: ready,
+		},
+	}
+}
+
+func served(o Observation) Observation {
+	o.Generation = 4
+	o.DesiredReplicas = 2
+	o.Fetch = FetchSucceeded
+	o.FetchedGeneration = "g1"
+	o.ReleaseCurrent = true
+	o.Release = &servingv1alpha1.ReleaseStatus{Name: "resnet", Revision: 2}
+	return o
+}
+
+func TestComputeStatus(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		old         servingv1alpha1.Phase
+		obs         Observation
+		phase       servingv1alpha1.Phase
+		ready       metav1.ConditionStatus
+		reason      map[string]string // condition type → reason
+		messageHas  string
+		readyColumn string
+	}{{
+		name:  "fresh: fetch running",
+		obs:   Observation{Generation: 1, DesiredReplicas: 2, Fetch: FetchRunning},
+		phase: servingv1alpha1.PhaseFetching, ready: metav1.ConditionFalse,
+		reason:      map[string]string{"ModelFetched": ReasonFetching, "Available": ReasonWaitingForFetch},
+		readyColumn: "0/2",
+	}, {
+		name:  "fetch failed on a fresh ModelServer",
+		obs:   Observation{Generation: 1, DesiredReplicas: 1, Fetch: FetchFailed, FetchReason: "NotFound", FetchMessage: "s3://m/x: no such prefix", ReleaseCurrent: true},
+		phase: servingv1alpha1.PhaseFailed, ready: metav1.ConditionFalse,
+		reason:     map[string]string{"ModelFetched": "NotFound"},
+		messageHas: "s3://m/x: no such prefix",
+	}, {
+		name: "refetch failed while the old model serves",
+		old:  servingv1alpha1.PhaseReady,
+		obs: func() Observation {
+			o := served(Observation{Deployment: deployment(2, 2, 2)})
+			o.Fetch, o.FetchReason = FetchFailed, "AccessDenied"
+			return o
+		}(),
+		phase: servingv1alpha1.PhaseDegraded, ready: metav1.ConditionFalse,
+		messageHas: "still serving the previously fetched model",
+	}, {
+		name:  "ready",
+		obs:   served(Observation{Deployment: deployment(2, 2, 2)}),
+		phase: servingv1alpha1.PhaseReady, ready: metav1.ConditionTrue,
+		reason:      map[string]string{"Deployed": ReasonReleaseDeployed, "Available": ReasonAvailable},
+		readyColumn: "2/2",
+	}, {
+		name:  "pods starting",
+		obs:   served(Observation{Deployment: deployment(2, 2, 1)}),
+		phase: servingv1alpha1.PhaseDeploying, ready: metav1.ConditionFalse,
+		reason: map[string]string{"Available": ReasonPodsNotReady},
+	}, {
+		name:  "a pod lost after being ready",
+		old:   servingv1alpha1.PhaseReady,
+		obs:   served(Observation{Deployment: deployment(2, 2, 1)}),
+		phase: servingv1alpha1.PhaseDegraded, ready: metav1.ConditionFalse,
+	}, {
+		name:  "rolling out",
+		old:   servingv1alpha1.PhaseReady,
+		obs:   served(Observation{Deployment: deployment(2, 1, 2)}),
+		phase: servingv1alpha1.PhaseDeploying, ready: metav1.ConditionFalse,
+		reason: map[string]string{"Available": ReasonRollingOut},
+	}, {
+		name: "scaled in the spec, not yet in the Deployment",
+		obs: func() Observation {
+			o := served(Observation{Deployment: deployment(2, 2, 2)})
+			o.DesiredReplicas = 3
+			return o
+		}(),
+		phase: servingv1alpha1.PhaseDeploying, ready: metav1.ConditionFalse,
+		reason: map[string]string{"Available": ReasonRollingOut},
+	}, {
+		name:  "conflict",
+		obs:   Observation{Generation: 1, Conflict: true, ReleaseErr: errors.New("Service x exists")},
+		phase: servingv1alpha1.PhaseFailed, ready: metav1.ConditionFalse,
+		reason: map[string]string{"Deployed": ReasonConflict}, messageHas: "Service x exists",
+	}, {
+		name:  "invalid spec",
+		obs:   Observation{Generation: 1, BlockedReason: ReasonInvalidSpec, BlockedMessage: "spec.ports: grpc and rest must differ"},
+		phase: servingv1alpha1.PhaseFailed, ready: metav1.ConditionFalse,
+		reason: map[string]string{"Deployed": ReasonInvalidSpec}, messageHas: "spec.ports",
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			st := computeStatus(servingv1alpha1.ModelServerStatus{Phase: tc.old}, tc.obs)
+			if st.Phase != tc.phase {
+				t.Errorf("phase %s, want %s (message %q)", st.Phase, tc.phase, st.Message)
+			}
+			if c := meta.FindStatusCondition(st.Conditions, "Ready"); c == nil || c.Status != tc.ready {
+				t.Errorf("Ready condition %+v, want %s", c, tc.ready)
+			}
+			for typ, reason := range tc.reason {
+				if c := meta.FindStatusCondition(st.Conditions, typ); c == nil || c.Reason != reason {
+					t.Errorf("%s condition %+v, want reason %s", typ, c, reason)
+				}
+			}
+			if !strings.Contains(st.Message, tc.messageHas) {
+				t.Errorf("message %q lacks %q", st.Message, tc.messageHas)
+			}
+			if tc.readyColumn != "" && st.Ready != tc.readyColumn {
+				t.Errorf("ready %q, want %q", st.Ready, tc.readyColumn)
+			}
+			for _, c := range st.Conditions {
+				if c.ObservedGeneration != tc.obs.Generation {
+					t.Errorf("%s observedGeneration %d, want %d", c.Type, c.ObservedGeneration, tc.obs.Generation)
+				}
+			}
+		})
+	}
+}
+
+func TestComputeStatusKeepsTransitionTimesOfUnchangedConditions(t *testing.T) {
+	o := served(Observation{Deployment: deployment(2, 2, 2)})
+	first := computeStatus(servingv1alpha1.ModelServerStatus{}, o)
+	past := metav1.NewTime(first.Conditions[0].LastTransitionTime.Add(-3600e9))
+	for i := range first.Conditions {
+		first.Conditions[i].LastTransitionTime = past
+	}
+	second := computeStatus(first, o)
+	for _, c := range second.Conditions {
+		if !c.LastTransitionTime.Equal(&past) {
+			t.Errorf("%s transition time moved though its status did not", c.Type)
+		}
+	}
+}
+
+func TestFetchStateAndFailureParsing(t *testing.T) {
+	job := func(t batchv1.JobConditionType) *batchv1.Job {
+		return &batchv1.Job{Status: batchv1.JobStatus{Conditions: []batchv1.JobCondition{{Type: t, Status: corev1.ConditionTrue}}}}
+	}
+	for want, j := range map[FetchState]*batchv1.Job{
+		FetchMissing: nil, FetchRunning: {}, FetchSucceeded: job(batchv1.JobComplete), FetchFailed: job(batchv1.JobFailed),
+	} {
+		if got := fetchState(j); got != want {
+			t.Errorf("fetchState = %s, want %s", got, want)
+		}
+	}
+	for _, tc := range []struct{ termination, job, reason, msg string }{
+		{"NotFound: s3://b/p: no objects\nstack...", "", "NotFound", "s3://b/p: no objects"},
+		{"panic: runtime error", "", ReasonFetchFailed, "panic: runtime error"},
+		{"", "BackoffLimitExceeded: Job has reached the specified backoff limit", ReasonFetchFailed, "BackoffLimitExceeded: Job has reached the specified backoff limit"},
+	} {
+		reason, msg := parseFailure(tc.termination, tc.job)
+		if reason != tc.reason || msg != tc.msg {
+			t.Errorf("parseFailure(%q) = %q, %q; want %q, %q", tc.termination, reason, msg, tc.reason, tc.msg)
+		}
+	}
+}

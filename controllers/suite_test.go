@@ -1,0 +1,292 @@
+package controllers_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/operator-framework/operator-lib/proxy"
+	"go.uber.org/zap/zapcore"
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/yaml"
+
+	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
+	"github.com/modelserver-dev/modelserver-operator/controllers"
+	helmcharts "github.com/modelserver-dev/modelserver-operator/helm-charts"
+	"github.com/modelserver-dev/modelserver-operator/internal/localcluster"
+	"github.com/modelserver-dev/modelserver-operator/internal/release"
+)
+
+// The suite runs the reconciler in this process against one local control
+// plane (kube-controller-manager and kwok included, so that Jobs complete
+// and Deployments become ready), each test in a namespace of its own.
+var env struct {
+	cluster    *localcluster.Cluster
+	client     client.Client
+	reconciler *controllers.ModelServerReconciler
+	requests   *requestCounter
+	scheme     *runtime.Scheme
+}
+
+func TestMain(m *testing.M) {
+	os.Exit(runSuite(m))
+}
+
+func runSuite(m *testing.M) int {
+	ctrl.SetLogger(zap.New(zap.UseDevMode(true), zap.Level(zapLevel())))
+	c, err := localcluster.Start(context.Background(), localcluster.Options{})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "start local cluster:", err)
+		return 1
+	}
+	defer c.Stop()
+	env.cluster = c
+	if err := installCRDs(c.Config); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+
+	env.scheme = runtime.NewScheme()
+	_ = clientgoscheme.AddToScheme(env.scheme)
+	_ = servingv1alpha1.AddToScheme(env.scheme)
+	cfg := rest.CopyConfig(c.Config)
+	env.requests = &requestCounter{}
+	cfg.Wrap(env.requests.wrap)
+
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{Scheme: env.scheme, Metrics: metricsserver.Options{BindAddress: "0"}})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	ch, err := helmcharts.ModelServer()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	releases, err := release.New(cfg, release.Options{Log: ctrl.Log.WithName("helm")})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	env.reconciler = &controllers.ModelServerReconciler{
+		Client:     mgr.GetClient(),
+		APIReader:  mgr.GetAPIReader(),
+		Recorder:   mgr.GetEventRecorder("modelserver-operator"),
+		Releases:   releases,
+		Chart:      ch,
+		FetchImage: "example.com/modelserver-operator:test",
+		ProxyEnv:   proxy.ReadProxyVarsFromEnv(),
+	}
+	if err := env.reconciler.SetupWithManager(mgr); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		if err := mgr.Start(ctx); err != nil {
+			fmt.Fprintln(os.Stderr, "manager:", err)
+		}
+	})
+	defer func() { cancel(); wg.Wait() }()
+	if !mgr.GetCache().WaitForCacheSync(ctx) {
+		fmt.Fprintln(os.Stderr, "cache did not sync")
+		return 1
+	}
+	env.client, err = client.New(c.Config, client.Options{Scheme: env.scheme})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return m.Run()
+}
+
+// zapLevel logs only errors unless TEST_VERBOSE_OPERATOR is set.
+func zapLevel() zapcore.Level {
+	if os.Getenv("TEST_VERBOSE_OPERATOR") != "" {
+		return zapcore.Level(-2)
+	}
+	return zapcore.ErrorLevel
+}
+
+// installCRDs creates the CRDs from config/crd/bases, as `make install`
+// would, and waits until they are served.
+func installCRDs(cfg *rest.Config) error {
+	cs, err := apiextensionsclient.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	files, err := filepath.Glob("../config/crd/bases/*.yaml")
+	if err != nil || len(files) == 0 {
+		return fmt.Errorf("no CRDs in ../config/crd/bases: %v", err)
+	}
+	for _, f := range files {
+		raw, err := os.ReadFile(f)
+		if err != nil {
+			return err
+		}
+		crd := &apiextensionsv1.CustomResourceDefinition{}
+		if err := yaml.UnmarshalStrict(raw, crd); err != nil {
+			return fmt.Errorf("%s: %w", f, err)
+		}
+		if _, err := cs.ApiextensionsV1().CustomResourceDefinitions().Create(context.Background(), crd, metav1.CreateOptions{}); err != nil {
+			return fmt.Errorf("create CRD %s: %w", crd.Name, err)
+		}
+		err = wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+			got, err := cs.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, crd.Name, metav1.GetOptions{})
+			if err != nil {
+				return false, nil
+			}
+			for _, c := range got.Status.Conditions {
+				if c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue {
+					return true, nil
+				}
+			}
+			return false, nil
+		})
+		if err != nil {
+			return fmt.Errorf("CRD %s not established: %w", crd.Name, err)
+		}
+	}
+	return nil
+}
+
+// requestCounter counts the requests the operator sends, by verb.
+type requestCounter struct {
+	mu     sync.Mutex
+	counts map[string]int
+	writes atomic.Int64
+	log    []string
+}
+
+type countingTransport struct {
+	next http.RoundTripper
+	c    *requestCounter
+}
+
+func (c *requestCounter) wrap(rt http.RoundTripper) http.RoundTripper {
+	return &countingTransport{next: rt, c: c}
+}
+
+func (t *countingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	t.c.mu.Lock()
+	if t.c.counts == nil {
+		t.c.counts = map[string]int{}
+	}
+	t.c.counts[req.Method]++
+	if req.Method != http.MethodGet {
+		t.c.writes.Add(1)
+		t.c.log = append(t.c.log, req.Method+" "+req.URL.Path)
+	}
+	t.c.mu.Unlock()
+	return t.next.RoundTrip(req)
+}
+
+// snapshot returns the requests by verb and the write log so far.
+func (c *requestCounter) snapshot() (map[string]int, []string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	counts := map[string]int{}
+	for k, v := range c.counts {
+		counts[k] = v
+	}
+	return counts, append([]string(nil), c.log...)
+}
+
+// Helpers shared by the tests.
+
+func newNamespace(t *testing.T) string {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "ms-"}}
+	if err := env.client.Create(context.Background(), ns); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Log(env.cluster.LogTails(20))
+		}
+	})
+	return ns.Name
+}
+
+func newModelServer(ns, name string, mutate ...func(*servingv1alpha1.ModelServer)) *servingv1alpha1.ModelServer {
+	ms := &servingv1alpha1.ModelServer{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: servingv1alpha1.ModelServerSpec{
+			Model:    servingv1alpha1.ModelSpec{StorageURI: "s3://models/" + name},
+			Replicas: ptrTo[int32](2),
+		},
+	}
+	for _, m := range mutate {
+		m(ms)
+	}
+	return ms
+}
+
+func ptrTo[T any](v T) *T { return &v }
+
+// eventually polls cond until it holds or fails the test after timeout
+// with the last thing it saw.
+func eventually(t *testing.T, timeout time.Duration, what string, cond func(ctx context.Context) (bool, string)) {
+	t.Helper()
+	var last string
+	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		ok, seen := cond(ctx)
+		last = seen
+		return ok, nil
+	})
+	if err != nil {
+		t.Fatalf("%s: not within %s; last seen: %s", what, timeout, last)
+	}
+}
+
+func waitReady(t *testing.T, ms *servingv1alpha1.ModelServer) *servingv1alpha1.ModelServer {
+	t.Helper()
+	got := &servingv1alpha1.ModelServer{}
+	eventually(t, 60*time.Second, ms.Name+" Ready", func(ctx context.Context) (bool, string) {
+		if err := env.client.Get(ctx, client.ObjectKeyFromObject(ms), got); err != nil {
+			return false, err.Error()
+		}
+		c := meta.FindStatusCondition(got.Status.Conditions, servingv1alpha1.ConditionReady)
+		return c != nil && c.Status == metav1.ConditionTrue && c.ObservedGeneration == got.Generation,
+			fmt.Sprintf("phase %s: %s", got.Status.Phase, got.Status.Message)
+	})
+	return got
+}
+
+func get[T client.Object](t *testing.T, ns, name string, obj T) T {
+	t.Helper()
+	if err := env.client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, obj); err != nil {
+		t.Fatalf("get %T %s/%s: %v", obj, ns, name, err)
+	}
+	return obj
+}
+
+// releaseSecrets lists the Helm release records of a release.
+func releaseSecrets(t *testing.T, ns, name string) []corev1.Secret {
+	t.Helper()
+	list := &corev1.SecretList{}
+	if err := env.client.List(context.Background(), list, client.InNamespace(ns),
+		client.MatchingLabels{"owner": "helm", "name": name}); err != nil {
+		t.Fatal(err)
+	}
+	return list.Items
+}

@@ -1,0 +1,208 @@
+package values
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
+)
+
+func modelServer(mutate ...func(*servingv1alpha1.ModelServer)) *servingv1alpha1.ModelServer {
+	ms := &servingv1alpha1.ModelServer{
+		ObjectMeta: metav1.ObjectMeta{Name: "resnet", Namespace: "ml", UID: "uid-1"},
+		Spec: servingv1alpha1.ModelServerSpec{
+			Model:    servingv1alpha1.ModelSpec{StorageURI: "s3://models/resnet"},
+			Replicas: ptr.To[int32](2),
+		},
+	}
+	for _, m := range mutate {
+		m(ms)
+	}
+	return ms
+}
+
+var fetched = Inputs{ChartVersion: "0.1.0", FetchImage: "example.com/op:1", FetchedGeneration: "gen00001"}
+
+func TestValuesForASpec(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		ms    *servingv1alpha1.ModelServer
+		in    Inputs
+		check func(t *testing.T, v *Values)
+	}{{
+		name: "defaults",
+		ms:   modelServer(),
+		in:   fetched,
+		check: func(t *testing.T, v *Values) {
+			expect(t, "model name", v.Model.Name, "resnet")
+			expect(t, "image", v.Serving.Image, servingv1alpha1.DefaultImage)
+			expect(t, "replicas", v.Serving.Replicas, int32(2))
+			expect(t, "grpc", v.Serving.GRPCPort, int32(8500))
+			expect(t, "rest", v.Serving.RESTPort, int32(8501))
+			expect(t, "service type", v.Service.Type, corev1.ServiceTypeClusterIP)
+			expect(t, "claim created", v.Volume.Create, true)
+			expect(t, "claim", v.Volume.ClaimName, "resnet-model")
+			expect(t, "size", v.Volume.Size, "10Gi")
+			expect(t, "served base path", v.Model.BasePath, "/models/gen00001")
+			expect(t, "owner uid", v.Owner.UID, "uid-1")
+			expect(t, "deployment", v.Names.Deployment, "resnet")
+			expect(t, "config map", v.Names.ConfigMap, "resnet-config")
+			if !strings.HasPrefix(v.Names.FetchJob, "resnet-fetch-") {
+				t.Errorf("fetch job %q", v.Names.FetchJob)
+			}
+			expect(t, "fetch dest", v.Fetch.Args[len(v.Fetch.Args)-1], "/models/"+v.Fetch.Generation)
+		},
+	}, {
+		name: "nothing fetched yet holds the serving pods at zero",
+		ms:   modelServer(),
+		in:   Inputs{ChartVersion: "0.1.0", FetchImage: "example.com/op:1"},
+		check: func(t *testing.T, v *Values) {
+			expect(t, "replicas", v.Serving.Replicas, int32(0))
+			expect(t, "base path", v.Model.BasePath, "/models/"+v.Fetch.Generation)
+		},
+	}, {
+		name: "a new generation keeps serving the fetched one",
+		ms:   modelServer(func(ms *servingv1alpha1.ModelServer) { ms.Spec.Model.StorageURI = "s3://models/resnet-v2" }),
+		in:   fetched,
+		check: func(t *testing.T, v *Values) {
+			expect(t, "replicas", v.Serving.Replicas, int32(2))
+			expect(t, "served base path", v.Model.BasePath, "/models/gen00001")
+			if v.Fetch.Generation == "gen00001" {
+				t.Error("the new URI did not make a new generation")
+			}
+		},
+	}, {
+		name: "pvc:// mounts the user's claim and creates none",
+		ms:   modelServer(func(ms *servingv1alpha1.ModelServer) { ms.Spec.Model.StorageURI = "pvc://shared-models/vision/resnet" }),
+		in:   fetched,
+		check: func(t *testing.T, v *Values) {
+			expect(t, "claim created", v.Volume.Create, false)
+			expect(t, "claim", v.Volume.ClaimName, "shared-models")
+			expect(t, "base path", v.Model.BasePath, "/models/vision/resnet")
+		},
+	}, {
+		name: "pvc:// path cannot climb out of the mount",
+		ms:   modelServer(func(ms *servingv1alpha1.ModelServer) { ms.Spec.Model.StorageURI = "pvc://claim/../../etc" }),
+		in:   fetched,
+		check: func(t *testing.T, v *Values) {
+			expect(t, "base path", v.Model.BasePath, "/models/etc")
+		},
+	}, {
+		name: "everything set",
+		ms: modelServer(func(ms *servingv1alpha1.ModelServer) {
+			ms.Spec.Model.Name = "my_model.v2"
+			ms.Spec.Model.CredentialsSecret = "s3-creds"
+			ms.Spec.Image = "example.com/tfs:custom"
+			ms.Spec.Ports = servingv1alpha1.Ports{GRPC: 9000, REST: 9001}
+			ms.Spec.Service.Type = corev1.ServiceTypeNodePort
+			ms.Spec.Storage = servingv1alpha1.StorageSpec{Size: ptr.To(resource.MustParse("50Gi")), StorageClassName: ptr.To("fast"), AccessMode: corev1.ReadWriteMany}
+			ms.Spec.PodTemplate.ServiceAccountName = "tfs"
+			ms.Spec.PodTemplate.Env = []corev1.EnvVar{{Name: "TF_CPP_MIN_LOG_LEVEL", Value: "2"}}
+		}),
+		in: Inputs{ChartVersion: "0.1.0", FetchImage: "example.com/op:1", FetchedGeneration: "g", ProxyEnv: []corev1.EnvVar{{Name: "HTTPS_PROXY", Value: "http://proxy:3128"}}},
+		check: func(t *testing.T, v *Values) {
+			expect(t, "model name", v.Model.Name, "my_model.v2")
+			expect(t, "image", v.Serving.Image, "example.com/tfs:custom")
+			expect(t, "grpc", v.Serving.GRPCPort, int32(9000))
+			expect(t, "service", v.Service.Type, corev1.ServiceTypeNodePort)
+			expect(t, "size", v.Volume.Size, "50Gi")
+			expect(t, "class", v.Volume.StorageClassName, "fast")
+			expect(t, "access", v.Volume.AccessMode, "ReadWriteMany")
+			expect(t, "sa", v.Pod.ServiceAccountName, "tfs")
+			expect(t, "secret", v.Fetch.CredentialsSecret, "s3-creds")
+			expect(t, "env", len(v.Serving.Env), 2)
+			expect(t, "proxy env last", v.Serving.Env[1].Name, "HTTPS_PROXY")
+			if !strings.Contains(strings.Join(v.Fetch.Args, " "), "--credentials-dir "+CredentialsMountPath) {
+				t.Errorf("fetch args lack the credentials dir: %q", v.Fetch.Args)
+			}
+			if !strings.Contains(v.ModelConfig, `name: "my_model.v2"`) {
+				t.Errorf("model config:\n%s", v.ModelConfig)
+			}
+		},
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			v, err := For(tc.ms, tc.in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tc.check(t, v)
+		})
+	}
+}
+
+func TestBadSpecsNameTheField(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		ms    *servingv1alpha1.ModelServer
+		field string
+	}{
+		{"same ports", modelServer(func(ms *servingv1alpha1.ModelServer) { ms.Spec.Ports = servingv1alpha1.Ports{GRPC: 9000, REST: 9000} }), "spec.ports"},
+		{"negative replicas", modelServer(func(ms *servingv1alpha1.ModelServer) { ms.Spec.Replicas = ptr.To[int32](-1) }), "spec.replicas"},
+		{"no uri", modelServer(func(ms *servingv1alpha1.ModelServer) { ms.Spec.Model.StorageURI = "" }), "spec.model.storageUri"},
+		{"long name", modelServer(func(ms *servingv1alpha1.ModelServer) { ms.Name = strings.Repeat("a", 60) }), "metadata.name"},
+		{"operator label", modelServer(func(ms *servingv1alpha1.ModelServer) {
+			ms.Spec.PodTemplate.Labels = map[string]string{LabelModelServer: "other"}
+		}), "spec.podTemplate.labels"},
+		{"empty specific versions", modelServer(func(ms *servingv1alpha1.ModelServer) {
+			ms.Spec.Model.VersionPolicy = &servingv1alpha1.VersionPolicy{Specific: &servingv1alpha1.SpecificVersions{}}
+		}), "spec.model.versionPolicy.specific.versions"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := For(tc.ms, fetched)
+			var ve *Error
+			if !errors.As(err, &ve) {
+				t.Fatalf("err = %v, want a *values.Error", err)
+			}
+			if ve.Field != tc.field {
+				t.Errorf("field %q, want %q (%v)", ve.Field, tc.field, err)
+			}
+		})
+	}
+}
+
+func TestDigestChangesWithValuesAndChartVersion(t *testing.T) {
+	a, _ := For(modelServer(), fetched)
+	b, _ := For(modelServer(), fetched)
+	c, _ := For(modelServer(func(ms *servingv1alpha1.ModelServer) { ms.Spec.Image = "example.com/other:1" }), fetched)
+	if Digest("0.1.0", a) != Digest("0.1.0", b) {
+		t.Error("equal values, different digests")
+	}
+	if Digest("0.1.0", a) == Digest("0.1.0", c) {
+		t.Error("a changed image kept the digest")
+	}
+	if Digest("0.1.0", a) == Digest("0.2.0", a) {
+		t.Error("a new chart version kept the digest")
+	}
+	if d := Digest("0.1.0", a); len(d) > 63 {
+		t.Errorf("digest %q does not fit a label value", d)
+	}
+}
+
+func TestFetchGenerationIgnoresServingOnlyChanges(t *testing.T) {
+	base := FetchGeneration(modelServer(), "op:1")
+	if g := FetchGeneration(modelServer(func(ms *servingv1alpha1.ModelServer) { ms.Spec.Replicas = ptr.To[int32](5); ms.Spec.Image = "x:1" }), "op:1"); g != base {
+		t.Error("replicas or image changed the fetch generation: the model would be fetched again for nothing")
+	}
+	for name, m := range map[string]func(*servingv1alpha1.ModelServer){
+		"uri":         func(ms *servingv1alpha1.ModelServer) { ms.Spec.Model.StorageURI = "s3://other" },
+		"secret":      func(ms *servingv1alpha1.ModelServer) { ms.Spec.Model.CredentialsSecret = "c" },
+		"annotations": func(ms *servingv1alpha1.ModelServer) { ms.Spec.PodTemplate.Annotations = map[string]string{"a": "b"} },
+	} {
+		if FetchGeneration(modelServer(m), "op:1") == base {
+			t.Errorf("a change of %s kept the fetch generation: its Job's pod template would have to change in place", name)
+		}
+	}
+}
+
+func expect[T comparable](t *testing.T, what string, got, want T) {
+	t.Helper()
+	if got != want {
+		t.Errorf("%s = %v, want %v", what, got, want)
+	}
+}
