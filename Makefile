@@ -47,8 +47,8 @@ verify-generated: manifests generate ## Fail if generated files differ from what
 		echo "generated files differ from the commit: run 'make manifests generate' and commit:"; echo "$$changed"; exit 1; fi
 
 # Packages whose tests need no cluster, and those that start the local control plane.
-CLUSTER_PKGS := ./internal/localcluster/... ./test/e2e/...
-UNIT_PKGS = $(shell go list ./... | grep -v -e /internal/localcluster -e /test/e2e)
+CLUSTER_PKGS := ./internal/localcluster/... ./controllers/... ./test/e2e/...
+UNIT_PKGS = $(shell go list ./... | grep -v -e /internal/localcluster -e /controllers -e /test/e2e)
 
 .PHONY: test
 test: lint verify-generated test-unit test-cluster ## Unit tests, then the suites that run against the local control plane.

@@ -123,6 +123,7 @@ func (r *ModelServerReconciler) reconcileNormal(ctx context.Context, ms *serving
 	// 5. Spec → values (pure), and their digest.
 	vals, err := values.For(ms, values.Inputs{
 		ChartVersion:      r.Chart.Metadata.Version,
+		AppVersion:        r.Chart.Metadata.AppVersion,
 		FetchImage:        r.FetchImage,
 		FetchedGeneration: obs.FetchedGeneration,
 		ProxyEnv:          r.ProxyEnv,

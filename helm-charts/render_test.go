@@ -554,7 +554,7 @@ func TestSchemaRejectsBadValues(t *testing.T) {
 		"unknown top-level key":       func(m map[string]any) { m["replicas"] = 2 },
 		"unknown names key":           func(m map[string]any) { sub(m, "names")["secret"] = "x" },
 		"unknown model key":           func(m map[string]any) { sub(m, "model")["version"] = 1 },
-		"unknown fetch key":           func(m map[string]any) { sub(m, "fetch")["env"] = []any{} },
+		"unknown fetch key":           func(m map[string]any) { sub(m, "fetch")["command"] = []any{"sh"} },
 		"unknown volume key":          func(m map[string]any) { sub(m, "volume")["hostPath"] = "/data" },
 		"unknown serving key":         func(m map[string]any) { sub(m, "serving")["command"] = []any{"sh"} },
 		"unknown service key":         func(m map[string]any) { sub(m, "service")["nodePort"] = 30000 },
@@ -831,8 +831,8 @@ func checkStack(t *testing.T, ms *servingv1alpha1.ModelServer, v *values.Values,
 	if fc.Command != nil || !slices.Equal(fc.Args, v.Fetch.Args) {
 		t.Errorf("fetch command %q args %q, want the image's entrypoint with %q", fc.Command, fc.Args, v.Fetch.Args)
 	}
-	if fc.Env != nil {
-		t.Errorf("fetch env = %v, want none", fc.Env)
+	if !equality.Semantic.DeepEqual(fc.Env, v.Fetch.Env) {
+		t.Errorf("fetch env = %v, want the operator's proxy env %v", fc.Env, v.Fetch.Env)
 	}
 	if !equality.Semantic.DeepEqual(fc.Resources, v.Fetch.Resources) {
 		t.Errorf("fetch resources = %+v, want %+v", fc.Resources, v.Fetch.Resources)
@@ -1081,6 +1081,7 @@ func strictValues(t *testing.T, m map[string]any) *values.Values {
 func valuesFor(t *testing.T, ms *servingv1alpha1.ModelServer, in values.Inputs) *values.Values {
 	t.Helper()
 	in.ChartVersion = chartVersion
+	in.AppVersion = "2.19.1"
 	in.FetchImage = fetchImage
 	v, err := values.For(ms, in)
 	if err != nil {

@@ -207,6 +207,8 @@ type ServiceSpec struct {
 }
 
 // StorageSpec is the volume the operator creates for the model.
+// +kubebuilder:validation:XValidation:rule="has(self.storageClassName) == has(oldSelf.storageClassName) && (!has(self.storageClassName) || self.storageClassName == oldSelf.storageClassName)",message="spec.storage.storageClassName is immutable: the model volume's class cannot change"
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.accessMode) || (has(self.accessMode) && self.accessMode == oldSelf.accessMode)",message="spec.storage.accessMode is immutable: the model volume's access mode cannot change"
 type StorageSpec struct {
 	// size of the model volume.
 	// +kubebuilder:default="10Gi"

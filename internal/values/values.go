@@ -27,6 +27,10 @@ const (
 	LabelComponent   = "app.kubernetes.io/component"
 )
 
+// PermanentFailureExitCode is the exit code of `manager fetch` for a
+// failure that retrying cannot fix; the fetch Job fails at once on it.
+const PermanentFailureExitCode = 3
+
 // Paths inside the pods.
 const (
 	ModelsMountPath      = "/models"
@@ -38,16 +42,16 @@ const (
 // Values are the embedded chart's values. Their JSON form is what the chart
 // reads; values.schema.json in the chart describes the same shape.
 type Values struct {
-	Names       Names       `json:"names"`
-	Owner       *Owner      `json:"owner,omitempty"`
-	Labels      Labels      `json:"labels"`
-	Model       Model       `json:"model"`
-	Fetch       Fetch       `json:"fetch"`
-	Volume      Volume      `json:"volume"`
-	Serving     Serving     `json:"serving"`
-	Service     Service     `json:"service"`
-	Pod         Pod         `json:"pod"`
-	ModelConfig string      `json:"modelConfig"`
+	Names       Names   `json:"names"`
+	Owner       *Owner  `json:"owner,omitempty"`
+	Labels      Labels  `json:"labels"`
+	Model       Model   `json:"model"`
+	Fetch       Fetch   `json:"fetch"`
+	Volume      Volume  `json:"volume"`
+	Serving     Serving `json:"serving"`
+	Service     Service `json:"service"`
+	Pod         Pod     `json:"pod"`
+	ModelConfig string  `json:"modelConfig"`
 }
 
 // Names of the rendered objects (see package names).
@@ -88,14 +92,18 @@ type Model struct {
 // Fetch is the model-fetch Job.
 type Fetch struct {
 	// Generation identifies the fetch inputs; it names the Job.
-	Generation        string                      `json:"generation"`
-	Image             string                      `json:"image"`
-	ImagePullPolicy   corev1.PullPolicy           `json:"imagePullPolicy"`
-	Args              []string                    `json:"args"`
-	CredentialsSecret string                      `json:"credentialsSecret,omitempty"`
-	BackoffLimit      int32                       `json:"backoffLimit"`
-	ActiveDeadline    int64                       `json:"activeDeadlineSeconds"`
-	Resources         corev1.ResourceRequirements `json:"resources"`
+	Generation      string            `json:"generation"`
+	Image           string            `json:"image"`
+	ImagePullPolicy corev1.PullPolicy `json:"imagePullPolicy"`
+	Args            []string          `json:"args"`
+	Env             []corev1.EnvVar   `json:"env,omitempty"`
+	// PermanentFailureExitCode is the fetcher's exit code for a failure
+	// that a retry cannot fix (a missing model, refused credentials).
+	PermanentFailureExitCode int32                       `json:"permanentFailureExitCode"`
+	CredentialsSecret        string                      `json:"credentialsSecret,omitempty"`
+	BackoffLimit             int32                       `json:"backoffLimit"`
+	ActiveDeadline           int64                       `json:"activeDeadlineSeconds"`
+	Resources                corev1.ResourceRequirements `json:"resources"`
 }
 
 // Volume is where the model lives: a claim the chart creates, or the user's
@@ -141,7 +149,7 @@ type Pod struct {
 // Inputs are what the values depend on besides the ModelServer's spec.
 type Inputs struct {
 	// ChartVersion and AppVersion of the embedded chart, for labels.
-	ChartVersion string
+	ChartVersion, AppVersion string
 	// FetchImage is the operator's own image, which runs `manager fetch`.
 	FetchImage string
 	// FetchedGeneration is the model generation whose fetch has succeeded,
@@ -186,7 +194,7 @@ func For(ms *servingv1alpha1.ModelServer, in Inputs) (*Values, error) {
 			Claim:      names.Claim(ms.Name),
 			FetchJob:   names.FetchJob(ms.Name, generation),
 		},
-		Labels: labels(ms.Name, in.ChartVersion),
+		Labels: labels(ms.Name, in.ChartVersion, in.AppVersion),
 	}
 	if ms.UID != "" {
 		v.Owner = &Owner{
@@ -234,14 +242,16 @@ func For(ms *servingv1alpha1.ModelServer, in Inputs) (*Values, error) {
 	v.Model.StorageURI = spec.Model.StorageURI
 
 	v.Fetch = Fetch{
-		Generation:        generation,
-		Image:             in.FetchImage,
-		ImagePullPolicy:   corev1.PullIfNotPresent,
-		Args:              fetchArgs(spec.Model, fetchDest),
-		CredentialsSecret: spec.Model.CredentialsSecret,
-		BackoffLimit:      2,
-		ActiveDeadline:    3600,
-		Resources:         fetchResources(),
+		Generation:               generation,
+		Image:                    in.FetchImage,
+		ImagePullPolicy:          corev1.PullIfNotPresent,
+		Args:                     fetchArgs(spec.Model, fetchDest),
+		Env:                      in.ProxyEnv,
+		PermanentFailureExitCode: PermanentFailureExitCode,
+		CredentialsSecret:        spec.Model.CredentialsSecret,
+		BackoffLimit:             2,
+		ActiveDeadline:           3600,
+		Resources:                fetchResources(),
 	}
 
 	replicas := int32(1)
@@ -289,7 +299,9 @@ func For(ms *servingv1alpha1.ModelServer, in Inputs) (*Values, error) {
 		ImagePullSecrets:   pt.ImagePullSecrets,
 	}
 	for k := range pt.Labels {
-		if _, clash := v.Labels.Common[k]; clash {
+		_, common := v.Labels.Common[k]
+		_, selector := v.Labels.Selector[k]
+		if common || selector {
 			return nil, &Error{"spec.podTemplate.labels", fmt.Sprintf("%q is set by the operator", k)}
 		}
 	}
@@ -358,7 +370,7 @@ func (v *Values) Map() (map[string]any, error) {
 	return m, nil
 }
 
-func labels(ms, chartVersion string) Labels {
+func labels(ms, chartVersion, appVersion string) Labels {
 	selector := map[string]string{
 		"app.kubernetes.io/name":     "modelserver",
 		"app.kubernetes.io/instance": ms,
@@ -368,7 +380,7 @@ func labels(ms, chartVersion string) Labels {
 		"app.kubernetes.io/name":       "modelserver",
 		"app.kubernetes.io/instance":   ms,
 		"app.kubernetes.io/part-of":    "modelserver-operator",
-		"app.kubernetes.io/version":    chartVersion,
+		"app.kubernetes.io/version":    appVersion,
 		"helm.sh/chart":                "modelserver-" + chartVersion,
 		LabelModelServer:               ms,
 		"app.kubernetes.io/managed-by": "Helm",

@@ -27,7 +27,7 @@ func modelServer(mutate ...func(*servingv1alpha1.ModelServer)) *servingv1alpha1.
 	return ms
 }
 
-var fetched = Inputs{ChartVersion: "0.1.0", FetchImage: "example.com/op:1", FetchedGeneration: "gen00001"}
+var fetched = Inputs{ChartVersion: "0.1.0", AppVersion: "2.19.1", FetchImage: "example.com/op:1", FetchedGeneration: "gen00001"}
 
 func TestValuesForASpec(t *testing.T) {
 	for _, tc := range []struct {
@@ -61,7 +61,7 @@ func TestValuesForASpec(t *testing.T) {
 	}, {
 		name: "nothing fetched yet holds the serving pods at zero",
 		ms:   modelServer(),
-		in:   Inputs{ChartVersion: "0.1.0", FetchImage: "example.com/op:1"},
+		in:   Inputs{ChartVersion: "0.1.0", AppVersion: "2.19.1", FetchImage: "example.com/op:1"},
 		check: func(t *testing.T, v *Values) {
 			expect(t, "replicas", v.Serving.Replicas, int32(0))
 			expect(t, "base path", v.Model.BasePath, "/models/"+v.Fetch.Generation)
@@ -105,7 +105,7 @@ func TestValuesForASpec(t *testing.T) {
 			ms.Spec.PodTemplate.ServiceAccountName = "tfs"
 			ms.Spec.PodTemplate.Env = []corev1.EnvVar{{Name: "TF_CPP_MIN_LOG_LEVEL", Value: "2"}}
 		}),
-		in: Inputs{ChartVersion: "0.1.0", FetchImage: "example.com/op:1", FetchedGeneration: "g", ProxyEnv: []corev1.EnvVar{{Name: "HTTPS_PROXY", Value: "http://proxy:3128"}}},
+		in: Inputs{ChartVersion: "0.1.0", AppVersion: "2.19.1", FetchImage: "example.com/op:1", FetchedGeneration: "g", ProxyEnv: []corev1.EnvVar{{Name: "HTTPS_PROXY", Value: "http://proxy:3128"}}},
 		check: func(t *testing.T, v *Values) {
 			expect(t, "model name", v.Model.Name, "my_model.v2")
 			expect(t, "image", v.Serving.Image, "example.com/tfs:custom")

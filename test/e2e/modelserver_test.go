@@ -1,0 +1,265 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/modelserver-dev/modelserver-operator/internal/localcluster"
+)
+
+// The ModelServer scenarios share one cluster and one operator process,
+// each in a namespace of its own, and talk to them as a user does: with
+// kubectl.
+var operator struct {
+	once    sync.Once
+	cluster *localcluster.Cluster
+	op      *localcluster.Process
+	err     error
+}
+
+func runningOperator(t *testing.T) (*localcluster.Cluster, kubernetes.Interface) {
+	t.Helper()
+	operator.once.Do(func() {
+		c, err := localcluster.Start(context.Background(), localcluster.Options{})
+		if err != nil {
+			operator.err = err
+			return
+		}
+		operator.cluster = c
+		if out, err := kubectlWith(c, "apply", "--server-side", "-f", repoPath("config/crd/bases")); err != nil {
+			operator.err = fmt.Errorf("install CRDs: %v: %s", err, out)
+			return
+		}
+		if _, err := kubectlWith(c, "wait", "--for=condition=Established", "crd/modelservers.serving.modelserver.dev", "--timeout=30s"); err != nil {
+			operator.err = err
+			return
+		}
+		operator.op, operator.err = c.StartProcess("manager", managerBinary, []string{
+			"manager",
+			"--kubeconfig=" + c.Kubeconfig,
+			"--metrics-bind-address=0",
+			"--health-probe-bind-address=127.0.0.1:0",
+			"--fetch-image=example.com/modelserver-operator:e2e",
+		}, nil)
+	})
+	if operator.err != nil {
+		t.Fatalf("start cluster and operator: %v", operator.err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("operator log (tail):\n%s", tailFile(operator.op.LogFile(), 60))
+		}
+	})
+	cs, err := operator.cluster.Clientset()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return operator.cluster, cs
+}
+
+func stopSharedOperator() {
+	if operator.cluster != nil {
+		operator.cluster.Stop()
+	}
+}
+
+func TestApplyingTheSampleServesTheModel(t *testing.T) {
+	c, _ := runningOperator(t)
+	ns := kubectlNamespace(t, c)
+	kubectl(t, c, "apply", "-n", ns, "-f", repoPath("config/samples/serving_v1alpha1_modelserver.yaml"))
+	kubectl(t, c, "wait", "-n", ns, "--for=condition=Ready", "ms/resnet", "--timeout=60s")
+
+	out := kubectl(t, c, "get", "-n", ns, "ms", "resnet")
+	for _, want := range []string{"Ready", "2/2", "resnet", "http://resnet." + ns + ".svc:8501/v1/models/resnet"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("kubectl get ms lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func TestChangingTheImageRollsPodsWithoutDroppingCapacity(t *testing.T) {
+	c, cs := runningOperator(t)
+	ns := kubectlNamespace(t, c)
+	kubectl(t, c, "apply", "-n", ns, "-f", repoPath("config/samples/serving_v1alpha1_modelserver.yaml"))
+	kubectl(t, c, "wait", "-n", ns, "--for=condition=Ready", "ms/resnet", "--timeout=60s")
+
+	// Watch the Deployment through the whole rollout and keep the lowest
+	// ready count seen.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	w, err := cs.AppsV1().Deployments(ns).Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=resnet"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	minReady := make(chan int32, 1)
+	go func() {
+		lowest := int32(1 << 30)
+		for ev := range w.ResultChan() {
+			if d, ok := ev.Object.(*appsv1.Deployment); ok && ev.Type != watch.Deleted {
+				lowest = min(lowest, d.Status.ReadyReplicas)
+			}
+		}
+		minReady <- lowest
+	}()
+
+	kubectl(t, c, "patch", "-n", ns, "ms/resnet", "--type=merge", "-p", `{"spec":{"image":"tensorflow/serving:2.18.0"}}`)
+	waitObserved(t, c, ns, "resnet")
+	kubectl(t, c, "wait", "-n", ns, "--for=condition=Ready", "ms/resnet", "--timeout=60s")
+	cancel()
+	if lowest := <-minReady; lowest < 2 {
+		t.Errorf("ready replicas fell to %d during the rollout, want never below 2", lowest)
+	}
+	pods, err := cs.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=serving"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pods.Items {
+		if p.DeletionTimestamp == nil && p.Spec.Containers[0].Image != "tensorflow/serving:2.18.0" {
+			t.Errorf("serving pod %s still runs %s", p.Name, p.Spec.Containers[0].Image)
+		}
+	}
+}
+
+func TestKubectlScaleChangesTheReplicas(t *testing.T) {
+	c, _ := runningOperator(t)
+	ns := kubectlNamespace(t, c)
+	kubectl(t, c, "apply", "-n", ns, "-f", repoPath("config/samples/serving_v1alpha1_modelserver.yaml"))
+	kubectl(t, c, "wait", "-n", ns, "--for=condition=Ready", "ms/resnet", "--timeout=60s")
+
+	kubectl(t, c, "scale", "-n", ns, "ms/resnet", "--replicas=3")
+	waitObserved(t, c, ns, "resnet")
+	kubectl(t, c, "wait", "-n", ns, "--for=condition=Ready", "ms/resnet", "--timeout=60s")
+	if got := kubectl(t, c, "get", "-n", ns, "deploy/resnet", "-o", "jsonpath={.status.readyReplicas}"); got != "3" {
+		t.Errorf("deployment readyReplicas %s, want 3", got)
+	}
+	if got := kubectl(t, c, "get", "-n", ns, "ms/resnet", "-o", "jsonpath={.status.ready}"); got != "3/3" {
+		t.Errorf("status.ready %s, want 3/3", got)
+	}
+}
+
+func TestAFailingFetchIsReportedAndFixingTheSpecRecovers(t *testing.T) {
+	c, _ := runningOperator(t)
+	ns := kubectlNamespace(t, c)
+	// The local cluster's simulated kubelet makes the fetch container exit
+	// with code 3 and this message, as the fetcher does for a missing model.
+	broken := `
+apiVersion: serving.modelserver.dev/v1alpha1
+kind: ModelServer
+metadata:
+  name: missing
+spec:
+  model:
+    storageUri: s3://models/missing
+  podTemplate:
+    annotations:
+      localcluster.modelserver.dev/fail: "NotFound: s3://models/missing: no objects under this prefix"
+      localcluster.modelserver.dev/exit-code: "3"
+`
+	kubectlStdin(t, c, broken, "apply", "-n", ns, "-f", "-")
+	kubectl(t, c, "wait", "-n", ns, "--for=jsonpath={.status.phase}=Failed", "ms/missing", "--timeout=60s")
+
+	msg := kubectl(t, c, "get", "-n", ns, "ms/missing", "-o", "jsonpath={.status.message}")
+	if !strings.Contains(msg, "s3://models/missing: no objects under this prefix") || !strings.Contains(msg, "NotFound") {
+		t.Errorf("status.message %q does not carry the fetch Job's message", msg)
+	}
+	reason := kubectl(t, c, "get", "-n", ns, "ms/missing", "-o", `jsonpath={.status.conditions[?(@.type=="ModelFetched")].reason}`)
+	if reason != "NotFound" {
+		t.Errorf("ModelFetched reason %q, want NotFound", reason)
+	}
+	events := kubectl(t, c, "get", "events", "-n", ns, "--field-selector", "involvedObject.name=missing,type=Warning", "-o", "jsonpath={range .items[*]}{.reason}: {.message}{\"\\n\"}{end}")
+	if !strings.Contains(events, "no objects under this prefix") {
+		t.Errorf("no Warning event carries the failure; events:\n%s", events)
+	}
+
+	kubectl(t, c, "patch", "-n", ns, "ms/missing", "--type=json", "-p", `[{"op":"remove","path":"/spec/podTemplate/annotations"}]`)
+	waitObserved(t, c, ns, "missing")
+	kubectl(t, c, "wait", "-n", ns, "--for=condition=Ready", "ms/missing", "--timeout=60s")
+}
+
+func TestDeletingAModelServerRemovesEverythingItCreated(t *testing.T) {
+	c, _ := runningOperator(t)
+	ns := kubectlNamespace(t, c)
+	kubectl(t, c, "apply", "-n", ns, "-f", repoPath("config/samples/serving_v1alpha1_modelserver.yaml"))
+	kubectl(t, c, "wait", "-n", ns, "--for=condition=Ready", "ms/resnet", "--timeout=60s")
+	// Something of the user's in the same namespace, which must survive.
+	kubectl(t, c, "create", "configmap", "-n", ns, "users-own", "--from-literal=k=v")
+
+	kubectl(t, c, "delete", "-n", ns, "ms/resnet", "--wait", "--timeout=60s")
+	for _, kind := range []string{"deployments", "jobs", "services", "persistentvolumeclaims"} {
+		if out := kubectl(t, c, "get", kind, "-n", ns, "-o", "name"); out != "" {
+			t.Errorf("%s left after delete: %s", kind, out)
+		}
+	}
+	if out := kubectl(t, c, "get", "configmaps", "-n", ns, "-l", "serving.modelserver.dev/modelserver", "-o", "name"); out != "" {
+		t.Errorf("configmaps left after delete: %s", out)
+	}
+	if out := kubectl(t, c, "get", "secrets", "-n", ns, "-l", "owner=helm", "-o", "name"); out != "" {
+		t.Errorf("release records left after delete: %s", out)
+	}
+	kubectl(t, c, "get", "configmap", "-n", ns, "users-own")
+}
+
+// waitObserved waits until the operator has reconciled the ModelServer's
+// latest generation, so that a following wait for Ready is about it.
+func waitObserved(t *testing.T, c *localcluster.Cluster, ns, name string) {
+	t.Helper()
+	gen := kubectl(t, c, "get", "-n", ns, "ms/"+name, "-o", "jsonpath={.metadata.generation}")
+	kubectl(t, c, "wait", "-n", ns, "--for=jsonpath={.status.observedGeneration}="+gen, "ms/"+name, "--timeout=60s")
+}
+
+func kubectlNamespace(t *testing.T, c *localcluster.Cluster) string {
+	t.Helper()
+	name := fmt.Sprintf("e2e-%d", time.Now().UnixNano()%1_000_000_000)
+	kubectl(t, c, "create", "namespace", name)
+	return name
+}
+
+func kubectl(t *testing.T, c *localcluster.Cluster, args ...string) string {
+	t.Helper()
+	out, err := kubectlWith(c, args...)
+	if err != nil {
+		t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return strings.TrimSpace(out)
+}
+
+func kubectlStdin(t *testing.T, c *localcluster.Cluster, stdin string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(repoPath("bin/kubectl"), append([]string{"--kubeconfig", c.Kubeconfig}, args...)...)
+	cmd.Stdin = strings.NewReader(stdin)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+func kubectlWith(c *localcluster.Cluster, args ...string) (string, error) {
+	cmd := exec.Command(repoPath("bin/kubectl"), append([]string{"--kubeconfig", c.Kubeconfig}, args...)...)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+// repoPath resolves a path from the repository root (tests run in test/e2e).
+func repoPath(rel string) string {
+	return filepath.Join("..", "..", rel)
+}
+
+func tailFile(path string, lines int) string {
+	all := strings.Split(strings.TrimRight(readFile(path), "\n"), "\n")
+	if len(all) > lines {
+		all = all[len(all)-lines:]
+	}
+	return strings.Join(all, "\n")
+}
