@@ -62,6 +62,12 @@ type ModelServerReconciler struct {
 	// once. Later reconciles trust status.release.valuesDigest, so an idle
 	// ModelServer costs no Helm read at all.
 	verified sync.Map
+	// written holds, by UID, the status this process last wrote. The cache
+	// can serve a ModelServer before its last status patch has come back
+	// through the watch; deciding from that stale status would upgrade the
+	// release a second time. Nobody else writes the status, so what was
+	// written is what is stored.
+	written sync.Map
 }
 
 // +kubebuilder:rbac:groups=serving.modelserver.dev,resources=modelservers,verbs=get;list;watch;update;patch
@@ -98,6 +104,9 @@ func (r *ModelServerReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 
 func (r *ModelServerReconciler) reconcileNormal(ctx context.Context, ms *servingv1alpha1.ModelServer) (ctrl.Result, error) {
 	logger := log.FromContext(ctx)
+	if st, ok := r.written.Load(ms.UID); ok {
+		ms.Status = *st.(*servingv1alpha1.ModelServerStatus).DeepCopy()
+	}
 	old := ms.Status.DeepCopy()
 	obs := Observation{
 		Generation:      ms.Generation,
@@ -220,6 +229,13 @@ func (r *ModelServerReconciler) apply(ctx context.Context, ms *servingv1alpha1.M
 	obs.Release = &servingv1alpha1.ReleaseStatus{
 		Name: rel.Name, Revision: rel.Version, ChartVersion: r.Chart.Metadata.Version, ValuesDigest: digest,
 	}
+	// Remember the release at once: if the status patch at the end of this
+	// reconcile fails, the next one must not upgrade again.
+	if st, ok := r.written.Load(ms.UID); ok {
+		known := st.(*servingv1alpha1.ModelServerStatus).DeepCopy()
+		known.Release = obs.Release
+		r.written.Store(ms.UID, known)
+	}
 	logger.Info("release applied", "op", op, "revision", rel.Version, "why", why)
 	r.Recorder.Eventf(ms, nil, corev1.EventTypeNormal, eventReason(op), "Apply",
 		"Helm %s of release %s: revision %d (%s)", op, rel.Name, rel.Version, why)
@@ -238,11 +254,19 @@ func eventReason(op release.Op) string {
 }
 
 // drift says which object of the release is missing or was changed by
-// someone else in a field the operator sets, or "" if none.
+// someone else in a field the operator sets, or "" if none. The cache can
+// lag behind the release's last write (a Job just created, a Deployment
+// just scaled), so what it suggests is confirmed with a live read before
+// it costs a Helm upgrade.
 func (r *ModelServerReconciler) drift(ctx context.Context, ms *servingv1alpha1.ModelServer, vals *values.Values) (string, error) {
-	key := func(name string) types.NamespacedName {
-		return types.NamespacedName{Namespace: ms.Namespace, Name: name}
+	why, err := r.driftIn(ctx, r.Client, ms, vals)
+	if why == "" || err != nil {
+		return why, err
 	}
+	return r.driftIn(ctx, r.APIReader, ms, vals)
+}
+
+func (r *ModelServerReconciler) driftIn(ctx context.Context, reader client.Reader, ms *servingv1alpha1.ModelServer, vals *values.Values) (string, error) {
 	objs := map[string]client.Object{
 		"ConfigMap " + vals.Names.ConfigMap:   &corev1.ConfigMap{},
 		"Service " + vals.Names.Service:       &corev1.Service{},
@@ -252,17 +276,16 @@ func (r *ModelServerReconciler) drift(ctx context.Context, ms *servingv1alpha1.M
 	if vals.Volume.Create {
 		objs["PersistentVolumeClaim "+vals.Volume.ClaimName] = &corev1.PersistentVolumeClaim{}
 	}
-	found := map[string]client.Object{}
 	for _, what := range sortedKeys(objs) {
 		_, name, _ := strings.Cut(what, " ")
-		if err := r.Get(ctx, key(name), objs[what]); apierrors.IsNotFound(err) {
+		err := reader.Get(ctx, types.NamespacedName{Namespace: ms.Namespace, Name: name}, objs[what])
+		if apierrors.IsNotFound(err) {
 			return what + " was deleted", nil
 		} else if err != nil {
 			return "", err
 		}
-		found[what] = objs[what]
 	}
-	return modifiedObject(vals, found), nil
+	return modifiedObject(vals, objs), nil
 }
 
 // modifiedObject compares the fields of each object that the values decide
@@ -399,6 +422,7 @@ func (r *ModelServerReconciler) reconcileDelete(ctx context.Context, ms *serving
 		return err
 	}
 	r.verified.Delete(ms.UID)
+	r.written.Delete(ms.UID)
 	patch := client.MergeFrom(ms.DeepCopy())
 	controllerutil.RemoveFinalizer(ms, Finalizer)
 	return client.IgnoreNotFound(r.Patch(ctx, ms, patch))
@@ -409,14 +433,17 @@ func (r *ModelServerReconciler) reconcileDelete(ctx context.Context, ms *serving
 func (r *ModelServerReconciler) writeStatus(ctx context.Context, ms *servingv1alpha1.ModelServer, old servingv1alpha1.ModelServerStatus, obs Observation) error {
 	st := computeStatus(old, obs)
 	if equality.Semantic.DeepEqual(old, st) {
+		r.written.Store(ms.UID, st.DeepCopy())
 		return nil
 	}
 	base := ms.DeepCopy()
 	base.Status = old
 	ms.Status = st
 	if err := r.Status().Patch(ctx, ms, client.MergeFrom(base)); err != nil {
+		r.written.Delete(ms.UID) // unknown now: trust the cache again
 		return client.IgnoreNotFound(err)
 	}
+	r.written.Store(ms.UID, st.DeepCopy())
 	if st.Phase != old.Phase {
 		kind := corev1.EventTypeNormal
 		if st.Phase == servingv1alpha1.PhaseFailed || st.Phase == servingv1alpha1.PhaseDegraded {

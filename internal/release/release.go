@@ -15,12 +15,15 @@ import (
 	"github.com/go-logr/logr"
 	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/chart"
+	"helm.sh/helm/v3/pkg/chartutil"
 	"helm.sh/helm/v3/pkg/kube"
 	helmrelease "helm.sh/helm/v3/pkg/release"
+	"helm.sh/helm/v3/pkg/storage"
 	"helm.sh/helm/v3/pkg/storage/driver"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/tools/clientcmd"
@@ -44,16 +47,18 @@ type Options struct {
 	Log     logr.Logger
 }
 
-// Manager runs Helm actions for releases in any namespace, with one Helm
-// configuration per namespace and one discovery cache for all.
+// Manager runs Helm actions for releases in any namespace. It is safe for
+// concurrent use, for different releases.
 type Manager struct {
 	restConfig *rest.Config
 	opts       Options
 	discovery  discovery.CachedDiscoveryInterface
 	mapper     meta.RESTMapper
 
-	mu      sync.Mutex
-	configs map[string]*action.Configuration
+	clientset kubernetes.Interface
+
+	mu   sync.Mutex // guards caps
+	caps *chartutil.Capabilities
 }
 
 // New returns a Manager that talks to the cluster of cfg.
@@ -68,6 +73,10 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 	if err != nil {
 		return nil, fmt.Errorf("discovery client: %w", err)
 	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
 	cached := memory.NewMemCacheClient(dc)
 	kube.ManagedFieldsManager = FieldManager
 	return &Manager{
@@ -75,7 +84,7 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 		opts:       opts,
 		discovery:  cached,
 		mapper:     restmapper.NewDeferredDiscoveryRESTMapper(cached),
-		configs:    map[string]*action.Configuration{},
+		clientset:  cs,
 	}, nil
 }
 
@@ -96,6 +105,10 @@ func (m *Manager) Get(namespace, name string) (*helmrelease.Release, error) {
 	if err != nil {
 		return nil, err
 	}
+	return latestRevision(cfg, namespace, name)
+}
+
+func latestRevision(cfg *action.Configuration, namespace, name string) (*helmrelease.Release, error) {
 	rel, err := cfg.Releases.Last(name)
 	if errors.Is(err, driver.ErrReleaseNotFound) {
 		return nil, nil
@@ -114,7 +127,7 @@ func (m *Manager) Apply(ctx context.Context, namespace, name string, ch *chart.C
 	if err != nil {
 		return nil, OpNone, err
 	}
-	last, err := m.Get(namespace, name)
+	last, err := latestRevision(cfg, namespace, name)
 	if err != nil {
 		return nil, OpNone, err
 	}
@@ -198,25 +211,57 @@ func classify(err error) error {
 	return err
 }
 
+// config returns a Helm configuration for one operation in namespace.
+// Each operation gets its own: Helm's actions write to their
+// configuration, and reconciles of different ModelServers run in
+// parallel. What is costly to make is shared: the clientset, the discovery
+// cache and REST mapper, and the cluster's capabilities, read once.
 func (m *Manager) config(namespace string) (*action.Configuration, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if cfg, ok := m.configs[namespace]; ok {
-		return cfg, nil
+	caps, err := m.capabilities()
+	if err != nil {
+		return nil, err
 	}
-	cfg := new(action.Configuration)
 	getter := &restGetter{config: m.restConfig, discovery: m.discovery, mapper: m.mapper, namespace: namespace}
 	debug := func(format string, args ...any) {
 		m.opts.Log.V(2).Info(fmt.Sprintf(format, args...), "namespace", namespace)
 	}
-	if err := cfg.Init(getter, namespace, "secret", debug); err != nil {
-		return nil, fmt.Errorf("helm configuration for namespace %s: %w", namespace, err)
+	kc := kube.New(getter)
+	kc.Namespace = namespace
+	kc.Log = debug
+	secrets := driver.NewSecrets(m.clientset.CoreV1().Secrets(namespace))
+	secrets.Log = debug
+	return &action.Configuration{
+		RESTClientGetter: getter,
+		Releases:         storage.Init(secrets),
+		KubeClient:       kc,
+		Capabilities:     caps,
+		Log:              debug,
+	}, nil
+}
+
+// capabilities reads the cluster's version and API groups once; Helm
+// would otherwise invalidate the discovery cache and read them again for
+// every operation.
+func (m *Manager) capabilities() (*chartutil.Capabilities, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.caps != nil {
+		return m.caps, nil
 	}
-	if kc, ok := cfg.KubeClient.(*kube.Client); ok {
-		kc.Namespace = namespace
+	version, err := m.discovery.ServerVersion()
+	if err != nil {
+		return nil, fmt.Errorf("read the server version: %w", err)
 	}
-	m.configs[namespace] = cfg
-	return cfg, nil
+	apiVersions, err := action.GetVersionSet(m.discovery)
+	if err != nil && !discovery.IsGroupDiscoveryFailedError(err) {
+		return nil, fmt.Errorf("read the server's API groups: %w", err)
+	}
+	m.caps = &chartutil.Capabilities{
+		APIVersions: apiVersions,
+		KubeVersion: chartutil.KubeVersion{Version: version.GitVersion, Major: version.Major, Minor: version.Minor},
+		HelmVersion: chartutil.DefaultCapabilities.HelmVersion,
+	}
+	return m.caps, nil
 }
 
 // restGetter hands Helm the operator's REST config and shared discovery
