@@ -222,6 +222,9 @@ func kubectlNamespace(t *testing.T, c *localcluster.Cluster) string {
 	t.Helper()
 	name := fmt.Sprintf("e2e-%d", time.Now().UnixNano()%1_000_000_000)
 	kubectl(t, c, "create", "namespace", name)
+	// Every pod the chart renders must pass the restricted Pod Security
+	// Standard; the apiserver refuses any that does not.
+	kubectl(t, c, "label", "namespace", name, "pod-security.kubernetes.io/enforce=restricted")
 	return name
 }
 
