@@ -173,6 +173,11 @@ func (r *ModelServerReconciler) reconcileNormal(ctx context.Context, ms *serving
 	} else if !apierrors.IsNotFound(err) {
 		return ctrl.Result{}, err
 	}
+	// A running fetch changes nothing the watches see until it ends; look
+	// again each minute to keep its elapsed time in the status current.
+	if obs.Fetch == FetchRunning && result.RequeueAfter == 0 {
+		result.RequeueAfter = time.Minute
+	}
 	logger.V(1).Info("reconciled", "fetch", obs.Fetch, "helm", why)
 	return result, reconcileErr
 }
@@ -331,6 +336,13 @@ func (r *ModelServerReconciler) observeFetch(ctx context.Context, ms *servingv1a
 		return err
 	}
 	obs.Fetch = fetchState(job)
+	obs.StorageURI = ms.Spec.Model.StorageURI
+	if job != nil {
+		obs.FetchRetries = job.Status.Failed
+		if obs.Fetch == FetchRunning && job.Status.StartTime != nil {
+			obs.FetchElapsed = time.Since(job.Status.StartTime.Time).Truncate(time.Minute)
+		}
+	}
 	if obs.Model == nil {
 		obs.Model = &servingv1alpha1.ModelStatus{}
 	}

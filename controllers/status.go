@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
@@ -63,6 +64,13 @@ type Observation struct {
 	Fetch        FetchState
 	FetchReason  string // failure reason, e.g. NotFound
 	FetchMessage string // failure message, from the fetch pod
+	// StorageURI is where the model is fetched from.
+	StorageURI string
+	// FetchElapsed is how long the running fetch has been going, rounded
+	// down to the minute so that the status changes at most once a minute.
+	FetchElapsed time.Duration
+	// FetchRetries counts the fetch pods that failed and were retried.
+	FetchRetries int32
 	// FetchedGeneration is the generation being served, "" if none.
 	FetchedGeneration string
 	Model             *servingv1alpha1.ModelStatus
@@ -148,7 +156,7 @@ func computeStatus(old servingv1alpha1.ModelServerStatus, o Observation) serving
 	case o.Fetch == FetchFailed:
 		phase, msg = servingv1alpha1.PhaseFailed, fmt.Sprintf("model fetch failed (%s): %s", o.FetchReason, o.FetchMessage)
 	case !fetched:
-		phase, msg = servingv1alpha1.PhaseFetching, "fetching the model from "+storageHint(o)
+		phase, msg = servingv1alpha1.PhaseFetching, fetchProgress(o)
 	case !deployed:
 		phase, msg = servingv1alpha1.PhaseDeploying, "installing the Helm release"
 	case availReason == ReasonPodsNotReady && st.ReadyReplicas > 0 && wasServing(old.Phase):
@@ -194,11 +202,29 @@ func availability(o Observation) (bool, string, string) {
 	return true, ReasonAvailable, fmt.Sprintf("%d of %d serving pods ready", d.Status.ReadyReplicas, want)
 }
 
-func storageHint(o Observation) string {
-	if o.Model != nil && o.Model.Name != "" {
-		return "storage for model " + o.Model.Name
+// fetchProgress says how the running fetch is going, for status.message.
+func fetchProgress(o Observation) string {
+	msg := "fetching the model"
+	if o.StorageURI != "" {
+		msg += " from " + o.StorageURI
 	}
-	return "storage"
+	if o.FetchedGeneration != "" {
+		msg += " (still serving the previously fetched model)"
+	}
+	if o.Fetch == FetchRunning {
+		if o.FetchElapsed < time.Minute {
+			msg += ": started less than a minute ago"
+		} else {
+			msg += fmt.Sprintf(": running for %s", strings.TrimSuffix(o.FetchElapsed.Truncate(time.Minute).String(), "0s"))
+		}
+	}
+	switch {
+	case o.FetchRetries == 1:
+		msg += ", 1 failed attempt retried"
+	case o.FetchRetries > 1:
+		msg += fmt.Sprintf(", %d failed attempts retried", o.FetchRetries)
+	}
+	return msg
 }
 
 // fetchState reads a Job's outcome from its conditions.

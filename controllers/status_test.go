@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
@@ -171,6 +172,25 @@ func TestFetchStateAndFailureParsing(t *testing.T) {
 		reason, msg := parseFailure(tc.termination, tc.job)
 		if reason != tc.reason || msg != tc.msg {
 			t.Errorf("parseFailure(%q) = %q, %q; want %q, %q", tc.termination, reason, msg, tc.reason, tc.msg)
+		}
+	}
+}
+
+func TestFetchProgressMessage(t *testing.T) {
+	for _, tc := range []struct {
+		obs  Observation
+		want string
+	}{
+		{Observation{Fetch: FetchRunning, StorageURI: "s3://m/r", FetchElapsed: 20 * time.Second},
+			"fetching the model from s3://m/r: started less than a minute ago"},
+		{Observation{Fetch: FetchRunning, StorageURI: "s3://m/r", FetchElapsed: 125 * time.Minute, FetchRetries: 2},
+			"fetching the model from s3://m/r: running for 2h5m, 2 failed attempts retried"},
+		{Observation{Fetch: FetchRunning, StorageURI: "s3://m/r2", FetchElapsed: 3 * time.Minute, FetchedGeneration: "g1"},
+			"fetching the model from s3://m/r2 (still serving the previously fetched model): running for 3m"},
+		{Observation{Fetch: FetchMissing, StorageURI: "s3://m/r"}, "fetching the model from s3://m/r"},
+	} {
+		if got := fetchProgress(tc.obs); got != tc.want {
+			t.Errorf("fetchProgress = %q, want %q", got, tc.want)
 		}
 	}
 }

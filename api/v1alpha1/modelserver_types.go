@@ -128,6 +128,12 @@ type ModelSpec struct {
 	// +optional
 	CredentialsSecret string `json:"credentialsSecret,omitempty"`
 
+	// maxSizeBytes caps the size of the fetched model; a larger one fails
+	// the fetch with reason TooLarge. Default: 1 TiB.
+	// +kubebuilder:validation:Minimum=1
+	// +optional
+	MaxSizeBytes *int64 `json:"maxSizeBytes,omitempty"`
+
 	// versionPolicy chooses which versions TensorFlow Serving loads.
 	// Default: the latest version.
 	// +optional

@@ -1,9 +1,83 @@
 package main
 
-import "errors"
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
 
-// runFetch is the entry point of the model-fetch Job. Fetching itself is
-// not implemented yet; the Job and its wiring come with the reconciler.
+	"github.com/modelserver-dev/modelserver-operator/internal/fetch"
+)
+
+// runFetch is the entry point of the model-fetch Job: `manager fetch`. It
+// leaves a one-line termination message for the operator and, on failure,
+// exits itself with the code that tells the Job whether to retry: 3 for a
+// failure that retrying cannot fix, 1 for any other.
 func runFetch(args []string) error {
-	return errors.New("fetch: not implemented yet")
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	code := fetchCommand(ctx, args, os.Stdout, os.Stderr)
+	stop()
+	if code != 0 {
+		os.Exit(code)
+	}
+	return nil
+}
+
+// fetchCommand parses the flags, fetches, writes the termination message
+// to --termination-log and stdout, and returns the exit code. Logs go to
+// stderr as JSON.
+func fetchCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("fetch", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var (
+		o              fetch.Options
+		terminationLog string
+	)
+	fs.StringVar(&o.URI, "uri", "", "The model's storage URI: s3://bucket/prefix, gs://bucket/prefix, http(s)://host/file[#sha256=hex], pvc://claim/path or /absolute/dir.")
+	fs.StringVar(&o.Dest, "dest", "", "The model's base directory as TF Serving sees it (for pvc://: where the claim's path is mounted, verified only).")
+	fs.StringVar(&o.CredentialsDir, "credentials-dir", "", "A mounted Secret, one file per key (AWS_ACCESS_KEY_ID, service-account.json, http-headers, ...).")
+	fs.Int64Var(&o.MaxBytes, "max-bytes", 0, "The largest model accepted, in bytes (0: 1 TiB).")
+	fs.IntVar(&o.Concurrency, "concurrency", fetch.DefaultConcurrency, "How many files are downloaded at once.")
+	fs.DurationVar(&o.Timeout, "timeout", fetch.DefaultTimeout, "The longest the whole fetch may take.")
+	fs.StringVar(&terminationLog, "termination-log", "/dev/termination-log", "Where the one-line result is written for the operator (empty: nowhere).")
+	log := slog.New(slog.NewJSONHandler(stderr, nil))
+	o.Logger = log
+
+	var (
+		sum fetch.Summary
+		err error
+	)
+	if perr := fs.Parse(args); errors.Is(perr, flag.ErrHelp) {
+		return 0
+	} else if perr != nil {
+		err = &fetch.Error{Reason: fetch.ReasonFetchFailed, Message: "bad arguments: " + perr.Error(), Permanent: true}
+	}
+	switch {
+	case err != nil:
+	case fs.NArg() > 0:
+		err = &fetch.Error{Reason: fetch.ReasonFetchFailed, Message: fmt.Sprintf("unexpected arguments %q", fs.Args()), Permanent: true}
+	case o.URI == "":
+		err = &fetch.Error{Reason: fetch.ReasonInvalidURI, Message: "--uri is required", Permanent: true}
+	case o.MaxBytes < 0 || o.Concurrency < 1 || o.Timeout < 0:
+		err = &fetch.Error{Reason: fetch.ReasonFetchFailed, Message: "--max-bytes and --timeout must not be negative, --concurrency must be at least 1", Permanent: true}
+	default:
+		sum, err = fetch.Run(ctx, o)
+	}
+
+	msg := fetch.TerminationMessage(sum, err)
+	if terminationLog != "" {
+		if werr := os.WriteFile(terminationLog, []byte(msg+"\n"), 0o644); werr != nil {
+			log.Warn("could not write the termination message", "path", terminationLog, "error", werr.Error())
+		}
+	}
+	_, _ = fmt.Fprintln(stdout, msg)
+	if err != nil {
+		log.Error("fetch failed", "message", msg, "reason", string(fetch.AsError(err).Reason), "exitCode", fetch.ExitCode(err))
+	}
+	return fetch.ExitCode(err)
 }

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"path"
 	"sort"
+	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -331,6 +332,7 @@ func FetchGeneration(ms *servingv1alpha1.ModelServer, fetchImage string) string 
 	parts := []string{
 		ms.Spec.Model.StorageURI,
 		ms.Spec.Model.CredentialsSecret,
+		canonical(ms.Spec.Model.MaxSizeBytes),
 		fetchImage,
 		pt.ServiceAccountName,
 		canonical(pt.Labels),
@@ -392,6 +394,9 @@ func fetchArgs(m servingv1alpha1.ModelSpec, dest string) []string {
 	args := []string{"fetch", "--uri", m.StorageURI, "--dest", dest}
 	if m.CredentialsSecret != "" {
 		args = append(args, "--credentials-dir", CredentialsMountPath)
+	}
+	if m.MaxSizeBytes != nil {
+		args = append(args, "--max-bytes", strconv.FormatInt(*m.MaxSizeBytes, 10))
 	}
 	return args
 }

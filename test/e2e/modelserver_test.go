@@ -94,30 +94,11 @@ func TestChangingTheImageRollsPodsWithoutDroppingCapacity(t *testing.T) {
 	kubectl(t, c, "apply", "-n", ns, "-f", repoPath("config/samples/serving_v1alpha1_modelserver.yaml"))
 	kubectl(t, c, "wait", "-n", ns, "--for=condition=Ready", "ms/resnet", "--timeout=60s")
 
-	// Watch the Deployment through the whole rollout and keep the lowest
-	// ready count seen.
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	w, err := cs.AppsV1().Deployments(ns).Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=resnet"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	minReady := make(chan int32, 1)
-	go func() {
-		lowest := int32(1 << 30)
-		for ev := range w.ResultChan() {
-			if d, ok := ev.Object.(*appsv1.Deployment); ok && ev.Type != watch.Deleted {
-				lowest = min(lowest, d.Status.ReadyReplicas)
-			}
-		}
-		minReady <- lowest
-	}()
-
+	lowestReady := watchLowestReady(t, cs, ns, "resnet")
 	kubectl(t, c, "patch", "-n", ns, "ms/resnet", "--type=merge", "-p", `{"spec":{"image":"tensorflow/serving:2.18.0"}}`)
 	waitObserved(t, c, ns, "resnet")
 	kubectl(t, c, "wait", "-n", ns, "--for=condition=Ready", "ms/resnet", "--timeout=60s")
-	cancel()
-	if lowest := <-minReady; lowest < 2 {
+	if lowest := lowestReady(); lowest < 2 {
 		t.Errorf("ready replicas fell to %d during the rollout, want never below 2", lowest)
 	}
 	pods, err := cs.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=serving"})
@@ -129,6 +110,62 @@ func TestChangingTheImageRollsPodsWithoutDroppingCapacity(t *testing.T) {
 			t.Errorf("serving pod %s still runs %s", p.Name, p.Spec.Containers[0].Image)
 		}
 	}
+}
+
+func TestChangingTheStorageURIFetchesAgainThenRollsThePods(t *testing.T) {
+	c, cs := runningOperator(t)
+	ns := kubectlNamespace(t, c)
+	kubectl(t, c, "apply", "-n", ns, "-f", repoPath("config/samples/serving_v1alpha1_modelserver.yaml"))
+	kubectl(t, c, "wait", "-n", ns, "--for=condition=Ready", "ms/resnet", "--timeout=60s")
+	oldJob := kubectl(t, c, "get", "jobs", "-n", ns, "-o", "name")
+	oldConfig := kubectl(t, c, "get", "-n", ns, "configmap/resnet-config", "-o", "jsonpath={.data.models\\.config}")
+
+	lowestReady := watchLowestReady(t, cs, ns, "resnet")
+	kubectl(t, c, "patch", "-n", ns, "ms/resnet", "--type=merge", "-p", `{"spec":{"model":{"storageUri":"s3://models/resnet-v2"}}}`)
+	waitObserved(t, c, ns, "resnet")
+	kubectl(t, c, "wait", "-n", ns, "--for=condition=Ready", "ms/resnet", "--timeout=60s")
+
+	newJob := kubectl(t, c, "get", "jobs", "-n", ns, "-o", "name")
+	if newJob == oldJob || strings.Contains(newJob, "\n") {
+		t.Errorf("jobs after the change: %q (before: %q), want exactly one new Job", newJob, oldJob)
+	}
+	args := kubectl(t, c, "get", "-n", ns, newJob, "-o", "jsonpath={.spec.template.spec.containers[0].args}")
+	if !strings.Contains(args, "s3://models/resnet-v2") {
+		t.Errorf("new Job fetches %s", args)
+	}
+	newConfig := kubectl(t, c, "get", "-n", ns, "configmap/resnet-config", "-o", "jsonpath={.data.models\\.config}")
+	if newConfig == oldConfig {
+		t.Error("the model config still points at the old fetch")
+	}
+	if got := kubectl(t, c, "get", "-n", ns, "rs", "-o", "name"); strings.Count(got, "replicaset") < 2 {
+		t.Errorf("no rollout: replica sets %q", got)
+	}
+	if lowest := lowestReady(); lowest < 2 {
+		t.Errorf("ready replicas fell to %d while the new model was fetched and rolled out", lowest)
+	}
+}
+
+// watchLowestReady watches a Deployment from now on; the function it
+// returns stops the watch and gives the lowest ready count seen.
+func watchLowestReady(t *testing.T, cs kubernetes.Interface, ns, name string) func() int32 {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	w, err := cs.AppsV1().Deployments(ns).Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lowest := make(chan int32, 1)
+	go func() {
+		low := int32(1 << 30)
+		for ev := range w.ResultChan() {
+			if d, ok := ev.Object.(*appsv1.Deployment); ok && ev.Type != watch.Deleted {
+				low = min(low, d.Status.ReadyReplicas)
+			}
+		}
+		lowest <- low
+	}()
+	return func() int32 { cancel(); return <-lowest }
 }
 
 func TestKubectlScaleChangesTheReplicas(t *testing.T) {

@@ -1,0 +1,162 @@
+package fetch
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+)
+
+// Keys of the credentials Secret, one file each in --credentials-dir.
+const (
+	KeyAWSAccessKeyID       = "AWS_ACCESS_KEY_ID"
+	KeyAWSSecretAccessKey   = "AWS_SECRET_ACCESS_KEY"
+	KeyAWSSessionToken      = "AWS_SESSION_TOKEN"
+	KeyAWSEndpointURL       = "AWS_ENDPOINT_URL"
+	KeyAWSRegion            = "AWS_REGION"
+	KeyAWSForcePathStyle    = "AWS_S3_FORCE_PATH_STYLE"
+	KeyAWSCABundle          = "AWS_CA_BUNDLE"
+	KeyAWSInsecureSkipTLS   = "AWS_INSECURE_SKIP_TLS_VERIFY"
+	KeyGCSServiceAccount    = "service-account.json"
+	KeyGCSEndpointURL       = "GCS_ENDPOINT_URL"
+	KeyHTTPHeaders          = "http-headers"
+	maxCredentialFileLength = 1 << 20
+)
+
+// secretKeys are the keys whose values must never be shown: in messages,
+// logs or the termination message.
+var secretKeys = []string{KeyAWSAccessKeyID, KeyAWSSecretAccessKey, KeyAWSSessionToken, KeyGCSServiceAccount, KeyHTTPHeaders}
+
+// Credentials are the files of a mounted Secret, by key.
+type Credentials struct {
+	values  map[string]string
+	secrets []string
+}
+
+// LoadCredentials reads every key of a mounted Secret from dir; an empty
+// dir gives no credentials. Kubernetes' own entries (..data and the like)
+// are skipped.
+func LoadCredentials(dir string) (Credentials, error) {
+	c := Credentials{values: map[string]string{}}
+	if dir == "" {
+		return c, nil
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return c, &Error{Reason: ReasonAccessDenied, Message: fmt.Sprintf("read the credentials directory %s: %v", dir, unwrapPathError(err)), Permanent: true, Err: err}
+	}
+	for _, e := range entries {
+		name := e.Name()
+		if strings.HasPrefix(name, "..") {
+			continue
+		}
+		p := filepath.Join(dir, name)
+		st, err := os.Stat(p) // Secret keys are symbolic links into ..data
+		if err != nil || !st.Mode().IsRegular() || st.Size() > maxCredentialFileLength {
+			continue
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return c, &Error{Reason: ReasonAccessDenied, Message: fmt.Sprintf("read the credentials key %s: %v", name, unwrapPathError(err)), Permanent: true, Err: err}
+		}
+		c.values[name] = string(b)
+	}
+	c.secrets = secretValues(c.values)
+	return c, nil
+}
+
+// Get returns a key's value, without surrounding white space.
+func (c Credentials) Get(key string) string { return strings.TrimSpace(c.values[key]) }
+
+// Has tells whether the Secret has key.
+func (c Credentials) Has(key string) bool { _, ok := c.values[key]; return ok }
+
+// Redact replaces every secret value in s.
+func (c Credentials) Redact(s string) string {
+	for _, v := range c.secrets {
+		s = strings.ReplaceAll(s, v, "REDACTED")
+	}
+	return s
+}
+
+// secretValues lists what Redact hides: each secret key's value, its
+// lines, the values of its header lines and of a service account key's
+// private fields, longest first so that no part of a longer secret stays.
+func secretValues(values map[string]string) []string {
+	set := map[string]bool{}
+	add := func(v string) {
+		if v = strings.TrimSpace(v); len(v) >= 4 {
+			set[v] = true
+		}
+	}
+	for _, k := range secretKeys {
+		v, ok := values[k]
+		if !ok {
+			continue
+		}
+		add(v)
+		for _, line := range strings.Split(v, "\n") {
+			if len(strings.TrimSpace(line)) >= 8 {
+				add(line)
+			}
+			if _, hv, ok := strings.Cut(line, ":"); ok && k == KeyHTTPHeaders {
+				add(hv)
+				for _, f := range strings.Fields(hv) {
+					if len(f) >= 8 {
+						add(f)
+					}
+				}
+			}
+		}
+		if k == KeyGCSServiceAccount {
+			var key map[string]any
+			if json.Unmarshal([]byte(v), &key) == nil {
+				for _, f := range []string{"private_key", "private_key_id", "client_secret", "refresh_token"} {
+					if s, ok := key[f].(string); ok {
+						add(s)
+						for _, line := range strings.Split(s, "\n") {
+							if len(line) >= 8 {
+								add(line)
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+	out := make([]string, 0, len(set))
+	for v := range set {
+		out = append(out, v)
+	}
+	sort.Slice(out, func(i, j int) bool { return len(out[i]) > len(out[j]) })
+	return out
+}
+
+// parseHeaders reads http-headers: lines of "Name: value"; blank lines and
+// lines starting with # are skipped.
+func parseHeaders(text string) ([][2]string, error) {
+	var out [][2]string
+	for i, line := range strings.Split(text, "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		name, value, ok := strings.Cut(line, ":")
+		name = strings.TrimSpace(name)
+		if !ok || name == "" || strings.ContainsAny(name, " \t") {
+			// The line is not shown: it may hold a secret.
+			return nil, permanentf(ReasonFetchFailed, "credentials key %s: line %d is not \"Name: value\"", KeyHTTPHeaders, i+1)
+		}
+		out = append(out, [2]string{name, strings.TrimSpace(value)})
+	}
+	return out, nil
+}
+
+func unwrapPathError(err error) error {
+	if pe, ok := err.(*os.PathError); ok {
+		return pe.Err
+	}
+	return err
+}

@@ -1,0 +1,251 @@
+package fetch
+
+import (
+	"bytes"
+	"context"
+	"crypto/md5" //nolint:gosec // checks the store's own content MD5, not a security boundary
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+// fileRecord is one file of a fetched model: its path below the model's
+// base directory, size and content digest.
+type fileRecord struct {
+	Path   string `json:"path"`
+	Size   int64  `json:"size"`
+	SHA256 string `json:"sha256"`
+}
+
+// downloader copies a source's files into a directory, several at once,
+// each retried on its own, all within one byte cap.
+type downloader struct {
+	src         Source
+	dir         string
+	retry       *retrier
+	concurrency int
+	maxBytes    int64
+	used        atomic.Int64 // bytes written that count toward maxBytes
+	stall       time.Duration
+	prog        *progress
+}
+
+var bufPool = sync.Pool{New: func() any { b := make([]byte, 256<<10); return &b }}
+
+// errStalled ends an attempt on which no byte arrived for too long.
+var errStalled = errors.New("stalled")
+
+// downloadAll downloads objs into d.dir with d.concurrency workers. The
+// first failure stops the others; it is the error returned.
+func (d *downloader) downloadAll(ctx context.Context, objs []Object) ([]fileRecord, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	records := make([]fileRecord, len(objs))
+	next := make(chan int)
+	var (
+		wg       sync.WaitGroup
+		once     sync.Once
+		firstErr error
+	)
+	workers := min(max(d.concurrency, 1), len(objs))
+	for range workers {
+		wg.Go(func() {
+			for i := range next {
+				rec, err := d.fetchFile(ctx, objs[i], filepath.FromSlash(objs[i].Key))
+				if err != nil {
+					once.Do(func() { firstErr = err; cancel() })
+					continue
+				}
+				records[i] = rec
+				d.prog.files.Add(1)
+			}
+		})
+	}
+feed:
+	for i := range objs {
+		select {
+		case next <- i:
+		case <-ctx.Done():
+			break feed
+		}
+	}
+	close(next)
+	wg.Wait()
+	if firstErr != nil {
+		return nil, firstErr
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, classify(err, "")
+	}
+	return records, nil
+}
+
+// fetchFile downloads one object to rel below d.dir, with retries.
+func (d *downloader) fetchFile(ctx context.Context, obj Object, rel string) (fileRecord, error) {
+	var rec fileRecord
+	err := d.retry.do(ctx, d.src.Describe(obj.Key), func(ctx context.Context) error {
+		var err error
+		rec, err = d.copyOnce(ctx, obj, filepath.Join(d.dir, rel))
+		return err
+	})
+	rec.Path = filepath.ToSlash(rel)
+	return rec, err
+}
+
+// copyOnce is one attempt at downloading obj to target. The bytes of a
+// failed attempt are taken back from the cap and the progress.
+func (d *downloader) copyOnce(ctx context.Context, obj Object, target string) (rec fileRecord, err error) {
+	what := d.src.Describe(obj.Key)
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	body, size, err := d.src.Open(ctx, obj.Key)
+	if err != nil {
+		return rec, err
+	}
+	defer func() { _ = body.Close() }()
+	if size >= 0 && obj.Size >= 0 && size != obj.Size {
+		return rec, transientf(ReasonFetchFailed, "%s: %d bytes listed but %d served; the object changed during the fetch", what, obj.Size, size)
+	}
+	if size > 0 && d.used.Load()+size > d.maxBytes {
+		return rec, tooLarge(d.maxBytes)
+	}
+	if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
+		return rec, pathConflict(err, what)
+	}
+	f, err := os.OpenFile(target, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
+	if err != nil {
+		return rec, pathConflict(err, what)
+	}
+	var counted int64
+	defer func() {
+		if err != nil {
+			_ = f.Close()
+			d.used.Add(-counted)
+			d.prog.bytes.Add(-counted)
+		}
+	}()
+	var sum hash.Hash
+	if obj.MD5 != nil {
+		sum = md5.New() //nolint:gosec // see the import
+	}
+	w := &capWriter{d: d, f: f, sha: sha256.New(), md5: sum, counted: &counted}
+	if err := d.copyBody(ctx, cancel, w, body, what); err != nil {
+		return rec, err
+	}
+	if obj.Size >= 0 && counted != obj.Size {
+		return rec, transientf(ReasonFetchFailed, "%s: %d bytes listed but %d received", what, obj.Size, counted)
+	}
+	if size >= 0 && counted != size {
+		return rec, transientf(ReasonFetchFailed, "%s: %d bytes announced but %d received", what, size, counted)
+	}
+	if sum != nil && !bytes.Equal(sum.Sum(nil), obj.MD5) {
+		return rec, transientf(ReasonFetchFailed, "%s: the content does not match the store's MD5; it changed or was corrupted in transit", what)
+	}
+	if err := f.Sync(); err != nil {
+		return rec, classify(err, target)
+	}
+	if err := f.Close(); err != nil {
+		return rec, classify(err, target)
+	}
+	return fileRecord{Size: counted, SHA256: hex.EncodeToString(w.sha.Sum(nil))}, nil
+}
+
+// copyBody copies body to w. An attempt on which nothing arrives for
+// d.stall is cancelled (through cancel) and fails as worth a retry.
+func (d *downloader) copyBody(ctx context.Context, cancel context.CancelCauseFunc, w io.Writer, body io.Reader, what string) error {
+	bp := bufPool.Get().(*[]byte)
+	defer bufPool.Put(bp)
+	buf := *bp
+	stall := d.stall
+	if stall <= 0 {
+		stall = 2 * time.Minute
+	}
+	watchdog := time.AfterFunc(stall, func() { cancel(errStalled) })
+	defer watchdog.Stop()
+	for {
+		n, rerr := body.Read(buf)
+		if n > 0 {
+			watchdog.Reset(stall)
+			if _, err := w.Write(buf[:n]); err != nil {
+				return err
+			}
+		}
+		if rerr == io.EOF {
+			return nil
+		}
+		if rerr != nil {
+			if errors.Is(context.Cause(ctx), errStalled) {
+				return transientf(ReasonFetchFailed, "%s: no data received for %s", what, stall)
+			}
+			return classify(rerr, what)
+		}
+		if err := ctx.Err(); err != nil {
+			if errors.Is(context.Cause(ctx), errStalled) {
+				return transientf(ReasonFetchFailed, "%s: no data received for %s", what, stall)
+			}
+			return classify(err, what)
+		}
+	}
+}
+
+// capWriter writes to a file, hashing, counting progress and holding the
+// total to the downloader's cap.
+type capWriter struct {
+	d       *downloader
+	f       *os.File
+	sha     hash.Hash
+	md5     hash.Hash
+	counted *int64
+}
+
+func (w *capWriter) Write(p []byte) (int, error) {
+	n := int64(len(p))
+	*w.counted += n
+	w.d.prog.bytes.Add(n)
+	if w.d.used.Add(n) > w.d.maxBytes {
+		return 0, tooLarge(w.d.maxBytes)
+	}
+	w.sha.Write(p)
+	if w.md5 != nil {
+		w.md5.Write(p)
+	}
+	if _, err := w.f.Write(p); err != nil {
+		return 0, classify(err, w.f.Name())
+	}
+	return len(p), nil
+}
+
+func tooLarge(limit int64) *Error {
+	return permanentf(ReasonTooLarge, "the model is larger than the limit of %s (spec.model.maxSizeBytes)", formatBytes(limit))
+}
+
+// pathConflict maps a failure to create a file or its directories: a
+// file of the model where another needs a directory is a layout error.
+func pathConflict(err error, what string) error {
+	if errors.Is(err, syscall.ENOTDIR) || errors.Is(err, syscall.EISDIR) || errors.Is(err, syscall.EEXIST) {
+		return permanentf(ReasonInvalidLayout, "%s: a file and a directory of the model have the same path", what)
+	}
+	return classify(err, what)
+}
+
+func formatBytes(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit && exp < 5; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}

@@ -1,0 +1,254 @@
+package fetch
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net"
+	"net/http"
+	"strings"
+	"syscall"
+
+	"cloud.google.com/go/storage"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
+	"github.com/aws/smithy-go"
+	"gocloud.dev/gcerrors"
+	"golang.org/x/oauth2"
+	"google.golang.org/api/googleapi"
+)
+
+// Reason is the first word of a failed fetch's termination message; the
+// operator copies it into the ModelServer's status as a condition reason.
+type Reason string
+
+// The reasons a fetch fails for.
+const (
+	ReasonNotFound         Reason = "NotFound"
+	ReasonAccessDenied     Reason = "AccessDenied"
+	ReasonInvalidLayout    Reason = "InvalidLayout"
+	ReasonChecksumMismatch Reason = "ChecksumMismatch"
+	ReasonTooLarge         Reason = "TooLarge"
+	ReasonTimeout          Reason = "Timeout"
+	ReasonInvalidURI       Reason = "InvalidURI"
+	ReasonFetchFailed      Reason = "FetchFailed"
+)
+
+// Exit codes of `manager fetch`.
+const (
+	// ExitPermanent is the exit code for a failure that retrying cannot
+	// fix: the fetch Job's podFailurePolicy fails the Job at once on it.
+	// It equals values.PermanentFailureExitCode (a test holds them equal).
+	ExitPermanent = 3
+	// ExitTransient is the exit code for a failure worth another try.
+	ExitTransient = 1
+)
+
+// Error is a failed fetch: a reason, a one-line message for the user, and
+// whether another try could succeed. Messages never hold credentials.
+type Error struct {
+	Reason    Reason
+	Message   string
+	Permanent bool
+	// Err is the underlying error, for errors.Is/As; it is not shown.
+	Err error
+}
+
+func (e *Error) Error() string { return string(e.Reason) + ": " + e.Message }
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// ExitCode is the process exit code for err: 0 for nil, ExitPermanent for a
+// permanent failure, ExitTransient for any other.
+func ExitCode(err error) int {
+	if err == nil {
+		return 0
+	}
+	if AsError(err).Permanent {
+		return ExitPermanent
+	}
+	return ExitTransient
+}
+
+// AsError returns err as an *Error, classifying errors that are not one
+// yet (a plain error is a transient FetchFailed).
+func AsError(err error) *Error {
+	var fe *Error
+	if errors.As(err, &fe) {
+		return fe
+	}
+	return classify(err, "")
+}
+
+func permanentf(reason Reason, format string, args ...any) *Error {
+	return &Error{Reason: reason, Message: fmt.Sprintf(format, args...), Permanent: true}
+}
+
+func transientf(reason Reason, format string, args ...any) *Error {
+	return &Error{Reason: reason, Message: fmt.Sprintf(format, args...)}
+}
+
+// retryable tells whether an operation that failed with err is worth
+// another attempt.
+func retryable(err error) bool {
+	var fe *Error
+	if errors.As(err, &fe) {
+		return !fe.Permanent && fe.Reason != ReasonTimeout
+	}
+	return true
+}
+
+// classify maps an error from a storage SDK, an HTTP exchange or the file
+// system to an *Error. what names the object concerned (a redacted URI or
+// a path), and prefixes the message.
+func classify(err error, what string) *Error {
+	var fe *Error
+	if errors.As(err, &fe) {
+		return fe
+	}
+	prefix := ""
+	if what != "" {
+		prefix = what + ": "
+	}
+	e := func(reason Reason, permanent bool, format string, args ...any) *Error {
+		return &Error{Reason: reason, Message: prefix + fmt.Sprintf(format, args...), Permanent: permanent, Err: err}
+	}
+
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		return e(ReasonTimeout, false, "the fetch did not finish within its time limit")
+	case errors.Is(err, context.Canceled):
+		return e(ReasonFetchFailed, false, "interrupted")
+	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
+		return e(ReasonTooLarge, true, "the model does not fit on the model volume (no space left); raise spec.storage.size")
+	case errors.Is(err, syscall.EROFS):
+		return e(ReasonFetchFailed, true, "the destination is on a read-only file system")
+	}
+
+	// S3 (aws-sdk-go-v2): the service's error code first, then the status.
+	var ae smithy.APIError
+	if errors.As(err, &ae) {
+		code := ae.ErrorCode()
+		detail := code
+		if m := ae.ErrorMessage(); m != "" && m != code {
+			detail += " (" + m + ")"
+		}
+		switch code {
+		case "NoSuchBucket", "NoSuchKey", "NotFound":
+			return e(ReasonNotFound, true, "%s", detail)
+		case "AccessDenied", "Forbidden", "InvalidAccessKeyId", "SignatureDoesNotMatch",
+			"ExpiredToken", "InvalidToken", "TokenRefreshRequired", "AllAccessDisabled",
+			"AccountProblem", "InvalidSecurity":
+			return e(ReasonAccessDenied, true, "access denied: %s; check the keys in the credentials Secret", detail)
+		case "SlowDown", "InternalError", "ServiceUnavailable", "RequestTimeout", "RequestTimeTooSkewed", "Throttling":
+			return e(ReasonFetchFailed, false, "%s", detail)
+		case "PermanentRedirect", "AuthorizationHeaderMalformed", "IllegalLocationConstraintException":
+			return e(ReasonFetchFailed, true, "%s; set AWS_REGION (or AWS_ENDPOINT_URL) in the credentials Secret to the bucket's", detail)
+		}
+	}
+	var re *awshttp.ResponseError
+	if errors.As(err, &re) {
+		return byStatus(re.HTTPStatusCode(), err, prefix, fmt.Sprintf("HTTP %d", re.HTTPStatusCode()))
+	}
+
+	// Google Cloud Storage.
+	if errors.Is(err, storage.ErrObjectNotExist) || errors.Is(err, storage.ErrBucketNotExist) {
+		return e(ReasonNotFound, true, "%s", err.Error())
+	}
+	var ge *googleapi.Error
+	if errors.As(err, &ge) {
+		detail := fmt.Sprintf("HTTP %d", ge.Code)
+		if ge.Message != "" {
+			detail += ": " + ge.Message
+		}
+		return byStatus(ge.Code, err, prefix, detail)
+	}
+
+	// Plain HTTP (the http(s):// source).
+	var se *statusError
+	if errors.As(err, &se) {
+		return byStatus(se.code, err, prefix, se.Error())
+	}
+
+	// The local file system (a directory source).
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return e(ReasonNotFound, true, "no such file or directory")
+	case errors.Is(err, fs.ErrPermission):
+		return e(ReasonAccessDenied, true, "permission denied")
+	}
+
+	// A refused service account key (GCS): the token endpoint said no.
+	var te *oauth2.RetrieveError
+	if errors.As(err, &te) {
+		status := 0
+		if te.Response != nil {
+			status = te.Response.StatusCode
+		}
+		if status == http.StatusBadRequest || status == http.StatusUnauthorized || status == http.StatusForbidden {
+			return e(ReasonAccessDenied, true, "the service account key was refused (%s); check credentials key %s", te.ErrorCode, KeyGCSServiceAccount)
+		}
+		return e(ReasonFetchFailed, status < 500 && status != 0 && status != http.StatusTooManyRequests, "getting an access token: HTTP %d %s", status, te.ErrorCode)
+	}
+
+	// A TLS setup that retrying cannot fix.
+	var ua x509.UnknownAuthorityError
+	var he x509.HostnameError
+	var cv *tls.CertificateVerificationError
+	if errors.As(err, &ua) || errors.As(err, &he) || errors.As(err, &cv) {
+		return e(ReasonFetchFailed, true, "TLS certificate not trusted (%s); set AWS_CA_BUNDLE in the credentials Secret", firstLineOf(err.Error()))
+	}
+
+	// gocloud's portable codes, for what the checks above did not name.
+	switch gcerrors.Code(err) {
+	case gcerrors.NotFound:
+		return e(ReasonNotFound, true, "%s", firstLineOf(err.Error()))
+	case gcerrors.PermissionDenied:
+		return e(ReasonAccessDenied, true, "%s", firstLineOf(err.Error()))
+	}
+
+	// Networks fail and recover: resets, refusals, truncated bodies, timeouts.
+	var ne net.Error
+	switch {
+	case errors.As(err, &ne), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, syscall.ECONNRESET),
+		errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.EPIPE):
+		return e(ReasonFetchFailed, false, "network error: %s", firstLineOf(err.Error()))
+	}
+	return e(ReasonFetchFailed, false, "%s", firstLineOf(err.Error()))
+}
+
+// byStatus maps an HTTP status to a reason: 404 and 410 are NotFound, 401
+// and 403 AccessDenied, 408, 429 and 5xx worth a retry, other statuses
+// permanent.
+func byStatus(code int, err error, prefix, detail string) *Error {
+	e := func(reason Reason, permanent bool, msg string) *Error {
+		return &Error{Reason: reason, Message: prefix + msg, Permanent: permanent, Err: err}
+	}
+	switch {
+	case code == http.StatusNotFound || code == http.StatusGone:
+		return e(ReasonNotFound, true, detail)
+	case code == http.StatusUnauthorized || code == http.StatusForbidden:
+		return e(ReasonAccessDenied, true, "access denied ("+detail+"); check the credentials Secret")
+	case code == http.StatusRequestTimeout || code == http.StatusTooManyRequests || code >= 500:
+		return e(ReasonFetchFailed, false, detail)
+	case code >= 400:
+		return e(ReasonFetchFailed, true, detail)
+	}
+	return e(ReasonFetchFailed, false, detail)
+}
+
+// statusError is an unexpected HTTP status from the http(s):// source.
+type statusError struct {
+	code   int
+	status string
+}
+
+func (e *statusError) Error() string { return "HTTP " + e.status }
+
+func firstLineOf(s string) string {
+	line, _, _ := strings.Cut(s, "\n")
+	return line
+}

@@ -1,0 +1,369 @@
+// Package fetch copies a model from where its storage URI points into the
+// model volume, as TF Serving's base directory, and verifies it: the work
+// of the model-fetch Job (`manager fetch`).
+//
+// A fetch lists the source, downloads its files in parallel (retrying
+// what a retry can fix) into a temporary sibling of the destination,
+// checks the layout there (numbered version directories, each with a
+// SavedModel), records every file's size and sha256 in a manifest, and
+// renames the whole into place. A pvc:// model is only verified where it
+// is. Failures are *Error values whose Reason becomes the ModelServer's
+// condition reason.
+package fetch
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// Defaults of Options.
+const (
+	DefaultMaxBytes         int64 = 1 << 40 // 1 TiB
+	DefaultMaxFiles               = 100_000
+	DefaultConcurrency            = 16
+	DefaultTimeout                = 55 * time.Minute
+	DefaultProgressInterval       = 5 * time.Second
+	DefaultStallTimeout           = 2 * time.Minute
+)
+
+// Options of a fetch.
+type Options struct {
+	// URI is the model's storage URI (see ParseURI).
+	URI string
+	// Dest is the model's base directory, as TF Serving sees it.
+	Dest string
+	// CredentialsDir is a mounted Secret, one file per key; "" for none.
+	CredentialsDir string
+	// MaxBytes caps the model's size (0: DefaultMaxBytes).
+	MaxBytes int64
+	// MaxFiles caps its number of files (0: DefaultMaxFiles).
+	MaxFiles int
+	// Concurrency is how many files are downloaded at once (0: 16).
+	Concurrency int
+	// Timeout bounds the whole fetch (0: none).
+	Timeout time.Duration
+	// Retry is the retry policy (zero: DefaultRetryPolicy).
+	Retry RetryPolicy
+	// ProgressInterval is how often progress is logged (0: 5s).
+	ProgressInterval time.Duration
+	// StallTimeout ends a download attempt on which nothing arrived for
+	// that long, to be retried (0: 2m).
+	StallTimeout time.Duration
+	// Logger receives structured logs (nil: none). Secret values are
+	// redacted from everything logged through it.
+	Logger *slog.Logger
+}
+
+func (o *Options) setDefaults() {
+	if o.MaxBytes <= 0 {
+		o.MaxBytes = DefaultMaxBytes
+	}
+	if o.MaxFiles <= 0 {
+		o.MaxFiles = DefaultMaxFiles
+	}
+	if o.Concurrency <= 0 {
+		o.Concurrency = DefaultConcurrency
+	}
+	if o.Retry == (RetryPolicy{}) {
+		o.Retry = DefaultRetryPolicy
+	}
+	if o.ProgressInterval == 0 {
+		o.ProgressInterval = DefaultProgressInterval
+	}
+	if o.StallTimeout <= 0 {
+		o.StallTimeout = DefaultStallTimeout
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+}
+
+// Run fetches (or, for pvc://, verifies) a model and returns its summary.
+// Its error is always an *Error, its message free of secret values.
+func Run(ctx context.Context, o Options) (Summary, error) {
+	o.setDefaults()
+	loc, err := ParseURI(o.URI)
+	if err != nil {
+		return Summary{}, err
+	}
+	if o.Dest == "" || !filepath.IsAbs(o.Dest) {
+		return Summary{}, permanentf(ReasonFetchFailed, "--dest must be an absolute path, not %q", o.Dest)
+	}
+	creds, err := LoadCredentials(o.CredentialsDir)
+	if err != nil {
+		return Summary{}, err
+	}
+	if o.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, o.Timeout)
+		defer cancel()
+	}
+	f := &fetcher{
+		o:     o,
+		loc:   loc,
+		dest:  filepath.Clean(o.Dest),
+		creds: creds,
+		log:   slog.New(redactingHandler{inner: o.Logger.Handler(), redact: creds.Redact}),
+	}
+	f.retry = newRetrier(o.Retry, f.log)
+	sum, err := f.run(ctx)
+	if err != nil {
+		fe := *AsError(err)
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			fe = Error{Reason: ReasonTimeout, Message: "the fetch did not finish within " + o.Timeout.String() + " (--timeout)", Err: err}
+		}
+		fe.Message = creds.Redact(fe.Message)
+		return Summary{}, &fe
+	}
+	return sum, nil
+}
+
+type fetcher struct {
+	o     Options
+	loc   Location
+	dest  string
+	creds Credentials
+	log   *slog.Logger
+	retry *retrier
+}
+
+func (f *fetcher) run(ctx context.Context) (Summary, error) {
+	f.log.Info("fetch starting", "uri", f.loc.String(), "dest", f.dest, "concurrency", f.o.Concurrency, "maxBytes", f.o.MaxBytes)
+	if f.loc.Scheme == SchemePVC {
+		return f.verifyInPlace(ctx)
+	}
+	if f.loc.Scheme == SchemeLocal && overlaps(f.loc.Path, f.dest) {
+		return Summary{}, permanentf(ReasonInvalidURI, "the source %s and the destination %s overlap", f.loc.Path, f.dest)
+	}
+	if sum, ok := f.alreadyFetched(ctx); ok {
+		return sum, nil
+	}
+	removeLeftovers(f.dest, f.log)
+	staging, err := newStaging(f.dest)
+	if err != nil {
+		return Summary{}, err
+	}
+	published := false
+	defer func() {
+		if !published {
+			_ = os.RemoveAll(staging)
+		}
+	}()
+
+	src, err := f.openSource(ctx)
+	if err != nil {
+		return Summary{}, err
+	}
+	defer func() { _ = src.Close() }()
+	var listing Listing
+	err = f.retry.do(ctx, src.Describe(""), func(ctx context.Context) error {
+		var err error
+		listing, err = src.List(ctx)
+		return err
+	})
+	if err != nil {
+		return Summary{}, err
+	}
+	records, archive, err := f.download(ctx, src, listing, staging)
+	if err != nil {
+		return Summary{}, err
+	}
+
+	move, notes, err := normalize(staging, archive)
+	if err != nil {
+		return Summary{}, err
+	}
+	for _, n := range notes {
+		f.log.Info(n)
+	}
+	for i := range records {
+		records[i].Path = move(records[i].Path)
+	}
+	versions, err := verifyLayout(staging, f.loc.String())
+	if err != nil {
+		return Summary{}, err
+	}
+	m := newManifest(f.loc.String(), versions, records)
+	if err := writeManifest(staging, m); err != nil {
+		return Summary{}, err
+	}
+	if err := publish(staging, f.dest, f.log); err != nil {
+		return Summary{}, err
+	}
+	published = true
+	f.log.Info("model published", "dest", f.dest, "versions", versions, "files", len(m.Files), "bytes", m.Bytes, "digest", m.Digest)
+	return m.summary(), nil
+}
+
+func (f *fetcher) openSource(ctx context.Context) (Source, error) {
+	transport, err := newTransport(transportOptions{
+		CABundle:           []byte(f.creds.values[KeyAWSCABundle]),
+		InsecureSkipVerify: strings.EqualFold(f.creds.Get(KeyAWSInsecureSkipTLS), "true"),
+		Conns:              f.o.Concurrency,
+	})
+	if err != nil {
+		return nil, err
+	}
+	switch f.loc.Scheme {
+	case SchemeS3:
+		return newS3Source(ctx, f.loc, f.creds, transport, f.o.MaxFiles)
+	case SchemeGCS:
+		return newGCSSource(ctx, f.loc, f.creds, transport, f.o.MaxFiles)
+	case SchemeHTTP, SchemeHTTPS:
+		return newHTTPSource(f.loc, f.creds, transport)
+	case SchemeLocal:
+		return newLocalSource(f.loc, f.o.MaxFiles), nil
+	}
+	return nil, permanentf(ReasonInvalidURI, "%s: no source for scheme %q", f.loc, f.loc.Scheme)
+}
+
+// download copies the listed files into staging. archive tells that the
+// source was one archive, extracted there.
+func (f *fetcher) download(ctx context.Context, src Source, l Listing, staging string) ([]fileRecord, bool, error) {
+	var totalBytes int64
+	for _, obj := range l.Objects {
+		if obj.Size < 0 {
+			totalBytes = -1
+			break
+		}
+		totalBytes += obj.Size
+	}
+	if totalBytes > f.o.MaxBytes {
+		return nil, false, permanentf(ReasonTooLarge, "%s holds %s, over the limit of %s (spec.model.maxSizeBytes)", src.Describe(""), formatBytes(totalBytes), formatBytes(f.o.MaxBytes))
+	}
+	if len(l.Objects) > f.o.MaxFiles {
+		return nil, false, permanentf(ReasonTooLarge, "%s holds %d files, over the limit of %d", src.Describe(""), len(l.Objects), f.o.MaxFiles)
+	}
+	prog := newProgress(int64(len(l.Objects)), totalBytes)
+	d := &downloader{src: src, dir: staging, retry: f.retry, concurrency: f.o.Concurrency, maxBytes: f.o.MaxBytes, stall: f.o.StallTimeout, prog: prog}
+	pctx, stop := context.WithCancel(ctx)
+	defer stop()
+	go prog.report(pctx, f.log, f.o.ProgressInterval)
+
+	if l.Single {
+		obj := l.Objects[0]
+		if !safeRelPath(obj.Key) || strings.Contains(obj.Key, "/") {
+			return nil, false, permanentf(ReasonInvalidURI, "%s does not name a file", src.Describe(""))
+		}
+		if kind := archiveKindOf(obj.Key); kind != archiveNone {
+			f.log.Info("downloading and extracting an archive", "archive", src.Describe(obj.Key), "format", string(kind))
+			records, err := d.fetchArchive(ctx, obj, kind, f.loc.SHA256, f.o.MaxFiles)
+			if err != nil {
+				return nil, true, err
+			}
+			prog.done(f.log, "archive extracted")
+			return records, true, nil
+		}
+		rec, err := d.fetchFile(ctx, obj, obj.Key)
+		if err != nil {
+			return nil, false, err
+		}
+		if f.loc.SHA256 != "" && rec.SHA256 != f.loc.SHA256 {
+			return nil, false, checksumMismatch(src.Describe(obj.Key), f.loc.SHA256, rec.SHA256)
+		}
+		prog.done(f.log, "download complete")
+		return []fileRecord{rec}, false, nil
+	}
+
+	if f.loc.SHA256 != "" {
+		return nil, false, permanentf(ReasonInvalidURI, "#sha256 pins a single file or archive, and %s holds %d files", src.Describe(""), len(l.Objects))
+	}
+	if err := pathConflicts(l.Objects); err != nil {
+		return nil, false, err
+	}
+	for _, dir := range l.Dirs {
+		if err := os.MkdirAll(filepath.Join(staging, filepath.FromSlash(dir)), 0o755); err != nil {
+			return nil, false, pathConflict(err, src.Describe(dir+"/"))
+		}
+	}
+	f.log.Info("downloading", "source", src.Describe(""), "files", len(l.Objects), "bytes", totalBytes)
+	records, err := d.downloadAll(ctx, l.Objects)
+	if err != nil {
+		return nil, false, err
+	}
+	prog.done(f.log, "download complete")
+	return records, false, nil
+}
+
+// pathConflicts finds a file whose path is another's directory.
+func pathConflicts(objs []Object) error {
+	files := make(map[string]bool, len(objs))
+	for _, o := range objs {
+		files[o.Key] = true
+	}
+	for _, o := range objs {
+		for dir := o.Key; ; {
+			i := strings.LastIndexByte(dir, '/')
+			if i < 0 {
+				break
+			}
+			dir = dir[:i]
+			if files[dir] {
+				return permanentf(ReasonInvalidLayout, "%q is both a file and the directory of %q", dir, o.Key)
+			}
+		}
+	}
+	return nil
+}
+
+// alreadyFetched tells whether dest holds the model of this URI, every
+// file as the manifest recorded it; a re-run then downloads nothing.
+func (f *fetcher) alreadyFetched(ctx context.Context) (Summary, bool) {
+	if _, err := os.Stat(f.dest); err != nil {
+		return Summary{}, false
+	}
+	m, err := readManifest(f.dest)
+	switch {
+	case err != nil:
+		f.log.Info("the destination holds no complete fetch; fetching again", "dest", f.dest)
+		return Summary{}, false
+	case m.URI != f.loc.String():
+		f.log.Info("the destination holds a model fetched from another URI; fetching again", "dest", f.dest)
+		return Summary{}, false
+	}
+	if ok, why := m.matches(ctx, f.dest, f.o.Concurrency); !ok {
+		f.log.Info("the destination's files differ from its manifest; fetching again", "dest", f.dest, "difference", why)
+		return Summary{}, false
+	}
+	if _, err := verifyLayout(f.dest, f.dest); err != nil {
+		f.log.Info("the destination's layout is not valid; fetching again", "dest", f.dest, "error", err.Error())
+		return Summary{}, false
+	}
+	f.log.Info("the model is already fetched and intact; nothing to download", "dest", f.dest, "files", len(m.Files), "digest", m.Digest)
+	return m.summary(), true
+}
+
+// verifyInPlace checks a model on the user's claim (mounted read-only)
+// without writing anything, and summarizes it.
+func (f *fetcher) verifyInPlace(ctx context.Context) (Summary, error) {
+	versions, err := verifyLayout(f.dest, f.loc.String())
+	if err != nil {
+		return Summary{}, err
+	}
+	prog := newProgress(-1, -1)
+	pctx, stop := context.WithCancel(ctx)
+	defer stop()
+	go prog.report(pctx, f.log, f.o.ProgressInterval)
+	records, err := hashTree(ctx, f.dest, f.o.Concurrency, prog)
+	if err != nil {
+		return Summary{}, err
+	}
+	prog.done(f.log, "model verified in place")
+	m := newManifest(f.loc.String(), versions, records)
+	return m.summary(), nil
+}
+
+// overlaps tells whether one of two directories is the other or inside it.
+func overlaps(a, b string) bool {
+	within := func(p, dir string) bool {
+		rel, err := filepath.Rel(dir, p)
+		return err == nil && rel != ".." && !strings.HasPrefix(rel, "../")
+	}
+	return within(a, b) || within(b, a)
+}

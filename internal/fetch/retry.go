@@ -1,0 +1,92 @@
+package fetch
+
+import (
+	"context"
+	"log/slog"
+	"math/rand/v2"
+	"sync/atomic"
+	"time"
+)
+
+// RetryPolicy says how often and how patiently a failed operation (a
+// listing, a file's download) is tried again: exponential backoff with
+// jitter, a number of attempts per operation, and a budget of retries for
+// the whole fetch so that a broken store fails the fetch early instead of
+// every file exhausting its attempts.
+type RetryPolicy struct {
+	// Attempts per operation, the first included.
+	Attempts int
+	// Budget is the number of retries all operations may take together.
+	Budget int
+	// BaseDelay is the wait before the first retry; it doubles with each
+	// further one, up to MaxDelay. Each wait is drawn between half and all
+	// of that, so that parallel downloads do not retry in step.
+	BaseDelay time.Duration
+	MaxDelay  time.Duration
+}
+
+// DefaultRetryPolicy is the policy of `manager fetch`.
+var DefaultRetryPolicy = RetryPolicy{Attempts: 6, Budget: 200, BaseDelay: 500 * time.Millisecond, MaxDelay: 30 * time.Second}
+
+// retrier runs operations under a RetryPolicy.
+type retrier struct {
+	policy RetryPolicy
+	budget atomic.Int64
+	log    *slog.Logger
+}
+
+func newRetrier(p RetryPolicy, log *slog.Logger) *retrier {
+	if p.Attempts < 1 {
+		p.Attempts = 1
+	}
+	r := &retrier{policy: p, log: log}
+	r.budget.Store(int64(p.Budget))
+	return r
+}
+
+// do runs op until it succeeds, fails for good (a permanent error, the
+// context's end), or runs out of attempts or budget. The error is op's
+// last, classified.
+func (r *retrier) do(ctx context.Context, what string, op func(ctx context.Context) error) error {
+	for attempt := 1; ; attempt++ {
+		err := op(ctx)
+		if err == nil {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return classify(ctx.Err(), what)
+		}
+		fe := classify(err, what)
+		if !retryable(fe) || attempt >= r.policy.Attempts {
+			return fe
+		}
+		if r.budget.Add(-1) < 0 {
+			r.log.Warn("retry budget exhausted", "file", what)
+			return fe
+		}
+		delay := r.delay(attempt)
+		r.log.Warn("retrying", "file", what, "attempt", attempt+1, "of", r.policy.Attempts, "in", delay.Round(time.Millisecond).String(), "error", fe.Error())
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return classify(ctx.Err(), what)
+		case <-t.C:
+		}
+	}
+}
+
+// delay is the wait after the attempt-th failure.
+func (r *retrier) delay(attempt int) time.Duration {
+	d := r.policy.BaseDelay
+	for i := 1; i < attempt && d < r.policy.MaxDelay; i++ {
+		d *= 2
+	}
+	if r.policy.MaxDelay > 0 && d > r.policy.MaxDelay {
+		d = r.policy.MaxDelay
+	}
+	if d <= 0 {
+		return 0
+	}
+	return d/2 + rand.N(d/2+1)
+}

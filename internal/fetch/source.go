@@ -1,0 +1,40 @@
+package fetch
+
+import (
+	"context"
+	"io"
+)
+
+// Object is a file of a source.
+type Object struct {
+	// Key is the file's slash-separated path below the model's root.
+	Key string
+	// Size in bytes, -1 when the source does not tell before the download.
+	Size int64
+	// MD5 is the store's digest of the content, nil when it has none; the
+	// download is checked against it.
+	MD5 []byte
+}
+
+// Listing is what a source holds.
+type Listing struct {
+	Objects []Object
+	// Dirs are directories the source names explicitly (an object store's
+	// "dir/" markers, a local directory's empty directories).
+	Dirs []string
+	// Single is true when the URI names one file (a model archive, say)
+	// rather than a directory: Objects holds it alone, under its base name.
+	Single bool
+}
+
+// Source lists and opens the files of a model.
+type Source interface {
+	// List returns every file below the model's root.
+	List(ctx context.Context) (Listing, error)
+	// Open starts the download of a listed file. size is its length when
+	// known, else -1. The body is read under ctx.
+	Open(ctx context.Context, key string) (body io.ReadCloser, size int64, err error)
+	// Describe names a file for messages, without credentials.
+	Describe(key string) string
+	Close() error
+}

@@ -1,0 +1,98 @@
+package fetch
+
+import (
+	"context"
+	"errors"
+	"io"
+	"path"
+	"strings"
+
+	"gocloud.dev/blob"
+	"gocloud.dev/gcerrors"
+)
+
+// blobSource is a bucket of an object store (S3 or GCS, through
+// gocloud.dev/blob) and a prefix in it.
+type blobSource struct {
+	bucket   *blob.Bucket
+	scheme   Scheme
+	name     string // the bucket
+	prefix   string // no leading or trailing slash; "" for the whole bucket
+	single   string // the key of the one object, when the prefix names one
+	maxFiles int
+}
+
+func (s *blobSource) listPrefix() string {
+	if s.prefix == "" {
+		return ""
+	}
+	return s.prefix + "/"
+}
+
+func (s *blobSource) List(ctx context.Context) (Listing, error) {
+	var l Listing
+	p := s.listPrefix()
+	it := s.bucket.List(&blob.ListOptions{Prefix: p})
+	for {
+		obj, err := it.Next(ctx)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return Listing{}, classify(err, s.Describe(""))
+		}
+		rel := strings.TrimPrefix(obj.Key, p)
+		if strings.HasSuffix(rel, "/") { // a "directory" marker
+			if rel = strings.TrimSuffix(rel, "/"); rel != "" && safeRelPath(rel) {
+				l.Dirs = append(l.Dirs, rel)
+			}
+			continue
+		}
+		if !safeRelPath(rel) {
+			return Listing{}, permanentf(ReasonInvalidLayout, "%s: the object key %q has empty, . or .. path segments", s.Describe(""), obj.Key)
+		}
+		l.Objects = append(l.Objects, Object{Key: rel, Size: obj.Size, MD5: obj.MD5})
+		if len(l.Objects) > s.maxFiles {
+			return Listing{}, permanentf(ReasonTooLarge, "%s holds more than %d files", s.Describe(""), s.maxFiles)
+		}
+	}
+	if len(l.Objects) > 0 {
+		return l, nil
+	}
+	// Nothing below prefix/: the prefix may name one object (an archive).
+	if s.prefix != "" {
+		attrs, err := s.bucket.Attributes(ctx, s.prefix)
+		if err == nil {
+			s.single = s.prefix
+			return Listing{Single: true, Objects: []Object{{Key: path.Base(s.prefix), Size: attrs.Size, MD5: attrs.MD5}}}, nil
+		}
+		if gcerrors.Code(err) != gcerrors.NotFound {
+			return Listing{}, classify(err, s.Describe(""))
+		}
+	}
+	return Listing{}, permanentf(ReasonNotFound, "no objects under %s (check spec.model.storageUri)", s.Describe(""))
+}
+
+func (s *blobSource) key(rel string) string {
+	if s.single != "" {
+		return s.single
+	}
+	return s.listPrefix() + rel
+}
+
+func (s *blobSource) Open(ctx context.Context, rel string) (io.ReadCloser, int64, error) {
+	r, err := s.bucket.NewReader(ctx, s.key(rel), nil)
+	if err != nil {
+		return nil, 0, classify(err, s.Describe(rel))
+	}
+	return r, r.Size(), nil
+}
+
+func (s *blobSource) Describe(rel string) string {
+	if rel == "" {
+		return string(s.scheme) + "://" + s.name + "/" + s.listPrefix()
+	}
+	return string(s.scheme) + "://" + s.name + "/" + s.key(rel)
+}
+
+func (s *blobSource) Close() error { return s.bucket.Close() }

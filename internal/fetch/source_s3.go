@@ -1,0 +1,57 @@
+package fetch
+
+import (
+	"context"
+	"net/http"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"gocloud.dev/blob/s3blob"
+)
+
+// defaultAWSRegion is the region when the Secret names none.
+const defaultAWSRegion = "us-east-1"
+
+// newS3Source opens an S3 bucket, or an S3-compatible store's, with a
+// client built only from the credentials Secret: static keys, or anonymous
+// access when the Secret has none. Nothing is read from the environment or
+// an instance's metadata, so a fetch never uses credentials it was not
+// given.
+func newS3Source(ctx context.Context, loc Location, creds Credentials, transport http.RoundTripper, maxFiles int) (Source, error) {
+	id, secret := creds.Get(KeyAWSAccessKeyID), creds.Get(KeyAWSSecretAccessKey)
+	var provider aws.CredentialsProvider = aws.AnonymousCredentials{}
+	switch {
+	case id != "" && secret != "":
+		provider = credentials.NewStaticCredentialsProvider(id, secret, creds.Get(KeyAWSSessionToken))
+	case id != "" || secret != "":
+		return nil, permanentf(ReasonAccessDenied, "the credentials Secret must hold both %s and %s, or neither for anonymous access", KeyAWSAccessKeyID, KeyAWSSecretAccessKey)
+	}
+	region := creds.Get(KeyAWSRegion)
+	if region == "" {
+		region = defaultAWSRegion
+	}
+	cfg := aws.Config{
+		Region:      region,
+		Credentials: provider,
+		HTTPClient:  &http.Client{Transport: transport},
+		// The fetcher retries with its own policy; the SDK's retries (and
+		// its retry quota) would multiply attempts and hide failures.
+		Retryer: func() aws.Retryer { return aws.NopRetryer{} },
+	}
+	endpoint := creds.Get(KeyAWSEndpointURL)
+	pathStyle := strings.EqualFold(creds.Get(KeyAWSForcePathStyle), "true")
+	client := s3.NewFromConfig(cfg, func(o *s3.Options) {
+		if endpoint != "" {
+			o.BaseEndpoint = aws.String(endpoint)
+		}
+		o.UsePathStyle = pathStyle
+		o.DisableLogOutputChecksumValidationSkipped = true
+	})
+	bucket, err := s3blob.OpenBucket(ctx, client, loc.Bucket, nil)
+	if err != nil {
+		return nil, classify(err, "s3://"+loc.Bucket)
+	}
+	return &blobSource{bucket: bucket, scheme: SchemeS3, name: loc.Bucket, prefix: loc.Prefix, maxFiles: maxFiles}, nil
+}

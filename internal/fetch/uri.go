@@ -1,0 +1,153 @@
+package fetch
+
+import (
+	"encoding/hex"
+	"net/url"
+	"path"
+	"path/filepath"
+	"strings"
+)
+
+// Scheme is the kind of place a model is fetched from.
+type Scheme string
+
+// The schemes of a model's storage URI.
+const (
+	SchemeS3    Scheme = "s3"
+	SchemeGCS   Scheme = "gs"
+	SchemeHTTP  Scheme = "http"
+	SchemeHTTPS Scheme = "https"
+	SchemePVC   Scheme = "pvc"
+	SchemeLocal Scheme = "file"
+)
+
+// Location is a parsed storage URI.
+type Location struct {
+	Scheme Scheme
+	// Bucket and Prefix for s3:// and gs://; Prefix has no leading or
+	// trailing slash, and is empty for a whole bucket.
+	Bucket string
+	Prefix string
+	// URL is the request URL of an http(s):// source, without fragment.
+	URL *url.URL
+	// Path is the directory of a local source, or the claim's sub-path of
+	// a pvc:// one.
+	Path string
+	// Claim is the claim of a pvc:// source.
+	Claim string
+	// SHA256 pins the checksum of a single downloaded file (#sha256=...),
+	// in lower-case hex; empty when not pinned.
+	SHA256 string
+
+	raw string
+}
+
+// String is the URI as it may be shown: user info and query values
+// (signed URLs carry signatures there) are left out.
+func (l Location) String() string { return redactURI(l.raw) }
+
+// ParseURI parses a model's storage URI: s3://bucket/prefix,
+// gs://bucket/prefix, http(s)://host/path[#sha256=hex], pvc://claim/path,
+// or an absolute directory path.
+func ParseURI(raw string) (Location, error) {
+	raw = strings.TrimSpace(raw)
+	invalid := func(format string, args ...any) (Location, error) {
+		return Location{}, permanentf(ReasonInvalidURI, "%q: "+format, append([]any{redactURI(raw)}, args...)...)
+	}
+	if raw == "" {
+		return invalid("empty storage URI")
+	}
+	if strings.HasPrefix(raw, "/") {
+		clean := filepath.Clean(raw)
+		return Location{Scheme: SchemeLocal, Path: clean, raw: raw}, nil
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return invalid("not a URI")
+	}
+	loc := Location{Scheme: Scheme(strings.ToLower(u.Scheme)), raw: raw}
+	if u.Fragment != "" {
+		sum, ok := strings.CutPrefix(u.Fragment, "sha256=")
+		sum = strings.ToLower(sum)
+		if b, err := hex.DecodeString(sum); !ok || err != nil || len(b) != 32 {
+			return invalid("the fragment must be #sha256=<64 hex digits>")
+		}
+		loc.SHA256 = sum
+	}
+	switch loc.Scheme {
+	case SchemeS3, SchemeGCS:
+		if u.Host == "" {
+			return invalid("no bucket")
+		}
+		if u.User != nil || u.RawQuery != "" {
+			return invalid("user info and query parameters are not supported; put credentials in the credentials Secret")
+		}
+		loc.Bucket = u.Host
+		loc.Prefix = strings.Trim(u.Path, "/")
+		if loc.Prefix != "" && !safeRelPath(loc.Prefix) {
+			return invalid("the object prefix has empty, . or .. segments")
+		}
+	case SchemeHTTP, SchemeHTTPS:
+		if u.Host == "" {
+			return invalid("no host")
+		}
+		if u.User != nil {
+			return invalid("user info in the URL is not supported; put an Authorization header in the credentials Secret's http-headers")
+		}
+		if path.Base(u.Path) == "/" || path.Base(u.Path) == "." || strings.HasSuffix(u.Path, "/") {
+			return invalid("the URL must name a file or an archive (.tar, .tar.gz, .tgz, .zip)")
+		}
+		req := *u
+		req.Fragment, req.RawFragment = "", ""
+		loc.URL = &req
+	case SchemePVC:
+		if u.Host == "" {
+			return invalid("no claim name")
+		}
+		loc.Claim = u.Host
+		loc.Path = strings.Trim(u.Path, "/")
+		if loc.SHA256 != "" {
+			return invalid("#sha256 applies to a download, not to a pvc:// model")
+		}
+	default:
+		return invalid("unsupported scheme %q: want s3://, gs://, http(s)://, pvc:// or an absolute path", u.Scheme)
+	}
+	return loc, nil
+}
+
+// redactURI drops user info and query values from a URI for display.
+func redactURI(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.Scheme == "" {
+		if i := strings.IndexAny(raw, "?@"); i >= 0 {
+			return raw[:i] + "…"
+		}
+		return raw
+	}
+	if u.User != nil {
+		u.User = url.User("REDACTED")
+	}
+	if u.RawQuery != "" {
+		q := u.Query()
+		for k := range q {
+			q[k] = []string{"REDACTED"}
+		}
+		u.RawQuery = q.Encode()
+	}
+	return u.String()
+}
+
+// safeRelPath tells whether p is a relative slash-separated path without
+// empty, "." or ".." segments: one that stays inside the directory it is
+// joined to.
+func safeRelPath(p string) bool {
+	if p == "" || strings.HasPrefix(p, "/") || strings.ContainsRune(p, 0) {
+		return false
+	}
+	for _, seg := range strings.Split(p, "/") {
+		if seg == "" || seg == "." || seg == ".." {
+			return false
+		}
+	}
+	return true
+}
