@@ -3,6 +3,7 @@ package controllers_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -14,12 +15,14 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
 	"github.com/modelserver-dev/modelserver-operator/controllers"
+	helmcharts "github.com/modelserver-dev/modelserver-operator/helm-charts"
 )
 
 func TestCreatingAModelServerInstallsAReleaseThatBecomesReady(t *testing.T) {
@@ -251,4 +254,126 @@ func helmConfig(t *testing.T, ns string) *action.Configuration {
 		t.Fatal(err)
 	}
 	return cfg
+}
+
+func TestAnOperatorUpgradeUpgradesEachReleaseOnlyWhenTheChartChanged(t *testing.T) {
+	ns := unmanagedNamespace
+	if err := env.client.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	first := newProcessReconciler(t, "")
+	var servers []*servingv1alpha1.ModelServer
+	revisions := map[string]int{}
+	pods := map[string]string{}
+	for _, name := range []string{"upg-a", "upg-b"} {
+		ms := newModelServer(ns, name)
+		if err := env.client.Create(ctx, ms); err != nil {
+			t.Fatal(err)
+		}
+		servers = append(servers, ms)
+		revisions[name] = reconcileUntilReady(t, first, ms).Status.Release.Revision
+		pods[name] = podNames(t, ns, name)
+	}
+
+	// A restarted operator with the same chart: it reads each release
+	// once and leaves it alone.
+	restarted := newProcessReconciler(t, "")
+	reconcileAll(t, restarted, servers, 2)
+	for _, ms := range servers {
+		if rev := latestRevision(t, ns, ms.Name); rev != revisions[ms.Name] {
+			t.Errorf("%s: revision %d after a restart with the same chart, want %d", ms.Name, rev, revisions[ms.Name])
+		}
+		if p := podNames(t, ns, ms.Name); p != pods[ms.Name] {
+			t.Errorf("%s: pods changed after a restart with the same chart: %s → %s", ms.Name, pods[ms.Name], p)
+		}
+	}
+
+	// A new build whose chart version changed: each release is upgraded
+	// exactly once, however often it is reconciled, and its pods stay.
+	upgraded := newProcessReconciler(t, "0.1.0-next")
+	reconcileAll(t, upgraded, servers, 3)
+	for _, ms := range servers {
+		if rev := latestRevision(t, ns, ms.Name); rev != revisions[ms.Name]+1 {
+			t.Errorf("%s: revision %d after the chart changed, want exactly %d", ms.Name, rev, revisions[ms.Name]+1)
+		}
+		if p := podNames(t, ns, ms.Name); p != pods[ms.Name] {
+			t.Errorf("%s: a new chart version restarted the pods: %s → %s", ms.Name, pods[ms.Name], p)
+		}
+	}
+}
+
+// newProcessReconciler is a reconciler as a freshly started operator
+// process has it: nothing remembered, reading straight from the apiserver.
+// A non-empty chartVersion stands for a build that embeds a different
+// chart. The test calls its Reconcile itself.
+func newProcessReconciler(t *testing.T, chartVersion string) *controllers.ModelServerReconciler {
+	t.Helper()
+	ch, err := helmcharts.ModelServer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if chartVersion != "" {
+		ch.Metadata.Version = chartVersion
+	}
+	r := env.reconciler
+	return &controllers.ModelServerReconciler{
+		Client: env.client, APIReader: env.client, Recorder: r.Recorder,
+		Releases: r.Releases, Chart: ch, FetchImage: r.FetchImage, ProxyEnv: r.ProxyEnv,
+	}
+}
+
+func reconcileAll(t *testing.T, r *controllers.ModelServerReconciler, servers []*servingv1alpha1.ModelServer, times int) {
+	t.Helper()
+	for range times {
+		for _, ms := range servers {
+			if _, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(ms)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
+// reconcileUntilReady plays the controller's event loop for one
+// ModelServer: reconcile, wait a little, again, until it is Ready.
+func reconcileUntilReady(t *testing.T, r *controllers.ModelServerReconciler, ms *servingv1alpha1.ModelServer) *servingv1alpha1.ModelServer {
+	t.Helper()
+	got := &servingv1alpha1.ModelServer{}
+	eventually(t, 60*time.Second, ms.Name+" Ready", func(ctx context.Context) (bool, string) {
+		if _, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(ms)}); err != nil {
+			return false, err.Error()
+		}
+		if err := env.client.Get(ctx, client.ObjectKeyFromObject(ms), got); err != nil {
+			return false, err.Error()
+		}
+		return got.Status.Phase == servingv1alpha1.PhaseReady, string(got.Status.Phase) + ": " + got.Status.Message
+	})
+	return got
+}
+
+func latestRevision(t *testing.T, ns, name string) int {
+	t.Helper()
+	rel, err := helmConfig(t, ns).Releases.Last(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rel.Version
+}
+
+// podNames lists the serving pods of a ModelServer, sorted, as one string.
+func podNames(t *testing.T, ns, name string) string {
+	t.Helper()
+	list := &corev1.PodList{}
+	if err := env.client.List(context.Background(), list, client.InNamespace(ns),
+		client.MatchingLabels{"app.kubernetes.io/instance": name, "app.kubernetes.io/component": "serving"}); err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, p := range list.Items {
+		if p.DeletionTimestamp == nil {
+			out = append(out, p.Name)
+		}
+	}
+	slices.Sort(out)
+	return strings.Join(out, ",")
 }

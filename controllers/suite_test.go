@@ -18,11 +18,13 @@ import (
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -71,7 +73,15 @@ func runSuite(m *testing.M) int {
 	env.requests = &requestCounter{}
 	cfg.Wrap(env.requests.wrap)
 
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{Scheme: env.scheme, Metrics: metricsserver.Options{BindAddress: "0"}})
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:  env.scheme,
+		Metrics: metricsserver.Options{BindAddress: "0"},
+		// Tests that stand for an operator restart or upgrade drive their
+		// own reconcilers in unmanagedNamespace, out of this one's sight.
+		Cache: cache.Options{DefaultNamespaces: map[string]cache.Config{
+			cache.AllNamespaces: {FieldSelector: fields.OneTermNotEqualSelector("metadata.namespace", unmanagedNamespace)},
+		}},
+	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -120,6 +130,9 @@ func runSuite(m *testing.M) int {
 }
 
 // zapLevel logs only errors unless TEST_VERBOSE_OPERATOR is set.
+// unmanagedNamespace is a namespace the suite's manager ignores.
+const unmanagedNamespace = "no-operator"
+
 func zapLevel() zapcore.Level {
 	if os.Getenv("TEST_VERBOSE_OPERATOR") != "" {
 		return zapcore.Level(-2)

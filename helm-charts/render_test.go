@@ -675,7 +675,7 @@ func checkStack(t *testing.T, ms *servingv1alpha1.ModelServer, v *values.Values,
 	if !labels.SelectorFromSet(v.Labels.Selector).Matches(labels.Set(d.Spec.Template.Labels)) {
 		t.Errorf("deployment selector %v does not select its pods %v", v.Labels.Selector, d.Spec.Template.Labels)
 	}
-	checkLabels(t, "serving pods", d.Spec.Template.Labels, v.Labels.Common)
+	checkLabels(t, "serving pods", d.Spec.Template.Labels, v.Labels.Pod)
 	checkLabels(t, "serving pods", d.Spec.Template.Labels, v.Pod.Labels)
 	ru := d.Spec.Strategy.RollingUpdate
 	if d.Spec.Strategy.Type != appsv1.RollingUpdateDeploymentStrategyType || ru == nil ||
@@ -804,7 +804,7 @@ func checkStack(t *testing.T, ms *servingv1alpha1.ModelServer, v *values.Values,
 		t.Errorf("job has a selector; the Job controller makes its own")
 	}
 	jl := job.Spec.Template.Labels
-	checkLabels(t, "fetch pod", jl, v.Labels.Common)
+	checkLabels(t, "fetch pod", jl, v.Labels.Pod)
 	checkLabels(t, "fetch pod", jl, v.Pod.Labels)
 	if jl[values.LabelComponent] != "model-fetch" {
 		t.Errorf("fetch pod component = %q, want model-fetch", jl[values.LabelComponent])

@@ -74,10 +74,12 @@ type Owner struct {
 	UID        string `json:"uid"`
 }
 
-// Labels are added to every object (common) and to the serving pods'
-// selector (selector ⊂ common).
+// Labels are added to every object (common), to every pod (pod: common
+// less the versions, so that a new chart leaves pod templates alone), and
+// to the serving pods' selector (selector ⊂ pod).
 type Labels struct {
 	Common   map[string]string `json:"common"`
+	Pod      map[string]string `json:"pod"`
 	Selector map[string]string `json:"selector"`
 }
 
@@ -330,6 +332,7 @@ func ModelName(ms *servingv1alpha1.ModelServer) string {
 func FetchGeneration(ms *servingv1alpha1.ModelServer, fetchImage string) string {
 	pt := ms.Spec.PodTemplate
 	parts := []string{
+		fetchTemplateRevision,
 		ms.Spec.Model.StorageURI,
 		ms.Spec.Model.CredentialsSecret,
 		canonical(ms.Spec.Model.MaxSizeBytes),
@@ -347,6 +350,12 @@ func FetchGeneration(ms *servingv1alpha1.ModelServer, fetchImage string) string 
 	}
 	return names.Hash(parts...)
 }
+
+// fetchTemplateRevision is part of every fetch generation. Bump it with any
+// change to the chart's fetch Job template that changes the rendered pod
+// template: a Job's pod template is immutable, so such a chart needs new
+// Job names (and fetches each model again).
+const fetchTemplateRevision = "1"
 
 // Digest is the digest of a chart version and values: equal digests mean a
 // Helm upgrade would change nothing. It is 40 hex digits (160 bits of
@@ -387,7 +396,13 @@ func labels(ms, chartVersion, appVersion string) Labels {
 		LabelModelServer:               ms,
 		"app.kubernetes.io/managed-by": "Helm",
 	}
-	return Labels{Common: common, Selector: selector}
+	pod := map[string]string{}
+	for k, v := range common {
+		if k != "app.kubernetes.io/version" && k != "helm.sh/chart" {
+			pod[k] = v
+		}
+	}
+	return Labels{Common: common, Pod: pod, Selector: selector}
 }
 
 func fetchArgs(m servingv1alpha1.ModelSpec, dest string) []string {
