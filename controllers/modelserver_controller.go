@@ -336,7 +336,7 @@ func (r *ModelServerReconciler) observeFetch(ctx context.Context, ms *servingv1a
 		return err
 	}
 	obs.Fetch = fetchState(job)
-	obs.StorageURI = ms.Spec.Model.StorageURI
+	obs.StorageURI = redactURI(ms.Spec.Model.StorageURI)
 	if job != nil {
 		obs.FetchRetries = job.Status.Failed
 		if obs.Fetch == FetchRunning && job.Status.StartTime != nil {
@@ -359,7 +359,7 @@ func (r *ModelServerReconciler) observeFetch(ctx context.Context, ms *servingv1a
 			if s, ok := parseSummary(msg); ok {
 				obs.Model.Digest, obs.Model.SizeBytes, obs.Model.Versions = s.Digest, s.Bytes, s.Versions
 			}
-			r.Recorder.Eventf(ms, job, corev1.EventTypeNormal, ReasonFetched, "Fetch", "Fetched the model from %s", ms.Spec.Model.StorageURI)
+			r.Recorder.Eventf(ms, job, corev1.EventTypeNormal, ReasonFetched, "Fetch", "Fetched the model from %s", redactURI(ms.Spec.Model.StorageURI))
 		}
 		obs.FetchedGeneration = generation
 	case FetchFailed:

@@ -3,6 +3,7 @@ package controllers
 import (
 	"encoding/json"
 	"fmt"
+	"net/url"
 	"regexp"
 	"strings"
 	"time"
@@ -285,6 +286,22 @@ func parseSummary(termination string) (fetchSummary, bool) {
 func firstLine(s string) string {
 	line, _, _ := strings.Cut(s, "\n")
 	return line
+}
+
+// redactURI drops what may carry a secret from a storage URI before it goes
+// into a status or an Event: user info, and the query of a signed URL.
+func redactURI(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(an unparsable URI)"
+	}
+	if u.User != nil {
+		u.User = url.User("REDACTED")
+	}
+	if u.RawQuery != "" {
+		u.RawQuery = "REDACTED"
+	}
+	return u.String()
 }
 
 // errorLine shortens an error to one line for a condition message.

@@ -176,6 +176,18 @@ func TestFetchStateAndFailureParsing(t *testing.T) {
 	}
 }
 
+func TestRedactURIHidesCredentials(t *testing.T) {
+	for in, want := range map[string]string{
+		"s3://models/resnet": "s3://models/resnet",
+		"https://user:pw@host/m.tgz?X-Amz-Signature=abc#sha256=00": "https://REDACTED@host/m.tgz?REDACTED#sha256=00",
+		"pvc://claim/path": "pvc://claim/path",
+	} {
+		if got := redactURI(in); got != want {
+			t.Errorf("redactURI(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
 func TestFetchProgressMessage(t *testing.T) {
 	for _, tc := range []struct {
 		obs  Observation

@@ -4,9 +4,7 @@ import (
 	"archive/tar"
 	"archive/zip"
 	"compress/gzip"
-	"bytes"
 	"context"
-	"crypto/md5" //nolint:gosec // the store's own content MD5, not a security boundary
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -177,7 +175,7 @@ func (x *extractor) untar(r io.Reader) error {
 		switch hdr.Typeflag {
 		case tar.TypeDir:
 			err = x.dirEntry(hdr.Name)
-		case tar.TypeReg, tar.TypeRegA: //nolint:staticcheck // old archives still use TypeRegA
+		case tar.TypeReg, tar.TypeRegA: // old archives still use TypeRegA
 			err = x.fileEntry(hdr.Name, hdr.Size, tr)
 		case tar.TypeSymlink, tar.TypeLink:
 			err = permanentf(ReasonInvalidLayout, "archive entry %q is a link; links are not supported in model archives", hdr.Name)
@@ -237,7 +235,6 @@ func (x *extractor) unzip(ra io.ReaderAt, size int64) error {
 type bodyReader struct {
 	r        io.Reader
 	sha      hash.Hash
-	md5      hash.Hash // nil when the store gave no MD5
 	n        int64
 	err      error
 	prog     *progress
@@ -251,9 +248,6 @@ func (b *bodyReader) Read(p []byte) (int, error) {
 	if n > 0 {
 		b.watchdog.Reset(b.stall)
 		b.sha.Write(p[:n])
-		if b.md5 != nil {
-			b.md5.Write(p[:n])
-		}
 		b.n += int64(n)
 		b.prog.bytes.Add(int64(n))
 		if b.n > b.limit {
@@ -307,9 +301,6 @@ func (d *downloader) untarOnce(ctx context.Context, obj Object, kind archiveKind
 	br := &bodyReader{r: body, sha: sha256.New(), prog: d.prog, limit: d.maxBytes, stall: stall,
 		watchdog: time.AfterFunc(stall, func() { cancel(errStalled) })}
 	defer br.watchdog.Stop()
-	if obj.MD5 != nil {
-		br.md5 = md5.New() //nolint:gosec // the store's own content MD5, not a security boundary
-	}
 
 	// failed tells a broken download (worth a retry) from a broken archive.
 	failed := func(err error) error {
@@ -342,9 +333,6 @@ func (d *downloader) untarOnce(ctx context.Context, obj Object, kind archiveKind
 	}
 	if size >= 0 && br.n != size {
 		return transientf(ReasonFetchFailed, "%s: %d bytes announced but %d received", what, size, br.n)
-	}
-	if br.md5 != nil && !bytes.Equal(br.md5.Sum(nil), obj.MD5) {
-		return transientf(ReasonFetchFailed, "%s: the content does not match the store's MD5; it changed or was corrupted in transit", what)
 	}
 	return checkPinned(what, sha256Hex, br.sha)
 }

@@ -151,12 +151,15 @@ func classify(err error, what string) *Error {
 	}
 	var re *awshttp.ResponseError
 	if errors.As(err, &re) {
-		return byStatus(re.HTTPStatusCode(), err, prefix, fmt.Sprintf("HTTP %d", re.HTTPStatusCode()))
+		return byStatus(re.HTTPStatusCode(), err, prefix, fmt.Sprintf("HTTP %d %s", re.HTTPStatusCode(), http.StatusText(re.HTTPStatusCode())))
 	}
 
 	// Google Cloud Storage.
-	if errors.Is(err, storage.ErrObjectNotExist) || errors.Is(err, storage.ErrBucketNotExist) {
-		return e(ReasonNotFound, true, "%s", err.Error())
+	switch {
+	case errors.Is(err, storage.ErrBucketNotExist):
+		return e(ReasonNotFound, true, "the bucket does not exist")
+	case errors.Is(err, storage.ErrObjectNotExist):
+		return e(ReasonNotFound, true, "the object does not exist")
 	}
 	var ge *googleapi.Error
 	if errors.As(err, &ge) {
@@ -189,7 +192,11 @@ func classify(err error, what string) *Error {
 			status = te.Response.StatusCode
 		}
 		if status == http.StatusBadRequest || status == http.StatusUnauthorized || status == http.StatusForbidden {
-			return e(ReasonAccessDenied, true, "the service account key was refused (%s); check credentials key %s", te.ErrorCode, KeyGCSServiceAccount)
+			detail := te.ErrorCode
+			if detail == "" {
+				detail = fmt.Sprintf("HTTP %d", status)
+			}
+			return e(ReasonAccessDenied, true, "the service account key was refused (%s); check credentials key %s", detail, KeyGCSServiceAccount)
 		}
 		return e(ReasonFetchFailed, status < 500 && status != 0 && status != http.StatusTooManyRequests, "getting an access token: HTTP %d %s", status, te.ErrorCode)
 	}

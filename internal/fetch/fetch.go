@@ -115,7 +115,7 @@ func Run(ctx context.Context, o Options) (Summary, error) {
 	sum, err := f.run(ctx)
 	if err != nil {
 		fe := *AsError(err)
-		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) && o.Timeout > 0 {
 			fe = Error{Reason: ReasonTimeout, Message: "the fetch did not finish within " + o.Timeout.String() + " (--timeout)", Err: err}
 		}
 		fe.Message = creds.Redact(fe.Message)
@@ -141,10 +141,10 @@ func (f *fetcher) run(ctx context.Context) (Summary, error) {
 	if f.loc.Scheme == SchemeLocal && overlaps(f.loc.Path, f.dest) {
 		return Summary{}, permanentf(ReasonInvalidURI, "the source %s and the destination %s overlap", f.loc.Path, f.dest)
 	}
+	removeLeftovers(f.dest, f.log)
 	if sum, ok := f.alreadyFetched(ctx); ok {
 		return sum, nil
 	}
-	removeLeftovers(f.dest, f.log)
 	staging, err := newStaging(f.dest)
 	if err != nil {
 		return Summary{}, err
@@ -240,7 +240,11 @@ func (f *fetcher) download(ctx context.Context, src Source, l Listing, staging s
 	if len(l.Objects) > f.o.MaxFiles {
 		return nil, false, permanentf(ReasonTooLarge, "%s holds %d files, over the limit of %d", src.Describe(""), len(l.Objects), f.o.MaxFiles)
 	}
-	prog := newProgress(int64(len(l.Objects)), totalBytes)
+	totalFiles := int64(len(l.Objects))
+	if l.Single && archiveKindOf(l.Objects[0].Key) != archiveNone {
+		totalFiles = -1 // known once extracted
+	}
+	prog := newProgress(totalFiles, totalBytes)
 	d := &downloader{src: src, dir: staging, retry: f.retry, concurrency: f.o.Concurrency, maxBytes: f.o.MaxBytes, stall: f.o.StallTimeout, prog: prog}
 	pctx, stop := context.WithCancel(ctx)
 	defer stop()

@@ -2,6 +2,7 @@ package fetch
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"sync/atomic"
@@ -57,12 +58,15 @@ func (r *retrier) do(ctx context.Context, what string, op func(ctx context.Conte
 			return classify(ctx.Err(), what)
 		}
 		fe := classify(err, what)
-		if !retryable(fe) || attempt >= r.policy.Attempts {
+		if !retryable(fe) {
 			return fe
+		}
+		if attempt >= r.policy.Attempts {
+			return gaveUp(fe, fmt.Sprintf("gave up after %d attempts", attempt))
 		}
 		if r.budget.Add(-1) < 0 {
 			r.log.Warn("retry budget exhausted", "file", what)
-			return fe
+			return gaveUp(fe, "gave up: the fetch's retry budget is spent")
 		}
 		delay := r.delay(attempt)
 		r.log.Warn("retrying", "file", what, "attempt", attempt+1, "of", r.policy.Attempts, "in", delay.Round(time.Millisecond).String(), "error", fe.Error())
@@ -74,6 +78,13 @@ func (r *retrier) do(ctx context.Context, what string, op func(ctx context.Conte
 		case <-t.C:
 		}
 	}
+}
+
+// gaveUp notes on a transient error why it is final.
+func gaveUp(fe *Error, why string) *Error {
+	out := *fe
+	out.Message += " (" + why + ")"
+	return &out
 }
 
 // delay is the wait after the attempt-th failure.

@@ -11,9 +11,6 @@ type Object struct {
 	Key string
 	// Size in bytes, -1 when the source does not tell before the download.
 	Size int64
-	// MD5 is the store's digest of the content, nil when it has none; the
-	// download is checked against it.
-	MD5 []byte
 }
 
 // Listing is what a source holds.

@@ -51,7 +51,7 @@ func (s *blobSource) List(ctx context.Context) (Listing, error) {
 		if !safeRelPath(rel) {
 			return Listing{}, permanentf(ReasonInvalidLayout, "%s: the object key %q has empty, . or .. path segments", s.Describe(""), obj.Key)
 		}
-		l.Objects = append(l.Objects, Object{Key: rel, Size: obj.Size, MD5: obj.MD5})
+		l.Objects = append(l.Objects, Object{Key: rel, Size: obj.Size})
 		if len(l.Objects) > s.maxFiles {
 			return Listing{}, permanentf(ReasonTooLarge, "%s holds more than %d files", s.Describe(""), s.maxFiles)
 		}
@@ -64,7 +64,7 @@ func (s *blobSource) List(ctx context.Context) (Listing, error) {
 		attrs, err := s.bucket.Attributes(ctx, s.prefix)
 		if err == nil {
 			s.single = s.prefix
-			return Listing{Single: true, Objects: []Object{{Key: path.Base(s.prefix), Size: attrs.Size, MD5: attrs.MD5}}}, nil
+			return Listing{Single: true, Objects: []Object{{Key: path.Base(s.prefix), Size: attrs.Size}}}, nil
 		}
 		if gcerrors.Code(err) != gcerrors.NotFound {
 			return Listing{}, classify(err, s.Describe(""))

@@ -1,0 +1,104 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/modelserver-dev/modelserver-operator/internal/values"
+)
+
+// writeModel writes a one-version SavedModel below dir.
+func writeModel(t *testing.T, dir string) {
+	t.Helper()
+	for name, body := range map[string]string{
+		"1/saved_model.pb":          "graph",
+		"1/variables/variables.idx": "index",
+	} {
+		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// runCommand runs `manager fetch args...` with a termination log of its
+// own, and returns the exit code, the termination log and stdout.
+func runCommand(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	termination := filepath.Join(t.TempDir(), "termination-log")
+	var stdout, stderr bytes.Buffer
+	code := fetchCommand(context.Background(), append([]string{"--termination-log", termination}, args...), &stdout, &stderr)
+	b, _ := os.ReadFile(termination)
+	return code, string(b), stdout.String()
+}
+
+var operatorReason = regexp.MustCompile(`^([A-Z][A-Za-z]{2,40}):\s*(.*)$`)
+
+func TestFetchCommandSucceeds(t *testing.T) {
+	src := t.TempDir()
+	writeModel(t, src)
+	dest := filepath.Join(t.TempDir(), "models", "abc123")
+	code, termination, stdout := runCommand(t, "--uri", src, "--dest", dest, "--concurrency", "4", "--timeout", "1m")
+	if code != 0 {
+		t.Fatalf("exit code %d: %s", code, termination)
+	}
+	if termination != stdout || strings.Count(termination, "\n") != 1 {
+		t.Errorf("termination log %q, stdout %q: want the same one line", termination, stdout)
+	}
+	// What the operator's fetchSummary reads.
+	var s struct {
+		Versions []int64 `json:"versions"`
+		Files    int64   `json:"files"`
+		Bytes    int64   `json:"bytes"`
+		Digest   string  `json:"digest"`
+	}
+	dec := json.NewDecoder(strings.NewReader(termination))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&s); err != nil {
+		t.Fatal(err)
+	}
+	if len(s.Versions) != 1 || s.Files != 2 || s.Bytes != 10 || !strings.HasPrefix(s.Digest, "sha256:") {
+		t.Errorf("summary %+v", s)
+	}
+	if _, err := os.Stat(filepath.Join(dest, "1", "saved_model.pb")); err != nil {
+		t.Error(err)
+	}
+}
+
+func TestFetchCommandExitCodes(t *testing.T) {
+	dest := filepath.Join(t.TempDir(), "models", "x")
+	cases := []struct {
+		name   string
+		args   []string
+		code   int
+		reason string
+	}{
+		{"a missing model", []string{"--uri", "/does/not/exist", "--dest", dest}, values.PermanentFailureExitCode, "NotFound"},
+		{"a bad URI", []string{"--uri", "ftp://h/m", "--dest", dest}, values.PermanentFailureExitCode, "InvalidURI"},
+		{"no URI", []string{"--dest", dest}, values.PermanentFailureExitCode, "InvalidURI"},
+		{"an unknown flag", []string{"--uri", "/m", "--dest", dest, "--colour", "blue"}, values.PermanentFailureExitCode, "FetchFailed"},
+		{"a refused connection", []string{"--uri", "http://127.0.0.1:1/m.tar.gz", "--dest", dest, "--timeout", "200ms"}, 1, ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			code, termination, _ := runCommand(t, c.args...)
+			if code != c.code {
+				t.Errorf("exit code %d; want %d (%s)", code, c.code, termination)
+			}
+			line := strings.TrimSuffix(termination, "\n")
+			m := operatorReason.FindStringSubmatch(line)
+			if m == nil || strings.Contains(line, "\n") || (c.reason != "" && m[1] != c.reason) {
+				t.Errorf("termination message %q; want one line with reason %s", termination, c.reason)
+			}
+		})
+	}
+}

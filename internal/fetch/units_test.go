@@ -1,0 +1,279 @@
+package fetch
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
+	"github.com/aws/smithy-go"
+	smithyhttp "github.com/aws/smithy-go/transport/http"
+	"google.golang.org/api/googleapi"
+
+	"github.com/modelserver-dev/modelserver-operator/internal/values"
+)
+
+func TestThePermanentExitCodeIsTheOneTheJobFailsOn(t *testing.T) {
+	if ExitPermanent != values.PermanentFailureExitCode {
+		t.Fatalf("ExitPermanent %d; the Job's podFailurePolicy fails on %d", ExitPermanent, values.PermanentFailureExitCode)
+	}
+}
+
+func TestParseURI(t *testing.T) {
+	sum := strings.Repeat("ab", 32)
+	good := map[string]Location{
+		"s3://models/resnet/":   {Scheme: SchemeS3, Bucket: "models", Prefix: "resnet"},
+		"s3://models":           {Scheme: SchemeS3, Bucket: "models"},
+		"gs://b/a/b/c":          {Scheme: SchemeGCS, Bucket: "b", Prefix: "a/b/c"},
+		"pvc://claim/team/m":    {Scheme: SchemePVC, Claim: "claim", Path: "team/m"},
+		"/srv/models/../resnet": {Scheme: SchemeLocal, Path: "/srv/resnet"},
+		"s3://b/m.tar.gz#sha256=" + strings.ToUpper(sum): {Scheme: SchemeS3, Bucket: "b", Prefix: "m.tar.gz", SHA256: sum},
+	}
+	for raw, want := range good {
+		got, err := ParseURI(raw)
+		if err != nil {
+			t.Errorf("ParseURI(%q): %v", raw, err)
+			continue
+		}
+		got.raw = ""
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("ParseURI(%q) = %+v; want %+v", raw, got, want)
+		}
+	}
+	h, err := ParseURI("https://h.example/m.tgz?X-Amz-Signature=abc#sha256=" + sum)
+	if err != nil || h.URL.String() != "https://h.example/m.tgz?X-Amz-Signature=abc" || h.SHA256 != sum {
+		t.Errorf("https: %+v, %v", h, err)
+	}
+	if strings.Contains(h.String(), "abc") {
+		t.Errorf("String() %q shows a query value", h.String())
+	}
+	for _, raw := range []string{
+		"", "ftp://h/m", "s3://", "s3://b/a/../b", "s3://b/a//b", "https://h/dir/", "https://user:pw@h/m.tgz",
+		"https://h/m.tgz#sha256=abc", "https://h/m.tgz#md5=" + sum, "pvc://", "relative/path", "s3://b/p?x=1",
+	} {
+		_, err := ParseURI(raw)
+		if fe := AsError(err); err == nil || fe.Reason != ReasonInvalidURI || !fe.Permanent {
+			t.Errorf("ParseURI(%q): %v; want a permanent InvalidURI", raw, err)
+		}
+		if strings.Contains(fmt.Sprint(err), "pw") {
+			t.Errorf("ParseURI(%q) shows the password: %v", raw, err)
+		}
+	}
+}
+
+func TestClassify(t *testing.T) {
+	apiErr := func(code string) error {
+		return &smithy.OperationError{ServiceID: "S3", OperationName: "GetObject", Err: &smithy.GenericAPIError{Code: code, Message: "m"}}
+	}
+	respErr := func(status int) error {
+		return &awshttp.ResponseError{ResponseError: &smithyhttp.ResponseError{Response: &smithyhttp.Response{Response: &http.Response{StatusCode: status}}, Err: errors.New("x")}}
+	}
+	cases := []struct {
+		err       error
+		reason    Reason
+		permanent bool
+	}{
+		{apiErr("NoSuchKey"), ReasonNotFound, true},
+		{apiErr("NoSuchBucket"), ReasonNotFound, true},
+		{apiErr("InvalidAccessKeyId"), ReasonAccessDenied, true},
+		{apiErr("SignatureDoesNotMatch"), ReasonAccessDenied, true},
+		{apiErr("ExpiredToken"), ReasonAccessDenied, true},
+		{apiErr("SlowDown"), ReasonFetchFailed, false},
+		{apiErr("InternalError"), ReasonFetchFailed, false},
+		{apiErr("PermanentRedirect"), ReasonFetchFailed, true},
+		{respErr(404), ReasonNotFound, true},
+		{respErr(403), ReasonAccessDenied, true},
+		{respErr(503), ReasonFetchFailed, false},
+		{respErr(429), ReasonFetchFailed, false},
+		{respErr(400), ReasonFetchFailed, true},
+		{&googleapi.Error{Code: 404}, ReasonNotFound, true},
+		{&googleapi.Error{Code: 403}, ReasonAccessDenied, true},
+		{&googleapi.Error{Code: 500}, ReasonFetchFailed, false},
+		{&statusError{code: 408, status: "408"}, ReasonFetchFailed, false},
+		{fmt.Errorf("read: %w", syscall.ECONNRESET), ReasonFetchFailed, false},
+		{&net.OpError{Op: "dial", Err: syscall.ECONNREFUSED}, ReasonFetchFailed, false},
+		{io.ErrUnexpectedEOF, ReasonFetchFailed, false},
+		{fmt.Errorf("write: %w", syscall.ENOSPC), ReasonTooLarge, true},
+		{context.DeadlineExceeded, ReasonTimeout, false},
+		{&os.PathError{Op: "open", Path: "/x", Err: os.ErrNotExist}, ReasonNotFound, true},
+		{&os.PathError{Op: "open", Path: "/x", Err: os.ErrPermission}, ReasonAccessDenied, true},
+		{errors.New("something odd"), ReasonFetchFailed, false},
+	}
+	for _, c := range cases {
+		got := classify(c.err, "s3://b/k")
+		if got.Reason != c.reason || got.Permanent != c.permanent {
+			t.Errorf("classify(%v) = %s permanent=%v; want %s permanent=%v", c.err, got.Reason, got.Permanent, c.reason, c.permanent)
+		}
+		if !strings.HasPrefix(got.Message, "s3://b/k: ") {
+			t.Errorf("classify(%v) message %q does not name the object", c.err, got.Message)
+		}
+	}
+}
+
+func TestVerifyLayout(t *testing.T) {
+	sm := []byte("graph")
+	cases := []struct {
+		name     string
+		files    map[string][]byte
+		dirs     []string
+		versions []int64
+		message  string // for a failure
+	}{
+		{"two versions", map[string][]byte{"1/saved_model.pb": sm, "10/saved_model.pbtxt": sm}, []string{"1/variables", "10/variables"}, []int64{1, 10}, ""},
+		{"the manifest", map[string][]byte{"3/saved_model.pb": sm, ManifestName: nil}, []string{"3/variables"}, []int64{3}, ""},
+		{"empty", nil, nil, nil, "is empty"},
+		{"a stray file", map[string][]byte{"1/saved_model.pb": sm, "README.md": nil}, []string{"1/variables"}, nil, `"README.md" at the top`},
+		{"version 0", map[string][]byte{"0/saved_model.pb": sm}, []string{"0/variables"}, nil, `found "0/"`},
+		{"a leading zero", map[string][]byte{"01/saved_model.pb": sm}, []string{"01/variables"}, nil, `found "01/"`},
+		{"no graph", map[string][]byte{"2/model.onnx": sm}, []string{"2/variables"}, nil, `version 2 has no saved_model.pb or saved_model.pbtxt (found "model.onnx", "variables/")`},
+		{"no variables", map[string][]byte{"2/saved_model.pb": sm}, nil, nil, "version 2 has no variables/"},
+		{"one level too high", map[string][]byte{"resnet/1/saved_model.pb": sm}, []string{"resnet/1/variables"}, nil, "there is a SavedModel at resnet/1/saved_model.pb"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			writeTree(t, dir, c.files)
+			for _, d := range c.dirs {
+				if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
+					t.Fatal(err)
+				}
+			}
+			got, err := verifyLayout(dir, "s3://b/m")
+			if c.message == "" {
+				if err != nil || fmt.Sprint(got) != fmt.Sprint(c.versions) {
+					t.Fatalf("verifyLayout = %v, %v; want %v", got, err, c.versions)
+				}
+				return
+			}
+			fe := AsError(err)
+			if err == nil || fe.Reason != ReasonInvalidLayout || !fe.Permanent || !strings.Contains(fe.Message, c.message) {
+				t.Fatalf("verifyLayout: %v; want a permanent InvalidLayout saying %q", err, c.message)
+			}
+		})
+	}
+}
+
+func TestNormalizeRefusesATopSavedModelBesideVersions(t *testing.T) {
+	dir := t.TempDir()
+	writeTree(t, dir, map[string][]byte{"saved_model.pb": nil, "1/saved_model.pb": nil})
+	_, _, err := normalize(dir, false)
+	if fe := AsError(err); err == nil || fe.Reason != ReasonInvalidLayout {
+		t.Fatalf("normalize: %v; want InvalidLayout", err)
+	}
+}
+
+var operatorReason = regexp.MustCompile(`^([A-Z][A-Za-z]{2,40}):\s*(.*)$`)
+
+func TestTerminationMessages(t *testing.T) {
+	ok := TerminationMessage(Summary{Versions: []int64{1, 2}, Files: 12, Bytes: 123456, Digest: "sha256:ab"}, nil)
+	if ok != `{"versions":[1,2],"files":12,"bytes":123456,"digest":"sha256:ab"}` {
+		t.Errorf("success message %s", ok)
+	}
+	var keys map[string]any
+	if err := json.Unmarshal([]byte(ok), &keys); err != nil || len(keys) != 4 {
+		t.Errorf("success message %s: %v", ok, err)
+	}
+
+	long := &Error{Reason: ReasonNotFound, Message: "line one\nline two\t" + strings.Repeat("é", 2000), Permanent: true}
+	for _, err := range []error{long, errors.New("plain"), classify(context.DeadlineExceeded, "")} {
+		msg := TerminationMessage(Summary{}, err)
+		if strings.ContainsAny(msg, "\n\r") || len(msg) > 1024 {
+			t.Errorf("message of %d bytes, or not one line: %q", len(msg), msg)
+		}
+		m := operatorReason.FindStringSubmatch(msg)
+		if m == nil || m[1] != string(AsError(err).Reason) {
+			t.Errorf("the operator cannot read a reason from %.80q", msg)
+		}
+	}
+}
+
+func TestRetrierBacksOffAndKeepsToItsBudget(t *testing.T) {
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	r := newRetrier(RetryPolicy{Attempts: 5, Budget: 6, BaseDelay: time.Millisecond, MaxDelay: 4 * time.Millisecond}, log)
+	for attempt, max := range map[int]time.Duration{1: time.Millisecond, 2: 2 * time.Millisecond, 3: 4 * time.Millisecond, 6: 4 * time.Millisecond} {
+		for range 20 {
+			if d := r.delay(attempt); d < max/2 || d > max {
+				t.Fatalf("delay after attempt %d: %v; want between %v and %v", attempt, d, max/2, max)
+			}
+		}
+	}
+	calls := 0
+	transient := func(context.Context) error { calls++; return transientf(ReasonFetchFailed, "flaky") }
+	if err := r.do(context.Background(), "a", transient); err == nil || calls != 5 {
+		t.Errorf("%d calls, %v; want 5 attempts", calls, err)
+	}
+	calls = 0
+	if err := r.do(context.Background(), "b", transient); err == nil || calls != 3 || !strings.Contains(err.Error(), "budget") {
+		t.Errorf("%d calls, %v; want the budget's 2 retries left", calls, err)
+	}
+	calls = 0
+	permanent := func(context.Context) error { calls++; return permanentf(ReasonNotFound, "gone") }
+	if err := r.do(context.Background(), "c", permanent); err == nil || calls != 1 {
+		t.Errorf("%d calls for a permanent error; want 1", calls)
+	}
+}
+
+func TestCredentialsAreReadAndRedacted(t *testing.T) {
+	dir := secretDir(t, map[string]string{
+		KeyAWSAccessKeyID:     "AKIAREDACTME\n",
+		KeyAWSSecretAccessKey: "very/secret+value",
+		KeyAWSRegion:          "eu-west-3",
+		KeyHTTPHeaders:        "Authorization: Bearer abcdefgh12345678\nX-Api-Key: k3y-k3y-k3y\n",
+	})
+	c, err := LoadCredentials(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Get(KeyAWSAccessKeyID) != "AKIAREDACTME" || c.Get(KeyAWSRegion) != "eu-west-3" || c.Has("..data") {
+		t.Errorf("read %v", keys(c.values))
+	}
+	shown := c.Redact("key AKIAREDACTME secret very/secret+value token abcdefgh12345678 api k3y-k3y-k3y region eu-west-3")
+	for _, s := range []string{"AKIAREDACTME", "very/secret+value", "abcdefgh12345678", "k3y-k3y-k3y"} {
+		if strings.Contains(shown, s) {
+			t.Errorf("%q still shows %q", shown, s)
+		}
+	}
+	if !strings.Contains(shown, "eu-west-3") {
+		t.Errorf("%q hides the region, which is no secret", shown)
+	}
+	if _, err := parseHeaders("Authorization Bearer s3cret"); err == nil || strings.Contains(err.Error(), "s3cret") {
+		t.Errorf("a malformed header line: %v", err)
+	}
+	if _, err := LoadCredentials(filepath.Join(dir, "absent")); AsError(err).Reason != ReasonAccessDenied {
+		t.Errorf("a missing credentials directory: %v", err)
+	}
+}
+
+func TestFilesThatAreAlsoDirectoriesAreRefused(t *testing.T) {
+	err := pathConflicts([]Object{{Key: "1/saved_model.pb"}, {Key: "1/variables"}, {Key: "1/variables/v.index"}})
+	if fe := AsError(err); err == nil || fe.Reason != ReasonInvalidLayout {
+		t.Fatalf("pathConflicts: %v", err)
+	}
+	if err := pathConflicts([]Object{{Key: "1/saved_model.pb"}, {Key: "1/variables/v.index"}}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestTheDigestDependsOnContentNotOrder(t *testing.T) {
+	a := []fileRecord{{Path: "1/a", Size: 1, SHA256: "x"}, {Path: "1/b", Size: 2, SHA256: "y"}}
+	b := []fileRecord{a[1], a[0]}
+	if digestOf(a) != digestOf(b) {
+		t.Error("the order of the files changes the digest")
+	}
+	c := []fileRecord{a[0], {Path: "1/b", Size: 2, SHA256: "z"}}
+	if digestOf(a) == digestOf(c) {
+		t.Error("a file's content does not change the digest")
+	}
+}
