@@ -51,7 +51,7 @@ CLUSTER_PKGS := ./internal/localcluster/... ./controllers/... ./test/e2e/...
 UNIT_PKGS = $(shell go list ./... | grep -v -e /internal/localcluster -e /controllers -e /test/e2e)
 
 .PHONY: test
-test: lint verify-generated test-unit test-cluster ## Unit tests, then the suites that run against the local control plane.
+test: lint verify-generated verify-olm test-olm test-unit test-cluster ## Unit tests, then the suites that run against the local control plane.
 
 .PHONY: test-unit
 test-unit: ## Unit tests (no cluster).
@@ -107,13 +107,52 @@ undeploy: $(LOCALBIN)/kustomize $(LOCALBIN)/kubectl ## Remove the operator.
 	kustomize build config/default | kubectl delete --ignore-not-found -f -
 
 ##@ OLM
+# The OLM bundle (bundle/, bundle.Dockerfile), the file-based catalog
+# (catalog/) and the single-file install (dist/install.yaml) are made from
+# config/ by hack/olm/cmd/bundlegen, a Go module of its own so that
+# operator-framework's dependencies stay out of go.mod, and are committed:
+# verify-olm fails when they differ from what config/ gives.
 
+CHANNELS ?= candidate
+DEFAULT_CHANNEL ?= candidate
+# The CSV this release upgrades, e.g. modelserver-operator.v0.1.0 (none for the first).
+REPLACES ?=
+# The versions this release upgrades from in one step.
+SKIP_RANGE ?= >=0.0.0 <$(VERSION)
 BUNDLE_IMG ?= ghcr.io/modelserver-dev/modelserver-operator-bundle:v$(VERSION)
 CATALOG_IMG ?= ghcr.io/modelserver-dev/modelserver-operator-catalog:v$(VERSION)
+OLM_ARTIFACTS := bundle bundle.Dockerfile catalog dist/install.yaml
+
+.PHONY: bundlegen
+bundlegen: ## Build the OLM artifact generator into bin/bundlegen.
+	cd hack/olm && go build -o $(LOCALBIN)/bundlegen ./cmd/bundlegen
 
 .PHONY: bundle
-bundle: ## Generate the OLM bundle under bundle/.
-	@echo "bundle generation is not implemented yet (tracked by the OLM issue)"; exit 1
+bundle: manifests bundlegen $(LOCALBIN)/kustomize ## Generate the OLM bundle (bundle/, bundle.Dockerfile) from config/ and validate it.
+	kustomize build config/default | bundlegen bundle --kustomized - --version='$(VERSION)' --channels='$(CHANNELS)' \
+		--default-channel='$(DEFAULT_CHANNEL)' --image='$(IMG)' --replaces='$(REPLACES)' --skip-range='$(SKIP_RANGE)'
+	bundlegen validate --bundle bundle
+
+.PHONY: catalog
+catalog: bundlegen ## Add bundle/ to the file-based catalog (catalog/) as BUNDLE_IMG and validate it.
+	bundlegen catalog --bundle-image='$(BUNDLE_IMG)'
+	bundlegen validate --catalog catalog
+
+.PHONY: install-yaml dist/install.yaml
+dist/install.yaml: install-yaml
+install-yaml: manifests bundlegen $(LOCALBIN)/kustomize ## Generate dist/install.yaml, the plain `kubectl apply -f` install, with IMG.
+	kustomize build config/default | bundlegen install --kustomized - --image='$(IMG)'
+
+.PHONY: verify-olm
+verify-olm: ## Fail if bundle/, catalog/ or dist/install.yaml differ from what config/ generates.
+	$(MAKE) --no-print-directory bundle catalog install-yaml
+	@changed=$$(git status --porcelain -- $(OLM_ARTIFACTS)); if [ -n "$$changed" ]; then \
+		echo "OLM artifacts differ from the commit: run 'make bundle catalog install-yaml' and commit:"; echo "$$changed"; \
+		git --no-pager diff -- $(OLM_ARTIFACTS); exit 1; fi
+
+.PHONY: test-olm
+test-olm: $(LOCALBIN)/kustomize ## Test the OLM artifacts: validators, catalog resolution, drift from config/ (hack/olm).
+	cd hack/olm && go vet ./... && go test -count=1 ./...
 
 .PHONY: bundle-build
 bundle-build: ## Build the bundle image (needs a container engine).
