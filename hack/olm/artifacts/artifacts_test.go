@@ -73,7 +73,7 @@ func TestBundleSplitsTheRolesByScope(t *testing.T) {
 func TestBundleSetsTheReleaseFields(t *testing.T) {
 	p := widgetParams("1.2.0")
 	p.Replaces = "widget-operator.v1.1.0"
-	p.Channels = []string{"alpha", "beta"}
+	p.Channels = []string{"candidate", "fast"}
 	files, err := Bundle(widgetInputs(t), p)
 	if err != nil {
 		t.Fatal(err)
@@ -127,7 +127,7 @@ func TestBundleSetsTheReleaseFields(t *testing.T) {
 	if bytes.Contains(files["bundle/manifests/widget-metrics_v1_service.yaml"], []byte("namespace")) {
 		t.Errorf("the Service keeps its namespace")
 	}
-	for _, want := range []string{"channels.v1: alpha,beta", "channel.default.v1: alpha", "package.v1: widget-operator"} {
+	for _, want := range []string{"channels.v1: candidate,fast", "channel.default.v1: candidate", "package.v1: widget-operator"} {
 		if !bytes.Contains(files[AnnotationsFile], []byte(want)) {
 			t.Errorf("annotations.yaml lacks %q:\n%s", want, files[AnnotationsFile])
 		}
@@ -241,7 +241,7 @@ func TestCatalogTakesTheNextRelease(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ch := m["widget-operator"].Channels["alpha"]
+	ch := m["widget-operator"].Channels["candidate"]
 	head, err := ch.Head()
 	if err != nil {
 		t.Fatal(err)
