@@ -7,6 +7,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -281,7 +283,7 @@ func (r *ModelServerReconciler) driftIn(ctx context.Context, reader client.Reade
 	if vals.Volume.Create {
 		objs["PersistentVolumeClaim "+vals.Volume.ClaimName] = &corev1.PersistentVolumeClaim{}
 	}
-	for _, what := range sortedKeys(objs) {
+	for _, what := range slices.Sorted(maps.Keys(objs)) {
 		_, name, _ := strings.Cut(what, " ")
 		err := reader.Get(ctx, types.NamespacedName{Namespace: ms.Namespace, Name: name}, objs[what])
 		if apierrors.IsNotFound(err) {
@@ -497,15 +499,6 @@ func endpoints(ms *servingv1alpha1.ModelServer) *servingv1alpha1.Endpoints {
 		GRPC: fmt.Sprintf("%s:%d", host, grpc),
 		REST: fmt.Sprintf("http://%s:%d/v1/models/%s", host, rest, values.ModelName(ms)),
 	}
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
 
 // SetupWithManager states what wakes the reconciler: its ModelServers'

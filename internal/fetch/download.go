@@ -15,6 +15,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"golang.org/x/sync/errgroup"
 )
 
 // fileRecord is one file of a fetched model: its path below the model's
@@ -49,41 +51,22 @@ var errStalled = errors.New("stalled")
 // downloadAll downloads objs into d.dir with d.concurrency workers. The
 // first failure stops the others; it is the error returned.
 func (d *downloader) downloadAll(ctx context.Context, objs []Object) ([]fileRecord, error) {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	records := make([]fileRecord, len(objs))
-	next := make(chan int)
-	var (
-		wg       sync.WaitGroup
-		once     sync.Once
-		firstErr error
-	)
-	workers := min(max(d.concurrency, 1), len(objs))
-	for range workers {
-		wg.Go(func() {
-			for i := range next {
-				rec, err := d.fetchFile(ctx, objs[i], filepath.FromSlash(objs[i].Key))
-				if err != nil {
-					once.Do(func() { firstErr = err; cancel() })
-					continue
-				}
-				records[i] = rec
-				d.prog.files.Add(1)
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(max(d.concurrency, 1))
+	for i := range objs {
+		g.Go(func() error {
+			rec, err := d.fetchFile(gctx, objs[i], filepath.FromSlash(objs[i].Key))
+			if err != nil {
+				return err
 			}
+			records[i] = rec
+			d.prog.files.Add(1)
+			return nil
 		})
 	}
-feed:
-	for i := range objs {
-		select {
-		case next <- i:
-		case <-ctx.Done():
-			break feed
-		}
-	}
-	close(next)
-	wg.Wait()
-	if firstErr != nil {
-		return nil, firstErr
+	if err := g.Wait(); err != nil {
+		return nil, err
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, classify(err, "")

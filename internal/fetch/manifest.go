@@ -11,7 +11,8 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"sync"
+
+	"golang.org/x/sync/errgroup"
 )
 
 // ManifestName is the file, in a fetched model's base directory, that
@@ -125,34 +126,27 @@ func hashTree(ctx context.Context, dir string, concurrency int, prog *progress) 
 		return nil, classify(err, dir)
 	}
 	records := make([]fileRecord, len(paths))
-	errs := make([]error, len(paths))
-	next := make(chan int)
-	var wg sync.WaitGroup
-	for range min(max(concurrency, 1), max(len(paths), 1)) {
-		wg.Go(func() {
-			for i := range next {
-				records[i], errs[i] = hashFile(filepath.Join(dir, paths[i]), prog)
-				records[i].Path = filepath.ToSlash(paths[i])
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(max(concurrency, 1))
+	for i := range paths {
+		g.Go(func() error {
+			if gctx.Err() != nil {
+				return gctx.Err()
 			}
+			rec, err := hashFile(filepath.Join(dir, paths[i]), prog)
+			rec.Path = filepath.ToSlash(paths[i])
+			records[i] = rec
+			return err
 		})
 	}
-feed:
-	for i := range paths {
-		select {
-		case next <- i:
-		case <-ctx.Done():
-			break feed
+	if err := g.Wait(); err != nil {
+		if ctx.Err() != nil {
+			return nil, classify(ctx.Err(), dir)
 		}
+		return nil, err
 	}
-	close(next)
-	wg.Wait()
 	if err := ctx.Err(); err != nil {
 		return nil, classify(err, dir)
-	}
-	for _, err := range errs {
-		if err != nil {
-			return nil, err
-		}
 	}
 	return records, nil
 }

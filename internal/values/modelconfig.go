@@ -2,6 +2,8 @@ package values
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
 	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
@@ -42,7 +44,7 @@ func ModelConfig(name, basePath string, policy *servingv1alpha1.VersionPolicy, l
 	default:
 		return "", &Error{"spec.model.versionPolicy", "must set one of latest, specific or all"}
 	}
-	for _, k := range sortedKeys(labels) {
+	for _, k := range slices.Sorted(maps.Keys(labels)) {
 		if labels[k] < 1 {
 			return "", &Error{"spec.model.versionLabels." + k, "versions start at 1"}
 		}

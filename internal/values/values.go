@@ -9,7 +9,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"path"
-	"sort"
 	"strconv"
 	"strings"
 
@@ -454,13 +453,4 @@ func canonical(v any) string {
 		panic(fmt.Sprintf("values: marshal %T: %v", v, err))
 	}
 	return string(raw)
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
