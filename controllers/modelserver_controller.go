@@ -113,7 +113,6 @@ func (r *ModelServerReconciler) reconcileNormal(ctx context.Context, ms *serving
 	obs := Observation{
 		Generation:      ms.Generation,
 		DesiredReplicas: desiredReplicas(ms),
-		Endpoints:       endpoints(ms),
 	}
 	var result ctrl.Result
 	var reconcileErr error
@@ -144,6 +143,7 @@ func (r *ModelServerReconciler) reconcileNormal(ctx context.Context, ms *serving
 		return ctrl.Result{}, nil // only a spec change can help
 	}
 	obs.Selector = labels.SelectorFromSet(vals.Labels.Selector).String()
+	obs.Endpoints = endpoints(ms.Namespace, vals)
 	if obs.Fetch != FetchSucceeded && ms.Spec.Model.CredentialsSecret != "" {
 		if msg, err := r.checkSecret(ctx, ms); err != nil {
 			return ctrl.Result{}, err
@@ -486,18 +486,12 @@ func desiredReplicas(ms *servingv1alpha1.ModelServer) int32 {
 	return *ms.Spec.Replicas
 }
 
-func endpoints(ms *servingv1alpha1.ModelServer) *servingv1alpha1.Endpoints {
-	grpc, rest := ms.Spec.Ports.GRPC, ms.Spec.Ports.REST
-	if grpc == 0 {
-		grpc = 8500
-	}
-	if rest == 0 {
-		rest = 8501
-	}
-	host := fmt.Sprintf("%s.%s.svc", ms.Name, ms.Namespace)
+// endpoints are the in-cluster addresses of the Service the values render.
+func endpoints(namespace string, vals *values.Values) *servingv1alpha1.Endpoints {
+	host := fmt.Sprintf("%s.%s.svc", vals.Names.Service, namespace)
 	return &servingv1alpha1.Endpoints{
-		GRPC: fmt.Sprintf("%s:%d", host, grpc),
-		REST: fmt.Sprintf("http://%s:%d/v1/models/%s", host, rest, values.ModelName(ms)),
+		GRPC: fmt.Sprintf("%s:%d", host, vals.Serving.GRPCPort),
+		REST: fmt.Sprintf("http://%s:%d/v1/models/%s", host, vals.Serving.RESTPort, vals.Model.Name),
 	}
 }
 
