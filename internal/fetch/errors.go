@@ -19,6 +19,8 @@ import (
 	"gocloud.dev/gcerrors"
 	"golang.org/x/oauth2"
 	"google.golang.org/api/googleapi"
+
+	"github.com/modelserver-dev/modelserver-operator/internal/values"
 )
 
 // Reason is the first word of a failed fetch's termination message; the
@@ -40,9 +42,9 @@ const (
 // Exit codes of `manager fetch`.
 const (
 	// ExitPermanent is the exit code for a failure that retrying cannot
-	// fix: the fetch Job's podFailurePolicy fails the Job at once on it.
-	// It equals values.PermanentFailureExitCode (a test holds them equal).
-	ExitPermanent = 3
+	// fix: the fetch Job's podFailurePolicy, rendered from the values,
+	// fails the Job at once on it.
+	ExitPermanent = values.PermanentFailureExitCode
 	// ExitTransient is the exit code for a failure worth another try.
 	ExitTransient = 1
 )

@@ -21,15 +21,7 @@ import (
 	"github.com/aws/smithy-go"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 	"google.golang.org/api/googleapi"
-
-	"github.com/modelserver-dev/modelserver-operator/internal/values"
 )
-
-func TestThePermanentExitCodeIsTheOneTheJobFailsOn(t *testing.T) {
-	if ExitPermanent != values.PermanentFailureExitCode {
-		t.Fatalf("ExitPermanent %d; the Job's podFailurePolicy fails on %d", ExitPermanent, values.PermanentFailureExitCode)
-	}
-}
 
 func TestParseURI(t *testing.T) {
 	sum := strings.Repeat("ab", 32)
