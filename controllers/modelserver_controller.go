@@ -112,7 +112,7 @@ func (r *ModelServerReconciler) reconcileNormal(ctx context.Context, ms *serving
 	old := ms.Status.DeepCopy()
 	obs := Observation{
 		Generation:      ms.Generation,
-		DesiredReplicas: desiredReplicas(ms),
+		DesiredReplicas: values.DesiredReplicas(ms),
 	}
 	var result ctrl.Result
 	var reconcileErr error
@@ -477,13 +477,6 @@ func servedModel(ms *servingv1alpha1.ModelServer) (string, *servingv1alpha1.Mode
 		return "", nil
 	}
 	return ms.Status.Model.FetchedGeneration, ms.Status.Model.DeepCopy()
-}
-
-func desiredReplicas(ms *servingv1alpha1.ModelServer) int32 {
-	if ms.Spec.Replicas == nil {
-		return 1
-	}
-	return *ms.Spec.Replicas
 }
 
 // endpoints are the in-cluster addresses of the Service the values render.

@@ -256,10 +256,7 @@ func For(ms *servingv1alpha1.ModelServer, in Inputs) (*Values, error) {
 		Resources:                fetchResources(),
 	}
 
-	replicas := int32(1)
-	if spec.Replicas != nil {
-		replicas = *spec.Replicas
-	}
+	replicas := DesiredReplicas(ms)
 	if replicas < 0 {
 		return nil, &Error{"spec.replicas", "must not be negative"}
 	}
@@ -314,6 +311,15 @@ func For(ms *servingv1alpha1.ModelServer, in Inputs) (*Values, error) {
 	}
 	v.ModelConfig = config
 	return v, nil
+}
+
+// DesiredReplicas is the number of serving pods the spec asks for (the
+// Deployment holds fewer while nothing is fetched yet).
+func DesiredReplicas(ms *servingv1alpha1.ModelServer) int32 {
+	if ms.Spec.Replicas == nil {
+		return 1
+	}
+	return *ms.Spec.Replicas
 }
 
 // ModelName is the TF Serving model name: spec.model.name, else the
