@@ -17,12 +17,16 @@ import (
 	"helm.sh/helm/v3/pkg/chart"
 	helmrelease "helm.sh/helm/v3/pkg/release"
 	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -81,6 +85,11 @@ type ModelServerReconciler struct {
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups=autoscaling,resources=horizontalpodautoscalers,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=networking.k8s.io,resources=ingresses;networkpolicies,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=httproutes;grpcroutes,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=monitoring.coreos.com,resources=servicemonitors,verbs=get;list;watch;create;update;patch;delete
 
 // Reconcile brings one ModelServer's release in line with its spec and
 // reports what its objects are doing.
@@ -123,20 +132,25 @@ func (r *ModelServerReconciler) reconcileNormal(ctx context.Context, ms *serving
 		}
 	}()
 
-	// 4. Observe the fetch of the current model generation.
-	generation := values.FetchGeneration(ms, r.FetchImage)
-	obs.FetchedGeneration, obs.Model = servedModel(ms)
-	if err := r.observeFetch(ctx, ms, generation, &obs); err != nil {
+	// 4. Observe the fetch of each model's current generation.
+	models, field, err := values.Models(ms)
+	if err != nil {
+		obs.BlockedReason, obs.BlockedMessage = ReasonInvalidSpec, err.Error()
+		return ctrl.Result{}, nil // only a spec change can help
+	}
+	obs.Multi = field == "spec.models"
+	if err := r.observeFetches(ctx, ms, models, &obs); err != nil {
 		return ctrl.Result{}, err
 	}
 
 	// 5. Spec → values (pure), and their digest.
 	vals, err := values.For(ms, values.Inputs{
-		ChartVersion:      r.Chart.Metadata.Version,
-		AppVersion:        r.Chart.Metadata.AppVersion,
-		FetchImage:        r.FetchImage,
-		FetchedGeneration: obs.FetchedGeneration,
-		ProxyEnv:          r.ProxyEnv,
+		ChartVersion: r.Chart.Metadata.Version,
+		AppVersion:   r.Chart.Metadata.AppVersion,
+		FetchImage:   r.FetchImage,
+		Served:       obs.Served(),
+		ProxyEnv:     r.ProxyEnv,
+		APIs:         r.optionalAPIs(ms),
 	})
 	if err != nil {
 		obs.BlockedReason, obs.BlockedMessage = ReasonInvalidSpec, err.Error()
@@ -144,8 +158,9 @@ func (r *ModelServerReconciler) reconcileNormal(ctx context.Context, ms *serving
 	}
 	obs.Selector = labels.SelectorFromSet(vals.Labels.Selector).String()
 	obs.Endpoints = endpoints(ms.Namespace, vals)
-	if obs.Fetch != FetchSucceeded && ms.Spec.Model.CredentialsSecret != "" {
-		if msg, err := r.checkSecret(ctx, ms); err != nil {
+	obs.Warnings = vals.Warnings
+	if obs.Fetch != FetchSucceeded {
+		if msg, err := r.checkSecrets(ctx, ms, models); err != nil {
 			return ctrl.Result{}, err
 		} else if msg != "" {
 			obs.BlockedReason, obs.BlockedMessage = ReasonSecretNotFound, msg
@@ -172,6 +187,10 @@ func (r *ModelServerReconciler) reconcileNormal(ctx context.Context, ms *serving
 	deploy := &appsv1.Deployment{}
 	if err := r.Get(ctx, types.NamespacedName{Namespace: ms.Namespace, Name: vals.Names.Deployment}, deploy); err == nil {
 		obs.Deployment = deploy
+		if vals.Autoscaling != nil && deploy.Spec.Replicas != nil {
+			// The autoscaler's choice is what is wanted now.
+			obs.DesiredReplicas = *deploy.Spec.Replicas
+		}
 	} else if !apierrors.IsNotFound(err) {
 		return ctrl.Result{}, err
 	}
@@ -278,10 +297,24 @@ func (r *ModelServerReconciler) driftIn(ctx context.Context, reader client.Reade
 		"ConfigMap " + vals.Names.ConfigMap:   &corev1.ConfigMap{},
 		"Service " + vals.Names.Service:       &corev1.Service{},
 		"Deployment " + vals.Names.Deployment: &appsv1.Deployment{},
-		"Job " + vals.Names.FetchJob:          &batchv1.Job{},
+	}
+	for _, f := range vals.Fetches {
+		objs["Job "+f.Name] = &batchv1.Job{}
 	}
 	if vals.Volume.Create {
 		objs["PersistentVolumeClaim "+vals.Volume.ClaimName] = &corev1.PersistentVolumeClaim{}
+	}
+	if vals.Autoscaling != nil {
+		objs["HorizontalPodAutoscaler "+vals.Names.Deployment] = &autoscalingv2.HorizontalPodAutoscaler{}
+	}
+	if vals.Disruption != nil {
+		objs["PodDisruptionBudget "+vals.Names.Deployment] = &policyv1.PodDisruptionBudget{}
+	}
+	if vals.Ingress != nil {
+		objs["Ingress "+vals.Names.Deployment] = &networkingv1.Ingress{}
+	}
+	if vals.NetworkPolicy != nil {
+		objs["NetworkPolicy "+vals.Names.Deployment] = &networkingv1.NetworkPolicy{}
 	}
 	for _, what := range slices.Sorted(maps.Keys(objs)) {
 		_, name, _ := strings.Cut(what, " ")
@@ -307,15 +340,15 @@ func modifiedObject(vals *values.Values, objs map[string]client.Object) string {
 		}
 		switch o := obj.(type) {
 		case *corev1.ConfigMap:
-			if o.Data[values.ModelConfigFile] != vals.ModelConfig {
-				return what + " has a modified model config"
+			if !maps.Equal(o.Data, vals.ConfigFiles) {
+				return what + " has a modified config"
 			}
 		case *corev1.Service:
 			if o.Spec.Type != vals.Service.Type || len(o.Spec.Ports) != 2 {
 				return what + " was modified"
 			}
 		case *appsv1.Deployment:
-			if o.Spec.Replicas == nil || *o.Spec.Replicas != vals.Serving.Replicas {
+			if want := vals.Serving.Replicas; want != nil && (o.Spec.Replicas == nil || *o.Spec.Replicas != *want) {
 				return what + " was scaled outside the ModelServer"
 			}
 			if len(o.Spec.Template.Spec.Containers) != 1 || o.Spec.Template.Spec.Containers[0].Image != vals.Serving.Image {
@@ -326,51 +359,68 @@ func modifiedObject(vals *values.Values, objs map[string]client.Object) string {
 	return ""
 }
 
-// observeFetch fills in the fetch part of the observation from the Job of
-// the current generation, reading its pods' termination messages when the
-// Job has just finished.
-func (r *ModelServerReconciler) observeFetch(ctx context.Context, ms *servingv1alpha1.ModelServer, generation string, obs *Observation) error {
-	job := &batchv1.Job{}
-	err := r.Get(ctx, types.NamespacedName{Namespace: ms.Namespace, Name: names.FetchJob(ms.Name, generation)}, job)
-	if apierrors.IsNotFound(err) {
-		job = nil
-	} else if err != nil {
-		return err
+// observeFetches fills in the fetch part of the observation from the Job
+// of each model's current generation, reading its pods' termination
+// messages when the Job has just finished.
+func (r *ModelServerReconciler) observeFetches(ctx context.Context, ms *servingv1alpha1.ModelServer, models []servingv1alpha1.ModelSpec, obs *Observation) error {
+	previous := map[string]servingv1alpha1.ModelStatus{}
+	if ms.Status.Model != nil && !obs.Multi {
+		// One model: its data stays its data when only its name changes.
+		previous[models[0].Name] = *ms.Status.Model.DeepCopy()
 	}
-	obs.Fetch = fetchState(job)
-	obs.StorageURI = redactURI(ms.Spec.Model.StorageURI)
-	if job != nil {
-		obs.FetchRetries = job.Status.Failed
-		if obs.Fetch == FetchRunning && job.Status.StartTime != nil {
-			obs.FetchElapsed = time.Since(job.Status.StartTime.Time).Truncate(time.Minute)
+	for _, m := range ms.Status.Models {
+		previous[m.Name] = *m.DeepCopy()
+	}
+	for _, m := range models {
+		generation := values.FetchGeneration(ms, m, r.FetchImage)
+		job := &batchv1.Job{}
+		err := r.Get(ctx, types.NamespacedName{Namespace: ms.Namespace, Name: names.FetchJob(ms.Name, generation)}, job)
+		if apierrors.IsNotFound(err) {
+			job = nil
+		} else if err != nil {
+			return err
 		}
-	}
-	if obs.Model == nil {
-		obs.Model = &servingv1alpha1.ModelStatus{}
-	}
-	obs.Model.Name = values.ModelName(ms)
-	switch obs.Fetch {
-	case FetchSucceeded:
-		if obs.FetchedGeneration != generation {
-			// Newly fetched: take the summary the fetch left behind.
-			msg, err := r.terminationMessage(ctx, job, corev1.PodSucceeded)
+		state := fetchState(job)
+		st := previous[m.Name]
+		st.Name = m.Name
+		st.Fetch, st.Message = string(state), ""
+		mf := ModelFetch{Name: m.Name, State: state, StorageURI: redactURI(m.StorageURI)}
+		if job != nil {
+			mf.Retries = job.Status.Failed
+			if state == FetchRunning && job.Status.StartTime != nil {
+				mf.Elapsed = time.Since(job.Status.StartTime.Time).Truncate(time.Minute)
+			}
+		}
+		switch state {
+		case FetchSucceeded:
+			if st.FetchedGeneration != generation {
+				// Newly fetched: take the summary the fetch left behind.
+				msg, err := r.terminationMessage(ctx, job, corev1.PodSucceeded)
+				if err != nil {
+					return err
+				}
+				st = servingv1alpha1.ModelStatus{Name: m.Name, Fetch: string(state), FetchedGeneration: generation}
+				if s, ok := parseSummary(msg); ok {
+					st.Digest, st.SizeBytes, st.Versions = s.Digest, s.Bytes, s.Versions
+				}
+				r.Recorder.Eventf(ms, job, corev1.EventTypeNormal, ReasonFetched, "Fetch", "Fetched model %s from %s", m.Name, mf.StorageURI)
+			}
+		case FetchFailed:
+			msg, err := r.terminationMessage(ctx, job, corev1.PodFailed)
 			if err != nil {
 				return err
 			}
-			obs.Model = &servingv1alpha1.ModelStatus{Name: obs.Model.Name, FetchedGeneration: generation}
-			if s, ok := parseSummary(msg); ok {
-				obs.Model.Digest, obs.Model.SizeBytes, obs.Model.Versions = s.Digest, s.Bytes, s.Versions
-			}
-			r.Recorder.Eventf(ms, job, corev1.EventTypeNormal, ReasonFetched, "Fetch", "Fetched the model from %s", redactURI(ms.Spec.Model.StorageURI))
+			mf.Reason, mf.Message = parseFailure(msg, jobFailureMessage(job))
+			st.Message = mf.Reason + ": " + mf.Message
 		}
-		obs.FetchedGeneration = generation
-	case FetchFailed:
-		msg, err := r.terminationMessage(ctx, job, corev1.PodFailed)
-		if err != nil {
-			return err
+		if st.FetchedGeneration != "" {
+			st.ServedVersions = values.ServedVersions(m.VersionPolicy, st.Versions)
 		}
-		obs.FetchReason, obs.FetchMessage = parseFailure(msg, jobFailureMessage(job))
+		st.VersionLabels = m.VersionLabels
+		mf.Status = st
+		obs.Models = append(obs.Models, mf)
 	}
+	obs.summarizeFetches()
 	return nil
 }
 
@@ -407,17 +457,48 @@ func jobFailureMessage(job *batchv1.Job) string {
 	return ""
 }
 
-// checkSecret reports a missing credentials Secret, which would otherwise
-// leave the fetch pod waiting for its volume without a word.
-func (r *ModelServerReconciler) checkSecret(ctx context.Context, ms *servingv1alpha1.ModelServer) (string, error) {
-	name := ms.Spec.Model.CredentialsSecret
-	err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: ms.Namespace, Name: name}, &metav1.PartialObjectMetadata{
-		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
-	})
-	if apierrors.IsNotFound(err) {
-		return fmt.Sprintf("spec.model.credentialsSecret: Secret %q not found in namespace %s", name, ms.Namespace), nil
+// checkSecrets reports a missing credentials Secret, which would otherwise
+// leave a fetch pod waiting for its volume without a word.
+func (r *ModelServerReconciler) checkSecrets(ctx context.Context, ms *servingv1alpha1.ModelServer, models []servingv1alpha1.ModelSpec) (string, error) {
+	for i, m := range models {
+		if m.CredentialsSecret == "" {
+			continue
+		}
+		err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: ms.Namespace, Name: m.CredentialsSecret}, &metav1.PartialObjectMetadata{
+			TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
+		})
+		field := "spec.model.credentialsSecret"
+		if len(ms.Spec.Models) > 0 {
+			field = fmt.Sprintf("spec.models[%d].credentialsSecret", i)
+		}
+		if apierrors.IsNotFound(err) {
+			return fmt.Sprintf("%s: Secret %q not found in namespace %s", field, m.CredentialsSecret, ms.Namespace), nil
+		} else if err != nil {
+			return "", err
+		}
 	}
-	return "", err
+	return "", nil
+}
+
+// optionalAPIs says which of the optional kinds the spec asks for exist in
+// the cluster. The release manager's view is asked, since it is the one
+// that must map them; it looks again when a kind is missing.
+func (r *ModelServerReconciler) optionalAPIs(ms *servingv1alpha1.ModelServer) map[string]bool {
+	var want []schema.GroupVersionKind
+	if ms.Spec.Gateway != nil {
+		want = append(want, values.HTTPRouteKind, values.GRPCRouteKind)
+	}
+	if ms.Spec.Monitoring.ServiceMonitor != nil {
+		want = append(want, values.ServiceMonitorKind)
+	}
+	if len(want) == 0 {
+		return nil
+	}
+	apis := map[string]bool{}
+	for _, gvk := range want {
+		apis[values.APIKey(gvk)] = r.Releases.Knows(gvk)
+	}
+	return apis
 }
 
 func (r *ModelServerReconciler) reconcileDelete(ctx context.Context, ms *servingv1alpha1.ModelServer) error {
@@ -472,19 +553,12 @@ func (r *ModelServerReconciler) writeStatus(ctx context.Context, ms *servingv1al
 	return nil
 }
 
-func servedModel(ms *servingv1alpha1.ModelServer) (string, *servingv1alpha1.ModelStatus) {
-	if ms.Status.Model == nil {
-		return "", nil
-	}
-	return ms.Status.Model.FetchedGeneration, ms.Status.Model.DeepCopy()
-}
-
 // endpoints are the in-cluster addresses of the Service the values render.
 func endpoints(namespace string, vals *values.Values) *servingv1alpha1.Endpoints {
 	host := fmt.Sprintf("%s.%s.svc", vals.Names.Service, namespace)
 	return &servingv1alpha1.Endpoints{
 		GRPC: fmt.Sprintf("%s:%d", host, vals.Serving.GRPCPort),
-		REST: fmt.Sprintf("http://%s:%d/v1/models/%s", host, vals.Serving.RESTPort, vals.Model.Name),
+		REST: fmt.Sprintf("http://%s:%d/v1/models/%s", host, vals.Serving.RESTPort, vals.Models[0].Name),
 	}
 }
 
@@ -499,6 +573,12 @@ func (r *ModelServerReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Owns(&corev1.Service{}).
 		Owns(&corev1.ConfigMap{}).
 		Owns(&corev1.PersistentVolumeClaim{}, builder.WithPredicates(predicate.Funcs{UpdateFunc: claimChanged})).
+		// Their status says nothing the ModelServer reports; a change of
+		// spec or a deletion is what matters.
+		Owns(&autoscalingv2.HorizontalPodAutoscaler{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Owns(&policyv1.PodDisruptionBudget{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Owns(&networkingv1.Ingress{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Owns(&networkingv1.NetworkPolicy{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		WithOptions(controller.Options{MaxConcurrentReconciles: 4}).
 		Complete(r)
 }

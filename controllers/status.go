@@ -62,24 +62,74 @@ type Observation struct {
 	// ReleaseCurrent says the release is deployed with the current digest.
 	ReleaseCurrent bool
 
+	// Multi says the models come from spec.models, not spec.model.
+	Multi bool
+	// Models are the fetches of each model, in spec order.
+	Models []ModelFetch
+	// Fetch sums up the models' fetches: Failed if any failed, Succeeded
+	// if all succeeded, else Running or Missing; with the first failure's
+	// reason and message.
 	Fetch        FetchState
-	FetchReason  string // failure reason, e.g. NotFound
-	FetchMessage string // failure message, from the fetch pod
-	// StorageURI is where the model is fetched from.
-	StorageURI string
-	// FetchElapsed is how long the running fetch has been going, rounded
-	// down to the minute so that the status changes at most once a minute.
-	FetchElapsed time.Duration
-	// FetchRetries counts the fetch pods that failed and were retried.
-	FetchRetries int32
-	// FetchedGeneration is the generation being served, "" if none.
-	FetchedGeneration string
-	Model             *servingv1alpha1.ModelStatus
+	FetchReason  string
+	FetchMessage string
+	// Serving says some model has data to serve.
+	Serving bool
+	// Warnings are parts of the spec that could not be honoured, such as
+	// routes of an API the cluster does not have.
+	Warnings []string
 
 	Deployment      *appsv1.Deployment
 	DesiredReplicas int32
 	Selector        string
 	Endpoints       *servingv1alpha1.Endpoints
+}
+
+// ModelFetch is what one model's fetch Job says.
+type ModelFetch struct {
+	Name  string
+	State FetchState
+	// Reason and Message of a failure, e.g. NotFound.
+	Reason, Message string
+	// StorageURI is where the model is fetched from, redacted.
+	StorageURI string
+	// Elapsed is how long the running fetch has been going, rounded down
+	// to the minute so that the status changes at most once a minute.
+	Elapsed time.Duration
+	// Retries counts the fetch pods that failed and were retried.
+	Retries int32
+	// Status is the model's status: what was fetched and is served.
+	Status servingv1alpha1.ModelStatus
+}
+
+// Served maps each model with data to the generation it is served from.
+func (o *Observation) Served() map[string]string {
+	served := map[string]string{}
+	for _, m := range o.Models {
+		if m.Status.FetchedGeneration != "" {
+			served[m.Name] = m.Status.FetchedGeneration
+		}
+	}
+	return served
+}
+
+// summarizeFetches sums the models' fetches up into Fetch, FetchReason,
+// FetchMessage and Serving.
+func (o *Observation) summarizeFetches() {
+	o.Fetch, o.FetchReason, o.FetchMessage, o.Serving = FetchSucceeded, "", "", false
+	for _, m := range o.Models {
+		o.Serving = o.Serving || m.Status.FetchedGeneration != ""
+		switch {
+		case m.State == FetchFailed && o.Fetch != FetchFailed:
+			o.Fetch, o.FetchReason, o.FetchMessage = FetchFailed, m.Reason, m.Message
+			if o.Multi {
+				o.FetchMessage = "model " + m.Name + ": " + m.Message
+			}
+		case m.State == FetchRunning && o.Fetch != FetchFailed:
+			o.Fetch = FetchRunning
+		case m.State == FetchMissing && o.Fetch == FetchSucceeded:
+			o.Fetch = FetchMissing
+		}
+	}
 }
 
 // computeStatus derives the whole status from an observation. It keeps the
@@ -91,8 +141,14 @@ func computeStatus(old servingv1alpha1.ModelServerStatus, o Observation) serving
 		Replicas:           o.DesiredReplicas,
 		Selector:           o.Selector,
 		Release:            o.Release,
-		Model:              o.Model,
 		Endpoints:          o.Endpoints,
+		Warnings:           o.Warnings,
+	}
+	for _, m := range o.Models {
+		st.Models = append(st.Models, *m.Status.DeepCopy())
+	}
+	if !o.Multi && len(st.Models) == 1 {
+		st.Model, st.Models = &st.Models[0], nil
 	}
 	if st.Release == nil {
 		st.Release = old.Release
@@ -115,7 +171,7 @@ func computeStatus(old servingv1alpha1.ModelServerStatus, o Observation) serving
 	fetched := o.Fetch == FetchSucceeded
 	switch o.Fetch {
 	case FetchSucceeded:
-		set(servingv1alpha1.ConditionModelFetched, true, ReasonFetched, "the model-fetch Job succeeded")
+		set(servingv1alpha1.ConditionModelFetched, true, ReasonFetched, fetchedMessage(o))
 	case FetchFailed:
 		set(servingv1alpha1.ConditionModelFetched, false, o.FetchReason, o.FetchMessage)
 	default:
@@ -151,7 +207,7 @@ func computeStatus(old servingv1alpha1.ModelServerStatus, o Observation) serving
 		phase, msg = servingv1alpha1.PhaseFailed, o.BlockedMessage
 	case o.Conflict || o.ReleaseErr != nil:
 		phase, msg = servingv1alpha1.PhaseFailed, "Helm release: "+errorLine(o.ReleaseErr)
-	case o.Fetch == FetchFailed && o.FetchedGeneration != "" && st.ReadyReplicas > 0:
+	case o.Fetch == FetchFailed && o.Serving && st.ReadyReplicas > 0:
 		phase = servingv1alpha1.PhaseDegraded
 		msg = fmt.Sprintf("model fetch failed (%s): %s; still serving the previously fetched model", o.FetchReason, o.FetchMessage)
 	case o.Fetch == FetchFailed:
@@ -183,7 +239,7 @@ func wasServing(p servingv1alpha1.Phase) bool {
 func availability(o Observation) (bool, string, string) {
 	d := o.Deployment
 	switch {
-	case o.FetchedGeneration == "":
+	case !o.Serving:
 		return false, ReasonWaitingForFetch, "serving pods start once the model is fetched"
 	case d == nil:
 		return false, ReasonRollingOut, "the Deployment does not exist yet"
@@ -203,29 +259,47 @@ func availability(o Observation) (bool, string, string) {
 	return true, ReasonAvailable, fmt.Sprintf("%d of %d serving pods ready", d.Status.ReadyReplicas, want)
 }
 
-// fetchProgress says how the running fetch is going, for status.message.
+func fetchedMessage(o Observation) string {
+	if o.Multi {
+		return fmt.Sprintf("the model-fetch Jobs of all %d models succeeded", len(o.Models))
+	}
+	return "the model-fetch Job succeeded"
+}
+
+// fetchProgress says how the running fetches are going, for
+// status.message: one clause per model still being fetched.
 func fetchProgress(o Observation) string {
-	msg := "fetching the model"
-	if o.StorageURI != "" {
-		msg += " from " + o.StorageURI
-	}
-	if o.FetchedGeneration != "" {
-		msg += " (still serving the previously fetched model)"
-	}
-	if o.Fetch == FetchRunning {
-		if o.FetchElapsed < time.Minute {
-			msg += ": started less than a minute ago"
-		} else {
-			msg += fmt.Sprintf(": running for %s", strings.TrimSuffix(o.FetchElapsed.Truncate(time.Minute).String(), "0s"))
+	var parts []string
+	for _, m := range o.Models {
+		if m.State == FetchSucceeded {
+			continue
 		}
+		msg := "fetching the model"
+		if o.Multi {
+			msg = "fetching model " + m.Name
+		}
+		if m.StorageURI != "" {
+			msg += " from " + m.StorageURI
+		}
+		if m.Status.FetchedGeneration != "" {
+			msg += " (still serving the previously fetched model)"
+		}
+		if m.State == FetchRunning {
+			if m.Elapsed < time.Minute {
+				msg += ": started less than a minute ago"
+			} else {
+				msg += fmt.Sprintf(": running for %s", strings.TrimSuffix(m.Elapsed.Truncate(time.Minute).String(), "0s"))
+			}
+		}
+		switch {
+		case m.Retries == 1:
+			msg += ", 1 failed attempt retried"
+		case m.Retries > 1:
+			msg += fmt.Sprintf(", %d failed attempts retried", m.Retries)
+		}
+		parts = append(parts, msg)
 	}
-	switch {
-	case o.FetchRetries == 1:
-		msg += ", 1 failed attempt retried"
-	case o.FetchRetries > 1:
-		msg += fmt.Sprintf(", %d failed attempts retried", o.FetchRetries)
-	}
-	return msg
+	return strings.Join(parts, "; ")
 }
 
 // fetchState reads a Job's outcome from its conditions.

@@ -30,7 +30,7 @@ func served(o Observation) Observation {
 	o.Generation = 4
 	o.DesiredReplicas = 2
 	o.Fetch = FetchSucceeded
-	o.FetchedGeneration = "g1"
+	o.Serving = true
 	o.ReleaseCurrent = true
 	o.Release = &servingv1alpha1.ReleaseStatus{Name: "resnet", Revision: 2}
 	return o
@@ -188,18 +188,25 @@ func TestRedactURIHidesCredentials(t *testing.T) {
 	}
 }
 
+func one(m ModelFetch) Observation { return Observation{Models: []ModelFetch{m}} }
+
 func TestFetchProgressMessage(t *testing.T) {
 	for _, tc := range []struct {
 		obs  Observation
 		want string
 	}{
-		{Observation{Fetch: FetchRunning, StorageURI: "s3://m/r", FetchElapsed: 20 * time.Second},
+		{one(ModelFetch{State: FetchRunning, StorageURI: "s3://m/r", Elapsed: 20 * time.Second}),
 			"fetching the model from s3://m/r: started less than a minute ago"},
-		{Observation{Fetch: FetchRunning, StorageURI: "s3://m/r", FetchElapsed: 125 * time.Minute, FetchRetries: 2},
+		{one(ModelFetch{State: FetchRunning, StorageURI: "s3://m/r", Elapsed: 125 * time.Minute, Retries: 2}),
 			"fetching the model from s3://m/r: running for 2h5m, 2 failed attempts retried"},
-		{Observation{Fetch: FetchRunning, StorageURI: "s3://m/r2", FetchElapsed: 3 * time.Minute, FetchedGeneration: "g1"},
+		{one(ModelFetch{State: FetchRunning, StorageURI: "s3://m/r2", Elapsed: 3 * time.Minute, Status: servingv1alpha1.ModelStatus{FetchedGeneration: "g1"}}),
 			"fetching the model from s3://m/r2 (still serving the previously fetched model): running for 3m"},
-		{Observation{Fetch: FetchMissing, StorageURI: "s3://m/r"}, "fetching the model from s3://m/r"},
+		{one(ModelFetch{State: FetchMissing, StorageURI: "s3://m/r"}), "fetching the model from s3://m/r"},
+		{Observation{Multi: true, Models: []ModelFetch{
+			{Name: "a", State: FetchSucceeded, StorageURI: "s3://m/a"},
+			{Name: "b", State: FetchRunning, StorageURI: "s3://m/b"},
+			{Name: "c", State: FetchMissing, StorageURI: "gs://m/c"},
+		}}, "fetching model b from s3://m/b: started less than a minute ago; fetching model c from gs://m/c"},
 	} {
 		if got := fetchProgress(tc.obs); got != tc.want {
 			t.Errorf("fetchProgress = %q, want %q", got, tc.want)

@@ -244,7 +244,7 @@ func newModelServer(ns, name string, mutate ...func(*servingv1alpha1.ModelServer
 	ms := &servingv1alpha1.ModelServer{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 		Spec: servingv1alpha1.ModelServerSpec{
-			Model:    servingv1alpha1.ModelSpec{StorageURI: "s3://models/" + name},
+			Model:    &servingv1alpha1.ModelSpec{StorageURI: "s3://models/" + name},
 			Replicas: ptrTo[int32](2),
 		},
 	}

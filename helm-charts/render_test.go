@@ -3,8 +3,6 @@ package helmcharts_test
 import (
 	"bufio"
 	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"io"
@@ -18,8 +16,11 @@ import (
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -130,7 +131,8 @@ func renderCases() []renderCase {
 					t.Errorf("service type = %q, want ClusterIP", got)
 				}
 				wantArgs := []string{"--port=8500", "--rest_api_port=8501", "--model_config_file=/etc/modelserver/models.config",
-					"--model_config_file_poll_wait_seconds=30", "--allow_version_labels_for_unavailable_models=true"}
+					"--model_config_file_poll_wait_seconds=30", "--allow_version_labels_for_unavailable_models=true",
+					"--monitoring_config_file=/etc/modelserver/monitoring.config"}
 				if got := d.Spec.Template.Spec.Containers[0].Args; !slices.Equal(got, wantArgs) {
 					t.Errorf("serving args = %q, want %q", got, wantArgs)
 				}
@@ -156,7 +158,7 @@ func renderCases() []renderCase {
 				ms.UID = "0d3c6f9a-2222-4b7e-8f00-fedcba987654"
 				ms.Spec.Replicas = ptr.To[int32](3)
 			}),
-			in: values.Inputs{FetchedGeneration: "0123abcd"},
+			in: values.Inputs{Served: fetched},
 			check: func(t *testing.T, v *values.Values, objs *objects) {
 				if got := *objs.deployment(t).Spec.Replicas; got != 3 {
 					t.Errorf("deployment replicas = %d, want 3", got)
@@ -171,7 +173,7 @@ func renderCases() []renderCase {
 			ms: modelServer("resnet", func(ms *servingv1alpha1.ModelServer) {
 				ms.Spec.Model.StorageURI = "pvc://shared-models/vision/resnet"
 			}),
-			in: values.Inputs{FetchedGeneration: "0123abcd"},
+			in: values.Inputs{Served: fetched},
 			check: func(t *testing.T, v *values.Values, objs *objects) {
 				if len(objs.claims) != 0 {
 					t.Errorf("a claim was rendered for a pvc:// model")
@@ -196,8 +198,8 @@ func renderCases() []renderCase {
 			name: "every podTemplate field, credentials, proxy env",
 			ms:   full,
 			in: values.Inputs{
-				FetchedGeneration: "0123abcd",
-				ProxyEnv:          []corev1.EnvVar{{Name: "HTTPS_PROXY", Value: "http://proxy.example.com:3128"}, {Name: "NO_PROXY", Value: ".svc,.cluster.local"}},
+				Served:   fetched,
+				ProxyEnv: []corev1.EnvVar{{Name: "HTTPS_PROXY", Value: "http://proxy.example.com:3128"}, {Name: "NO_PROXY", Value: ".svc,.cluster.local"}},
 			},
 			check: func(t *testing.T, v *values.Values, objs *objects) {
 				d := objs.deployment(t)
@@ -239,7 +241,7 @@ func renderCases() []renderCase {
 				ms.Spec.Model.VersionPolicy = &servingv1alpha1.VersionPolicy{Specific: &servingv1alpha1.SpecificVersions{Versions: []int64{1, 2}}}
 				ms.Spec.Model.VersionLabels = map[string]int64{"stable": 1, "canary": 2}
 			}),
-			in: values.Inputs{FetchedGeneration: "0123abcd"},
+			in: values.Inputs{Served: fetched},
 			check: func(t *testing.T, v *values.Values, objs *objects) {
 				cfg := objs.configMap(t).Data["models.config"]
 				for _, want := range []string{"specific {", "versions: 1", "versions: 2", `key: "stable"`, `key: "canary"`, "value: 2"} {
@@ -257,7 +259,7 @@ func renderCases() []renderCase {
 				ms.Spec.Image = "registry.example.com/tensorflow/serving:2.19.1-gpu"
 				ms.Spec.ImagePullPolicy = corev1.PullAlways
 			}),
-			in: values.Inputs{FetchedGeneration: "0123abcd"},
+			in: values.Inputs{Served: fetched},
 			check: func(t *testing.T, v *values.Values, objs *objects) {
 				s := objs.service(t)
 				if s.Spec.Type != corev1.ServiceTypeNodePort {
@@ -306,7 +308,7 @@ func renderCases() []renderCase {
 				// Characters YAML treats specially, which the CRD admits.
 				ms.Spec.Model.StorageURI = "https://models.example.com/resnet.tar.gz?sig=a:b,[0]*!@%3D#frag"
 			}),
-			in: values.Inputs{FetchedGeneration: "0123abcd"},
+			in: values.Inputs{Served: fetched},
 			check: func(t *testing.T, v *values.Values, objs *objects) {
 				if got := objs.service(t).Spec.Type; got != corev1.ServiceTypeLoadBalancer {
 					t.Errorf("service type = %q, want LoadBalancer", got)
@@ -317,10 +319,217 @@ func renderCases() []renderCase {
 			},
 		},
 		{
+			name: "autoscaling with a behavior",
+			ms: modelServer("resnet", func(ms *servingv1alpha1.ModelServer) {
+				ms.Spec.Autoscaling = &servingv1alpha1.Autoscaling{
+					MinReplicas: ptr.To[int32](2), MaxReplicas: 6,
+					TargetCPUUtilizationPercentage: ptr.To[int32](70), TargetMemoryUtilizationPercentage: ptr.To[int32](80),
+					Behavior: &autoscalingv2.HorizontalPodAutoscalerBehavior{ScaleDown: &autoscalingv2.HPAScalingRules{StabilizationWindowSeconds: ptr.To[int32](600)}},
+				}
+			}),
+			in: values.Inputs{Served: fetched},
+			check: func(t *testing.T, v *values.Values, objs *objects) {
+				if r := objs.deployment(t).Spec.Replicas; r != nil {
+					t.Errorf("deployment replicas = %d: the autoscaler owns them, the release must not set any", *r)
+				}
+				h := only(t, "HorizontalPodAutoscaler", objs.hpas)
+				if h.Spec.ScaleTargetRef != (autoscalingv2.CrossVersionObjectReference{APIVersion: "apps/v1", Kind: "Deployment", Name: v.Names.Deployment}) {
+					t.Errorf("hpa target = %+v", h.Spec.ScaleTargetRef)
+				}
+				if ptr.Deref(h.Spec.MinReplicas, 0) != 2 || h.Spec.MaxReplicas != 6 || len(h.Spec.Metrics) != 2 {
+					t.Errorf("hpa = %+v", h.Spec)
+				}
+				if m := h.Spec.Metrics[0]; m.Resource == nil || m.Resource.Name != corev1.ResourceCPU || ptr.Deref(m.Resource.Target.AverageUtilization, 0) != 70 {
+					t.Errorf("hpa cpu metric = %+v", m)
+				}
+				if h.Spec.Behavior == nil || ptr.Deref(h.Spec.Behavior.ScaleDown.StabilizationWindowSeconds, 0) != 600 {
+					t.Errorf("hpa behavior = %+v", h.Spec.Behavior)
+				}
+				if p := only(t, "PodDisruptionBudget", objs.pdbs); p.Spec.MaxUnavailable == nil || p.Spec.MaxUnavailable.IntValue() != 1 {
+					t.Errorf("pdb = %+v", p.Spec)
+				}
+			},
+		},
+		{
+			name: "autoscaling before the first fetch holds the pods at zero",
+			ms: modelServer("resnet", func(ms *servingv1alpha1.ModelServer) {
+				ms.Spec.Autoscaling = &servingv1alpha1.Autoscaling{MaxReplicas: 3, TargetCPUUtilizationPercentage: ptr.To[int32](50)}
+			}),
+			check: func(t *testing.T, v *values.Values, objs *objects) {
+				if r := objs.deployment(t).Spec.Replicas; r == nil || *r != 0 {
+					t.Errorf("deployment replicas = %v, want 0 until a fetch succeeds", r)
+				}
+				if len(objs.hpas) != 0 {
+					t.Error("an autoscaler was rendered before there is anything to serve")
+				}
+			},
+		},
+		{
+			name: "GPU, batching, priority, graceful shutdown",
+			ms: modelServer("resnet", func(ms *servingv1alpha1.ModelServer) {
+				ms.Spec.Resources.Limits = corev1.ResourceList{values.GPUResource: resource.MustParse("1")}
+				ms.Spec.Batching = &servingv1alpha1.Batching{MaxBatchSize: 64, BatchTimeoutMicros: ptr.To[int64](2000), MaxEnqueuedBatches: 10, NumBatchThreads: ptr.To[int32](4), AllowedBatchSizes: []int32{16, 32, 64}}
+				ms.Spec.PodTemplate.PriorityClassName = "serving-critical"
+				ms.Spec.PodTemplate.TerminationGracePeriodSeconds = ptr.To[int64](60)
+				ms.Spec.PodTemplate.DrainSeconds = ptr.To[int64](15)
+			}),
+			in: values.Inputs{Served: fetched},
+			check: func(t *testing.T, v *values.Values, objs *objects) {
+				ps := objs.deployment(t).Spec.Template.Spec
+				if img := ps.Containers[0].Image; img != servingv1alpha1.DefaultImage+"-gpu" {
+					t.Errorf("image = %q, want the GPU variant", img)
+				}
+				if !slices.ContainsFunc(ps.Tolerations, func(tl corev1.Toleration) bool {
+					return tl.Key == "nvidia.com/gpu" && tl.Effect == corev1.TaintEffectNoSchedule
+				}) {
+					t.Errorf("no toleration of the GPU taint: %+v", ps.Tolerations)
+				}
+				if jt := objs.jobs[0].Spec.Template.Spec.Tolerations; len(jt) != 0 {
+					t.Errorf("the fetch pod tolerates %+v: it needs no GPU", jt)
+				}
+				args := strings.Join(ps.Containers[0].Args, " ")
+				if !strings.Contains(args, "--enable_batching=true --batching_parameters_file=/etc/modelserver/batching.config") {
+					t.Errorf("args %s", args)
+				}
+				want := "max_batch_size { value: 64 }\nbatch_timeout_micros { value: 2000 }\nmax_enqueued_batches { value: 10 }\nnum_batch_threads { value: 4 }\nallowed_batch_sizes: 16\nallowed_batch_sizes: 32\nallowed_batch_sizes: 64\n"
+				if got := objs.configMap(t).Data["batching.config"]; got != want {
+					t.Errorf("batching.config = %q, want %q", got, want)
+				}
+				if ps.PriorityClassName != "serving-critical" || ptr.Deref(ps.TerminationGracePeriodSeconds, 0) != 60 {
+					t.Errorf("priority %q grace %v", ps.PriorityClassName, ps.TerminationGracePeriodSeconds)
+				}
+				if l := ps.Containers[0].Lifecycle; l == nil || l.PreStop == nil || l.PreStop.Sleep == nil || l.PreStop.Sleep.Seconds != 15 {
+					t.Errorf("preStop = %+v, want a 15s sleep", l)
+				}
+			},
+		},
+		{
+			name: "monitoring with a ServiceMonitor, service annotations",
+			ms: modelServer("resnet", func(ms *servingv1alpha1.ModelServer) {
+				ms.Spec.Monitoring.ServiceMonitor = &servingv1alpha1.ServiceMonitorSpec{Interval: "15s", Labels: map[string]string{"release": "prometheus"}}
+				ms.Spec.Service.Annotations = map[string]string{"service.beta.kubernetes.io/aws-load-balancer-internal": "true"}
+			}),
+			in: values.Inputs{Served: fetched, APIs: map[string]bool{values.APIKey(values.ServiceMonitorKind): true}},
+			check: func(t *testing.T, v *values.Values, objs *objects) {
+				a := objs.deployment(t).Spec.Template.Annotations
+				if a["prometheus.io/scrape"] != "true" || a["prometheus.io/path"] != values.MonitoringPath || a["prometheus.io/port"] != "8501" {
+					t.Errorf("scrape annotations = %v", a)
+				}
+				if got := objs.configMap(t).Data["monitoring.config"]; !strings.Contains(got, `path: "/monitoring/prometheus/metrics"`) || !strings.Contains(got, "enable: true") {
+					t.Errorf("monitoring.config = %q", got)
+				}
+				sm := objs.custom["ServiceMonitor"]
+				if len(sm) != 1 {
+					t.Fatalf("%d ServiceMonitors", len(sm))
+				}
+				spec := sm[0]["spec"].(map[string]any)
+				ep := spec["endpoints"].([]any)[0].(map[string]any)
+				if ep["port"] != "http" || ep["path"] != values.MonitoringPath || ep["interval"] != "15s" {
+					t.Errorf("ServiceMonitor endpoint = %v", ep)
+				}
+				if l := sm[0]["metadata"].(map[string]any)["labels"].(map[string]any); l["release"] != "prometheus" {
+					t.Errorf("ServiceMonitor labels = %v", l)
+				}
+			},
+		},
+		{
+			name: "a ServiceMonitor where the API is missing is left out with a warning",
+			ms: modelServer("resnet", func(ms *servingv1alpha1.ModelServer) {
+				ms.Spec.Monitoring.ServiceMonitor = &servingv1alpha1.ServiceMonitorSpec{}
+				ms.Spec.Gateway = &servingv1alpha1.GatewaySpec{ParentRefs: []servingv1alpha1.GatewayParentRef{{Name: "gw"}}}
+			}),
+			in: values.Inputs{Served: fetched},
+			check: func(t *testing.T, v *values.Values, objs *objects) {
+				if len(objs.custom) != 0 || len(v.Warnings) != 3 {
+					t.Errorf("custom objects %v, warnings %q", objs.custom, v.Warnings)
+				}
+			},
+		},
+		{
+			name: "ingress, gateway routes and a network policy",
+			ms: modelServer("resnet", func(ms *servingv1alpha1.ModelServer) {
+				ms.Spec.Ingress = &servingv1alpha1.IngressSpec{Host: "resnet.models.example.com", ClassName: "nginx", TLSSecretName: "models-tls"}
+				ms.Spec.Gateway = &servingv1alpha1.GatewaySpec{ParentRefs: []servingv1alpha1.GatewayParentRef{{Name: "gw", Namespace: "infra"}}, Hostnames: []string{"models.example.com"}}
+				ms.Spec.NetworkPolicy = &servingv1alpha1.NetworkPolicySpec{AllowedNamespaces: []string{"clients", "ml"}}
+			}),
+			in: values.Inputs{Served: fetched, APIs: map[string]bool{values.APIKey(values.HTTPRouteKind): true, values.APIKey(values.GRPCRouteKind): true}},
+			check: func(t *testing.T, v *values.Values, objs *objects) {
+				ing := only(t, "Ingress", objs.ingresses)
+				if ptr.Deref(ing.Spec.IngressClassName, "") != "nginx" || ing.Spec.Rules[0].Host != "resnet.models.example.com" ||
+					ing.Spec.Rules[0].HTTP.Paths[0].Backend.Service.Port.Name != "http" || ing.Spec.TLS[0].SecretName != "models-tls" {
+					t.Errorf("ingress = %+v", ing.Spec)
+				}
+				for kind, port := range map[string]float64{"HTTPRoute": 8501, "GRPCRoute": 8500} {
+					r := objs.custom[kind]
+					if len(r) != 1 {
+						t.Fatalf("%d %s", len(r), kind)
+					}
+					spec := r[0]["spec"].(map[string]any)
+					backend := spec["rules"].([]any)[0].(map[string]any)["backendRefs"].([]any)[0].(map[string]any)
+					if backend["name"] != v.Names.Service || backend["port"] != port {
+						t.Errorf("%s backend = %v", kind, backend)
+					}
+					if parent := spec["parentRefs"].([]any)[0].(map[string]any); parent["name"] != "gw" || parent["namespace"] != "infra" {
+						t.Errorf("%s parent = %v", kind, parent)
+					}
+				}
+				np := only(t, "NetworkPolicy", objs.netpols)
+				if got := np.Spec.Ingress[0].From[0].NamespaceSelector.MatchExpressions[0].Values; !slices.Equal(got, []string{"clients", "ml"}) {
+					t.Errorf("network policy namespaces = %q", got)
+				}
+				if !maps.Equal(np.Spec.PodSelector.MatchLabels, v.Labels.Selector) || len(np.Spec.Ingress[0].Ports) != 2 {
+					t.Errorf("network policy = %+v", np.Spec)
+				}
+			},
+		},
+		{
+			name: "several models in one server, one not fetched yet",
+			ms: func() *servingv1alpha1.ModelServer {
+				ms := modelServer("zoo", nil)
+				ms.Spec.Model = nil
+				ms.Spec.Models = []servingv1alpha1.ModelSpec{
+					{Name: "resnet", StorageURI: "s3://models/resnet", VersionLabels: map[string]int64{"stable": 1}},
+					{Name: "bert", StorageURI: "gs://models/bert", CredentialsSecret: "gcs"},
+					{Name: "resnet-copy", StorageURI: "s3://models/resnet"},
+				}
+				return ms
+			}(),
+			in: values.Inputs{Served: map[string]string{"resnet": "0123abcd", "resnet-copy": "0123abcd"}},
+			check: func(t *testing.T, v *values.Values, objs *objects) {
+				if len(objs.jobs) != 2 {
+					t.Errorf("%d fetch Jobs, want 2 (the two resnets share one)", len(objs.jobs))
+				}
+				config := objs.configMap(t).Data["models.config"]
+				if strings.Count(config, "config {") != 2 || strings.Contains(config, `"bert"`) {
+					t.Errorf("model config should list the two fetched models only:\n%s", config)
+				}
+				if r := objs.deployment(t).Spec.Replicas; r == nil || *r != 1 {
+					t.Errorf("replicas = %v: a model with data is served while another is fetched", r)
+				}
+				if objs.jobs[1].Spec.Template.Spec.Volumes[2].Secret.SecretName != "gcs" {
+					t.Errorf("bert's fetch lacks its credentials")
+				}
+			},
+		},
+		{
+			name: "ReadWriteMany spreads the pods over nodes",
+			ms: modelServer("resnet", func(ms *servingv1alpha1.ModelServer) {
+				ms.Spec.Storage.AccessMode = corev1.ReadWriteMany
+				ms.Spec.Replicas = ptr.To[int32](3)
+			}),
+			in: values.Inputs{Served: fetched},
+			check: func(t *testing.T, v *values.Values, objs *objects) {
+				tsc := objs.deployment(t).Spec.Template.Spec.TopologySpreadConstraints
+				if len(tsc) != 2 || tsc[1].TopologyKey != corev1.LabelHostname || tsc[1].WhenUnsatisfiable != corev1.ScheduleAnyway {
+					t.Errorf("topology spread = %+v", tsc)
+				}
+			},
+		},
+		{
 			name: "longest ModelServer name",
 			ms:   modelServer("m"+strings.Repeat("x", servingv1alpha1.MaxNameLength-2)+"9", nil),
 			check: func(t *testing.T, v *values.Values, objs *objects) {
-				for _, n := range []string{v.Names.Deployment, v.Names.Service, v.Names.ConfigMap, v.Names.Claim, v.Names.FetchJob} {
+				for _, n := range []string{v.Names.Deployment, v.Names.Service, v.Names.ConfigMap, v.Names.Claim, v.Fetches[0].Name} {
 					if len(n) > 63 {
 						t.Errorf("name %q is longer than 63 characters", n)
 					}
@@ -346,37 +555,52 @@ func TestRenderModelServers(t *testing.T) {
 	}
 }
 
-// TestModelConfigChangeRollsPods: the serving pods carry a checksum of the
-// model config, so a change to it makes a new ReplicaSet; anything else
-// leaves the checksum as it is.
-func TestModelConfigChangeRollsPods(t *testing.T) {
-	in := values.Inputs{FetchedGeneration: "0123abcd"}
-	checksum := func(mutate func(*servingv1alpha1.ModelServer)) string {
+// TestOnlyStartupSettingsRollPods: the serving pods carry a checksum of what
+// TF Serving reads only at start, so a change to it makes a new ReplicaSet;
+// a version policy or label is polled from the model config, and must leave
+// the pods alone.
+func TestOnlyStartupSettingsRollPods(t *testing.T) {
+	in := values.Inputs{Served: fetched}
+	render := func(mutate func(*servingv1alpha1.ModelServer)) (string, string) {
 		t.Helper()
 		objs := renderValues(t, valuesFor(t, modelServer("resnet", mutate), in))
-		return objs.deployment(t).Spec.Template.Annotations["checksum/model-config"]
+		return objs.deployment(t).Spec.Template.Annotations["checksum/config"], objs.configMap(t).Data[values.ModelConfigFile]
 	}
-	base := checksum(nil)
+	base, baseConfig := render(nil)
 	if base == "" {
-		t.Fatal("no checksum/model-config annotation on the serving pods")
+		t.Fatal("no checksum/config annotation on the serving pods")
 	}
-	if again := checksum(nil); again != base {
+	if again, _ := render(nil); again != base {
 		t.Errorf("checksum changed between two renders of the same spec: %s, %s", base, again)
 	}
-	if scaled := checksum(func(ms *servingv1alpha1.ModelServer) { ms.Spec.Replicas = ptr.To[int32](5) }); scaled != base {
-		t.Errorf("scaling changed the model config checksum")
-	}
-	changes := map[string]func(*servingv1alpha1.ModelServer){
+	polled := map[string]func(*servingv1alpha1.ModelServer){
+		"replicas": func(ms *servingv1alpha1.ModelServer) { ms.Spec.Replicas = ptr.To[int32](5) },
 		"version policy": func(ms *servingv1alpha1.ModelServer) {
 			ms.Spec.Model.VersionPolicy = &servingv1alpha1.VersionPolicy{Latest: &servingv1alpha1.LatestVersions{NumVersions: 2}}
 		},
 		"version labels": func(ms *servingv1alpha1.ModelServer) { ms.Spec.Model.VersionLabels = map[string]int64{"stable": 1} },
-		"model name":     func(ms *servingv1alpha1.ModelServer) { ms.Spec.Model.Name = "other" },
 	}
-	for name, mutate := range changes {
-		if got := checksum(mutate); got == base {
-			t.Errorf("changing the %s left the checksum at %s", name, base)
+	for name, mutate := range polled {
+		if got, config := render(mutate); got != base {
+			t.Errorf("changing the %s rolled the pods (checksum %s, was %s)", name, got, base)
+		} else if name != "replicas" && config == baseConfig {
+			t.Errorf("changing the %s left the model config as it was", name)
 		}
+	}
+	restart := map[string]func(*servingv1alpha1.ModelServer){
+		"model name": func(ms *servingv1alpha1.ModelServer) { ms.Spec.Model.Name = "other" },
+		"batching":   func(ms *servingv1alpha1.ModelServer) { ms.Spec.Batching = &servingv1alpha1.Batching{MaxBatchSize: 8} },
+		"monitoring": func(ms *servingv1alpha1.ModelServer) { ms.Spec.Monitoring.Enabled = ptr.To(false) },
+		"ports":      func(ms *servingv1alpha1.ModelServer) { ms.Spec.Ports = servingv1alpha1.Ports{GRPC: 9000, REST: 9001} },
+	}
+	for name, mutate := range restart {
+		if got, _ := render(mutate); got == base {
+			t.Errorf("changing the %s left the checksum at %s: the pods would not see it", name, base)
+		}
+	}
+	in.Served = map[string]string{"resnet": "4567cdef"}
+	if got := renderValues(t, valuesFor(t, modelServer("resnet", nil), in)).deployment(t).Spec.Template.Annotations["checksum/config"]; got == base {
+		t.Error("a newly fetched generation left the checksum as it was: the pods would keep the old model")
 	}
 }
 
@@ -397,7 +621,7 @@ func TestChartRendersWithItsDefaults(t *testing.T) {
 	objs := decodeAll(t, rendered)
 	ms := modelServer("resnet", nil)
 	checkStack(t, ms, v, objs)
-	if v.Names.FetchJob != "resnet-fetch-00000000" || v.Model.StorageURI != "s3://models/resnet" || objs.deployment(t).Name != "resnet" {
+	if v.Fetches[0].Name != "resnet-fetch-00000000" || v.Models[0].StorageURI != "s3://models/resnet" || objs.deployment(t).Name != "resnet" {
 		t.Errorf("unexpected sample: %+v", v)
 	}
 	if notes := rendered[helmcharts.ChartName+"/templates/NOTES.txt"]; !strings.Contains(notes, "/v1/models/resnet") {
@@ -518,6 +742,7 @@ func TestOperatorValuesOverrideEveryDefault(t *testing.T) {
 				// read them then.
 				got.Volume.Size, got.Volume.AccessMode = v.Volume.Size, v.Volume.AccessMode
 			}
+			got.Warnings = v.Warnings // not chart values
 			if !equality.Semantic.DeepEqual(got, v) {
 				want, _ := json.MarshalIndent(v, "", "  ")
 				have, _ := json.MarshalIndent(got, "", "  ")
@@ -534,7 +759,7 @@ func TestSchemaRejectsBadValues(t *testing.T) {
 		t.Helper()
 		m, err := valuesFor(t, modelServer("resnet", func(ms *servingv1alpha1.ModelServer) {
 			ms.UID = "6b7b1c9e-1111-4a2b-9c3d-0123456789ab"
-		}), values.Inputs{FetchedGeneration: "0123abcd"}).Map()
+		}), values.Inputs{Served: fetched}).Map()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -545,6 +770,7 @@ func TestSchemaRejectsBadValues(t *testing.T) {
 	}
 
 	sub := func(m map[string]any, key string) map[string]any { return m[key].(map[string]any) }
+	first := func(m map[string]any, key string) map[string]any { return m[key].([]any)[0].(map[string]any) }
 	cases := map[string]func(m map[string]any){
 		"negative replicas":           func(m map[string]any) { sub(m, "serving")["replicas"] = -1 },
 		"fractional replicas":         func(m map[string]any) { sub(m, "serving")["replicas"] = 1.5 },
@@ -553,8 +779,8 @@ func TestSchemaRejectsBadValues(t *testing.T) {
 		"port as a string":            func(m map[string]any) { sub(m, "serving")["restPort"] = "8501" },
 		"unknown top-level key":       func(m map[string]any) { m["replicas"] = 2 },
 		"unknown names key":           func(m map[string]any) { sub(m, "names")["secret"] = "x" },
-		"unknown model key":           func(m map[string]any) { sub(m, "model")["version"] = 1 },
-		"unknown fetch key":           func(m map[string]any) { sub(m, "fetch")["command"] = []any{"sh"} },
+		"unknown model key":           func(m map[string]any) { first(m, "models")["version"] = 1 },
+		"unknown fetch key":           func(m map[string]any) { first(m, "fetches")["command"] = []any{"sh"} },
 		"unknown volume key":          func(m map[string]any) { sub(m, "volume")["hostPath"] = "/data" },
 		"unknown serving key":         func(m map[string]any) { sub(m, "serving")["command"] = []any{"sh"} },
 		"unknown service key":         func(m map[string]any) { sub(m, "service")["nodePort"] = 30000 },
@@ -562,18 +788,28 @@ func TestSchemaRejectsBadValues(t *testing.T) {
 		"unknown pod key":             func(m map[string]any) { sub(m, "pod")["hostNetwork"] = true },
 		"ExternalName service":        func(m map[string]any) { sub(m, "service")["type"] = "ExternalName" },
 		"bad pull policy":             func(m map[string]any) { sub(m, "serving")["imagePullPolicy"] = "Sometimes" },
-		"modelConfig without newline": func(m map[string]any) { m["modelConfig"] = "model_config_list {}" },
-		"modelConfig two newlines":    func(m map[string]any) { m["modelConfig"] = "model_config_list {}\n\n" },
-		"indented modelConfig":        func(m map[string]any) { m["modelConfig"] = "  model_config_list {}\n" },
-		"model name with a slash":     func(m map[string]any) { sub(m, "model")["name"] = "a/../b" },
-		"job name too long":           func(m map[string]any) { sub(m, "names")["fetchJob"] = strings.Repeat("a", 64) },
-		"upper-case service name":     func(m map[string]any) { sub(m, "names")["service"] = "ResNet" },
-		"label value not a string":    func(m map[string]any) { sub(sub(m, "labels"), "common")["team"] = 1 },
-		"negative backoff limit":      func(m map[string]any) { sub(m, "fetch")["backoffLimit"] = -1 },
-		"empty fetch args":            func(m map[string]any) { sub(m, "fetch")["args"] = []any{} },
-		"bad access mode":             func(m map[string]any) { sub(m, "volume")["accessMode"] = "ReadWriteSometimes" },
-		"bad size":                    func(m map[string]any) { sub(m, "volume")["size"] = "ten gigs" },
-		"owner without uid":           func(m map[string]any) { delete(sub(m, "owner"), "uid") },
+		"modelConfig without newline": func(m map[string]any) { sub(m, "configFiles")["models.config"] = "model_config_list {}" },
+		"modelConfig two newlines":    func(m map[string]any) { sub(m, "configFiles")["models.config"] = "model_config_list {}\n\n" },
+		"indented modelConfig":        func(m map[string]any) { sub(m, "configFiles")["models.config"] = "  model_config_list {}\n" },
+		"config file outside the dir": func(m map[string]any) { sub(m, "configFiles")["../etc.config"] = "x\n" },
+		"no models":                   func(m map[string]any) { m["models"] = []any{} },
+		"hpa without metrics": func(m map[string]any) {
+			m["autoscaling"] = map[string]any{"minReplicas": 1, "maxReplicas": 2, "metrics": []any{}}
+		},
+		"pdb allowing no disruption": func(m map[string]any) { m["disruption"] = map[string]any{"maxUnavailable": 0} },
+		"route without a parent": func(m map[string]any) {
+			m["routes"] = map[string]any{"parentRefs": []any{}, "http": true, "grpc": true}
+		},
+		"negative drain":           func(m map[string]any) { sub(m, "serving")["drainSeconds"] = -1 },
+		"model name with a slash":  func(m map[string]any) { first(m, "models")["name"] = "a/../b" },
+		"job name too long":        func(m map[string]any) { first(m, "fetches")["name"] = strings.Repeat("a", 64) },
+		"upper-case service name":  func(m map[string]any) { sub(m, "names")["service"] = "ResNet" },
+		"label value not a string": func(m map[string]any) { sub(sub(m, "labels"), "common")["team"] = 1 },
+		"negative backoff limit":   func(m map[string]any) { first(m, "fetches")["backoffLimit"] = -1 },
+		"empty fetch args":         func(m map[string]any) { first(m, "fetches")["args"] = []any{} },
+		"bad access mode":          func(m map[string]any) { sub(m, "volume")["accessMode"] = "ReadWriteSometimes" },
+		"bad size":                 func(m map[string]any) { sub(m, "volume")["size"] = "ten gigs" },
+		"owner without uid":        func(m map[string]any) { delete(sub(m, "owner"), "uid") },
 	}
 	for name, mutate := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -594,9 +830,9 @@ func TestSchemaRejectsBadValues(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := good(t)
-	delete(m, "modelConfig")
+	delete(sub(m, "configFiles"), "models.config")
 	if err := chartutil.ValidateAgainstSingleSchema(m, c.Schema); err == nil {
-		t.Errorf("values without a modelConfig were accepted")
+		t.Errorf("values without a model config were accepted")
 	}
 	m = good(t)
 	delete(sub(m, "volume"), "size")
@@ -614,9 +850,25 @@ func checkStack(t *testing.T, ms *servingv1alpha1.ModelServer, v *values.Values,
 	t.Helper()
 
 	// Exactly the expected kinds.
-	wantKinds := []string{"ConfigMap", "Deployment", "Job", "Service"}
+	wantKinds := []string{"ConfigMap", "Deployment", "Service"}
+	for range v.Fetches {
+		wantKinds = append(wantKinds, "Job")
+	}
 	if v.Volume.Create {
 		wantKinds = append(wantKinds, "PersistentVolumeClaim")
+	}
+	for kind, on := range map[string]bool{
+		"HorizontalPodAutoscaler": v.Autoscaling != nil,
+		"PodDisruptionBudget":     v.Disruption != nil,
+		"Ingress":                 v.Ingress != nil,
+		"NetworkPolicy":           v.NetworkPolicy != nil,
+		"HTTPRoute":               v.Routes != nil && v.Routes.HTTP,
+		"GRPCRoute":               v.Routes != nil && v.Routes.GRPC,
+		"ServiceMonitor":          v.Monitoring.ServiceMonitor != nil,
+	} {
+		if on {
+			wantKinds = append(wantKinds, kind)
+		}
 	}
 	sort.Strings(wantKinds)
 	gotKinds := slices.Sorted(slices.Values(objs.kinds))
@@ -625,7 +877,7 @@ func checkStack(t *testing.T, ms *servingv1alpha1.ModelServer, v *values.Values,
 	}
 
 	// Metadata of every object.
-	cm, d, svc, job := objs.configMap(t), objs.deployment(t), objs.service(t), objs.job(t)
+	cm, d, svc := objs.configMap(t), objs.deployment(t), objs.service(t)
 	metas := []struct {
 		meta      metav1.ObjectMeta
 		name      string
@@ -634,7 +886,20 @@ func checkStack(t *testing.T, ms *servingv1alpha1.ModelServer, v *values.Values,
 		{cm.ObjectMeta, v.Names.ConfigMap, "model-config"},
 		{d.ObjectMeta, v.Names.Deployment, "serving"},
 		{svc.ObjectMeta, v.Names.Service, "serving"},
-		{job.ObjectMeta, v.Names.FetchJob, "model-fetch"},
+	}
+	for i, f := range v.Fetches {
+		metas = append(metas, struct {
+			meta      metav1.ObjectMeta
+			name      string
+			component string
+		}{objs.jobs[i].ObjectMeta, f.Name, "model-fetch"})
+	}
+	for _, o := range objs.extras {
+		metas = append(metas, struct {
+			meta      metav1.ObjectMeta
+			name      string
+			component string
+		}{o, v.Names.Deployment, "serving"})
 	}
 	if v.Volume.Create {
 		metas = append(metas, struct {
@@ -657,17 +922,14 @@ func checkStack(t *testing.T, ms *servingv1alpha1.ModelServer, v *values.Values,
 		checkOwner(t, m.name, m.meta.OwnerReferences, ms)
 	}
 
-	// ConfigMap: the model config, byte for byte.
-	if got := cm.Data[values.ModelConfigFile]; got != v.ModelConfig {
-		t.Errorf("ConfigMap %s = %q, want %q", values.ModelConfigFile, got, v.ModelConfig)
-	}
-	if len(cm.Data) != 1 || len(cm.BinaryData) != 0 {
-		t.Errorf("ConfigMap holds more than the model config: %v", cm.Data)
+	// ConfigMap: the config files, byte for byte.
+	if !maps.Equal(cm.Data, v.ConfigFiles) || len(cm.BinaryData) != 0 {
+		t.Errorf("ConfigMap data = %q, want %q", cm.Data, v.ConfigFiles)
 	}
 
 	// Deployment.
-	if d.Spec.Replicas == nil || *d.Spec.Replicas != v.Serving.Replicas {
-		t.Errorf("deployment replicas = %v, want %d", d.Spec.Replicas, v.Serving.Replicas)
+	if !equality.Semantic.DeepEqual(d.Spec.Replicas, v.Serving.Replicas) {
+		t.Errorf("deployment replicas = %v, want %v", ptr.Deref(d.Spec.Replicas, -1), ptr.Deref(v.Serving.Replicas, -1))
 	}
 	if d.Spec.Selector == nil || !maps.Equal(d.Spec.Selector.MatchLabels, v.Labels.Selector) || len(d.Spec.Selector.MatchExpressions) != 0 {
 		t.Errorf("deployment selector = %v, want %v", d.Spec.Selector, v.Labels.Selector)
@@ -685,18 +947,26 @@ func checkStack(t *testing.T, ms *servingv1alpha1.ModelServer, v *values.Values,
 	if d.Spec.RevisionHistoryLimit == nil || *d.Spec.RevisionHistoryLimit != 3 {
 		t.Errorf("revisionHistoryLimit = %v, want 3", d.Spec.RevisionHistoryLimit)
 	}
-	sum := sha256.Sum256([]byte(v.ModelConfig))
-	wantAnnotations := map[string]string{"checksum/model-config": hex.EncodeToString(sum[:])}
+	wantAnnotations := map[string]string{"checksum/config": v.Serving.RestartChecksum}
+	maps.Copy(wantAnnotations, v.Serving.Annotations)
 	maps.Copy(wantAnnotations, v.Pod.Annotations)
 	if !maps.Equal(d.Spec.Template.Annotations, wantAnnotations) {
 		t.Errorf("serving pod annotations = %v, want %v", d.Spec.Template.Annotations, wantAnnotations)
 	}
 	ps := d.Spec.Template.Spec
-	if ps.TerminationGracePeriodSeconds == nil || *ps.TerminationGracePeriodSeconds != 30 {
-		t.Errorf("terminationGracePeriodSeconds = %v, want 30", ps.TerminationGracePeriodSeconds)
+	if ps.TerminationGracePeriodSeconds == nil || *ps.TerminationGracePeriodSeconds != v.Serving.TerminationGracePeriodSeconds {
+		t.Errorf("terminationGracePeriodSeconds = %v, want %d", ps.TerminationGracePeriodSeconds, v.Serving.TerminationGracePeriodSeconds)
+	}
+	if ps.PriorityClassName != v.Serving.PriorityClassName {
+		t.Errorf("priorityClassName = %q, want %q", ps.PriorityClassName, v.Serving.PriorityClassName)
+	}
+	if !equality.Semantic.DeepEqual(ps.TopologySpreadConstraints, v.Serving.TopologySpreadConstraints) {
+		t.Errorf("topologySpreadConstraints = %+v, want %+v", ps.TopologySpreadConstraints, v.Serving.TopologySpreadConstraints)
 	}
 	checkRestricted(t, "serving pod", ps)
-	checkPodSettings(t, "serving pod", ps, v.Pod)
+	servingPod := v.Pod
+	servingPod.Tolerations = v.Serving.Tolerations
+	checkPodSettings(t, "serving pod", ps, servingPod)
 	if len(ps.Containers) != 1 || len(ps.InitContainers) != 0 {
 		t.Fatalf("serving pod has containers %d and init containers %d, want 1 and 0", len(ps.Containers), len(ps.InitContainers))
 	}
@@ -707,15 +977,31 @@ func checkStack(t *testing.T, ms *servingv1alpha1.ModelServer, v *values.Values,
 	if !slices.Equal(c.Command, []string{"tensorflow_model_server"}) {
 		t.Errorf("serving command = %q", c.Command)
 	}
-	wantArgs := []string{
+	if !slices.Equal(c.Args, v.Serving.Args) {
+		t.Errorf("serving args = %q, want %q", c.Args, v.Serving.Args)
+	}
+	for _, want := range []string{
 		"--port=" + itoa(v.Serving.GRPCPort),
 		"--rest_api_port=" + itoa(v.Serving.RESTPort),
 		"--model_config_file=" + values.ConfigMountPath + "/" + values.ModelConfigFile,
-		"--model_config_file_poll_wait_seconds=" + itoa(v.Serving.ConfigPollSeconds),
-		"--allow_version_labels_for_unavailable_models=true",
+	} {
+		if !slices.Contains(c.Args, want) {
+			t.Errorf("serving args %q lack %s", c.Args, want)
+		}
 	}
-	if !slices.Equal(c.Args, wantArgs) {
-		t.Errorf("serving args = %q, want %q", c.Args, wantArgs)
+	for _, a := range c.Args {
+		if file, ok := strings.CutPrefix(a[strings.Index(a, "=")+1:], values.ConfigMountPath+"/"); ok && strings.HasSuffix(a[:strings.Index(a, "=")], "_file") {
+			if _, ok := cm.Data[file]; !ok {
+				t.Errorf("serving arg %s names a file the ConfigMap does not hold", a)
+			}
+		}
+	}
+	var wantLifecycle *corev1.Lifecycle
+	if v.Serving.DrainSeconds > 0 {
+		wantLifecycle = &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{Sleep: &corev1.SleepAction{Seconds: v.Serving.DrainSeconds}}}
+	}
+	if !equality.Semantic.DeepEqual(c.Lifecycle, wantLifecycle) {
+		t.Errorf("serving lifecycle = %+v, want a preStop sleep of %ds", c.Lifecycle, v.Serving.DrainSeconds)
 	}
 	wantPorts := []corev1.ContainerPort{
 		{Name: "grpc", ContainerPort: v.Serving.GRPCPort, Protocol: corev1.ProtocolTCP},
@@ -730,9 +1016,9 @@ func checkStack(t *testing.T, ms *servingv1alpha1.ModelServer, v *values.Values,
 	if !equality.Semantic.DeepEqual(c.Resources, v.Serving.Resources) {
 		t.Errorf("serving resources = %+v, want %+v", c.Resources, v.Serving.Resources)
 	}
-	wantReadiness := corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/v1/models/" + v.Model.Name, Port: intstr.FromString("http")}}
+	wantReadiness := corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: v.Serving.ReadinessPath, Port: intstr.FromString("http")}}
 	if p := c.ReadinessProbe; p == nil || !equality.Semantic.DeepEqual(p.ProbeHandler, wantReadiness) || p.PeriodSeconds != 5 || p.FailureThreshold != 3 {
-		t.Errorf("readiness probe = %+v, want GET /v1/models/%s on http every 5s", p, v.Model.Name)
+		t.Errorf("readiness probe = %+v, want GET %s on http every 5s", p, v.Serving.ReadinessPath)
 	}
 	if p := c.StartupProbe; p == nil || p.TCPSocket == nil || p.TCPSocket.Port != intstr.FromString("http") || p.PeriodSeconds != 10 || p.FailureThreshold != 60 {
 		t.Errorf("startup probe = %+v", p)
@@ -756,11 +1042,16 @@ func checkStack(t *testing.T, ms *servingv1alpha1.ModelServer, v *values.Values,
 	if !equality.Semantic.DeepEqual(ps.Volumes, wantVolumes) {
 		t.Errorf("serving volumes = %+v, want %+v", ps.Volumes, wantVolumes)
 	}
-	if !strings.HasPrefix(v.Model.BasePath, values.ModelsMountPath+"/") {
-		t.Errorf("model base path %q is not on the model volume %s", v.Model.BasePath, values.ModelsMountPath)
+	for _, m := range v.Models {
+		if m.BasePath != "" && !strings.HasPrefix(m.BasePath, values.ModelsMountPath+"/") {
+			t.Errorf("model base path %q is not on the model volume %s", m.BasePath, values.ModelsMountPath)
+		}
 	}
 
 	// Service.
+	if !maps.Equal(svc.Annotations, v.Service.Annotations) {
+		t.Errorf("service annotations = %v, want %v", svc.Annotations, v.Service.Annotations)
+	}
 	if svc.Spec.Type != v.Service.Type || !maps.Equal(svc.Spec.Selector, v.Labels.Selector) {
 		t.Errorf("service type %q selector %v, want %q %v", svc.Spec.Type, svc.Spec.Selector, v.Service.Type, v.Labels.Selector)
 	}
@@ -793,12 +1084,22 @@ func checkStack(t *testing.T, ms *servingv1alpha1.ModelServer, v *values.Values,
 		}
 	}
 
-	// Job.
-	if job.Spec.BackoffLimit == nil || *job.Spec.BackoffLimit != v.Fetch.BackoffLimit {
-		t.Errorf("job backoffLimit = %v, want %d", job.Spec.BackoffLimit, v.Fetch.BackoffLimit)
+	// Jobs.
+	for i, f := range v.Fetches {
+		checkJob(t, v, f, &objs.jobs[i])
 	}
-	if job.Spec.ActiveDeadlineSeconds == nil || *job.Spec.ActiveDeadlineSeconds != v.Fetch.ActiveDeadline {
-		t.Errorf("job activeDeadlineSeconds = %v, want %d", job.Spec.ActiveDeadlineSeconds, v.Fetch.ActiveDeadline)
+}
+
+func checkJob(t *testing.T, v *values.Values, fetch values.Fetch, job *batchv1.Job) {
+	t.Helper()
+	if job.Name != fetch.Name {
+		t.Errorf("job %s, want %s", job.Name, fetch.Name)
+	}
+	if job.Spec.BackoffLimit == nil || *job.Spec.BackoffLimit != fetch.BackoffLimit {
+		t.Errorf("job backoffLimit = %v, want %d", job.Spec.BackoffLimit, fetch.BackoffLimit)
+	}
+	if job.Spec.ActiveDeadlineSeconds == nil || *job.Spec.ActiveDeadlineSeconds != fetch.ActiveDeadline {
+		t.Errorf("job activeDeadlineSeconds = %v, want %d", job.Spec.ActiveDeadlineSeconds, fetch.ActiveDeadline)
 	}
 	if job.Spec.Selector != nil {
 		t.Errorf("job has a selector; the Job controller makes its own")
@@ -825,17 +1126,17 @@ func checkStack(t *testing.T, ms *servingv1alpha1.ModelServer, v *values.Values,
 		t.Fatalf("fetch pod has containers %d and init containers %d, want 1 and 0", len(jps.Containers), len(jps.InitContainers))
 	}
 	fc := jps.Containers[0]
-	if fc.Name != "fetch" || fc.Image != v.Fetch.Image || fc.ImagePullPolicy != v.Fetch.ImagePullPolicy {
+	if fc.Name != "fetch" || fc.Image != fetch.Image || fc.ImagePullPolicy != fetch.ImagePullPolicy {
 		t.Errorf("fetch container %q image %q %q", fc.Name, fc.Image, fc.ImagePullPolicy)
 	}
-	if fc.Command != nil || !slices.Equal(fc.Args, v.Fetch.Args) {
-		t.Errorf("fetch command %q args %q, want the image's entrypoint with %q", fc.Command, fc.Args, v.Fetch.Args)
+	if fc.Command != nil || !slices.Equal(fc.Args, fetch.Args) {
+		t.Errorf("fetch command %q args %q, want the image's entrypoint with %q", fc.Command, fc.Args, fetch.Args)
 	}
-	if !equality.Semantic.DeepEqual(fc.Env, v.Fetch.Env) {
-		t.Errorf("fetch env = %v, want the operator's proxy env %v", fc.Env, v.Fetch.Env)
+	if !equality.Semantic.DeepEqual(fc.Env, fetch.Env) {
+		t.Errorf("fetch env = %v, want the operator's proxy env %v", fc.Env, fetch.Env)
 	}
-	if !equality.Semantic.DeepEqual(fc.Resources, v.Fetch.Resources) {
-		t.Errorf("fetch resources = %+v, want %+v", fc.Resources, v.Fetch.Resources)
+	if !equality.Semantic.DeepEqual(fc.Resources, fetch.Resources) {
+		t.Errorf("fetch resources = %+v, want %+v", fc.Resources, fetch.Resources)
 	}
 	if fc.TerminationMessagePolicy != corev1.TerminationMessageFallbackToLogsOnError {
 		t.Errorf("fetch terminationMessagePolicy = %q", fc.TerminationMessagePolicy)
@@ -848,10 +1149,10 @@ func checkStack(t *testing.T, ms *servingv1alpha1.ModelServer, v *values.Values,
 		{Name: "model", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: v.Volume.ClaimName, ReadOnly: !v.Volume.Create}}},
 		{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
 	}
-	if v.Fetch.CredentialsSecret != "" {
+	if fetch.CredentialsSecret != "" {
 		wantFetchMounts = append(wantFetchMounts, corev1.VolumeMount{Name: "credentials", MountPath: values.CredentialsMountPath, ReadOnly: true})
 		wantFetchVolumes = append(wantFetchVolumes, corev1.Volume{Name: "credentials", VolumeSource: corev1.VolumeSource{
-			Secret: &corev1.SecretVolumeSource{SecretName: v.Fetch.CredentialsSecret, DefaultMode: ptr.To[int32](0o440)},
+			Secret: &corev1.SecretVolumeSource{SecretName: fetch.CredentialsSecret, DefaultMode: ptr.To[int32](0o440)},
 		}})
 	}
 	if !equality.Semantic.DeepEqual(fc.VolumeMounts, wantFetchMounts) {
@@ -954,6 +1255,15 @@ type objects struct {
 	services    []corev1.Service
 	claims      []corev1.PersistentVolumeClaim
 	jobs        []batchv1.Job
+	hpas        []autoscalingv2.HorizontalPodAutoscaler
+	pdbs        []policyv1.PodDisruptionBudget
+	ingresses   []networkingv1.Ingress
+	netpols     []networkingv1.NetworkPolicy
+	// custom are the objects of custom resource kinds (routes,
+	// ServiceMonitor) by kind, as JSON maps.
+	custom map[string][]map[string]any
+	// extras is the metadata of the objects besides the stack's core.
+	extras []metav1.ObjectMeta
 }
 
 func only[T any](t *testing.T, kind string, list []T) *T {
@@ -1034,6 +1344,34 @@ func decodeAll(t *testing.T, rendered map[string]string) *objects {
 				objs.claims = append(objs.claims, strictDecode[corev1.PersistentVolumeClaim](t, file, doc))
 			case metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"}:
 				objs.jobs = append(objs.jobs, strictDecode[batchv1.Job](t, file, doc))
+			case metav1.TypeMeta{APIVersion: "autoscaling/v2", Kind: "HorizontalPodAutoscaler"}:
+				o := strictDecode[autoscalingv2.HorizontalPodAutoscaler](t, file, doc)
+				objs.hpas, objs.extras = append(objs.hpas, o), append(objs.extras, o.ObjectMeta)
+			case metav1.TypeMeta{APIVersion: "policy/v1", Kind: "PodDisruptionBudget"}:
+				o := strictDecode[policyv1.PodDisruptionBudget](t, file, doc)
+				objs.pdbs, objs.extras = append(objs.pdbs, o), append(objs.extras, o.ObjectMeta)
+			case metav1.TypeMeta{APIVersion: "networking.k8s.io/v1", Kind: "Ingress"}:
+				o := strictDecode[networkingv1.Ingress](t, file, doc)
+				objs.ingresses, objs.extras = append(objs.ingresses, o), append(objs.extras, o.ObjectMeta)
+			case metav1.TypeMeta{APIVersion: "networking.k8s.io/v1", Kind: "NetworkPolicy"}:
+				o := strictDecode[networkingv1.NetworkPolicy](t, file, doc)
+				objs.netpols, objs.extras = append(objs.netpols, o), append(objs.extras, o.ObjectMeta)
+			case metav1.TypeMeta{APIVersion: "gateway.networking.k8s.io/v1", Kind: "HTTPRoute"},
+				metav1.TypeMeta{APIVersion: "gateway.networking.k8s.io/v1", Kind: "GRPCRoute"},
+				metav1.TypeMeta{APIVersion: "monitoring.coreos.com/v1", Kind: "ServiceMonitor"}:
+				o := strictDecode[map[string]any](t, file, doc)
+				if objs.custom == nil {
+					objs.custom = map[string][]map[string]any{}
+				}
+				objs.custom[tm.Kind] = append(objs.custom[tm.Kind], o)
+				if tm.Kind != "ServiceMonitor" {
+					meta := strictDecode[struct {
+						metav1.TypeMeta `json:",inline"`
+						Metadata        metav1.ObjectMeta `json:"metadata"`
+						Spec            map[string]any    `json:"spec"`
+					}](t, file, doc)
+					objs.extras = append(objs.extras, meta.Metadata)
+				}
 			default:
 				t.Errorf("%s: unexpected object %s %s", file, tm.APIVersion, tm.Kind)
 			}
@@ -1078,8 +1416,23 @@ func strictValues(t *testing.T, m map[string]any) *values.Values {
 	return &v
 }
 
+// fetched serves every model from generation 0123abcd (see valuesFor).
+var fetched = map[string]string{allModels: "0123abcd"}
+
+const allModels = "*"
+
 func valuesFor(t *testing.T, ms *servingv1alpha1.ModelServer, in values.Inputs) *values.Values {
 	t.Helper()
+	if gen, ok := in.Served[allModels]; ok {
+		models, _, err := values.Models(ms)
+		if err != nil {
+			t.Fatal(err)
+		}
+		in.Served = map[string]string{}
+		for _, m := range models {
+			in.Served[m.Name] = gen
+		}
+	}
 	in.ChartVersion = chartVersion
 	in.AppVersion = "2.19.1"
 	in.FetchImage = fetchImage
@@ -1094,7 +1447,7 @@ func modelServer(name string, mutate func(*servingv1alpha1.ModelServer)) *servin
 	ms := &servingv1alpha1.ModelServer{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace},
 		Spec: servingv1alpha1.ModelServerSpec{
-			Model: servingv1alpha1.ModelSpec{StorageURI: "s3://models/resnet"},
+			Model: &servingv1alpha1.ModelSpec{StorageURI: "s3://models/resnet"},
 		},
 	}
 	if mutate != nil {

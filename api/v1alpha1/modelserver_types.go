@@ -1,6 +1,7 @@
 package v1alpha1
 
 import (
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -43,22 +44,44 @@ type ModelServer struct {
 
 // ModelServerSpec is the desired state of a ModelServer.
 // +kubebuilder:validation:XValidation:rule="self.ports.grpc != self.ports.rest",message="spec.ports.grpc and spec.ports.rest must differ"
-// +kubebuilder:validation:XValidation:rule="!self.model.storageUri.startsWith('pvc://') || !has(self.storage.storageClassName)",message="spec.storage does not apply to a pvc:// model: the model is read from that claim"
+// +kubebuilder:validation:XValidation:rule="has(self.model) != has(self.models)",message="set exactly one of spec.model (one model) and spec.models (several models in one server)"
+// +kubebuilder:validation:XValidation:rule="!has(self.model) || !self.model.storageUri.startsWith('pvc://') || !has(self.storage.storageClassName)",message="spec.storage does not apply to a pvc:// model: the model is read from that claim"
+// +kubebuilder:validation:XValidation:rule="!has(self.replicas) || !has(self.autoscaling)",message="spec.replicas and spec.autoscaling are mutually exclusive: remove spec.replicas to let the autoscaler set the number of pods (kubectl scale does not apply while spec.autoscaling is set)"
 type ModelServerSpec struct {
-	// model names the model and where to fetch it from.
-	// +required
-	Model ModelSpec `json:"model"`
+	// model names the model and where to fetch it from. Set either model
+	// or models.
+	// +optional
+	Model *ModelSpec `json:"model,omitempty"`
 
-	// replicas is the number of TensorFlow Serving pods. `kubectl scale`
-	// sets it through the scale subresource.
-	// +kubebuilder:default=1
+	// models serves several models from one TensorFlow Serving Deployment:
+	// each is fetched by a Job of its own and listed in one model config.
+	// Every entry needs a unique name; pvc:// URIs are not supported here
+	// (use spec.model for a model on a claim of yours).
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:XValidation:rule="self.all(m, has(m.name))",message="spec.models: every model needs a name"
+	// +kubebuilder:validation:XValidation:rule="self.all(a, self.exists_one(b, has(a.name) && has(b.name) && a.name == b.name))",message="spec.models: model names must be unique"
+	// +kubebuilder:validation:XValidation:rule="self.all(m, !m.storageUri.startsWith('pvc://'))",message="spec.models: pvc:// models are supported in spec.model only"
+	// +listType=atomic
+	// +optional
+	Models []ModelSpec `json:"models,omitempty"`
+
+	// replicas is the number of TensorFlow Serving pods (default 1).
+	// `kubectl scale` sets it through the scale subresource. Leave it unset
+	// when spec.autoscaling is set.
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=1000
 	// +optional
 	Replicas *int32 `json:"replicas,omitempty"`
 
-	// image is the TensorFlow Serving image.
-	// +kubebuilder:default="tensorflow/serving:2.19.1"
+	// autoscaling lets a HorizontalPodAutoscaler (autoscaling/v2) set the
+	// number of serving pods between minReplicas and maxReplicas.
+	// +optional
+	Autoscaling *Autoscaling `json:"autoscaling,omitempty"`
+
+	// image is the TensorFlow Serving image. Default: tensorflow/serving
+	// at the operator's pinned version, or its -gpu variant when
+	// resources.limits asks for nvidia.com/gpu.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=512
 	// +kubebuilder:validation:Pattern=`^[^\s]+$`
@@ -93,6 +116,210 @@ type ModelServerSpec struct {
 	// podTemplate holds extras for the serving pods and the model-fetch pod.
 	// +optional
 	PodTemplate PodTemplate `json:"podTemplate,omitempty"`
+
+	// batching turns on TensorFlow Serving's server-side request batching
+	// (--enable_batching with a batching parameters file). A change
+	// restarts the pods, one at a time: TF Serving reads it at start.
+	// +optional
+	Batching *Batching `json:"batching,omitempty"`
+
+	// monitoring exposes TensorFlow Serving's Prometheus metrics.
+	// +kubebuilder:default={}
+	// +optional
+	Monitoring Monitoring `json:"monitoring,omitempty"`
+
+	// ingress exposes the REST API through an Ingress.
+	// +optional
+	Ingress *IngressSpec `json:"ingress,omitempty"`
+
+	// gateway exposes the REST and gRPC APIs through Gateway API routes
+	// (an HTTPRoute and a GRPCRoute). The Gateway API must be installed in
+	// the cluster; without it the ModelServer reports RouteAPIMissing.
+	// +optional
+	Gateway *GatewaySpec `json:"gateway,omitempty"`
+
+	// networkPolicy, when set, admits traffic to the serving pods only
+	// from the ModelServer's own namespace and the namespaces listed.
+	// +optional
+	NetworkPolicy *NetworkPolicySpec `json:"networkPolicy,omitempty"`
+}
+
+// Autoscaling configures the HorizontalPodAutoscaler of the serving pods.
+// +kubebuilder:validation:XValidation:rule="!has(self.minReplicas) || self.minReplicas <= self.maxReplicas",message="spec.autoscaling.minReplicas must not exceed maxReplicas"
+// +kubebuilder:validation:XValidation:rule="has(self.targetCPUUtilizationPercentage) || has(self.targetMemoryUtilizationPercentage)",message="spec.autoscaling needs targetCPUUtilizationPercentage, targetMemoryUtilizationPercentage or both"
+type Autoscaling struct {
+	// minReplicas is the fewest serving pods (default 1).
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000
+	// +optional
+	MinReplicas *int32 `json:"minReplicas,omitempty"`
+	// maxReplicas is the most serving pods.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000
+	// +required
+	MaxReplicas int32 `json:"maxReplicas"`
+	// targetCPUUtilizationPercentage is the average CPU use, as a share of
+	// the pods' CPU request, the autoscaler aims for. Needs
+	// resources.requests.cpu.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000
+	// +optional
+	TargetCPUUtilizationPercentage *int32 `json:"targetCPUUtilizationPercentage,omitempty"`
+	// targetMemoryUtilizationPercentage is the average memory use, as a
+	// share of the pods' memory request, the autoscaler aims for. Needs
+	// resources.requests.memory.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000
+	// +optional
+	TargetMemoryUtilizationPercentage *int32 `json:"targetMemoryUtilizationPercentage,omitempty"`
+	// behavior tunes how fast the autoscaler scales up and down, as in
+	// autoscaling/v2.
+	// +optional
+	Behavior *autoscalingv2.HorizontalPodAutoscalerBehavior `json:"behavior,omitempty"`
+}
+
+// Batching is TensorFlow Serving's BatchingParameters.
+type Batching struct {
+	// maxBatchSize is the largest batch.
+	// +kubebuilder:default=32
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65536
+	// +optional
+	MaxBatchSize int32 `json:"maxBatchSize,omitempty"`
+	// batchTimeoutMicros is how long a batch waits to fill up.
+	// +kubebuilder:default=1000
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=60000000
+	// +optional
+	BatchTimeoutMicros *int64 `json:"batchTimeoutMicros,omitempty"`
+	// maxEnqueuedBatches bounds the queue; requests beyond it are refused.
+	// +kubebuilder:default=100
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000000
+	// +optional
+	MaxEnqueuedBatches int32 `json:"maxEnqueuedBatches,omitempty"`
+	// numBatchThreads is how many batches are processed in parallel;
+	// default: TF Serving's (the number of CPUs).
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1024
+	// +optional
+	NumBatchThreads *int32 `json:"numBatchThreads,omitempty"`
+	// allowedBatchSizes, when set, pads each batch to the next listed size;
+	// the last must equal maxBatchSize.
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:Minimum=1
+	// +listType=atomic
+	// +optional
+	AllowedBatchSizes []int32 `json:"allowedBatchSizes,omitempty"`
+}
+
+// Monitoring configures TensorFlow Serving's Prometheus endpoint.
+type Monitoring struct {
+	// enabled serves Prometheus metrics at /monitoring/prometheus/metrics
+	// on the REST port and annotates the pods for scraping.
+	// +kubebuilder:default=true
+	// +optional
+	Enabled *bool `json:"enabled,omitempty"`
+	// serviceMonitor, when set, renders a Prometheus Operator
+	// ServiceMonitor (monitoring.coreos.com/v1); the ModelServer reports
+	// ServiceMonitorAPIMissing where that API is not installed.
+	// +optional
+	ServiceMonitor *ServiceMonitorSpec `json:"serviceMonitor,omitempty"`
+}
+
+// ServiceMonitorSpec configures the ServiceMonitor.
+type ServiceMonitorSpec struct {
+	// interval between scrapes, such as 30s.
+	// +kubebuilder:default="30s"
+	// +kubebuilder:validation:Pattern=`^[0-9]+(ms|s|m|h)$`
+	// +optional
+	Interval string `json:"interval,omitempty"`
+	// labels added to the ServiceMonitor, for a Prometheus's
+	// serviceMonitorSelector.
+	// +kubebuilder:validation:MaxProperties=32
+	// +optional
+	Labels map[string]string `json:"labels,omitempty"`
+}
+
+// IngressSpec configures the Ingress of the REST API.
+type IngressSpec struct {
+	// host the Ingress answers for.
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^(\*\.)?[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	// +required
+	Host string `json:"host"`
+	// className is the IngressClass; default: the cluster's default class.
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`
+	// +optional
+	ClassName string `json:"className,omitempty"`
+	// tlsSecretName names a TLS Secret for host; without it the Ingress
+	// serves plain HTTP.
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`
+	// +optional
+	TLSSecretName string `json:"tlsSecretName,omitempty"`
+	// annotations of the Ingress, for the controller that serves it.
+	// +kubebuilder:validation:MaxProperties=64
+	// +optional
+	Annotations map[string]string `json:"annotations,omitempty"`
+}
+
+// GatewaySpec configures Gateway API routes to the serving pods.
+type GatewaySpec struct {
+	// parentRefs are the Gateways (or their listeners) the routes attach to.
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=8
+	// +listType=atomic
+	// +required
+	ParentRefs []GatewayParentRef `json:"parentRefs"`
+	// hostnames the routes match; default: any.
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:items:MaxLength=253
+	// +kubebuilder:validation:items:Pattern=`^(\*\.)?[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	// +listType=atomic
+	// +optional
+	Hostnames []string `json:"hostnames,omitempty"`
+	// rest renders an HTTPRoute to the REST API (default true).
+	// +kubebuilder:default=true
+	// +optional
+	REST *bool `json:"rest,omitempty"`
+	// grpc renders a GRPCRoute to the gRPC API (default true).
+	// +kubebuilder:default=true
+	// +optional
+	GRPC *bool `json:"grpc,omitempty"`
+}
+
+// GatewayParentRef names a Gateway.
+type GatewayParentRef struct {
+	// name of the Gateway.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`
+	// +required
+	Name string `json:"name"`
+	// namespace of the Gateway; default: the ModelServer's.
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	// +optional
+	Namespace string `json:"namespace,omitempty"`
+	// sectionName is the Gateway listener to attach to; default: all.
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`
+	// +optional
+	SectionName string `json:"sectionName,omitempty"`
+}
+
+// NetworkPolicySpec limits who may reach the serving pods.
+type NetworkPolicySpec struct {
+	// allowedNamespaces may reach the serving ports, besides the
+	// ModelServer's own namespace. Empty: the own namespace only.
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=63
+	// +kubebuilder:validation:items:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	// +listType=set
+	// +optional
+	AllowedNamespaces []string `json:"allowedNamespaces,omitempty"`
 }
 
 // ModelSpec names a model and where it is stored.
@@ -210,6 +437,10 @@ type ServiceSpec struct {
 	// +kubebuilder:default=ClusterIP
 	// +optional
 	Type corev1.ServiceType `json:"type,omitempty"`
+	// annotations of the Service, e.g. for a cloud load balancer.
+	// +kubebuilder:validation:MaxProperties=64
+	// +optional
+	Annotations map[string]string `json:"annotations,omitempty"`
 }
 
 // StorageSpec is the volume the operator creates for the model.
@@ -236,6 +467,7 @@ type StorageSpec struct {
 // PodTemplate holds the pod settings users most often need. They apply to
 // the serving pods and, where it makes sense (scheduling, pull secrets,
 // annotations), to the model-fetch pod.
+// +kubebuilder:validation:XValidation:rule="!has(self.drainSeconds) || !has(self.terminationGracePeriodSeconds) || self.drainSeconds < self.terminationGracePeriodSeconds",message="spec.podTemplate.drainSeconds must be less than terminationGracePeriodSeconds, or the pod is killed while still draining"
 type PodTemplate struct {
 	// labels added to the pods.
 	// +optional
@@ -266,6 +498,32 @@ type PodTemplate struct {
 	// +optional
 	// +listType=atomic
 	Env []corev1.EnvVar `json:"env,omitempty"`
+	// priorityClassName of the serving pods.
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`
+	// +optional
+	PriorityClassName string `json:"priorityClassName,omitempty"`
+	// topologySpreadConstraints of the serving pods. Default: spread over
+	// zones, and over nodes when the model volume can be mounted on
+	// several nodes (ReadWriteMany), both as a preference.
+	// +optional
+	// +listType=atomic
+	TopologySpreadConstraints []corev1.TopologySpreadConstraint `json:"topologySpreadConstraints,omitempty"`
+	// terminationGracePeriodSeconds a serving pod has to finish in-flight
+	// requests after it is told to stop.
+	// +kubebuilder:default=30
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=3600
+	// +optional
+	TerminationGracePeriodSeconds *int64 `json:"terminationGracePeriodSeconds,omitempty"`
+	// drainSeconds a stopping serving pod keeps serving (a preStop sleep)
+	// while Services and load balancers stop sending it requests. It must
+	// be shorter than terminationGracePeriodSeconds.
+	// +kubebuilder:default=5
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=600
+	// +optional
+	DrainSeconds *int64 `json:"drainSeconds,omitempty"`
 }
 
 // Phase summarises where a ModelServer is.
@@ -327,9 +585,15 @@ type ModelServerStatus struct {
 	// release is the Helm release that holds the stack.
 	// +optional
 	Release *ReleaseStatus `json:"release,omitempty"`
-	// model is what was fetched.
+	// model is what was fetched, for a ModelServer of one model
+	// (spec.model).
 	// +optional
 	Model *ModelStatus `json:"model,omitempty"`
+	// models is what was fetched for each model, for a ModelServer of
+	// several (spec.models), in spec order.
+	// +optional
+	// +listType=atomic
+	Models []ModelStatus `json:"models,omitempty"`
 	// endpoints clients connect to.
 	// +optional
 	Endpoints *Endpoints `json:"endpoints,omitempty"`
@@ -337,6 +601,11 @@ type ModelServerStatus struct {
 	// pending or failed and why.
 	// +optional
 	Message string `json:"message,omitempty"`
+	// warnings name parts of the spec the operator could not honour while
+	// serving the rest, such as routes of an API the cluster lacks.
+	// +optional
+	// +listType=atomic
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // ReleaseStatus describes the Helm release.
@@ -370,6 +639,21 @@ type ModelStatus struct {
 	// +optional
 	// +listType=atomic
 	Versions []int64 `json:"versions,omitempty"`
+	// servedVersions are the versions the version policy selects among
+	// those found: what TensorFlow Serving is configured to load.
+	// +optional
+	// +listType=atomic
+	ServedVersions []int64 `json:"servedVersions,omitempty"`
+	// versionLabels map each label to its version, as configured.
+	// +optional
+	VersionLabels map[string]int64 `json:"versionLabels,omitempty"`
+	// fetch is the state of this model's fetch (Pending, Running,
+	// Succeeded or Failed) and message why it failed.
+	// +optional
+	Fetch string `json:"fetch,omitempty"`
+	// message says why the fetch failed.
+	// +optional
+	Message string `json:"message,omitempty"`
 }
 
 // Endpoints are the in-cluster addresses of the model.

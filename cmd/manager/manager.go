@@ -9,8 +9,11 @@ import (
 
 	"github.com/operator-framework/operator-lib/proxy"
 	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/selection"
@@ -159,11 +162,15 @@ func ownedObjectsOnly() map[client.Object]cache.ByObject {
 	}
 	owned := cache.ByObject{Label: labels.NewSelector().Add(*req)}
 	return map[client.Object]cache.ByObject{
-		&appsv1.Deployment{}:            owned,
-		&batchv1.Job{}:                  owned,
-		&corev1.Service{}:               owned,
-		&corev1.ConfigMap{}:             owned,
-		&corev1.PersistentVolumeClaim{}: owned,
+		&appsv1.Deployment{}:                     owned,
+		&batchv1.Job{}:                           owned,
+		&corev1.Service{}:                        owned,
+		&corev1.ConfigMap{}:                      owned,
+		&corev1.PersistentVolumeClaim{}:          owned,
+		&autoscalingv2.HorizontalPodAutoscaler{}: owned,
+		&policyv1.PodDisruptionBudget{}:          owned,
+		&networkingv1.Ingress{}:                  owned,
+		&networkingv1.NetworkPolicy{}:            owned,
 	}
 }
 

@@ -21,6 +21,7 @@ import (
 	"helm.sh/helm/v3/pkg/storage"
 	"helm.sh/helm/v3/pkg/storage/driver"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/kubernetes"
@@ -57,8 +58,38 @@ type Manager struct {
 
 	clientset kubernetes.Interface
 
-	mu   sync.Mutex // guards caps
+	mu   sync.Mutex // guards caps and lastRefresh
 	caps *chartutil.Capabilities
+	// lastRefresh is when Knows last read the API groups again.
+	lastRefresh time.Time
+}
+
+// refreshEvery bounds how often Knows reads the API groups again for a
+// kind it does not know: a missing API asked about by every reconcile
+// must not cost a discovery sweep each time.
+const refreshEvery = 30 * time.Second
+
+// Knows says whether the cluster serves gvk. A kind it has not seen makes
+// it read the API groups again (at most every refreshEvery), so that an
+// API installed after the operator started, such as the Gateway API, is
+// found without a restart.
+func (m *Manager) Knows(gvk schema.GroupVersionKind) bool {
+	if _, err := m.mapper.RESTMapping(gvk.GroupKind(), gvk.Version); err == nil {
+		return true
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if time.Since(m.lastRefresh) < refreshEvery {
+		return false
+	}
+	m.lastRefresh = time.Now()
+	m.discovery.Invalidate()
+	if r, ok := m.mapper.(meta.ResettableRESTMapper); ok {
+		r.Reset()
+	}
+	m.caps = nil
+	_, err := m.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	return err == nil
 }
 
 // New returns a Manager that talks to the cluster of cfg.

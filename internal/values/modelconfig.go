@@ -6,18 +6,42 @@ import (
 	"slices"
 	"strings"
 
+	"k8s.io/utils/ptr"
+
 	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
 )
 
+// ModelEntry is one model of the model config.
+type ModelEntry struct {
+	Name, BasePath string
+	Policy         *servingv1alpha1.VersionPolicy
+	Labels         map[string]int64
+	// Field is the spec field the model comes from, for errors.
+	Field string
+}
+
 // ModelConfig writes TF Serving's model config file (a ModelServerConfig
-// in protobuf text format) for one model. Every string is escaped, so a
-// name or path can never break out of its field.
-func ModelConfig(name, basePath string, policy *servingv1alpha1.VersionPolicy, labels map[string]int64) (string, error) {
+// in protobuf text format). Every string is escaped, so a name or path can
+// never break out of its field. No models gives an empty list, which TF
+// Serving accepts.
+func ModelConfig(models []ModelEntry) (string, error) {
 	var b strings.Builder
-	b.WriteString("model_config_list {\n  config {\n")
-	fmt.Fprintf(&b, "    name: %s\n", quoteText(name))
-	fmt.Fprintf(&b, "    base_path: %s\n", quoteText(basePath))
+	b.WriteString("model_config_list {\n")
+	for _, m := range models {
+		if err := writeModel(&b, m); err != nil {
+			return "", err
+		}
+	}
+	b.WriteString("}\n")
+	return b.String(), nil
+}
+
+func writeModel(b *strings.Builder, m ModelEntry) error {
+	b.WriteString("  config {\n")
+	fmt.Fprintf(b, "    name: %s\n", quoteText(m.Name))
+	fmt.Fprintf(b, "    base_path: %s\n", quoteText(m.BasePath))
 	b.WriteString("    model_platform: \"tensorflow\"\n")
+	policy := m.Policy
 	switch {
 	case policy == nil:
 		b.WriteString("    model_version_policy {\n      latest {\n        num_versions: 1\n      }\n    }\n")
@@ -26,32 +50,84 @@ func ModelConfig(name, basePath string, policy *servingv1alpha1.VersionPolicy, l
 		if n < 1 {
 			n = 1
 		}
-		fmt.Fprintf(&b, "    model_version_policy {\n      latest {\n        num_versions: %d\n      }\n    }\n", n)
+		fmt.Fprintf(b, "    model_version_policy {\n      latest {\n        num_versions: %d\n      }\n    }\n", n)
 	case policy.Specific != nil:
 		if len(policy.Specific.Versions) == 0 {
-			return "", &Error{"spec.model.versionPolicy.specific.versions", "must list at least one version"}
+			return &Error{m.Field + ".versionPolicy.specific.versions", "must list at least one version"}
 		}
 		b.WriteString("    model_version_policy {\n      specific {\n")
 		for _, v := range policy.Specific.Versions {
 			if v < 1 {
-				return "", &Error{"spec.model.versionPolicy.specific.versions", fmt.Sprintf("version %d: versions start at 1", v)}
+				return &Error{m.Field + ".versionPolicy.specific.versions", fmt.Sprintf("version %d: versions start at 1", v)}
 			}
-			fmt.Fprintf(&b, "        versions: %d\n", v)
+			fmt.Fprintf(b, "        versions: %d\n", v)
 		}
 		b.WriteString("      }\n    }\n")
 	case policy.All != nil:
 		b.WriteString("    model_version_policy {\n      all {\n      }\n    }\n")
 	default:
-		return "", &Error{"spec.model.versionPolicy", "must set one of latest, specific or all"}
+		return &Error{m.Field + ".versionPolicy", "must set one of latest, specific or all"}
 	}
-	for _, k := range slices.Sorted(maps.Keys(labels)) {
-		if labels[k] < 1 {
-			return "", &Error{"spec.model.versionLabels." + k, "versions start at 1"}
+	for _, k := range slices.Sorted(maps.Keys(m.Labels)) {
+		if m.Labels[k] < 1 {
+			return &Error{m.Field + ".versionLabels." + k, "versions start at 1"}
 		}
-		fmt.Fprintf(&b, "    version_labels {\n      key: %s\n      value: %d\n    }\n", quoteText(k), labels[k])
+		fmt.Fprintf(b, "    version_labels {\n      key: %s\n      value: %d\n    }\n", quoteText(k), m.Labels[k])
 	}
-	b.WriteString("  }\n}\n")
-	return b.String(), nil
+	b.WriteString("  }\n")
+	return nil
+}
+
+// ServedVersions are the versions a policy selects among those found:
+// what TF Serving loads.
+func ServedVersions(policy *servingv1alpha1.VersionPolicy, found []int64) []int64 {
+	sorted := slices.Sorted(slices.Values(found))
+	sorted = slices.Compact(sorted)
+	switch {
+	case policy == nil || policy.Latest != nil:
+		n := 1
+		if policy != nil && policy.Latest.NumVersions > 1 {
+			n = int(policy.Latest.NumVersions)
+		}
+		return slices.Clone(sorted[max(0, len(sorted)-n):])
+	case policy.Specific != nil:
+		return slices.DeleteFunc(sorted, func(v int64) bool { return !slices.Contains(policy.Specific.Versions, v) })
+	default:
+		return sorted
+	}
+}
+
+// BatchingConfig writes TF Serving's BatchingParameters in protobuf text
+// format.
+func BatchingConfig(b *servingv1alpha1.Batching) (string, error) {
+	maxBatch := b.MaxBatchSize
+	if maxBatch < 1 {
+		maxBatch = 32
+	}
+	if n := len(b.AllowedBatchSizes); n > 0 {
+		if b.AllowedBatchSizes[n-1] != maxBatch {
+			return "", &Error{"spec.batching.allowedBatchSizes", fmt.Sprintf("the last size must equal maxBatchSize (%d)", maxBatch)}
+		}
+		if !slices.IsSorted(b.AllowedBatchSizes) {
+			return "", &Error{"spec.batching.allowedBatchSizes", "must be in increasing order"}
+		}
+	}
+	var s strings.Builder
+	field := func(name string, v int64) { fmt.Fprintf(&s, "%s { value: %d }\n", name, v) }
+	field("max_batch_size", int64(maxBatch))
+	field("batch_timeout_micros", ptr.Deref(b.BatchTimeoutMicros, 1000))
+	enqueued := b.MaxEnqueuedBatches
+	if enqueued < 1 {
+		enqueued = 100
+	}
+	field("max_enqueued_batches", int64(enqueued))
+	if b.NumBatchThreads != nil {
+		field("num_batch_threads", int64(*b.NumBatchThreads))
+	}
+	for _, size := range b.AllowedBatchSizes {
+		fmt.Fprintf(&s, "allowed_batch_sizes: %d\n", size)
+	}
+	return s.String(), nil
 }
 
 // quoteText quotes s as a protobuf text-format string: printable ASCII as

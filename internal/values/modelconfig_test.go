@@ -23,7 +23,7 @@ func TestModelConfigPolicies(t *testing.T) {
 			[]string{"version_labels {\n      key: \"canary\"\n      value: 2\n    }\n    version_labels {\n      key: \"stable\"\n      value: 1\n    }"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := ModelConfig("resnet", "/models/g", tc.policy, tc.labels)
+			got, err := ModelConfig([]ModelEntry{{Name: "resnet", BasePath: "/models/g", Policy: tc.policy, Labels: tc.labels}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -40,7 +40,7 @@ func TestModelConfigPolicies(t *testing.T) {
 }
 
 func TestModelConfigEscapesStrings(t *testing.T) {
-	got, err := ModelConfig("a\"b\\c\nd}", "/models/x", nil, nil)
+	got, err := ModelConfig([]ModelEntry{{Name: "a\"b\\c\nd}", BasePath: "/models/x"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +54,7 @@ func TestModelConfigEscapesStrings(t *testing.T) {
 
 func mustConfig(t *testing.T, name, path string) string {
 	t.Helper()
-	c, err := ModelConfig(name, path, nil, nil)
+	c, err := ModelConfig([]ModelEntry{{Name: name, BasePath: path}})
 	if err != nil {
 		t.Fatal(err)
 	}

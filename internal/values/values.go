@@ -8,12 +8,20 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"net/url"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 
+	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"k8s.io/utils/ptr"
 
 	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
 	"github.com/modelserver-dev/modelserver-operator/internal/names"
@@ -42,25 +50,40 @@ const (
 // Values are the embedded chart's values. Their JSON form is what the chart
 // reads; values.schema.json in the chart describes the same shape.
 type Values struct {
-	Names       Names   `json:"names"`
-	Owner       *Owner  `json:"owner,omitempty"`
-	Labels      Labels  `json:"labels"`
-	Model       Model   `json:"model"`
-	Fetch       Fetch   `json:"fetch"`
-	Volume      Volume  `json:"volume"`
-	Serving     Serving `json:"serving"`
-	Service     Service `json:"service"`
-	Pod         Pod     `json:"pod"`
-	ModelConfig string  `json:"modelConfig"`
+	Names  Names   `json:"names"`
+	Owner  *Owner  `json:"owner,omitempty"`
+	Labels Labels  `json:"labels"`
+	Models []Model `json:"models"`
+	// Fetches are the model-fetch Jobs, one per distinct fetch generation.
+	Fetches []Fetch `json:"fetches"`
+	Volume  Volume  `json:"volume"`
+	Serving Serving `json:"serving"`
+	Service Service `json:"service"`
+	Pod     Pod     `json:"pod"`
+	// ConfigFiles are the files of the ConfigMap mounted at
+	// ConfigMountPath: the model config, and the batching and monitoring
+	// configs when those are on.
+	ConfigFiles   map[string]string `json:"configFiles"`
+	Autoscaling   *Autoscaling      `json:"autoscaling,omitempty"`
+	Disruption    *Disruption       `json:"disruption,omitempty"`
+	Monitoring    Monitoring        `json:"monitoring"`
+	Ingress       *Ingress          `json:"ingress,omitempty"`
+	Routes        *Routes           `json:"routes,omitempty"`
+	NetworkPolicy *NetworkPolicy    `json:"networkPolicy,omitempty"`
+
+	// Warnings name what the spec asks for that cannot be rendered in
+	// this cluster (see Inputs.APIs). They are not chart values.
+	Warnings []string `json:"-"`
 }
 
-// Names of the rendered objects (see package names).
+// Names of the rendered objects (see package names). The autoscaler,
+// disruption budget, network policy, Ingress, routes and ServiceMonitor
+// share the Deployment's name: they are of other kinds.
 type Names struct {
 	Deployment string `json:"deployment"`
 	Service    string `json:"service"`
 	ConfigMap  string `json:"configMap"`
 	Claim      string `json:"claim"`
-	FetchJob   string `json:"fetchJob"`
 }
 
 // Owner is the ModelServer; every rendered object gets it as controlling
@@ -82,18 +105,24 @@ type Labels struct {
 	Selector map[string]string `json:"selector"`
 }
 
-// Model is what TF Serving serves.
+// Model is one model TF Serving serves.
 type Model struct {
 	Name       string `json:"name"`
 	StorageURI string `json:"storageUri"`
+	// FetchJob names the Job fetching the model's current generation.
+	FetchJob string `json:"fetchJob"`
 	// BasePath is the model's directory inside the serving pods: the
-	// directory holding the numbered version directories.
-	BasePath string `json:"basePath"`
+	// directory holding the numbered version directories. Empty while no
+	// generation of the model has been fetched: the model is then left
+	// out of the model config.
+	BasePath string `json:"basePath,omitempty"`
 }
 
-// Fetch is the model-fetch Job.
+// Fetch is one model-fetch Job.
 type Fetch struct {
-	// Generation identifies the fetch inputs; it names the Job.
+	// Name of the Job; it changes with the generation.
+	Name string `json:"name"`
+	// Generation identifies the fetch inputs.
 	Generation      string            `json:"generation"`
 	Image           string            `json:"image"`
 	ImagePullPolicy corev1.PullPolicy `json:"imagePullPolicy"`
@@ -108,8 +137,8 @@ type Fetch struct {
 	Resources                corev1.ResourceRequirements `json:"resources"`
 }
 
-// Volume is where the model lives: a claim the chart creates, or the user's
-// claim for pvc:// models.
+// Volume is where the models live: a claim the chart creates, or the
+// user's claim for a pvc:// model.
 type Volume struct {
 	Create           bool   `json:"create"`
 	ClaimName        string `json:"claimName"`
@@ -120,21 +149,37 @@ type Volume struct {
 
 // Serving is the TF Serving Deployment.
 type Serving struct {
-	Replicas        int32                       `json:"replicas"`
+	// Replicas is left out when an autoscaler owns the number.
+	Replicas        *int32                      `json:"replicas,omitempty"`
 	Image           string                      `json:"image"`
 	ImagePullPolicy corev1.PullPolicy           `json:"imagePullPolicy"`
+	Args            []string                    `json:"args"`
 	Resources       corev1.ResourceRequirements `json:"resources"`
 	Env             []corev1.EnvVar             `json:"env,omitempty"`
 	GRPCPort        int32                       `json:"grpcPort"`
 	RESTPort        int32                       `json:"restPort"`
-	// ConfigPollSeconds is --model_config_file_poll_wait_seconds: how often
-	// TF Serving re-reads the model config.
-	ConfigPollSeconds int32 `json:"configPollSeconds"`
+	// ReadinessPath is the REST path the readiness probe asks: the status
+	// of the first model served.
+	ReadinessPath string `json:"readinessPath"`
+	// RestartChecksum changes with what TF Serving reads only at start
+	// (flags, batching, the models' base paths), and so rolls the pods.
+	// Version policies and labels are not in it: TF Serving picks those up
+	// by polling the model config.
+	RestartChecksum string `json:"restartChecksum"`
+	// Tolerations of the serving pods: the pod's, plus the GPU taint's
+	// when the pods ask for GPUs.
+	Tolerations                   []corev1.Toleration               `json:"tolerations,omitempty"`
+	PriorityClassName             string                            `json:"priorityClassName,omitempty"`
+	TopologySpreadConstraints     []corev1.TopologySpreadConstraint `json:"topologySpreadConstraints,omitempty"`
+	TerminationGracePeriodSeconds int64                             `json:"terminationGracePeriodSeconds"`
+	DrainSeconds                  int64                             `json:"drainSeconds"`
+	Annotations                   map[string]string                 `json:"annotations,omitempty"`
 }
 
 // Service fronts the serving pods.
 type Service struct {
-	Type corev1.ServiceType `json:"type"`
+	Type        corev1.ServiceType `json:"type"`
+	Annotations map[string]string  `json:"annotations,omitempty"`
 }
 
 // Pod holds the pod-level settings shared by the serving and fetch pods.
@@ -148,20 +193,92 @@ type Pod struct {
 	ImagePullSecrets   []corev1.LocalObjectReference `json:"imagePullSecrets,omitempty"`
 }
 
+// Autoscaling is the HorizontalPodAutoscaler of the Deployment.
+type Autoscaling struct {
+	MinReplicas int32                                          `json:"minReplicas"`
+	MaxReplicas int32                                          `json:"maxReplicas"`
+	Metrics     []autoscalingv2.MetricSpec                     `json:"metrics"`
+	Behavior    *autoscalingv2.HorizontalPodAutoscalerBehavior `json:"behavior,omitempty"`
+}
+
+// Disruption is the PodDisruptionBudget of the serving pods.
+type Disruption struct {
+	MaxUnavailable int32 `json:"maxUnavailable"`
+}
+
+// Monitoring is TF Serving's Prometheus endpoint.
+type Monitoring struct {
+	Enabled        bool            `json:"enabled"`
+	Path           string          `json:"path,omitempty"`
+	ServiceMonitor *ServiceMonitor `json:"serviceMonitor,omitempty"`
+}
+
+// ServiceMonitor is the Prometheus Operator's scrape config.
+type ServiceMonitor struct {
+	Interval string            `json:"interval"`
+	Labels   map[string]string `json:"labels,omitempty"`
+}
+
+// Ingress routes HTTP to the REST port.
+type Ingress struct {
+	Host          string            `json:"host"`
+	ClassName     string            `json:"className,omitempty"`
+	TLSSecretName string            `json:"tlsSecretName,omitempty"`
+	Annotations   map[string]string `json:"annotations,omitempty"`
+}
+
+// Routes are Gateway API routes to the Service.
+type Routes struct {
+	ParentRefs []ParentRef `json:"parentRefs"`
+	Hostnames  []string    `json:"hostnames,omitempty"`
+	HTTP       bool        `json:"http"`
+	GRPC       bool        `json:"grpc"`
+}
+
+// ParentRef is a Gateway a route attaches to.
+type ParentRef struct {
+	Name        string `json:"name"`
+	Namespace   string `json:"namespace,omitempty"`
+	SectionName string `json:"sectionName,omitempty"`
+}
+
+// NetworkPolicy admits traffic to the serving ports from these namespaces
+// (the ModelServer's own included).
+type NetworkPolicy struct {
+	Namespaces []string `json:"namespaces"`
+}
+
 // Inputs are what the values depend on besides the ModelServer's spec.
 type Inputs struct {
 	// ChartVersion and AppVersion of the embedded chart, for labels.
 	ChartVersion, AppVersion string
 	// FetchImage is the operator's own image, which runs `manager fetch`.
 	FetchImage string
-	// FetchedGeneration is the model generation whose fetch has succeeded,
-	// empty if none has. The serving pods stay at zero replicas until one
+	// Served maps a model's name to the fetch generation it is served
+	// from: the newest one that succeeded. A model missing from it has no
+	// data yet; the serving pods stay at zero replicas until some model
 	// has.
-	FetchedGeneration string
+	Served map[string]string
 	// ProxyEnv is the operator's HTTP(S)_PROXY/NO_PROXY, passed on to the
 	// serving and fetch containers.
 	ProxyEnv []corev1.EnvVar
+	// APIs says, by APIKey, whether the optional kinds the spec asks for
+	// (Gateway API routes, ServiceMonitor) exist in the cluster. A kind
+	// that does not is left out, with a warning.
+	APIs map[string]bool
 }
+
+// The optional kinds, rendered only where their API is installed.
+var (
+	HTTPRouteKind      = schema.GroupVersionKind{Group: "gateway.networking.k8s.io", Version: "v1", Kind: "HTTPRoute"}
+	GRPCRouteKind      = schema.GroupVersionKind{Group: "gateway.networking.k8s.io", Version: "v1", Kind: "GRPCRoute"}
+	ServiceMonitorKind = schema.GroupVersionKind{Group: "monitoring.coreos.com", Version: "v1", Kind: "ServiceMonitor"}
+)
+
+// APIKey is a kind's key in Inputs.APIs.
+func APIKey(gvk schema.GroupVersionKind) string { return gvk.GroupVersion().String() + "/" + gvk.Kind }
+
+func (in Inputs) has(gvk schema.GroupVersionKind) bool { return in.APIs[APIKey(gvk)] }
 
 // Error names the spec field that cannot be turned into values.
 type Error struct {
@@ -171,6 +288,19 @@ type Error struct {
 
 func (e *Error) Error() string { return e.Field + ": " + e.Reason }
 
+// GPUResource is the extended resource of NVIDIA's device plugin.
+const GPUResource corev1.ResourceName = "nvidia.com/gpu"
+
+// MonitoringPath is where TF Serving serves Prometheus metrics, on the
+// REST port.
+const MonitoringPath = "/monitoring/prometheus/metrics"
+
+// Files of the serving ConfigMap.
+const (
+	BatchingConfigFile   = "batching.config"
+	MonitoringConfigFile = "monitoring.config"
+)
+
 // For builds the chart values of ms. A spec the CRD schema admits always
 // gives values; an *Error names the field otherwise.
 func For(ms *servingv1alpha1.ModelServer, in Inputs) (*Values, error) {
@@ -178,25 +308,24 @@ func For(ms *servingv1alpha1.ModelServer, in Inputs) (*Values, error) {
 	if len(ms.Name) > servingv1alpha1.MaxNameLength {
 		return nil, &Error{"metadata.name", fmt.Sprintf("must be at most %d characters", servingv1alpha1.MaxNameLength)}
 	}
-	if spec.Model.StorageURI == "" {
-		return nil, &Error{"spec.model.storageUri", "is required"}
+	models, field, err := Models(ms)
+	if err != nil {
+		return nil, err
 	}
-	modelName := ModelName(ms)
 	grpc, rest := portOr(spec.Ports.GRPC, 8500), portOr(spec.Ports.REST, 8501)
 	if grpc == rest {
 		return nil, &Error{"spec.ports", "grpc and rest must differ"}
 	}
 
-	generation := FetchGeneration(ms, in.FetchImage)
 	v := &Values{
 		Names: Names{
 			Deployment: names.Deployment(ms.Name),
 			Service:    names.Service(ms.Name),
 			ConfigMap:  names.ConfigMap(ms.Name),
 			Claim:      names.Claim(ms.Name),
-			FetchJob:   names.FetchJob(ms.Name, generation),
 		},
-		Labels: labels(ms.Name, in.ChartVersion, in.AppVersion),
+		Labels:      labels(ms.Name, in.ChartVersion, in.AppVersion),
+		ConfigFiles: map[string]string{},
 	}
 	if ms.UID != "" {
 		v.Owner = &Owner{
@@ -211,17 +340,10 @@ func For(ms *servingv1alpha1.ModelServer, in Inputs) (*Values, error) {
 	// path inside it being the model), else a claim of our own where each
 	// generation is fetched into a directory of its own, so that serving
 	// pods keep the previous model until the new one is complete.
-	servedGeneration := in.FetchedGeneration
-	if servedGeneration == "" {
-		servedGeneration = generation
-	}
-	var fetchDest string
-	if claim, sub, ok := parsePVC(spec.Model.StorageURI); ok {
+	claim, sub, isPVC := parsePVC(models[0].StorageURI)
+	if isPVC {
 		v.Volume = Volume{Create: false, ClaimName: claim}
-		fetchDest = path.Join(ModelsMountPath, path.Clean("/"+sub))
-		v.Model.BasePath = fetchDest
-	}
-	if v.Model.BasePath == "" {
+	} else {
 		v.Volume = Volume{
 			Create:     true,
 			ClaimName:  v.Names.Claim,
@@ -237,56 +359,59 @@ func For(ms *servingv1alpha1.ModelServer, in Inputs) (*Values, error) {
 		if spec.Storage.AccessMode != "" {
 			v.Volume.AccessMode = string(spec.Storage.AccessMode)
 		}
-		fetchDest = path.Join(ModelsMountPath, generation)
-		v.Model.BasePath = path.Join(ModelsMountPath, servedGeneration)
-	}
-	v.Model.Name = modelName
-	v.Model.StorageURI = spec.Model.StorageURI
-
-	v.Fetch = Fetch{
-		Generation:               generation,
-		Image:                    in.FetchImage,
-		ImagePullPolicy:          corev1.PullIfNotPresent,
-		Args:                     fetchArgs(spec.Model, fetchDest),
-		Env:                      in.ProxyEnv,
-		PermanentFailureExitCode: PermanentFailureExitCode,
-		CredentialsSecret:        spec.Model.CredentialsSecret,
-		BackoffLimit:             2,
-		ActiveDeadline:           3600,
-		Resources:                fetchResources(),
 	}
 
-	replicas := DesiredReplicas(ms)
-	if replicas < 0 {
-		return nil, &Error{"spec.replicas", "must not be negative"}
+	var configs []ModelEntry
+	for i, m := range models {
+		generation := FetchGeneration(ms, m, in.FetchImage)
+		jobName := names.FetchJob(ms.Name, generation)
+		dest := path.Join(ModelsMountPath, generation)
+		if isPVC {
+			dest = path.Join(ModelsMountPath, path.Clean("/"+sub))
+		}
+		model := Model{Name: m.Name, StorageURI: m.StorageURI, FetchJob: jobName}
+		if served, ok := in.Served[m.Name]; ok {
+			model.BasePath = path.Join(ModelsMountPath, served)
+			if isPVC {
+				model.BasePath = dest
+			}
+			configs = append(configs, ModelEntry{Name: m.Name, BasePath: model.BasePath, Policy: m.VersionPolicy, Labels: m.VersionLabels,
+				Field: fmt.Sprintf("%s[%d]", field, i)})
+		}
+		v.Models = append(v.Models, model)
+		if !slices.ContainsFunc(v.Fetches, func(f Fetch) bool { return f.Generation == generation }) {
+			v.Fetches = append(v.Fetches, Fetch{
+				Name:                     jobName,
+				Generation:               generation,
+				Image:                    in.FetchImage,
+				ImagePullPolicy:          corev1.PullIfNotPresent,
+				Args:                     fetchArgs(m, dest),
+				Env:                      in.ProxyEnv,
+				PermanentFailureExitCode: PermanentFailureExitCode,
+				CredentialsSecret:        m.CredentialsSecret,
+				BackoffLimit:             2,
+				ActiveDeadline:           3600,
+				Resources:                fetchResources(),
+			})
+		}
 	}
-	if in.FetchedGeneration == "" {
-		// Nothing to serve yet: pods would only fail their probes.
-		replicas = 0
+	if len(configs) == 1 && field == "spec.model" {
+		configs[0].Field = field
 	}
-	image := spec.Image
-	if image == "" {
-		image = servingv1alpha1.DefaultImage
+	config, err := ModelConfig(configs)
+	if err != nil {
+		return nil, err
 	}
-	pullPolicy := spec.ImagePullPolicy
-	if pullPolicy == "" {
-		pullPolicy = corev1.PullIfNotPresent
-	}
-	v.Serving = Serving{
-		Replicas:          replicas,
-		Image:             image,
-		ImagePullPolicy:   pullPolicy,
-		Resources:         spec.Resources,
-		Env:               append(append([]corev1.EnvVar(nil), spec.PodTemplate.Env...), in.ProxyEnv...),
-		GRPCPort:          grpc,
-		RESTPort:          rest,
-		ConfigPollSeconds: 30,
+	v.ConfigFiles[ModelConfigFile] = config
+
+	if err := servingValues(ms, v, in, grpc, rest, configs); err != nil {
+		return nil, err
 	}
 	svcType := spec.Service.Type
 	if svcType == "" {
 		svcType = corev1.ServiceTypeClusterIP
 	}
-	v.Service = Service{Type: svcType}
+	v.Service = Service{Type: svcType, Annotations: spec.Service.Annotations}
 	pt := spec.PodTemplate
 	v.Pod = Pod{
 		Labels:             pt.Labels,
@@ -304,43 +429,298 @@ func For(ms *servingv1alpha1.ModelServer, in Inputs) (*Values, error) {
 			return nil, &Error{"spec.podTemplate.labels", fmt.Sprintf("%q is set by the operator", k)}
 		}
 	}
-
-	config, err := ModelConfig(modelName, v.Model.BasePath, spec.Model.VersionPolicy, spec.Model.VersionLabels)
-	if err != nil {
-		return nil, err
-	}
-	v.ModelConfig = config
+	exposure(ms, v, in)
 	return v, nil
+}
+
+// Models are the models ms serves, with their names defaulted, and the
+// spec field they come from (spec.model or spec.models).
+func Models(ms *servingv1alpha1.ModelServer) ([]servingv1alpha1.ModelSpec, string, error) {
+	spec := ms.Spec
+	switch {
+	case spec.Model != nil && len(spec.Models) > 0:
+		return nil, "", &Error{"spec", "set one of spec.model and spec.models, not both"}
+	case spec.Model != nil:
+		m := *spec.Model
+		if m.Name == "" {
+			m.Name = ms.Name
+		}
+		if m.StorageURI == "" {
+			return nil, "", &Error{"spec.model.storageUri", "is required"}
+		}
+		return []servingv1alpha1.ModelSpec{m}, "spec.model", nil
+	case len(spec.Models) > 0:
+		seen := map[string]bool{}
+		for i, m := range spec.Models {
+			field := fmt.Sprintf("spec.models[%d]", i)
+			switch {
+			case m.Name == "":
+				return nil, "", &Error{field + ".name", "is required when serving several models"}
+			case seen[m.Name]:
+				return nil, "", &Error{field + ".name", fmt.Sprintf("%q is used by another model", m.Name)}
+			case m.StorageURI == "":
+				return nil, "", &Error{field + ".storageUri", "is required"}
+			case strings.HasPrefix(m.StorageURI, "pvc://"):
+				return nil, "", &Error{field + ".storageUri", "pvc:// models are supported in spec.model only"}
+			}
+			seen[m.Name] = true
+		}
+		return spec.Models, "spec.models", nil
+	}
+	return nil, "", &Error{"spec.model", "is required (or spec.models)"}
+}
+
+// servingValues fills in the Deployment and what scales it.
+func servingValues(ms *servingv1alpha1.ModelServer, v *Values, in Inputs, grpc, rest int32, served []ModelEntry) error {
+	spec := ms.Spec
+	pt := spec.PodTemplate
+	gpu := wantsGPU(spec.Resources)
+	image := spec.Image
+	if image == "" {
+		image = servingv1alpha1.DefaultImage
+		if gpu {
+			image += "-gpu"
+		}
+	}
+	pullPolicy := spec.ImagePullPolicy
+	if pullPolicy == "" {
+		pullPolicy = corev1.PullIfNotPresent
+	}
+	s := Serving{
+		Image:                         image,
+		ImagePullPolicy:               pullPolicy,
+		Resources:                     spec.Resources,
+		Env:                           append(append([]corev1.EnvVar(nil), pt.Env...), in.ProxyEnv...),
+		GRPCPort:                      grpc,
+		RESTPort:                      rest,
+		Tolerations:                   pt.Tolerations,
+		PriorityClassName:             pt.PriorityClassName,
+		TopologySpreadConstraints:     pt.TopologySpreadConstraints,
+		TerminationGracePeriodSeconds: ptr.Deref(pt.TerminationGracePeriodSeconds, 30),
+		DrainSeconds:                  ptr.Deref(pt.DrainSeconds, 5),
+	}
+	if s.DrainSeconds >= s.TerminationGracePeriodSeconds {
+		return &Error{"spec.podTemplate.drainSeconds", "must be less than terminationGracePeriodSeconds"}
+	}
+	if gpu && !tolerates(s.Tolerations, GPUResource) {
+		s.Tolerations = append(slices.Clone(s.Tolerations), corev1.Toleration{
+			Key: string(GPUResource), Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule,
+		})
+	}
+	if s.TopologySpreadConstraints == nil {
+		s.TopologySpreadConstraints = defaultSpread(v.Labels.Selector, v.Volume)
+	}
+	if len(served) > 0 {
+		s.ReadinessPath = "/v1/models/" + url.PathEscape(served[0].Name)
+	} else {
+		s.ReadinessPath = "/v1/models/" + url.PathEscape(v.Models[0].Name)
+	}
+
+	s.Args = []string{
+		fmt.Sprintf("--port=%d", grpc),
+		fmt.Sprintf("--rest_api_port=%d", rest),
+		"--model_config_file=" + path.Join(ConfigMountPath, ModelConfigFile),
+		fmt.Sprintf("--model_config_file_poll_wait_seconds=%d", ConfigPollSeconds),
+		// A label may name a version still loading; TF Serving otherwise
+		// refuses the whole config.
+		"--allow_version_labels_for_unavailable_models=true",
+	}
+	if b := spec.Batching; b != nil {
+		cfg, err := BatchingConfig(b)
+		if err != nil {
+			return err
+		}
+		v.ConfigFiles[BatchingConfigFile] = cfg
+		s.Args = append(s.Args, "--enable_batching=true", "--batching_parameters_file="+path.Join(ConfigMountPath, BatchingConfigFile))
+	}
+	mon := spec.Monitoring
+	if mon.Enabled == nil || *mon.Enabled {
+		v.Monitoring = Monitoring{Enabled: true, Path: MonitoringPath}
+		v.ConfigFiles[MonitoringConfigFile] = "prometheus_config {\n  enable: true\n  path: " + quoteText(MonitoringPath) + "\n}\n"
+		s.Args = append(s.Args, "--monitoring_config_file="+path.Join(ConfigMountPath, MonitoringConfigFile))
+		s.Annotations = map[string]string{
+			"prometheus.io/scrape": "true",
+			"prometheus.io/port":   strconv.Itoa(int(rest)),
+			"prometheus.io/path":   MonitoringPath,
+		}
+		if sm := mon.ServiceMonitor; sm != nil && !in.has(ServiceMonitorKind) {
+			v.Warnings = append(v.Warnings, "spec.monitoring.serviceMonitor: the cluster has no "+APIKey(ServiceMonitorKind)+" API (install the Prometheus Operator); no ServiceMonitor rendered")
+		} else if sm != nil {
+			interval := sm.Interval
+			if interval == "" {
+				interval = "30s"
+			}
+			v.Monitoring.ServiceMonitor = &ServiceMonitor{Interval: interval, Labels: sm.Labels}
+		}
+	} else if mon.ServiceMonitor != nil {
+		return &Error{"spec.monitoring.serviceMonitor", "needs spec.monitoring.enabled"}
+	}
+
+	// What TF Serving reads only when it starts: a change must roll the
+	// pods. The model config is polled, but a model's base path is in the
+	// key too, so that a new generation is loaded by fresh pods that are
+	// probed ready before the old ones go.
+	restart := []string{canonical(s.Args), v.ConfigFiles[BatchingConfigFile], v.ConfigFiles[MonitoringConfigFile]}
+	for _, m := range served {
+		restart = append(restart, m.Name+"="+m.BasePath)
+	}
+	s.RestartChecksum = names.Hash(restart...)
+
+	// Replicas: none until some model has data, since pods would only fail
+	// their probes; then spec.replicas, or the autoscaler's choice.
+	desired := DesiredReplicas(ms)
+	if desired < 0 {
+		return &Error{"spec.replicas", "must not be negative"}
+	}
+	if a := spec.Autoscaling; a != nil && spec.Replicas != nil {
+		return &Error{"spec.replicas", "must not be set together with spec.autoscaling"}
+	}
+	switch {
+	case len(served) == 0:
+		s.Replicas = ptr.To(int32(0))
+	case spec.Autoscaling != nil:
+		hpa, err := autoscaling(spec.Autoscaling)
+		if err != nil {
+			return err
+		}
+		v.Autoscaling = hpa
+	default:
+		s.Replicas = ptr.To(desired)
+	}
+	maxPods := desired
+	if a := spec.Autoscaling; a != nil {
+		maxPods = a.MaxReplicas
+	}
+	if maxPods > 1 {
+		// One pod at a time may be evicted: node drains proceed, capacity
+		// never falls by more than one pod.
+		v.Disruption = &Disruption{MaxUnavailable: 1}
+	}
+	v.Serving = s
+	return nil
+}
+
+// ConfigPollSeconds is --model_config_file_poll_wait_seconds: how often TF
+// Serving re-reads the model config, and so how soon a new version policy
+// or label takes effect.
+const ConfigPollSeconds = 30
+
+func autoscaling(a *servingv1alpha1.Autoscaling) (*Autoscaling, error) {
+	hpa := &Autoscaling{MinReplicas: ptr.Deref(a.MinReplicas, 1), MaxReplicas: a.MaxReplicas, Behavior: a.Behavior}
+	if hpa.MinReplicas > hpa.MaxReplicas {
+		return nil, &Error{"spec.autoscaling.minReplicas", "must not exceed maxReplicas"}
+	}
+	for _, t := range []struct {
+		name   corev1.ResourceName
+		target *int32
+	}{{corev1.ResourceCPU, a.TargetCPUUtilizationPercentage}, {corev1.ResourceMemory, a.TargetMemoryUtilizationPercentage}} {
+		if t.target == nil {
+			continue
+		}
+		hpa.Metrics = append(hpa.Metrics, autoscalingv2.MetricSpec{
+			Type: autoscalingv2.ResourceMetricSourceType,
+			Resource: &autoscalingv2.ResourceMetricSource{
+				Name:   t.name,
+				Target: autoscalingv2.MetricTarget{Type: autoscalingv2.UtilizationMetricType, AverageUtilization: ptr.To(*t.target)},
+			},
+		})
+	}
+	if len(hpa.Metrics) == 0 {
+		return nil, &Error{"spec.autoscaling", "needs targetCPUUtilizationPercentage or targetMemoryUtilizationPercentage"}
+	}
+	return hpa, nil
+}
+
+// defaultSpread prefers spreading the serving pods over zones, and over
+// nodes when the model volume can be mounted on several nodes at once (a
+// ReadWriteOnce claim attaches to one node, so its pods must share it).
+// Preferences only: a small cluster still runs every pod.
+func defaultSpread(selector map[string]string, vol Volume) []corev1.TopologySpreadConstraint {
+	keys := []string{corev1.LabelTopologyZone}
+	if vol.Create && vol.AccessMode == string(corev1.ReadWriteMany) {
+		keys = append(keys, corev1.LabelHostname)
+	}
+	var out []corev1.TopologySpreadConstraint
+	for _, key := range keys {
+		out = append(out, corev1.TopologySpreadConstraint{
+			MaxSkew:           1,
+			TopologyKey:       key,
+			WhenUnsatisfiable: corev1.ScheduleAnyway,
+			LabelSelector:     &metav1.LabelSelector{MatchLabels: selector},
+			// Count only the pods of the same rollout.
+			MatchLabelKeys: []string{appsv1.DefaultDeploymentUniqueLabelKey},
+		})
+	}
+	return out
+}
+
+func wantsGPU(r corev1.ResourceRequirements) bool {
+	q, ok := r.Limits[GPUResource]
+	if !ok {
+		q, ok = r.Requests[GPUResource]
+	}
+	return ok && !q.IsZero()
+}
+
+func tolerates(ts []corev1.Toleration, key corev1.ResourceName) bool {
+	return slices.ContainsFunc(ts, func(t corev1.Toleration) bool {
+		return t.Key == string(key) || (t.Key == "" && t.Operator == corev1.TolerationOpExists)
+	})
+}
+
+// exposure fills in the Ingress, routes and network policy.
+func exposure(ms *servingv1alpha1.ModelServer, v *Values, in Inputs) {
+	spec := ms.Spec
+	if i := spec.Ingress; i != nil {
+		v.Ingress = &Ingress{Host: i.Host, ClassName: i.ClassName, TLSSecretName: i.TLSSecretName, Annotations: i.Annotations}
+	}
+	if g := spec.Gateway; g != nil {
+		r := &Routes{Hostnames: g.Hostnames, HTTP: g.REST == nil || *g.REST, GRPC: g.GRPC == nil || *g.GRPC}
+		for _, route := range []struct {
+			on   *bool
+			kind schema.GroupVersionKind
+		}{{&r.HTTP, HTTPRouteKind}, {&r.GRPC, GRPCRouteKind}} {
+			if *route.on && !in.has(route.kind) {
+				*route.on = false
+				v.Warnings = append(v.Warnings, "spec.gateway: the cluster has no "+APIKey(route.kind)+" API (install the Gateway API); no "+route.kind.Kind+" rendered")
+			}
+		}
+		for _, p := range g.ParentRefs {
+			r.ParentRefs = append(r.ParentRefs, ParentRef{Name: p.Name, Namespace: p.Namespace, SectionName: p.SectionName})
+		}
+		if r.HTTP || r.GRPC {
+			v.Routes = r
+		}
+	}
+	if np := spec.NetworkPolicy; np != nil {
+		ns := append([]string{ms.Namespace}, np.AllowedNamespaces...)
+		slices.Sort(ns)
+		v.NetworkPolicy = &NetworkPolicy{Namespaces: slices.Compact(ns)}
+	}
 }
 
 // DesiredReplicas is the number of serving pods the spec asks for (the
 // Deployment holds fewer while nothing is fetched yet).
 func DesiredReplicas(ms *servingv1alpha1.ModelServer) int32 {
-	if ms.Spec.Replicas == nil {
-		return 1
+	if a := ms.Spec.Autoscaling; a != nil {
+		return ptr.Deref(a.MinReplicas, 1)
 	}
-	return *ms.Spec.Replicas
-}
-
-// ModelName is the TF Serving model name: spec.model.name, else the
-// ModelServer's name.
-func ModelName(ms *servingv1alpha1.ModelServer) string {
-	if ms.Spec.Model.Name != "" {
-		return ms.Spec.Model.Name
-	}
-	return ms.Name
+	return ptr.Deref(ms.Spec.Replicas, 1)
 }
 
 // FetchGeneration is a digest of everything the fetch Job's pod is made
 // of. A Job's pod template is immutable, so a change to any of it needs a
 // new Job, and a new Job means the model is fetched again.
-func FetchGeneration(ms *servingv1alpha1.ModelServer, fetchImage string) string {
+//
+// Two models with the same fetch inputs share a generation, and so one Job
+// and one copy of the data.
+func FetchGeneration(ms *servingv1alpha1.ModelServer, m servingv1alpha1.ModelSpec, fetchImage string) string {
 	pt := ms.Spec.PodTemplate
 	parts := []string{
 		fetchTemplateRevision,
-		ms.Spec.Model.StorageURI,
-		ms.Spec.Model.CredentialsSecret,
-		canonical(ms.Spec.Model.MaxSizeBytes),
+		m.StorageURI,
+		m.CredentialsSecret,
+		canonical(m.MaxSizeBytes),
 		fetchImage,
 		pt.ServiceAccountName,
 		canonical(pt.Labels),

@@ -17,7 +17,7 @@ func modelServer(mutate ...func(*servingv1alpha1.ModelServer)) *servingv1alpha1.
 	ms := &servingv1alpha1.ModelServer{
 		ObjectMeta: metav1.ObjectMeta{Name: "resnet", Namespace: "ml", UID: "uid-1"},
 		Spec: servingv1alpha1.ModelServerSpec{
-			Model:    servingv1alpha1.ModelSpec{StorageURI: "s3://models/resnet"},
+			Model:    &servingv1alpha1.ModelSpec{StorageURI: "s3://models/resnet"},
 			Replicas: ptr.To[int32](2),
 		},
 	}
@@ -27,7 +27,7 @@ func modelServer(mutate ...func(*servingv1alpha1.ModelServer)) *servingv1alpha1.
 	return ms
 }
 
-var fetched = Inputs{ChartVersion: "0.1.0", AppVersion: "2.19.1", FetchImage: "example.com/op:1", FetchedGeneration: "gen00001"}
+var fetched = Inputs{ChartVersion: "0.1.0", AppVersion: "2.19.1", FetchImage: "example.com/op:1", Served: map[string]string{"resnet": "gen00001"}}
 
 func TestValuesForASpec(t *testing.T) {
 	for _, tc := range []struct {
@@ -40,40 +40,43 @@ func TestValuesForASpec(t *testing.T) {
 		ms:   modelServer(),
 		in:   fetched,
 		check: func(t *testing.T, v *Values) {
-			expect(t, "model name", v.Model.Name, "resnet")
+			expect(t, "model name", v.Models[0].Name, "resnet")
 			expect(t, "image", v.Serving.Image, servingv1alpha1.DefaultImage)
-			expect(t, "replicas", v.Serving.Replicas, int32(2))
+			expect(t, "replicas", *v.Serving.Replicas, int32(2))
 			expect(t, "grpc", v.Serving.GRPCPort, int32(8500))
 			expect(t, "rest", v.Serving.RESTPort, int32(8501))
 			expect(t, "service type", v.Service.Type, corev1.ServiceTypeClusterIP)
 			expect(t, "claim created", v.Volume.Create, true)
 			expect(t, "claim", v.Volume.ClaimName, "resnet-model")
 			expect(t, "size", v.Volume.Size, "10Gi")
-			expect(t, "served base path", v.Model.BasePath, "/models/gen00001")
+			expect(t, "served base path", v.Models[0].BasePath, "/models/gen00001")
 			expect(t, "owner uid", v.Owner.UID, "uid-1")
 			expect(t, "deployment", v.Names.Deployment, "resnet")
 			expect(t, "config map", v.Names.ConfigMap, "resnet-config")
-			if !strings.HasPrefix(v.Names.FetchJob, "resnet-fetch-") {
-				t.Errorf("fetch job %q", v.Names.FetchJob)
+			if !strings.HasPrefix(v.Fetches[0].Name, "resnet-fetch-") || v.Models[0].FetchJob != v.Fetches[0].Name {
+				t.Errorf("fetch job %q, model's %q", v.Fetches[0].Name, v.Models[0].FetchJob)
 			}
-			expect(t, "fetch dest", v.Fetch.Args[len(v.Fetch.Args)-1], "/models/"+v.Fetch.Generation)
+			expect(t, "fetch dest", v.Fetches[0].Args[len(v.Fetches[0].Args)-1], "/models/"+v.Fetches[0].Generation)
 		},
 	}, {
 		name: "nothing fetched yet holds the serving pods at zero",
 		ms:   modelServer(),
 		in:   Inputs{ChartVersion: "0.1.0", AppVersion: "2.19.1", FetchImage: "example.com/op:1"},
 		check: func(t *testing.T, v *Values) {
-			expect(t, "replicas", v.Serving.Replicas, int32(0))
-			expect(t, "base path", v.Model.BasePath, "/models/"+v.Fetch.Generation)
+			expect(t, "replicas", *v.Serving.Replicas, int32(0))
+			expect(t, "base path", v.Models[0].BasePath, "")
+			if strings.Contains(v.ConfigFiles[ModelConfigFile], "config {") {
+				t.Errorf("a model without data is in the model config:\n%s", v.ConfigFiles[ModelConfigFile])
+			}
 		},
 	}, {
 		name: "a new generation keeps serving the fetched one",
 		ms:   modelServer(func(ms *servingv1alpha1.ModelServer) { ms.Spec.Model.StorageURI = "s3://models/resnet-v2" }),
 		in:   fetched,
 		check: func(t *testing.T, v *Values) {
-			expect(t, "replicas", v.Serving.Replicas, int32(2))
-			expect(t, "served base path", v.Model.BasePath, "/models/gen00001")
-			if v.Fetch.Generation == "gen00001" {
+			expect(t, "replicas", *v.Serving.Replicas, int32(2))
+			expect(t, "served base path", v.Models[0].BasePath, "/models/gen00001")
+			if v.Fetches[0].Generation == "gen00001" {
 				t.Error("the new URI did not make a new generation")
 			}
 		},
@@ -84,14 +87,14 @@ func TestValuesForASpec(t *testing.T) {
 		check: func(t *testing.T, v *Values) {
 			expect(t, "claim created", v.Volume.Create, false)
 			expect(t, "claim", v.Volume.ClaimName, "shared-models")
-			expect(t, "base path", v.Model.BasePath, "/models/vision/resnet")
+			expect(t, "base path", v.Models[0].BasePath, "/models/vision/resnet")
 		},
 	}, {
 		name: "pvc:// path cannot climb out of the mount",
 		ms:   modelServer(func(ms *servingv1alpha1.ModelServer) { ms.Spec.Model.StorageURI = "pvc://claim/../../etc" }),
 		in:   fetched,
 		check: func(t *testing.T, v *Values) {
-			expect(t, "base path", v.Model.BasePath, "/models/etc")
+			expect(t, "base path", v.Models[0].BasePath, "/models/etc")
 		},
 	}, {
 		name: "everything set",
@@ -105,9 +108,9 @@ func TestValuesForASpec(t *testing.T) {
 			ms.Spec.PodTemplate.ServiceAccountName = "tfs"
 			ms.Spec.PodTemplate.Env = []corev1.EnvVar{{Name: "TF_CPP_MIN_LOG_LEVEL", Value: "2"}}
 		}),
-		in: Inputs{ChartVersion: "0.1.0", AppVersion: "2.19.1", FetchImage: "example.com/op:1", FetchedGeneration: "g", ProxyEnv: []corev1.EnvVar{{Name: "HTTPS_PROXY", Value: "http://proxy:3128"}}},
+		in: Inputs{ChartVersion: "0.1.0", AppVersion: "2.19.1", FetchImage: "example.com/op:1", Served: map[string]string{"my_model.v2": "g"}, ProxyEnv: []corev1.EnvVar{{Name: "HTTPS_PROXY", Value: "http://proxy:3128"}}},
 		check: func(t *testing.T, v *Values) {
-			expect(t, "model name", v.Model.Name, "my_model.v2")
+			expect(t, "model name", v.Models[0].Name, "my_model.v2")
 			expect(t, "image", v.Serving.Image, "example.com/tfs:custom")
 			expect(t, "grpc", v.Serving.GRPCPort, int32(9000))
 			expect(t, "service", v.Service.Type, corev1.ServiceTypeNodePort)
@@ -115,14 +118,14 @@ func TestValuesForASpec(t *testing.T) {
 			expect(t, "class", v.Volume.StorageClassName, "fast")
 			expect(t, "access", v.Volume.AccessMode, "ReadWriteMany")
 			expect(t, "sa", v.Pod.ServiceAccountName, "tfs")
-			expect(t, "secret", v.Fetch.CredentialsSecret, "s3-creds")
+			expect(t, "secret", v.Fetches[0].CredentialsSecret, "s3-creds")
 			expect(t, "env", len(v.Serving.Env), 2)
 			expect(t, "proxy env last", v.Serving.Env[1].Name, "HTTPS_PROXY")
-			if !strings.Contains(strings.Join(v.Fetch.Args, " "), "--credentials-dir "+CredentialsMountPath) {
-				t.Errorf("fetch args lack the credentials dir: %q", v.Fetch.Args)
+			if !strings.Contains(strings.Join(v.Fetches[0].Args, " "), "--credentials-dir "+CredentialsMountPath) {
+				t.Errorf("fetch args lack the credentials dir: %q", v.Fetches[0].Args)
 			}
-			if !strings.Contains(v.ModelConfig, `name: "my_model.v2"`) {
-				t.Errorf("model config:\n%s", v.ModelConfig)
+			if !strings.Contains(v.ConfigFiles[ModelConfigFile], `name: "my_model.v2"`) {
+				t.Errorf("model config:\n%s", v.ConfigFiles[ModelConfigFile])
 			}
 		},
 	}} {
@@ -184,9 +187,13 @@ func TestDigestChangesWithValuesAndChartVersion(t *testing.T) {
 	}
 }
 
+func generation(ms *servingv1alpha1.ModelServer) string {
+	return FetchGeneration(ms, *ms.Spec.Model, "op:1")
+}
+
 func TestFetchGenerationIgnoresServingOnlyChanges(t *testing.T) {
-	base := FetchGeneration(modelServer(), "op:1")
-	if g := FetchGeneration(modelServer(func(ms *servingv1alpha1.ModelServer) { ms.Spec.Replicas = ptr.To[int32](5); ms.Spec.Image = "x:1" }), "op:1"); g != base {
+	base := generation(modelServer())
+	if g := generation(modelServer(func(ms *servingv1alpha1.ModelServer) { ms.Spec.Replicas = ptr.To[int32](5); ms.Spec.Image = "x:1" })); g != base {
 		t.Error("replicas or image changed the fetch generation: the model would be fetched again for nothing")
 	}
 	for name, m := range map[string]func(*servingv1alpha1.ModelServer){
@@ -194,7 +201,7 @@ func TestFetchGenerationIgnoresServingOnlyChanges(t *testing.T) {
 		"secret":      func(ms *servingv1alpha1.ModelServer) { ms.Spec.Model.CredentialsSecret = "c" },
 		"annotations": func(ms *servingv1alpha1.ModelServer) { ms.Spec.PodTemplate.Annotations = map[string]string{"a": "b"} },
 	} {
-		if FetchGeneration(modelServer(m), "op:1") == base {
+		if generation(modelServer(m)) == base {
 			t.Errorf("a change of %s kept the fetch generation: its Job's pod template would have to change in place", name)
 		}
 	}

@@ -24,7 +24,7 @@ func widgetInputs(t *testing.T) Inputs {
 		}
 		return b
 	}
-	return Inputs{CSVBase: read("csv-base.yaml"), Kustomized: read("kustomized.yaml"), Samples: [][]byte{read("sample.yaml")}}
+	return Inputs{CSVBase: read("csv-base.yaml"), Kustomized: read("kustomized.yaml"), Samples: [][]byte{read("sample.yaml")}, ServingImage: "example/server:1.2.3"}
 }
 
 func widgetParams(v string) Params {
@@ -88,7 +88,7 @@ func TestBundleSetsTheReleaseFields(t *testing.T) {
 	if csv.Annotations["containerImage"] != p.Image || csv.Annotations["capabilities"] != "Basic Install" {
 		t.Errorf("annotations %v", csv.Annotations)
 	}
-	wantImages := []v1alpha1.RelatedImage{{Name: "operator", Image: p.Image}, {Name: "tensorflow-serving", Image: "example/server:1.2.3"}}
+	wantImages := []v1alpha1.RelatedImage{{Name: "operator", Image: p.Image}, {Name: "tensorflow-serving", Image: "example/server:1.2.3"}, {Name: "tensorflow-serving-gpu", Image: "example/server:1.2.3-gpu"}}
 	if !reflect.DeepEqual(csv.Spec.RelatedImages, wantImages) {
 		t.Errorf("relatedImages %+v, want %+v", csv.Spec.RelatedImages, wantImages)
 	}

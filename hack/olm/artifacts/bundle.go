@@ -32,6 +32,9 @@ const (
 const (
 	RelatedImageOperator = "operator"
 	RelatedImageServing  = "tensorflow-serving"
+	// RelatedImageServingGPU is the serving image's GPU variant, which the
+	// operator runs for pods asking for nvidia.com/gpu.
+	RelatedImageServingGPU = "tensorflow-serving-gpu"
 )
 
 // Environment of the operator container that the bundle sets: the image of
@@ -69,6 +72,9 @@ type Inputs struct {
 	// Samples are the files of config/samples, in order; their objects
 	// become the CSV's alm-examples.
 	Samples [][]byte
+	// ServingImage is the TensorFlow Serving image the operator defaults
+	// to (the API's DefaultImage); its -gpu variant is related too.
+	ServingImage string
 }
 
 // Files maps a path relative to the repository root to its content.
@@ -102,7 +108,10 @@ func Bundle(in Inputs, p Params) (Files, error) {
 	}
 
 	files := Files{}
-	crdScopes, servingImage, err := ownedCRDs(objs, &csv, files)
+	if in.ServingImage == "" {
+		return nil, fmt.Errorf("no TensorFlow Serving image")
+	}
+	crdScopes, err := ownedCRDs(objs, &csv, files)
 	if err != nil {
 		return nil, err
 	}
@@ -155,7 +164,8 @@ func Bundle(in Inputs, p Params) (Files, error) {
 		"spec.replaces":        p.Replaces,
 		"spec.relatedImages": []v1alpha1.RelatedImage{
 			{Name: RelatedImageOperator, Image: p.Image},
-			{Name: RelatedImageServing, Image: servingImage},
+			{Name: RelatedImageServing, Image: in.ServingImage},
+			{Name: RelatedImageServingGPU, Image: in.ServingImage + "-gpu"},
 		},
 		"spec.install": strategy,
 	}); err != nil {
@@ -194,36 +204,30 @@ func Bundle(in Inputs, p Params) (Files, error) {
 // ownedCRDs writes the CRDs of the kustomize output into files, checks
 // that the CSV base owns exactly them, and returns their scopes and the
 // TensorFlow Serving image they default spec.image to.
-func ownedCRDs(objs []*unstructured.Unstructured, csv *v1alpha1.ClusterServiceVersion, files Files) (map[string]scope, string, error) {
+func ownedCRDs(objs []*unstructured.Unstructured, csv *v1alpha1.ClusterServiceVersion, files Files) (map[string]scope, error) {
 	owned := map[string]v1alpha1.CRDDescription{}
 	for _, d := range csv.Spec.CustomResourceDefinitions.Owned {
 		owned[d.Name] = d
 	}
-	var (
-		crdScopes    = map[string]scope{}
-		servingImage string
-	)
+	crdScopes := map[string]scope{}
 	for _, o := range find(objs, "CustomResourceDefinition") {
 		crd := &apiextensionsv1.CustomResourceDefinition{}
 		if err := toTyped(o, crd); err != nil {
-			return nil, "", err
+			return nil, err
 		}
 		desc, ok := owned[crd.Name]
 		if !ok {
-			return nil, "", fmt.Errorf("CSV base: spec.customresourcedefinitions.owned does not list the CRD %s", crd.Name)
+			return nil, fmt.Errorf("CSV base: spec.customresourcedefinitions.owned does not list the CRD %s", crd.Name)
 		}
 		delete(owned, crd.Name)
 		served := false
 		for _, ver := range crd.Spec.Versions {
 			if ver.Name == desc.Version && ver.Served && desc.Kind == crd.Spec.Names.Kind {
 				served = true
-				if img := defaultImage(ver); img != "" {
-					servingImage = img
-				}
 			}
 		}
 		if !served {
-			return nil, "", fmt.Errorf("CSV base: owned CRD %s is %s %s, but the CRD serves no such kind and version", crd.Name, desc.Kind, desc.Version)
+			return nil, fmt.Errorf("CSV base: owned CRD %s is %s %s, but the CRD serves no such kind and version", crd.Name, desc.Kind, desc.Version)
 		}
 		sc := namespaced
 		if crd.Spec.Scope == apiextensionsv1.ClusterScoped {
@@ -232,33 +236,14 @@ func ownedCRDs(objs []*unstructured.Unstructured, csv *v1alpha1.ClusterServiceVe
 		crdScopes[crd.Spec.Group+"/"+crd.Spec.Names.Plural] = sc
 		data, err := yaml.Marshal(o.Object)
 		if err != nil {
-			return nil, "", err
+			return nil, err
 		}
 		files[path.Join(ManifestsDir, crd.Spec.Group+"_"+crd.Spec.Names.Plural+".yaml")] = data
 	}
 	if len(owned) > 0 {
-		return nil, "", fmt.Errorf("CSV base owns CRDs that config/default does not have: %v", slices.Sorted(maps.Keys(owned)))
+		return nil, fmt.Errorf("CSV base owns CRDs that config/default does not have: %v", slices.Sorted(maps.Keys(owned)))
 	}
-	if servingImage == "" {
-		return nil, "", fmt.Errorf("no owned CRD defaults spec.image: cannot tell the TensorFlow Serving image")
-	}
-	return crdScopes, servingImage, nil
-}
-
-// defaultImage is the default of spec.image in a CRD version's schema.
-func defaultImage(ver apiextensionsv1.CustomResourceDefinitionVersion) string {
-	if ver.Schema == nil || ver.Schema.OpenAPIV3Schema == nil {
-		return ""
-	}
-	img := ver.Schema.OpenAPIV3Schema.Properties["spec"].Properties["image"].Default
-	if img == nil {
-		return ""
-	}
-	var s string
-	if err := json.Unmarshal(img.Raw, &s); err != nil {
-		return ""
-	}
-	return s
+	return crdScopes, nil
 }
 
 // installStrategy turns the operator's Deployment, its ServiceAccount and

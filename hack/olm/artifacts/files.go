@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 )
@@ -50,7 +51,11 @@ func ReadInputs(root string, kustomized []byte) (Inputs, error) {
 		return Inputs{}, err
 	}
 	slices.Sort(samples)
-	in := Inputs{CSVBase: base, Kustomized: kustomized}
+	image, err := ServingImage(root)
+	if err != nil {
+		return Inputs{}, err
+	}
+	in := Inputs{CSVBase: base, Kustomized: kustomized, ServingImage: image}
 	for _, s := range samples {
 		if filepath.Base(s) == "kustomization.yaml" {
 			continue
@@ -62,6 +67,25 @@ func ReadInputs(root string, kustomized []byte) (Inputs, error) {
 		in.Samples = append(in.Samples, data)
 	}
 	return in, nil
+}
+
+// APITypesFile holds the API's DefaultImage constant.
+const APITypesFile = "api/v1alpha1/modelserver_types.go"
+
+var defaultImageLine = regexp.MustCompile(`(?m)^const DefaultImage = "([^"]+)"`)
+
+// ServingImage is the TensorFlow Serving image the API defaults to, read
+// from its Go source: this module does not import the operator's.
+func ServingImage(root string) (string, error) {
+	src, err := os.ReadFile(filepath.Join(root, APITypesFile))
+	if err != nil {
+		return "", err
+	}
+	m := defaultImageLine.FindSubmatch(src)
+	if m == nil {
+		return "", fmt.Errorf(`%s has no line const DefaultImage = "..."`, APITypesFile)
+	}
+	return string(m[1]), nil
 }
 
 // BundleDirs are the directories that hold nothing but what Bundle makes.

@@ -42,6 +42,8 @@ var resourceScopes = map[string]scope{
 	"coordination.k8s.io/leases":             namespaced,
 	"discovery.k8s.io/endpointslices":        namespaced,
 	"events.k8s.io/events":                   namespaced,
+	"gateway.networking.k8s.io/grpcroutes":   namespaced,
+	"gateway.networking.k8s.io/httproutes":   namespaced,
 	"monitoring.coreos.com/servicemonitors":  namespaced,
 	"networking.k8s.io/ingresses":            namespaced,
 	"networking.k8s.io/networkpolicies":      namespaced,

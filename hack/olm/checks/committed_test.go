@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
-	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -225,24 +224,20 @@ func firstDifference(committed, generated []byte) string {
 // TestServingImageIsTheAPIDefault wants the TensorFlow Serving image that
 // the CSV relates, for mirroring, to be the one the API defaults to.
 func TestServingImageIsTheAPIDefault(t *testing.T) {
-	src, err := os.ReadFile(filepath.Join(root, "api", "v1alpha1", "modelserver_types.go"))
+	want, err := artifacts.ServingImage(root)
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := regexp.MustCompile(`(?m)^const DefaultImage = "([^"]+)"`).FindSubmatch(src)
-	if m == nil {
-		t.Fatal(`api/v1alpha1/modelserver_types.go has no line const DefaultImage = "..."`)
-	}
-	want := string(m[1])
 	b := committedBundle(t)
-	var got []string
+	got := map[string][]string{}
 	for _, ri := range b.CSV.Spec.RelatedImages {
-		if ri.Name == artifacts.RelatedImageServing {
-			got = append(got, ri.Image)
-		}
+		got[ri.Name] = append(got[ri.Name], ri.Image)
 	}
-	if len(got) != 1 || got[0] != want {
-		t.Errorf("relatedImages %s: %q, want DefaultImage %q", artifacts.RelatedImageServing, got, want)
+	if g := got[artifacts.RelatedImageServing]; len(g) != 1 || g[0] != want {
+		t.Errorf("relatedImages %s: %q, want DefaultImage %q", artifacts.RelatedImageServing, g, want)
+	}
+	if g := got[artifacts.RelatedImageServingGPU]; len(g) != 1 || g[0] != want+"-gpu" {
+		t.Errorf("relatedImages %s: %q, want %q", artifacts.RelatedImageServingGPU, g, want+"-gpu")
 	}
 	var op []string
 	for _, ri := range b.CSV.Spec.RelatedImages {

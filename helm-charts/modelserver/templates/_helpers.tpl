@@ -64,10 +64,13 @@ securityContext:
 {{- end }}
 
 {{/*
-modelserver.podScheduling: the pod settings the serving and fetch pods share.
-Call: include "modelserver.podScheduling" $
+modelserver.podScheduling: the pod settings the serving and fetch pods share,
+and the tolerations of the pod at hand (the serving pods may add the GPU
+taint's).
+Call: include "modelserver.podScheduling" (dict "root" $ "tolerations" .Values.pod.tolerations)
 */}}
 {{- define "modelserver.podScheduling" -}}
+{{- with .root }}
 automountServiceAccountToken: false
 {{- with .Values.pod.serviceAccountName }}
 serviceAccountName: {{ . | quote }}
@@ -80,12 +83,13 @@ imagePullSecrets:
 nodeSelector:
   {{- toYaml . | nindent 2 }}
 {{- end }}
-{{- with .Values.pod.tolerations }}
-tolerations:
-  {{- toYaml . | nindent 2 }}
-{{- end }}
 {{- with .Values.pod.affinity }}
 affinity:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end }}
+{{- with .tolerations }}
+tolerations:
   {{- toYaml . | nindent 2 }}
 {{- end }}
 {{- end }}
