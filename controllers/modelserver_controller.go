@@ -63,6 +63,9 @@ type ModelServerReconciler struct {
 	FetchImage string
 	// ProxyEnv is passed on to the serving and fetch containers.
 	ProxyEnv []corev1.EnvVar
+	// RecheckAfter is how soon a ModelServer with warnings (an optional
+	// API it asks for is missing) is looked at again. Default 1 minute.
+	RecheckAfter time.Duration
 
 	// verified holds the UIDs whose release record this process has read
 	// once. Later reconciles trust status.release.valuesDigest, so an idle
@@ -198,6 +201,13 @@ func (r *ModelServerReconciler) reconcileNormal(ctx context.Context, ms *serving
 	// again each minute to keep its elapsed time in the status current.
 	if obs.Fetch == FetchRunning && result.RequeueAfter == 0 {
 		result.RequeueAfter = time.Minute
+	}
+	// Nothing watched changes when a missing API is installed.
+	if len(obs.Warnings) > 0 && result.RequeueAfter == 0 {
+		result.RequeueAfter = r.RecheckAfter
+		if result.RequeueAfter == 0 {
+			result.RequeueAfter = time.Minute
+		}
 	}
 	logger.V(1).Info("reconciled", "fetch", obs.Fetch, "helm", why)
 	return result, reconcileErr

@@ -229,6 +229,27 @@ func TestBadSpecsAreRejectedAtAdmission(t *testing.T) {
 		{"model name with a quote", newModelServer(ns, "quote", func(ms *servingv1alpha1.ModelServer) { ms.Spec.Model.Name = `a"b` }),
 			"spec.model.name", "should match"},
 		{"upper-case name", newModelServer(ns, "Upper"), "metadata.name", "DNS-1035"},
+		{"replicas and autoscaling", newModelServer(ns, "both", func(ms *servingv1alpha1.ModelServer) {
+			ms.Spec.Autoscaling = &servingv1alpha1.Autoscaling{MaxReplicas: 3, TargetCPUUtilizationPercentage: ptrTo[int32](50)}
+		}), "spec", "mutually exclusive"},
+		{"autoscaling without a target", newModelServer(ns, "notarget", func(ms *servingv1alpha1.ModelServer) {
+			ms.Spec.Replicas = nil
+			ms.Spec.Autoscaling = &servingv1alpha1.Autoscaling{MaxReplicas: 3}
+		}), "spec.autoscaling", "targetCPUUtilizationPercentage"},
+		{"model and models", newModelServer(ns, "twice", func(ms *servingv1alpha1.ModelServer) {
+			ms.Spec.Models = []servingv1alpha1.ModelSpec{{Name: "a", StorageURI: "s3://m/a"}}
+		}), "spec", "exactly one of spec.model"},
+		{"duplicate model names", newModelServer(ns, "dup", func(ms *servingv1alpha1.ModelServer) {
+			ms.Spec.Model = nil
+			ms.Spec.Models = []servingv1alpha1.ModelSpec{{Name: "a", StorageURI: "s3://m/a"}, {Name: "a", StorageURI: "s3://m/b"}}
+		}), "spec.models", "must be unique"},
+		{"pvc:// among several models", newModelServer(ns, "pvcs", func(ms *servingv1alpha1.ModelServer) {
+			ms.Spec.Model = nil
+			ms.Spec.Models = []servingv1alpha1.ModelSpec{{Name: "a", StorageURI: "pvc://claim/a"}}
+		}), "spec.models", "spec.model only"},
+		{"drain as long as the grace period", newModelServer(ns, "drain", func(ms *servingv1alpha1.ModelServer) {
+			ms.Spec.PodTemplate.DrainSeconds = ptrTo[int64](30)
+		}), "spec.podTemplate", "drainSeconds must be less than"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := env.client.Create(context.Background(), tc.ms)

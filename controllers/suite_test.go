@@ -69,6 +69,7 @@ func runSuite(m *testing.M) int {
 	env.scheme = runtime.NewScheme()
 	_ = clientgoscheme.AddToScheme(env.scheme)
 	_ = servingv1alpha1.AddToScheme(env.scheme)
+	_ = apiextensionsv1.AddToScheme(env.scheme)
 	cfg := rest.CopyConfig(c.Config)
 	env.requests = &requestCounter{}
 	cfg.Wrap(env.requests.wrap)
@@ -91,19 +92,20 @@ func runSuite(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	releases, err := release.New(cfg, release.Options{Log: ctrl.Log.WithName("helm")})
+	releases, err := release.New(cfg, release.Options{Log: ctrl.Log.WithName("helm"), RefreshEvery: time.Second})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 	env.reconciler = &controllers.ModelServerReconciler{
-		Client:     mgr.GetClient(),
-		APIReader:  mgr.GetAPIReader(),
-		Recorder:   mgr.GetEventRecorder("modelserver-operator"),
-		Releases:   releases,
-		Chart:      ch,
-		FetchImage: "example.com/modelserver-operator:test",
-		ProxyEnv:   proxy.ReadProxyVarsFromEnv(),
+		Client:       mgr.GetClient(),
+		APIReader:    mgr.GetAPIReader(),
+		Recorder:     mgr.GetEventRecorder("modelserver-operator"),
+		Releases:     releases,
+		Chart:        ch,
+		FetchImage:   "example.com/modelserver-operator:test",
+		ProxyEnv:     proxy.ReadProxyVarsFromEnv(),
+		RecheckAfter: time.Second,
 	}
 	if err := env.reconciler.SetupWithManager(mgr); err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -45,7 +45,10 @@ type Options struct {
 	MaxHistory int
 	// Timeout bounds each Helm operation. Default 2 minutes.
 	Timeout time.Duration
-	Log     logr.Logger
+	// RefreshEvery bounds how often Knows reads the API groups again for
+	// a kind it does not know. Default 30 seconds.
+	RefreshEvery time.Duration
+	Log          logr.Logger
 }
 
 // Manager runs Helm actions for releases in any namespace. It is safe for
@@ -64,13 +67,10 @@ type Manager struct {
 	lastRefresh time.Time
 }
 
-// refreshEvery bounds how often Knows reads the API groups again for a
-// kind it does not know: a missing API asked about by every reconcile
-// must not cost a discovery sweep each time.
-const refreshEvery = 30 * time.Second
-
 // Knows says whether the cluster serves gvk. A kind it has not seen makes
-// it read the API groups again (at most every refreshEvery), so that an
+// it read the API groups again, at most every Options.RefreshEvery: a
+// missing API asked about by every reconcile must not cost a discovery
+// sweep each time. So an
 // API installed after the operator started, such as the Gateway API, is
 // found without a restart.
 func (m *Manager) Knows(gvk schema.GroupVersionKind) bool {
@@ -79,7 +79,7 @@ func (m *Manager) Knows(gvk schema.GroupVersionKind) bool {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if time.Since(m.lastRefresh) < refreshEvery {
+	if time.Since(m.lastRefresh) < m.opts.RefreshEvery {
 		return false
 	}
 	m.lastRefresh = time.Now()
@@ -99,6 +99,9 @@ func New(cfg *rest.Config, opts Options) (*Manager, error) {
 	}
 	if opts.Timeout == 0 {
 		opts.Timeout = 2 * time.Minute
+	}
+	if opts.RefreshEvery == 0 {
+		opts.RefreshEvery = 30 * time.Second
 	}
 	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
 	if err != nil {

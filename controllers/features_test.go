@@ -1,0 +1,278 @@
+package controllers_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
+	"github.com/modelserver-dev/modelserver-operator/internal/values"
+)
+
+// servingPods lists the serving pods of a ModelServer.
+func servingPods(t *testing.T, ns, name string) []corev1.Pod {
+	t.Helper()
+	pods := &corev1.PodList{}
+	if err := env.client.List(context.Background(), pods, client.InNamespace(ns),
+		client.MatchingLabels{"app.kubernetes.io/instance": name, "app.kubernetes.io/component": "serving"}); err != nil {
+		t.Fatal(err)
+	}
+	return pods.Items
+}
+
+func TestAGPUModelServerRunsTheGPUImageOnGPUNodesOnly(t *testing.T) {
+	ns := newNamespace(t)
+	ms := newModelServer(ns, "gpu", func(ms *servingv1alpha1.ModelServer) {
+		ms.Spec.Resources.Limits = corev1.ResourceList{values.GPUResource: resource.MustParse("1")}
+		ms.Spec.Batching = &servingv1alpha1.Batching{MaxBatchSize: 16}
+	})
+	if err := env.client.Create(context.Background(), ms); err != nil {
+		t.Fatal(err)
+	}
+	waitReady(t, ms)
+	pods := servingPods(t, ns, ms.Name)
+	if len(pods) != 2 {
+		t.Fatalf("%d serving pods, want 2", len(pods))
+	}
+	for _, p := range pods {
+		node := get(t, "", p.Spec.NodeName, &corev1.Node{})
+		if _, gpu := node.Status.Capacity[values.GPUResource]; !gpu {
+			t.Errorf("pod %s runs on %s, which has no GPU", p.Name, node.Name)
+		}
+		if img := p.Spec.Containers[0].Image; img != servingv1alpha1.DefaultImage+"-gpu" {
+			t.Errorf("pod %s runs %s, want the GPU image", p.Name, img)
+		}
+		if args := strings.Join(p.Spec.Containers[0].Args, " "); !strings.Contains(args, "--enable_batching=true") {
+			t.Errorf("pod %s args lack batching: %s", p.Name, args)
+		}
+	}
+	cm := get(t, ns, "gpu-config", &corev1.ConfigMap{})
+	if !strings.Contains(cm.Data[values.BatchingConfigFile], "max_batch_size { value: 16 }") {
+		t.Errorf("batching.config = %q", cm.Data[values.BatchingConfigFile])
+	}
+}
+
+func TestAnAutoscaledModelServerIsScaledByItsAutoscaler(t *testing.T) {
+	ns := newNamespace(t)
+	ms := newModelServer(ns, "auto", func(ms *servingv1alpha1.ModelServer) {
+		ms.Spec.Replicas = nil
+		ms.Spec.Resources.Requests = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m")}
+		ms.Spec.Autoscaling = &servingv1alpha1.Autoscaling{MinReplicas: ptrTo[int32](2), MaxReplicas: 4, TargetCPUUtilizationPercentage: ptrTo[int32](70)}
+	})
+	if err := env.client.Create(context.Background(), ms); err != nil {
+		t.Fatal(err)
+	}
+	got := waitReady(t, ms)
+	if got.Status.Replicas != 2 || got.Status.ReadyReplicas != 2 {
+		t.Errorf("status replicas %d ready %d, want the autoscaler's minimum, 2", got.Status.Replicas, got.Status.ReadyReplicas)
+	}
+	hpa := get(t, ns, "auto", &autoscalingv2.HorizontalPodAutoscaler{})
+	if hpa.Spec.ScaleTargetRef.Name != "auto" || hpa.Spec.MaxReplicas != 4 {
+		t.Errorf("hpa = %+v", hpa.Spec)
+	}
+	get(t, ns, "auto", &policyv1.PodDisruptionBudget{})
+
+	// The autoscaler's choice stands: the operator does not scale back.
+	d := get(t, ns, "auto", &appsv1.Deployment{})
+	d.Spec.Replicas = ptrTo[int32](3)
+	if err := env.client.Update(context.Background(), d); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "status follows the autoscaler", func(ctx context.Context) (bool, string) {
+		cur := &servingv1alpha1.ModelServer{}
+		if err := env.client.Get(ctx, client.ObjectKeyFromObject(ms), cur); err != nil {
+			return false, err.Error()
+		}
+		return cur.Status.Replicas == 3 && cur.Status.ReadyReplicas == 3, cur.Status.Ready
+	})
+	time.Sleep(2 * time.Second)
+	if r := *get(t, ns, "auto", &appsv1.Deployment{}).Spec.Replicas; r != 3 {
+		t.Errorf("deployment replicas = %d after the autoscaler set 3: the operator fought it", r)
+	}
+
+	// spec.replicas (what kubectl scale sets) is refused while autoscaling.
+	cur := get(t, ns, "auto", &servingv1alpha1.ModelServer{})
+	cur.Spec.Replicas = ptrTo[int32](5)
+	if err := env.client.Update(context.Background(), cur); !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "mutually exclusive") {
+		t.Errorf("setting replicas with autoscaling: %v, want Invalid naming the rule", err)
+	}
+}
+
+func TestChangingVersionLabelsReconfiguresWithoutRestartingPods(t *testing.T) {
+	ns := newNamespace(t)
+	ms := newModelServer(ns, "versions", func(ms *servingv1alpha1.ModelServer) {
+		// What the fetch reports it found: versions 1, 2 and 3.
+		ms.Spec.PodTemplate.Annotations = map[string]string{
+			"localcluster.modelserver.dev/termination-message": `{"versions":[1,2,3],"files":9,"bytes":4096,"digest":"sha256:abc"}`,
+		}
+		ms.Spec.Model.VersionPolicy = &servingv1alpha1.VersionPolicy{Latest: &servingv1alpha1.LatestVersions{NumVersions: 2}}
+		ms.Spec.Model.VersionLabels = map[string]int64{"stable": 2, "canary": 3}
+	})
+	if err := env.client.Create(context.Background(), ms); err != nil {
+		t.Fatal(err)
+	}
+	got := waitReady(t, ms)
+	if m := got.Status.Model; m == nil || !slices.Equal(m.Versions, []int64{1, 2, 3}) || !slices.Equal(m.ServedVersions, []int64{2, 3}) || m.VersionLabels["canary"] != 3 {
+		t.Fatalf("status.model = %+v, want versions 1-3, served 2 and 3, canary 3", got.Status.Model)
+	}
+	before := get(t, ns, "versions", &appsv1.Deployment{})
+	podsBefore := podNames(t, ns, "versions")
+
+	got.Spec.Model.VersionPolicy = &servingv1alpha1.VersionPolicy{Specific: &servingv1alpha1.SpecificVersions{Versions: []int64{1, 3}}}
+	got.Spec.Model.VersionLabels = map[string]int64{"stable": 3}
+	if err := env.client.Update(context.Background(), got); err != nil {
+		t.Fatal(err)
+	}
+	got = waitReady(t, got)
+	if m := got.Status.Model; !slices.Equal(m.ServedVersions, []int64{1, 3}) || m.VersionLabels["stable"] != 3 || len(m.VersionLabels) != 1 {
+		t.Errorf("status.model = %+v, want served 1 and 3, stable 3", m)
+	}
+	config := get(t, ns, "versions-config", &corev1.ConfigMap{}).Data[values.ModelConfigFile]
+	if !strings.Contains(config, "versions: 1\n        versions: 3") || strings.Contains(config, `"canary"`) {
+		t.Errorf("model config not updated:\n%s", config)
+	}
+	after := get(t, ns, "versions", &appsv1.Deployment{})
+	if after.Generation != before.Generation {
+		t.Errorf("the Deployment changed (generation %d → %d): pods would restart for a change TF Serving polls", before.Generation, after.Generation)
+	}
+	if p := podNames(t, ns, "versions"); p != podsBefore {
+		t.Errorf("pods changed: %s → %s", podsBefore, p)
+	}
+}
+
+func TestSeveralModelsAreServedFromOneDeployment(t *testing.T) {
+	ns := newNamespace(t)
+	ms := newModelServer(ns, "zoo", func(ms *servingv1alpha1.ModelServer) {
+		ms.Spec.Model = nil
+		ms.Spec.Models = []servingv1alpha1.ModelSpec{
+			{Name: "resnet", StorageURI: "s3://models/resnet"},
+			{Name: "bert", StorageURI: "gs://models/bert"},
+		}
+		ms.Spec.Ingress = &servingv1alpha1.IngressSpec{Host: "zoo.example.com"}
+		ms.Spec.NetworkPolicy = &servingv1alpha1.NetworkPolicySpec{AllowedNamespaces: []string{"clients"}}
+		ms.Spec.Service.Annotations = map[string]string{"example.com/team": "vision"}
+	})
+	if err := env.client.Create(context.Background(), ms); err != nil {
+		t.Fatal(err)
+	}
+	got := waitReady(t, ms)
+	if len(got.Status.Models) != 2 || got.Status.Model != nil {
+		t.Fatalf("status models %+v model %+v, want two entries in models", got.Status.Models, got.Status.Model)
+	}
+	for i, name := range []string{"resnet", "bert"} {
+		if m := got.Status.Models[i]; m.Name != name || m.Fetch != "Succeeded" || m.FetchedGeneration == "" {
+			t.Errorf("status.models[%d] = %+v", i, m)
+		}
+	}
+	jobs := &batchv1.JobList{}
+	if err := env.client.List(context.Background(), jobs, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	if len(jobs.Items) != 2 {
+		t.Errorf("%d fetch Jobs, want one per model", len(jobs.Items))
+	}
+	config := get(t, ns, "zoo-config", &corev1.ConfigMap{}).Data[values.ModelConfigFile]
+	if !strings.Contains(config, `name: "resnet"`) || !strings.Contains(config, `name: "bert"`) {
+		t.Errorf("model config lacks a model:\n%s", config)
+	}
+	if len(get(t, ns, "zoo", &appsv1.Deployment{}).Spec.Template.Spec.Containers) != 1 {
+		t.Error("not one TF Serving container")
+	}
+	if svc := get(t, ns, "zoo", &corev1.Service{}); svc.Annotations["example.com/team"] != "vision" {
+		t.Errorf("service annotations = %v", svc.Annotations)
+	}
+	if ing := get(t, ns, "zoo", &networkingv1.Ingress{}); ing.Spec.Rules[0].Host != "zoo.example.com" {
+		t.Errorf("ingress = %+v", ing.Spec)
+	}
+	np := get(t, ns, "zoo", &networkingv1.NetworkPolicy{})
+	if vals := np.Spec.Ingress[0].From[0].NamespaceSelector.MatchExpressions[0].Values; !slices.Equal(vals, []string{"clients", ns}) && !slices.Equal(vals, []string{ns, "clients"}) {
+		t.Errorf("network policy namespaces = %q", vals)
+	}
+
+	// A third model is fetched while the other two keep being served.
+	got.Spec.Models = append(got.Spec.Models, servingv1alpha1.ModelSpec{Name: "t5", StorageURI: "s3://models/t5"})
+	if err := env.client.Update(context.Background(), got); err != nil {
+		t.Fatal(err)
+	}
+	got = waitReady(t, got)
+	if len(got.Status.Models) != 3 || got.Status.ReadyReplicas != 2 {
+		t.Errorf("after adding a model: %d models, %d ready", len(got.Status.Models), got.Status.ReadyReplicas)
+	}
+}
+
+// gatewayRouteCRDs stand for the Gateway API's route kinds: enough of
+// them for the apiserver to serve the kinds.
+func gatewayRouteCRDs() []*apiextensionsv1.CustomResourceDefinition {
+	var crds []*apiextensionsv1.CustomResourceDefinition
+	for _, kind := range []string{"HTTPRoute", "GRPCRoute"} {
+		plural := strings.ToLower(kind) + "s"
+		crds = append(crds, &apiextensionsv1.CustomResourceDefinition{
+			ObjectMeta: metav1.ObjectMeta{Name: plural + ".gateway.networking.k8s.io",
+				// As the Gateway API's own CRDs do: *.k8s.io groups need it.
+				Annotations: map[string]string{"api-approved.kubernetes.io": "https://github.com/kubernetes-sigs/gateway-api/pull/2466"}},
+			Spec: apiextensionsv1.CustomResourceDefinitionSpec{
+				Group: "gateway.networking.k8s.io",
+				Names: apiextensionsv1.CustomResourceDefinitionNames{Kind: kind, ListKind: kind + "List", Plural: plural, Singular: strings.ToLower(kind)},
+				Scope: apiextensionsv1.NamespaceScoped,
+				Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{
+					Name: "v1", Served: true, Storage: true,
+					Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{
+						Type: "object", XPreserveUnknownFields: ptrTo(true),
+					}},
+				}},
+			},
+		})
+	}
+	return crds
+}
+
+func TestGatewayRoutesAppearOnceTheGatewayAPIIsInstalled(t *testing.T) {
+	ns := newNamespace(t)
+	ms := newModelServer(ns, "routed", func(ms *servingv1alpha1.ModelServer) {
+		ms.Spec.Gateway = &servingv1alpha1.GatewaySpec{ParentRefs: []servingv1alpha1.GatewayParentRef{{Name: "gw"}}}
+	})
+	if err := env.client.Create(context.Background(), ms); err != nil {
+		t.Fatal(err)
+	}
+	got := waitReady(t, ms)
+	if len(got.Status.Warnings) != 2 || !strings.Contains(got.Status.Warnings[0], "install the Gateway API") {
+		t.Fatalf("warnings = %q, want one per missing route kind", got.Status.Warnings)
+	}
+
+	for _, crd := range gatewayRouteCRDs() {
+		if err := env.client.Create(context.Background(), crd); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, 60*time.Second, "routes rendered", func(ctx context.Context) (bool, string) {
+		for _, kind := range []string{"HTTPRoute", "GRPCRoute"} {
+			u := &unstructured.Unstructured{}
+			u.SetAPIVersion("gateway.networking.k8s.io/v1")
+			u.SetKind(kind)
+			if err := env.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "routed"}, u); err != nil {
+				return false, fmt.Sprintf("%s: %v", kind, err)
+			}
+		}
+		cur := &servingv1alpha1.ModelServer{}
+		if err := env.client.Get(ctx, client.ObjectKeyFromObject(ms), cur); err != nil {
+			return false, err.Error()
+		}
+		return len(cur.Status.Warnings) == 0, fmt.Sprintf("warnings %q", cur.Status.Warnings)
+	})
+}
