@@ -11,6 +11,8 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
@@ -302,4 +304,36 @@ func tailFile(path string, lines int) string {
 		all = all[len(all)-lines:]
 	}
 	return strings.Join(all, "\n")
+}
+
+// TestEverySampleBecomesReady applies each sample of config/samples, one
+// per feature, as a user would, and waits for it to serve.
+func TestEverySampleBecomesReady(t *testing.T) {
+	c, cs := runningOperator(t)
+	ns := kubectlNamespace(t, c)
+	// The exposed sample names a PriorityClass; a cluster admin makes it.
+	pc := &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: "model-serving"}, Value: 1000}
+	if _, err := cs.SchedulingV1().PriorityClasses().Create(context.Background(), pc, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	samples, err := filepath.Glob(repoPath("config/samples/serving_v1alpha1_*.yaml"))
+	if err != nil || len(samples) < 6 {
+		t.Fatalf("samples %v: %v", samples, err)
+	}
+	for _, s := range samples {
+		kubectl(t, c, "apply", "-n", ns, "-f", s)
+	}
+	kubectl(t, c, "wait", "-n", ns, "--for=condition=Ready", "ms", "--all", "--timeout=90s")
+	out := kubectl(t, c, "get", "-n", ns, "ms")
+	for _, name := range []string{"resnet-autoscaled", "resnet-gpu", "resnet-canary", "model-zoo", "resnet-exposed"} {
+		if !strings.Contains(out, name) {
+			t.Errorf("kubectl get ms lacks %s:\n%s", name, out)
+		}
+	}
+	// Without the Gateway API and the Prometheus Operator here, the
+	// exposed sample serves and says what it left out.
+	warnings := kubectl(t, c, "get", "-n", ns, "ms", "resnet-exposed", "-o", "jsonpath={.status.warnings}")
+	if !strings.Contains(warnings, "Gateway API") || !strings.Contains(warnings, "Prometheus Operator") {
+		t.Errorf("warnings = %s", warnings)
+	}
 }
