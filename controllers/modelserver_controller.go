@@ -38,6 +38,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
+	"github.com/modelserver-dev/modelserver-operator/internal/metrics"
 	"github.com/modelserver-dev/modelserver-operator/internal/names"
 	"github.com/modelserver-dev/modelserver-operator/internal/release"
 	"github.com/modelserver-dev/modelserver-operator/internal/values"
@@ -77,6 +78,9 @@ type ModelServerReconciler struct {
 	// release a second time. Nobody else writes the status, so what was
 	// written is what is stored.
 	written sync.Map
+	// problems are the warnings announced, so that a persisting one is
+	// not announced again on every retry.
+	problems problems
 }
 
 // +kubebuilder:rbac:groups=serving.modelserver.dev,resources=modelservers,verbs=get;list;watch;update;patch
@@ -221,7 +225,7 @@ func (r *ModelServerReconciler) applyReason(ctx context.Context, ms *servingv1al
 	case rel == nil:
 		return "install", nil
 	case rel.ValuesDigest != digest:
-		return "spec changed", nil
+		return "the spec or the fetched model changed", nil
 	}
 	// Once per process, check the release record itself: a crash can
 	// leave it pending while the status still shows the last good digest.
@@ -232,11 +236,11 @@ func (r *ModelServerReconciler) applyReason(ctx context.Context, ms *servingv1al
 		}
 		switch {
 		case last == nil:
-			return "release record missing", nil
+			return "its release record is missing", nil
 		case last.Info.Status != helmrelease.StatusDeployed:
-			return "release is " + string(last.Info.Status), nil
+			return "the release is " + string(last.Info.Status), nil
 		case last.Labels[release.LabelValuesDigest] != digest:
-			return "release made from other values", nil
+			return "the release was made from other values", nil
 		}
 		r.verified.Store(ms.UID, struct{}{})
 	}
@@ -252,15 +256,16 @@ func (r *ModelServerReconciler) apply(ctx context.Context, ms *servingv1alpha1.M
 	rel, op, err := r.Releases.Apply(ctx, ms.Namespace, ms.Name, r.Chart, m, digest)
 	if errors.Is(err, release.ErrConflict) {
 		obs.Conflict, obs.ReleaseErr = true, err
-		r.Recorder.Eventf(ms, nil, corev1.EventTypeWarning, ReasonConflict, "Apply",
-			"Not deploying: an object the release needs already exists and belongs to someone else: %s", errorLine(err))
+		r.warn(ms, ReasonConflict, "Apply", sentence(
+			"Cannot deploy: an object the release needs already exists and belongs to someone else (%s)", errorLine(err)))
 		return ctrl.Result{RequeueAfter: conflictRetry}, nil
 	}
 	if err != nil {
 		obs.ReleaseErr = err
-		r.Recorder.Eventf(ms, nil, corev1.EventTypeWarning, ReasonReleaseFailed, "Apply", "Helm %s failed: %s", op, errorLine(err))
+		r.warn(ms, ReasonReleaseFailed, "Apply", sentence("Helm %s of release %s failed: %s", op, ms.Name, errorLine(err)))
 		return ctrl.Result{}, err
 	}
+	r.problems.resolved(ms.UID, ReasonConflict, ReasonReleaseFailed)
 	r.verified.Store(ms.UID, struct{}{})
 	obs.Release = &servingv1alpha1.ReleaseStatus{
 		Name: rel.Name, Revision: rel.Version, ChartVersion: r.Chart.Metadata.Version, ValuesDigest: digest,
@@ -273,9 +278,32 @@ func (r *ModelServerReconciler) apply(ctx context.Context, ms *servingv1alpha1.M
 		r.written.Store(ms.UID, known)
 	}
 	logger.Info("release applied", "op", op, "revision", rel.Version, "why", why)
-	r.Recorder.Eventf(ms, nil, corev1.EventTypeNormal, eventReason(op), "Apply",
-		"Helm %s of release %s: revision %d (%s)", op, rel.Name, rel.Version, why)
+	r.Recorder.Eventf(ms, nil, corev1.EventTypeNormal, eventReason(op), "Apply", "%s", applyNote(string(op), rel.Name, rel.Version, why))
 	return ctrl.Result{}, nil
+}
+
+// warn announces a problem, unless it is the one already announced.
+func (r *ModelServerReconciler) warn(ms *servingv1alpha1.ModelServer, reason, action, note string) {
+	if r.problems.first(ms.UID, reason, note) {
+		r.Recorder.Eventf(ms, nil, corev1.EventTypeWarning, reason, action, "%s", note)
+	}
+}
+
+// jobDuration is how long a finished Job ran.
+func jobDuration(job *batchv1.Job) time.Duration {
+	if job.Status.StartTime == nil {
+		return 0
+	}
+	end := time.Now()
+	if job.Status.CompletionTime != nil {
+		end = job.Status.CompletionTime.Time
+	}
+	for _, c := range job.Status.Conditions {
+		if c.Type == batchv1.JobFailed && c.Status == corev1.ConditionTrue {
+			end = c.LastTransitionTime.Time
+		}
+	}
+	return end.Sub(job.Status.StartTime.Time)
 }
 
 func eventReason(op release.Op) string {
@@ -413,7 +441,8 @@ func (r *ModelServerReconciler) observeFetches(ctx context.Context, ms *servingv
 				if s, ok := parseSummary(msg); ok {
 					st.Digest, st.SizeBytes, st.Versions = s.Digest, s.Bytes, s.Versions
 				}
-				r.Recorder.Eventf(ms, job, corev1.EventTypeNormal, ReasonFetched, "Fetch", "Fetched model %s from %s", m.Name, mf.StorageURI)
+				r.Recorder.Eventf(ms, job, corev1.EventTypeNormal, ReasonFetched, "Fetch", "%s", fetchedNote(m.Name, mf.StorageURI, &st))
+				metrics.FetchEnded(ms.UID, job.UID, true, jobDuration(job), st.SizeBytes)
 			}
 		case FetchFailed:
 			msg, err := r.terminationMessage(ctx, job, corev1.PodFailed)
@@ -422,6 +451,7 @@ func (r *ModelServerReconciler) observeFetches(ctx context.Context, ms *servingv
 			}
 			mf.Reason, mf.Message = parseFailure(msg, jobFailureMessage(job))
 			st.Message = mf.Reason + ": " + mf.Message
+			metrics.FetchEnded(ms.UID, job.UID, false, jobDuration(job), -1)
 		}
 		if st.FetchedGeneration != "" {
 			st.ServedVersions = values.ServedVersions(m.VersionPolicy, st.Versions)
@@ -523,11 +553,13 @@ func (r *ModelServerReconciler) reconcileDelete(ctx context.Context, ms *serving
 		}
 	}
 	if err := r.Releases.Uninstall(ms.Namespace, ms.Name); err != nil {
-		r.Recorder.Eventf(ms, nil, corev1.EventTypeWarning, ReasonReleaseFailed, "Uninstall", "Helm uninstall failed: %s", errorLine(err))
+		r.warn(ms, ReasonReleaseFailed, "Uninstall", sentence("Helm uninstall of release %s failed: %s", ms.Name, errorLine(err)))
 		return err
 	}
 	r.verified.Delete(ms.UID)
 	r.written.Delete(ms.UID)
+	r.problems.forget(ms.UID)
+	metrics.Forget(ms.UID)
 	patch := client.MergeFrom(ms.DeepCopy())
 	controllerutil.RemoveFinalizer(ms, Finalizer)
 	return client.IgnoreNotFound(r.Patch(ctx, ms, patch))
@@ -537,6 +569,11 @@ func (r *ModelServerReconciler) reconcileDelete(ctx context.Context, ms *serving
 // it changed, with an Event for each phase change.
 func (r *ModelServerReconciler) writeStatus(ctx context.Context, ms *servingv1alpha1.ModelServer, old servingv1alpha1.ModelServerStatus, obs Observation) error {
 	st := computeStatus(old, obs)
+	var created time.Time
+	if ms.Generation == 1 {
+		created = ms.CreationTimestamp.Time
+	}
+	metrics.Observe(ms.UID, ms.Generation, created, string(st.Phase), st.Phase == servingv1alpha1.PhaseReady)
 	if equality.Semantic.DeepEqual(old, st) {
 		r.written.Store(ms.UID, st.DeepCopy())
 		return nil
@@ -554,11 +591,7 @@ func (r *ModelServerReconciler) writeStatus(ctx context.Context, ms *servingv1al
 		if st.Phase == servingv1alpha1.PhaseFailed || st.Phase == servingv1alpha1.PhaseDegraded {
 			kind = corev1.EventTypeWarning
 		}
-		note := fmt.Sprintf("Phase %s", st.Phase)
-		if st.Message != "" {
-			note += ": " + st.Message
-		}
-		r.Recorder.Eventf(ms, nil, kind, string(st.Phase), "Reconcile", "%s", note)
+		r.Recorder.Eventf(ms, nil, kind, string(st.Phase), "Reconcile", "%s", phaseNote(old.Phase, st.Phase, st))
 	}
 	return nil
 }

@@ -15,7 +15,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -278,10 +277,7 @@ func helmConfig(t *testing.T, ns string) *action.Configuration {
 }
 
 func TestAnOperatorUpgradeUpgradesEachReleaseOnlyWhenTheChartChanged(t *testing.T) {
-	ns := unmanagedNamespace
-	if err := env.client.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
-		t.Fatal(err)
-	}
+	ns := ensureUnmanagedNamespace(t)
 	ctx := context.Background()
 	first := newProcessReconciler(t, "")
 	var servers []*servingv1alpha1.ModelServer

@@ -29,6 +29,8 @@ import (
 	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/modelserver-dev/modelserver-operator/internal/metrics"
 )
 
 // LabelValuesDigest is the release label that records the digest of the
@@ -131,7 +133,25 @@ const (
 	OpInstall   Op = "install"
 	OpUpgrade   Op = "upgrade"
 	OpRecovered Op = "recover"
+	// OpUninstall is Uninstall's, for the metrics.
+	OpUninstall Op = "uninstall"
 )
+
+// observe counts a Helm operation that ran (one that failed before Helm
+// was reached, with no op, is not one) by its result.
+func observe(start time.Time, op *Op, err *error) {
+	if *op == OpNone {
+		return
+	}
+	result := metrics.ResultSuccess
+	switch {
+	case errors.Is(*err, ErrConflict):
+		result = metrics.ResultConflict
+	case *err != nil:
+		result = metrics.ResultFailure
+	}
+	metrics.HelmOperation(string(*op), result, time.Since(start))
+}
 
 // Get returns the latest revision of the release, or nil if there is none.
 func (m *Manager) Get(namespace, name string) (*helmrelease.Release, error) {
@@ -156,7 +176,8 @@ func latestRevision(cfg *action.Configuration, namespace, name string) (*helmrel
 // Apply makes the release deployed with vals: an install if there is none,
 // an upgrade otherwise. A latest revision left pending by an interrupted
 // operation is first marked failed, which lets the upgrade proceed from it.
-func (m *Manager) Apply(ctx context.Context, namespace, name string, ch *chart.Chart, vals map[string]any, digest string) (*helmrelease.Release, Op, error) {
+func (m *Manager) Apply(ctx context.Context, namespace, name string, ch *chart.Chart, vals map[string]any, digest string) (_ *helmrelease.Release, op Op, err error) {
+	defer observe(time.Now(), &op, &err)
 	cfg, err := m.config(namespace)
 	if err != nil {
 		return nil, OpNone, err
@@ -183,7 +204,7 @@ func (m *Manager) Apply(ctx context.Context, namespace, name string, ch *chart.C
 		return rel, OpInstall, nil
 	}
 
-	op := OpUpgrade
+	op = OpUpgrade
 	if last.Info.Status.IsPending() || last.Info.Status == helmrelease.StatusUninstalling {
 		if err := m.markFailed(cfg, last); err != nil {
 			return nil, OpRecovered, err
@@ -219,11 +240,13 @@ func (m *Manager) markFailed(cfg *action.Configuration, rel *helmrelease.Release
 
 // Uninstall removes the release, its objects and its records. A release
 // that does not exist is not an error.
-func (m *Manager) Uninstall(namespace, name string) error {
+func (m *Manager) Uninstall(namespace, name string) (err error) {
 	cfg, err := m.config(namespace)
 	if err != nil {
 		return err
 	}
+	op := OpUninstall
+	defer observe(time.Now(), &op, &err)
 	uninstall := action.NewUninstall(cfg)
 	uninstall.Timeout = m.opts.Timeout
 	uninstall.IgnoreNotFound = true

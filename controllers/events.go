@@ -1,0 +1,128 @@
+package controllers
+
+import (
+	"fmt"
+	"strings"
+	"sync"
+	"unicode"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
+)
+
+// problems remembers, per ModelServer and reason, the warning last
+// announced. A problem that persists is retried on every reconcile; an
+// Event each time would bury the one that said what went wrong, so it is
+// announced again only when its message changes or after it went away.
+type problems struct {
+	m sync.Map // types.UID → *problemSet
+}
+
+type problemSet struct {
+	mu    sync.Mutex
+	notes map[string]string // reason → note
+}
+
+// first says whether this reason and note are new for the ModelServer, and
+// remembers them.
+func (p *problems) first(uid types.UID, reason, note string) bool {
+	v, _ := p.m.LoadOrStore(uid, &problemSet{notes: map[string]string{}})
+	s := v.(*problemSet)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.notes[reason] == note {
+		return false
+	}
+	s.notes[reason] = note
+	return true
+}
+
+// resolved forgets the given reasons: the next occurrence is news again.
+func (p *problems) resolved(uid types.UID, reasons ...string) {
+	v, ok := p.m.Load(uid)
+	if !ok {
+		return
+	}
+	s := v.(*problemSet)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, r := range reasons {
+		delete(s.notes, r)
+	}
+}
+
+func (p *problems) forget(uid types.UID) { p.m.Delete(uid) }
+
+// sentence makes an Event note read as one: a capital first letter and a
+// full stop.
+func sentence(format string, args ...any) string {
+	s := strings.TrimSpace(fmt.Sprintf(format, args...))
+	if s == "" {
+		return s
+	}
+	r := []rune(s)
+	r[0] = unicode.ToUpper(r[0])
+	s = string(r)
+	if !strings.HasSuffix(s, ".") && !strings.HasSuffix(s, "…") {
+		s += "."
+	}
+	return s
+}
+
+// phaseNote is the Event note for a change of phase.
+func phaseNote(from, to servingv1alpha1.Phase, st servingv1alpha1.ModelServerStatus) string {
+	if from == "" {
+		from = servingv1alpha1.PhasePending
+	}
+	switch {
+	case to == servingv1alpha1.PhaseReady && st.Endpoints != nil:
+		return sentence("ModelServer is Ready (was %s): %s serving pods ready, REST API at %s", from, st.Ready, st.Endpoints.REST)
+	case st.Message != "":
+		return sentence("ModelServer is %s (was %s): %s", to, from, st.Message)
+	default:
+		return sentence("ModelServer is %s (was %s)", to, from)
+	}
+}
+
+// fetchedNote is the Event note for a model fetched.
+func fetchedNote(model, uri string, m *servingv1alpha1.ModelStatus) string {
+	if m == nil || m.Digest == "" {
+		return sentence("Fetched model %s from %s", model, uri)
+	}
+	versions := make([]string, len(m.Versions))
+	for i, v := range m.Versions {
+		versions[i] = fmt.Sprint(v)
+	}
+	noun := "versions"
+	if len(versions) == 1 {
+		noun = "version"
+	}
+	return sentence("Fetched model %s from %s: %s %s, %s", model, uri, noun, strings.Join(versions, ", "), byteSize(m.SizeBytes))
+}
+
+// byteSize prints a size in the largest binary unit that keeps it above 1.
+func byteSize(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d bytes", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}
+
+// applyNote is the Event note for a Helm operation that succeeded.
+func applyNote(op, name string, revision int, why string) string {
+	switch op {
+	case "install":
+		return sentence("Installed Helm release %s (revision %d)", name, revision)
+	case "recover":
+		return sentence("Recovered Helm release %s, left unfinished by an interrupted operation, as revision %d", name, revision)
+	default:
+		return sentence("Upgraded Helm release %s to revision %d because %s", name, revision, why)
+	}
+}

@@ -1,0 +1,124 @@
+package controllers_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"unicode"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/events"
+
+	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
+)
+
+func TestEventsReadLikeSentencesAndAreNotRepeatedOnEveryReconcile(t *testing.T) {
+	ns := ensureUnmanagedNamespace(t)
+	ctx := context.Background()
+	rec := &recordedEvents{}
+	r := newProcessReconciler(t, "")
+	r.Recorder = rec
+
+	// A ModelServer whose ConfigMap name is taken by someone else's object:
+	// Helm refuses it on every attempt, which must be said once.
+	clash := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "evt-clash-config"}}
+	if err := env.client.Create(ctx, clash); err != nil {
+		t.Fatal(err)
+	}
+	blocked := newModelServer(ns, "evt-clash")
+	if err := env.client.Create(ctx, blocked); err != nil {
+		t.Fatal(err)
+	}
+	reconcileAll(t, r, []*servingv1alpha1.ModelServer{blocked}, 5)
+	if n := rec.count("Conflict"); n != 1 {
+		t.Errorf("%d Conflict events over 5 reconciles of the same conflict, want 1:\n%s", n, rec)
+	}
+	if n := rec.count(string(servingv1alpha1.PhaseFailed)); n != 1 {
+		t.Errorf("%d Failed phase events over 5 reconciles, want 1:\n%s", n, rec)
+	}
+
+	// Once the way is clear it deploys and says so, once per step; idle
+	// reconciles after Ready say nothing.
+	if err := env.client.Delete(ctx, clash); err != nil {
+		t.Fatal(err)
+	}
+	reconcileUntilReady(t, r, blocked)
+	before := rec.len()
+	reconcileAll(t, r, []*servingv1alpha1.ModelServer{blocked}, 5)
+	if extra := rec.since(before); len(extra) > 0 {
+		t.Errorf("5 idle reconciles of a Ready ModelServer emitted events: %v", extra)
+	}
+	for _, reason := range []string{"Installed", "Fetched", "Ready"} {
+		if n := rec.count(reason); n != 1 {
+			t.Errorf("%d %s events, want 1:\n%s", n, reason, rec)
+		}
+	}
+	for _, e := range rec.all() {
+		first := []rune(e.note)[0]
+		if !unicode.IsUpper(first) || !strings.HasSuffix(e.note, ".") || strings.Contains(e.note, "\n") {
+			t.Errorf("%s event is not one sentence: %q", e.reason, e.note)
+		}
+	}
+	t.Logf("events:\n%s", rec)
+}
+
+// ensureUnmanagedNamespace creates the namespace the suite's manager does
+// not watch, for tests that drive a reconciler of their own.
+func ensureUnmanagedNamespace(t *testing.T) string {
+	t.Helper()
+	err := env.client.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: unmanagedNamespace}})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	return unmanagedNamespace
+}
+
+type recordedEvent struct{ kind, reason, note string }
+
+// recordedEvents is an EventRecorder that keeps what it is given, so a
+// test sees every call, not what the broadcaster made of them.
+type recordedEvents struct {
+	mu     sync.Mutex
+	events []recordedEvent
+}
+
+var _ events.EventRecorder = (*recordedEvents)(nil)
+
+func (r *recordedEvents) Eventf(_ runtime.Object, _ runtime.Object, kind, reason, _ string, note string, args ...any) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.events = append(r.events, recordedEvent{kind, reason, fmt.Sprintf(note, args...)})
+}
+
+func (r *recordedEvents) all() []recordedEvent {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]recordedEvent(nil), r.events...)
+}
+
+func (r *recordedEvents) len() int { return len(r.all()) }
+
+func (r *recordedEvents) since(i int) []recordedEvent { return r.all()[i:] }
+
+func (r *recordedEvents) count(reason string) int {
+	n := 0
+	for _, e := range r.all() {
+		if e.reason == reason {
+			n++
+		}
+	}
+	return n
+}
+
+func (r *recordedEvents) String() string {
+	var b strings.Builder
+	for _, e := range r.all() {
+		fmt.Fprintf(&b, "  %s %s: %s\n", e.kind, e.reason, e.note)
+	}
+	return b.String()
+}

@@ -1,0 +1,184 @@
+// Package metrics holds the operator's own Prometheus metrics, served with
+// controller-runtime's on the manager's metrics endpoint: ModelServers by
+// phase, Helm operations, model fetches, and the time a ModelServer takes
+// to become Ready after its spec changed. docs/metrics.md lists them.
+package metrics
+
+import (
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/types"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+)
+
+// Namespace prefixes every metric of the operator.
+const Namespace = "modelserver"
+
+// Results of a Helm operation or a fetch, as the "result" label says them.
+const (
+	ResultSuccess  = "success"
+	ResultFailure  = "failure"
+	ResultConflict = "conflict"
+)
+
+var (
+	phaseGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: Namespace,
+		Name:      "modelservers",
+		Help:      "ModelServers this operator process reconciles, by status phase.",
+	}, []string{"phase"})
+
+	helmOperations = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: Namespace,
+		Name:      "helm_operations_total",
+		Help:      "Helm operations run on ModelServer releases, by operation (install, upgrade, recover, uninstall) and result (success, failure, conflict).",
+	}, []string{"operation", "result"})
+
+	helmDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Namespace: Namespace,
+		Name:      "helm_operation_duration_seconds",
+		Help:      "Time a Helm operation on a ModelServer release took, by operation.",
+		Buckets:   []float64{0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120},
+	}, []string{"operation"})
+
+	fetchDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Namespace: Namespace,
+		Name:      "fetch_duration_seconds",
+		Help:      "Time from the start of a model-fetch Job to its end, by result (success, failure).",
+		Buckets:   []float64{1, 5, 15, 30, 60, 120, 300, 600, 1200, 1800, 3600},
+	}, []string{"result"})
+
+	fetchBytes = prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace: Namespace,
+		Name:      "fetch_bytes_total",
+		Help:      "Bytes of the models that fetch Jobs reported in their completion summary.",
+	})
+
+	fetchModelBytes = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Namespace: Namespace,
+		Name:      "fetch_model_size_bytes",
+		Help:      "Size of each fetched model, as its fetch Job reported it.",
+		Buckets:   prometheus.ExponentialBuckets(1<<20, 4, 10), // 1 MiB to 256 GiB
+	})
+
+	timeToReady = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Namespace: Namespace,
+		Name:      "time_to_ready_seconds",
+		Help:      "Time from a change of a ModelServer's generation (its creation or a spec change) to its Ready condition for that generation.",
+		Buckets:   []float64{1, 2, 5, 10, 20, 30, 60, 120, 300, 600, 1800, 3600},
+	})
+)
+
+func init() {
+	ctrlmetrics.Registry.MustRegister(phaseGauge, helmOperations, helmDuration, fetchDuration, fetchBytes, fetchModelBytes, timeToReady)
+	for _, p := range Phases {
+		phaseGauge.WithLabelValues(p)
+	}
+}
+
+// Phases are the values of the phase label, present at 0 from the start
+// so that a query for a phase nobody is in yet returns 0, not nothing.
+var Phases = []string{"Pending", "Fetching", "Deploying", "Ready", "Degraded", "Failed", "Deleting"}
+
+// HelmOperation records one Helm operation and how long it took.
+func HelmOperation(operation, result string, took time.Duration) {
+	helmOperations.WithLabelValues(operation, result).Inc()
+	helmDuration.WithLabelValues(operation).Observe(took.Seconds())
+}
+
+// tracked is what the package remembers of one ModelServer.
+type tracked struct {
+	phase string
+	// generation and since: the generation last seen and when it was
+	// first seen; ready says time to Ready was recorded for it.
+	generation int64
+	since      time.Time
+	ready      bool
+	// fetches are the UIDs of the fetch Jobs recorded (one per model and
+	// fetch generation), so that a fetch is counted once however often
+	// its end is observed.
+	fetches map[types.UID]struct{}
+}
+
+var (
+	mu      sync.Mutex
+	servers = map[types.UID]*tracked{}
+)
+
+func get(uid types.UID) *tracked {
+	t, ok := servers[uid]
+	if !ok {
+		t = &tracked{}
+		servers[uid] = t
+	}
+	return t
+}
+
+// Observe records the state of a ModelServer after a reconcile: its phase,
+// and whether the generation that changed at changedAt is now Ready.
+// changedAt is the time the generation was created when known (the
+// object's creation for generation 1); otherwise the first time this
+// process sees a generation counts.
+func Observe(uid types.UID, generation int64, changedAt time.Time, phase string, readyForGeneration bool) {
+	mu.Lock()
+	defer mu.Unlock()
+	_, seen := servers[uid]
+	t := get(uid)
+	if t.phase != phase {
+		if t.phase != "" {
+			phaseGauge.WithLabelValues(t.phase).Dec()
+		}
+		phaseGauge.WithLabelValues(phase).Inc()
+		t.phase = phase
+	}
+	if t.generation != generation {
+		t.generation, t.ready = generation, false
+		t.since = changedAt
+		if t.since.IsZero() {
+			t.since = time.Now()
+		}
+		// Ready when this process first sees it: it became Ready before
+		// (under another operator process), at a time nobody recorded.
+		t.ready = !seen && readyForGeneration
+	}
+	if readyForGeneration && !t.ready {
+		t.ready = true
+		timeToReady.Observe(time.Since(t.since).Seconds())
+	}
+}
+
+// Forget drops a ModelServer that is gone.
+func Forget(uid types.UID) {
+	mu.Lock()
+	defer mu.Unlock()
+	if t, ok := servers[uid]; ok && t.phase != "" {
+		phaseGauge.WithLabelValues(t.phase).Dec()
+	}
+	delete(servers, uid)
+}
+
+// FetchEnded records the end of a ModelServer's fetch Job once: its
+// duration, and for a success the model's size (bytes < 0: not reported).
+func FetchEnded(uid, job types.UID, succeeded bool, took time.Duration, bytes int64) {
+	mu.Lock()
+	defer mu.Unlock()
+	t := get(uid)
+	if _, done := t.fetches[job]; done {
+		return
+	}
+	if t.fetches == nil {
+		t.fetches = map[types.UID]struct{}{}
+	}
+	t.fetches[job] = struct{}{}
+	result := ResultFailure
+	if succeeded {
+		result = ResultSuccess
+		if bytes >= 0 {
+			fetchBytes.Add(float64(bytes))
+			fetchModelBytes.Observe(float64(bytes))
+		}
+	}
+	fetchDuration.WithLabelValues(result).Observe(took.Seconds())
+}
