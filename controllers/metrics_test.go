@@ -1,0 +1,93 @@
+package controllers_test
+
+import (
+	"context"
+	"testing"
+
+	dto "github.com/prometheus/client_model/go"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
+	"github.com/modelserver-dev/modelserver-operator/internal/localcluster"
+)
+
+func TestServingAModelIsCountedInTheOperatorMetrics(t *testing.T) {
+	ns := newNamespace(t)
+	before := gather(t)
+	// The simulated fetch pod reports what a real fetch would.
+	ms := newModelServer(ns, "metered", func(ms *servingv1alpha1.ModelServer) {
+		ms.Spec.PodTemplate.Annotations = map[string]string{
+			localcluster.AnnotationTerminationMessage: `{"versions":[1],"files":3,"bytes":4096,"digest":"sha256:00"}`,
+		}
+	})
+	if err := env.client.Create(context.Background(), ms); err != nil {
+		t.Fatal(err)
+	}
+	waitReady(t, ms)
+	after := gather(t)
+
+	for _, c := range []struct {
+		name   string
+		labels map[string]string
+		min    float64
+	}{
+		{"modelserver_modelservers", map[string]string{"phase": "Ready"}, 1},
+		{"modelserver_helm_operations_total", map[string]string{"operation": "install", "result": "success"}, 1},
+		{"modelserver_helm_operation_duration_seconds", map[string]string{"operation": "install"}, 1},
+		{"modelserver_fetch_duration_seconds", map[string]string{"result": "success"}, 1},
+		{"modelserver_fetch_bytes_total", nil, 4096},
+		{"modelserver_time_to_ready_seconds", nil, 1},
+	} {
+		if got := after.value(c.name, c.labels) - before.value(c.name, c.labels); got < c.min {
+			t.Errorf("%s%v went up by %v, want at least %v", c.name, c.labels, got, c.min)
+		}
+	}
+}
+
+// metricFamilies are the families of controller-runtime's registry, which
+// the manager serves on its metrics endpoint.
+type metricFamilies map[string]*dto.MetricFamily
+
+func gather(t *testing.T) metricFamilies {
+	t.Helper()
+	fams, err := ctrlmetrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := metricFamilies{}
+	for _, f := range fams {
+		out[f.GetName()] = f
+	}
+	return out
+}
+
+// value sums the series of a family that carry the given labels: a
+// counter's or gauge's value, a histogram's sample count.
+func (m metricFamilies) value(name string, labels map[string]string) float64 {
+	f, ok := m[name]
+	if !ok {
+		return 0
+	}
+	var sum float64
+next:
+	for _, s := range f.GetMetric() {
+		have := map[string]string{}
+		for _, l := range s.GetLabel() {
+			have[l.GetName()] = l.GetValue()
+		}
+		for k, v := range labels {
+			if have[k] != v {
+				continue next
+			}
+		}
+		switch {
+		case s.Counter != nil:
+			sum += s.GetCounter().GetValue()
+		case s.Gauge != nil:
+			sum += s.GetGauge().GetValue()
+		case s.Histogram != nil:
+			sum += float64(s.GetHistogram().GetSampleCount())
+		}
+	}
+	return sum
+}
