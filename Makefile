@@ -65,6 +65,10 @@ test-cluster: tools ## Suites that start a local control plane (etcd, kube-*, kw
 test-e2e: tools build ## End-to-end tests: the operator binary against the local control plane.
 	go test -count=1 -timeout 25m ./test/e2e/...
 
+.PHONY: demo
+demo: tools ## Start a local control plane, the operator and the sample ModelServer; show it becoming Ready (DEMO_EXIT_WHEN_READY=1 exits then).
+	go run ./cmd/demo
+
 .PHONY: cluster-up
 cluster-up: tools ## Run a local control plane in the foreground; prints the KUBECONFIG to export.
 	go run ./cmd/localcluster

@@ -1,0 +1,401 @@
+// Command demo shows the operator at work on this machine, with no cluster
+// and no container runtime: it starts the local control plane, installs the
+// CRD, runs the operator binary as its own process, applies the sample
+// ModelServer and prints what happens until it is Ready. `make demo` runs
+// it; DEMO_EXIT_WHEN_READY=1 makes it exit 0 once Ready instead of staying
+// up until Ctrl-C.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
+	"github.com/modelserver-dev/modelserver-operator/internal/localcluster"
+)
+
+// simulatedFetch is what the simulated kubelet reports for the fetch pod:
+// the one-line summary a real `manager fetch` writes when it succeeds.
+const simulatedFetch = `{"versions":[1],"files":3,"bytes":102445056,"digest":"sha256:5f1d6c2e0b8f4a9e7c3d2b1a0f9e8d7c6b5a4f3e2d1c0b9a8f7e6d5c4b3a2f1e"}`
+
+func main() {
+	sample := flag.String("sample", "config/samples/serving_v1alpha1_modelserver.yaml", "the ModelServer to apply")
+	crdDir := flag.String("crds", "config/crd/bases", "directory of the CRDs to install")
+	manager := flag.String("manager", "", "operator binary to run (default: build ./cmd/manager)")
+	namespace := flag.String("namespace", "default", "namespace of the ModelServer")
+	timeout := flag.Duration("timeout", 5*time.Minute, "give up if the ModelServer is not Ready by then")
+	flag.Parse()
+
+	d := &demo{start: time.Now(), out: os.Stdout}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	err := d.run(ctx, *sample, *crdDir, *manager, *namespace, *timeout, os.Getenv("DEMO_EXIT_WHEN_READY") == "1")
+	if d.cluster != nil {
+		d.say("stopping the operator and the local control plane")
+		d.cluster.Stop()
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "\ndemo failed: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+type demo struct {
+	start   time.Time
+	mu      sync.Mutex // serialises output lines
+	out     io.Writer
+	cluster *localcluster.Cluster
+	op      *localcluster.Process
+}
+
+// say prints one timeline line: seconds since the start, then the text.
+func (d *demo) say(format string, args ...any) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	fmt.Fprintf(d.out, "[%6.1fs] %s\n", time.Since(d.start).Seconds(), fmt.Sprintf(format, args...))
+}
+
+func (d *demo) run(ctx context.Context, samplePath, crdDir, manager, ns string, timeout time.Duration, exitWhenReady bool) error {
+	ms, err := readSample(samplePath)
+	if err != nil {
+		return err
+	}
+	ms.Namespace = ns
+	dir, err := os.MkdirTemp("", "modelserver-demo-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	if manager == "" {
+		d.say("building the operator (go build ./cmd/manager)")
+		manager = filepath.Join(dir, "manager")
+		build := exec.CommandContext(ctx, "go", "build", "-o", manager, "./cmd/manager")
+		build.Stdout, build.Stderr = os.Stderr, os.Stderr
+		if err := build.Run(); err != nil {
+			return fmt.Errorf("build the operator: %w", err)
+		}
+	}
+
+	d.say("starting the local control plane: etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok")
+	c, err := localcluster.Start(ctx, localcluster.Options{})
+	if err != nil {
+		return err
+	}
+	d.cluster = c
+	d.say("control plane up with %d fake nodes (kwok plays the kubelet: no containers really run)", c.Nodes)
+
+	if err := installCRDs(ctx, c, crdDir); err != nil {
+		return err
+	}
+	d.say("installed the CRD modelservers.serving.modelserver.dev")
+
+	d.op, err = c.StartProcess("manager", manager, []string{
+		"manager",
+		"--kubeconfig=" + c.Kubeconfig,
+		"--metrics-bind-address=0",
+		"--health-probe-bind-address=127.0.0.1:0",
+		"--fetch-image=ghcr.io/modelserver-dev/modelserver-operator:0.1.0",
+	}, nil)
+	if err != nil {
+		return err
+	}
+	d.say("started the operator (log: %s)", d.op.LogFile())
+
+	scheme := runtime.NewScheme()
+	_ = clientgoscheme.AddToScheme(scheme)
+	_ = servingv1alpha1.AddToScheme(scheme)
+	cl, err := client.NewWithWatch(c.Config, client.Options{Scheme: scheme})
+	if err != nil {
+		return err
+	}
+	cs, err := c.Clientset()
+	if err != nil {
+		return err
+	}
+
+	// The simulated kubelet ends the fetch pod with the summary a real
+	// fetch leaves, so the status shows a model as it would on a cluster.
+	if ms.Spec.PodTemplate.Annotations == nil {
+		ms.Spec.PodTemplate.Annotations = map[string]string{}
+	}
+	ms.Spec.PodTemplate.Annotations[localcluster.AnnotationTerminationMessage] = simulatedFetch
+
+	watchCtx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	go d.followPods(watchCtx, cs, ns, ms.Name)
+	go d.followEvents(watchCtx, cs, ns, ms.Name)
+	if err := cl.Create(ctx, ms); err != nil {
+		return fmt.Errorf("apply %s: %w", samplePath, err)
+	}
+	d.say("applied ModelServer %s/%s from %s (model %s, %d replicas)", ns, ms.Name, samplePath, ms.Spec.Model.StorageURI, *ms.Spec.Replicas)
+
+	ready, err := d.followModelServer(watchCtx, cl, ms)
+	if err != nil {
+		if errors.Is(watchCtx.Err(), context.DeadlineExceeded) {
+			return fmt.Errorf("ModelServer not Ready within %s; operator log tail:\n%s", timeout, tailOf(d.op.LogFile(), 30))
+		}
+		return err
+	}
+	cancel()
+	d.summary(ready, c.Kubeconfig)
+	if exitWhenReady {
+		return nil
+	}
+	fmt.Fprintln(d.out, "\nThe cluster and the operator stay up until Ctrl-C.")
+	select {
+	case <-ctx.Done():
+	case <-d.op.Exited():
+		return fmt.Errorf("the operator exited: %v; log tail:\n%s", d.op.Err(), tailOf(d.op.LogFile(), 30))
+	}
+	return nil
+}
+
+// followModelServer prints each change of phase, message or ready count
+// until the ModelServer is Ready for its current generation.
+func (d *demo) followModelServer(ctx context.Context, cl client.WithWatch, ms *servingv1alpha1.ModelServer) (*servingv1alpha1.ModelServer, error) {
+	var last string
+	phases := []string{}
+	for {
+		w, err := cl.Watch(ctx, &servingv1alpha1.ModelServerList{}, client.InNamespace(ms.Namespace),
+			client.MatchingFields{"metadata.name": ms.Name})
+		if err != nil {
+			return nil, err
+		}
+		for ev := range w.ResultChan() {
+			if ev.Type == watch.Error {
+				continue
+			}
+			got, ok := ev.Object.(*servingv1alpha1.ModelServer)
+			if !ok {
+				continue
+			}
+			st := got.Status
+			msg := st.Message
+			if st.Phase == "" {
+				msg = "(the operator has not written a status yet)"
+			}
+			line := fmt.Sprintf("%-9s ready %-4s %s", orPending(st.Phase), orDash(st.Ready), msg)
+			if line != last {
+				last = line
+				d.say("ModelServer %s: phase %s", got.Name, line)
+				if len(phases) == 0 || phases[len(phases)-1] != string(st.Phase) {
+					phases = append(phases, string(orPending(st.Phase)))
+				}
+			}
+			if st.Phase == servingv1alpha1.PhaseReady && st.ObservedGeneration == got.Generation {
+				w.Stop()
+				d.say("Ready after %s, through the phases %s", time.Since(d.start).Round(100*time.Millisecond), strings.Join(phases, " → "))
+				return got, nil
+			}
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// followPods prints the ModelServer's pods as they change state: the
+// fetch pod running and completing, serving pods becoming ready.
+func (d *demo) followPods(ctx context.Context, cs kubernetes.Interface, ns, name string) {
+	seen := map[string]string{}
+	follow(ctx, func(ctx context.Context) (watch.Interface, error) {
+		return cs.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/instance=" + name})
+	}, func(ev watch.Event) {
+		p, ok := ev.Object.(*corev1.Pod)
+		if !ok {
+			return
+		}
+		state := podState(p)
+		if ev.Type == watch.Deleted {
+			state = "deleted"
+		}
+		if seen[p.Name] != state {
+			seen[p.Name] = state
+			d.say("  pod %s: %s", p.Name, state)
+		}
+	})
+}
+
+func podState(p *corev1.Pod) string {
+	if p.DeletionTimestamp != nil {
+		return "terminating"
+	}
+	if p.Status.Phase == corev1.PodRunning {
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
+				return "Running, Ready"
+			}
+		}
+		return "Running, not ready yet"
+	}
+	if p.Spec.NodeName != "" && p.Status.Phase == corev1.PodPending {
+		return "scheduled on " + p.Spec.NodeName
+	}
+	return string(p.Status.Phase)
+}
+
+// followEvents prints the operator's Events about the ModelServer.
+func (d *demo) followEvents(ctx context.Context, cs kubernetes.Interface, ns, name string) {
+	seen := map[string]bool{}
+	follow(ctx, func(ctx context.Context) (watch.Interface, error) {
+		return cs.EventsV1().Events(ns).Watch(ctx, metav1.ListOptions{FieldSelector: "regarding.name=" + name})
+	}, func(ev watch.Event) {
+		e, ok := ev.Object.(*eventsv1.Event)
+		if !ok || ev.Type == watch.Deleted || seen[e.Name] || e.Regarding.Kind != "ModelServer" {
+			return
+		}
+		seen[e.Name] = true
+		d.say("  event %s %s: %s", e.Type, e.Reason, e.Note)
+	})
+}
+
+// follow runs a watch until ctx ends, starting it again when the server
+// closes it.
+func follow(ctx context.Context, start func(context.Context) (watch.Interface, error), handle func(watch.Event)) {
+	for ctx.Err() == nil {
+		w, err := start(ctx)
+		if err != nil {
+			time.Sleep(time.Second)
+			continue
+		}
+		for ev := range w.ResultChan() {
+			handle(ev)
+		}
+	}
+}
+
+// summary tells where the model is served and how to look around.
+func (d *demo) summary(ms *servingv1alpha1.ModelServer, kubeconfig string) {
+	st := ms.Status
+	fmt.Fprintf(d.out, "\nModelServer %s/%s is Ready: %s serving pods.\n", ms.Namespace, ms.Name, st.Ready)
+	if st.Endpoints != nil {
+		fmt.Fprintf(d.out, "\nEndpoints (inside the cluster):\n  gRPC  %s\n  REST  %s\n", st.Endpoints.GRPC, st.Endpoints.REST)
+	}
+	if m := st.Model; m != nil && m.Digest != "" {
+		fmt.Fprintf(d.out, "\nModel %s: versions %v, %d bytes, %s\n", m.Name, m.Versions, m.SizeBytes, m.Digest)
+	}
+	if st.Release != nil {
+		fmt.Fprintf(d.out, "Helm release %s, revision %d, chart %s\n", st.Release.Name, st.Release.Revision, st.Release.ChartVersion)
+	}
+	fmt.Fprintf(d.out, `
+Explore it with kubectl (bin/kubectl is built by make tools):
+
+  export KUBECONFIG=%s
+  export PATH=$PWD/bin:$PATH
+  kubectl get modelservers
+  kubectl describe ms %[2]s
+  kubectl get deploy,svc,job,pvc,configmap -l app.kubernetes.io/instance=%[2]s
+  kubectl events --for ms/%[2]s
+  kubectl scale ms/%[2]s --replicas=3
+  kubectl explain modelserver.spec.model.storageUri
+
+The operator's log: %s
+`, kubeconfig, ms.Name, d.op.LogFile())
+}
+
+func readSample(path string) (*servingv1alpha1.ModelServer, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	ms := &servingv1alpha1.ModelServer{}
+	if err := yaml.UnmarshalStrict(raw, ms); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if ms.Spec.Replicas == nil {
+		one := int32(1)
+		ms.Spec.Replicas = &one
+	}
+	return ms, nil
+}
+
+// installCRDs creates the CRDs in dir and waits until they are served.
+func installCRDs(ctx context.Context, c *localcluster.Cluster, dir string) error {
+	cs, err := apiextensionsclient.NewForConfig(c.Config)
+	if err != nil {
+		return err
+	}
+	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
+	if err != nil || len(files) == 0 {
+		return fmt.Errorf("no CRDs in %s (run the demo from the repository's root)", dir)
+	}
+	for _, f := range files {
+		raw, err := os.ReadFile(f)
+		if err != nil {
+			return err
+		}
+		crd := &apiextensionsv1.CustomResourceDefinition{}
+		if err := yaml.UnmarshalStrict(raw, crd); err != nil {
+			return fmt.Errorf("%s: %w", f, err)
+		}
+		if _, err := cs.ApiextensionsV1().CustomResourceDefinitions().Create(ctx, crd, metav1.CreateOptions{}); err != nil {
+			return fmt.Errorf("create CRD %s: %w", crd.Name, err)
+		}
+		err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+			got, err := cs.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, crd.Name, metav1.GetOptions{})
+			if err != nil {
+				return false, nil
+			}
+			for _, cond := range got.Status.Conditions {
+				if cond.Type == apiextensionsv1.Established && cond.Status == apiextensionsv1.ConditionTrue {
+					return true, nil
+				}
+			}
+			return false, nil
+		})
+		if err != nil {
+			return fmt.Errorf("CRD %s not served: %w", crd.Name, err)
+		}
+	}
+	return nil
+}
+
+func orPending(p servingv1alpha1.Phase) servingv1alpha1.Phase {
+	if p == "" {
+		return servingv1alpha1.PhasePending
+	}
+	return p
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func tailOf(file string, lines int) string {
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return err.Error()
+	}
+	all := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+	if len(all) > lines {
+		all = all[len(all)-lines:]
+	}
+	return strings.Join(all, "\n")
+}
