@@ -29,6 +29,18 @@ manifests: $(LOCALBIN)/controller-gen ## Generate the CRD and RBAC manifests fro
 generate: $(LOCALBIN)/controller-gen ## Generate DeepCopy methods.
 	controller-gen object:headerFile="hack/boilerplate.go.txt" paths="./api/..."
 
+.PHONY: docs
+docs: docs-api docs-explain ## Regenerate docs/api-reference.md (from the Go types) and docs/kubectl-explain.md (from a local control plane).
+
+.PHONY: docs-api
+docs-api: $(LOCALBIN)/crd-ref-docs ## Generate docs/api-reference.md from the Go types in api/.
+	crd-ref-docs --config hack/apidocs/config.yaml --source-path ./api \
+		--renderer markdown --output-path docs/api-reference.md --log-level ERROR
+
+.PHONY: docs-explain
+docs-explain: tools ## Regenerate docs/kubectl-explain.md: kubectl explain of every ModelServer field, against a local control plane.
+	UPDATE_DOCS=1 go test -count=1 ./test/e2e/ -run '^TestKubectlExplainOfEveryFieldMatchesTheDocs$$'
+
 .PHONY: fmt
 fmt: ## Run gofmt on the code.
 	gofmt -w $$(git ls-files '*.go')
@@ -42,9 +54,9 @@ lint: vet ## Fail on unformatted code and vet findings.
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "not gofmt-ed:"; echo "$$out"; exit 1; fi
 
 .PHONY: verify-generated
-verify-generated: manifests generate ## Fail if generated files differ from what is committed.
-	@changed=$$(git status --porcelain -- config/ api/); if [ -n "$$changed" ]; then \
-		echo "generated files differ from the commit: run 'make manifests generate' and commit:"; echo "$$changed"; exit 1; fi
+verify-generated: manifests generate docs-api ## Fail if generated files differ from what is committed.
+	@changed=$$(git status --porcelain -- config/ api/ docs/); if [ -n "$$changed" ]; then \
+		echo "generated files differ from the commit: run 'make manifests generate docs' and commit:"; echo "$$changed"; exit 1; fi
 
 # Packages whose tests need no cluster, and those that start the local control plane.
 CLUSTER_PKGS := ./internal/localcluster/... ./controllers/... ./test/e2e/...
@@ -168,7 +180,7 @@ catalog-build: ## Build the file-based catalog image (needs a container engine).
 
 ##@ Tools
 # Every tool is built from source through the Go module proxy at the version
-# pinned in hack/tools (kwok in hack/tools/kwok), into bin/<tool>-<version>,
+# pinned in hack/tools (kwok and crd-ref-docs in modules of their own under it), into bin/<tool>-<version>,
 # with bin/<tool> linking to it. A version bump builds the new one; otherwise
 # nothing is rebuilt.
 
@@ -178,6 +190,7 @@ ETCD_VERSION := $(call modver,hack/tools/go.mod,go.etcd.io/etcd/server/v3)
 CONTROLLER_TOOLS_VERSION := $(call modver,hack/tools/go.mod,sigs.k8s.io/controller-tools)
 KUSTOMIZE_VERSION := $(call modver,hack/tools/go.mod,sigs.k8s.io/kustomize/kustomize/v5)
 KWOK_VERSION := $(call modver,hack/tools/kwok/go.mod,sigs.k8s.io/kwok)
+CRD_REF_DOCS_VERSION := $(call modver,hack/tools/crd-ref-docs/go.mod,github.com/elastic/crd-ref-docs)
 
 # What `kube-apiserver --version` and the /version endpoint report; without
 # it a source build says v0.0.0, which breaks kubeVersion checks.
@@ -205,6 +218,7 @@ $(eval $(call tool-rule,kube-controller-manager,$(KUBE_VERSION),hack/tools,k8s.i
 $(eval $(call tool-rule,kube-scheduler,$(KUBE_VERSION),hack/tools,k8s.io/kubernetes/cmd/kube-scheduler,$(KUBE_LDFLAGS)))
 $(eval $(call tool-rule,kubectl,$(KUBE_VERSION),hack/tools,k8s.io/kubernetes/cmd/kubectl,$(KUBE_LDFLAGS)))
 $(eval $(call tool-rule,kwok,$(KWOK_VERSION),hack/tools/kwok,sigs.k8s.io/kwok/cmd/kwok,))
+$(eval $(call tool-rule,crd-ref-docs,$(CRD_REF_DOCS_VERSION),hack/tools/crd-ref-docs,github.com/elastic/crd-ref-docs,))
 $(eval $(call tool-rule,controller-gen,$(CONTROLLER_TOOLS_VERSION),hack/tools,sigs.k8s.io/controller-tools/cmd/controller-gen,))
 $(eval $(call tool-rule,kustomize,$(KUSTOMIZE_VERSION),hack/tools,sigs.k8s.io/kustomize/kustomize/v5,))
 
@@ -215,3 +229,4 @@ tools: $(TOOLS) ## Build the pinned tools and control-plane binaries into bin/.
 print-versions: ## Print the pinned tool versions.
 	@echo "kubernetes $(KUBE_VERSION)"; echo "etcd $(ETCD_VERSION)"; echo "kwok $(KWOK_VERSION)"
 	@echo "controller-tools $(CONTROLLER_TOOLS_VERSION)"; echo "kustomize $(KUSTOMIZE_VERSION)"
+	@echo "crd-ref-docs $(CRD_REF_DOCS_VERSION)"

@@ -28,6 +28,9 @@ const MaxNameLength = 53
 // +kubebuilder:printcolumn:name="Model",type=string,JSONPath=`.status.model.name`
 // +kubebuilder:printcolumn:name="Endpoint",type=string,JSONPath=`.status.endpoints.rest`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:printcolumn:name="Revision",type=integer,JSONPath=`.status.release.revision`,priority=1,description="Helm release revision"
+// +kubebuilder:printcolumn:name="Storage",type=string,JSONPath=`.spec.model.storageUri`,priority=1,description="Where the model is fetched from"
+// +kubebuilder:printcolumn:name="Message",type=string,JSONPath=`.status.message`,priority=1,description="Which step is pending or failed, and why"
 // +kubebuilder:validation:XValidation:rule="size(self.metadata.name) <= 53",message="metadata.name must be at most 53 characters: it names the Helm release and prefixes every object the operator creates"
 // +kubebuilder:validation:XValidation:rule="self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')",message="metadata.name must be a DNS-1035 label (lower-case letters, digits and '-', starting with a letter): it also names the Service"
 type ModelServer struct {
