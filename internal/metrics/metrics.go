@@ -71,8 +71,11 @@ var (
 	})
 )
 
+// collectors are the operator's metrics, registered with controller-runtime.
+var collectors = []prometheus.Collector{phaseGauge, helmOperations, helmDuration, fetchDuration, fetchBytes, fetchModelBytes, timeToReady}
+
 func init() {
-	ctrlmetrics.Registry.MustRegister(phaseGauge, helmOperations, helmDuration, fetchDuration, fetchBytes, fetchModelBytes, timeToReady)
+	ctrlmetrics.Registry.MustRegister(collectors...)
 	for _, p := range Phases {
 		phaseGauge.WithLabelValues(p)
 	}

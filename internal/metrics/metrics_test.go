@@ -1,0 +1,116 @@
+package metrics
+
+import (
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+var fqName = regexp.MustCompile(`fqName: "([^"]+)"`)
+
+func TestTheMetricsReferenceListsEveryMetric(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/metrics.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range collectors {
+		ch := make(chan *prometheus.Desc, 10)
+		c.Describe(ch)
+		close(ch)
+		for d := range ch {
+			m := fqName.FindStringSubmatch(d.String())
+			if m == nil {
+				t.Fatalf("no name in %s", d)
+			}
+			if !strings.Contains(string(doc), "| `"+m[1]+"` |") {
+				t.Errorf("docs/metrics.md does not list %s", m[1])
+			}
+		}
+	}
+}
+
+func TestAModelServerIsCountedInOnePhaseAtATime(t *testing.T) {
+	uid := types.UID("phases")
+	created := time.Now().Add(-3 * time.Second)
+	var before dtoHistogram
+	before.read(t, timeToReady)
+	Observe(uid, 1, created, "Fetching", false)
+	Observe(uid, 1, created, "Deploying", false)
+	if got := value(t, phaseGauge.WithLabelValues("Fetching")); got != 0 {
+		t.Errorf("Fetching = %v after moving on to Deploying, want 0", got)
+	}
+	Observe(uid, 1, created, "Ready", true)
+	Observe(uid, 1, created, "Ready", true)
+	if got := value(t, phaseGauge.WithLabelValues("Ready")); got != 1 {
+		t.Errorf("Ready = %v, want 1", got)
+	}
+	var after dtoHistogram
+	after.read(t, timeToReady)
+	if n, took := after.count-before.count, after.sum-before.sum; n != 1 || took < 3 {
+		t.Errorf("time to Ready: %d samples of %.1fs, want 1 of at least 3s", n, took)
+	}
+	Forget(uid)
+	if got := value(t, phaseGauge.WithLabelValues("Ready")); got != 0 {
+		t.Errorf("Ready = %v after the ModelServer was deleted, want 0", got)
+	}
+}
+
+func TestAFetchIsCountedOnceHoweverOftenItsEndIsSeen(t *testing.T) {
+	for range 3 {
+		FetchEnded("ms", "job-1", true, 2*time.Second, 1000)
+	}
+	if got := value(t, fetchBytes); got != 1000 {
+		t.Errorf("fetch bytes %v, want 1000", got)
+	}
+	FetchEnded("ms", "job-2", true, time.Second, 500)
+	if got := value(t, fetchBytes); got != 1500 {
+		t.Errorf("fetch bytes %v after a second Job, want 1500", got)
+	}
+}
+
+func TestAModelServerAlreadyReadyWhenFirstSeenIsNotTimed(t *testing.T) {
+	var before dtoHistogram
+	before.read(t, timeToReady)
+	// An operator restarted long after this ModelServer became Ready.
+	Observe("old", 1, time.Now().Add(-48*time.Hour), "Ready", true)
+	var after dtoHistogram
+	after.read(t, timeToReady)
+	if after.count != before.count {
+		t.Errorf("time to Ready recorded for a ModelServer that was Ready before this process saw it")
+	}
+	Forget("old")
+}
+
+// dtoHistogram is the sample count and sum of an unlabelled histogram.
+type dtoHistogram struct {
+	count uint64
+	sum   float64
+}
+
+func (h *dtoHistogram) read(t *testing.T, c prometheus.Histogram) {
+	t.Helper()
+	m := &dto.Metric{}
+	if err := c.Write(m); err != nil {
+		t.Fatal(err)
+	}
+	h.count, h.sum = m.GetHistogram().GetSampleCount(), m.GetHistogram().GetSampleSum()
+}
+
+// value is a gauge's or counter's current value.
+func value(t *testing.T, c prometheus.Metric) float64 {
+	t.Helper()
+	m := &dto.Metric{}
+	if err := c.Write(m); err != nil {
+		t.Fatal(err)
+	}
+	if m.Gauge != nil {
+		return m.GetGauge().GetValue()
+	}
+	return m.GetCounter().GetValue()
+}
