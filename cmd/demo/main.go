@@ -91,8 +91,13 @@ func (d *demo) run(ctx context.Context, samplePath, crdDir, manager, ns string, 
 	}
 	defer os.RemoveAll(dir)
 	if manager == "" {
-		d.say("building the operator (go build ./cmd/manager)")
-		manager = filepath.Join(dir, "manager")
+		// A stable path lets go build skip the link when nothing changed.
+		cache, err := os.UserCacheDir()
+		if err != nil {
+			cache = dir
+		}
+		manager = filepath.Join(cache, "modelserver-operator", "demo", "manager")
+		d.say("building the operator (go build -o %s ./cmd/manager)", manager)
 		build := exec.CommandContext(ctx, "go", "build", "-o", manager, "./cmd/manager")
 		build.Stdout, build.Stderr = os.Stderr, os.Stderr
 		if err := build.Run(); err != nil {
