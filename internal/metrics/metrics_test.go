@@ -68,9 +68,13 @@ func TestAFetchIsCountedOnceHoweverOftenItsEndIsSeen(t *testing.T) {
 	if got := value(t, fetchBytes); got != 1000 {
 		t.Errorf("fetch bytes %v, want 1000", got)
 	}
-	FetchEnded("ms", "job-2", true, time.Second, 500)
+	// Two models of one ModelServer, their ends observed in turn.
+	for range 3 {
+		FetchEnded("ms", "job-2", true, time.Second, 500)
+		FetchEnded("ms", "job-1", true, 2*time.Second, 1000)
+	}
 	if got := value(t, fetchBytes); got != 1500 {
-		t.Errorf("fetch bytes %v after a second Job, want 1500", got)
+		t.Errorf("fetch bytes %v after a second model's Job, want 1500", got)
 	}
 }
 
