@@ -28,7 +28,7 @@ func TestMakeDemoShowsEachPhaseUntilReady(t *testing.T) {
 	for _, want := range []string{
 		"phase Pending", "phase Fetching", "phase Deploying", "phase Ready",
 		"Pending → Fetching → Deploying → Ready",
-		"event Normal Fetched: Fetched the model from s3://models/resnet",
+		"event Normal Fetched: Fetched model resnet from s3://models/resnet: version 1",
 		"Running, Ready",
 		"REST  http://resnet.default.svc:8501/v1/models/resnet",
 		"export KUBECONFIG=",
