@@ -337,9 +337,14 @@ type ModelSpec struct {
 	Name string `json:"name,omitempty"`
 
 	// storageUri is where the model is: s3://bucket/prefix, gs://bucket/prefix,
-	// https://host/path (a directory or a .tar, .tar.gz, .tgz or .zip archive),
-	// pvc://claim/path (a claim of yours, mounted as it is), or an absolute
-	// directory path on the node.
+	// https://host/path (a .tar, .tar.gz, .tgz or .zip archive; end it with
+	// #sha256=<hex> to pin it), pvc://claim/path (a claim of yours in this
+	// namespace, mounted read-only as it is, nothing copied), or an absolute
+	// path in the fetch pod's file system. It must hold TensorFlow Serving's
+	// layout: version directories 1/, 2/, ... each with saved_model.pb and
+	// variables/. Credentials come from credentialsSecret. A new URI is
+	// fetched beside the model being served, which keeps serving until the
+	// new one is ready.
 	// +kubebuilder:validation:MinLength=2
 	// +kubebuilder:validation:MaxLength=2048
 	// +kubebuilder:validation:Pattern=`^[^\s\x00-\x1f"'$;|&<>\x60\\{}]*$`
