@@ -1,10 +1,14 @@
 package e2e
 
 import (
+	"bufio"
 	"context"
+	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -36,5 +40,69 @@ func TestMakeDemoShowsEachPhaseUntilReady(t *testing.T) {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("the demo's output lacks %q:\n%s", want, out)
 		}
+	}
+}
+
+// TestCtrlCStopsTheDemoAndLeavesNothingBehind: without
+// DEMO_EXIT_WHEN_READY the demo stays up for exploring, and Ctrl-C takes
+// the operator and the control plane down with it.
+func TestCtrlCStopsTheDemoAndLeavesNothingBehind(t *testing.T) {
+	demo := filepath.Join(t.TempDir(), "demo")
+	if out, err := exec.Command("go", "build", "-o", demo, "github.com/modelserver-dev/modelserver-operator/cmd/demo").CombinedOutput(); err != nil {
+		t.Fatalf("build the demo: %v\n%s", err, out)
+	}
+	cmd := exec.Command(demo, "--manager="+managerBinary)
+	cmd.Dir = repoPath(".")
+	cmd.Env = append(os.Environ(), "DEMO_EXIT_WHEN_READY=")
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	cmd.Stderr = &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	lines := bufio.NewScanner(stdout)
+	var kubeconfig string
+	for lines.Scan() {
+		line := lines.Text()
+		out.WriteString(line + "\n")
+		if k, ok := strings.CutPrefix(strings.TrimSpace(line), "export KUBECONFIG="); ok {
+			kubeconfig = k
+		}
+		if strings.Contains(line, "stay up until Ctrl-C") {
+			break
+		}
+	}
+	go func() {
+		_, _ = io.Copy(io.Discard, stdout)
+		exited <- cmd.Wait()
+	}()
+	if kubeconfig == "" {
+		_ = cmd.Process.Kill()
+		t.Fatalf("the demo did not come up and wait:\n%s", out.String())
+	}
+	select {
+	case err := <-exited:
+		t.Fatalf("the demo exited (%v) instead of staying up:\n%s", err, out.String())
+	case <-time.After(2 * time.Second):
+	}
+	if _, err := os.Stat(kubeconfig); err != nil {
+		t.Fatalf("the printed KUBECONFIG is not there while the demo runs: %v", err)
+	}
+
+	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-exited:
+	case <-time.After(60 * time.Second):
+		_ = cmd.Process.Kill()
+		t.Fatal("the demo still runs 60s after Ctrl-C")
+	}
+	if _, err := os.Stat(filepath.Dir(kubeconfig)); !os.IsNotExist(err) {
+		t.Errorf("the cluster's directory %s is still there after Ctrl-C (%v)", filepath.Dir(kubeconfig), err)
 	}
 }
