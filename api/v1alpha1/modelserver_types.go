@@ -137,7 +137,8 @@ type ModelServerSpec struct {
 
 	// gateway exposes the REST and gRPC APIs through Gateway API routes
 	// (an HTTPRoute and a GRPCRoute). The Gateway API must be installed in
-	// the cluster; without it the ModelServer reports RouteAPIMissing.
+	// the cluster; without it the rest is served and status.warnings says
+	// the routes were left out, until the API is installed.
 	// +optional
 	Gateway *GatewaySpec `json:"gateway,omitempty"`
 
@@ -224,8 +225,8 @@ type Monitoring struct {
 	// +optional
 	Enabled *bool `json:"enabled,omitempty"`
 	// serviceMonitor, when set, renders a Prometheus Operator
-	// ServiceMonitor (monitoring.coreos.com/v1); the ModelServer reports
-	// ServiceMonitorAPIMissing where that API is not installed.
+	// ServiceMonitor (monitoring.coreos.com/v1); where that API is not
+	// installed, status.warnings says it was left out.
 	// +optional
 	ServiceMonitor *ServiceMonitorSpec `json:"serviceMonitor,omitempty"`
 }
