@@ -176,9 +176,13 @@ func TestSeveralModelsAreServedFromOneDeployment(t *testing.T) {
 		t.Fatalf("status models %+v model %+v, want two entries in models", got.Status.Models, got.Status.Model)
 	}
 	for i, name := range []string{"resnet", "bert"} {
-		if m := got.Status.Models[i]; m.Name != name || m.Fetch != "Succeeded" || m.FetchedGeneration == "" {
-			t.Errorf("status.models[%d] = %+v", i, m)
+		url := "http://zoo." + ns + ".svc:8501/v1/models/" + name
+		if m := got.Status.Models[i]; m.Name != name || m.Fetch != "Succeeded" || m.FetchedGeneration == "" || m.Endpoint != url {
+			t.Errorf("status.models[%d] = %+v, want %s fetched, at %s", i, m, name, url)
 		}
+	}
+	if got.Status.ModelNames != "resnet,bert" {
+		t.Errorf("status.modelNames = %q, the Model column of kubectl get", got.Status.ModelNames)
 	}
 	jobs := &batchv1.JobList{}
 	if err := env.client.List(context.Background(), jobs, client.InNamespace(ns)); err != nil {

@@ -165,6 +165,9 @@ func (r *ModelServerReconciler) reconcileNormal(ctx context.Context, ms *serving
 	}
 	obs.Selector = labels.SelectorFromSet(vals.Labels.Selector).String()
 	obs.Endpoints = endpoints(ms.Namespace, vals)
+	for i := range obs.Models {
+		obs.Models[i].Status.Endpoint = restURL(ms.Namespace, vals, obs.Models[i].Name)
+	}
 	obs.Warnings = vals.Warnings
 	if obs.Fetch != FetchSucceeded {
 		if msg, err := r.checkSecrets(ctx, ms, models); err != nil {
@@ -597,12 +600,17 @@ func (r *ModelServerReconciler) writeStatus(ctx context.Context, ms *servingv1al
 }
 
 // endpoints are the in-cluster addresses of the Service the values render.
+// The REST endpoint is the first model's; each model's is in its status.
 func endpoints(namespace string, vals *values.Values) *servingv1alpha1.Endpoints {
-	host := fmt.Sprintf("%s.%s.svc", vals.Names.Service, namespace)
 	return &servingv1alpha1.Endpoints{
-		GRPC: fmt.Sprintf("%s:%d", host, vals.Serving.GRPCPort),
-		REST: fmt.Sprintf("http://%s:%d/v1/models/%s", host, vals.Serving.RESTPort, vals.Models[0].Name),
+		GRPC: fmt.Sprintf("%s.%s.svc:%d", vals.Names.Service, namespace, vals.Serving.GRPCPort),
+		REST: restURL(namespace, vals, vals.Models[0].Name),
 	}
+}
+
+// restURL is the in-cluster URL of one model's REST API.
+func restURL(namespace string, vals *values.Values, model string) string {
+	return fmt.Sprintf("http://%s.%s.svc:%d/v1/models/%s", vals.Names.Service, namespace, vals.Serving.RESTPort, model)
 }
 
 // SetupWithManager states what wakes the reconciler: its ModelServers'

@@ -144,9 +144,12 @@ func computeStatus(old servingv1alpha1.ModelServerStatus, o Observation) serving
 		Endpoints:          o.Endpoints,
 		Warnings:           o.Warnings,
 	}
+	var modelNames []string
 	for _, m := range o.Models {
 		st.Models = append(st.Models, *m.Status.DeepCopy())
+		modelNames = append(modelNames, m.Name)
 	}
+	st.ModelNames = strings.Join(modelNames, ",")
 	if !o.Multi && len(st.Models) == 1 {
 		st.Model, st.Models = &st.Models[0], nil
 	}

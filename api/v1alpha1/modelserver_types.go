@@ -25,7 +25,7 @@ const MaxNameLength = 53
 // +kubebuilder:subresource:scale:specpath=.spec.replicas,statuspath=.status.replicas,selectorpath=.status.selector
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.ready`
-// +kubebuilder:printcolumn:name="Model",type=string,JSONPath=`.status.model.name`
+// +kubebuilder:printcolumn:name="Model",type=string,JSONPath=`.status.modelNames`
 // +kubebuilder:printcolumn:name="Endpoint",type=string,JSONPath=`.status.endpoints.rest`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:printcolumn:name="Revision",type=integer,JSONPath=`.status.release.revision`,priority=1,description="Helm release revision"
@@ -598,6 +598,10 @@ type ModelServerStatus struct {
 	// (spec.model).
 	// +optional
 	Model *ModelStatus `json:"model,omitempty"`
+	// modelNames lists the models served, comma-separated, for kubectl
+	// get.
+	// +optional
+	ModelNames string `json:"modelNames,omitempty"`
 	// models is what was fetched for each model, for a ModelServer of
 	// several (spec.models), in spec order.
 	// +optional
@@ -656,7 +660,10 @@ type ModelStatus struct {
 	// versionLabels map each label to its version, as configured.
 	// +optional
 	VersionLabels map[string]int64 `json:"versionLabels,omitempty"`
-	// fetch is the state of this model's fetch (Pending, Running,
+	// endpoint is the in-cluster URL of this model's REST API.
+	// +optional
+	Endpoint string `json:"endpoint,omitempty"`
+	// fetch is the state of this model's fetch (Missing, Running,
 	// Succeeded or Failed) and message why it failed.
 	// +optional
 	Fetch string `json:"fetch,omitempty"`
