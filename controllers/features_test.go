@@ -105,12 +105,65 @@ func TestAnAutoscaledModelServerIsScaledByItsAutoscaler(t *testing.T) {
 	if r := *get(t, ns, "auto", &appsv1.Deployment{}).Spec.Replicas; r != 3 {
 		t.Errorf("deployment replicas = %d after the autoscaler set 3: the operator fought it", r)
 	}
+	// A spec change upgrades the release; the autoscaler's count stays.
+	cur := get(t, ns, "auto", &servingv1alpha1.ModelServer{})
+	cur.Spec.Service.Annotations = map[string]string{"example.com/upgraded": "yes"}
+	if err := env.client.Update(context.Background(), cur); err != nil {
+		t.Fatal(err)
+	}
+	waitReady(t, cur)
+	if svc := get(t, ns, "auto", &corev1.Service{}); svc.Annotations["example.com/upgraded"] != "yes" {
+		t.Fatal("the release was not upgraded")
+	}
+	if r := *get(t, ns, "auto", &appsv1.Deployment{}).Spec.Replicas; r != 3 {
+		t.Errorf("deployment replicas = %d after an upgrade: the release reset the autoscaler's 3", r)
+	}
 
 	// spec.replicas (what kubectl scale sets) is refused while autoscaling.
-	cur := get(t, ns, "auto", &servingv1alpha1.ModelServer{})
+	cur = get(t, ns, "auto", &servingv1alpha1.ModelServer{})
 	cur.Spec.Replicas = ptrTo[int32](5)
 	if err := env.client.Update(context.Background(), cur); !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "mutually exclusive") {
 		t.Errorf("setting replicas with autoscaling: %v, want Invalid naming the rule", err)
+	}
+}
+
+func TestSwitchingToAutoscalingKeepsThePodsServing(t *testing.T) {
+	ns := newNamespace(t)
+	ms := newModelServer(ns, "switch")
+	if err := env.client.Create(context.Background(), ms); err != nil {
+		t.Fatal(err)
+	}
+	got := waitReady(t, ms)
+
+	lowest := int32(2)
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+			d := &appsv1.Deployment{}
+			if err := env.client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "switch"}, d); err == nil && d.Spec.Replicas != nil {
+				lowest = min(lowest, *d.Spec.Replicas)
+			}
+		}
+	}()
+	got.Spec.Replicas = nil
+	got.Spec.Resources.Requests = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m")}
+	got.Spec.Autoscaling = &servingv1alpha1.Autoscaling{MinReplicas: ptrTo[int32](2), MaxReplicas: 5, TargetCPUUtilizationPercentage: ptrTo[int32](70)}
+	if err := env.client.Update(context.Background(), got); err != nil {
+		t.Fatal(err)
+	}
+	waitReady(t, got)
+	get(t, ns, "switch", &autoscalingv2.HorizontalPodAutoscaler{})
+	close(stop)
+	<-done
+	if lowest < 2 {
+		t.Errorf("the Deployment was scaled down to %d while switching to the autoscaler's minimum of 2", lowest)
 	}
 }
 

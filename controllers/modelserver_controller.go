@@ -150,7 +150,19 @@ func (r *ModelServerReconciler) reconcileNormal(ctx context.Context, ms *serving
 		return ctrl.Result{}, err
 	}
 
-	// 5. Spec → values (pure), and their digest.
+	// 5. Observe the serving Deployment: its status, and the count an
+	// autoscaler gave it, which the release must keep.
+	deploy := &appsv1.Deployment{}
+	if err := r.Get(ctx, types.NamespacedName{Namespace: ms.Namespace, Name: names.Deployment(ms.Name)}, deploy); err == nil {
+		obs.Deployment = deploy
+		if ms.Spec.Autoscaling != nil && deploy.Spec.Replicas != nil {
+			obs.DesiredReplicas = *deploy.Spec.Replicas
+		}
+	} else if !apierrors.IsNotFound(err) {
+		return ctrl.Result{}, err
+	}
+
+	// 6. Spec → values (pure), and their digest.
 	vals, err := values.For(ms, values.Inputs{
 		ChartVersion: r.Chart.Metadata.Version,
 		AppVersion:   r.Chart.Metadata.AppVersion,
@@ -158,6 +170,7 @@ func (r *ModelServerReconciler) reconcileNormal(ctx context.Context, ms *serving
 		Served:       obs.Served(),
 		ProxyEnv:     r.ProxyEnv,
 		APIs:         r.optionalAPIs(ms),
+		LiveReplicas: liveReplicas(obs.Deployment),
 	})
 	if err != nil {
 		obs.BlockedReason, obs.BlockedMessage = ReasonInvalidSpec, err.Error()
@@ -179,7 +192,7 @@ func (r *ModelServerReconciler) reconcileNormal(ctx context.Context, ms *serving
 	}
 	digest := values.Digest(r.Chart.Metadata.Version, vals)
 
-	// 6. Decide whether Helm has anything to do, and do it.
+	// 7. Decide whether Helm has anything to do, and do it.
 	why, err := r.applyReason(ctx, ms, vals, digest)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -193,17 +206,6 @@ func (r *ModelServerReconciler) reconcileNormal(ctx context.Context, ms *serving
 	}
 	obs.ReleaseCurrent = true
 
-	// 7. Observe the serving Deployment.
-	deploy := &appsv1.Deployment{}
-	if err := r.Get(ctx, types.NamespacedName{Namespace: ms.Namespace, Name: vals.Names.Deployment}, deploy); err == nil {
-		obs.Deployment = deploy
-		if vals.Autoscaling != nil && deploy.Spec.Replicas != nil {
-			// The autoscaler's choice is what is wanted now.
-			obs.DesiredReplicas = *deploy.Spec.Replicas
-		}
-	} else if !apierrors.IsNotFound(err) {
-		return ctrl.Result{}, err
-	}
 	// A running fetch changes nothing the watches see until it ends; look
 	// again each minute to keep its elapsed time in the status current.
 	if obs.Fetch == FetchRunning && result.RequeueAfter == 0 {
@@ -389,7 +391,8 @@ func modifiedObject(vals *values.Values, objs map[string]client.Object) string {
 				return what + " was modified"
 			}
 		case *appsv1.Deployment:
-			if want := vals.Serving.Replicas; want != nil && (o.Spec.Replicas == nil || *o.Spec.Replicas != *want) {
+			// The autoscaler sets the count; otherwise it is ours.
+			if vals.Autoscaling == nil && (o.Spec.Replicas == nil || *o.Spec.Replicas != vals.Serving.Replicas) {
 				return what + " was scaled outside the ModelServer"
 			}
 			if len(o.Spec.Template.Spec.Containers) != 1 || o.Spec.Template.Spec.Containers[0].Image != vals.Serving.Image {
@@ -600,6 +603,13 @@ func (r *ModelServerReconciler) writeStatus(ctx context.Context, ms *servingv1al
 }
 
 // endpoints are the in-cluster addresses of the Service the values render.
+func liveReplicas(d *appsv1.Deployment) *int32 {
+	if d == nil {
+		return nil
+	}
+	return d.Spec.Replicas
+}
+
 // The REST endpoint is the first model's; each model's is in its status.
 func endpoints(namespace string, vals *values.Values) *servingv1alpha1.Endpoints {
 	return &servingv1alpha1.Endpoints{

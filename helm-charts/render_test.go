@@ -329,8 +329,10 @@ func renderCases() []renderCase {
 			}),
 			in: values.Inputs{Served: fetched},
 			check: func(t *testing.T, v *values.Values, objs *objects) {
-				if r := objs.deployment(t).Spec.Replicas; r != nil {
-					t.Errorf("deployment replicas = %d: the autoscaler owns them, the release must not set any", *r)
+				// The minimum: a switch from spec.replicas must not drop the
+				// count to the Deployment's default of 1.
+				if r := objs.deployment(t).Spec.Replicas; r == nil || *r != 2 {
+					t.Errorf("deployment replicas = %v, want the autoscaler's minimum, 2", r)
 				}
 				h := only(t, "HorizontalPodAutoscaler", objs.hpas)
 				if h.Spec.ScaleTargetRef != (autoscalingv2.CrossVersionObjectReference{APIVersion: "apps/v1", Kind: "Deployment", Name: v.Names.Deployment}) {
@@ -928,8 +930,8 @@ func checkStack(t *testing.T, ms *servingv1alpha1.ModelServer, v *values.Values,
 	}
 
 	// Deployment.
-	if !equality.Semantic.DeepEqual(d.Spec.Replicas, v.Serving.Replicas) {
-		t.Errorf("deployment replicas = %v, want %v", ptr.Deref(d.Spec.Replicas, -1), ptr.Deref(v.Serving.Replicas, -1))
+	if d.Spec.Replicas == nil || *d.Spec.Replicas != v.Serving.Replicas {
+		t.Errorf("deployment replicas = %v, want %d", d.Spec.Replicas, v.Serving.Replicas)
 	}
 	if d.Spec.Selector == nil || !maps.Equal(d.Spec.Selector.MatchLabels, v.Labels.Selector) || len(d.Spec.Selector.MatchExpressions) != 0 {
 		t.Errorf("deployment selector = %v, want %v", d.Spec.Selector, v.Labels.Selector)

@@ -43,8 +43,20 @@ func TestAutoscalingOwnsTheReplicaCount(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if v.Serving.Replicas != nil || v.Autoscaling == nil || v.Autoscaling.MinReplicas != 2 || len(v.Autoscaling.Metrics) != 1 {
+	if v.Serving.Replicas != 2 || v.Autoscaling == nil || v.Autoscaling.MinReplicas != 2 || len(v.Autoscaling.Metrics) != 1 {
 		t.Errorf("replicas %v autoscaling %+v", v.Serving.Replicas, v.Autoscaling)
+	}
+	in := fetched
+	in.LiveReplicas = ptr.To[int32](4)
+	scaled, err := For(ms, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if scaled.Serving.Replicas != 4 {
+		t.Errorf("replicas = %d with the autoscaler at 4: an upgrade would undo it", scaled.Serving.Replicas)
+	}
+	if Digest("0.1.0", scaled) != Digest("0.1.0", v) {
+		t.Error("the autoscaler's count changed the digest: each scaling would cost an upgrade")
 	}
 	if DesiredReplicas(ms) != 2 {
 		t.Errorf("desired = %d, want minReplicas", DesiredReplicas(ms))

@@ -149,8 +149,13 @@ type Volume struct {
 
 // Serving is the TF Serving Deployment.
 type Serving struct {
-	// Replicas is left out when an autoscaler owns the number.
-	Replicas        *int32                      `json:"replicas,omitempty"`
+	// Replicas is what the release sets. With an autoscaler it is the
+	// live count (minReplicas for a new Deployment): Helm's three-way
+	// merge sets every field of the manifest that differs from the live
+	// object, so any other number would undo the autoscaler at each
+	// upgrade, and leaving the field out would drop a Deployment scaled
+	// by spec.replicas to the default of 1 when autoscaling is turned on.
+	Replicas        int32                       `json:"replicas"`
 	Image           string                      `json:"image"`
 	ImagePullPolicy corev1.PullPolicy           `json:"imagePullPolicy"`
 	Args            []string                    `json:"args"`
@@ -262,6 +267,9 @@ type Inputs struct {
 	// ProxyEnv is the operator's HTTP(S)_PROXY/NO_PROXY, passed on to the
 	// serving and fetch containers.
 	ProxyEnv []corev1.EnvVar
+	// LiveReplicas is the serving Deployment's replica count, nil if it
+	// does not exist.
+	LiveReplicas *int32
 	// APIs says, by APIKey, whether the optional kinds the spec asks for
 	// (Gateway API routes, ServiceMonitor) exist in the cluster. A kind
 	// that does not is left out, with a warning.
@@ -567,7 +575,7 @@ func servingValues(ms *servingv1alpha1.ModelServer, v *Values, in Inputs, grpc, 
 	s.RestartChecksum = names.Hash(restart...)
 
 	// Replicas: none until some model has data, since pods would only fail
-	// their probes; then spec.replicas, or the autoscaler's choice.
+	// their probes; then spec.replicas, or the autoscaler's minimum.
 	desired := DesiredReplicas(ms)
 	if desired < 0 {
 		return &Error{"spec.replicas", "must not be negative"}
@@ -577,15 +585,19 @@ func servingValues(ms *servingv1alpha1.ModelServer, v *Values, in Inputs, grpc, 
 	}
 	switch {
 	case len(served) == 0:
-		s.Replicas = ptr.To(int32(0))
+		s.Replicas = 0
 	case spec.Autoscaling != nil:
 		hpa, err := autoscaling(spec.Autoscaling)
 		if err != nil {
 			return err
 		}
 		v.Autoscaling = hpa
+		s.Replicas = hpa.MinReplicas
+		if live := ptr.Deref(in.LiveReplicas, 0); live > 0 {
+			s.Replicas = live
+		}
 	default:
-		s.Replicas = ptr.To(desired)
+		s.Replicas = desired
 	}
 	maxPods := desired
 	if a := spec.Autoscaling; a != nil {
@@ -743,9 +755,16 @@ func FetchGeneration(ms *servingv1alpha1.ModelServer, m servingv1alpha1.ModelSpe
 const fetchTemplateRevision = "1"
 
 // Digest is the digest of a chart version and values: equal digests mean a
-// Helm upgrade would change nothing. It is 40 hex digits (160 bits of
-// SHA-256), short enough to be a label value on the release record.
+// Helm upgrade would change nothing the operator decides. It is 40 hex
+// digits (160 bits of SHA-256), short enough to be a label value on the
+// release record. An autoscaled replica count is left out: the autoscaler
+// changing it is no reason to upgrade.
 func Digest(chartVersion string, v *Values) string {
+	if v.Autoscaling != nil {
+		c := *v
+		c.Serving.Replicas = 0
+		v = &c
+	}
 	h := sha256.New()
 	h.Write([]byte(chartVersion))
 	h.Write([]byte{0})

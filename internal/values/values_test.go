@@ -42,7 +42,7 @@ func TestValuesForASpec(t *testing.T) {
 		check: func(t *testing.T, v *Values) {
 			expect(t, "model name", v.Models[0].Name, "resnet")
 			expect(t, "image", v.Serving.Image, servingv1alpha1.DefaultImage)
-			expect(t, "replicas", *v.Serving.Replicas, int32(2))
+			expect(t, "replicas", v.Serving.Replicas, int32(2))
 			expect(t, "grpc", v.Serving.GRPCPort, int32(8500))
 			expect(t, "rest", v.Serving.RESTPort, int32(8501))
 			expect(t, "service type", v.Service.Type, corev1.ServiceTypeClusterIP)
@@ -63,7 +63,7 @@ func TestValuesForASpec(t *testing.T) {
 		ms:   modelServer(),
 		in:   Inputs{ChartVersion: "0.1.0", AppVersion: "2.19.1", FetchImage: "example.com/op:1"},
 		check: func(t *testing.T, v *Values) {
-			expect(t, "replicas", *v.Serving.Replicas, int32(0))
+			expect(t, "replicas", v.Serving.Replicas, int32(0))
 			expect(t, "base path", v.Models[0].BasePath, "")
 			if strings.Contains(v.ConfigFiles[ModelConfigFile], "config {") {
 				t.Errorf("a model without data is in the model config:\n%s", v.ConfigFiles[ModelConfigFile])
@@ -74,7 +74,7 @@ func TestValuesForASpec(t *testing.T) {
 		ms:   modelServer(func(ms *servingv1alpha1.ModelServer) { ms.Spec.Model.StorageURI = "s3://models/resnet-v2" }),
 		in:   fetched,
 		check: func(t *testing.T, v *Values) {
-			expect(t, "replicas", *v.Serving.Replicas, int32(2))
+			expect(t, "replicas", v.Serving.Replicas, int32(2))
 			expect(t, "served base path", v.Models[0].BasePath, "/models/gen00001")
 			if v.Fetches[0].Generation == "gen00001" {
 				t.Error("the new URI did not make a new generation")
