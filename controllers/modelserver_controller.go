@@ -152,13 +152,7 @@ func (r *ModelServerReconciler) reconcileNormal(ctx context.Context, ms *serving
 
 	// 5. Observe the serving Deployment: its status, and the count an
 	// autoscaler gave it, which the release must keep.
-	deploy := &appsv1.Deployment{}
-	if err := r.Get(ctx, types.NamespacedName{Namespace: ms.Namespace, Name: names.Deployment(ms.Name)}, deploy); err == nil {
-		obs.Deployment = deploy
-		if ms.Spec.Autoscaling != nil && deploy.Spec.Replicas != nil {
-			obs.DesiredReplicas = *deploy.Spec.Replicas
-		}
-	} else if !apierrors.IsNotFound(err) {
+	if err := r.observeDeployment(ctx, ms, &obs); err != nil {
 		return ctrl.Result{}, err
 	}
 
@@ -202,6 +196,11 @@ func (r *ModelServerReconciler) reconcileNormal(ctx context.Context, ms *serving
 		result, reconcileErr = r.apply(ctx, ms, vals, digest, why, &obs)
 		if reconcileErr != nil || obs.Conflict {
 			return result, reconcileErr
+		}
+		// What was read before the release changed the Deployment must
+		// not report the old pods as the new ones' readiness.
+		if err := r.observeDeployment(ctx, ms, &obs); err != nil {
+			return ctrl.Result{}, err
 		}
 	}
 	obs.ReleaseCurrent = true
@@ -603,6 +602,23 @@ func (r *ModelServerReconciler) writeStatus(ctx context.Context, ms *servingv1al
 }
 
 // endpoints are the in-cluster addresses of the Service the values render.
+// observeDeployment reads the serving Deployment from the cache.
+func (r *ModelServerReconciler) observeDeployment(ctx context.Context, ms *servingv1alpha1.ModelServer, obs *Observation) error {
+	deploy := &appsv1.Deployment{}
+	err := r.Get(ctx, types.NamespacedName{Namespace: ms.Namespace, Name: names.Deployment(ms.Name)}, deploy)
+	if apierrors.IsNotFound(err) {
+		obs.Deployment = nil
+		return nil
+	} else if err != nil {
+		return err
+	}
+	obs.Deployment = deploy
+	if ms.Spec.Autoscaling != nil && deploy.Spec.Replicas != nil {
+		obs.DesiredReplicas = *deploy.Spec.Replicas
+	}
+	return nil
+}
+
 func liveReplicas(d *appsv1.Deployment) *int32 {
 	if d == nil {
 		return nil
