@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -345,4 +346,32 @@ func terminationMessage(t *testing.T, cs kubernetes.Interface, ns, selector stri
 		t.Fatalf("pod %s has not terminated: %+v", pods.Items[0].Name, statuses)
 	}
 	return statuses[0].State.Terminated.Message
+}
+
+// A restarted apiserver serves the same data on the same address, and a
+// client made before the restart carries on once it is back.
+func TestRestartedAPIServerKeepsItsAddressAndData(t *testing.T) {
+	c := localcluster.ForTest(t, localcluster.Options{
+		NodePools: []localcluster.NodePool{{Name: "restart-node", Count: 1, CPU: "4", Memory: "8Gi", Pods: 20}},
+	})
+	cs := clientset(t, c)
+	ctx := context.Background()
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "before-restart"}, Data: map[string]string{"k": "v"}}
+	if _, err := cs.CoreV1().ConfigMaps("default").Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.RestartAPIServer(ctx, 5*time.Second, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	got, err := cs.CoreV1().ConfigMaps("default").Get(ctx, "before-restart", metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("read after the restart: %v", err)
+	}
+	if got.Data["k"] != "v" {
+		t.Errorf("data after the restart: %v", got.Data)
+	}
+	logs, err := filepath.Glob(filepath.Join(c.Dir, "logs", "kube-apiserver.log*"))
+	if err != nil || len(logs) != 2 {
+		t.Errorf("apiserver logs %v, want the log of each run", logs)
+	}
 }
