@@ -24,7 +24,6 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -38,6 +37,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
+	"github.com/modelserver-dev/modelserver-operator/internal/fetch"
 	"github.com/modelserver-dev/modelserver-operator/internal/metrics"
 	"github.com/modelserver-dev/modelserver-operator/internal/names"
 	"github.com/modelserver-dev/modelserver-operator/internal/release"
@@ -50,6 +50,10 @@ const Finalizer = "serving.modelserver.dev/release"
 // conflictRetry is how often a ModelServer blocked by someone else's object
 // or a missing Secret looks again; neither is watched.
 const conflictRetry = 30 * time.Second
+
+// podRejectedRetry is how often a ModelServer whose fetch pod the apiserver
+// refuses looks again.
+const podRejectedRetry = 15 * time.Second
 
 // ModelServerReconciler reconciles ModelServers.
 type ModelServerReconciler struct {
@@ -92,6 +96,7 @@ type ModelServerReconciler struct {
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups="",resources=events,verbs=list
 // +kubebuilder:rbac:groups=autoscaling,resources=horizontalpodautoscalers,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=networking.k8s.io,resources=ingresses;networkpolicies,verbs=get;list;watch;create;update;patch;delete
@@ -177,10 +182,10 @@ func (r *ModelServerReconciler) reconcileNormal(ctx context.Context, ms *serving
 	}
 	obs.Warnings = vals.Warnings
 	if obs.Fetch != FetchSucceeded {
-		if msg, err := r.checkSecrets(ctx, ms, models); err != nil {
+		if reason, msg, err := r.checkSecrets(ctx, ms, models); err != nil {
 			return ctrl.Result{}, err
 		} else if msg != "" {
-			obs.BlockedReason, obs.BlockedMessage = ReasonSecretNotFound, msg
+			obs.BlockedReason, obs.BlockedMessage = reason, msg
 			return ctrl.Result{RequeueAfter: conflictRetry}, nil
 		}
 	}
@@ -209,6 +214,11 @@ func (r *ModelServerReconciler) reconcileNormal(ctx context.Context, ms *serving
 	// again each minute to keep its elapsed time in the status current.
 	if obs.Fetch == FetchRunning && result.RequeueAfter == 0 {
 		result.RequeueAfter = time.Minute
+	}
+	// The Job controller retries a refused pod without a change the
+	// watches see; look again soon to notice when it gets through.
+	if obs.FetchPodRejected && (result.RequeueAfter == 0 || result.RequeueAfter > podRejectedRetry) {
+		result.RequeueAfter = podRejectedRetry
 	}
 	// Nothing watched changes when a missing API is installed.
 	if len(obs.Warnings) > 0 && result.RequeueAfter == 0 {
@@ -260,8 +270,7 @@ func (r *ModelServerReconciler) apply(ctx context.Context, ms *servingv1alpha1.M
 	rel, op, err := r.Releases.Apply(ctx, ms.Namespace, ms.Name, r.Chart, m, digest)
 	if errors.Is(err, release.ErrConflict) {
 		obs.Conflict, obs.ReleaseErr = true, err
-		r.warn(ms, ReasonConflict, "Apply", sentence(
-			"Cannot deploy: an object the release needs already exists and belongs to someone else (%s)", errorLine(err)))
+		r.warn(ms, ReasonConflict, "Apply", sentence("Cannot deploy: %s", errorLine(err)))
 		return ctrl.Result{RequeueAfter: conflictRetry}, nil
 	}
 	if err != nil {
@@ -457,6 +466,23 @@ func (r *ModelServerReconciler) observeFetches(ctx context.Context, ms *servingv
 			mf.Reason, mf.Message = parseFailure(msg, jobFailureMessage(job))
 			st.Message = mf.Reason + ": " + mf.Message
 			metrics.FetchEnded(ms.UID, job.UID, false, jobDuration(job), -1)
+		case FetchRunning:
+			if job.Status.Active > 0 || job.Status.Failed > 0 || job.Status.Succeeded > 0 {
+				break
+			}
+			// No pod yet: if the apiserver refuses to create it (Pod
+			// Security, a quota, a missing ServiceAccount), the Job says so
+			// only in an Event, and would otherwise wait without a word.
+			msg, err := r.podCreationFailure(ctx, job)
+			if err != nil {
+				return err
+			}
+			if msg != "" {
+				mf.State, mf.Reason = FetchFailed, ReasonFetchPodRejected
+				mf.Message = "the model-fetch Job cannot create its pod: " + msg
+				st.Fetch, st.Message = string(FetchFailed), mf.Reason+": "+mf.Message
+				obs.FetchPodRejected = true
+			}
 		}
 		if st.FetchedGeneration != "" {
 			st.ServedVersions = values.ServedVersions(m.VersionPolicy, st.Versions)
@@ -467,6 +493,38 @@ func (r *ModelServerReconciler) observeFetches(ctx context.Context, ms *servingv
 	}
 	obs.summarizeFetches()
 	return nil
+}
+
+// podCreationFailure returns the message of the newest FailedCreate Event
+// of job, or "" if there is none.
+func (r *ModelServerReconciler) podCreationFailure(ctx context.Context, job *batchv1.Job) (string, error) {
+	events := &corev1.EventList{}
+	if err := r.APIReader.List(ctx, events, client.InNamespace(job.Namespace), client.MatchingFields{
+		"involvedObject.kind": "Job", "involvedObject.name": job.Name, "involvedObject.uid": string(job.UID), "reason": "FailedCreate",
+	}); err != nil {
+		return "", fmt.Errorf("list Events of Job %s: %w", job.Name, err)
+	}
+	var newest *corev1.Event
+	for i := range events.Items {
+		e := &events.Items[i]
+		if newest == nil || eventTime(e).After(eventTime(newest)) {
+			newest = e
+		}
+	}
+	if newest == nil {
+		return "", nil
+	}
+	return newest.Message, nil
+}
+
+func eventTime(e *corev1.Event) time.Time {
+	switch {
+	case !e.LastTimestamp.IsZero():
+		return e.LastTimestamp.Time
+	case !e.EventTime.IsZero():
+		return e.EventTime.Time
+	}
+	return e.CreationTimestamp.Time
 }
 
 // terminationMessage returns the termination message of the newest pod
@@ -503,26 +561,34 @@ func jobFailureMessage(job *batchv1.Job) string {
 }
 
 // checkSecrets reports a missing credentials Secret, which would otherwise
-// leave a fetch pod waiting for its volume without a word.
-func (r *ModelServerReconciler) checkSecrets(ctx context.Context, ms *servingv1alpha1.ModelServer, models []servingv1alpha1.ModelSpec) (string, error) {
+// leave a fetch pod waiting for its volume without a word, and one without
+// the keys its model's storage URI needs. Only the keys are looked at; the
+// values go nowhere.
+func (r *ModelServerReconciler) checkSecrets(ctx context.Context, ms *servingv1alpha1.ModelServer, models []servingv1alpha1.ModelSpec) (string, string, error) {
 	for i, m := range models {
 		if m.CredentialsSecret == "" {
 			continue
 		}
-		err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: ms.Namespace, Name: m.CredentialsSecret}, &metav1.PartialObjectMetadata{
-			TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
-		})
+		secret := &corev1.Secret{}
+		err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: ms.Namespace, Name: m.CredentialsSecret}, secret)
 		field := "spec.model.credentialsSecret"
 		if len(ms.Spec.Models) > 0 {
 			field = fmt.Sprintf("spec.models[%d].credentialsSecret", i)
 		}
 		if apierrors.IsNotFound(err) {
-			return fmt.Sprintf("%s: Secret %q not found in namespace %s", field, m.CredentialsSecret, ms.Namespace), nil
+			return ReasonSecretNotFound, fmt.Sprintf("%s: Secret %q not found in namespace %s", field, m.CredentialsSecret, ms.Namespace), nil
 		} else if err != nil {
-			return "", err
+			return "", "", err
+		}
+		keys := slices.Collect(maps.Keys(secret.Data))
+		for k := range secret.StringData {
+			keys = append(keys, k)
+		}
+		if problem := fetch.CheckCredentialKeys(m.StorageURI, keys); problem != "" {
+			return ReasonInvalidSecret, fmt.Sprintf("%s: Secret %q: %s", field, m.CredentialsSecret, problem), nil
 		}
 	}
-	return "", nil
+	return "", "", nil
 }
 
 // optionalAPIs says which of the optional kinds the spec asks for exist in

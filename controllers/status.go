@@ -28,6 +28,11 @@ const (
 	ReasonReleasePending  = "ReleasePending"
 	ReasonFetching        = "Fetching"
 	ReasonFetchFailed     = "FetchFailed"
+	// ReasonFetchPodRejected: the apiserver refuses the fetch Job's pod.
+	ReasonFetchPodRejected = "FetchPodRejected"
+	// ReasonInvalidSecret: the credentials Secret lacks the keys the
+	// storage URI's scheme needs.
+	ReasonInvalidSecret   = "InvalidSecret"
 	ReasonFetched         = "Fetched"
 	ReasonWaitingForFetch = "WaitingForFetch"
 	ReasonRollingOut      = "RollingOut"
@@ -72,6 +77,8 @@ type Observation struct {
 	Fetch        FetchState
 	FetchReason  string
 	FetchMessage string
+	// FetchPodRejected says the apiserver refuses a fetch Job's pod.
+	FetchPodRejected bool
 	// Serving says some model has data to serve.
 	Serving bool
 	// Warnings are parts of the spec that could not be honoured, such as

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -159,4 +160,37 @@ func unwrapPathError(err error) error {
 		return pe.Err
 	}
 	return err
+}
+
+// CheckCredentialKeys says what is wrong with a credentials Secret that has
+// keys for fetching from uri, or "" if nothing is: a Secret none of whose
+// keys the scheme reads, or an S3 key pair with one half missing, would
+// only fail the fetch later with a less clear message. It looks at key
+// names only, never at values.
+func CheckCredentialKeys(uri string, keys []string) string {
+	has := func(k string) bool { return slices.Contains(keys, k) }
+	var read []string
+	switch {
+	case strings.HasPrefix(uri, "s3://"):
+		if has(KeyAWSAccessKeyID) != has(KeyAWSSecretAccessKey) {
+			return fmt.Sprintf("for s3:// it needs both %s and %s, or neither", KeyAWSAccessKeyID, KeyAWSSecretAccessKey)
+		}
+		read = []string{KeyAWSAccessKeyID, KeyAWSSecretAccessKey, KeyAWSSessionToken, KeyAWSEndpointURL, KeyAWSRegion,
+			KeyAWSForcePathStyle, KeyAWSCABundle, KeyAWSInsecureSkipTLS}
+	case strings.HasPrefix(uri, "gs://"):
+		read = []string{KeyGCSServiceAccount, KeyGCSEndpointURL}
+	case strings.HasPrefix(uri, "http://"), strings.HasPrefix(uri, "https://"):
+		read = []string{KeyHTTPHeaders}
+	default:
+		return ""
+	}
+	if slices.ContainsFunc(read, has) {
+		return ""
+	}
+	shown := slices.Sorted(slices.Values(keys))
+	if len(shown) > 10 {
+		shown = append(shown[:10], "...")
+	}
+	return fmt.Sprintf("it has none of the keys read for this URI (%s); its keys: [%s]",
+		strings.Join(read, ", "), strings.Join(shown, ", "))
 }

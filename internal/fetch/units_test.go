@@ -269,3 +269,26 @@ func TestTheDigestDependsOnContentNotOrder(t *testing.T) {
 		t.Error("a file's content does not change the digest")
 	}
 }
+
+func TestCheckCredentialKeysNamesMissingKeysAndNoValues(t *testing.T) {
+	for _, c := range []struct {
+		uri  string
+		keys []string
+		bad  bool
+	}{
+		{"s3://b/m", []string{KeyAWSAccessKeyID, KeyAWSSecretAccessKey}, false},
+		{"s3://b/m", []string{KeyAWSEndpointURL}, false},
+		{"s3://b/m", []string{KeyAWSAccessKeyID}, true},
+		{"s3://b/m", []string{"password"}, true},
+		{"gs://b/m", []string{KeyGCSServiceAccount}, false},
+		{"gs://b/m", []string{KeyAWSAccessKeyID, KeyAWSSecretAccessKey}, true},
+		{"https://h/m.tgz", []string{KeyHTTPHeaders}, false},
+		{"https://h/m.tgz", []string{"token"}, true},
+		{"/models/m", []string{"anything"}, false},
+	} {
+		msg := CheckCredentialKeys(c.uri, c.keys)
+		if (msg != "") != c.bad {
+			t.Errorf("%s with keys %v: %q, want a problem: %v", c.uri, c.keys, msg, c.bad)
+		}
+	}
+}

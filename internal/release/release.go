@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 	"sync"
 	"time"
@@ -199,7 +200,7 @@ func (m *Manager) Apply(ctx context.Context, namespace, name string, ch *chart.C
 		install.Labels = labels
 		rel, err := install.RunWithContext(ctx, ch, vals)
 		if err != nil {
-			return rel, OpInstall, classify(fmt.Errorf("install release %s/%s: %w", namespace, name, err))
+			return rel, OpInstall, classify(name, fmt.Errorf("install release %s/%s: %w", namespace, name, err))
 		}
 		return rel, OpInstall, nil
 	}
@@ -219,7 +220,7 @@ func (m *Manager) Apply(ctx context.Context, namespace, name string, ch *chart.C
 	upgrade.Labels = labels
 	rel, err := upgrade.RunWithContext(ctx, name, ch, vals)
 	if err != nil {
-		return rel, op, classify(fmt.Errorf("upgrade release %s/%s: %w", namespace, name, err))
+		return rel, op, classify(name, fmt.Errorf("upgrade release %s/%s: %w", namespace, name, err))
 	}
 	return rel, op, nil
 }
@@ -260,10 +261,46 @@ func (m *Manager) Uninstall(namespace, name string) (err error) {
 // to someone else: Helm refuses to take it over, and so does the operator.
 var ErrConflict = errors.New("object exists and is not owned by this ModelServer")
 
-func classify(err error) error {
-	if strings.Contains(err.Error(), "exists and cannot be imported into the current release") ||
-		strings.Contains(err.Error(), "invalid ownership metadata") {
-		return fmt.Errorf("%w: %w", ErrConflict, err)
+// ConflictError names the object that blocks a release. It is ErrConflict
+// (errors.Is), and its message says what the user can do about it.
+type ConflictError struct {
+	// Kind, Namespace and Name of the object, as far as Helm's error says.
+	Kind, Namespace, Name string
+	// Release is the release that needs the object's name.
+	Release string
+	Err     error
+}
+
+func (e *ConflictError) Error() string {
+	what := "an object the release needs"
+	if e.Kind != "" && e.Name != "" {
+		what = fmt.Sprintf("%s %q", e.Kind, e.Name)
+		if e.Namespace != "" {
+			what += " in namespace " + e.Namespace
+		}
+	}
+	return fmt.Sprintf("%s already exists and was not created by ModelServer %s; the operator will not adopt, "+
+		"change or delete it: delete or rename that object, or give the ModelServer another name", what, e.Release)
+}
+
+func (e *ConflictError) Is(target error) bool { return target == ErrConflict }
+func (e *ConflictError) Unwrap() error        { return e.Err }
+
+// helmConflict matches Helm's refusal to import an object into a release:
+// `ConfigMap "x" in namespace "ns" exists and cannot be imported into the
+// current release: invalid ownership metadata; ...`.
+var helmConflict = regexp.MustCompile(`(\w+) "([^"]+)" in namespace "([^"]*)" exists and cannot be imported into the current release`)
+
+// classify is the one place that recognises Helm's errors for an object
+// someone else owns. Helm 3 refuses any existing object without its
+// ownership label and annotations naming this release.
+func classify(name string, err error) error {
+	msg := err.Error()
+	if m := helmConflict.FindStringSubmatch(msg); m != nil {
+		return &ConflictError{Kind: m[1], Name: m[2], Namespace: m[3], Release: name, Err: err}
+	}
+	if strings.Contains(msg, "invalid ownership metadata") {
+		return &ConflictError{Release: name, Err: err}
 	}
 	return err
 }

@@ -13,13 +13,18 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	apivalidation "k8s.io/apimachinery/pkg/api/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"k8s.io/utils/ptr"
 
@@ -320,6 +325,9 @@ func For(ms *servingv1alpha1.ModelServer, in Inputs) (*Values, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := checkUTF8(ms, models, field); err != nil {
+		return nil, err
+	}
 	grpc, rest := portOr(spec.Ports.GRPC, 8500), portOr(spec.Ports.REST, 8501)
 	if grpc == rest {
 		return nil, &Error{"spec.ports", "grpc and rest must differ"}
@@ -429,6 +437,9 @@ func For(ms *servingv1alpha1.ModelServer, in Inputs) (*Values, error) {
 		Affinity:           pt.Affinity,
 		ServiceAccountName: pt.ServiceAccountName,
 		ImagePullSecrets:   pt.ImagePullSecrets,
+	}
+	if err := checkPodTemplate(pt); err != nil {
+		return nil, err
 	}
 	for k := range pt.Labels {
 		_, common := v.Labels.Common[k]
@@ -858,4 +869,77 @@ func canonical(v any) string {
 		panic(fmt.Sprintf("values: marshal %T: %v", v, err))
 	}
 	return string(raw)
+}
+
+// checkPodTemplate refuses pod labels, annotations, node selectors and
+// environment variables the apiserver would refuse on the pods. The CRD
+// schema cannot say it, and Helm would otherwise create part of the
+// release before the Deployment is refused.
+func checkPodTemplate(pt servingv1alpha1.PodTemplate) error {
+	for _, m := range []struct {
+		field string
+		kv    map[string]string
+	}{{"spec.podTemplate.labels", pt.Labels}, {"spec.podTemplate.nodeSelector", pt.NodeSelector}} {
+		if errs := metav1validation.ValidateLabels(m.kv, field.NewPath(m.field)); len(errs) > 0 {
+			return &Error{m.field, firstError(errs)}
+		}
+	}
+	if errs := apivalidation.ValidateAnnotations(pt.Annotations, field.NewPath("spec.podTemplate.annotations")); len(errs) > 0 {
+		return &Error{"spec.podTemplate.annotations", firstError(errs)}
+	}
+	for i, e := range pt.Env {
+		if msgs := validation.IsEnvVarName(e.Name); len(msgs) > 0 {
+			return &Error{fmt.Sprintf("spec.podTemplate.env[%d].name", i), fmt.Sprintf("%.100q: %s", e.Name, msgs[0])}
+		}
+	}
+	return nil
+}
+
+// firstError is the first of errs, with the field path left out (the
+// Error names it) and the value cut short.
+func firstError(errs field.ErrorList) string {
+	e := errs[0]
+	msg := e.Type.String()
+	if e.Detail != "" {
+		msg += ": " + e.Detail
+	}
+	if s, ok := e.BadValue.(string); ok && s != "" {
+		msg = fmt.Sprintf("%.100q: %s", s, msg)
+	}
+	if len(errs) > 1 {
+		msg += fmt.Sprintf(" (and %d more)", len(errs)-1)
+	}
+	return msg
+}
+
+// checkUTF8 refuses strings that are not UTF-8 in the fields that reach
+// the manifests: JSON, and so the apiserver, would silently replace their
+// bytes, and what ran would not be what the spec says.
+func checkUTF8(ms *servingv1alpha1.ModelServer, models []servingv1alpha1.ModelSpec, modelsField string) error {
+	type check struct{ field, value string }
+	spec := ms.Spec
+	fields := []check{
+		{"spec.image", spec.Image},
+		{"spec.podTemplate.serviceAccountName", spec.PodTemplate.ServiceAccountName},
+	}
+	for i, m := range models {
+		f := modelsField
+		if modelsField == "spec.models" {
+			f = fmt.Sprintf("spec.models[%d]", i)
+		}
+		fields = append(fields, check{f + ".name", m.Name}, check{f + ".storageUri", m.StorageURI},
+			check{f + ".credentialsSecret", m.CredentialsSecret})
+	}
+	for k, v := range spec.PodTemplate.Annotations {
+		fields = append(fields, check{"spec.podTemplate.annotations", k + v})
+	}
+	for i, e := range spec.PodTemplate.Env {
+		fields = append(fields, check{fmt.Sprintf("spec.podTemplate.env[%d]", i), e.Name + e.Value})
+	}
+	for _, f := range fields {
+		if !utf8.ValidString(f.value) {
+			return &Error{f.field, "must be valid UTF-8"}
+		}
+	}
+	return nil
 }

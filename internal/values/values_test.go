@@ -152,6 +152,21 @@ func TestBadSpecsNameTheField(t *testing.T) {
 		{"operator label", modelServer(func(ms *servingv1alpha1.ModelServer) {
 			ms.Spec.PodTemplate.Labels = map[string]string{LabelModelServer: "other"}
 		}), "spec.podTemplate.labels"},
+		{"label key with spaces", modelServer(func(ms *servingv1alpha1.ModelServer) {
+			ms.Spec.PodTemplate.Labels = map[string]string{"team name": "a"}
+		}), "spec.podTemplate.labels"},
+		{"label value too long", modelServer(func(ms *servingv1alpha1.ModelServer) {
+			ms.Spec.PodTemplate.Labels = map[string]string{"team": strings.Repeat("a", 64)}
+		}), "spec.podTemplate.labels"},
+		{"node selector value with a slash", modelServer(func(ms *servingv1alpha1.ModelServer) {
+			ms.Spec.PodTemplate.NodeSelector = map[string]string{"zone": "a/b"}
+		}), "spec.podTemplate.nodeSelector"},
+		{"annotations over 256 KiB", modelServer(func(ms *servingv1alpha1.ModelServer) {
+			ms.Spec.PodTemplate.Annotations = map[string]string{"big": strings.Repeat("x", 300<<10)}
+		}), "spec.podTemplate.annotations"},
+		{"env name with '='", modelServer(func(ms *servingv1alpha1.ModelServer) {
+			ms.Spec.PodTemplate.Env = []corev1.EnvVar{{Name: "A=B", Value: "c"}}
+		}), "spec.podTemplate.env[0].name"},
 		{"empty specific versions", modelServer(func(ms *servingv1alpha1.ModelServer) {
 			ms.Spec.Model.VersionPolicy = &servingv1alpha1.VersionPolicy{Specific: &servingv1alpha1.SpecificVersions{}}
 		}), "spec.model.versionPolicy.specific.versions"},
