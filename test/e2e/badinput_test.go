@@ -1,0 +1,183 @@
+package e2e
+
+import (
+	"fmt"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelserver-dev/modelserver-operator/internal/localcluster"
+)
+
+// msYAML is a ModelServer manifest with spec (indented YAML, under spec:).
+func msYAML(name, spec string) string {
+	return fmt.Sprintf("apiVersion: serving.modelserver.dev/v1alpha1\nkind: ModelServer\nmetadata:\n  name: %s\nspec:\n%s\n", name, spec)
+}
+
+const validModel = "  model:\n    storageUri: s3://models/resnet\n"
+
+// TestMalformedAndHostileSpecsAreRefusedAtAdmission submits specs that are
+// wrong or try to smuggle something into TF Serving's config or command
+// line. The apiserver must refuse each with a message naming the field,
+// and nothing is created.
+func TestMalformedAndHostileSpecsAreRefusedAtAdmission(t *testing.T) {
+	c, _ := runningOperator(t)
+	ns := kubectlNamespace(t, c)
+	long := strings.Repeat("a", 54)
+	cases := []struct{ what, manifest, want string }{
+		{"name longer than a Helm release name", msYAML(long, validModel), "at most 53 characters"},
+		{"unicode name", msYAML("modèle", validModel), "RFC 1123"},
+		{"upper-case name", msYAML("ResNet", validModel), "RFC 1123"},
+		{"name with a dot (not a Service name)", msYAML("res.net", validModel), "DNS-1035"},
+		{"model name with a quote and a shell command", msYAML("a1", "  model:\n    name: 'x\"; rm -rf /'\n    storageUri: s3://m/r\n"), "spec.model.name"},
+		{"model name breaking out of the model config", msYAML("a2", "  model:\n    name: \"x\\\"\\n  base_path: \\\"/etc\"\n    storageUri: s3://m/r\n"), "spec.model.name"},
+		{"unicode model name", msYAML("a3", "  model:\n    name: модель\n    storageUri: s3://m/r\n"), "spec.model.name"},
+		{"model name over 63 characters", msYAML("a4", "  model:\n    name: "+strings.Repeat("m", 64)+"\n    storageUri: s3://m/r\n"), "spec.model.name"},
+		{"storage URI with $(command)", msYAML("b1", "  model:\n    storageUri: 's3://m/$(reboot)'\n"), "spec.model.storageUri"},
+		{"storage URI with a backtick", msYAML("b2", "  model:\n    storageUri: 's3://m/`id`'\n"), "spec.model.storageUri"},
+		{"storage URI with ; and a second flag", msYAML("b3", "  model:\n    storageUri: 's3://m/r;--dest=/'\n"), "spec.model.storageUri"},
+		{"storage URI with a newline", msYAML("b4", "  model:\n    storageUri: \"s3://m/r\\n--dest=/\"\n"), "spec.model.storageUri"},
+		{"storage URI with a space and a flag", msYAML("b5", "  model:\n    storageUri: 's3://m/r --max-bytes=1'\n"), "spec.model.storageUri"},
+		{"storage URI of an unknown scheme", msYAML("b6", "  model:\n    storageUri: ftp://host/m\n"), "must start with s3://"},
+		{"storage URI file:///etc/passwd", msYAML("b7", "  model:\n    storageUri: file:///etc/passwd\n"), "must start with s3://"},
+		{"relative storage path", msYAML("b8", "  model:\n    storageUri: models/resnet\n"), "must start with s3://"},
+		{"storage path climbing out with ..", msYAML("b9", "  model:\n    storageUri: /models/../etc\n"), "must not contain '..'"},
+		{"storage URI over 2048 characters", msYAML("b10", "  model:\n    storageUri: s3://m/"+strings.Repeat("x", 2100)+"\n"), "spec.model.storageUri"},
+		{"pvc:// URI with an invalid claim name", msYAML("b11", "  model:\n    storageUri: pvc://Bad_Claim/m\n"), "must name a claim"},
+		{"credentials for a pvc:// model", msYAML("b12", "  model:\n    storageUri: pvc://claim/m\n    credentialsSecret: creds\n"), "does not apply to a pvc://"},
+		{"credentials Secret name with a path", msYAML("b13", "  model:\n    storageUri: s3://m/r\n    credentialsSecret: ../admin\n"), "spec.model.credentialsSecret"},
+		{"replicas over 1000", msYAML("c1", validModel+"  replicas: 1001\n"), "spec.replicas"},
+		{"replicas past int32", msYAML("c2", validModel+"  replicas: 2147483648\n"), "spec.replicas"},
+		{"negative replicas", msYAML("c3", validModel+"  replicas: -1\n"), "spec.replicas"},
+		{"replicas as a string", msYAML("c4", validModel+"  replicas: \"3\"\n"), "spec.replicas"},
+		{"equal gRPC and REST ports", msYAML("d1", validModel+"  ports: {grpc: 9000, rest: 9000}\n"), "must differ"},
+		{"privileged port", msYAML("d2", validModel+"  ports: {grpc: 80}\n"), "spec.ports.grpc"},
+		{"port past 65535", msYAML("d3", validModel+"  ports: {rest: 70000}\n"), "spec.ports.rest"},
+		{"image with a space and extra arguments", msYAML("e1", validModel+"  image: 'tensorflow/serving:2 --model_base_path=/'\n"), "spec.image"},
+		{"image over 512 characters", msYAML("e2", validModel+"  image: r.io/"+strings.Repeat("i", 520)+"\n"), "spec.image"},
+		{"unknown pull policy", msYAML("e3", validModel+"  imagePullPolicy: Sometimes\n"), "spec.imagePullPolicy"},
+		{"two version policies", msYAML("f1", "  model:\n    storageUri: s3://m/r\n    versionPolicy: {latest: {numVersions: 1}, all: {}}\n"), "exactly one of latest, specific or all"},
+		{"no specific versions", msYAML("f2", "  model:\n    storageUri: s3://m/r\n    versionPolicy: {specific: {versions: []}}\n"), "spec.model.versionPolicy.specific.versions"},
+		{"version label key breaking out of the config", msYAML("f3", "  model:\n    storageUri: s3://m/r\n    versionLabels: {\"a\\\" } x {\": 1}\n"), "versionLabels keys"},
+		{"version label on version 0", msYAML("f4", "  model:\n    storageUri: s3://m/r\n    versionLabels: {stable: 0}\n"), "versionLabels values"},
+		{"17 version labels", msYAML("f5", "  model:\n    storageUri: s3://m/r\n    versionLabels: {"+labels17()+"}\n"), "spec.model.versionLabels"},
+		{"ExternalName Service", msYAML("g1", validModel+"  service: {type: ExternalName}\n"), "spec.service.type"},
+		{"a command for the serving container", msYAML("g2", validModel+"  command: [/bin/sh, -c, id]\n"), "unknown field \"spec.command\""},
+		{"storage class for a pvc:// model", msYAML("g3", "  model:\n    storageUri: pvc://claim/m\n  storage: {storageClassName: fast}\n"), "spec.storage does not apply"},
+	}
+	for _, tc := range cases {
+		out, err := kubectlStdinWith(c, tc.manifest, "create", "-n", ns, "-f", "-")
+		if err == nil {
+			t.Errorf("%s: admitted:\n%s", tc.what, out)
+			continue
+		}
+		if !strings.Contains(out, tc.want) {
+			t.Errorf("%s: refused, but the message lacks %q:\n%s", tc.what, tc.want, out)
+		}
+	}
+	if out := kubectl(t, c, "get", "ms,deployments,jobs,services,configmaps,pvc,secrets", "-n", ns, "-o", "name"); strings.Contains(out, "/") &&
+		strings.TrimSpace(strings.ReplaceAll(out, "configmap/kube-root-ca.crt", "")) != "" {
+		t.Errorf("objects exist after only refused requests:\n%s", out)
+	}
+	report(t, "malformed or hostile spec submitted (admission)", len(cases),
+		"every one refused by the apiserver with a message naming the field; nothing created")
+}
+
+func labels17() string {
+	var l []string
+	for i := range 17 {
+		l = append(l, fmt.Sprintf("l%d: 1", i))
+	}
+	return strings.Join(l, ", ")
+}
+
+// TestSpecsTheSchemaAdmitsButCannotWorkAreReportedAndChangeNothing covers
+// what only the operator can see: Secrets that are missing or lack the
+// keys, pod settings the apiserver would refuse on a pod, and a fetch pod
+// the apiserver refuses. Each is reported in status with a reason and a
+// message, and nothing is installed (or, for the refused pod, nothing
+// serves).
+func TestSpecsTheSchemaAdmitsButCannotWorkAreReportedAndChangeNothing(t *testing.T) {
+	c, _ := runningOperator(t)
+	ns := kubectlNamespace(t, c)
+	kubectlStdin(t, c, `
+apiVersion: v1
+kind: Secret
+metadata: {name: wrong-keys}
+stringData: {username: admin, password: hunter2-canary}
+---
+apiVersion: v1
+kind: Secret
+metadata: {name: half-pair}
+stringData: {AWS_ACCESS_KEY_ID: AKIAHALFPAIR}
+`, "apply", "-n", ns, "-f", "-")
+	cases := []struct {
+		what, name, spec, reason, message string
+		installs                          bool
+	}{
+		{"missing credentials Secret", "s1", "  model:\n    storageUri: s3://m/r\n    credentialsSecret: not-there\n",
+			"SecretNotFound", `Secret "not-there" not found`, false},
+		{"credentials Secret with none of the scheme's keys", "s2", "  model:\n    storageUri: s3://m/r\n    credentialsSecret: wrong-keys\n",
+			"InvalidSecret", "its keys: [password, username]", false},
+		{"S3 credentials with half the key pair", "s3", "  model:\n    storageUri: s3://m/r\n    credentialsSecret: half-pair\n",
+			"InvalidSecret", "needs both AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY", false},
+		{"GCS URI with S3 keys", "s4", "  model:\n    storageUri: gs://m/r\n    credentialsSecret: half-pair\n",
+			"InvalidSecret", "service-account.json", false},
+		{"pod label key with a space", "s5", validModel + "  podTemplate: {labels: {\"team name\": a}}\n",
+			"InvalidSpec", "spec.podTemplate.labels", false},
+		{"pod label taking over the operator's selector", "s6", validModel + "  podTemplate: {labels: {app.kubernetes.io/instance: other}}\n",
+			"InvalidSpec", "is set by the operator", false},
+		{"pod annotations over 256 KiB", "s7", validModel + "  podTemplate: {annotations: {big: " + strings.Repeat("x", 300<<10) + "}}\n",
+			"InvalidSpec", "spec.podTemplate.annotations", false},
+		{"environment variable name with '='", "s8", validModel + "  podTemplate: {env: [{name: \"A=B\", value: c}]}\n",
+			"InvalidSpec", "spec.podTemplate.env[0].name", false},
+		{"node selector value with a slash", "s9", validModel + "  podTemplate: {nodeSelector: {zone: a/b}}\n",
+			"InvalidSpec", "spec.podTemplate.nodeSelector", false},
+		{"ServiceAccount that does not exist", "s10", validModel + "  podTemplate: {serviceAccountName: not-there}\n",
+			"FetchPodRejected", `serviceaccount "not-there" not found`, true},
+	}
+	for _, tc := range cases {
+		// create, not apply: apply would copy the spec into an annotation.
+		if out, err := kubectlStdinWith(c, msYAML(tc.name, tc.spec), "create", "-n", ns, "-f", "-"); err != nil {
+			t.Fatalf("%s: refused at admission, want it admitted: %s", tc.what, out)
+		}
+	}
+	for _, tc := range cases {
+		cond := "Deployed"
+		if tc.reason == "FetchPodRejected" {
+			cond = "ModelFetched"
+		}
+		waitForCondition(t, c, ns, tc.name, cond, tc.reason, 60*time.Second)
+		msg := kubectl(t, c, "get", "-n", ns, "ms/"+tc.name, "-o", "jsonpath={.status.message}")
+		if !strings.Contains(msg, tc.message) {
+			t.Errorf("%s: status.message %q lacks %q", tc.what, msg, tc.message)
+		}
+		if phase := kubectl(t, c, "get", "-n", ns, "ms/"+tc.name, "-o", "jsonpath={.status.phase}"); phase != "Failed" {
+			t.Errorf("%s: phase %s, want Failed", tc.what, phase)
+		}
+		owned := kubectl(t, c, "get", "deployments,jobs,services,configmaps,pvc,secrets", "-n", ns,
+			"-l", "serving.modelserver.dev/modelserver="+tc.name, "-o", "name")
+		records := kubectl(t, c, "get", "secrets", "-n", ns, "-l", "owner=helm,name="+tc.name, "-o", "name")
+		switch {
+		case !tc.installs && (owned != "" || records != ""):
+			t.Errorf("%s: objects were created:\n%s\n%s", tc.what, owned, records)
+		case tc.installs:
+			if pods := kubectl(t, c, "get", "pods", "-n", ns, "-l", "app.kubernetes.io/instance="+tc.name, "-o", "name"); pods != "" {
+				t.Errorf("%s: pods exist: %s", tc.what, pods)
+			}
+		}
+	}
+	if msg := kubectl(t, c, "get", "ms", "-n", ns, "-o", "jsonpath={.items[*].status}"); strings.Contains(msg, "hunter2") {
+		t.Errorf("a Secret's value reached a status: %s", msg)
+	}
+	report(t, "spec admitted but unusable (missing or wrong Secret, pod settings the apiserver refuses, refused fetch pod)", len(cases),
+		"each reported in status (SecretNotFound, InvalidSecret, InvalidSpec, FetchPodRejected) with the field or key; nothing installed, or for the refused pod nothing serving")
+}
+
+func kubectlStdinWith(c *localcluster.Cluster, stdin string, args ...string) (string, error) {
+	cmd := exec.Command(repoPath("bin/kubectl"), append([]string{"--kubeconfig", c.Kubeconfig}, args...)...)
+	cmd.Stdin = strings.NewReader(stdin)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
