@@ -74,10 +74,10 @@ func renderCases() []renderCase {
 			// Values YAML would read as numbers, booleans or null unless
 			// quoted.
 			Labels: map[string]string{"team": "vision", "cost-center": "1234", "gpu": "true", "legacy": "on",
-				"mode": "0755", "exp": "1e3", "nothing": "null", "tilde": "~", "empty": ""},
+				"mode": "0755", "exp": "1e3", "nothing": "null", "empty": ""},
 			Annotations: map[string]string{"example.com/owner": "vision@example.com", "sidecar.istio.io/inject": "false",
 				"example.com/note": "line one\nline two: \"quoted\" # not a comment", "example.com/json": `{"a": [1, 2]}`,
-				"example.com/number": "42", "example.com/spaces": "  padded  "},
+				"example.com/number": "42", "example.com/spaces": "  padded  ", "example.com/tilde": "~"},
 			NodeSelector: map[string]string{"kubernetes.io/os": "linux", "node.example.com/pool": "gpu"},
 			Tolerations: []corev1.Toleration{
 				{Key: "nvidia.com/gpu", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule},

@@ -5,6 +5,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"unicode/utf8"
 
 	"k8s.io/utils/ptr"
 
@@ -37,6 +38,19 @@ func ModelConfig(models []ModelEntry) (string, error) {
 }
 
 func writeModel(b *strings.Builder, m ModelEntry) error {
+	// Protobuf strings are UTF-8; TF Serving refuses a config with any
+	// other bytes in them, and would serve nothing.
+	if !utf8.ValidString(m.Name) {
+		return &Error{m.Field + ".name", "must be valid UTF-8"}
+	}
+	if !utf8.ValidString(m.BasePath) {
+		return &Error{m.Field + ".storageUri", "must be valid UTF-8"}
+	}
+	for k := range m.Labels {
+		if !utf8.ValidString(k) {
+			return &Error{m.Field + ".versionLabels", "keys must be valid UTF-8"}
+		}
+	}
 	b.WriteString("  config {\n")
 	fmt.Fprintf(b, "    name: %s\n", quoteText(m.Name))
 	fmt.Fprintf(b, "    base_path: %s\n", quoteText(m.BasePath))
