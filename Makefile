@@ -81,6 +81,36 @@ test-e2e: tools build ## End-to-end tests: the operator binary against the local
 demo: tools ## Start a local control plane, the operator and the sample ModelServer; show it becoming Ready (DEMO_EXIT_WHEN_READY=1 exits then).
 	go run ./cmd/demo
 
+##@ Reliability
+# The reliability suites run in `make test` (the crash loop with
+# CRASH_ITERATIONS=6, its default); test-soak runs the crash loop at its
+# full count, and reliability-report writes docs/reliability.md from the
+# suites' `go test -json` output.
+
+SOAK_CRASH_ITERATIONS ?= 24
+FUZZTIME ?= 60s
+RELIABILITY_E2E := TestKillingTheOperator|TestWhenTheLeader|TestTheOperatorRetries|TestTheOperatorConverges|TestAnObjectOfTheUsers|TestDeletingAModelServerLeaves|TestMalformed|TestSpecsTheSchema|TestCredentialsNever
+RELIABILITY_RUNS := \
+	CRASH_ITERATIONS=$(SOAK_CRASH_ITERATIONS) go test -json -count=1 -timeout 30m -run '$(RELIABILITY_E2E)' ./test/e2e/... ; \
+	go test -json -count=1 -run 'TestRestartedAPIServer' ./internal/localcluster/... ; \
+	go test -json -count=1 ./test/posture/... ./test/faultproxy/... ./internal/release/... ; \
+	go test -json -count=1 -run 'Fuzz|TestBadSpecs|TestModelConfig' ./internal/values/... ./helm-charts/...
+
+.PHONY: test-soak
+test-soak: tools ## The operator crash loop at its full count (SOAK_CRASH_ITERATIONS kills).
+	CRASH_ITERATIONS=$(SOAK_CRASH_ITERATIONS) go test -count=1 -timeout 30m -v -run 'TestKillingTheOperator' ./test/e2e/...
+
+.PHONY: fuzz
+fuzz: ## Run each fuzz target for FUZZTIME (the seeds alone run in test-unit).
+	go test -run '^$$' -fuzz '^FuzzModelConfig$$' -fuzztime $(FUZZTIME) ./internal/values
+	go test -run '^$$' -fuzz '^FuzzSpecToManifests$$' -fuzztime $(FUZZTIME) ./helm-charts
+
+.PHONY: reliability-report
+reliability-report: tools ## Run the reliability suites and write docs/reliability.md from their output (fails if any test failed).
+	@set +e; out=$$(mktemp); trap 'rm -f $$out' EXIT; \
+	{ $(RELIABILITY_RUNS) ; } > $$out 2>&1; \
+	go run ./hack/reliabilityreport -o docs/reliability.md -command "$(subst ",\",$(subst $$,$$$$,$(RELIABILITY_RUNS)))" < $$out
+
 .PHONY: cluster-up
 cluster-up: tools ## Run a local control plane in the foreground; prints the KUBECONFIG to export.
 	go run ./cmd/localcluster
