@@ -128,7 +128,9 @@ func (r *ModelServerReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	return r.reconcileNormal(ctx, ms)
 }
 
-func (r *ModelServerReconciler) reconcileNormal(ctx context.Context, ms *servingv1alpha1.ModelServer) (ctrl.Result, error) {
+// The results are named: the deferred status write reports its error
+// through reconcileErr, so that a lost write is retried.
+func (r *ModelServerReconciler) reconcileNormal(ctx context.Context, ms *servingv1alpha1.ModelServer) (result ctrl.Result, reconcileErr error) {
 	logger := log.FromContext(ctx)
 	if st, ok := r.written.Load(ms.UID); ok {
 		ms.Status = *st.(*servingv1alpha1.ModelServerStatus).DeepCopy()
@@ -138,8 +140,6 @@ func (r *ModelServerReconciler) reconcileNormal(ctx context.Context, ms *serving
 		Generation:      ms.Generation,
 		DesiredReplicas: values.DesiredReplicas(ms),
 	}
-	var result ctrl.Result
-	var reconcileErr error
 	// The status is written once, at the end, and only if it changed.
 	defer func() {
 		if err := r.writeStatus(ctx, ms, *old, obs); err != nil && reconcileErr == nil {
@@ -238,11 +238,25 @@ func (r *ModelServerReconciler) reconcileNormal(ctx context.Context, ms *serving
 // when it is deployed with these values and all its objects are intact.
 func (r *ModelServerReconciler) applyReason(ctx context.Context, ms *servingv1alpha1.ModelServer, vals *values.Values, digest string) (string, error) {
 	rel := ms.Status.Release
-	switch {
-	case rel == nil:
-		return "install", nil
-	case rel.ValuesDigest != digest:
-		return "the spec or the fetched model changed", nil
+	if rel == nil || rel.ValuesDigest != digest {
+		// The status can lag the release: the write after a Helm
+		// operation may have been refused (a conflict) or never made (a
+		// crash). Such a release is not applied a second time.
+		last, err := r.Releases.Get(ms.Namespace, ms.Name)
+		if err != nil {
+			return "", err
+		}
+		if last == nil || last.Info.Status != helmrelease.StatusDeployed || last.Labels[release.LabelValuesDigest] != digest {
+			if rel == nil {
+				return "install", nil
+			}
+			return "the spec or the fetched model changed", nil
+		}
+		ms.Status.Release = &servingv1alpha1.ReleaseStatus{
+			Name: last.Name, Revision: last.Version, ChartVersion: r.Chart.Metadata.Version, ValuesDigest: digest,
+		}
+		r.verified.Store(ms.UID, struct{}{})
+		return r.drift(ctx, ms, vals)
 	}
 	// Once per process, check the release record itself: a crash can
 	// leave it pending while the status still shows the last good digest.
