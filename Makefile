@@ -107,7 +107,7 @@ fuzz: ## Run each fuzz target for FUZZTIME (the seeds alone run in test-unit).
 
 .PHONY: reliability-report
 reliability-report: tools ## Run the reliability suites and write docs/reliability.md from their output (fails if any test failed).
-	@set +e; out=$$(mktemp); trap 'rm -f $$out' EXIT; \
+	@mkdir -p docs; set +e; out=$$(mktemp); trap 'rm -f $$out' EXIT; \
 	{ $(RELIABILITY_RUNS) ; } > $$out 2>&1; \
 	go run ./hack/reliabilityreport -o docs/reliability.md -command "$(subst ",\",$(subst $$,$$$$,$(RELIABILITY_RUNS)))" < $$out
 
