@@ -4,6 +4,7 @@
 package controllers
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -47,6 +48,10 @@ import (
 // Finalizer holds a ModelServer until its release is uninstalled.
 const Finalizer = "serving.modelserver.dev/release"
 
+// DefaultMaxConcurrentReconciles is how many ModelServers are reconciled
+// at once unless configured otherwise.
+const DefaultMaxConcurrentReconciles = 4
+
 // conflictRetry is how often a ModelServer blocked by someone else's object
 // or a missing Secret looks again; neither is watched.
 const conflictRetry = 30 * time.Second
@@ -67,6 +72,9 @@ type ModelServerReconciler struct {
 	// RecheckAfter is how soon a ModelServer with warnings (an optional
 	// API it asks for is missing) is looked at again. Default 1 minute.
 	RecheckAfter time.Duration
+	// MaxConcurrentReconciles bounds the ModelServers reconciled at once.
+	// Default: DefaultMaxConcurrentReconciles.
+	MaxConcurrentReconciles int
 
 	// verified holds the UIDs whose release record this process has read
 	// once. Later reconciles trust status.release.valuesDigest, so an idle
@@ -656,6 +664,6 @@ func (r *ModelServerReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Owns(&policyv1.PodDisruptionBudget{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Owns(&networkingv1.Ingress{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Owns(&networkingv1.NetworkPolicy{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
-		WithOptions(controller.Options{MaxConcurrentReconciles: 4}).
+		WithOptions(controller.Options{MaxConcurrentReconciles: cmp.Or(r.MaxConcurrentReconciles, DefaultMaxConcurrentReconciles)}).
 		Complete(r)
 }
