@@ -62,8 +62,8 @@ func runManager(args []string) error {
 	fs.StringVar(&watchNamespaces, "watch-namespaces", os.Getenv("WATCH_NAMESPACE"), "Comma-separated namespaces to watch (default $WATCH_NAMESPACE; empty: all).")
 	fs.StringVar(&fetchImage, "fetch-image", envOr("RELATED_IMAGE_OPERATOR", defaultImage), "Image of the model-fetch Job: this operator's own image (default $RELATED_IMAGE_OPERATOR).")
 	fs.IntVar(&maxConcurrent, "max-concurrent-reconciles", controllers.DefaultMaxConcurrentReconciles, "ModelServers reconciled in parallel.")
-	fs.Float64Var(&apiQPS, "kube-api-qps", 20, "Requests per second to the apiserver, sustained; reads from the cache do not count.")
-	fs.IntVar(&apiBurst, "kube-api-burst", 30, "Requests to the apiserver allowed in a burst above --kube-api-qps.")
+	fs.Float64Var(&apiQPS, "kube-api-qps", 200, "Requests per second to the apiserver, sustained; reads from the cache do not count.")
+	fs.IntVar(&apiBurst, "kube-api-burst", 400, "Requests to the apiserver allowed in a burst above --kube-api-qps.")
 	zapOpts := zap.Options{Development: false}
 	zapOpts.BindFlags(fs)
 	if err := fs.Parse(args); err != nil {

@@ -40,9 +40,9 @@ func run() error {
 		apiBurst      int
 	)
 	flag.StringVar(&fetchImage, "fetch-image", "example.com/modelserver-operator:bench", "Image of the model-fetch Job.")
-	flag.IntVar(&maxConcurrent, "max-concurrent-reconciles", 4, "Releases reconciled in parallel.")
-	flag.Float64Var(&apiQPS, "kube-api-qps", 20, "Client QPS.")
-	flag.IntVar(&apiBurst, "kube-api-burst", 30, "Client burst.")
+	flag.IntVar(&maxConcurrent, "max-concurrent-reconciles", 8, "Releases reconciled in parallel.")
+	flag.Float64Var(&apiQPS, "kube-api-qps", 200, "Client QPS.")
+	flag.IntVar(&apiBurst, "kube-api-burst", 400, "Client burst.")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
