@@ -77,6 +77,7 @@ func writePlots(r *report, base string) error {
 	bars.Y.Label.Text = "requests per ModelServer"
 	bars.Add(plotter.NewGrid())
 	w := vg.Points(14)
+	highest := 0.0
 	for i, o := range []struct {
 		run *operatorRun
 		c   color.Color
@@ -84,7 +85,11 @@ func writePlots(r *report, base string) error {
 		if o.run == nil {
 			continue
 		}
-		b, err := plotter.NewBarChart(perVerb(o.run), w)
+		vals := perVerb(o.run)
+		for _, v := range vals {
+			highest = max(highest, v)
+		}
+		b, err := plotter.NewBarChart(vals, w)
 		if err != nil {
 			return err
 		}
@@ -94,6 +99,8 @@ func writePlots(r *report, base string) error {
 		bars.Legend.Add(o.run.Name, b)
 	}
 	bars.Legend.Top = true
+	// Room above the tallest bar for the legend.
+	bars.Y.Min, bars.Y.Max = 0, highest*1.25
 	bars.NominalX(verbs...)
 	return bars.Save(7*vg.Inch, 4.5*vg.Inch, base+"-requests.png")
 }
