@@ -92,11 +92,15 @@ func translator(chartVersion, appVersion, fetchImage string) helmvalues.Translat
 		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, ms); err != nil {
 			return nil, err
 		}
+		served, err := allFetched(ms, fetchImage)
+		if err != nil {
+			return nil, err
+		}
 		v, err := values.For(ms, values.Inputs{
-			ChartVersion:      chartVersion,
-			AppVersion:        appVersion,
-			FetchImage:        fetchImage,
-			FetchedGeneration: values.FetchGeneration(ms, fetchImage),
+			ChartVersion: chartVersion,
+			AppVersion:   appVersion,
+			FetchImage:   fetchImage,
+			Served:       served,
 		})
 		if err != nil {
 			return nil, err
@@ -104,4 +108,18 @@ func translator(chartVersion, appVersion, fetchImage string) helmvalues.Translat
 		v.Owner = nil
 		return v.Map()
 	})
+}
+
+// allFetched says that every model of ms is served from its current fetch
+// generation, as values.Inputs.Served does once the fetches succeeded.
+func allFetched(ms *servingv1alpha1.ModelServer, fetchImage string) (map[string]string, error) {
+	models, _, err := values.Models(ms)
+	if err != nil {
+		return nil, err
+	}
+	served := map[string]string{}
+	for _, m := range models {
+		served[m.Name] = values.FetchGeneration(ms, m, fetchImage)
+	}
+	return served, nil
 }
