@@ -50,7 +50,7 @@ vet: ## Run go vet.
 	go vet ./...
 
 .PHONY: lint
-lint: vet ## Fail on unformatted code and vet findings.
+lint: vet vet-bench ## Fail on unformatted code and vet findings.
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "not gofmt-ed:"; echo "$$out"; exit 1; fi
 
 .PHONY: verify-generated
@@ -110,6 +110,23 @@ reliability-report: tools ## Run the reliability suites and write docs/reliabili
 	@mkdir -p docs; set +e; out=$$(mktemp); trap 'rm -f $$out' EXIT; \
 	{ $(RELIABILITY_RUNS) ; } > $$out 2>&1; \
 	go run ./hack/reliabilityreport -o docs/reliability.md -command "$(subst ",\",$(subst $$,$$$$,$(RELIABILITY_RUNS)))" < $$out
+
+##@ Benchmark
+# The benchmark and the peer it compares against are Go modules of their
+# own (plotting and helm-operator-plugins stay out of go.mod). They are
+# vetted and their unit tests run with every `make test`, so they do not rot;
+# `make bench` itself takes from minutes (BENCH_N=1) to an hour.
+BENCH_N ?= 1,100,1000
+BENCH_FLAGS ?=
+
+.PHONY: vet-bench
+vet-bench: ## Vet and unit-test the benchmark harness and its peer operator.
+	cd test/bench && go vet ./... && go test -count=1 ./...
+	cd test/bench/peer && go vet ./...
+
+.PHONY: bench
+bench: tools ## Benchmark the operator and the peer for BENCH_N ModelServers; results in test/bench/results.
+	cd test/bench && go run . -n '$(BENCH_N)' $(BENCH_FLAGS)
 
 .PHONY: cluster-up
 cluster-up: tools ## Run a local control plane in the foreground; prints the KUBECONFIG to export.

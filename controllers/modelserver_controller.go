@@ -4,6 +4,7 @@
 package controllers
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -50,6 +51,10 @@ import (
 // Finalizer holds a ModelServer until its release is uninstalled.
 const Finalizer = "serving.modelserver.dev/release"
 
+// DefaultMaxConcurrentReconciles is how many ModelServers are reconciled
+// at once unless configured otherwise.
+const DefaultMaxConcurrentReconciles = 8
+
 // conflictRetry is how often a ModelServer blocked by someone else's object
 // or a missing Secret looks again; neither is watched.
 const conflictRetry = 30 * time.Second
@@ -74,6 +79,9 @@ type ModelServerReconciler struct {
 	// RecheckAfter is how soon a ModelServer with warnings (an optional
 	// API it asks for is missing) is looked at again. Default 1 minute.
 	RecheckAfter time.Duration
+	// MaxConcurrentReconciles bounds the ModelServers reconciled at once.
+	// Default: DefaultMaxConcurrentReconciles.
+	MaxConcurrentReconciles int
 
 	// verified holds the UIDs whose release record this process has read
 	// once. Later reconciles trust status.release.valuesDigest, so an idle
@@ -350,50 +358,61 @@ func eventReason(op release.Op) string {
 // drift says which object of the release is missing or was changed by
 // someone else in a field the operator sets, or "" if none. The cache can
 // lag behind the release's last write (a Job just created, a Deployment
-// just scaled), so what it suggests is confirmed with a live read before
-// it costs a Helm upgrade.
+// just scaled), so an object it lacks or shows changed is read again live
+// before it costs a Helm upgrade; only that object, so that a ModelServer
+// whose objects are still arriving in the cache costs one read, not one
+// per object.
 func (r *ModelServerReconciler) drift(ctx context.Context, ms *servingv1alpha1.ModelServer, vals *values.Values) (string, error) {
-	why, err := r.driftIn(ctx, r.Client, ms, vals)
-	if why == "" || err != nil {
-		return why, err
-	}
-	return r.driftIn(ctx, r.APIReader, ms, vals)
-}
-
-func (r *ModelServerReconciler) driftIn(ctx context.Context, reader client.Reader, ms *servingv1alpha1.ModelServer, vals *values.Values) (string, error) {
-	objs := map[string]client.Object{
-		"ConfigMap " + vals.Names.ConfigMap:   &corev1.ConfigMap{},
-		"Service " + vals.Names.Service:       &corev1.Service{},
-		"Deployment " + vals.Names.Deployment: &appsv1.Deployment{},
+	objs := map[string]func() client.Object{
+		"ConfigMap " + vals.Names.ConfigMap:   func() client.Object { return &corev1.ConfigMap{} },
+		"Service " + vals.Names.Service:       func() client.Object { return &corev1.Service{} },
+		"Deployment " + vals.Names.Deployment: func() client.Object { return &appsv1.Deployment{} },
 	}
 	for _, f := range vals.Fetches {
-		objs["Job "+f.Name] = &batchv1.Job{}
+		objs["Job "+f.Name] = func() client.Object { return &batchv1.Job{} }
 	}
 	if vals.Volume.Create {
-		objs["PersistentVolumeClaim "+vals.Volume.ClaimName] = &corev1.PersistentVolumeClaim{}
+		objs["PersistentVolumeClaim "+vals.Volume.ClaimName] = func() client.Object { return &corev1.PersistentVolumeClaim{} }
 	}
 	if vals.Autoscaling != nil {
-		objs["HorizontalPodAutoscaler "+vals.Names.Deployment] = &autoscalingv2.HorizontalPodAutoscaler{}
+		objs["HorizontalPodAutoscaler "+vals.Names.Deployment] = func() client.Object { return &autoscalingv2.HorizontalPodAutoscaler{} }
 	}
 	if vals.Disruption != nil {
-		objs["PodDisruptionBudget "+vals.Names.Deployment] = &policyv1.PodDisruptionBudget{}
+		objs["PodDisruptionBudget "+vals.Names.Deployment] = func() client.Object { return &policyv1.PodDisruptionBudget{} }
 	}
 	if vals.Ingress != nil {
-		objs["Ingress "+vals.Names.Deployment] = &networkingv1.Ingress{}
+		objs["Ingress "+vals.Names.Deployment] = func() client.Object { return &networkingv1.Ingress{} }
 	}
 	if vals.NetworkPolicy != nil {
-		objs["NetworkPolicy "+vals.Names.Deployment] = &networkingv1.NetworkPolicy{}
+		objs["NetworkPolicy "+vals.Names.Deployment] = func() client.Object { return &networkingv1.NetworkPolicy{} }
 	}
 	for _, what := range slices.Sorted(maps.Keys(objs)) {
 		_, name, _ := strings.Cut(what, " ")
-		err := reader.Get(ctx, types.NamespacedName{Namespace: ms.Namespace, Name: name}, objs[what])
-		if apierrors.IsNotFound(err) {
-			return what + " was deleted", nil
-		} else if err != nil {
-			return "", err
+		key := types.NamespacedName{Namespace: ms.Namespace, Name: name}
+		why, err := objectDrift(ctx, r.Client, key, what, objs[what](), vals)
+		if why == "" || err != nil {
+			if err != nil {
+				return "", err
+			}
+			continue
+		}
+		if why, err = objectDrift(ctx, r.APIReader, key, what, objs[what](), vals); why != "" || err != nil {
+			return why, err
 		}
 	}
-	return modifiedObject(vals, objs), nil
+	return "", nil
+}
+
+// objectDrift reads one object of the release through reader and says how
+// it departs from the values, or "".
+func objectDrift(ctx context.Context, reader client.Reader, key types.NamespacedName, what string, obj client.Object, vals *values.Values) (string, error) {
+	err := reader.Get(ctx, key, obj)
+	if apierrors.IsNotFound(err) {
+		return what + " was deleted", nil
+	} else if err != nil {
+		return "", err
+	}
+	return modifiedObject(vals, map[string]client.Object{what: obj}), nil
 }
 
 // modifiedObject compares the fields of each object that the values decide
@@ -739,7 +758,7 @@ func (r *ModelServerReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Owns(&policyv1.PodDisruptionBudget{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Owns(&networkingv1.Ingress{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Owns(&networkingv1.NetworkPolicy{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
-		WithOptions(controller.Options{MaxConcurrentReconciles: 4, RateLimiter: retryLimiter()}).
+		WithOptions(controller.Options{MaxConcurrentReconciles: cmp.Or(r.MaxConcurrentReconciles, DefaultMaxConcurrentReconciles), RateLimiter: retryLimiter()}).
 		Complete(r)
 }
 

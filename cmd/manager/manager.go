@@ -48,6 +48,9 @@ func runManager(args []string) error {
 		kubeconfig      string
 		watchNamespaces string
 		fetchImage      string
+		maxConcurrent   int
+		apiQPS          float64
+		apiBurst        int
 	)
 	fs.StringVar(&metricsAddr, "metrics-bind-address", ":8443", "Address the metrics endpoint binds to; 0 disables it.")
 	fs.BoolVar(&secureMetrics, "metrics-secure", true, "Serve metrics over HTTPS, authenticated and authorized through the apiserver.")
@@ -58,6 +61,9 @@ func runManager(args []string) error {
 	fs.StringVar(&kubeconfig, "kubeconfig", "", "Path to a kubeconfig; default: in-cluster config or $KUBECONFIG.")
 	fs.StringVar(&watchNamespaces, "watch-namespaces", os.Getenv("WATCH_NAMESPACE"), "Comma-separated namespaces to watch (default $WATCH_NAMESPACE; empty: all).")
 	fs.StringVar(&fetchImage, "fetch-image", envOr("RELATED_IMAGE_OPERATOR", defaultImage), "Image of the model-fetch Job: this operator's own image (default $RELATED_IMAGE_OPERATOR).")
+	fs.IntVar(&maxConcurrent, "max-concurrent-reconciles", controllers.DefaultMaxConcurrentReconciles, "ModelServers reconciled in parallel.")
+	fs.Float64Var(&apiQPS, "kube-api-qps", 200, "Requests per second to the apiserver, sustained; reads from the cache do not count.")
+	fs.IntVar(&apiBurst, "kube-api-burst", 400, "Requests to the apiserver allowed in a burst above --kube-api-qps.")
 	zapOpts := zap.Options{Development: false}
 	zapOpts.BindFlags(fs)
 	if err := fs.Parse(args); err != nil {
@@ -75,6 +81,7 @@ func runManager(args []string) error {
 	if err != nil {
 		return fmt.Errorf("load kubeconfig: %w", err)
 	}
+	restConfig.QPS, restConfig.Burst = float32(apiQPS), apiBurst
 
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
@@ -132,6 +139,8 @@ func runManager(args []string) error {
 		Chart:      ch,
 		FetchImage: fetchImage,
 		ProxyEnv:   proxy.ReadProxyVarsFromEnv(),
+
+		MaxConcurrentReconciles: maxConcurrent,
 	}
 	if err := reconciler.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up the ModelServer controller: %w", err)

@@ -87,6 +87,9 @@ func startProcess(name, binary string, args []string, env []string, logDir, pidD
 	return p, nil
 }
 
+// Pid is the process's id, for reading its CPU time and memory from /proc.
+func (p *Process) Pid() int { return p.cmd.Process.Pid }
+
 // LogFile is where the process's stdout and stderr go.
 func (p *Process) LogFile() string { return p.logFile }
 

@@ -1,0 +1,140 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"sigs.k8s.io/yaml"
+
+	"github.com/modelserver-dev/modelserver-operator/internal/localcluster"
+)
+
+// podsPerNode is the pod capacity of each fake node. Fewer, larger nodes
+// keep kwok's node heartbeats from competing with the workload.
+const podsPerNode = 500
+
+// startCluster boots a fresh control plane with room for n ModelServers
+// (a serving pod and a fetch pod each).
+func startCluster(ctx context.Context, repo string, n int, log *slog.Logger) (*localcluster.Cluster, error) {
+	nodes := max(3, (2*n+podsPerNode-1)/podsPerNode+1)
+	c, err := localcluster.Start(ctx, localcluster.Options{
+		BinDir: filepath.Join(repo, "bin"),
+		NodePools: []localcluster.NodePool{
+			{Name: "bench-node", Count: nodes, CPU: "2000", Memory: "8Ti", Pods: podsPerNode},
+		},
+		// The controllers and scheduler must not be what limits the time
+		// to Ready; the same settings serve both operators and the floor.
+		ComponentQPS: 400,
+		StartTimeout: 5 * time.Minute,
+		Logf:         func(format string, args ...any) { log.Debug(fmt.Sprintf(format, args...)) },
+	})
+	if err != nil {
+		return nil, err
+	}
+	log.Info("cluster up", "nodes", c.Nodes, "dir", c.Dir)
+	return c, nil
+}
+
+// installCRD installs the ModelServer CRD. For the peer, whose status
+// (conditions without observedGeneration, deployedRelease) is not the
+// operator's, the status schema is opened as an Operator SDK Helm
+// operator's CRD has it.
+func installCRD(ctx context.Context, repo string, cfg *rest.Config, openStatus bool) error {
+	b, err := os.ReadFile(filepath.Join(repo, "config/crd/bases/serving.modelserver.dev_modelservers.yaml"))
+	if err != nil {
+		return err
+	}
+	crd := &apiextensionsv1.CustomResourceDefinition{}
+	if err := yaml.Unmarshal(b, crd); err != nil {
+		return err
+	}
+	if openStatus {
+		for i := range crd.Spec.Versions {
+			v := &crd.Spec.Versions[i]
+			if v.Schema != nil && v.Schema.OpenAPIV3Schema != nil {
+				v.Schema.OpenAPIV3Schema.Properties["status"] = apiextensionsv1.JSONSchemaProps{
+					Type: "object", XPreserveUnknownFields: ptrTo(true),
+				}
+			}
+		}
+	}
+	cs, err := apiextensionsclient.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	if _, err := cs.ApiextensionsV1().CustomResourceDefinitions().Create(ctx, crd, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	return wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		got, err := cs.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, crd.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		for _, c := range got.Status.Conditions {
+			if c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+}
+
+func createNamespace(ctx context.Context, c *localcluster.Cluster, name string) error {
+	cs, err := c.Clientset()
+	if err != nil {
+		return err
+	}
+	_, err = cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+	if err != nil {
+		return err
+	}
+	// Pods are admitted once the namespace's default ServiceAccount exists.
+	return wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		_, err := cs.CoreV1().ServiceAccounts(name).Get(ctx, "default", metav1.GetOptions{})
+		return err == nil, nil
+	})
+}
+
+// proxyKubeconfig writes a kubeconfig that sends the operator through the
+// counting proxy, which holds the admin credentials.
+func proxyKubeconfig(dir, url string) (string, error) {
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["proxy"] = &clientcmdapi.Cluster{Server: url}
+	cfg.AuthInfos["proxy"] = &clientcmdapi.AuthInfo{}
+	cfg.Contexts["proxy"] = &clientcmdapi.Context{Cluster: "proxy", AuthInfo: "proxy", Namespace: "default"}
+	cfg.CurrentContext = "proxy"
+	path := filepath.Join(dir, "operator.kubeconfig")
+	return path, clientcmd.WriteToFile(*cfg, path)
+}
+
+// buildBinaries builds the operator and the peer into dir.
+func buildBinaries(repo, dir string) (manager, peer string, err error) {
+	manager, peer = filepath.Join(dir, "manager"), filepath.Join(dir, "peer")
+	for _, b := range []struct{ dir, out, pkg string }{
+		{repo, manager, "./cmd/manager"},
+		{filepath.Join(repo, "test/bench/peer"), peer, "."},
+	} {
+		cmd := exec.Command("go", "build", "-trimpath", "-o", b.out, b.pkg)
+		cmd.Dir = b.dir
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return "", "", fmt.Errorf("build %s: %v\n%s", b.pkg, err, out)
+		}
+	}
+	return manager, peer, nil
+}
+
+func ptrTo[T any](v T) *T { return &v }

@@ -1,0 +1,211 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
+	helmcharts "github.com/modelserver-dev/modelserver-operator/helm-charts"
+	"github.com/modelserver-dev/modelserver-operator/internal/values"
+)
+
+// floorRun is the time the cluster alone needs for the objects N
+// ModelServers render to: created by a client at the operator's
+// parallelism, with no operator, no Helm and no release records.
+type floorRun struct {
+	Parallelism int `json:"parallelism"`
+	Objects     int `json:"objects"`
+	// From the first create to the last object of every ModelServer.
+	AllCreatedSeconds float64      `json:"allCreatedSeconds"`
+	Created           distribution `json:"timeToCreated"`
+	// From the first create until every Deployment has its ready replicas.
+	AllReadySeconds float64    `json:"allReadySeconds"`
+	Complete        bool       `json:"complete"`
+	LoadAverage     [2]float64 `json:"loadAverage1mStartEnd"`
+}
+
+// kindOrder is the order Helm installs these kinds in.
+var kindOrder = []string{"ConfigMap", "PersistentVolumeClaim", "Service", "Deployment", "Job"}
+
+func runFloor(ctx context.Context, cfg config, n int, log *slog.Logger) (*floorRun, error) {
+	log = log.With("operator", "floor", "n", n)
+	res := &floorRun{Parallelism: cfg.maxConcurrent}
+	res.LoadAverage[0] = loadAverage()
+	c, err := startCluster(ctx, cfg.repo, n, log)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Stop()
+	if err := installCRD(ctx, cfg.repo, c.Config, false); err != nil {
+		return nil, err
+	}
+	if err := createNamespace(ctx, c, benchNamespace); err != nil {
+		return nil, err
+	}
+	admin := rest.CopyConfig(c.Config)
+	admin.QPS, admin.Burst = 1000, 2000
+	cs, err := kubernetes.NewForConfig(admin)
+	if err != nil {
+		return nil, err
+	}
+	dyn, err := dynamic.NewForConfig(admin)
+	if err != nil {
+		return nil, err
+	}
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	tr := newTracker()
+	tr.watch(watchCtx, dyn, cs, benchNamespace)
+
+	// The ModelServers exist first, so the objects can be owned by them as
+	// the operator's are; rendering is done before the clock starts.
+	if err := createModelServers(ctx, dyn, n, cfg.createParallelism, newTracker()); err != nil {
+		return nil, err
+	}
+	ch, err := helmcharts.ModelServer()
+	if err != nil {
+		return nil, err
+	}
+	work := make([][]*unstructured.Unstructured, n)
+	for i := range n {
+		u, err := dyn.Resource(servingv1alpha1.GroupVersion.WithResource("modelservers")).Namespace(benchNamespace).
+			Get(ctx, crName(i), metav1.GetOptions{})
+		if err != nil {
+			return nil, err
+		}
+		if work[i], err = render(u, ch.Metadata.Version, ch.Metadata.AppVersion); err != nil {
+			return nil, err
+		}
+		res.Objects += len(work[i])
+	}
+
+	log.Info("creating objects", "objects", res.Objects, "parallelism", res.Parallelism)
+	t0 := time.Now()
+	jobs := make(chan int)
+	errs := make(chan error, n)
+	var wg sync.WaitGroup
+	for range res.Parallelism {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range jobs {
+				name := crName(i)
+				tr.setCreated(name, t0)
+				for _, obj := range work[i] {
+					gvr, _ := meta.UnsafeGuessKindToResource(obj.GroupVersionKind())
+					if _, err := dyn.Resource(gvr).Namespace(benchNamespace).Create(ctx, obj, metav1.CreateOptions{}); err != nil {
+						errs <- fmt.Errorf("create %s %s: %w", obj.GetKind(), obj.GetName(), err)
+						break
+					}
+				}
+				tr.record(tr.deployed, name)
+			}
+		}()
+	}
+	for i := range n {
+		jobs <- i
+	}
+	close(jobs)
+	wg.Wait()
+	close(errs)
+	if err := errors.Join(drain(errs)...); err != nil {
+		return nil, err
+	}
+	created, last := tr.since(tr.deployed)
+	res.Created = distributionOf(created)
+	res.AllCreatedSeconds = round(last.Sub(t0).Seconds())
+	res.Complete = tr.wait(ctx, cfg.readyTimeout, func() bool { _, _, s := tr.counts(); return s == n })
+	_, lastServed := tr.since(tr.served)
+	res.AllReadySeconds = round(lastServed.Sub(t0).Seconds())
+	res.LoadAverage[1] = loadAverage()
+	log.Info("floor", "allCreated", res.AllCreatedSeconds, "allReady", res.AllReadySeconds, "complete", res.Complete)
+	return res, nil
+}
+
+// render gives the objects the chart renders for a ModelServer whose
+// model is already fetched: what the operator's release ends with.
+func render(u *unstructured.Unstructured, chartVersion, appVersion string) ([]*unstructured.Unstructured, error) {
+	ms := &servingv1alpha1.ModelServer{}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, ms); err != nil {
+		return nil, err
+	}
+	const fetchImage = "example.com/modelserver-operator:bench"
+	served, err := allFetched(ms, fetchImage)
+	if err != nil {
+		return nil, err
+	}
+	v, err := values.For(ms, values.Inputs{
+		ChartVersion: chartVersion, AppVersion: appVersion, FetchImage: fetchImage, Served: served,
+	})
+	if err != nil {
+		return nil, err
+	}
+	m, err := v.Map()
+	if err != nil {
+		return nil, err
+	}
+	files, err := helmcharts.Render(m, ms.Name, ms.Namespace)
+	if err != nil {
+		return nil, err
+	}
+	var objs []*unstructured.Unstructured
+	for name, text := range files {
+		if !strings.HasSuffix(name, ".yaml") {
+			continue
+		}
+		dec := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(text), 4096)
+		for {
+			obj := &unstructured.Unstructured{}
+			if err := dec.Decode(&obj.Object); errors.Is(err, io.EOF) {
+				break
+			} else if err != nil {
+				return nil, fmt.Errorf("%s: %w", name, err)
+			}
+			if len(obj.Object) > 0 {
+				objs = append(objs, obj)
+			}
+		}
+	}
+	slices.SortFunc(objs, func(a, b *unstructured.Unstructured) int {
+		return slices.Index(kindOrder, a.GetKind()) - slices.Index(kindOrder, b.GetKind())
+	})
+	return objs, nil
+}
+
+func drain(errs <-chan error) []error {
+	var out []error
+	for err := range errs {
+		out = append(out, err)
+	}
+	return out
+}
+
+// allFetched says that every model of ms is served from its current fetch
+// generation, as values.Inputs.Served does once the fetches succeeded.
+func allFetched(ms *servingv1alpha1.ModelServer, fetchImage string) (map[string]string, error) {
+	models, _, err := values.Models(ms)
+	if err != nil {
+		return nil, err
+	}
+	served := map[string]string{}
+	for _, m := range models {
+		served[m.Name] = values.FetchGeneration(ms, m, fetchImage)
+	}
+	return served, nil
+}

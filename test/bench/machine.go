@@ -1,0 +1,180 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strconv"
+	"strings"
+)
+
+type machine struct {
+	CPUs     int     `json:"cpus"`
+	CPUModel string  `json:"cpuModel"`
+	MemGiB   float64 `json:"memGiB"`
+	Kernel   string  `json:"kernel"`
+	Go       string  `json:"go"`
+}
+
+type versions struct {
+	Kubernetes          string `json:"kubernetes"`
+	Etcd                string `json:"etcd"`
+	Kwok                string `json:"kwok"`
+	ControllerRuntime   string `json:"controllerRuntime"`
+	ClientGo            string `json:"clientGo"`
+	Helm                string `json:"helm"`
+	HelmOperatorPlugins string `json:"helmOperatorPlugins"`
+	Commit              string `json:"commit"`
+}
+
+func describeMachine() machine {
+	m := machine{CPUs: runtime.NumCPU(), Go: runtime.Version()}
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for line := range strings.SplitSeq(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, "model name"); ok {
+				m.CPUModel = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(v), ":"))
+				break
+			}
+		}
+	}
+	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
+		var kb float64
+		fmt.Sscanf(strings.TrimPrefix(strings.SplitN(string(b), "\n", 2)[0], "MemTotal:"), "%g", &kb)
+		m.MemGiB = round(kb / 1024 / 1024)
+	}
+	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
+		m.Kernel = strings.TrimSpace(string(b))
+	}
+	return m
+}
+
+func describeVersions(repo string) versions {
+	root := modVersions(filepath.Join(repo, "go.mod"))
+	tools := modVersions(filepath.Join(repo, "hack/tools/go.mod"))
+	kwok := modVersions(filepath.Join(repo, "hack/tools/kwok/go.mod"))
+	peer := modVersions(filepath.Join(repo, "test/bench/peer/go.mod"))
+	v := versions{
+		Kubernetes:          tools["k8s.io/kubernetes"],
+		Etcd:                tools["go.etcd.io/etcd/server/v3"],
+		Kwok:                kwok["sigs.k8s.io/kwok"],
+		ControllerRuntime:   root["sigs.k8s.io/controller-runtime"],
+		ClientGo:            root["k8s.io/client-go"],
+		Helm:                root["helm.sh/helm/v3"],
+		HelmOperatorPlugins: peer["github.com/operator-framework/helm-operator-plugins"],
+	}
+	if out, err := exec.Command("git", "-C", repo, "rev-parse", "--short", "HEAD").Output(); err == nil {
+		v.Commit = strings.TrimSpace(string(out))
+	}
+	return v
+}
+
+// modVersions reads the required versions of a go.mod.
+func modVersions(path string) map[string]string {
+	out := map[string]string{}
+	f, err := os.Open(path)
+	if err != nil {
+		return out
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Fields(strings.TrimPrefix(strings.TrimSpace(sc.Text()), "require "))
+		if len(fields) >= 2 && strings.HasPrefix(fields[1], "v") {
+			out[fields[0]] = fields[1]
+		}
+	}
+	return out
+}
+
+var flagDefault = regexp.MustCompile(`(?m)^\s+-([a-z-]+) \S+\n\s+.*\(default ([^)]+)\)`)
+
+// managerDefaults reads the defaults of the operator's flags from its help.
+func managerDefaults(manager string) map[string]string {
+	out, _ := exec.Command(manager, "manager", "-h").CombinedOutput()
+	defaults := map[string]string{}
+	for _, m := range flagDefault.FindAllStringSubmatch(string(out), -1) {
+		defaults[m[1]] = m[2]
+	}
+	return defaults
+}
+
+func defaultMaxConcurrent(manager string) int {
+	n, _ := strconv.Atoi(managerDefaults(manager)["max-concurrent-reconciles"])
+	return max(n, 1)
+}
+
+func printReport(w io.Writer, r *report) {
+	fmt.Fprintf(w, "\n=== N = %d  (%s, %d CPUs, load %s) ===\n", r.N, r.Date, r.Machine.CPUs, loads(r))
+	row := func(name string, f func(*operatorRun) string) {
+		fmt.Fprintf(w, "%-34s", name)
+		for _, o := range []*operatorRun{r.Ours, r.Peer} {
+			if o == nil {
+				fmt.Fprintf(w, " %22s", "-")
+			} else {
+				fmt.Fprintf(w, " %22s", f(o))
+			}
+		}
+		fmt.Fprintln(w)
+	}
+	fmt.Fprintf(w, "%-34s %22s %22s\n", "", "modelserver-operator", "helm-operator-plugins")
+	row("time to Deployed p50/p90/p99/max s", func(o *operatorRun) string { return dist(o.Deployed) })
+	row("time to Ready p50/p90/p99/max s", func(o *operatorRun) string { return dist(o.Ready) })
+	row("all Deployed s", func(o *operatorRun) string { return fmt.Sprint(o.AllDeployedSeconds) })
+	row("all Ready s", func(o *operatorRun) string { return fmt.Sprint(o.AllReadySeconds) })
+	row("API requests total", func(o *operatorRun) string { return fmt.Sprint(o.RequestsTotal) })
+	row("API requests per CR", func(o *operatorRun) string { return fmt.Sprint(o.RequestsPerCR) })
+	row("API writes per CR", func(o *operatorRun) string { return fmt.Sprint(o.WritesPerCR) })
+	row("resync: requests / writes", func(o *operatorRun) string { return fmt.Sprintf("%d / %d", o.Resync.Total, o.Resync.Writes) })
+	row("idle: writes", func(o *operatorRun) string { return fmt.Sprint(o.Idle.Writes) })
+	row("idle: requests per minute", func(o *operatorRun) string { return fmt.Sprint(o.Idle.RequestsPerMinute) })
+	row("idle: requests per CR per 10 min", func(o *operatorRun) string { return fmt.Sprint(o.Idle.RequestsPerCRPer10Min) })
+	row("idle: CPU % of a core", func(o *operatorRun) string { return fmt.Sprint(o.Idle.CPUPercentOfCore) })
+	row("CPU seconds to all Ready", func(o *operatorRun) string { return fmt.Sprint(o.CPUSeconds) })
+	row("peak RSS MiB", func(o *operatorRun) string { return fmt.Sprint(o.PeakRSSMiB) })
+	row("release Secret bytes per CR", func(o *operatorRun) string { return fmt.Sprint(o.ReleaseBytesPerCR) })
+	if r.Floor != nil {
+		fmt.Fprintf(w, "floor (no operator, %d workers): all objects created %.2fs, all Deployments ready %.2fs\n",
+			r.Floor.Parallelism, r.Floor.AllCreatedSeconds, r.Floor.AllReadySeconds)
+	}
+	for _, k := range []string{"oursAllDeployedOverFloor", "peerAllDeployedOverFloor", "peerOverOursRequests", "peerOverOursAllReady", "peerOverOursIdleRequests", "peerOverOursCPUSeconds"} {
+		if v, ok := r.Ratios[k]; ok {
+			fmt.Fprintf(w, "ratio %-30s %g\n", k, v)
+		}
+	}
+	if r.Ours != nil {
+		fmt.Fprintf(w, "ours by verb and resource: %s\n", topCounts(r.Ours.Requests))
+	}
+	if r.Peer != nil {
+		fmt.Fprintf(w, "peer by verb and resource: %s\n", topCounts(r.Peer.Requests))
+	}
+}
+
+func dist(d distribution) string { return fmt.Sprintf("%g/%g/%g/%g", d.P50, d.P90, d.P99, d.Max) }
+
+func loads(r *report) string {
+	var parts []string
+	for _, o := range []*operatorRun{r.Ours, r.Peer} {
+		if o != nil {
+			parts = append(parts, fmt.Sprintf("%g→%g", o.LoadAverage[0], o.LoadAverage[1]))
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+func topCounts(c counts) string {
+	keys := make([]string, 0, len(c))
+	for k := range c {
+		keys = append(keys, k)
+	}
+	sortByCount(keys, c)
+	var parts []string
+	for _, k := range keys {
+		parts = append(parts, fmt.Sprintf("%s=%d", k, c[k]))
+	}
+	return strings.Join(parts, ", ")
+}

@@ -1,0 +1,234 @@
+// Command bench measures the ModelServer operator: how fast N ModelServers
+// become Deployed and Ready, what that costs the apiserver in requests,
+// what an idle operator still asks of it, its CPU and memory, and the same
+// for an Operator SDK-style Helm operator (helm-operator-plugins, in
+// ./peer) running the same chart with the same values, each on a fresh
+// local control plane, beside the floor: the same objects created by a
+// plain client with no operator at all.
+//
+//	go run . -n 1,100,1000
+//
+// writes results/<date>-<n>.json and PNG plots beside it, and prints the
+// figures. `make bench` runs it.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+type config struct {
+	repo              string
+	ns                []int
+	systems           map[string]bool
+	idle              time.Duration
+	createParallelism int
+	maxConcurrent     int
+	qps               float64
+	burst             int
+	oursArgs          []string
+	out               string
+	label             string
+	readyTimeout      time.Duration
+}
+
+// report is one results/<date>-<n>.json.
+type report struct {
+	Date     string       `json:"date"`
+	N        int          `json:"n"`
+	Label    string       `json:"label,omitempty"`
+	Machine  machine      `json:"machine"`
+	Versions versions     `json:"versions"`
+	Ours     *operatorRun `json:"ours,omitempty"`
+	Peer     *operatorRun `json:"peer,omitempty"`
+	Floor    *floorRun    `json:"floor,omitempty"`
+	// Ratios: ours/floor time to all Deployed; peer/ours requests and time
+	// to all Ready (higher is better for ours).
+	Ratios map[string]float64 `json:"ratios"`
+}
+
+func main() {
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	cfg, err := parseFlags()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, cfg, log); err != nil {
+		log.Error("benchmark failed", "err", err)
+		os.Exit(1)
+	}
+}
+
+func parseFlags() (config, error) {
+	var cfg config
+	var ns, systems, oursArgs string
+	flag.StringVar(&cfg.repo, "repo", "../..", "The repository's root.")
+	flag.StringVar(&ns, "n", envOr("BENCH_N", "1,100,1000"), "Comma-separated numbers of ModelServers (default $BENCH_N, else 1,100,1000).")
+	flag.StringVar(&systems, "systems", "ours,peer,floor", "What to run: ours, peer, floor.")
+	flag.DurationVar(&cfg.idle, "idle", 2*time.Minute, "Idle window after all are Ready and resynced.")
+	flag.IntVar(&cfg.createParallelism, "create-parallelism", 16, "Workers creating the ModelServers.")
+	flag.IntVar(&cfg.maxConcurrent, "max-concurrent-reconciles", 0, "Passed to both operators, and the floor's parallelism (0: the operator's default).")
+	flag.Float64Var(&cfg.qps, "kube-api-qps", 0, "Passed to both operators (0: the operator's default).")
+	flag.IntVar(&cfg.burst, "kube-api-burst", 0, "Passed to both operators (0: the operator's default).")
+	flag.StringVar(&oursArgs, "ours-args", "", "More flags for the ModelServer operator, space-separated.")
+	flag.StringVar(&cfg.out, "out", "results", "Directory for the JSON and PNG results.")
+	flag.StringVar(&cfg.label, "label", "", "Suffix of the result files' names, e.g. before.")
+	flag.DurationVar(&cfg.readyTimeout, "ready-timeout", 20*time.Minute, "How long to wait for all to be Ready.")
+	flag.Parse()
+	for s := range strings.SplitSeq(ns, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || n < 1 {
+			return cfg, fmt.Errorf("-n: %q is not a positive number", s)
+		}
+		cfg.ns = append(cfg.ns, n)
+	}
+	cfg.systems = map[string]bool{}
+	for s := range strings.SplitSeq(systems, ",") {
+		switch s = strings.TrimSpace(s); s {
+		case "ours", "peer", "floor":
+			cfg.systems[s] = true
+		default:
+			return cfg, fmt.Errorf("-systems: unknown %q", s)
+		}
+	}
+	cfg.oursArgs = strings.Fields(oursArgs)
+	repo, err := filepath.Abs(cfg.repo)
+	cfg.repo = repo
+	return cfg, err
+}
+
+func run(ctx context.Context, cfg config, log *slog.Logger) error {
+	tmp, err := os.MkdirTemp("", "modelserver-bench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	log.Info("building the operator and the peer")
+	manager, peer, err := buildBinaries(cfg.repo, tmp)
+	if err != nil {
+		return err
+	}
+	common := []string{"--metrics-bind-address=0", "--health-probe-bind-address=0"}
+	var tuning []string
+	if cfg.maxConcurrent > 0 {
+		tuning = append(tuning, fmt.Sprintf("--max-concurrent-reconciles=%d", cfg.maxConcurrent))
+	} else {
+		cfg.maxConcurrent = defaultMaxConcurrent(manager)
+	}
+	if cfg.qps > 0 {
+		tuning = append(tuning, fmt.Sprintf("--kube-api-qps=%g", cfg.qps))
+	}
+	if cfg.burst > 0 {
+		tuning = append(tuning, fmt.Sprintf("--kube-api-burst=%d", cfg.burst))
+	}
+	ours := operatorSpec{
+		name:   "modelserver-operator",
+		binary: manager,
+		args:   append(append(append([]string{"manager", "--fetch-image=example.com/modelserver-operator:bench"}, common...), tuning...), cfg.oursArgs...),
+	}
+	peerSpec := operatorSpec{
+		name:                "helm-operator-plugins",
+		binary:              peer,
+		args:                append([]string{"--fetch-image=example.com/modelserver-operator:bench"}, peerTuning(manager, tuning)...),
+		readyFromDeployment: true,
+		openStatus:          true,
+	}
+	if err := os.MkdirAll(cfg.out, 0o755); err != nil {
+		return err
+	}
+	for _, n := range cfg.ns {
+		r := &report{Date: time.Now().UTC().Format("2006-01-02"), N: n, Label: cfg.label, Machine: describeMachine(), Ratios: map[string]float64{}}
+		r.Versions = describeVersions(cfg.repo)
+		if cfg.systems["ours"] {
+			if r.Ours, err = runOperator(ctx, cfg, ours, n, log); err != nil {
+				return fmt.Errorf("ours at N=%d: %w", n, err)
+			}
+		}
+		if cfg.systems["peer"] {
+			if r.Peer, err = runOperator(ctx, cfg, peerSpec, n, log); err != nil {
+				return fmt.Errorf("peer at N=%d: %w", n, err)
+			}
+		}
+		if cfg.systems["floor"] {
+			if r.Floor, err = runFloor(ctx, cfg, n, log); err != nil {
+				return fmt.Errorf("floor at N=%d: %w", n, err)
+			}
+		}
+		r.computeRatios()
+		base := filepath.Join(cfg.out, r.Date+"-"+strconv.Itoa(n))
+		if cfg.label != "" {
+			base += "-" + cfg.label
+		}
+		b, err := json.MarshalIndent(r, "", "  ")
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(base+".json", append(b, '\n'), 0o644); err != nil {
+			return err
+		}
+		if err := writePlots(r, base); err != nil {
+			return fmt.Errorf("plot: %w", err)
+		}
+		printReport(os.Stdout, r)
+		log.Info("wrote results", "json", base+".json")
+	}
+	return nil
+}
+
+func (r *report) computeRatios() {
+	if r.Ours != nil && r.Floor != nil {
+		r.Ratios["oursAllDeployedOverFloor"] = ratio(r.Ours.AllDeployedSeconds, r.Floor.AllCreatedSeconds)
+		r.Ratios["oursAllReadyOverFloorReady"] = ratio(r.Ours.AllReadySeconds, r.Floor.AllReadySeconds)
+	}
+	if r.Peer != nil && r.Floor != nil {
+		r.Ratios["peerAllDeployedOverFloor"] = ratio(r.Peer.AllDeployedSeconds, r.Floor.AllCreatedSeconds)
+	}
+	if r.Ours != nil && r.Peer != nil {
+		r.Ratios["peerOverOursRequests"] = ratio(float64(r.Peer.RequestsTotal), float64(r.Ours.RequestsTotal))
+		r.Ratios["peerOverOursAllReady"] = ratio(r.Peer.AllReadySeconds, r.Ours.AllReadySeconds)
+		r.Ratios["peerOverOursAllDeployed"] = ratio(r.Peer.AllDeployedSeconds, r.Ours.AllDeployedSeconds)
+		r.Ratios["peerOverOursIdleRequests"] = ratio(float64(r.Peer.Idle.Total), float64(r.Ours.Idle.Total))
+		r.Ratios["peerOverOursCPUSeconds"] = ratio(r.Peer.CPUSeconds, r.Ours.CPUSeconds)
+	}
+}
+
+// peerTuning gives the peer the same concurrency and client limits as the
+// operator, so that the comparison is of designs, not of settings.
+func peerTuning(manager string, tuning []string) []string {
+	has := func(prefix string) bool {
+		for _, t := range tuning {
+			if strings.HasPrefix(t, prefix) {
+				return true
+			}
+		}
+		return false
+	}
+	out := append([]string(nil), tuning...)
+	defaults := managerDefaults(manager)
+	for _, f := range []string{"max-concurrent-reconciles", "kube-api-qps", "kube-api-burst"} {
+		if !has("--"+f+"=") && defaults[f] != "" {
+			out = append(out, "--"+f+"="+defaults[f])
+		}
+	}
+	return out
+}
+
+func envOr(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
+}

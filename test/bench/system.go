@@ -1,0 +1,377 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
+	"github.com/modelserver-dev/modelserver-operator/internal/localcluster"
+)
+
+// benchNamespace holds every ModelServer of a run.
+const benchNamespace = "bench"
+
+// operatorRun is what one operator achieved at one N.
+type operatorRun struct {
+	Name string   `json:"name"`
+	Args []string `json:"args"`
+	// ReadyMeans says what Ready is for this operator.
+	ReadyMeans string `json:"readyMeans"`
+
+	// Per ModelServer, seconds from its create request.
+	Deployed distribution `json:"timeToDeployed"`
+	Ready    distribution `json:"timeToReady"`
+	// From the first create request to the last ModelServer reaching it.
+	AllDeployedSeconds float64 `json:"allDeployedSeconds"`
+	AllReadySeconds    float64 `json:"allReadySeconds"`
+	Complete           bool    `json:"complete"`
+
+	// API requests from the operator's start until all were Ready.
+	Requests          counts  `json:"requests"`
+	RequestsTotal     int64   `json:"requestsTotal"`
+	RequestsPerCR     float64 `json:"requestsPerCR"`
+	WritesTotal       int64   `json:"writesTotal"`
+	WritesPerCR       float64 `json:"writesPerCR"`
+	CPUSeconds        float64 `json:"cpuSeconds"`
+	PeakRSSMiB        float64 `json:"peakRSSMiB"`
+	ReleaseSecrets    int     `json:"releaseSecrets"`
+	ReleaseBytesPerCR float64 `json:"releaseSecretBytesPerCR"`
+
+	Resync resyncWindow `json:"resync"`
+	Idle   idleWindow   `json:"idle"`
+
+	LoadAverage [2]float64 `json:"loadAverage1mStartEnd"`
+
+	readySeconds []float64
+}
+
+// resyncWindow is a restart of the operator with every ModelServer Ready:
+// a full resync from scratch, until no request has been made for a while.
+type resyncWindow struct {
+	Seconds  float64 `json:"seconds"`
+	Requests counts  `json:"requests"`
+	Total    int64   `json:"total"`
+	Writes   int64   `json:"writes"`
+}
+
+// idleWindow follows the resync: nothing changes, so nothing should be
+// asked of the apiserver.
+type idleWindow struct {
+	Seconds               float64 `json:"seconds"`
+	Requests              counts  `json:"requests"`
+	Total                 int64   `json:"total"`
+	Writes                int64   `json:"writes"`
+	RequestsPerMinute     float64 `json:"requestsPerMinute"`
+	RequestsPerCRPer10Min float64 `json:"requestsPerCRPer10Min"`
+	CPUSeconds            float64 `json:"cpuSeconds"`
+	CPUPercentOfCore      float64 `json:"cpuPercentOfCore"`
+}
+
+// operatorSpec says how to run one operator.
+type operatorSpec struct {
+	name   string
+	binary string
+	args   []string
+	// readyFromDeployment: the operator has no Ready condition; Ready is
+	// its Deployment's ready replicas reaching the desired count.
+	readyFromDeployment bool
+	openStatus          bool
+}
+
+func runOperator(ctx context.Context, cfg config, spec operatorSpec, n int, log *slog.Logger) (*operatorRun, error) {
+	log = log.With("operator", spec.name, "n", n)
+	res := &operatorRun{Name: spec.name, Args: spec.args, ReadyMeans: "the ModelServer's Ready condition is True"}
+	if spec.readyFromDeployment {
+		res.ReadyMeans = "its Deployment's readyReplicas reach spec.replicas (the peer has no Ready condition)"
+	}
+	res.LoadAverage[0] = loadAverage()
+
+	c, err := startCluster(ctx, cfg.repo, n, log)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Stop()
+	if err := installCRD(ctx, cfg.repo, c.Config, spec.openStatus); err != nil {
+		return nil, fmt.Errorf("install CRD: %w", err)
+	}
+	if err := createNamespace(ctx, c, benchNamespace); err != nil {
+		return nil, err
+	}
+	proxy, err := startCountingProxy(c.Config)
+	if err != nil {
+		return nil, err
+	}
+	defer proxy.Close()
+	kubeconfig, err := proxyKubeconfig(c.Dir, proxy.URL)
+	if err != nil {
+		return nil, err
+	}
+	args := append([]string{"--kubeconfig=" + kubeconfig}, spec.args...)
+	start := func(name string) (*localcluster.Process, error) {
+		p, err := c.StartProcess(name, spec.binary, args, nil)
+		if err != nil {
+			return nil, err
+		}
+		// Started means its ModelServer informer is watching.
+		ok := waitUntil(ctx, 2*time.Minute, func() bool {
+			return proxy.Snapshot()["watch modelservers"] > 0 || !running(p)
+		})
+		if !ok || !running(p) {
+			return nil, fmt.Errorf("%s did not start; log:\n%s", spec.name, logTail(p.LogFile()))
+		}
+		return p, nil
+	}
+	op, err := start(spec.name)
+	if err != nil {
+		return nil, err
+	}
+
+	admin := rest.CopyConfig(c.Config)
+	admin.QPS, admin.Burst = 1000, 2000
+	cs, err := kubernetes.NewForConfig(admin)
+	if err != nil {
+		return nil, err
+	}
+	dyn, err := dynamic.NewForConfig(admin)
+	if err != nil {
+		return nil, err
+	}
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	tr := newTracker()
+	tr.watch(watchCtx, dyn, cs, benchNamespace)
+
+	// Create the ModelServers.
+	log.Info("creating ModelServers")
+	t0 := time.Now()
+	if err := createModelServers(ctx, dyn, n, cfg.createParallelism, tr); err != nil {
+		return nil, err
+	}
+	readyCount := func() int {
+		d, r, s := tr.counts()
+		_ = d
+		if spec.readyFromDeployment {
+			return s
+		}
+		return r
+	}
+	lastLog := time.Now()
+	res.Complete = tr.wait(ctx, cfg.readyTimeout, func() bool {
+		if !running(op) {
+			return true
+		}
+		d, _, _ := tr.counts()
+		if time.Since(lastLog) > 10*time.Second {
+			log.Info("progress", "deployed", d, "ready", readyCount(), "elapsed", time.Since(t0).Round(time.Second))
+			lastLog = time.Now()
+		}
+		return d == n && readyCount() == n
+	}) && running(op)
+	if !running(op) {
+		return nil, fmt.Errorf("%s exited; log:\n%s", spec.name, logTail(op.LogFile()))
+	}
+	readyMap := tr.ready
+	if spec.readyFromDeployment {
+		readyMap = tr.served
+	}
+	deployed, lastDeployed := tr.since(tr.deployed)
+	ready, lastReady := tr.since(readyMap)
+	res.Deployed, res.Ready = distributionOf(deployed), distributionOf(ready)
+	res.AllDeployedSeconds = round(lastDeployed.Sub(t0).Seconds())
+	res.AllReadySeconds = round(lastReady.Sub(t0).Seconds())
+	for _, d := range ready {
+		res.readySeconds = append(res.readySeconds, d.Seconds())
+	}
+	res.Requests = proxy.Snapshot()
+	res.RequestsTotal, res.WritesTotal = res.Requests.Total(), res.Requests.Writes()
+	res.RequestsPerCR = round(float64(res.RequestsTotal) / float64(n))
+	res.WritesPerCR = round(float64(res.WritesTotal) / float64(n))
+	if res.CPUSeconds, err = cpuSeconds(op.Pid()); err != nil {
+		return nil, err
+	}
+	if res.PeakRSSMiB, err = peakRSSMiB(op.Pid()); err != nil {
+		return nil, err
+	}
+	res.PeakRSSMiB = round(res.PeakRSSMiB)
+	res.ReleaseSecrets, res.ReleaseBytesPerCR, err = releaseSecretBytes(ctx, cs, n)
+	if err != nil {
+		return nil, err
+	}
+	log.Info("all ready", "complete", res.Complete, "allDeployed", res.AllDeployedSeconds, "allReady", res.AllReadySeconds,
+		"requests", res.RequestsTotal, "writes", res.WritesTotal)
+
+	// A forced full resync: restart the operator; it reads everything
+	// again and reconciles every ModelServer.
+	op.Stop(30 * time.Second)
+	before := proxy.Snapshot()
+	rs := time.Now()
+	if op, err = start(spec.name + "-restarted"); err != nil {
+		return nil, err
+	}
+	quietFor := 15 * time.Second
+	lastTotal, lastChange := int64(-1), time.Now()
+	waitUntil(ctx, 5*time.Minute, func() bool {
+		if total := proxy.Snapshot().Total(); total != lastTotal {
+			lastTotal, lastChange = total, time.Now()
+		}
+		return time.Since(lastChange) >= quietFor
+	})
+	res.Resync.Requests = proxy.Snapshot().Sub(before)
+	res.Resync.Total, res.Resync.Writes = res.Resync.Requests.Total(), res.Resync.Requests.Writes()
+	res.Resync.Seconds = round(lastChange.Sub(rs).Seconds())
+	log.Info("resynced", "seconds", res.Resync.Seconds, "requests", res.Resync.Total, "writes", res.Resync.Writes)
+
+	// The idle window.
+	log.Info("idle window", "duration", cfg.idle)
+	idleStart := proxy.Snapshot()
+	cpu0, err := cpuSeconds(op.Pid())
+	if err != nil {
+		return nil, err
+	}
+	t1 := time.Now()
+	select {
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-time.After(cfg.idle):
+	}
+	elapsed := time.Since(t1)
+	cpu1, err := cpuSeconds(op.Pid())
+	if err != nil {
+		return nil, err
+	}
+	res.Idle.Seconds = round(elapsed.Seconds())
+	res.Idle.Requests = proxy.Snapshot().Sub(idleStart)
+	res.Idle.Total, res.Idle.Writes = res.Idle.Requests.Total(), res.Idle.Requests.Writes()
+	res.Idle.RequestsPerMinute = round(float64(res.Idle.Total) / elapsed.Minutes())
+	res.Idle.RequestsPerCRPer10Min = round(float64(res.Idle.Total) / float64(n) / elapsed.Minutes() * 10)
+	res.Idle.CPUSeconds = round(cpu1 - cpu0)
+	res.Idle.CPUPercentOfCore = round(100 * (cpu1 - cpu0) / elapsed.Seconds())
+	// The peak RSS is the larger of both processes'.
+	if rss, err := peakRSSMiB(op.Pid()); err == nil && rss > res.PeakRSSMiB {
+		res.PeakRSSMiB = round(rss)
+	}
+	res.LoadAverage[1] = loadAverage()
+	log.Info("idle", "requests", res.Idle.Total, "writes", res.Idle.Writes, "cpuPercent", res.Idle.CPUPercentOfCore)
+	op.Stop(30 * time.Second)
+	return res, nil
+}
+
+// createModelServers creates bench-0000 … with parallel workers, each
+// with one replica and a model whose fetch Job completes at once (kwok
+// completes the Job's pod).
+func createModelServers(ctx context.Context, dyn dynamic.Interface, n, parallelism int, tr *tracker) error {
+	names := make(chan string)
+	errs := make(chan error, parallelism)
+	var wg sync.WaitGroup
+	for range parallelism {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for name := range names {
+				u := modelServer(name)
+				at := time.Now()
+				if _, err := dyn.Resource(servingv1alpha1.GroupVersion.WithResource("modelservers")).Namespace(benchNamespace).
+					Create(ctx, u, metav1.CreateOptions{}); err != nil {
+					errs <- fmt.Errorf("create ModelServer %s: %w", name, err)
+					return
+				}
+				tr.setCreated(name, at)
+			}
+		}()
+	}
+	var err error
+feed:
+	for i := range n {
+		select {
+		case names <- crName(i):
+		case err = <-errs:
+			break feed
+		}
+	}
+	close(names)
+	wg.Wait()
+	if err == nil {
+		select {
+		case err = <-errs:
+		default:
+		}
+	}
+	return err
+}
+
+func crName(i int) string { return fmt.Sprintf("bench-%04d", i) }
+
+func modelServer(name string) *unstructured.Unstructured {
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": servingv1alpha1.GroupVersion.String(),
+		"kind":       "ModelServer",
+		"metadata":   map[string]any{"name": name, "namespace": benchNamespace},
+		"spec": map[string]any{
+			"model":    map[string]any{"storageUri": "s3://models/" + name},
+			"replicas": int64(1),
+		},
+	}}
+}
+
+// releaseSecretBytes sums the data of the Helm release records.
+func releaseSecretBytes(ctx context.Context, cs kubernetes.Interface, n int) (int, float64, error) {
+	secrets, err := cs.CoreV1().Secrets(benchNamespace).List(ctx, metav1.ListOptions{LabelSelector: "owner=helm"})
+	if err != nil {
+		return 0, 0, err
+	}
+	total := 0
+	for _, s := range secrets.Items {
+		total += secretSize(&s)
+	}
+	return len(secrets.Items), round(float64(total) / float64(n)), nil
+}
+
+func secretSize(s *corev1.Secret) int {
+	size := 0
+	for k, v := range s.Data {
+		size += len(k) + len(v)
+	}
+	for k, v := range s.Labels {
+		size += len(k) + len(v)
+	}
+	return size
+}
+
+func running(p *localcluster.Process) bool {
+	select {
+	case <-p.Exited():
+		return false
+	default:
+		return true
+	}
+}
+
+func waitUntil(ctx context.Context, timeout time.Duration, cond func() bool) bool {
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return false
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	return true
+}
+
+// logTail is the end of a log, for an error to show.
+func logTail(path string) string {
+	b, _ := os.ReadFile(path)
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	return strings.Join(lines[max(0, len(lines)-30):], "\n")
+}
