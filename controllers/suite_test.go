@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -15,7 +14,6 @@ import (
 	"go.uber.org/zap/zapcore"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
@@ -28,7 +26,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
-	"sigs.k8s.io/yaml"
 
 	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
 	"github.com/modelserver-dev/modelserver-operator/controllers"
@@ -61,7 +58,7 @@ func runSuite(m *testing.M) int {
 	}
 	defer c.Stop()
 	env.cluster = c
-	if err := installCRDs(c.Config); err != nil {
+	if err := c.InstallCRDs(context.Background(), "../config/crd/bases"); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
@@ -140,48 +137,6 @@ func zapLevel() zapcore.Level {
 		return zapcore.Level(-2)
 	}
 	return zapcore.ErrorLevel
-}
-
-// installCRDs creates the CRDs from config/crd/bases, as `make install`
-// would, and waits until they are served.
-func installCRDs(cfg *rest.Config) error {
-	cs, err := apiextensionsclient.NewForConfig(cfg)
-	if err != nil {
-		return err
-	}
-	files, err := filepath.Glob("../config/crd/bases/*.yaml")
-	if err != nil || len(files) == 0 {
-		return fmt.Errorf("no CRDs in ../config/crd/bases: %v", err)
-	}
-	for _, f := range files {
-		raw, err := os.ReadFile(f)
-		if err != nil {
-			return err
-		}
-		crd := &apiextensionsv1.CustomResourceDefinition{}
-		if err := yaml.UnmarshalStrict(raw, crd); err != nil {
-			return fmt.Errorf("%s: %w", f, err)
-		}
-		if _, err := cs.ApiextensionsV1().CustomResourceDefinitions().Create(context.Background(), crd, metav1.CreateOptions{}); err != nil {
-			return fmt.Errorf("create CRD %s: %w", crd.Name, err)
-		}
-		err = wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-			got, err := cs.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, crd.Name, metav1.GetOptions{})
-			if err != nil {
-				return false, nil
-			}
-			for _, c := range got.Status.Conditions {
-				if c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue {
-					return true, nil
-				}
-			}
-			return false, nil
-		})
-		if err != nil {
-			return fmt.Errorf("CRD %s not established: %w", crd.Name, err)
-		}
-	}
-	return nil
 }
 
 // requestCounter counts the requests the operator sends, by verb.

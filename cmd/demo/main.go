@@ -23,11 +23,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -113,7 +110,7 @@ func (d *demo) run(ctx context.Context, samplePath, crdDir, manager, ns string, 
 	d.cluster = c
 	d.say("control plane up with %d fake nodes (kwok plays the kubelet: no containers really run)", c.Nodes)
 
-	if err := installCRDs(ctx, c, crdDir); err != nil {
+	if err := c.InstallCRDs(ctx, crdDir); err != nil {
 		return err
 	}
 	d.say("installed the CRD modelservers.serving.modelserver.dev")
@@ -161,7 +158,7 @@ func (d *demo) run(ctx context.Context, samplePath, crdDir, manager, ns string, 
 	ready, err := d.followModelServer(watchCtx, cl, ms)
 	if err != nil {
 		if errors.Is(watchCtx.Err(), context.DeadlineExceeded) {
-			return fmt.Errorf("ModelServer not Ready within %s; operator log tail:\n%s", timeout, tailOf(d.op.LogFile(), 30))
+			return fmt.Errorf("ModelServer not Ready within %s; operator log tail:\n%s", timeout, d.op.LogTail(30))
 		}
 		return err
 	}
@@ -174,7 +171,7 @@ func (d *demo) run(ctx context.Context, samplePath, crdDir, manager, ns string, 
 	select {
 	case <-ctx.Done():
 	case <-d.op.Exited():
-		return fmt.Errorf("the operator exited: %v; log tail:\n%s", d.op.Err(), tailOf(d.op.LogFile(), 30))
+		return fmt.Errorf("the operator exited: %v; log tail:\n%s", d.op.Err(), d.op.LogTail(30))
 	}
 	return nil
 }
@@ -338,47 +335,6 @@ func readSample(path string) (*servingv1alpha1.ModelServer, error) {
 	return ms, nil
 }
 
-// installCRDs creates the CRDs in dir and waits until they are served.
-func installCRDs(ctx context.Context, c *localcluster.Cluster, dir string) error {
-	cs, err := apiextensionsclient.NewForConfig(c.Config)
-	if err != nil {
-		return err
-	}
-	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
-	if err != nil || len(files) == 0 {
-		return fmt.Errorf("no CRDs in %s (run the demo from the repository's root)", dir)
-	}
-	for _, f := range files {
-		raw, err := os.ReadFile(f)
-		if err != nil {
-			return err
-		}
-		crd := &apiextensionsv1.CustomResourceDefinition{}
-		if err := yaml.UnmarshalStrict(raw, crd); err != nil {
-			return fmt.Errorf("%s: %w", f, err)
-		}
-		if _, err := cs.ApiextensionsV1().CustomResourceDefinitions().Create(ctx, crd, metav1.CreateOptions{}); err != nil {
-			return fmt.Errorf("create CRD %s: %w", crd.Name, err)
-		}
-		err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-			got, err := cs.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, crd.Name, metav1.GetOptions{})
-			if err != nil {
-				return false, nil
-			}
-			for _, cond := range got.Status.Conditions {
-				if cond.Type == apiextensionsv1.Established && cond.Status == apiextensionsv1.ConditionTrue {
-					return true, nil
-				}
-			}
-			return false, nil
-		})
-		if err != nil {
-			return fmt.Errorf("CRD %s not served: %w", crd.Name, err)
-		}
-	}
-	return nil
-}
-
 func orPending(p servingv1alpha1.Phase) servingv1alpha1.Phase {
 	if p == "" {
 		return servingv1alpha1.PhasePending
@@ -391,16 +347,4 @@ func orDash(s string) string {
 		return "-"
 	}
 	return s
-}
-
-func tailOf(file string, lines int) string {
-	data, err := os.ReadFile(file)
-	if err != nil {
-		return err.Error()
-	}
-	all := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
-	if len(all) > lines {
-		all = all[len(all)-lines:]
-	}
-	return strings.Join(all, "\n")
 }

@@ -100,6 +100,9 @@ func (p *Process) Exited() <-chan struct{} { return p.exited }
 // is closed.
 func (p *Process) Err() error { return p.err }
 
+// LogTail is the last lines of the process's log.
+func (p *Process) LogTail(lines int) string { return tail(p.logFile, lines) }
+
 // Signal sends sig to the process.
 func (p *Process) Signal(sig os.Signal) error { return p.cmd.Process.Signal(sig) }
 

@@ -60,7 +60,7 @@ func runningOperator(t *testing.T) (*localcluster.Cluster, kubernetes.Interface)
 	}
 	t.Cleanup(func() {
 		if t.Failed() {
-			t.Logf("operator log (tail):\n%s", tailFile(operator.op.LogFile(), 60))
+			t.Logf("operator log (tail):\n%s", operator.op.LogTail(60))
 		}
 	})
 	cs, err := operator.cluster.Clientset()
@@ -296,14 +296,6 @@ func kubectlWith(c *localcluster.Cluster, args ...string) (string, error) {
 // repoPath resolves a path from the repository root (tests run in test/e2e).
 func repoPath(rel string) string {
 	return filepath.Join("..", "..", rel)
-}
-
-func tailFile(path string, lines int) string {
-	all := strings.Split(strings.TrimRight(readFile(path), "\n"), "\n")
-	if len(all) > lines {
-		all = all[len(all)-lines:]
-	}
-	return strings.Join(all, "\n")
 }
 
 // TestEverySampleBecomesReady applies each sample of config/samples, one

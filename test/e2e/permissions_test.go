@@ -113,7 +113,7 @@ func testCSVPermissions(t *testing.T, allNamespaces bool) {
 	}
 	t.Cleanup(func() {
 		if t.Failed() {
-			t.Logf("operator log (tail):\n%s", tailFile(op.LogFile(), 60))
+			t.Logf("operator log (tail):\n%s", op.LogTail(60))
 		}
 	})
 
@@ -124,7 +124,7 @@ func testCSVPermissions(t *testing.T, allNamespaces bool) {
 		t.Errorf("release records left after delete: %s", out)
 	}
 	if out := readFile(op.LogFile()); containsForbidden(out) {
-		t.Errorf("the operator was refused something:\n%s", tailFile(op.LogFile(), 40))
+		t.Errorf("the operator was refused something:\n%s", op.LogTail(40))
 	}
 }
 

@@ -97,7 +97,7 @@ func newOperator(t *testing.T, c *localcluster.Cluster, name string, proxied boo
 	}, extra...)
 	t.Cleanup(func() {
 		if t.Failed() && o.proc != nil {
-			t.Logf("%s log (tail):\n%s", o.proc.LogFile(), tailFile(o.proc.LogFile(), 40))
+			t.Logf("%s log (tail):\n%s", o.proc.LogFile(), o.proc.LogTail(40))
 		}
 	})
 	return o
