@@ -607,10 +607,7 @@ func (r *ModelServerReconciler) checkSecrets(ctx context.Context, ms *servingv1a
 		}
 		secret := &corev1.Secret{}
 		err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: ms.Namespace, Name: m.CredentialsSecret}, secret)
-		field := "spec.model.credentialsSecret"
-		if len(ms.Spec.Models) > 0 {
-			field = fmt.Sprintf("spec.models[%d].credentialsSecret", i)
-		}
+		field := values.ModelField(ms, i) + ".credentialsSecret"
 		if apierrors.IsNotFound(err) {
 			return ReasonSecretNotFound, fmt.Sprintf("%s: Secret %q not found in namespace %s", field, m.CredentialsSecret, ms.Namespace), nil
 		} else if err != nil {

@@ -392,7 +392,7 @@ func For(ms *servingv1alpha1.ModelServer, in Inputs) (*Values, error) {
 				model.BasePath = dest
 			}
 			configs = append(configs, ModelEntry{Name: m.Name, BasePath: model.BasePath, Policy: m.VersionPolicy, Labels: m.VersionLabels,
-				Field: fmt.Sprintf("%s[%d]", field, i)})
+				Field: ModelField(ms, i)})
 		}
 		v.Models = append(v.Models, model)
 		if !slices.ContainsFunc(v.Fetches, func(f Fetch) bool { return f.Generation == generation }) {
@@ -410,9 +410,6 @@ func For(ms *servingv1alpha1.ModelServer, in Inputs) (*Values, error) {
 				Resources:                fetchResources(),
 			})
 		}
-	}
-	if len(configs) == 1 && field == "spec.model" {
-		configs[0].Field = field
 	}
 	config, err := ModelConfig(configs)
 	if err != nil {
@@ -471,7 +468,7 @@ func Models(ms *servingv1alpha1.ModelServer) ([]servingv1alpha1.ModelSpec, strin
 	case len(spec.Models) > 0:
 		seen := map[string]bool{}
 		for i, m := range spec.Models {
-			field := fmt.Sprintf("spec.models[%d]", i)
+			field := ModelField(ms, i)
 			switch {
 			case m.Name == "":
 				return nil, "", &Error{field + ".name", "is required when serving several models"}
@@ -487,6 +484,15 @@ func Models(ms *servingv1alpha1.ModelServer) ([]servingv1alpha1.ModelSpec, strin
 		return spec.Models, "spec.models", nil
 	}
 	return nil, "", &Error{"spec.model", "is required (or spec.models)"}
+}
+
+// ModelField names the spec field of the i-th model: spec.model, or
+// spec.models[i].
+func ModelField(ms *servingv1alpha1.ModelServer, i int) string {
+	if len(ms.Spec.Models) == 0 {
+		return "spec.model"
+	}
+	return fmt.Sprintf("spec.models[%d]", i)
 }
 
 // servingValues fills in the Deployment and what scales it.
