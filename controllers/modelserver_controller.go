@@ -174,13 +174,14 @@ func (r *ModelServerReconciler) reconcileNormal(ctx context.Context, ms *serving
 
 	// 6. Spec → values (pure), and their digest.
 	vals, err := values.For(ms, values.Inputs{
-		ChartVersion: r.Chart.Metadata.Version,
-		AppVersion:   r.Chart.Metadata.AppVersion,
-		FetchImage:   r.FetchImage,
-		Served:       obs.Served(),
-		ProxyEnv:     r.ProxyEnv,
-		APIs:         r.optionalAPIs(ms),
-		LiveReplicas: liveReplicas(obs.Deployment),
+		ChartVersion:  r.Chart.Metadata.Version,
+		AppVersion:    r.Chart.Metadata.AppVersion,
+		FetchImage:    r.FetchImage,
+		Served:        obs.Served(),
+		FailedFetches: obs.FailedFetches(),
+		ProxyEnv:      r.ProxyEnv,
+		APIs:          r.optionalAPIs(ms),
+		LiveReplicas:  liveReplicas(obs.Deployment),
 	})
 	if err != nil {
 		obs.BlockedReason, obs.BlockedMessage = ReasonInvalidSpec, err.Error()
@@ -203,13 +204,13 @@ func (r *ModelServerReconciler) reconcileNormal(ctx context.Context, ms *serving
 	digest := values.Digest(r.Chart.Metadata.Version, vals)
 
 	// 7. Decide whether Helm has anything to do, and do it.
-	why, err := r.applyReason(ctx, ms, vals, digest)
+	why, last, err := r.applyReason(ctx, ms, vals, digest)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
 	obs.Release = ms.Status.Release
 	if why != "" {
-		result, reconcileErr = r.apply(ctx, ms, vals, digest, why, &obs)
+		result, reconcileErr = r.apply(ctx, ms, vals, digest, why, last, &obs)
 		if reconcileErr != nil || obs.Conflict {
 			return result, reconcileErr
 		}
@@ -243,8 +244,9 @@ func (r *ModelServerReconciler) reconcileNormal(ctx context.Context, ms *serving
 }
 
 // applyReason says why the release must be installed or upgraded, or ""
-// when it is deployed with these values and all its objects are intact.
-func (r *ModelServerReconciler) applyReason(ctx context.Context, ms *servingv1alpha1.ModelServer, vals *values.Values, digest string) (string, error) {
+// when it is deployed with these values and all its objects are intact;
+// with the latest revision, when it had to be read to say so.
+func (r *ModelServerReconciler) applyReason(ctx context.Context, ms *servingv1alpha1.ModelServer, vals *values.Values, digest string) (string, *latest, error) {
 	rel := ms.Status.Release
 	if rel == nil || rel.ValuesDigest != digest {
 		// The status can lag the release: the write after a Helm
@@ -252,47 +254,64 @@ func (r *ModelServerReconciler) applyReason(ctx context.Context, ms *servingv1al
 		// crash). Such a release is not applied a second time.
 		last, err := r.Releases.Get(ms.Namespace, ms.Name)
 		if err != nil {
-			return "", err
+			return "", nil, err
 		}
 		if last == nil || last.Info.Status != helmrelease.StatusDeployed || last.Labels[release.LabelValuesDigest] != digest {
 			if rel == nil {
-				return "install", nil
+				return "install", &latest{last}, nil
 			}
-			return "the spec or the fetched model changed", nil
+			return "the spec or the fetched model changed", &latest{last}, nil
 		}
 		ms.Status.Release = &servingv1alpha1.ReleaseStatus{
 			Name: last.Name, Revision: last.Version, ChartVersion: r.Chart.Metadata.Version, ValuesDigest: digest,
 		}
 		r.verified.Store(ms.UID, struct{}{})
-		return r.drift(ctx, ms, vals)
+		why, err := r.drift(ctx, ms, vals)
+		return why, &latest{last}, err
 	}
 	// Once per process, check the release record itself: a crash can
 	// leave it pending while the status still shows the last good digest.
 	if _, done := r.verified.Load(ms.UID); !done {
 		last, err := r.Releases.Get(ms.Namespace, ms.Name)
 		if err != nil {
-			return "", err
+			return "", nil, err
 		}
 		switch {
 		case last == nil:
-			return "its release record is missing", nil
+			return "its release record is missing", &latest{last}, nil
 		case last.Info.Status != helmrelease.StatusDeployed:
-			return "the release is " + string(last.Info.Status), nil
+			return "the release is " + string(last.Info.Status), &latest{last}, nil
 		case last.Labels[release.LabelValuesDigest] != digest:
-			return "the release was made from other values", nil
+			return "the release was made from other values", &latest{last}, nil
 		}
 		r.verified.Store(ms.UID, struct{}{})
+		why, err := r.drift(ctx, ms, vals)
+		return why, &latest{last}, err
 	}
-	return r.drift(ctx, ms, vals)
+	why, err := r.drift(ctx, ms, vals)
+	return why, nil, err
 }
 
-func (r *ModelServerReconciler) apply(ctx context.Context, ms *servingv1alpha1.ModelServer, vals *values.Values, digest, why string, obs *Observation) (ctrl.Result, error) {
+// latest is the latest revision of a release as read in this reconcile
+// (rel nil: there is none).
+type latest struct{ rel *helmrelease.Release }
+
+// apply installs or upgrades the release; last is the latest revision
+// if this reconcile has read it already, so that it is not read twice.
+func (r *ModelServerReconciler) apply(ctx context.Context, ms *servingv1alpha1.ModelServer, vals *values.Values, digest, why string, last *latest, obs *Observation) (ctrl.Result, error) {
 	logger := log.FromContext(ctx)
 	m, err := vals.Map()
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	rel, op, err := r.Releases.Apply(ctx, ms.Namespace, ms.Name, r.Chart, m, digest)
+	if last == nil {
+		rel, err := r.Releases.Get(ms.Namespace, ms.Name)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		last = &latest{rel}
+	}
+	rel, op, err := r.Releases.Apply(ctx, ms.Namespace, ms.Name, r.Chart, m, digest, last.rel)
 	if errors.Is(err, release.ErrConflict) {
 		obs.Conflict, obs.ReleaseErr = true, err
 		r.warn(ms, ReasonConflict, "Apply", sentence("Cannot deploy: %s", errorLine(err)))
@@ -690,7 +709,7 @@ func (r *ModelServerReconciler) writeStatus(ctx context.Context, ms *servingv1al
 		return client.IgnoreNotFound(err)
 	}
 	r.written.Store(ms.UID, st.DeepCopy())
-	if st.Phase != old.Phase {
+	if st.Phase != old.Phase && phaseWorthAnEvent(old.Phase, st.Phase) {
 		kind := corev1.EventTypeNormal
 		if st.Phase == servingv1alpha1.PhaseFailed || st.Phase == servingv1alpha1.PhaseDegraded {
 			kind = corev1.EventTypeWarning
@@ -700,7 +719,18 @@ func (r *ModelServerReconciler) writeStatus(ctx context.Context, ms *servingv1al
 	return nil
 }
 
-// endpoints are the in-cluster addresses of the Service the values render.
+// phaseWorthAnEvent says whether a change of phase is announced: reaching
+// Ready, Failed or Degraded, and leaving them. The steps on the way to
+// Ready (Pending, Fetching, Deploying) are in the status and in the
+// Installed and Fetched Events already; an Event for each would be one
+// more write per step and ModelServer.
+func phaseWorthAnEvent(from, to servingv1alpha1.Phase) bool {
+	settled := func(p servingv1alpha1.Phase) bool {
+		return p == servingv1alpha1.PhaseReady || p == servingv1alpha1.PhaseFailed || p == servingv1alpha1.PhaseDegraded
+	}
+	return settled(from) || settled(to)
+}
+
 // observeDeployment reads the serving Deployment from the cache.
 func (r *ModelServerReconciler) observeDeployment(ctx context.Context, ms *servingv1alpha1.ModelServer, obs *Observation) error {
 	deploy := &appsv1.Deployment{}

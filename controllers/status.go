@@ -119,6 +119,18 @@ func (o *Observation) Served() map[string]string {
 	return served
 }
 
+// FailedFetches holds the models whose current fetch failed, which the
+// serving pods must not wait for.
+func (o *Observation) FailedFetches() map[string]bool {
+	failed := map[string]bool{}
+	for _, m := range o.Models {
+		if m.State == FetchFailed {
+			failed[m.Name] = true
+		}
+	}
+	return failed
+}
+
 // summarizeFetches sums the models' fetches up into Fetch, FetchReason,
 // FetchMessage and Serving.
 func (o *Observation) summarizeFetches() {

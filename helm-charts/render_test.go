@@ -117,12 +117,16 @@ func renderCases() []renderCase {
 
 	return []renderCase{
 		{
-			name: "minimal spec, nothing fetched yet",
+			name: "minimal spec, first fetch under way",
 			ms:   modelServer("resnet", nil),
 			check: func(t *testing.T, v *values.Values, objs *objects) {
 				d := objs.deployment(t)
-				if got := *d.Spec.Replicas; got != 0 {
-					t.Errorf("deployment replicas = %d, want 0 until a fetch has succeeded", got)
+				if got := *d.Spec.Replicas; got != 1 {
+					t.Errorf("deployment replicas = %d, want 1: the pods start with the first fetch and wait for it", got)
+				}
+				dest := v.Fetches[0].Args[len(v.Fetches[0].Args)-1]
+				if v.Models[0].BasePath != dest || !strings.Contains(objs.configMap(t).Data[values.ModelConfigFile], `base_path: "`+dest+`"`) {
+					t.Errorf("base path %q, want the fetch's destination %q in the model config", v.Models[0].BasePath, dest)
 				}
 				if len(d.OwnerReferences) != 0 {
 					t.Errorf("owner references without an owner: %v", d.OwnerReferences)
@@ -353,16 +357,20 @@ func renderCases() []renderCase {
 			},
 		},
 		{
-			name: "autoscaling before the first fetch holds the pods at zero",
+			name: "autoscaling with a failed first fetch holds the pods at zero",
 			ms: modelServer("resnet", func(ms *servingv1alpha1.ModelServer) {
 				ms.Spec.Autoscaling = &servingv1alpha1.Autoscaling{MaxReplicas: 3, TargetCPUUtilizationPercentage: ptr.To[int32](50)}
 			}),
+			in: values.Inputs{FailedFetches: map[string]bool{"resnet": true}},
 			check: func(t *testing.T, v *values.Values, objs *objects) {
 				if r := objs.deployment(t).Spec.Replicas; r == nil || *r != 0 {
-					t.Errorf("deployment replicas = %v, want 0 until a fetch succeeds", r)
+					t.Errorf("deployment replicas = %v, want 0 after the only fetch failed", r)
 				}
 				if len(objs.hpas) != 0 {
-					t.Error("an autoscaler was rendered before there is anything to serve")
+					t.Error("an autoscaler was rendered with nothing to serve")
+				}
+				if len(objs.deployment(t).Spec.Template.Spec.InitContainers) != 0 {
+					t.Error("the pods wait for a model whose fetch failed")
 				}
 			},
 		},
@@ -969,9 +977,7 @@ func checkStack(t *testing.T, ms *servingv1alpha1.ModelServer, v *values.Values,
 	servingPod := v.Pod
 	servingPod.Tolerations = v.Serving.Tolerations
 	checkPodSettings(t, "serving pod", ps, servingPod)
-	if len(ps.Containers) != 1 || len(ps.InitContainers) != 0 {
-		t.Fatalf("serving pod has containers %d and init containers %d, want 1 and 0", len(ps.Containers), len(ps.InitContainers))
-	}
+	checkModelWait(t, v, ps)
 	c := ps.Containers[0]
 	if c.Name != "tensorflow-serving" || c.Image != v.Serving.Image || c.ImagePullPolicy != v.Serving.ImagePullPolicy {
 		t.Errorf("serving container %q image %q %q, want tensorflow-serving %q %q", c.Name, c.Image, c.ImagePullPolicy, v.Serving.Image, v.Serving.ImagePullPolicy)
@@ -1166,6 +1172,38 @@ func checkJob(t *testing.T, v *values.Values, fetch values.Fetch, job *batchv1.J
 }
 
 // checkRestricted checks the restricted Pod Security Standard.
+// checkModelWait: the serving pod waits, in one init container, for the
+// fetch manifest of every model it is configured with, on the model volume
+// mounted read-only.
+func checkModelWait(t *testing.T, v *values.Values, ps corev1.PodSpec) {
+	t.Helper()
+	wantInit := 0
+	if v.Serving.ModelWait != nil {
+		wantInit = 1
+	}
+	if len(ps.Containers) != 1 || len(ps.InitContainers) != wantInit {
+		t.Fatalf("serving pod has containers %d and init containers %d, want 1 and %d", len(ps.Containers), len(ps.InitContainers), wantInit)
+	}
+	if wantInit == 0 {
+		return
+	}
+	w, ic := v.Serving.ModelWait, ps.InitContainers[0]
+	if ic.Name != "wait-for-model" || ic.Image != w.Image || ic.ImagePullPolicy != w.ImagePullPolicy || !slices.Equal(ic.Args, w.Args) {
+		t.Errorf("init container %s %s %s %q, want wait-for-model %s %s %q", ic.Name, ic.Image, ic.ImagePullPolicy, ic.Args, w.Image, w.ImagePullPolicy, w.Args)
+	}
+	for _, m := range v.Models {
+		if m.BasePath != "" && !slices.Contains(ic.Args, m.BasePath+"/"+values.FetchManifestName) {
+			t.Errorf("init container args %q do not wait for model %s at %s", ic.Args, m.Name, m.BasePath)
+		}
+	}
+	if len(ic.VolumeMounts) != 1 || ic.VolumeMounts[0].Name != "model" || ic.VolumeMounts[0].MountPath != values.ModelsMountPath || !ic.VolumeMounts[0].ReadOnly {
+		t.Errorf("init container mounts %+v, want the model volume read-only at %s", ic.VolumeMounts, values.ModelsMountPath)
+	}
+	if ic.Resources.Requests.Cpu().IsZero() || ic.Resources.Limits.Memory().IsZero() {
+		t.Errorf("init container resources %+v lack a CPU request or a memory limit", ic.Resources)
+	}
+}
+
 func checkRestricted(t *testing.T, what string, ps corev1.PodSpec) {
 	t.Helper()
 	sc := ps.SecurityContext

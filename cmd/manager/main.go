@@ -2,6 +2,7 @@
 //
 //	manager [flags]        run the controllers (the default)
 //	fetch --uri --dest     fetch a model into a volume (run by the model-fetch Job)
+//	wait-for-model --file  wait until a fetched model is on the volume (the serving pods' init container)
 package main
 
 import (
@@ -21,8 +22,10 @@ func main() {
 		err = runManager(args)
 	case "fetch":
 		err = runFetch(args)
+	case "wait-for-model":
+		err = runWaitForModel(args)
 	default:
-		err = fmt.Errorf("unknown subcommand %q: want manager or fetch", sub)
+		err = fmt.Errorf("unknown subcommand %q: want manager, fetch or wait-for-model", sub)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "error:", err)

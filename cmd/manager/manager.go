@@ -111,6 +111,9 @@ func runManager(args []string) error {
 		Cache: cache.Options{
 			DefaultNamespaces: namespaceConfig(watchNamespaces),
 			ByObject:          ownedObjectsOnly(),
+			// Nothing reads who wrote which field, and every cached
+			// object carries that record.
+			DefaultTransform: cache.TransformStripManagedFields(),
 		},
 	})
 	if err != nil {

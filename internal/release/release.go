@@ -175,19 +175,22 @@ func latestRevision(cfg *action.Configuration, namespace, name string) (*helmrel
 }
 
 // Apply makes the release deployed with vals: an install if there is none,
-// an upgrade otherwise. A latest revision left pending by an interrupted
-// operation is first marked failed, which lets the upgrade proceed from it.
-func (m *Manager) Apply(ctx context.Context, namespace, name string, ch *chart.Chart, vals map[string]any, digest string) (_ *helmrelease.Release, op Op, err error) {
+// an upgrade otherwise. last is the latest revision as the caller has just
+// read it with Get (nil for none); it is not read again. A latest revision
+// left pending by an interrupted operation is first marked failed, which
+// lets the upgrade proceed from it.
+func (m *Manager) Apply(ctx context.Context, namespace, name string, ch *chart.Chart, vals map[string]any, digest string, last *helmrelease.Release) (_ *helmrelease.Release, op Op, err error) {
 	defer observe(time.Now(), &op, &err)
 	cfg, err := m.config(namespace)
 	if err != nil {
 		return nil, OpNone, err
 	}
-	last, err := latestRevision(cfg, namespace, name)
-	if err != nil {
-		return nil, OpNone, err
-	}
 	labels := map[string]string{LabelValuesDigest: digest}
+	if last == nil {
+		// Helm's install lists the release's records to check that the
+		// name is free; the caller has just done so.
+		cfg.Releases.Driver = absentRelease{Driver: cfg.Releases.Driver, name: name}
+	}
 	if last == nil || last.Info.Status == helmrelease.StatusUninstalled {
 		install := action.NewInstall(cfg)
 		install.ReleaseName = name
@@ -223,6 +226,20 @@ func (m *Manager) Apply(ctx context.Context, namespace, name string, ch *chart.C
 		return rel, op, classify(name, fmt.Errorf("upgrade release %s/%s: %w", namespace, name, err))
 	}
 	return rel, op, nil
+}
+
+// absentRelease answers the history query of a release known to have no
+// records without a request: a new ModelServer's install lists nothing.
+type absentRelease struct {
+	driver.Driver
+	name string
+}
+
+func (a absentRelease) Query(labels map[string]string) ([]*helmrelease.Release, error) {
+	if len(labels) == 2 && labels["name"] == a.name && labels["owner"] == "helm" {
+		return nil, driver.ErrReleaseNotFound
+	}
+	return a.Driver.Query(labels)
 }
 
 // markFailed ends a revision that an interrupted operation left pending.

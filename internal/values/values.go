@@ -40,6 +40,11 @@ const (
 	LabelComponent   = "app.kubernetes.io/component"
 )
 
+// FetchManifestName is the file a fetch writes last into a model's base
+// directory, recording what it fetched. Its presence is how the serving
+// pods' wait-for-model init container knows the model is complete.
+const FetchManifestName = ".modelserver-fetch.json"
+
 // PermanentFailureExitCode is the exit code of `manager fetch` for a
 // failure that retrying cannot fix; the fetch Job fails at once on it.
 const PermanentFailureExitCode = 3
@@ -117,9 +122,8 @@ type Model struct {
 	// FetchJob names the Job fetching the model's current generation.
 	FetchJob string `json:"fetchJob"`
 	// BasePath is the model's directory inside the serving pods: the
-	// directory holding the numbered version directories. Empty while no
-	// generation of the model has been fetched: the model is then left
-	// out of the model config.
+	// directory holding the numbered version directories. Empty while the
+	// model is left out of the model config (see Inputs.Served).
 	BasePath string `json:"basePath,omitempty"`
 }
 
@@ -184,6 +188,22 @@ type Serving struct {
 	TerminationGracePeriodSeconds int64                             `json:"terminationGracePeriodSeconds"`
 	DrainSeconds                  int64                             `json:"drainSeconds"`
 	Annotations                   map[string]string                 `json:"annotations,omitempty"`
+	// ModelWait, when set, is the serving pods' init container that holds
+	// them until every model they are configured with is on the volume.
+	ModelWait *ModelWait `json:"modelWait,omitempty"`
+}
+
+// ModelWait is the serving pods' wait-for-model init container: the
+// operator's image, waiting until the fetch manifest of each fetched model
+// the pods serve exists. It lets the serving pods start together with the
+// first fetch instead of after it, so that a new ModelServer needs one Helm
+// install and no upgrade; a model already on the volume lets it finish at
+// once.
+type ModelWait struct {
+	Image           string                      `json:"image"`
+	ImagePullPolicy corev1.PullPolicy           `json:"imagePullPolicy"`
+	Args            []string                    `json:"args"`
+	Resources       corev1.ResourceRequirements `json:"resources"`
 }
 
 // Service fronts the serving pods.
@@ -265,10 +285,15 @@ type Inputs struct {
 	// FetchImage is the operator's own image, which runs `manager fetch`.
 	FetchImage string
 	// Served maps a model's name to the fetch generation it is served
-	// from: the newest one that succeeded. A model missing from it has no
-	// data yet; the serving pods stay at zero replicas until some model
-	// has.
+	// from: the newest one that succeeded. A model of spec.models missing
+	// from it has no data yet and is left out of the model config; the
+	// serving pods stay at zero replicas until some model has data. The
+	// model of spec.model missing from it is served from the generation
+	// being fetched, its pods waiting for the data (ModelWait), unless
+	// that fetch failed (FailedFetches).
 	Served map[string]string
+	// FailedFetches holds the models whose current fetch failed.
+	FailedFetches map[string]bool
 	// ProxyEnv is the operator's HTTP(S)_PROXY/NO_PROXY, passed on to the
 	// serving and fetch containers.
 	ProxyEnv []corev1.EnvVar
@@ -386,7 +411,17 @@ func For(ms *servingv1alpha1.ModelServer, in Inputs) (*Values, error) {
 			dest = path.Join(ModelsMountPath, path.Clean("/"+sub))
 		}
 		model := Model{Name: m.Name, StorageURI: m.StorageURI, FetchJob: jobName}
-		if served, ok := in.Served[m.Name]; ok {
+		served, ok := in.Served[m.Name]
+		if !ok && field == "spec.model" && !in.FailedFetches[m.Name] {
+			// The first fetch of the one model: the pods start with it and
+			// wait for its data, so that the fetch ending changes no value
+			// and costs no upgrade. Several models keep the gate: one
+			// fetched later joins pods that already serve the others, and
+			// TF Serving does not take a model config naming a path that
+			// does not exist yet.
+			served, ok = generation, true
+		}
+		if ok {
 			model.BasePath = path.Join(ModelsMountPath, served)
 			if isPVC {
 				model.BasePath = dest
@@ -419,6 +454,10 @@ func For(ms *servingv1alpha1.ModelServer, in Inputs) (*Values, error) {
 
 	if err := servingValues(ms, v, in, grpc, rest, configs); err != nil {
 		return nil, err
+	}
+	if !isPVC {
+		// A pvc:// model is the user's data, there before the pods are.
+		v.Serving.ModelWait = modelWait(in, configs)
 	}
 	svcType := spec.Service.Type
 	if svcType == "" {
@@ -835,6 +874,33 @@ func fetchArgs(m servingv1alpha1.ModelSpec, dest string) []string {
 		args = append(args, "--max-bytes", strconv.FormatInt(*m.MaxSizeBytes, 10))
 	}
 	return args
+}
+
+// modelWait is the init container that holds the serving pods until the
+// fetch manifest of each configured model exists, or nil when no model is
+// configured.
+func modelWait(in Inputs, configs []ModelEntry) *ModelWait {
+	if len(configs) == 0 {
+		return nil
+	}
+	args := []string{"wait-for-model"}
+	for _, c := range configs {
+		args = append(args, "--file", path.Join(c.BasePath, FetchManifestName))
+	}
+	return &ModelWait{
+		Image:           in.FetchImage,
+		ImagePullPolicy: corev1.PullIfNotPresent,
+		Args:            args,
+		Resources: corev1.ResourceRequirements{
+			Requests: corev1.ResourceList{
+				corev1.ResourceCPU:    resource.MustParse("10m"),
+				corev1.ResourceMemory: resource.MustParse("16Mi"),
+			},
+			Limits: corev1.ResourceList{
+				corev1.ResourceMemory: resource.MustParse("64Mi"),
+			},
+		},
+	}
 }
 
 func fetchResources() corev1.ResourceRequirements {

@@ -59,14 +59,44 @@ func TestValuesForASpec(t *testing.T) {
 			expect(t, "fetch dest", v.Fetches[0].Args[len(v.Fetches[0].Args)-1], "/models/"+v.Fetches[0].Generation)
 		},
 	}, {
-		name: "nothing fetched yet holds the serving pods at zero",
+		name: "the first fetch starts the serving pods, which wait for its data",
 		ms:   modelServer(),
 		in:   Inputs{ChartVersion: "0.1.0", AppVersion: "2.19.1", FetchImage: "example.com/op:1"},
+		check: func(t *testing.T, v *Values) {
+			dest := "/models/" + v.Fetches[0].Generation
+			expect(t, "replicas", v.Serving.Replicas, int32(2))
+			expect(t, "base path", v.Models[0].BasePath, dest)
+			if v.Serving.ModelWait == nil {
+				t.Fatal("no wait-for-model init container")
+			}
+			expect(t, "wait image", v.Serving.ModelWait.Image, "example.com/op:1")
+			expect(t, "wait args", strings.Join(v.Serving.ModelWait.Args, " "), "wait-for-model --file "+dest+"/"+FetchManifestName)
+		},
+	}, {
+		name: "a failed first fetch holds the serving pods at zero",
+		ms:   modelServer(),
+		in:   Inputs{ChartVersion: "0.1.0", AppVersion: "2.19.1", FetchImage: "example.com/op:1", FailedFetches: map[string]bool{"resnet": true}},
 		check: func(t *testing.T, v *Values) {
 			expect(t, "replicas", v.Serving.Replicas, int32(0))
 			expect(t, "base path", v.Models[0].BasePath, "")
 			if strings.Contains(v.ConfigFiles[ModelConfigFile], "config {") {
 				t.Errorf("a model without data is in the model config:\n%s", v.ConfigFiles[ModelConfigFile])
+			}
+			if v.Serving.ModelWait != nil {
+				t.Errorf("the pods wait for a failed fetch: %+v", v.Serving.ModelWait)
+			}
+		},
+	}, {
+		name: "several models wait for a first fetch at zero replicas",
+		ms: modelServer(func(ms *servingv1alpha1.ModelServer) {
+			ms.Spec.Model = nil
+			ms.Spec.Models = []servingv1alpha1.ModelSpec{{Name: "a", StorageURI: "s3://models/a"}, {Name: "b", StorageURI: "s3://models/b"}}
+		}),
+		in: Inputs{ChartVersion: "0.1.0", AppVersion: "2.19.1", FetchImage: "example.com/op:1"},
+		check: func(t *testing.T, v *Values) {
+			expect(t, "replicas", v.Serving.Replicas, int32(0))
+			if v.Serving.ModelWait != nil {
+				t.Errorf("pods wait with no model configured: %+v", v.Serving.ModelWait)
 			}
 		},
 	}, {
@@ -88,6 +118,9 @@ func TestValuesForASpec(t *testing.T) {
 			expect(t, "claim created", v.Volume.Create, false)
 			expect(t, "claim", v.Volume.ClaimName, "shared-models")
 			expect(t, "base path", v.Models[0].BasePath, "/models/vision/resnet")
+			if v.Serving.ModelWait != nil {
+				t.Errorf("the pods wait for the user's own data: %+v", v.Serving.ModelWait)
+			}
 		},
 	}, {
 		name: "pvc:// path cannot climb out of the mount",
@@ -226,5 +259,25 @@ func expect[T comparable](t *testing.T, what string, got, want T) {
 	t.Helper()
 	if got != want {
 		t.Errorf("%s = %v, want %v", what, got, want)
+	}
+}
+
+// TestFirstFetchEndingChangesNoValue: a new ModelServer's release is
+// installed once. The fetch ending must leave the values, and so the
+// digest, as they were, or it would cost a Helm upgrade.
+func TestFirstFetchEndingChangesNoValue(t *testing.T) {
+	ms := modelServer()
+	in := Inputs{ChartVersion: "0.1.0", AppVersion: "2.19.1", FetchImage: "example.com/op:1"}
+	during, err := For(ms, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in.Served = map[string]string{"resnet": during.Fetches[0].Generation}
+	after, err := For(ms, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d1, d2 := Digest("0.1.0", during), Digest("0.1.0", after); d1 != d2 {
+		t.Errorf("digest %s while fetching, %s once fetched: the fetch would cost an upgrade", d1, d2)
 	}
 }
