@@ -53,8 +53,17 @@ func TestCreatingAModelServerInstallsAReleaseThatBecomesReady(t *testing.T) {
 			t.Errorf("%T %s owner references %+v, want the ModelServer as controller", obj, name, refs)
 		}
 	}
-	if n := len(releaseSecrets(t, ns, "resnet")); n == 0 {
-		t.Error("no release record in the ModelServer's namespace")
+	if n := len(releaseSecrets(t, ns, "resnet")); n != 1 {
+		t.Errorf("%d release records in the ModelServer's namespace, want 1", n)
+	}
+	// One Helm action: the serving pods start with the first fetch and
+	// wait for its data, so the fetch ending costs no upgrade.
+	if rev := latestRevision(t, ns, "resnet"); rev != 1 || got.Status.Release.Revision != 1 {
+		t.Errorf("release at revision %d, status shows %d; want 1: a new ModelServer is installed once", rev, got.Status.Release.Revision)
+	}
+	d := get(t, ns, "resnet", &appsv1.Deployment{})
+	if ic := d.Spec.Template.Spec.InitContainers; len(ic) != 1 || ic[0].Name != "wait-for-model" {
+		t.Errorf("serving pods' init containers %+v, want wait-for-model", ic)
 	}
 }
 

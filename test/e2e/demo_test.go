@@ -30,8 +30,9 @@ func TestMakeDemoShowsEachPhaseUntilReady(t *testing.T) {
 	}
 	t.Logf("DEMO_EXIT_WHEN_READY=1 make demo exited 0 after %s", took.Round(100*time.Millisecond))
 	for _, want := range []string{
-		"phase Pending", "phase Fetching", "phase Deploying", "phase Ready",
-		"Pending → Fetching → Deploying → Ready",
+		// Deploying shows only when the pods are slower than the fetch.
+		"phase Pending", "phase Fetching", "phase Ready",
+		"through the phases Pending → Fetching → ",
 		"event Normal Fetched: Fetched model resnet from s3://models/resnet: version 1",
 		"Running, Ready",
 		"REST  http://resnet.default.svc:8501/v1/models/resnet",
