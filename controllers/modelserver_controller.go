@@ -59,6 +59,10 @@ const DefaultMaxConcurrentReconciles = 8
 // or a missing Secret looks again; neither is watched.
 const conflictRetry = 30 * time.Second
 
+// podCreationGrace is how long a fetch Job may be without a pod before the
+// operator looks for the reason in its Events.
+const podCreationGrace = 10 * time.Second
+
 // podRejectedRetry is how often a ModelServer whose fetch pod the apiserver
 // refuses looks again.
 const podRejectedRetry = 15 * time.Second
@@ -214,6 +218,9 @@ func (r *ModelServerReconciler) reconcileNormal(ctx context.Context, ms *serving
 		if reconcileErr != nil || obs.Conflict {
 			return result, reconcileErr
 		}
+		// The Jobs the release has just created are running, though the
+		// cache may not show them yet.
+		obs.fetchJobsCreated()
 		// What was read before the release changed the Deployment must
 		// not report the old pods as the new ones' readiness.
 		if err := r.observeDeployment(ctx, ms, &obs); err != nil {
@@ -226,6 +233,9 @@ func (r *ModelServerReconciler) reconcileNormal(ctx context.Context, ms *serving
 	// again each minute to keep its elapsed time in the status current.
 	if obs.Fetch == FetchRunning && result.RequeueAfter == 0 {
 		result.RequeueAfter = time.Minute
+	}
+	if obs.LookAgainIn > 0 && (result.RequeueAfter == 0 || result.RequeueAfter > obs.LookAgainIn) {
+		result.RequeueAfter = obs.LookAgainIn
 	}
 	// The Job controller retries a refused pod without a change the
 	// watches see; look again soon to notice when it gets through.
@@ -523,6 +533,14 @@ func (r *ModelServerReconciler) observeFetches(ctx context.Context, ms *servingv
 			metrics.FetchEnded(ms.UID, job.UID, false, jobDuration(job), -1)
 		case FetchRunning:
 			if job.Status.Active > 0 || job.Status.Failed > 0 || job.Status.Succeeded > 0 {
+				break
+			}
+			// A new Job's first pod takes a moment even when nothing is
+			// wrong: a burst of new ModelServers must not cost an Event
+			// list each. One still without a pod after a while is looked
+			// into.
+			if age := time.Since(job.CreationTimestamp.Time); age < podCreationGrace {
+				obs.LookAgainIn = podCreationGrace - age
 				break
 			}
 			// No pod yet: if the apiserver refuses to create it (Pod

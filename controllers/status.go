@@ -79,6 +79,9 @@ type Observation struct {
 	FetchMessage string
 	// FetchPodRejected says the apiserver refuses a fetch Job's pod.
 	FetchPodRejected bool
+	// LookAgainIn, if set, is when a fetch Job still without a pod is
+	// looked into.
+	LookAgainIn time.Duration
 	// Serving says some model has data to serve.
 	Serving bool
 	// Warnings are parts of the spec that could not be honoured, such as
@@ -129,6 +132,17 @@ func (o *Observation) FailedFetches() map[string]bool {
 		}
 	}
 	return failed
+}
+
+// fetchJobsCreated counts the fetches whose Job the cache does not show
+// yet as running: the release has just been applied and created them.
+func (o *Observation) fetchJobsCreated() {
+	for i := range o.Models {
+		if m := &o.Models[i]; m.State == FetchMissing {
+			m.State, m.Status.Fetch = FetchRunning, string(FetchRunning)
+		}
+	}
+	o.summarizeFetches()
 }
 
 // summarizeFetches sums the models' fetches up into Fetch, FetchReason,

@@ -42,6 +42,7 @@ func runManager(args []string) error {
 		metricsAddr     string
 		secureMetrics   bool
 		probeAddr       string
+		pprofAddr       string
 		leaderElect     bool
 		leaderElectNS   string
 		enableHTTP2     bool
@@ -55,6 +56,7 @@ func runManager(args []string) error {
 	fs.StringVar(&metricsAddr, "metrics-bind-address", ":8443", "Address the metrics endpoint binds to; 0 disables it.")
 	fs.BoolVar(&secureMetrics, "metrics-secure", true, "Serve metrics over HTTPS, authenticated and authorized through the apiserver.")
 	fs.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "Address the /healthz and /readyz probes bind to.")
+	fs.StringVar(&pprofAddr, "pprof-bind-address", "0", "Address Go's /debug/pprof profiles are served on, for diagnosing CPU and memory; 0 disables them.")
 	fs.BoolVar(&leaderElect, "leader-elect", false, "Elect a leader so that only one replica reconciles.")
 	fs.StringVar(&leaderElectNS, "leader-election-namespace", "", "Namespace of the leader election Lease (default: the operator's own namespace in a cluster).")
 	fs.BoolVar(&enableHTTP2, "enable-http2", false, "Serve metrics over HTTP/2 (off by default: CVE-2023-44487, CVE-2023-39325).")
@@ -104,6 +106,7 @@ func runManager(args []string) error {
 		Scheme:                        scheme,
 		Metrics:                       metricsOpts,
 		HealthProbeBindAddress:        probeAddr,
+		PprofBindAddress:              pprofAddr,
 		LeaderElection:                leaderElect,
 		LeaderElectionID:              leaderElectionID,
 		LeaderElectionNamespace:       leaderElectNS,

@@ -242,6 +242,64 @@ func (a absentRelease) Query(labels map[string]string) ([]*helmrelease.Release, 
 	return a.Driver.Query(labels)
 }
 
+// pendingWrittenOnce writes the revision that Helm records as
+// pending-install or pending-upgrade before it touches any object only
+// once, in its final state (deployed or failed): one write of the release
+// record per operation instead of two.
+//
+// Helm's pending record tells other Helm clients that an operation is
+// under way; one ModelServer's release has only one, the operator, which
+// reconciles it from one worker at a time. A crash before the final write
+// leaves no record of the new revision: the previous one stays the latest
+// (its values digest differs, so the upgrade is made again), or, for an
+// install, the next install finds the objects already annotated with this
+// release's name and takes them over, as Helm does for its own objects.
+type pendingWrittenOnce struct {
+	driver.Driver
+	mu      sync.Mutex
+	heldKey string
+	held    *helmrelease.Release
+}
+
+func (p *pendingWrittenOnce) Create(key string, rls *helmrelease.Release) error {
+	if rls.Info != nil && rls.Info.Status.IsPending() {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		p.heldKey, p.held = key, rls
+		return nil
+	}
+	return p.Driver.Create(key, rls)
+}
+
+func (p *pendingWrittenOnce) Update(key string, rls *helmrelease.Release) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if key != p.heldKey {
+		return p.Driver.Update(key, rls)
+	}
+	err := p.Driver.Create(key, rls)
+	if errors.Is(err, driver.ErrReleaseExists) {
+		err = p.Driver.Update(key, rls)
+	}
+	if err == nil {
+		p.heldKey, p.held = "", nil
+	}
+	return err
+}
+
+func (p *pendingWrittenOnce) Get(key string) (*helmrelease.Release, error) {
+	p.mu.Lock()
+	held := p.held
+	if key != p.heldKey {
+		held = nil
+	}
+	p.mu.Unlock()
+	if held != nil {
+		return held, nil
+	}
+	return p.Driver.Get(key)
+}
+
 // markFailed ends a revision that an interrupted operation left pending.
 // Only one operator replica reconciles a ModelServer at a time (leader
 // election and the controller's per-object queue), so a pending revision
@@ -343,7 +401,7 @@ func (m *Manager) config(namespace string) (*action.Configuration, error) {
 	secrets.Log = debug
 	return &action.Configuration{
 		RESTClientGetter: getter,
-		Releases:         storage.Init(secrets),
+		Releases:         storage.Init(&pendingWrittenOnce{Driver: secrets}),
 		KubeClient:       knownReachable{kc},
 		Capabilities:     caps,
 		Log:              debug,
