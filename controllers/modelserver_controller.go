@@ -26,6 +26,7 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -70,8 +71,9 @@ const podRejectedRetry = 15 * time.Second
 // ModelServerReconciler reconciles ModelServers.
 type ModelServerReconciler struct {
 	client.Client
-	// APIReader reads what the cache does not hold: the fetch Job's pods
-	// (read only when a fetch ends) and credentials Secrets.
+	// APIReader reads what the cache does not hold: credentials Secrets,
+	// Events, a fetch pod the cache has not caught up with, and an object
+	// whose drift the cache suggests.
 	APIReader client.Reader
 	Recorder  events.EventRecorder
 	Releases  *release.Manager
@@ -109,7 +111,7 @@ type ModelServerReconciler struct {
 // +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=services;configmaps;persistentvolumeclaims,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create;update;patch;delete
-// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups="",resources=events,verbs=list
 // +kubebuilder:rbac:groups=autoscaling,resources=horizontalpodautoscalers,verbs=get;list;watch;create;update;patch;delete
@@ -258,6 +260,12 @@ func (r *ModelServerReconciler) reconcileNormal(ctx context.Context, ms *serving
 // with the latest revision, when it had to be read to say so.
 func (r *ModelServerReconciler) applyReason(ctx context.Context, ms *servingv1alpha1.ModelServer, vals *values.Values, digest string) (string, *latest, error) {
 	rel := ms.Status.Release
+	if rel == nil && !releaseAttempted(ms) {
+		// A new ModelServer: install without reading for a release
+		// first. One that exists after all (the status write after an
+		// install was lost) is found by the install itself.
+		return "install", &latest{unread: true}, nil
+	}
 	if rel == nil || rel.ValuesDigest != digest {
 		// The status can lag the release: the write after a Helm
 		// operation may have been refused (a conflict) or never made (a
@@ -268,16 +276,16 @@ func (r *ModelServerReconciler) applyReason(ctx context.Context, ms *servingv1al
 		}
 		if last == nil || last.Info.Status != helmrelease.StatusDeployed || last.Labels[release.LabelValuesDigest] != digest {
 			if rel == nil {
-				return "install", &latest{last}, nil
+				return "install", &latest{rel: last}, nil
 			}
-			return "the spec or the fetched model changed", &latest{last}, nil
+			return "the spec or the fetched model changed", &latest{rel: last}, nil
 		}
 		ms.Status.Release = &servingv1alpha1.ReleaseStatus{
 			Name: last.Name, Revision: last.Version, ChartVersion: r.Chart.Metadata.Version, ValuesDigest: digest,
 		}
 		r.verified.Store(ms.UID, struct{}{})
 		why, err := r.drift(ctx, ms, vals)
-		return why, &latest{last}, err
+		return why, &latest{rel: last}, err
 	}
 	// Once per process, check the release record itself: a crash can
 	// leave it pending while the status still shows the last good digest.
@@ -288,23 +296,38 @@ func (r *ModelServerReconciler) applyReason(ctx context.Context, ms *servingv1al
 		}
 		switch {
 		case last == nil:
-			return "its release record is missing", &latest{last}, nil
+			return "its release record is missing", &latest{rel: last}, nil
 		case last.Info.Status != helmrelease.StatusDeployed:
-			return "the release is " + string(last.Info.Status), &latest{last}, nil
+			return "the release is " + string(last.Info.Status), &latest{rel: last}, nil
 		case last.Labels[release.LabelValuesDigest] != digest:
-			return "the release was made from other values", &latest{last}, nil
+			return "the release was made from other values", &latest{rel: last}, nil
 		}
 		r.verified.Store(ms.UID, struct{}{})
 		why, err := r.drift(ctx, ms, vals)
-		return why, &latest{last}, err
+		return why, &latest{rel: last}, err
 	}
 	why, err := r.drift(ctx, ms, vals)
 	return why, nil, err
 }
 
 // latest is the latest revision of a release as read in this reconcile
-// (rel nil: there is none).
-type latest struct{ rel *helmrelease.Release }
+// (rel nil: there is none), or, unread, none expected.
+type latest struct {
+	rel    *helmrelease.Release
+	unread bool
+}
+
+// releaseAttempted says whether a Helm operation of the ModelServer has
+// been made or tried before, as far as its status tells: a new
+// ModelServer's has not. One that failed or met someone else's object
+// goes the careful way, checking every object before it creates any.
+func releaseAttempted(ms *servingv1alpha1.ModelServer) bool {
+	if ms.Status.Release != nil {
+		return true
+	}
+	c := meta.FindStatusCondition(ms.Status.Conditions, servingv1alpha1.ConditionDeployed)
+	return c != nil && (c.Reason == ReasonConflict || c.Reason == ReasonReleaseFailed)
+}
 
 // apply installs or upgrades the release; last is the latest revision
 // if this reconcile has read it already, so that it is not read twice.
@@ -319,9 +342,17 @@ func (r *ModelServerReconciler) apply(ctx context.Context, ms *servingv1alpha1.M
 		if err != nil {
 			return ctrl.Result{}, err
 		}
-		last = &latest{rel}
+		last = &latest{rel: rel}
 	}
-	rel, op, err := r.Releases.Apply(ctx, ms.Namespace, ms.Name, r.Chart, m, digest, last.rel)
+	var (
+		rel *helmrelease.Release
+		op  release.Op
+	)
+	if last.unread {
+		rel, op, err = r.Releases.Install(ctx, ms.Namespace, ms.Name, r.Chart, m, digest)
+	} else {
+		rel, op, err = r.Releases.Apply(ctx, ms.Namespace, ms.Name, r.Chart, m, digest, last.rel)
+	}
 	if errors.Is(err, release.ErrConflict) {
 		obs.Conflict, obs.ReleaseErr = true, err
 		r.warn(ms, ReasonConflict, "Apply", sentence("Cannot deploy: %s", errorLine(err)))
@@ -601,27 +632,42 @@ func eventTime(e *corev1.Event) time.Time {
 }
 
 // terminationMessage returns the termination message of the newest pod
-// of job in the given phase.
+// of job in the given phase. The cache holds the fetch pods (see
+// FetchPodsCache); when it shows no pod in that phase yet, because the
+// pod's last update has not reached it, the pods are read again live.
 func (r *ModelServerReconciler) terminationMessage(ctx context.Context, job *batchv1.Job, phase corev1.PodPhase) (string, error) {
-	pods := &corev1.PodList{}
-	if err := r.APIReader.List(ctx, pods, client.InNamespace(job.Namespace),
-		client.MatchingLabels{batchv1.JobNameLabel: job.Name}); err != nil {
-		return "", fmt.Errorf("list pods of Job %s: %w", job.Name, err)
-	}
-	sort.Slice(pods.Items, func(i, j int) bool {
-		return pods.Items[j].CreationTimestamp.Before(&pods.Items[i].CreationTimestamp)
-	})
-	for _, p := range pods.Items {
-		if p.Status.Phase != phase {
-			continue
+	for _, reader := range []client.Reader{r.Client, r.APIReader} {
+		pods := &corev1.PodList{}
+		if err := reader.List(ctx, pods, client.InNamespace(job.Namespace),
+			client.MatchingLabels{batchv1.JobNameLabel: job.Name}); err != nil {
+			return "", fmt.Errorf("list pods of Job %s: %w", job.Name, err)
 		}
-		for _, cs := range p.Status.ContainerStatuses {
-			if t := cs.State.Terminated; t != nil && t.Message != "" {
-				return t.Message, nil
-			}
+		if msg, found := newestTerminationMessage(pods.Items, phase); found {
+			return msg, nil
 		}
 	}
 	return "", nil
+}
+
+// newestTerminationMessage returns the message of the newest pod in the
+// phase, and whether there is such a pod.
+func newestTerminationMessage(pods []corev1.Pod, phase corev1.PodPhase) (string, bool) {
+	sort.Slice(pods, func(i, j int) bool {
+		return pods[j].CreationTimestamp.Before(&pods[i].CreationTimestamp)
+	})
+	found := false
+	for _, p := range pods {
+		if p.Status.Phase != phase {
+			continue
+		}
+		found = true
+		for _, cs := range p.Status.ContainerStatuses {
+			if t := cs.State.Terminated; t != nil && t.Message != "" {
+				return t.Message, true
+			}
+		}
+	}
+	return "", found
 }
 
 func jobFailureMessage(job *batchv1.Job) string {

@@ -145,6 +145,8 @@ type requestCounter struct {
 	counts map[string]int
 	writes atomic.Int64
 	log    []string
+	// all holds every request as "METHOD path?query", in order.
+	all []string
 }
 
 type countingTransport struct {
@@ -162,6 +164,7 @@ func (t *countingTransport) RoundTrip(req *http.Request) (*http.Response, error)
 		t.c.counts = map[string]int{}
 	}
 	t.c.counts[req.Method]++
+	t.c.all = append(t.c.all, req.Method+" "+req.URL.RequestURI())
 	if req.Method != http.MethodGet {
 		t.c.writes.Add(1)
 		t.c.log = append(t.c.log, req.Method+" "+req.URL.Path)
@@ -179,6 +182,14 @@ func (c *requestCounter) snapshot() (map[string]int, []string) {
 		counts[k] = v
 	}
 	return counts, append([]string(nil), c.log...)
+}
+
+// requestsSince returns every request made after the first n, and the
+// count to pass next time.
+func (c *requestCounter) requestsSince(n int) ([]string, int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]string(nil), c.all[n:]...), len(c.all)
 }
 
 // Helpers shared by the tests.

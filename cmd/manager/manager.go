@@ -186,6 +186,7 @@ func ownedObjectsOnly() map[client.Object]cache.ByObject {
 		&policyv1.PodDisruptionBudget{}:          owned,
 		&networkingv1.Ingress{}:                  owned,
 		&networkingv1.NetworkPolicy{}:            owned,
+		&corev1.Pod{}:                            controllers.FetchPodsCache(),
 	}
 }
 

@@ -1,0 +1,54 @@
+package controllers
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+
+	"github.com/modelserver-dev/modelserver-operator/internal/values"
+)
+
+// FetchPodsCache is how the operator's cache holds pods: only the
+// model-fetch pods of ModelServers, and of each only what is read when its
+// fetch ends (the phase and the containers' termination messages). A fetch
+// that ends is then read without a request, and the cache holds a few
+// hundred bytes per fetch, not the serving pods or any spec.
+func FetchPodsCache() cache.ByObject {
+	owned, err := labels.NewRequirement(values.LabelModelServer, selection.Exists, nil)
+	if err != nil {
+		panic(err) // constant arguments; cannot fail
+	}
+	fetch, err := labels.NewRequirement(values.LabelComponent, selection.Equals, []string{fetchComponent})
+	if err != nil {
+		panic(err)
+	}
+	return cache.ByObject{Label: labels.NewSelector().Add(*owned, *fetch), Transform: fetchPodSummary}
+}
+
+// fetchComponent is the component label of the model-fetch Jobs and pods.
+const fetchComponent = "model-fetch"
+
+func fetchPodSummary(obj any) (any, error) {
+	pod, ok := obj.(*corev1.Pod)
+	if !ok {
+		return obj, nil // a tombstone of a deleted pod
+	}
+	summary := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: pod.Name, Namespace: pod.Namespace, UID: pod.UID, ResourceVersion: pod.ResourceVersion,
+			Labels: pod.Labels, CreationTimestamp: pod.CreationTimestamp, DeletionTimestamp: pod.DeletionTimestamp,
+		},
+		Status: corev1.PodStatus{Phase: pod.Status.Phase},
+	}
+	for _, cs := range pod.Status.ContainerStatuses {
+		if t := cs.State.Terminated; t != nil {
+			summary.Status.ContainerStatuses = append(summary.Status.ContainerStatuses, corev1.ContainerStatus{
+				Name:  cs.Name,
+				State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: t.ExitCode, Reason: t.Reason, Message: t.Message}},
+			})
+		}
+	}
+	return summary, nil
+}

@@ -1,0 +1,187 @@
+package controllers_test
+
+import (
+	"context"
+	"net/url"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	helmrelease "helm.sh/helm/v3/pkg/release"
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
+	"github.com/modelserver-dev/modelserver-operator/controllers"
+	"github.com/modelserver-dev/modelserver-operator/internal/names"
+	"github.com/modelserver-dev/modelserver-operator/internal/values"
+)
+
+// releaseKinds are the resources of a default ModelServer's release, and
+// the Secrets its record is kept in.
+var releaseKinds = []string{"configmaps", "services", "persistentvolumeclaims", "jobs", "deployments", "secrets"}
+
+// A new ModelServer is installed without Helm's look-before-you-create:
+// no read of the release's history and no GET of each object before it is
+// created. Each object is created once, and the release record once; the
+// fetch's summary is read from the cache.
+func TestANewModelServerIsInstalledWithoutReadingFirst(t *testing.T) {
+	ns := newNamespace(t)
+	_, from := env.requests.requestsSince(0)
+	ms := newModelServer(ns, "fresh")
+	if err := env.client.Create(context.Background(), ms); err != nil {
+		t.Fatal(err)
+	}
+	waitReady(t, ms)
+	all, _ := env.requests.requestsSince(from)
+
+	prefix := "/namespaces/" + ns + "/"
+	posts, podLists := map[string]int{}, 0
+	recorded := false
+	for _, req := range all {
+		method, uri, _ := strings.Cut(req, " ")
+		u, err := url.Parse(uri)
+		if err != nil || !strings.Contains(u.Path, prefix) {
+			continue
+		}
+		resource, _, _ := strings.Cut(u.Path[strings.Index(u.Path, prefix)+len(prefix):], "/")
+		if resource == "pods" {
+			podLists++
+		}
+		if !slices.Contains(releaseKinds, resource) {
+			continue
+		}
+		switch method {
+		case "POST":
+			posts[resource]++
+			if resource == "secrets" {
+				recorded = true
+			}
+		case "GET":
+			if !recorded {
+				t.Errorf("%s before the release was recorded: an install that reads first", req)
+			}
+		}
+	}
+	for _, resource := range releaseKinds {
+		if posts[resource] != 1 {
+			t.Errorf("%d creates of %s, want 1 (all creates: %v)", posts[resource], resource, posts)
+		}
+	}
+	// The fetch pod's termination message comes from the cache of fetch
+	// pods, not from a list of the namespace's pods.
+	if podLists > 0 {
+		t.Errorf("%d reads of the namespace's pods, want 0", podLists)
+	}
+	if rev := latestRevision(t, ns, "fresh"); rev != 1 {
+		t.Errorf("release at revision %d, want 1", rev)
+	}
+}
+
+// A crash after an install created the objects but before it recorded
+// the release leaves objects with nobody's record. The next install takes
+// them over, as Helm takes over objects marked with its release's name,
+// instead of failing on them or making them anew.
+func TestAnInstallCutShortBeforeItsRecordIsTakenOver(t *testing.T) {
+	ns := ensureUnmanagedNamespace(t)
+	ctx := context.Background()
+	ms := newModelServer(ns, "cut-short")
+	if err := env.client.Create(ctx, ms); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.client.Delete(context.Background(), ms) })
+	first := newProcessReconciler(t, "")
+	reconcileUntilReady(t, first, ms)
+	deployUID := get(t, ns, names.Deployment("cut-short"), &appsv1.Deployment{}).UID
+
+	// What the crash leaves: the objects, no record, no status.
+	for _, s := range releaseSecrets(t, ns, "cut-short") {
+		if err := env.client.Delete(ctx, &s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := get(t, ns, "cut-short", &servingv1alpha1.ModelServer{})
+	got.Status = servingv1alpha1.ModelServerStatus{}
+	if err := env.client.Status().Update(ctx, got); err != nil {
+		t.Fatal(err)
+	}
+
+	after := reconcileUntilReady(t, newProcessReconciler(t, ""), ms)
+	cfg := helmConfig(t, ns)
+	last, err := cfg.Releases.Last("cut-short")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if last.Version != 1 || last.Info.Status != helmrelease.StatusDeployed || after.Status.Release.Revision != 1 {
+		t.Errorf("release revision %d %s, status shows %d; want revision 1 deployed", last.Version, last.Info.Status, after.Status.Release.Revision)
+	}
+	if uid := get(t, ns, names.Deployment("cut-short"), &appsv1.Deployment{}).UID; uid != deployUID {
+		t.Errorf("the Deployment was made anew (uid %s → %s), not taken over", deployUID, uid)
+	}
+}
+
+// A new ModelServer whose ConfigMap name is taken by the user's own
+// ConfigMap creates nothing that stays: the objects created before the
+// clash was found are removed again, no release is recorded, and the
+// user's ConfigMap is not touched.
+func TestAConflictOnANewModelServerLeavesNothingBehind(t *testing.T) {
+	ns := newNamespace(t)
+	ctx := context.Background()
+	users := &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: names.ConfigMap("taken")},
+		Data:       map[string]string{"models.config": "mine"},
+	}
+	if err := env.client.Create(ctx, users); err != nil {
+		t.Fatal(err)
+	}
+	ms := newModelServer(ns, "taken")
+	if err := env.client.Create(ctx, ms); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, time.Minute, "Deployed reason Conflict", func(ctx context.Context) (bool, string) {
+		got := &servingv1alpha1.ModelServer{}
+		if err := env.client.Get(ctx, client.ObjectKeyFromObject(ms), got); err != nil {
+			return false, err.Error()
+		}
+		c := meta.FindStatusCondition(got.Status.Conditions, servingv1alpha1.ConditionDeployed)
+		return c != nil && c.Reason == controllers.ReasonConflict, got.Status.Message
+	})
+
+	assertGone(t, ns, names.Deployment("taken"), &appsv1.Deployment{})
+	assertGone(t, ns, names.Service("taken"), &corev1.Service{})
+	assertGone(t, ns, names.Claim("taken"), &corev1.PersistentVolumeClaim{})
+	jobs := &batchv1.JobList{}
+	if err := env.client.List(ctx, jobs, client.InNamespace(ns), client.MatchingLabels{values.LabelModelServer: "taken"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, j := range jobs.Items {
+		if j.DeletionTimestamp == nil {
+			t.Errorf("Job %s was left behind by the conflicting install", j.Name)
+		}
+	}
+	if n := len(releaseSecrets(t, ns, "taken")); n != 0 {
+		t.Errorf("%d release records written, want none", n)
+	}
+	if cm := get(t, ns, users.Name, &corev1.ConfigMap{}); cm.ResourceVersion != users.ResourceVersion {
+		t.Errorf("the user's ConfigMap changed: resourceVersion %s → %s", users.ResourceVersion, cm.ResourceVersion)
+	}
+}
+
+// assertGone fails unless the object does not exist or is being deleted.
+func assertGone(t *testing.T, ns, name string, obj client.Object) {
+	t.Helper()
+	err := env.client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, obj)
+	switch {
+	case apierrors.IsNotFound(err):
+	case err != nil:
+		t.Fatal(err)
+	case obj.GetDeletionTimestamp() == nil:
+		t.Errorf("%T %s was left behind by the conflicting install", obj, name)
+	}
+}
