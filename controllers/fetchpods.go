@@ -20,15 +20,12 @@ func FetchPodsCache() cache.ByObject {
 	if err != nil {
 		panic(err) // constant arguments; cannot fail
 	}
-	fetch, err := labels.NewRequirement(values.LabelComponent, selection.Equals, []string{fetchComponent})
+	fetch, err := labels.NewRequirement(values.LabelComponent, selection.Equals, []string{values.ComponentFetch})
 	if err != nil {
 		panic(err)
 	}
 	return cache.ByObject{Label: labels.NewSelector().Add(*owned, *fetch), Transform: fetchPodSummary}
 }
-
-// fetchComponent is the component label of the model-fetch Jobs and pods.
-const fetchComponent = "model-fetch"
 
 func fetchPodSummary(obj any) (any, error) {
 	pod, ok := obj.(*corev1.Pod)

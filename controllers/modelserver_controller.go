@@ -260,7 +260,7 @@ func (r *ModelServerReconciler) reconcileNormal(ctx context.Context, ms *serving
 // with the latest revision, when it had to be read to say so.
 func (r *ModelServerReconciler) applyReason(ctx context.Context, ms *servingv1alpha1.ModelServer, vals *values.Values, digest string) (string, *latest, error) {
 	rel := ms.Status.Release
-	if rel == nil && !releaseAttempted(ms) {
+	if !releaseAttempted(ms) {
 		// A new ModelServer: install without reading for a release
 		// first. One that exists after all (the status write after an
 		// install was lost) is found by the install itself.

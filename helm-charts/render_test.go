@@ -902,7 +902,7 @@ func checkStack(t *testing.T, ms *servingv1alpha1.ModelServer, v *values.Values,
 			meta      metav1.ObjectMeta
 			name      string
 			component string
-		}{objs.jobs[i].ObjectMeta, f.Name, "model-fetch"})
+		}{objs.jobs[i].ObjectMeta, f.Name, values.ComponentFetch})
 	}
 	for _, o := range objs.extras {
 		metas = append(metas, struct {
@@ -1115,8 +1115,8 @@ func checkJob(t *testing.T, v *values.Values, fetch values.Fetch, job *batchv1.J
 	jl := job.Spec.Template.Labels
 	checkLabels(t, "fetch pod", jl, v.Labels.Pod)
 	checkLabels(t, "fetch pod", jl, v.Pod.Labels)
-	if jl[values.LabelComponent] != "model-fetch" {
-		t.Errorf("fetch pod component = %q, want model-fetch", jl[values.LabelComponent])
+	if jl[values.LabelComponent] != values.ComponentFetch {
+		t.Errorf("fetch pod component = %q, want %s", jl[values.LabelComponent], values.ComponentFetch)
 	}
 	if labels.SelectorFromSet(v.Labels.Selector).Matches(labels.Set(jl)) {
 		t.Errorf("the Service's selector %v selects the fetch pod %v", v.Labels.Selector, jl)

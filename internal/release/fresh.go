@@ -54,9 +54,9 @@ func (m *Manager) Install(ctx context.Context, namespace, name string, ch *chart
 	start := time.Now()
 	rel, created, err := m.installFresh(ctx, cfg, namespace, name, ch, vals, digest)
 	if !errors.Is(err, errNotFresh) {
-		op := OpInstall
+		op = OpInstall
 		observe(start, &op, &err)
-		return rel, OpInstall, err
+		return rel, op, err
 	}
 	m.opts.Log.V(1).Info("release or objects exist already; installing with Helm's checks", "release", name, "namespace", namespace)
 	last, err := m.Get(namespace, name)
@@ -165,7 +165,7 @@ func markOwnership(name, namespace string) resource.VisitorFunc {
 
 // createAll creates every object at once: the chart has no namespace, CRD
 // or hook that another object must wait for. It returns those it created,
-// whether any of them existed already, and the first other error.
+// whether any of them existed already, and the other errors, joined.
 func createAll(resources kube.ResourceList) (kube.ResourceList, bool, error) {
 	var (
 		wg      sync.WaitGroup

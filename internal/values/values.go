@@ -40,6 +40,11 @@ const (
 	LabelComponent   = "app.kubernetes.io/component"
 )
 
+// ComponentFetch is the LabelComponent of the model-fetch Jobs and their
+// pods, as the chart's fetch-job.yaml sets it; the operator's cache of
+// fetch pods selects on it.
+const ComponentFetch = "model-fetch"
+
 // FetchManifestName is the file a fetch writes last into a model's base
 // directory, recording what it fetched. Its presence is how the serving
 // pods' wait-for-model init container knows the model is complete.
