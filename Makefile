@@ -70,7 +70,7 @@ test-unit: ## Unit tests (no cluster).
 	go test $(UNIT_PKGS)
 
 .PHONY: test-cluster
-test-cluster: tools ## Suites that start a local control plane (etcd, kube-*, kwok).
+test-cluster: tools node-deps ## Suites that start a local control plane (etcd, kube-*, kwok) and, where the machine can run containers, a real node.
 	go test -count=1 -timeout 25m $(CLUSTER_PKGS)
 
 .PHONY: test-e2e
@@ -149,6 +149,15 @@ docker-build: ## Build the operator image (needs a container engine).
 .PHONY: docker-push
 docker-push: ## Push the operator image.
 	$(CONTAINER_TOOL) push $(IMG)
+
+REGISTRY ?= 127.0.0.1:5000
+.PHONY: image
+image: ## Build the operator image (no container engine needed) and push it to $(REGISTRY) (a local registry: make registry, or make cluster-up REAL_NODE=1).
+	go run ./cmd/image --push $(REGISTRY)/modelserver-operator:$(VERSION)
+
+.PHONY: registry
+registry: ## Run a local OCI registry on $(REGISTRY) in the foreground.
+	go run ./cmd/registry --addr $(REGISTRY)
 
 ##@ Deployment
 
@@ -238,6 +247,7 @@ CONTROLLER_TOOLS_VERSION := $(call modver,hack/tools/go.mod,sigs.k8s.io/controll
 KUSTOMIZE_VERSION := $(call modver,hack/tools/go.mod,sigs.k8s.io/kustomize/kustomize/v5)
 KWOK_VERSION := $(call modver,hack/tools/kwok/go.mod,sigs.k8s.io/kwok)
 CRD_REF_DOCS_VERSION := $(call modver,hack/tools/crd-ref-docs/go.mod,github.com/elastic/crd-ref-docs)
+VERSITYGW_VERSION := $(call modver,hack/tools/versitygw/go.mod,github.com/versity/versitygw)
 
 # What `kube-apiserver --version` and the /version endpoint report; without
 # it a source build says v0.0.0, which breaks kubeVersion checks.
@@ -259,21 +269,61 @@ $(LOCALBIN)/$(1): $(LOCALBIN)/$(1)-$(2)
 TOOLS += $(LOCALBIN)/$(1)
 endef
 
-$(eval $(call tool-rule,etcd,$(ETCD_VERSION),hack/tools,go.etcd.io/etcd/server/v3,))
-$(eval $(call tool-rule,kube-apiserver,$(KUBE_VERSION),hack/tools,k8s.io/kubernetes/cmd/kube-apiserver,$(KUBE_LDFLAGS)))
-$(eval $(call tool-rule,kube-controller-manager,$(KUBE_VERSION),hack/tools,k8s.io/kubernetes/cmd/kube-controller-manager,$(KUBE_LDFLAGS)))
-$(eval $(call tool-rule,kube-scheduler,$(KUBE_VERSION),hack/tools,k8s.io/kubernetes/cmd/kube-scheduler,$(KUBE_LDFLAGS)))
-$(eval $(call tool-rule,kubectl,$(KUBE_VERSION),hack/tools,k8s.io/kubernetes/cmd/kubectl,$(KUBE_LDFLAGS)))
+# The tools pinned in hack/tools/go.mod are built by one `go build`, so the
+# packages they share (client-go, apiserver, ...) compile once: a cold build
+# of all nine takes about as long as kubelet and kube-apiserver alone. They
+# land in a directory named after the pins, so a bump rebuilds them all.
+HACK_TOOLS_PKGS := go.etcd.io/etcd/server/v3 \
+	$(foreach c,kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet kube-proxy,k8s.io/kubernetes/cmd/$(c)) \
+	sigs.k8s.io/controller-tools/cmd/controller-gen sigs.k8s.io/kustomize/kustomize/v5
+HACK_TOOLS_PIN := $(shell cat hack/tools/go.mod hack/tools/go.sum | sha256sum | cut -c1-12)
+HACK_TOOLS_DIR := $(LOCALBIN)/hack-tools-$(HACK_TOOLS_PIN)
+$(HACK_TOOLS_DIR)/.built:
+	@mkdir -p $(LOCALBIN)
+	@echo ">> building etcd $(ETCD_VERSION), Kubernetes $(KUBE_VERSION) (kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, kubelet, kube-proxy), controller-gen $(CONTROLLER_TOOLS_VERSION), kustomize $(KUSTOMIZE_VERSION)"
+	rm -rf $(HACK_TOOLS_DIR).tmp
+	cd hack/tools && go build -ldflags '$(KUBE_LDFLAGS)' -o $(HACK_TOOLS_DIR).tmp/ $(HACK_TOOLS_PKGS)
+	mv $(HACK_TOOLS_DIR).tmp/server $(HACK_TOOLS_DIR).tmp/etcd
+	touch $(HACK_TOOLS_DIR).tmp/.built
+	rm -rf $(HACK_TOOLS_DIR) && mv $(HACK_TOOLS_DIR).tmp $(HACK_TOOLS_DIR)
+define hack-tool-rule
+$(LOCALBIN)/$(1): $(HACK_TOOLS_DIR)/.built
+	ln -sfn $(notdir $(HACK_TOOLS_DIR))/$(1) $$@
+TOOLS += $(LOCALBIN)/$(1)
+endef
+$(foreach t,etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet kube-proxy controller-gen kustomize,$(eval $(call hack-tool-rule,$(t))))
+
 $(eval $(call tool-rule,kwok,$(KWOK_VERSION),hack/tools/kwok,sigs.k8s.io/kwok/cmd/kwok,))
 $(eval $(call tool-rule,crd-ref-docs,$(CRD_REF_DOCS_VERSION),hack/tools/crd-ref-docs,github.com/elastic/crd-ref-docs,))
-$(eval $(call tool-rule,controller-gen,$(CONTROLLER_TOOLS_VERSION),hack/tools,sigs.k8s.io/controller-tools/cmd/controller-gen,))
-$(eval $(call tool-rule,kustomize,$(KUSTOMIZE_VERSION),hack/tools,sigs.k8s.io/kustomize/kustomize/v5,))
+$(eval $(call tool-rule,versitygw,$(VERSITYGW_VERSION),hack/tools/versitygw,github.com/versity/versitygw/cmd/versitygw,))
+
+# The real node's sandbox ("pause") process, packed into an image the
+# local cluster serves; the project's own, since nothing can be pulled.
+$(LOCALBIN)/pause: internal/localcluster/pause/main.go
+	@mkdir -p $(LOCALBIN)
+	CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o $@ ./internal/localcluster/pause
+TOOLS += $(LOCALBIN)/pause
 
 .PHONY: tools
 tools: $(TOOLS) ## Build the pinned tools and control-plane binaries into bin/.
+
+# The real node runs Debian's containerd, runc and CNI plugins; iptables
+# and iproute2 for kube-proxy and the bridge. Installed only when missing
+# and only as root (a machine that cannot be root cannot run containers, and
+# the real-node suites say so and skip).
+NODE_DEPS := containerd runc containernetworking-plugins iptables iproute2 ca-certificates
+
+.PHONY: node-deps
+node-deps: ## Install the real node's Debian packages (containerd, runc, CNI plugins, iptables) when missing; needs root.
+	@missing=$$(for p in $(NODE_DEPS); do dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'install ok installed' || echo $$p; done); \
+	if [ -z "$$missing" ]; then exit 0; fi; \
+	if [ "$$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then \
+		echo "node-deps: not root or no apt-get; the real node needs: $$missing"; exit 0; fi; \
+	echo ">> installing $$missing"; \
+	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null
 
 .PHONY: print-versions
 print-versions: ## Print the pinned tool versions.
 	@echo "kubernetes $(KUBE_VERSION)"; echo "etcd $(ETCD_VERSION)"; echo "kwok $(KWOK_VERSION)"
 	@echo "controller-tools $(CONTROLLER_TOOLS_VERSION)"; echo "kustomize $(KUSTOMIZE_VERSION)"
-	@echo "crd-ref-docs $(CRD_REF_DOCS_VERSION)"
+	@echo "crd-ref-docs $(CRD_REF_DOCS_VERSION)"; echo "versitygw $(VERSITYGW_VERSION)"

@@ -185,7 +185,7 @@ func (f *fetcher) run(ctx context.Context) (Summary, error) {
 	for i := range records {
 		records[i].Path = move(records[i].Path)
 	}
-	versions, err := verifyLayout(staging, f.loc.String())
+	versions, err := verifyLayout(staging, f.loc.String(), archive)
 	if err != nil {
 		return Summary{}, err
 	}
@@ -239,6 +239,9 @@ func (f *fetcher) download(ctx context.Context, src Source, l Listing, staging s
 	}
 	if len(l.Objects) > f.o.MaxFiles {
 		return nil, false, permanentf(ReasonTooLarge, "%s holds %d files, over the limit of %d", src.Describe(""), len(l.Objects), f.o.MaxFiles)
+	}
+	if err := checkSpace(staging, totalBytes); err != nil {
+		return nil, false, err
 	}
 	totalFiles := int64(len(l.Objects))
 	if l.Single && archiveKindOf(l.Objects[0].Key) != archiveNone {
@@ -335,7 +338,7 @@ func (f *fetcher) alreadyFetched(ctx context.Context) (Summary, bool) {
 		f.log.Info("the destination's files differ from its manifest; fetching again", "dest", f.dest, "difference", why)
 		return Summary{}, false
 	}
-	if _, err := verifyLayout(f.dest, f.dest); err != nil {
+	if _, err := verifyLayout(f.dest, f.dest, false); err != nil {
 		f.log.Info("the destination's layout is not valid; fetching again", "dest", f.dest, "error", err.Error())
 		return Summary{}, false
 	}
@@ -346,7 +349,7 @@ func (f *fetcher) alreadyFetched(ctx context.Context) (Summary, bool) {
 // verifyInPlace checks a model on the user's claim (mounted read-only)
 // without writing anything, and summarizes it.
 func (f *fetcher) verifyInPlace(ctx context.Context) (Summary, error) {
-	versions, err := verifyLayout(f.dest, f.loc.String())
+	versions, err := verifyLayout(f.dest, f.loc.String(), false)
 	if err != nil {
 		return Summary{}, err
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -20,16 +21,28 @@ import (
 //	<base>/1/variables/
 //	<base>/2/...
 //
-// and, once fetched, the fetch's manifest.
+// and, once fetched, the fetch's manifest. A version directory's name may
+// be zero-padded (00000123 is version 123), as in TF Serving's own test
+// models; files keep the directory's name, everything else reports the
+// number.
 
 // savedModelFiles are the names of a SavedModel's graph file.
 var savedModelFiles = []string{"saved_model.pb", "saved_model.pbtxt"}
 
-// versionName tells whether name is a version directory's name: a
-// positive integer, without leading zeros, that fits in an int64.
+// versionName tells whether name is a version directory's name, and which
+// version. TF Serving parses names with safe_strto64, so leading zeros
+// are accepted; the signs and surrounding spaces it would also accept are
+// not, so that such a directory is reported rather than silently served
+// under a number its owner may not expect. Version 0 is refused because
+// the API's version policies and labels start at 1.
 func versionName(name string) (int64, bool) {
-	if name == "" || name[0] < '1' || name[0] > '9' {
+	if name == "" {
 		return 0, false
+	}
+	for i := 0; i < len(name); i++ {
+		if name[i] < '0' || name[i] > '9' {
+			return 0, false
+		}
 	}
 	v, err := strconv.ParseInt(name, 10, 64)
 	return v, err == nil && v > 0
@@ -120,8 +133,9 @@ func hoist(dir, name string) error {
 
 // verifyLayout checks that dir is a base directory TF Serving can serve,
 // and returns its versions in ascending order. shown is how dir is named
-// in messages.
-func verifyLayout(dir, shown string) ([]int64, error) {
+// in messages; archive tells that dir was extracted from an archive,
+// whose layout is fixed by repacking it rather than by another URI.
+func verifyLayout(dir, shown string, archive bool) ([]int64, error) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
@@ -129,7 +143,9 @@ func verifyLayout(dir, shown string) ([]int64, error) {
 		}
 		return nil, classify(err, shown)
 	}
-	var versions []int64
+	// The on-disk name is kept beside the number: a padded name
+	// (00000123) is where the files are, the number what is reported.
+	dirOf := map[int64]string{}
 	var unexpected []string
 	for _, e := range entries {
 		name := e.Name()
@@ -138,12 +154,17 @@ func verifyLayout(dir, shown string) ([]int64, error) {
 		}
 		v, isVersion := versionName(name)
 		if st, err := os.Stat(filepath.Join(dir, name)); isVersion && err == nil && st.IsDir() {
-			versions = append(versions, v)
+			if other, dup := dirOf[v]; dup {
+				// TF Serving keeps one of the two with only a warning in its
+				// log, so which files are served would be left to chance.
+				return nil, permanentf(ReasonInvalidLayout, "%s: the directories %s/ and %s/ are both version %d, and TF Serving would load only one of them; keep one", shown, other, name, v)
+			}
+			dirOf[v] = name
 			continue
 		}
 		unexpected = append(unexpected, entryLabel(dir, name))
 	}
-	if len(versions) == 0 {
+	if len(dirOf) == 0 {
 		switch {
 		case hasSavedModel(dir):
 			return nil, permanentf(ReasonInvalidLayout, "%s holds a SavedModel without a version directory; TF Serving needs it in %s/1/", shown, strings.TrimSuffix(shown, "/"))
@@ -151,17 +172,26 @@ func verifyLayout(dir, shown string) ([]int64, error) {
 			return nil, permanentf(ReasonInvalidLayout, "%s is empty: no SavedModel found", shown)
 		}
 		msg := fmt.Sprintf("no SavedModel found in %s: expected <version>/saved_model.pb and <version>/variables/; found %s", shown, summarizeNames(unexpected))
-		if deeper := findSavedModel(dir); deeper != "" {
-			msg += fmt.Sprintf("; there is a SavedModel at %s: point the URI at the directory holding its version directories", deeper)
+		if hint := misplacedModelHint(findSavedModel(dir), shown, archive); hint != "" {
+			msg += "; " + hint
 		}
 		return nil, permanentf(ReasonInvalidLayout, "%s", msg)
 	}
 	if len(unexpected) > 0 {
 		return nil, permanentf(ReasonInvalidLayout, "%s: %s at the top of the model; only version directories named by a positive integer (1/, 2/, ...) may be there", shown, summarizeNames(unexpected))
 	}
+	versions := make([]int64, 0, len(dirOf))
+	for v := range dirOf {
+		versions = append(versions, v)
+	}
 	sort.Slice(versions, func(i, j int) bool { return versions[i] < versions[j] })
 	for _, v := range versions {
-		vdir := filepath.Join(dir, strconv.FormatInt(v, 10))
+		name := dirOf[v]
+		vdir := filepath.Join(dir, name)
+		label := fmt.Sprintf("version %d", v)
+		if name != strconv.FormatInt(v, 10) {
+			label += " (" + name + "/)"
+		}
 		if !hasSavedModel(vdir) {
 			found := "nothing"
 			if es, err := os.ReadDir(vdir); err == nil && len(es) > 0 {
@@ -171,13 +201,40 @@ func verifyLayout(dir, shown string) ([]int64, error) {
 				}
 				found = summarizeNames(names)
 			}
-			return nil, permanentf(ReasonInvalidLayout, "version %d has no saved_model.pb or saved_model.pbtxt (found %s)", v, found)
+			return nil, permanentf(ReasonInvalidLayout, "%s has no saved_model.pb or saved_model.pbtxt (found %s)", label, found)
 		}
 		if st, err := os.Stat(filepath.Join(vdir, "variables")); err != nil || !st.IsDir() {
-			return nil, permanentf(ReasonInvalidLayout, "version %d has no variables/ directory beside its SavedModel", v)
+			return nil, permanentf(ReasonInvalidLayout, "%s has no variables/ directory beside its SavedModel", label)
 		}
 	}
 	return versions, nil
+}
+
+// misplacedModelHint tells how to fix a model whose SavedModel graph was
+// found at found (a slash-separated path below the model's top, "" for
+// none) rather than in a version directory at the top. Pointing the URI
+// elsewhere is suggested only when the model is deeper than the URI; a
+// SavedModel one level down is already where a version belongs, under a
+// name that is not a version.
+func misplacedModelHint(found, shown string, archive bool) string {
+	vdir := path.Dir(found)
+	if found == "" || vdir == "." {
+		return ""
+	}
+	holder := path.Dir(vdir)
+	if holder == "." {
+		return fmt.Sprintf("%s/ holds a SavedModel, but TF Serving takes only a directory named by a positive integer as a version: rename it (to 1/, say)", vdir)
+	}
+	hint := fmt.Sprintf("there is a SavedModel at %s: ", found)
+	if archive {
+		hint += fmt.Sprintf("pack the content of %s/ at the top of the archive", holder)
+	} else {
+		hint += fmt.Sprintf("point the URI at %s/%s, the directory holding its version directories", strings.TrimSuffix(shown, "/"), holder)
+	}
+	if _, ok := versionName(path.Base(vdir)); !ok {
+		hint += fmt.Sprintf(", and rename %s/ to a positive integer (1/, say)", path.Base(vdir))
+	}
+	return hint
 }
 
 // entryLabel is name, with a slash for a directory.

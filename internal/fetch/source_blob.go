@@ -42,7 +42,10 @@ func (s *blobSource) List(ctx context.Context) (Listing, error) {
 			return Listing{}, classify(err, s.Describe(""))
 		}
 		rel := strings.TrimPrefix(obj.Key, p)
-		if strings.HasSuffix(rel, "/") { // a "directory" marker
+		// A key ending in "/" is a folder marker, as the S3 console's
+		// "Create folder" leaves; one for the prefix itself ("prefix/")
+		// is left empty once the prefix is cut off.
+		if rel == "" || strings.HasSuffix(rel, "/") {
 			if rel = strings.TrimSuffix(rel, "/"); rel != "" && safeRelPath(rel) {
 				l.Dirs = append(l.Dirs, rel)
 			}

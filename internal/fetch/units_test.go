@@ -292,3 +292,19 @@ func TestCheckCredentialKeysNamesMissingKeysAndNoValues(t *testing.T) {
 		}
 	}
 }
+
+func TestAModelThatDoesNotFitSaysHowMuchSpaceItNeeds(t *testing.T) {
+	if err := spaceShortfall(40<<10, 1<<20, 1<<20); err != nil {
+		t.Fatalf("40 KiB on a free 1 MiB volume: %v", err)
+	}
+	err := spaceShortfall(40<<10, 12<<10, 16<<10)
+	var fe *Error
+	if !errors.As(err, &fe) || fe.Reason != ReasonTooLarge || !fe.Permanent {
+		t.Fatalf("40 KiB on a 16 KiB volume: %#v, want a permanent %s", err, ReasonTooLarge)
+	}
+	for _, want := range []string{"needs 40.0 KiB", "12.0 KiB free of 16.0 KiB", "spec.storage.size to at least 44.0 KiB"} {
+		if !strings.Contains(fe.Message, want) {
+			t.Errorf("message %q lacks %q", fe.Message, want)
+		}
+	}
+}

@@ -100,6 +100,12 @@ func CleanStale() {
 			continue
 		}
 		dir := filepath.Join(clustersRoot(), e.Name())
+		if _, err := os.Stat(filepath.Join(dir, hostStateFile)); err == nil {
+			// A real node's: its reaper may still be tearing it down, and
+			// its mounts must go before its files. The next real node's
+			// start sweeps it, holding the lock.
+			continue
+		}
 		killRecorded(filepath.Join(dir, "pids"), dir)
 		_ = os.RemoveAll(dir)
 	}

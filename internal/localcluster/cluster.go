@@ -47,6 +47,11 @@ type Options struct {
 	// thousands of pods wait on the controllers' own rate limiters rather
 	// than on the apiserver, which is what a benchmark means to measure.
 	ComponentQPS int
+	// RealNode adds a real node (kubelet, kube-proxy, containerd, runc and
+	// the CNI bridge) on which pods really run, a registry it pulls from,
+	// and a StorageClass of real volumes. RealNodeSupport says whether the
+	// machine can. With it, NodePools default to none.
+	RealNode bool
 	// Logf, if set, receives a line per start-up step.
 	Logf func(format string, args ...any)
 }
@@ -62,11 +67,18 @@ type Cluster struct {
 	Config *rest.Config
 	// Nodes is the number of fake nodes created.
 	Nodes int
+	// Registry is the host:port of the registry the real node pulls from
+	// (empty without a real node). Images named ghcr.io/... are pulled from
+	// it too.
+	Registry string
 
 	opts     Options
 	mu       sync.Mutex // guards procs
 	procs    []*Process
 	stopOnce sync.Once
+
+	node        *realNode // nil without a real node
+	teardownErr error
 }
 
 // Components, in start order.
@@ -88,7 +100,7 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	if opts.StartTimeout == 0 {
 		opts.StartTimeout = 3 * time.Minute
 	}
-	if opts.NodePools == nil {
+	if opts.NodePools == nil && !opts.RealNode {
 		opts.NodePools = DefaultNodePools()
 	}
 	if opts.Logf == nil {
@@ -102,8 +114,16 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 		opts.BinDir = dir
 	}
 	for _, b := range Binaries {
+		if b == kwokName && len(opts.NodePools) == 0 {
+			continue
+		}
 		if _, err := os.Stat(filepath.Join(opts.BinDir, b)); err != nil {
 			return nil, fmt.Errorf("%s not found in %s: run `make tools` first", b, opts.BinDir)
+		}
+	}
+	if opts.RealNode {
+		if err := RealNodeSupport(opts.BinDir); err != nil {
+			return nil, err
 		}
 	}
 	CleanStale()
@@ -144,6 +164,15 @@ func boot(ctx context.Context, opts Options) (_ *Cluster, err error) {
 			return nil, err
 		}
 	}
+	// The host is prepared before any component starts: the apiserver
+	// listens on the bridge's address.
+	listenAddr := "127.0.0.1"
+	if opts.RealNode {
+		if err := c.prepareHost(ctx); err != nil {
+			return nil, err
+		}
+		listenAddr = HostAddress
+	}
 	certs, err := newPKI(filepath.Join(dir, "pki"))
 	if err != nil {
 		return nil, err
@@ -177,14 +206,11 @@ func boot(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	}
 	opts.Logf("etcd is serving on %s", etcdURL)
 
-	apiURL := fmt.Sprintf("https://127.0.0.1:%d", apiPort)
-	apiserver, err := c.start(apiserverName, []string{
+	apiURL := fmt.Sprintf("https://%s:%d", listenAddr, apiPort)
+	apiArgs := []string{
 		"--etcd-servers=" + etcdURL,
-		"--bind-address=127.0.0.1",
-		"--advertise-address=127.0.0.1",
-		// The lease reconciler refuses a loopback advertise address; nothing
-		// here reaches the apiserver through the kubernetes Service anyway.
-		"--endpoint-reconciler-type=none",
+		"--bind-address=" + listenAddr,
+		"--advertise-address=" + listenAddr,
 		fmt.Sprintf("--secure-port=%d", apiPort),
 		"--tls-cert-file=" + certs.servingCertFile,
 		"--tls-private-key-file=" + certs.servingKeyFile,
@@ -194,10 +220,24 @@ func boot(ctx context.Context, opts Options) (_ *Cluster, err error) {
 		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
 		"--service-account-key-file=" + certs.saPubFile,
 		"--service-account-signing-key-file=" + certs.saKeyFile,
-		"--service-cluster-ip-range=10.96.0.0/16",
+		"--service-cluster-ip-range=" + serviceSubnet,
 		"--allow-privileged=true",
 		"--profiling=false",
-	})
+	}
+	if opts.RealNode {
+		// Pods reach the apiserver through the kubernetes Service; the
+		// apiserver reaches the kubelet (logs, exec) as the admin.
+		apiArgs = append(apiArgs,
+			"--kubelet-client-certificate="+certs.adminCertFile,
+			"--kubelet-client-key="+certs.adminKeyFile,
+			"--kubelet-preferred-address-types=InternalIP")
+	} else {
+		// The lease reconciler refuses a loopback advertise address; nothing
+		// reaches the apiserver through the kubernetes Service without a
+		// real node.
+		apiArgs = append(apiArgs, "--endpoint-reconciler-type=none")
+	}
+	apiserver, err := c.start(apiserverName, apiArgs)
 	if err != nil {
 		return nil, err
 	}
@@ -254,24 +294,12 @@ func boot(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	if err != nil {
 		return nil, err
 	}
-	stagesFile := filepath.Join(dir, "stages.yaml")
-	if err := os.WriteFile(stagesFile, stages, 0o600); err != nil {
-		return nil, err
-	}
-	kwok, err := c.startWithEnv(kwokName, filepath.Join(opts.BinDir, kwokName), []string{
-		"--kubeconfig=" + c.Kubeconfig,
-		"--config=" + stagesFile,
-		"--manage-all-nodes=false",
-		"--manage-nodes-with-annotation-selector=" + kwokNodeAnnotation + "=fake",
-		"--node-lease-duration-seconds=40",
-		"--cidr=10.244.0.0/16",
-		"--node-ip=10.240.0.1",
-	}, []string{"HOME=" + filepath.Join(dir, "home")})
+	kwok, err := c.startKwok(opts)
 	if err != nil {
 		return nil, err
 	}
 
-	if err := createStorageClass(ctx, cs); err != nil {
+	if err := createStorageClass(ctx, cs, !opts.RealNode); err != nil {
 		return nil, fmt.Errorf("create storage class: %w", err)
 	}
 	if c.Nodes, err = createNodes(ctx, cs, opts.NodePools); err != nil {
@@ -290,16 +318,45 @@ func boot(ctx context.Context, opts Options) (_ *Cluster, err error) {
 		}
 	}
 	opts.Logf("kube-controller-manager and kube-scheduler are healthy")
-	if err := c.waitNodesReady(ctx, kwok, cs); err != nil {
-		return nil, err
+	if c.Nodes > 0 {
+		if err := c.waitNodesReady(ctx, kwok, cs); err != nil {
+			return nil, err
+		}
+		opts.Logf("%d fake nodes are Ready", c.Nodes)
 	}
-	opts.Logf("%d fake nodes are Ready", c.Nodes)
 	// Pods can only be admitted once the namespace's default
 	// ServiceAccount exists; waiting for it proves the controllers act.
 	if err := c.waitDefaultServiceAccount(ctx, kcm, cs, metav1.NamespaceDefault); err != nil {
 		return nil, err
 	}
+	if opts.RealNode {
+		if err := c.startRealNode(ctx, certs, cs); err != nil {
+			return nil, err
+		}
+	}
 	return c, nil
+}
+
+// startKwok runs kwok for the fake nodes; a cluster with none runs without.
+func (c *Cluster) startKwok(opts Options) (*Process, error) {
+	if len(opts.NodePools) == 0 {
+		return nil, nil
+	}
+	stagesFile := filepath.Join(c.Dir, "stages.yaml")
+	if err := os.WriteFile(stagesFile, stages, 0o600); err != nil {
+		return nil, err
+	}
+	return c.startWithEnv(kwokName, filepath.Join(opts.BinDir, kwokName), []string{
+		"--kubeconfig=" + c.Kubeconfig,
+		"--config=" + stagesFile,
+		"--manage-all-nodes=false",
+		"--manage-nodes-with-annotation-selector=" + kwokNodeAnnotation + "=fake",
+		"--node-lease-duration-seconds=40",
+		// Fake pods' and nodes' addresses: never routed, but kept in the
+		// benchmarking range like the real node's.
+		"--cidr=198.18.128.0/17",
+		"--node-ip=198.18.127.254",
+	}, []string{"HOME=" + filepath.Join(c.Dir, "home")})
 }
 
 // Stop shuts every component down (newest first), kills what does not stop
@@ -309,9 +366,11 @@ func (c *Cluster) Stop() {
 	c.stopOnce.Do(func() {
 		c.mu.Lock()
 		defer c.mu.Unlock()
+		c.stopProvisioner()
 		for i := len(c.procs) - 1; i >= 0; i-- {
 			c.procs[i].Stop(10 * time.Second)
 		}
+		c.stopRealNode()
 		if os.Getenv("LOCALCLUSTER_KEEP") == "" {
 			_ = os.RemoveAll(c.Dir)
 		}

@@ -104,13 +104,15 @@ func createNodes(ctx context.Context, cs kubernetes.Interface, pools []NodePool)
 	return n, nil
 }
 
-func createStorageClass(ctx context.Context, cs kubernetes.Interface) error {
+// createStorageClass creates the class kwok's stages provision, the
+// default one unless a real node's class is.
+func createStorageClass(ctx context.Context, cs kubernetes.Interface, isDefault bool) error {
 	immediate := storagev1.VolumeBindingImmediate
 	reclaim := corev1.PersistentVolumeReclaimDelete
 	sc := &storagev1.StorageClass{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:        StorageClass,
-			Annotations: map[string]string{"storageclass.kubernetes.io/is-default-class": "true"},
+			Annotations: map[string]string{"storageclass.kubernetes.io/is-default-class": fmt.Sprint(isDefault)},
 		},
 		Provisioner:       "localcluster.modelserver.dev/volume",
 		ReclaimPolicy:     &reclaim,

@@ -31,6 +31,11 @@ type pki struct {
 	caPEM       []byte
 	adminCert   []byte
 	adminKeyPEM []byte
+
+	// The CA, kept to issue the real node's client certificates.
+	ca    *x509.Certificate
+	caKey *ecdsa.PrivateKey
+	dir   string
 }
 
 func newPKI(dir string) (*pki, error) {
@@ -46,6 +51,7 @@ func newPKI(dir string) (*pki, error) {
 		adminKeyFile:    filepath.Join(dir, "admin.key"),
 		saKeyFile:       filepath.Join(dir, "sa.key"),
 		saPubFile:       filepath.Join(dir, "sa.pub"),
+		dir:             dir,
 	}
 
 	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
@@ -64,6 +70,7 @@ func newPKI(dir string) (*pki, error) {
 	if err != nil {
 		return nil, err
 	}
+	p.ca, p.caKey = caCert, caKey
 	p.caPEM = pemBlock("CERTIFICATE", caDER)
 	if err := os.WriteFile(p.caCertFile, p.caPEM, 0o600); err != nil {
 		return nil, err
@@ -79,7 +86,10 @@ func newPKI(dir string) (*pki, error) {
 	serving := certTemplate(pkix.Name{CommonName: "kube-apiserver"})
 	serving.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
 	serving.DNSNames = []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local"}
-	serving.IPAddresses = []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP("10.96.0.1")}
+	// Loopback for the kwok-only cluster; with a real node the apiserver
+	// listens on the host's bridge address, and pods reach it through the
+	// kubernetes Service.
+	serving.IPAddresses = []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP(HostAddress), net.ParseIP(kubernetesServiceIP)}
 	if _, _, err := p.issue(serving, caCert, caKey, p.servingCertFile, p.servingKeyFile); err != nil {
 		return nil, fmt.Errorf("issue serving certificate: %w", err)
 	}
@@ -112,6 +122,15 @@ func newPKI(dir string) (*pki, error) {
 		return nil, err
 	}
 	return p, nil
+}
+
+// issueClient issues a client certificate for a component that must act
+// as itself (the kubelet as system:node:<name>, kube-proxy as
+// system:kube-proxy) rather than as the admin.
+func (p *pki) issueClient(file, cn string, orgs ...string) (certPEM, keyPEM []byte, err error) {
+	tmpl := certTemplate(pkix.Name{CommonName: cn, Organization: orgs})
+	tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}
+	return p.issue(tmpl, p.ca, p.caKey, filepath.Join(p.dir, file+".crt"), filepath.Join(p.dir, file+".key"))
 }
 
 // issue signs tmpl with the CA and writes the certificate and key to the given

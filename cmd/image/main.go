@@ -1,0 +1,153 @@
+// Command image builds the operator's image without a container engine
+// (`make image`) and pushes it to a registry on this machine, or writes it
+// as an OCI image layout: the image the Dockerfile describes, from the
+// same build of the manager.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+
+	"github.com/modelserver-dev/modelserver-operator/internal/ociimage"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "image:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	push := flag.String("push", "", "reference to push to, e.g. 127.0.0.1:5000/modelserver-operator:0.1.0 (a registry on this machine)")
+	layoutDir := flag.String("layout", "", "also write the image into this OCI image layout directory")
+	binary := flag.String("binary", "", "a static linux/amd64 manager to use instead of building ./cmd/manager")
+	version := flag.String("version", "", "the image's "+ociimage.LabelVersion+" label (default: the tag of --push, else dev)")
+	flag.Parse()
+	if flag.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q", flag.Args())
+	}
+	if *push == "" && *layoutDir == "" {
+		return errors.New("nowhere to put the image: give --push REF and/or --layout DIR")
+	}
+	if *version == "" {
+		*version = versionOf(*push)
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	if *binary == "" {
+		tmp, err := os.MkdirTemp("", "modelserver-operator-image-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(tmp)
+		*binary = filepath.Join(tmp, "manager")
+		if err := buildManager(ctx, *binary); err != nil {
+			return err
+		}
+	}
+
+	spec, err := ociimage.Operator(*binary)
+	if err != nil {
+		return err
+	}
+	spec.Labels[ociimage.LabelVersion] = *version
+	img, err := ociimage.Build(spec)
+	if err != nil {
+		return fmt.Errorf("build the image: %w", err)
+	}
+	digest, err := img.Digest()
+	if err != nil {
+		return fmt.Errorf("the image's digest: %w", err)
+	}
+	size, err := imageSize(img)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("built %s (%d bytes: manifest, config and layer)\n", digest, size)
+
+	if *layoutDir != "" {
+		refName := *push
+		if refName == "" {
+			refName = *version
+		}
+		if err := ociimage.WriteLayout(*layoutDir, img, refName); err != nil {
+			return err
+		}
+		fmt.Printf("wrote %s as %s into the OCI layout %s\n", digest, refName, *layoutDir)
+	}
+
+	if *push != "" {
+		if err := ociimage.Push(ctx, img, *push); err != nil {
+			if errors.Is(err, ociimage.ErrNoRegistry) {
+				return fmt.Errorf("%w\nstart a registry there: make registry (REGISTRY=host:port), or make cluster-up REAL_NODE=1", err)
+			}
+			return err
+		}
+		fmt.Printf("pushed %s@%s\n", *push, digest)
+	}
+	return nil
+}
+
+// buildManager runs the repository's one build of the manager
+// (ociimage.ManagerBuildArgs) from the module's root, wherever this runs.
+func buildManager(ctx context.Context, output string) error {
+	out, err := exec.CommandContext(ctx, "go", "env", "GOMOD").Output()
+	if err != nil {
+		return fmt.Errorf("find the module to build the manager in (go env GOMOD): %w", err)
+	}
+	gomod := strings.TrimSpace(string(out))
+	if gomod == "" || gomod == os.DevNull {
+		return errors.New("not inside the operator's module: run from the repository, or give --binary")
+	}
+	cmd := ociimage.ManagerBuildCommand(ctx, filepath.Dir(gomod), output)
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	fmt.Fprintf(os.Stderr, "building the manager: %s go %s\n",
+		strings.Join(ociimage.ManagerBuildEnv(), " "), strings.Join(cmd.Args[1:], " "))
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("build the manager (%s): %w", ociimage.ManagerPackage, err)
+	}
+	return nil
+}
+
+// versionOf is the tag of ref, which is what `make image` sets to
+// $(VERSION).
+func versionOf(ref string) string {
+	if r, err := name.ParseReference(ref); err == nil {
+		if tag, ok := r.(name.Tag); ok && tag.TagStr() != "" {
+			return tag.TagStr()
+		}
+	}
+	return "dev"
+}
+
+// imageSize is what a pull transfers: the manifest, the config and the
+// compressed layers.
+func imageSize(img v1.Image) (int64, error) {
+	manifest, err := img.RawManifest()
+	if err != nil {
+		return 0, fmt.Errorf("the image's manifest: %w", err)
+	}
+	m, err := img.Manifest()
+	if err != nil {
+		return 0, fmt.Errorf("the image's manifest: %w", err)
+	}
+	total := int64(len(manifest)) + m.Config.Size
+	for _, l := range m.Layers {
+		total += l.Size
+	}
+	return total, nil
+}

@@ -1,0 +1,349 @@
+package localcluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+
+	"github.com/modelserver-dev/modelserver-operator/internal/ociimage"
+)
+
+// A real node is a kubelet with containerd, runc and the CNI bridge plugin
+// (Debian's packages) beside the control plane, so that pods really run:
+// images are pulled from a registry the cluster serves on loopback, pods
+// get addresses on a bridge in 198.18.0.0/24 and reach the apiserver through
+// the kubernetes Service (kube-proxy), and claims get real, size-limited
+// volumes.
+
+const (
+	kubeletName    = "kubelet"
+	kubeProxyName  = "kube-proxy"
+	containerdName = "containerd"
+	pauseName      = "pause"
+)
+
+// realNodeBinaries are built by `make tools`, beside Binaries.
+var realNodeBinaries = []string{kubeletName, kubeProxyName, pauseName}
+
+// hostPrograms are the Debian packages' programs a real node needs.
+var hostPrograms = map[string]string{
+	"containerd":                         "containerd",
+	"containerd-shim-runc-v2":            "containerd",
+	"runc":                               "runc",
+	"iptables":                           "iptables",
+	"ip":                                 "iproute2",
+	"/usr/lib/cni/bridge":                "containernetworking-plugins",
+	"/usr/lib/cni/host-local":            "containernetworking-plugins",
+	"/usr/lib/cni/loopback":              "containernetworking-plugins",
+	"/etc/ssl/certs/ca-certificates.crt": "ca-certificates",
+}
+
+// RealNodeSupport says, in one line, why this machine cannot run a real
+// node, or returns nil when it can: it needs root, cgroups, the Debian
+// packages that `make node-deps` installs, and the binaries `make tools`
+// builds.
+func RealNodeSupport(binDir string) error {
+	if os.Geteuid() != 0 {
+		return errors.New("no real node: containers need root (kubelet, containerd and runc run as root)")
+	}
+	if len(cgroupHierarchies()) == 0 {
+		return errors.New("no real node: no cgroup hierarchy under /sys/fs/cgroup")
+	}
+	var missing []string
+	for prog, pkg := range hostPrograms {
+		if strings.HasPrefix(prog, "/") {
+			if _, err := os.Stat(prog); err != nil {
+				missing = append(missing, pkg)
+			}
+		} else if _, err := exec.LookPath(prog); err != nil {
+			missing = append(missing, pkg)
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("no real node: missing Debian packages %s (make node-deps installs them)", strings.Join(slices.Compact(slices.Sorted(slices.Values(missing))), " "))
+	}
+	if binDir == "" {
+		dir, err := defaultBinDir()
+		if err != nil {
+			return err
+		}
+		binDir = dir
+	}
+	for _, b := range realNodeBinaries {
+		if _, err := os.Stat(filepath.Join(binDir, b)); err != nil {
+			return fmt.Errorf("no real node: %s not found in %s (run `make tools`)", b, binDir)
+		}
+	}
+	return nil
+}
+
+// realNode is what a cluster with a real node holds beyond the control
+// plane.
+type realNode struct {
+	layout   realNodeLayout
+	reaper   *reaper
+	registry *ociimage.Registry
+	stopProv context.CancelFunc
+	provDone chan struct{}
+}
+
+// prepareHost takes the machine's real-node lock and starts the reaper
+// before anything on the host changes, then records the sysctls to restore
+// and creates the bridge and the pods' cgroup, which the apiserver and the
+// kubelet need before they start.
+func (c *Cluster) prepareHost(ctx context.Context) error {
+	lock, err := acquireRealNodeLock(ctx, c.opts.Logf)
+	if err != nil {
+		return err
+	}
+	// A run killed with its reaper (or before it) left the host as it was;
+	// the lock says nobody is using it now.
+	sweepAbandonedRealNodes(c.opts.Logf)
+	rp, err := startReaper(c.Dir, lock)
+	if err != nil {
+		lock.Close()
+		return err
+	}
+	c.node = &realNode{layout: realNodeLayout{dir: c.Dir}, reaper: rp}
+	if err := recordHostState(c.Dir); err != nil {
+		return err
+	}
+	if err := createBridge(); err != nil {
+		return err
+	}
+	return createCgroupRoot(cgroupRootName)
+}
+
+// sweepAbandonedRealNodes tears down what a run whose owner and reaper
+// both died left on the host.
+func sweepAbandonedRealNodes(logf func(string, ...any)) {
+	matches, _ := filepath.Glob(filepath.Join(clustersRoot(), "*", hostStateFile))
+	for _, m := range matches {
+		dir := filepath.Dir(m)
+		var pid int
+		if _, err := fmt.Sscanf(filepath.Base(dir), "%d-", &pid); err != nil || processAlive(pid) {
+			continue
+		}
+		logf("cleaning up after a real node whose owner (pid %d) died", pid)
+		_ = teardownHost(dir, logf)
+		_ = os.RemoveAll(dir)
+	}
+}
+
+func createBridge() error {
+	if !linkExists(bridgeName) {
+		if out, err := exec.Command("ip", "link", "add", bridgeName, "type", "bridge").CombinedOutput(); err != nil {
+			return fmt.Errorf("create bridge %s: %v: %s", bridgeName, err, out)
+		}
+	}
+	for _, args := range [][]string{
+		{"addr", "replace", HostAddress + "/24", "dev", bridgeName},
+		{"link", "set", bridgeName, "up"},
+	} {
+		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+			return fmt.Errorf("ip %s: %v: %s", strings.Join(args, " "), err, out)
+		}
+	}
+	return nil
+}
+
+// startRealNode serves the registry, pushes the pause image, and starts
+// containerd, the kubelet and kube-proxy; it returns once the node is
+// Ready and its default StorageClass provisions claims.
+func (c *Cluster) startRealNode(ctx context.Context, certs *pki, cs kubernetes.Interface) error {
+	l := c.node.layout
+	for _, d := range []string{l.containerdDir(), l.registryHostsDir(), l.cniConfDir(), l.cniDataDir(), l.kubeletDir(), l.volumesDir()} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return err
+		}
+	}
+	reg, err := ociimage.StartRegistry("127.0.0.1:0", filepath.Join(c.Dir, "registry"))
+	if err != nil {
+		return fmt.Errorf("start the registry: %w", err)
+	}
+	c.node.registry = reg
+	c.Registry = reg.Addr()
+	c.opts.Logf("registry is serving on %s", c.Registry)
+
+	pause := c.Registry + "/localcluster/pause:local"
+	if err := c.pushBinaryImage(ctx, filepath.Join(c.opts.BinDir, pauseName), "/pause", pause); err != nil {
+		return fmt.Errorf("pause image: %w", err)
+	}
+	for _, host := range append([]string{c.Registry}, mirroredRegistries...) {
+		hostDir := filepath.Join(l.registryHostsDir(), host)
+		if err := os.MkdirAll(hostDir, 0o700); err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(hostDir, "hosts.toml"), []byte(registryHosts(c.Registry)), 0o600); err != nil {
+			return err
+		}
+	}
+	if err := os.WriteFile(l.containerdConfig(), []byte(containerdConfig(l, pause, "/usr/lib/cni")), 0o600); err != nil {
+		return err
+	}
+	cni, err := cniConfig(l)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(l.cniConfDir(), "10-"+cniNetworkName+".conflist"), cni, 0o600); err != nil {
+		return err
+	}
+	containerd, err := c.startWithEnv(containerdName, "containerd", []string{"--config", l.containerdConfig()}, nil)
+	if err != nil {
+		return err
+	}
+	if err := poll(ctx, containerd, "containerd's socket", func(context.Context) (bool, error) {
+		_, err := os.Stat(l.containerdSocket())
+		return err == nil, err
+	}); err != nil {
+		return err
+	}
+	c.opts.Logf("containerd is serving on %s", l.containerdSocket())
+
+	kubeletKubeconfig, err := c.componentKubeconfig(certs, "kubelet", "system:node:"+RealNodeName, "system:nodes")
+	if err != nil {
+		return err
+	}
+	ports, err := freePorts(4)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(l.kubeletConfig(), []byte(kubeletConfig(l, certs.caCertFile, kubeletPorts{serving: ports[0], healthz: ports[1]})), 0o600); err != nil {
+		return err
+	}
+	kubelet, err := c.start(kubeletName, []string{
+		"--config=" + l.kubeletConfig(),
+		"--kubeconfig=" + kubeletKubeconfig,
+		"--root-dir=" + l.kubeletDir(),
+		"--cert-dir=" + filepath.Join(l.kubeletDir(), "pki"),
+		"--hostname-override=" + RealNodeName,
+		// Not loopback: the node needs an address the apiserver and pods
+		// can reach, or it is left without one.
+		"--node-ip=" + HostAddress,
+		"--v=1",
+	})
+	if err != nil {
+		return err
+	}
+	proxyKubeconfig, err := c.componentKubeconfig(certs, "kube-proxy", "system:kube-proxy")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(l.kubeProxyConfig(), []byte(kubeProxyConfig(proxyKubeconfig, ports[2], ports[3])), 0o600); err != nil {
+		return err
+	}
+	proxy, err := c.start(kubeProxyName, []string{"--config=" + l.kubeProxyConfig(), "--v=1"})
+	if err != nil {
+		return err
+	}
+	if err := waitHTTP(ctx, kubelet, http.DefaultClient, fmt.Sprintf("http://127.0.0.1:%d/healthz", ports[1])); err != nil {
+		return err
+	}
+	if err := waitHTTP(ctx, proxy, http.DefaultClient, fmt.Sprintf("http://127.0.0.1:%d/healthz", ports[2])); err != nil {
+		return err
+	}
+	if err := poll(ctx, kubelet, "the real node Ready", func(ctx context.Context) (bool, error) {
+		n, err := cs.CoreV1().Nodes().Get(ctx, RealNodeName, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		for _, cond := range n.Status.Conditions {
+			if cond.Type == corev1.NodeReady {
+				return cond.Status == corev1.ConditionTrue, fmt.Errorf("node %s: %s: %s", RealNodeName, cond.Reason, cond.Message)
+			}
+		}
+		return false, nil
+	}); err != nil {
+		return err
+	}
+	c.opts.Logf("real node %s is Ready (kubelet, kube-proxy, containerd)", RealNodeName)
+	return c.startProvisioner(ctx, cs)
+}
+
+// pushBinaryImage packs one static binary into an image and pushes it to
+// the cluster's registry.
+func (c *Cluster) pushBinaryImage(ctx context.Context, binary, inImage, ref string) error {
+	img, err := ociimage.Build(ociimage.Binary(binary, inImage, ""))
+	if err != nil {
+		return err
+	}
+	return ociimage.Push(ctx, img, ref)
+}
+
+// componentKubeconfig writes a kubeconfig for a component with its own
+// client certificate.
+func (c *Cluster) componentKubeconfig(certs *pki, name, cn string, orgs ...string) (string, error) {
+	cert, key, err := certs.issueClient(name, cn, orgs...)
+	if err != nil {
+		return "", err
+	}
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["local"] = &clientcmdapi.Cluster{Server: c.Config.Host, CertificateAuthorityData: c.Config.CAData}
+	cfg.AuthInfos[name] = &clientcmdapi.AuthInfo{ClientCertificateData: cert, ClientKeyData: key}
+	cfg.Contexts["local"] = &clientcmdapi.Context{Cluster: "local", AuthInfo: name}
+	cfg.CurrentContext = "local"
+	path := filepath.Join(c.Dir, name+".kubeconfig")
+	return path, clientcmd.WriteToFile(*cfg, path)
+}
+
+// PushImage pushes an image to the cluster's registry as ref (a name
+// without the registry host, e.g. "modelserver-dev/modelserver-operator:0.1.0"),
+// and returns the reference pods use. Only clusters with a real node have
+// a registry.
+func (c *Cluster) PushImage(ctx context.Context, img v1.Image, ref string) (string, error) {
+	if c.node == nil {
+		return "", errors.New("this cluster has no real node, so no registry")
+	}
+	full := c.Registry + "/" + ref
+	return full, ociimage.Push(ctx, img, full)
+}
+
+// stopProvisioner ends the provisioner before the apiserver goes away.
+func (c *Cluster) stopProvisioner() {
+	if n := c.node; n != nil && n.stopProv != nil {
+		n.stopProv()
+		<-n.provDone
+		n.stopProv = nil
+	}
+}
+
+// stopRealNode ends the registry and has the reaper tear the node down; it
+// runs after the processes are stopped.
+func (c *Cluster) stopRealNode() {
+	n := c.node
+	if n == nil {
+		return
+	}
+	if n.registry != nil {
+		n.registry.Close()
+	}
+	if n.reaper != nil {
+		if err := n.reaper.finish(2 * time.Minute); err != nil {
+			c.opts.Logf("%v", err)
+			c.teardownErr = err
+		}
+	}
+}
+
+// TeardownError is what the real node's teardown could not undo, once Stop
+// has returned (nil when the host is as it was).
+func (c *Cluster) TeardownError() error { return c.teardownErr }
+
+// realNodeRESTHost is where clients reach the apiserver when it listens on
+// the host's bridge address.
+func realNodeRESTHost(port int) string { return fmt.Sprintf("https://%s:%d", HostAddress, port) }

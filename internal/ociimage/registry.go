@@ -1,0 +1,122 @@
+package ociimage
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/registry"
+)
+
+// Registry is an OCI distribution registry on this machine, for the
+// images Push sends and a node's containerd pulls. It keeps blobs in a
+// directory but manifests and tags in memory (go-containerregistry's
+// registry has no other manifest store): after a restart, push again.
+type Registry struct {
+	ln  net.Listener
+	srv *http.Server
+
+	done     chan struct{}
+	serveErr error
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// RegistryOption changes what StartRegistry starts.
+type RegistryOption func(*registryConfig)
+
+type registryConfig struct {
+	requestLog io.Writer
+}
+
+// RegistryRequestLog logs each request the registry answers to w; by
+// default they are not logged.
+func RegistryRequestLog(w io.Writer) RegistryOption {
+	return func(c *registryConfig) { c.requestLog = w }
+}
+
+// StartRegistry serves a registry on addr ("" is 127.0.0.1 on a free
+// port), which must be on this machine (see IsLocalHost): the registry
+// speaks plain HTTP and lets anyone push. Blobs are kept in blobDir,
+// created if missing; "" keeps them in memory.
+func StartRegistry(addr, blobDir string, opts ...RegistryOption) (*Registry, error) {
+	cfg := registryConfig{requestLog: io.Discard}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if addr == "" {
+		addr = "127.0.0.1:0"
+	}
+	if _, err := checkLocalHostPort(addr, "registry address"); err != nil {
+		return nil, err
+	}
+
+	regOpts := []registry.Option{
+		registry.Logger(log.New(cfg.requestLog, "registry: ", log.LstdFlags)),
+	}
+	if blobDir != "" {
+		// The disk handler writes its temporary files into blobDir and
+		// fails if it does not exist.
+		if err := os.MkdirAll(blobDir, 0o755); err != nil {
+			return nil, fmt.Errorf("create the registry's blob directory: %w", err)
+		}
+		regOpts = append(regOpts, registry.WithBlobHandler(registry.NewDiskBlobHandler(blobDir)))
+	}
+
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("listen for the registry on %s: %w", addr, err)
+	}
+	r := &Registry{
+		ln: ln,
+		srv: &http.Server{
+			Handler:           registry.New(regOpts...),
+			ReadHeaderTimeout: 30 * time.Second,
+			ErrorLog:          log.New(cfg.requestLog, "registry: ", log.LstdFlags),
+		},
+		done: make(chan struct{}),
+	}
+	go func() {
+		r.serveErr = r.srv.Serve(ln)
+		close(r.done)
+	}()
+	return r, nil
+}
+
+// Addr is the registry's host:port, e.g. 127.0.0.1:5000, the first part
+// of the references pushed to it.
+func (r *Registry) Addr() string { return r.ln.Addr().String() }
+
+// Done is closed when the registry stops serving; Err then says why.
+func (r *Registry) Done() <-chan struct{} { return r.done }
+
+// Err is why the registry stopped serving: nil after Close, or an error
+// of its listener. It is nil while the registry serves.
+func (r *Registry) Err() error {
+	select {
+	case <-r.done:
+		if errors.Is(r.serveErr, http.ErrServerClosed) {
+			return nil
+		}
+		return r.serveErr
+	default:
+		return nil
+	}
+}
+
+// Close stops the registry at once, dropping uploads under way.
+func (r *Registry) Close() error {
+	r.closeOnce.Do(func() {
+		r.closeErr = r.srv.Close()
+		<-r.done
+		r.closeErr = errors.Join(r.closeErr, r.Err())
+	})
+	return r.closeErr
+}

@@ -1,0 +1,149 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// realFlags are the flags of tensorflow_model_server's main.cc. Each must
+// be accepted: the double may never refuse a command line TF Serving takes.
+var realFlags = []string{
+	"port", "grpc_socket_path", "rest_api_port", "rest_api_num_threads",
+	"rest_api_timeout_in_ms", "rest_api_enable_cors_support", "enable_batching",
+	"allow_version_labels_for_unavailable_models", "batching_parameters_file",
+	"enable_per_model_batching_parameters", "model_config_file",
+	"model_config_file_poll_wait_seconds", "model_name", "model_base_path",
+	"num_load_threads", "num_unload_threads", "max_num_load_retries",
+	"load_retry_interval_micros", "file_system_poll_wait_seconds",
+	"flush_filesystem_caches", "tensorflow_session_parallelism",
+	"tensorflow_session_config_file", "tensorflow_intra_op_parallelism",
+	"tensorflow_inter_op_parallelism", "use_alts_credentials", "ssl_config_file",
+	"platform_config_file", "per_process_gpu_memory_fraction", "saved_model_tags",
+	"grpc_channel_arguments", "grpc_max_threads", "enable_model_warmup",
+	"num_request_iterations_for_warmup", "version", "monitoring_config_file",
+	"remove_unused_fields_from_bundle_metagraph", "prefer_tflite_model",
+	"num_tflite_pools", "num_tflite_interpreters_per_pool",
+	"enable_signature_method_name_check", "xla_cpu_compilation_enabled",
+	"xla_gpu_compilation_enabled", "enable_profiler",
+	"thread_pool_factory_config_file", "mixed_precision", "skip_initialize_tpu",
+	"enable_grpc_healthcheck_service", "enable_serialization_as_tensor_content",
+}
+
+func TestFlagTableIsTheRealFlagSet(t *testing.T) {
+	var names []string
+	for _, s := range flagTable {
+		if slices.Contains(names, s.name) {
+			t.Errorf("flag %s listed twice", s.name)
+		}
+		names = append(names, s.name)
+		if _, err := checkFlagValue(s.kind, s.def); err != nil {
+			t.Errorf("flag %s: default %q is not a %s", s.name, s.def, s.kind)
+		}
+	}
+	slices.Sort(names)
+	want := slices.Sorted(slices.Values(realFlags))
+	if !slices.Equal(names, want) {
+		t.Errorf("flag table\n got %v\nwant %v", names, want)
+	}
+}
+
+func TestEveryRealFlagIsAccepted(t *testing.T) {
+	for _, s := range flagTable {
+		if _, err := parseFlags([]string{"--" + s.name + "=" + s.def}); err != nil {
+			t.Errorf("--%s=%s refused: %v", s.name, s.def, err)
+		}
+	}
+}
+
+func TestParseFlags(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+		// want maps flags to their parsed values; err is a part of the
+		// refusal, usage whether the usage text follows.
+		want  map[string]string
+		err   string
+		usage bool
+	}{
+		{name: "the operator's command line", args: []string{
+			"--port=8500", "--rest_api_port=8501", "--model_config_file=/etc/modelserver/models.config",
+			"--model_config_file_poll_wait_seconds=30", "--allow_version_labels_for_unavailable_models=true",
+			"--enable_batching=true", "--batching_parameters_file=/etc/modelserver/batching.config",
+			"--monitoring_config_file=/etc/modelserver/monitoring.config",
+		}, want: map[string]string{"port": "8500", "rest_api_port": "8501", "model_config_file_poll_wait_seconds": "30",
+			"allow_version_labels_for_unavailable_models": "true", "enable_batching": "true",
+			"monitoring_config_file": "/etc/modelserver/monitoring.config"}},
+		{name: "bare boolean", args: []string{"--enable_batching"}, want: map[string]string{"enable_batching": "true"}},
+		{name: "booleans in any case, and 0/1", args: []string{"--enable_batching=True", "--enable_model_warmup=0", "--flush_filesystem_caches=FALSE"},
+			want: map[string]string{"enable_batching": "true", "enable_model_warmup": "false", "flush_filesystem_caches": "false"}},
+		{name: "the last value wins", args: []string{"--port=1", "--port=2"}, want: map[string]string{"port": "2"}},
+		{name: "a value may contain =", args: []string{"--grpc_channel_arguments=a=1,b=2"}, want: map[string]string{"grpc_channel_arguments": "a=1,b=2"}},
+		{name: "leading blanks and a sign", args: []string{"--port= +8500"}, want: map[string]string{"port": "8500"}},
+		{name: "an empty string", args: []string{"--model_name="}, want: map[string]string{"model_name": ""}},
+		{name: "float", args: []string{"--per_process_gpu_memory_fraction=0.5"}, want: map[string]string{"per_process_gpu_memory_fraction": "0.5"}},
+
+		{name: "unknown flag", args: []string{"--port=8500", "--model_dir=/models"}, err: "ERROR: unknown command line flag 'model_dir'"},
+		{name: "unknown bare flag", args: []string{"--enable_everything"}, err: "ERROR: unknown command line flag 'enable_everything'"},
+		{name: "a flag's prefix is unknown", args: []string{"--model_config=/x"}, err: "ERROR: unknown command line flag 'model_config'"},
+		{name: "single dash", args: []string{"-port=8500"}, err: "unexpected argument '-port=8500'"},
+		{name: "positional argument", args: []string{"serve"}, err: "unexpected argument 'serve'"},
+		{name: "separated value", args: []string{"--port", "8500"}, err: "flag 'port' needs a value"},
+		{name: "double dash", args: []string{"--"}, err: "unexpected argument '--'"},
+		{name: "int out of range", args: []string{"--port=99999999999"}, err: "Couldn't interpret value 99999999999 for flag port.", usage: true},
+		{name: "not an int", args: []string{"--rest_api_port=http"}, err: "Couldn't interpret value http for flag rest_api_port.", usage: true},
+		{name: "trailing garbage", args: []string{"--port=8500 "}, err: "for flag port", usage: true},
+		{name: "not a bool", args: []string{"--enable_batching=yes"}, err: "for flag enable_batching", usage: true},
+		{name: "help", args: []string{"--help"}, usage: true, err: ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := parseFlags(tc.args)
+			if tc.err != "" || tc.usage {
+				fe, ok := err.(*flagError)
+				if !ok {
+					t.Fatalf("parseFlags(%q) = %v, %v; want refusal %q", tc.args, got, err, tc.err)
+				}
+				if !strings.Contains(fe.msg, tc.err) || fe.showUsage != tc.usage {
+					t.Errorf("refusal %q (usage %v), want %q (usage %v)", fe.msg, fe.showUsage, tc.err, tc.usage)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			for k, v := range tc.want {
+				if got.raw(k) != v {
+					t.Errorf("%s = %q, want %q", k, got.raw(k), v)
+				}
+			}
+		})
+	}
+}
+
+func TestDefaults(t *testing.T) {
+	o := flags{}.options()
+	if o.grpcPort != 8500 || o.restPort != 0 || o.modelName != "default" || o.fsPollSeconds != 1 || o.configPollSeconds != 0 || o.allowUnavailableLabels {
+		t.Errorf("defaults differ from tensorflow_model_server's: %+v", o)
+	}
+}
+
+func TestRunRefusesCommandLines(t *testing.T) {
+	for _, tc := range []struct {
+		args           []string
+		code           int
+		stdout, stderr string
+	}{
+		{[]string{"--port=8500", "--frobnicate=1"}, 1, "", "ERROR: unknown command line flag 'frobnicate'\n"},
+		{[]string{"--port=x"}, 255, "usage: tensorflow_model_server", "Couldn't interpret value x for flag port."},
+		{[]string{"--help"}, 255, "--model_config_file_poll_wait_seconds=0", ""},
+		{[]string{"--version"}, 0, "TensorFlow ModelServer: 0.0.0-tfservingdouble", ""},
+	} {
+		var stdout, stderr bytes.Buffer
+		code := run(context.Background(), tc.args, &stdout, &stderr)
+		if code != tc.code || !strings.Contains(stdout.String(), tc.stdout) || !strings.Contains(stderr.String(), tc.stderr) {
+			t.Errorf("run(%q) = %d\nstdout: %s\nstderr: %s\nwant %d, stdout with %q, stderr with %q", tc.args, code, stdout.String(), stderr.String(), tc.code, tc.stdout, tc.stderr)
+		}
+	}
+}
