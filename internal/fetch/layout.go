@@ -45,7 +45,10 @@ func versionName(name string) (int64, bool) {
 		}
 	}
 	v, err := strconv.ParseInt(name, 10, 64)
-	return v, err == nil && v > 0
+	if err != nil || v <= 0 {
+		return 0, false
+	}
+	return v, true
 }
 
 // hasSavedModel tells whether dir holds a SavedModel's graph file.

@@ -401,3 +401,78 @@ func TestTheTimeoutEndsTheFetchAsTransient(t *testing.T) {
 	}
 	assertNothingPublished(t, o.Dest)
 }
+
+// TF Serving's own test models name their version directories 00000123:
+// the files keep that name, and everything reported gives the number.
+func TestZeroPaddedVersionDirectoriesAreReportedByNumber(t *testing.T) {
+	s3 := newFakeS3(t)
+	files := map[string][]byte{}
+	for name, b := range model(123, 124) {
+		files["00000"+name] = b
+	}
+	s3.put(t, "half_plus_two", files)
+	o, logs := testOptions(t, "s3://models/half_plus_two", s3.creds(t, testAccessKey, testSecretKey))
+	sum, err := Run(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	assertTree(t, o.Dest, files)
+	if !reflect.DeepEqual(sum.Versions, []int64{123, 124}) {
+		t.Errorf("versions %v; want [123 124]", sum.Versions)
+	}
+	if msg := TerminationMessage(sum, nil); !strings.HasPrefix(msg, `{"versions":[123,124],`) {
+		t.Errorf("termination message %s", msg)
+	}
+	m, err := readManifest(o.Dest)
+	if err != nil || !reflect.DeepEqual(m.Versions, []int64{123, 124}) || !strings.HasPrefix(m.Files[0].Path, "00000123/") {
+		t.Errorf("manifest versions %v, first file %+v (%v); want [123 124] and the files' own paths", m.Versions, m.Files[0], err)
+	}
+	if _, err := Run(context.Background(), o); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(logs.String(), "nothing to download") {
+		t.Error("the re-run did not recognize the padded directories it published")
+	}
+}
+
+func TestTwoDirectoriesOfOneVersionAreRefused(t *testing.T) {
+	s3 := newFakeS3(t)
+	files := model(123)
+	for name, b := range model(123) {
+		files["00000"+name] = b
+	}
+	s3.put(t, "m", files)
+	o, _ := testOptions(t, "s3://models/m", s3.creds(t, testAccessKey, testSecretKey))
+	_, err := Run(context.Background(), o)
+	fe := wantFailure(t, err, ReasonInvalidLayout, ExitPermanent)
+	for _, want := range []string{"00000123/", "123/", "only one"} {
+		if !strings.Contains(fe.Message, want) {
+			t.Errorf("message %q lacks %q", fe.Message, want)
+		}
+	}
+	assertNothingPublished(t, o.Dest)
+}
+
+// The S3 console's "Create folder" on the prefix leaves a zero-byte object
+// whose key is the prefix and a slash.
+func TestAFolderObjectAtThePrefixIsIgnored(t *testing.T) {
+	s3 := newFakeS3(t)
+	files := model(1)
+	s3.put(t, "m", files)
+	s3.put(t, "", map[string][]byte{"m/": nil, "m/1/": nil, "m/1/variables/": nil})
+	o, _ := testOptions(t, "s3://models/m", s3.creds(t, testAccessKey, testSecretKey))
+	sum, err := Run(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	assertTree(t, o.Dest, files)
+	if !reflect.DeepEqual(sum.Versions, []int64{1}) {
+		t.Errorf("versions %v; want [1]", sum.Versions)
+	}
+
+	// A folder with nothing in it is still no model.
+	s3.put(t, "", map[string][]byte{"empty/": nil})
+	o, _ = testOptions(t, "s3://models/empty", s3.creds(t, testAccessKey, testSecretKey))
+	_, err = Run(context.Background(), o)
+	wantFailure(t, err, ReasonNotFound, ExitPermanent)
+}

@@ -128,10 +128,23 @@ func TestVerifyLayout(t *testing.T) {
 		{"empty", nil, nil, nil, "is empty"},
 		{"a stray file", map[string][]byte{"1/saved_model.pb": sm, "README.md": nil}, []string{"1/variables"}, nil, `"README.md" at the top`},
 		{"version 0", map[string][]byte{"0/saved_model.pb": sm}, []string{"0/variables"}, nil, `found "0/"`},
-		{"a leading zero", map[string][]byte{"01/saved_model.pb": sm}, []string{"01/variables"}, nil, `found "01/"`},
+		// TF Serving parses 00000123 as version 123; its own test models
+		// are named so.
+		{"a leading zero", map[string][]byte{"00000123/saved_model.pb": sm, "2/saved_model.pb": sm}, []string{"00000123/variables", "2/variables"}, []int64{2, 123}, ""},
+		{"the same version twice", map[string][]byte{"123/saved_model.pb": sm, "00000123/saved_model.pb": sm}, []string{"123/variables", "00000123/variables"}, nil,
+			"the directories 00000123/ and 123/ are both version 123, and TF Serving would load only one of them"},
+		{"a padded version without variables", map[string][]byte{"007/saved_model.pb": sm}, nil, nil, "version 7 (007/) has no variables/"},
+		{"not only digits", map[string][]byte{"1/saved_model.pb": sm, "v2/saved_model.pb": sm, "+3/saved_model.pb": sm, " 4/saved_model.pb": sm, "5 /saved_model.pb": sm, "-6/saved_model.pb": sm, "0x7/saved_model.pb": sm},
+			[]string{"1/variables"}, nil, `" 4/", "+3/", "-6/", "0x7/", "5 /", "v2/" at the top`},
+		{"all zeros", map[string][]byte{"000/saved_model.pb": sm}, []string{"000/variables"}, nil, `found "000/"`},
+		{"over int64", map[string][]byte{"9223372036854775808/saved_model.pb": sm}, []string{"9223372036854775808/variables"}, nil, `found "9223372036854775808/"`},
+		{"a misnamed version", map[string][]byte{"v1/saved_model.pb": sm}, []string{"v1/variables"}, nil, "v1/ holds a SavedModel, but TF Serving takes only a directory named by a positive integer as a version: rename it"},
 		{"no graph", map[string][]byte{"2/model.onnx": sm}, []string{"2/variables"}, nil, `version 2 has no saved_model.pb or saved_model.pbtxt (found "model.onnx", "variables/")`},
 		{"no variables", map[string][]byte{"2/saved_model.pb": sm}, nil, nil, "version 2 has no variables/"},
-		{"one level too high", map[string][]byte{"resnet/1/saved_model.pb": sm}, []string{"resnet/1/variables"}, nil, "there is a SavedModel at resnet/1/saved_model.pb"},
+		{"one level too high", map[string][]byte{"resnet/1/saved_model.pb": sm}, []string{"resnet/1/variables"}, nil,
+			"there is a SavedModel at resnet/1/saved_model.pb: point the URI at s3://b/m/resnet, the directory holding its version directories"},
+		{"too high and misnamed", map[string][]byte{"team/resnet/v1/saved_model.pb": sm}, []string{"team/resnet/v1/variables"}, nil,
+			"point the URI at s3://b/m/team/resnet, the directory holding its version directories, and rename v1/ to a positive integer"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -142,7 +155,7 @@ func TestVerifyLayout(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			got, err := verifyLayout(dir, "s3://b/m")
+			got, err := verifyLayout(dir, "s3://b/m", false)
 			if c.message == "" {
 				if err != nil || fmt.Sprint(got) != fmt.Sprint(c.versions) {
 					t.Fatalf("verifyLayout = %v, %v; want %v", got, err, c.versions)
@@ -154,6 +167,43 @@ func TestVerifyLayout(t *testing.T) {
 				t.Fatalf("verifyLayout: %v; want a permanent InvalidLayout saying %q", err, c.message)
 			}
 		})
+	}
+}
+
+func TestVersionNames(t *testing.T) {
+	for name, want := range map[string]int64{
+		"1": 1, "10": 10, "01": 1, "00000123": 123, "9223372036854775807": 1<<63 - 1, "000000000000000000000000042": 42,
+		"": 0, "0": 0, "000": 0, "-1": 0, "+1": 0, " 1": 0, "1 ": 0, "1_000": 0, "1e3": 0, "0x1f": 0, "١": 0, "9223372036854775808": 0,
+	} {
+		got, ok := versionName(name)
+		if ok != (want != 0) || got != want {
+			t.Errorf("versionName(%q) = %d, %v; want %d, %v", name, got, ok, want, want != 0)
+		}
+	}
+}
+
+func TestTheHintForAMisplacedModelFitsWhereItIs(t *testing.T) {
+	for _, c := range []struct {
+		found   string
+		archive bool
+		want    string // "" for no hint
+	}{
+		{"", false, ""},
+		{"saved_model.pb", false, ""},
+		// The URI points at the right directory: its version directory is
+		// misnamed, and no other URI would help.
+		{"v1/saved_model.pb", false, "v1/ holds a SavedModel"},
+		{"0/saved_model.pb", false, "rename it (to 1/, say)"},
+		{"resnet/1/saved_model.pb", false, "point the URI at s3://b/m/resnet,"},
+		{"resnet/1/saved_model.pb", true, "pack the content of resnet/ at the top of the archive"},
+	} {
+		got := misplacedModelHint(c.found, "s3://b/m/", c.archive)
+		if (c.want == "") != (got == "") || !strings.Contains(got, c.want) {
+			t.Errorf("misplacedModelHint(%q, archive %v) = %q; want %q", c.found, c.archive, got, c.want)
+		}
+		if strings.Count(c.found, "/") == 1 && strings.Contains(got, "point the URI") {
+			t.Errorf("misplacedModelHint(%q) = %q moves a URI that already points at the version directories", c.found, got)
+		}
 	}
 }
 

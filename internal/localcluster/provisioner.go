@@ -106,10 +106,11 @@ func (c *Cluster) provision(ctx context.Context, cs kubernetes.Interface, pvc *c
 		return err
 	}
 	if len(mountsUnder(dir)) == 0 {
-		// nr_inodes scales with the size so a tiny volume is not refused
-		// for inodes before bytes; mode 0755 root-owned, as a fresh disk:
-		// the pod's fsGroup makes it writable.
-		opts := fmt.Sprintf("size=%d,mode=0755", size.Value())
+		// World-writable with the sticky bit, like /tmp: the kubelet does
+		// not reliably apply a pod's fsGroup to a local volume that other
+		// pods mount read-only at the same moment (seen: the fetch pod got
+		// "permission denied" while the serving pods started beside it).
+		opts := fmt.Sprintf("size=%d,mode=1777", size.Value())
 		if err := syscall.Mount("tmpfs", dir, "tmpfs", syscall.MS_NOSUID|syscall.MS_NODEV, opts); err != nil {
 			return fmt.Errorf("mount a %s tmpfs for %s/%s: %w", size.String(), pvc.Namespace, pvc.Name, err)
 		}

@@ -20,7 +20,10 @@ import (
 // dying. The reaper also holds the real-node lock, so the next real node
 // starts only once the host is clean.
 
-const reaperEnv = "LOCALCLUSTER_REAPER_DIR"
+const (
+	reaperEnv    = "LOCALCLUSTER_REAPER_DIR"
+	reaperLogEnv = "LOCALCLUSTER_REAPER_LOG"
+)
 
 func init() {
 	if dir := os.Getenv(reaperEnv); dir != "" {
@@ -48,6 +51,10 @@ func runReaper(dir string) int {
 		}
 	}
 	logf("teardown complete")
+	// A clean teardown's log says nothing worth keeping.
+	if log := os.Getenv(reaperLogEnv); log != "" {
+		_ = os.Remove(log)
+	}
 	return 0
 }
 
@@ -80,7 +87,7 @@ func startReaper(dir string, lock *os.File) (*reaper, error) {
 		return nil, err
 	}
 	cmd := exec.Command(self)
-	cmd.Env = append(os.Environ(), reaperEnv+"="+dir)
+	cmd.Env = append(os.Environ(), reaperEnv+"="+dir, reaperLogEnv+"="+logFile)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = r, out, out
 	cmd.ExtraFiles = []*os.File{lock}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}

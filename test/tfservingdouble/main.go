@@ -143,10 +143,10 @@ func start(ctx context.Context, opts options, log *logger) (*server, error) {
 	bg, cancel := context.WithCancel(ctx)
 	fail := func(err error) (*server, error) {
 		cancel()
-		s.tasks.Wait()
 		for _, l := range s.grpc {
 			l.Close()
 		}
+		s.tasks.Wait()
 		return nil, err
 	}
 	s.spawn(func() { s.core.runSource(bg, time.Duration(opts.fsPollSeconds)*time.Second) })

@@ -1,0 +1,548 @@
+package realnode
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
+
+	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
+	"github.com/modelserver-dev/modelserver-operator/internal/values"
+)
+
+// namespace makes a namespace for one test, with the credentials Secret
+// s3-creds its ModelServers use, and deletes it afterwards.
+func (e *env) namespace(t *testing.T) string {
+	t.Helper()
+	ns := "rn-" + strings.Trim(nonDNS.ReplaceAllString(strings.ToLower(strings.TrimPrefix(t.Name(), "Test")), "-"), "-")
+	if len(ns) > 50 {
+		ns = strings.TrimRight(ns[:50], "-")
+	}
+	e.kubectl(t, "", "create", "namespace", ns)
+	t.Cleanup(func() { _, _ = e.run("", "delete", "namespace", ns, "--wait=false") })
+	e.secret(t, ns, "s3-creds", e.creds.SecretKey)
+	return ns
+}
+
+var nonDNS = regexp.MustCompile(`[^a-z0-9-]+`)
+
+func (e *env) secret(t *testing.T, ns, name, secretKey string) {
+	t.Helper()
+	manifest := e.kubectl(t, "", "-n", ns, "create", "secret", "generic", name,
+		"--from-literal=AWS_ACCESS_KEY_ID="+e.creds.AccessKey,
+		"--from-literal=AWS_SECRET_ACCESS_KEY="+secretKey,
+		"--from-literal=AWS_ENDPOINT_URL="+e.s3,
+		"--from-literal=AWS_S3_FORCE_PATH_STYLE=true",
+		"--dry-run=client", "-o", "yaml")
+	e.kubectl(t, manifest, "apply", "-f", "-")
+}
+
+// modelServer is the YAML a user would write for the double and the real S3
+// server.
+func (e *env) modelServer(name, uri string, replicas int, storage, extra string) string {
+	return e.modelServerWith(name, uri, "s3-creds", replicas, storage, extra)
+}
+
+func (e *env) modelServerWith(name, uri, secret string, replicas int, storage, extra string) string {
+	return fmt.Sprintf(`apiVersion: serving.modelserver.dev/v1alpha1
+kind: ModelServer
+metadata:
+  name: %s
+spec:
+  model:
+    name: half_plus_two
+    storageUri: %s
+    credentialsSecret: %s
+%s  replicas: %d
+  image: %s
+  storage:
+    size: %s
+`, name, uri, secret, extra, replicas, e.double, storage)
+}
+
+func (e *env) get(t *testing.T, ns, name string) *servingv1alpha1.ModelServer {
+	t.Helper()
+	out := e.kubectl(t, "", "-n", ns, "get", "modelserver", name, "-o", "json")
+	var ms servingv1alpha1.ModelServer
+	if err := json.Unmarshal([]byte(out), &ms); err != nil {
+		t.Fatalf("decode ModelServer: %v", err)
+	}
+	return &ms
+}
+
+func (e *env) waitReady(t *testing.T, ns, name string, timeout time.Duration) {
+	t.Helper()
+	if _, err := e.run("", "-n", ns, "wait", "--for=condition=Ready", "modelserver/"+name, fmt.Sprintf("--timeout=%s", timeout)); err != nil {
+		t.Fatalf("%v\nstatus: %s\n%s", err, e.kubectlOut("-n", ns, "get", "modelserver", name, "-o", "jsonpath={.status}"),
+			e.kubectlOut("-n", ns, "get", "pods,jobs,pvc", "-o", "wide"))
+	}
+}
+
+// waitFetchFailed waits for the ModelFetched condition to be False with
+// reason, and returns its message.
+func (e *env) waitFetchFailed(t *testing.T, ns, name, reason string) string {
+	t.Helper()
+	var msg string
+	err := wait.PollUntilContextTimeout(context.Background(), time.Second, 3*time.Minute, true, func(context.Context) (bool, error) {
+		ms := e.get(t, ns, name)
+		for _, c := range ms.Status.Conditions {
+			if c.Type == servingv1alpha1.ConditionModelFetched && c.Status == metav1.ConditionFalse && c.Reason == reason {
+				msg = c.Message
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		t.Fatalf("ModelServer %s/%s: no ModelFetched=False with reason %s: status %s", ns, name, reason,
+			e.kubectlOut("-n", ns, "get", "modelserver", name, "-o", "jsonpath={.status}"))
+	}
+	return msg
+}
+
+// modelStatus asks a serving pod, as the kubelet's probe does, what TF
+// Serving reports for the model; through the Service's cluster IP, so
+// kube-proxy's rules are on the path.
+func (e *env) modelStatus(t *testing.T, ns, svc, model string) map[string]string {
+	t.Helper()
+	s, err := e.cs.CoreV1().Services(ns).Get(context.Background(), svc, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := "http://" + net.JoinHostPort(s.Spec.ClusterIP, "8501") + "/v1/models/" + model
+	resp, err := (&http.Client{Timeout: 5 * time.Second}).Get(url)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	var st struct {
+		ModelVersionStatus []struct {
+			Version string `json:"version"`
+			State   string `json:"state"`
+		} `json:"model_version_status"`
+	}
+	if err := json.Unmarshal(body, &st); err != nil {
+		t.Fatalf("GET %s: %s: %s", url, resp.Status, body)
+	}
+	out := map[string]string{}
+	for _, v := range st.ModelVersionStatus {
+		out[v.Version] = v.State
+	}
+	return out
+}
+
+func TestTheOperatorRunsFromItsImageWithItsOwnIdentity(t *testing.T) {
+	e := realNode(t)
+	ctx := context.Background()
+	pods, err := e.cs.CoreV1().Pods(operatorNS).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=manager"})
+	if err != nil || len(pods.Items) != 1 {
+		t.Fatalf("operator pods: %v, %v", pods, err)
+	}
+	pod := pods.Items[0]
+	if pod.Spec.NodeName != "real-node" || !podReady(&pod) {
+		t.Fatalf("operator pod %s on %q, ready %v: want Ready on the real node", pod.Name, pod.Spec.NodeName, podReady(&pod))
+	}
+	if id := pod.Status.ContainerStatuses[0].ImageID; !strings.Contains(id, "sha256:") {
+		t.Errorf("operator image ID %q: want a digest pulled by containerd", id)
+	}
+	// The Lease is held by this pod: in-cluster config and its
+	// ServiceAccount token reach the apiserver through the kubernetes
+	// Service.
+	lease, err := e.cs.CoordinationV1().Leases(operatorNS).Get(ctx, "modelserver-operator.serving.modelserver.dev", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if holder := ptr.Deref(lease.Spec.HolderIdentity, ""); !strings.HasPrefix(holder, pod.Name) {
+		t.Errorf("leader Lease held by %q, want the operator pod %s", holder, pod.Name)
+	}
+	// Metrics: TLS, and only for callers the apiserver authorizes.
+	url := "https://" + net.JoinHostPort(pod.Status.PodIP, "8443") + "/metrics"
+	if code, _ := scrape(t, url, ""); code != http.StatusUnauthorized {
+		t.Errorf("anonymous scrape of %s: %d, want 401", url, code)
+	}
+	token := strings.TrimSpace(e.kubectl(t, "", "-n", operatorNS, "create", "token", "modelserver-controller-manager"))
+	if code, _ := scrape(t, url, token); code != http.StatusForbidden {
+		t.Errorf("scrape without the metrics-reader role: %d, want 403", code)
+	}
+	e.kubectl(t, "", "create", "serviceaccount", "scraper", "-n", operatorNS)
+	e.kubectl(t, "", "create", "clusterrolebinding", "rn-scraper", "--clusterrole=modelserver-metrics-reader", "--serviceaccount="+operatorNS+":scraper")
+	t.Cleanup(func() { _, _ = e.run("", "delete", "clusterrolebinding", "rn-scraper") })
+	token = strings.TrimSpace(e.kubectl(t, "", "-n", operatorNS, "create", "token", "scraper"))
+	if code, body := scrape(t, url, token); code != http.StatusOK || !strings.Contains(body, "controller_runtime_reconcile_total") {
+		t.Errorf("authorized scrape: %d, controller-runtime metrics present: %v", code, strings.Contains(body, "controller_runtime_reconcile_total"))
+	}
+}
+
+func TestAModelFromS3IsFetchedAndServedThroughTheRealProbe(t *testing.T) {
+	e := realNode(t)
+	ns := e.namespace(t)
+	start := time.Now()
+	e.kubectl(t, e.modelServer("hp2", halfPlusTwo, 2, "64Mi", ""), "-n", ns, "apply", "-f", "-")
+	e.waitReady(t, ns, "hp2", 5*time.Minute)
+	t.Logf("kubectl apply to Ready: %.1fs", time.Since(start).Seconds())
+
+	ms := e.get(t, ns, "hp2")
+	m := ms.Status.Model
+	if m == nil || !strings.HasPrefix(m.Digest, "sha256:") || !slices.Equal(m.Versions, []int64{123}) {
+		t.Fatalf("status.model %+v: want a sha256 digest and versions [123]", m)
+	}
+	if want := treeBytes(t, filepath.Join(e.root, "test/testdata/tf-serving/saved_model_half_plus_two_cpu")); m.SizeBytes != want {
+		t.Errorf("status.model.sizeBytes %d, want %d (the SavedModel's bytes)", m.SizeBytes, want)
+	}
+	if ms.Status.ReadyReplicas != 2 {
+		t.Errorf("readyReplicas %d, want 2", ms.Status.ReadyReplicas)
+	}
+	if got := e.modelStatus(t, ns, "hp2", "half_plus_two"); got["123"] != "AVAILABLE" || len(got) != 1 {
+		t.Errorf("TF Serving (double) reports %v, want version 123 AVAILABLE", got)
+	}
+	logFetch(t, e, ns)
+}
+
+func TestChangingTheModelFetchesItBesideTheOldOneAndRollsWithoutLosingCapacity(t *testing.T) {
+	e := realNode(t)
+	ns := e.namespace(t)
+	e.kubectl(t, e.modelServer("roll", halfPlusTwo, 2, "64Mi", ""), "-n", ns, "apply", "-f", "-")
+	e.waitReady(t, ns, "roll", 5*time.Minute)
+	before := e.get(t, ns, "roll").Status.Model.FetchedGeneration
+
+	// Ready replicas are watched from now until the new model serves.
+	var lowest atomic.Int32
+	lowest.Store(1 << 30)
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ctx.Err() == nil {
+			d, err := e.cs.AppsV1().Deployments(ns).Get(ctx, "roll", metav1.GetOptions{})
+			if err == nil && d.Status.ReadyReplicas < lowest.Load() {
+				lowest.Store(d.Status.ReadyReplicas)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}()
+	e.kubectl(t, e.modelServer("roll", twoVersions, 2, "64Mi", "    versionPolicy: {all: {}}\n"), "-n", ns, "apply", "-f", "-")
+	err := wait.PollUntilContextTimeout(context.Background(), time.Second, 5*time.Minute, true, func(context.Context) (bool, error) {
+		ms := e.get(t, ns, "roll")
+		return ms.Status.Model != nil && ms.Status.Model.FetchedGeneration != before && ms.Status.Phase == servingv1alpha1.PhaseReady &&
+			ms.Status.ObservedGeneration == ms.Generation, nil
+	})
+	stop()
+	<-done
+	if err != nil {
+		t.Fatalf("the new model did not become Ready: %s", e.kubectlOut("-n", ns, "get", "modelserver", "roll", "-o", "jsonpath={.status}"))
+	}
+	if lowest.Load() < 2 {
+		t.Errorf("ready replicas fell to %d during the roll, want never below 2", lowest.Load())
+	}
+	ms := e.get(t, ns, "roll")
+	if !slices.Equal(ms.Status.Model.Versions, []int64{123, 124}) {
+		t.Errorf("status.model.versions %v, want [123 124]", ms.Status.Model.Versions)
+	}
+	got := e.modelStatus(t, ns, "roll", "half_plus_two")
+	if got["123"] != "AVAILABLE" || got["124"] != "AVAILABLE" {
+		t.Errorf("TF Serving (double) reports %v, want versions 123 and 124 AVAILABLE", got)
+	}
+}
+
+func TestFailedFetchesSayWhyAndFixingTheSpecRecovers(t *testing.T) {
+	e := realNode(t)
+	for _, tc := range []struct {
+		name, uri, secret, reason, wantMessage string
+	}{
+		{"wrong-key", halfPlusTwo, "wrong-creds", "AccessDenied", "check the keys in the credentials Secret"},
+		{"missing", "s3://models/half_plus_three", "s3-creds", "NotFound", "s3://models/half_plus_three"},
+		{"corrupted", corruptedArchive, "s3-creds", "InvalidLayout", "tar.gz"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ns := e.namespace(t)
+			e.secret(t, ns, "wrong-creds", "not-the-secret-key")
+			e.kubectl(t, e.modelServerWith(tc.name, tc.uri, tc.secret, 1, "64Mi", ""), "-n", ns, "apply", "-f", "-")
+			msg := e.waitFetchFailed(t, ns, tc.name, tc.reason)
+			if !strings.Contains(msg, tc.wantMessage) {
+				t.Errorf("ModelFetched message %q lacks %q", msg, tc.wantMessage)
+			}
+			if strings.Contains(msg, e.creds.SecretKey) || strings.Contains(msg, "not-the-secret-key") {
+				t.Errorf("a secret key reached the status: %q", msg)
+			}
+			e.kubectl(t, e.modelServer(tc.name, halfPlusTwo, 1, "64Mi", ""), "-n", ns, "apply", "-f", "-")
+			e.waitReady(t, ns, tc.name, 5*time.Minute)
+		})
+	}
+}
+
+func TestAFetchKilledMidDownloadIsRetriedAndNeverPublishesAPartialModel(t *testing.T) {
+	e := realNode(t)
+	ns := e.namespace(t)
+	e.kubectl(t, e.modelServer("big", bigModel, 1, "1Gi", ""), "-n", ns, "apply", "-f", "-")
+	volume := e.volumeDir(t, ns, "big")
+
+	// Watch the volume from the host as TF Serving would see it: any
+	// directory that is not a fetch's staging area must be a whole model.
+	var partialSeen, killed atomic.Bool
+	var violation atomic.Value
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ctx.Err() == nil {
+			entries, _ := os.ReadDir(volume)
+			for _, en := range entries {
+				p := filepath.Join(volume, en.Name())
+				switch {
+				case strings.Contains(en.Name(), ".partial-"):
+					if !killed.Load() && fileAtLeast(p, 8<<20) {
+						partialSeen.Store(true)
+						if err := e.killFetchMidDownload(ns); err != nil {
+							violation.Store("kill: " + err.Error())
+						}
+						killed.Store(true)
+					}
+				case strings.Contains(en.Name(), ".stale-") || !en.IsDir():
+				default:
+					if why := incompleteModel(p); why != "" {
+						violation.Store(p + ": " + why)
+					}
+				}
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}()
+	e.waitReady(t, ns, "big", 6*time.Minute)
+	stop()
+	<-done
+	if v := violation.Load(); v != nil {
+		t.Fatalf("a partial model was visible where TF Serving loads: %v", v)
+	}
+	if !partialSeen.Load() {
+		t.Fatal("the download finished before it could be interrupted: no staging directory with 8 MiB in it was seen")
+	}
+	jobs, _ := e.cs.BatchV1().Jobs(ns).List(context.Background(), metav1.ListOptions{})
+	if len(jobs.Items) != 1 || jobs.Items[0].Status.Failed < 1 || jobs.Items[0].Status.Succeeded != 1 {
+		t.Errorf("fetch Job: want one failed (killed) pod and one that succeeded; got %+v", jobs.Items)
+	}
+	m := e.get(t, ns, "big").Status.Model
+	if m == nil || m.SizeBytes < bigAssetBytes {
+		t.Errorf("status.model %+v: want the whole model (over %d bytes)", m, bigAssetBytes)
+	}
+}
+
+// killFetchMidDownload stalls the S3 server so the transfer cannot finish,
+// deletes the fetch pod at once, and lets the server go on.
+func (e *env) killFetchMidDownload(ns string) error {
+	s3 := e.s3Process
+	if err := s3.Signal(syscall.SIGSTOP); err != nil {
+		return err
+	}
+	defer func() { _ = s3.Signal(syscall.SIGCONT) }()
+	ctx := context.Background()
+	pods, err := e.cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=" + values.ComponentFetch})
+	if err != nil {
+		return err
+	}
+	for _, p := range pods.Items {
+		if err := e.cs.CoreV1().Pods(ns).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}); err != nil {
+			return err
+		}
+	}
+	// The container is gone once the kubelet reports the pod deleted.
+	return wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		for _, p := range pods.Items {
+			if _, err := e.cs.CoreV1().Pods(ns).Get(ctx, p.Name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+}
+
+func TestAVolumeTooSmallFailsSayingHowMuchSpaceTheModelNeeds(t *testing.T) {
+	e := realNode(t)
+	ns := e.namespace(t)
+	e.kubectl(t, e.modelServer("tiny", halfPlusTwo, 1, "16Ki", ""), "-n", ns, "apply", "-f", "-")
+	msg := e.waitFetchFailed(t, ns, "tiny", "TooLarge")
+	for _, want := range []string{"the model needs", "raise spec.storage.size to at least"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("ModelFetched message %q lacks %q", msg, want)
+		}
+	}
+	volume := e.volumeDir(t, ns, "tiny")
+	entries, _ := os.ReadDir(volume)
+	for _, en := range entries {
+		if why := incompleteModel(filepath.Join(volume, en.Name())); why != "" && !strings.Contains(en.Name(), ".partial-") {
+			t.Errorf("the volume holds %s: %s", en.Name(), why)
+		}
+		if strings.Contains(en.Name(), ".partial-") {
+			t.Errorf("the failed fetch left its staging directory %s", en.Name())
+		}
+	}
+}
+
+func TestDeletingAModelServerRemovesWhatItCreatedWithTheData(t *testing.T) {
+	e := realNode(t)
+	ns := e.namespace(t)
+	e.kubectl(t, e.modelServer("gone", halfPlusTwo, 1, "64Mi", ""), "-n", ns, "apply", "-f", "-")
+	e.waitReady(t, ns, "gone", 5*time.Minute)
+	volume := e.volumeDir(t, ns, "gone")
+	pvc, err := e.cs.CoreV1().PersistentVolumeClaims(ns).List(context.Background(), metav1.ListOptions{})
+	if err != nil || len(pvc.Items) != 1 {
+		t.Fatalf("claims: %v %v", pvc, err)
+	}
+	pvName := pvc.Items[0].Spec.VolumeName
+
+	e.kubectl(t, "", "-n", ns, "delete", "modelserver", "gone", "--timeout=2m")
+	err = wait.PollUntilContextTimeout(context.Background(), time.Second, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		left := strings.TrimSpace(e.kubectlOut("-n", ns, "get", "deployments,services,configmaps,jobs,pods,pvc,poddisruptionbudgets",
+			"-l", "app.kubernetes.io/instance=gone", "-o", "name"))
+		_, pvErr := e.cs.CoreV1().PersistentVolumes().Get(ctx, pvName, metav1.GetOptions{})
+		_, dirErr := os.Stat(volume)
+		return left == "" && apierrors.IsNotFound(pvErr) && os.IsNotExist(dirErr), nil
+	})
+	if err != nil {
+		t.Fatalf("after deleting the ModelServer: objects %q, volume %s, data %s",
+			e.kubectlOut("-n", ns, "get", "all,pvc,configmaps", "-o", "name"), pvName, volume)
+	}
+	if out := e.kubectlOut("-n", ns, "get", "secrets", "-o", "name"); !strings.Contains(out, "secret/s3-creds") {
+		t.Errorf("the user's Secret was deleted with the ModelServer: %q", out)
+	}
+}
+
+// volumeDir is where the ModelServer's claim lives on the host.
+func (e *env) volumeDir(t *testing.T, ns, name string) string {
+	t.Helper()
+	var dir string
+	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		claims, err := e.cs.CoreV1().PersistentVolumeClaims(ns).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/instance=" + name})
+		if err != nil || len(claims.Items) == 0 || claims.Items[0].Spec.VolumeName == "" {
+			return false, nil
+		}
+		pv, err := e.cs.CoreV1().PersistentVolumes().Get(ctx, claims.Items[0].Spec.VolumeName, metav1.GetOptions{})
+		if err != nil || pv.Spec.Local == nil {
+			return false, nil
+		}
+		dir = pv.Spec.Local.Path
+		return true, nil
+	})
+	if err != nil {
+		t.Fatalf("the claim of %s/%s was not bound to a local volume", ns, name)
+	}
+	return dir
+}
+
+// incompleteModel says what is missing from a published model directory,
+// or "" when it is whole: its fetch manifest is written last, before the
+// directory is renamed into place.
+func incompleteModel(dir string) string {
+	data, err := os.ReadFile(filepath.Join(dir, values.FetchManifestName))
+	if err != nil {
+		return "no fetch manifest"
+	}
+	var m struct {
+		Bytes int64 `json:"bytes"`
+	}
+	if err := json.Unmarshal(data, &m); err != nil {
+		return "unreadable fetch manifest"
+	}
+	var have int64
+	_ = filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err == nil && d.Type().IsRegular() && d.Name() != values.FetchManifestName {
+			if fi, err := d.Info(); err == nil {
+				have += fi.Size()
+			}
+		}
+		return nil
+	})
+	if have != m.Bytes {
+		return fmt.Sprintf("%d of the %d bytes its manifest lists", have, m.Bytes)
+	}
+	return ""
+}
+
+func fileAtLeast(dir string, n int64) bool {
+	found := false
+	_ = filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err == nil && d.Type().IsRegular() {
+			if fi, err := d.Info(); err == nil && fi.Size() >= n {
+				found = true
+			}
+		}
+		return nil
+	})
+	return found
+}
+
+func treeBytes(t *testing.T, dir string) int64 {
+	t.Helper()
+	var n int64
+	err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err == nil && d.Type().IsRegular() {
+			fi, err := d.Info()
+			if err == nil {
+				n += fi.Size()
+			}
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// logFetch prints the fetch pod's own account of the transfer (bytes,
+// time), for the record.
+func logFetch(t *testing.T, e *env, ns string) {
+	out := e.kubectlOut("-n", ns, "logs", "-l", "app.kubernetes.io/component="+values.ComponentFetch, "--tail=5")
+	t.Logf("fetch pod log (tail):\n%s", out)
+}
+
+// scrape GETs a metrics URL over TLS (the operator's certificate is its
+// own, self-signed) with a bearer token, if any.
+func scrape(t *testing.T, url, token string) (int, string) {
+	t.Helper()
+	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // the operator's self-signed serving certificate
+	}}
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body)
+}
