@@ -59,8 +59,10 @@ verify-generated: manifests generate docs-api ## Fail if generated files differ 
 		echo "generated files differ from the commit: run 'make manifests generate docs' and commit:"; echo "$$changed"; exit 1; fi
 
 # Packages whose tests need no cluster, and those that start the local control plane.
-CLUSTER_PKGS := ./internal/localcluster/... ./controllers/... ./test/e2e/...
-UNIT_PKGS = $(shell go list ./... | grep -v -e /internal/localcluster -e /controllers -e /test/e2e)
+# The real-node suites (internal/localcluster's and test/realnode) take
+# turns on the machine's one real node; the others run beside them.
+CLUSTER_PKGS := ./internal/localcluster/... ./controllers/... ./test/e2e/... ./test/realnode/...
+UNIT_PKGS = $(shell go list ./... | grep -v -e /internal/localcluster -e /controllers -e /test/e2e -e /test/realnode)
 
 .PHONY: test
 test: lint verify-generated verify-olm test-olm test-unit test-cluster ## Unit tests, then the suites that run against the local control plane.
@@ -77,8 +79,13 @@ test-cluster: tools node-deps ## Suites that start a local control plane (etcd, 
 test-e2e: tools build ## End-to-end tests: the operator binary against the local control plane.
 	go test -count=1 -timeout 25m ./test/e2e/...
 
+.PHONY: test-real-node
+test-real-node: tools node-deps ## The real-node suites: the operator from its image, real fetches from a real S3 server, teardown.
+	go test -count=1 -timeout 25m -run 'RealNode' ./internal/localcluster/
+	go test -count=1 -timeout 25m ./test/realnode/...
+
 .PHONY: demo
-demo: tools ## Start a local control plane, the operator and the sample ModelServer; show it becoming Ready (DEMO_EXIT_WHEN_READY=1 exits then).
+demo: tools ## Show the operator serving a model until Ready: on a real node where the machine can run containers, else on kwok (DEMO_SIMULATED=1 forces kwok; DEMO_EXIT_WHEN_READY=1 exits when Ready).
 	go run ./cmd/demo
 
 ##@ Reliability
@@ -128,9 +135,12 @@ vet-bench: ## Vet and unit-test the benchmark harness and its peer operator.
 bench: tools ## Benchmark the operator and the peer for BENCH_N ModelServers; results in test/bench/results.
 	cd test/bench && go run . -n '$(BENCH_N)' $(BENCH_FLAGS)
 
+# REAL_NODE=1 makes cluster-up run the real-node environment the real-node
+# tests use, which needs the node's Debian packages too.
+REAL_NODE ?=
 .PHONY: cluster-up
-cluster-up: tools ## Run a local control plane in the foreground; prints the KUBECONFIG to export.
-	go run ./cmd/localcluster
+cluster-up: tools $(if $(filter 1,$(REAL_NODE)),node-deps) ## Run a local control plane in the foreground; prints the KUBECONFIG to export. REAL_NODE=1: a real node (root), registry, S3 server with test models, the operator from its image.
+	go run ./cmd/localcluster $(if $(filter 1,$(REAL_NODE)),-real-node)
 
 ##@ Build
 

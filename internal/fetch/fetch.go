@@ -240,7 +240,7 @@ func (f *fetcher) download(ctx context.Context, src Source, l Listing, staging s
 	if len(l.Objects) > f.o.MaxFiles {
 		return nil, false, permanentf(ReasonTooLarge, "%s holds %d files, over the limit of %d", src.Describe(""), len(l.Objects), f.o.MaxFiles)
 	}
-	if err := checkSpace(staging, totalBytes); err != nil {
+	if err := checkSpace(staging, l.Objects); err != nil {
 		return nil, false, err
 	}
 	totalFiles := int64(len(l.Objects))

@@ -52,6 +52,9 @@ type Options struct {
 	// and a StorageClass of real volumes. RealNodeSupport says whether the
 	// machine can. With it, NodePools default to none.
 	RealNode bool
+	// RealNodeLockTimeout bounds the wait for another real node on this
+	// machine to stop. Default: 30 minutes.
+	RealNodeLockTimeout time.Duration
 	// Logf, if set, receives a line per start-up step.
 	Logf func(format string, args ...any)
 }
@@ -78,6 +81,7 @@ type Cluster struct {
 	stopOnce sync.Once
 
 	node        *realNode // nil without a real node
+	lock        *os.File  // the machine's real-node lock, held until Stop
 	teardownErr error
 }
 
@@ -99,6 +103,9 @@ var Binaries = []string{etcdName, apiserverName, kcmName, schedulerName, kwokNam
 func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	if opts.StartTimeout == 0 {
 		opts.StartTimeout = 3 * time.Minute
+	}
+	if opts.RealNodeLockTimeout == 0 {
+		opts.RealNodeLockTimeout = 30 * time.Minute
 	}
 	if opts.NodePools == nil && !opts.RealNode {
 		opts.NodePools = DefaultNodePools()
@@ -128,6 +135,19 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	}
 	CleanStale()
 
+	// Real nodes take turns on a machine; the wait for another to finish
+	// (a parallel test package's whole suite) is not start-up time.
+	var lock *os.File
+	if opts.RealNode {
+		lctx, lcancel := context.WithTimeout(ctx, opts.RealNodeLockTimeout)
+		l, err := acquireRealNodeLock(lctx, opts.Logf)
+		lcancel()
+		if err != nil {
+			return nil, err
+		}
+		lock = l
+		sweepAbandonedRealNodes(opts.Logf)
+	}
 	ctx, cancel := context.WithTimeout(ctx, opts.StartTimeout)
 	defer cancel()
 	// A port picked free can be taken by another process before the
@@ -135,8 +155,9 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	var err error
 	for attempt := 1; attempt <= 3; attempt++ {
 		var c *Cluster
-		c, err = boot(ctx, opts)
+		c, err = boot(ctx, opts, lock)
 		if err == nil {
+			c.lock = lock
 			return c, nil
 		}
 		if !strings.Contains(err.Error(), "address already in use") {
@@ -144,10 +165,13 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 		}
 		opts.Logf("port taken during start-up, retrying: %v", err)
 	}
+	if lock != nil {
+		lock.Close()
+	}
 	return nil, err
 }
 
-func boot(ctx context.Context, opts Options) (_ *Cluster, err error) {
+func boot(ctx context.Context, opts Options, lock *os.File) (_ *Cluster, err error) {
 	dir, err := newClusterDir()
 	if err != nil {
 		return nil, err
@@ -168,7 +192,7 @@ func boot(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	// listens on the bridge's address.
 	listenAddr := "127.0.0.1"
 	if opts.RealNode {
-		if err := c.prepareHost(ctx); err != nil {
+		if err := c.prepareHost(lock); err != nil {
 			return nil, err
 		}
 		listenAddr = HostAddress
@@ -371,6 +395,9 @@ func (c *Cluster) Stop() {
 			c.procs[i].Stop(10 * time.Second)
 		}
 		c.stopRealNode()
+		if c.lock != nil {
+			c.lock.Close()
+		}
 		if os.Getenv("LOCALCLUSTER_KEEP") == "" {
 			_ = os.RemoveAll(c.Dir)
 		}

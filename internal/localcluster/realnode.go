@@ -102,21 +102,13 @@ type realNode struct {
 	provDone chan struct{}
 }
 
-// prepareHost takes the machine's real-node lock and starts the reaper
+// prepareHost starts the reaper, holding the machine's real-node lock,
 // before anything on the host changes, then records the sysctls to restore
 // and creates the bridge and the pods' cgroup, which the apiserver and the
 // kubelet need before they start.
-func (c *Cluster) prepareHost(ctx context.Context) error {
-	lock, err := acquireRealNodeLock(ctx, c.opts.Logf)
-	if err != nil {
-		return err
-	}
-	// A run killed with its reaper (or before it) left the host as it was;
-	// the lock says nobody is using it now.
-	sweepAbandonedRealNodes(c.opts.Logf)
+func (c *Cluster) prepareHost(lock *os.File) error {
 	rp, err := startReaper(c.Dir, lock)
 	if err != nil {
-		lock.Close()
 		return err
 	}
 	c.node = &realNode{layout: realNodeLayout{dir: c.Dir}, reaper: rp}

@@ -62,7 +62,6 @@ type reaper struct {
 	cmd   *exec.Cmd
 	pipe  *os.File
 	done  chan struct{}
-	lock  *os.File
 	log   string
 	err   error
 	owner bool
@@ -98,7 +97,7 @@ func startReaper(dir string, lock *os.File) (*reaper, error) {
 		w.Close()
 		return nil, fmt.Errorf("start the real node's reaper: %w", err)
 	}
-	rp := &reaper{cmd: cmd, pipe: w, done: make(chan struct{}), lock: lock, log: logFile}
+	rp := &reaper{cmd: cmd, pipe: w, done: make(chan struct{}), log: logFile}
 	go func() {
 		rp.err = cmd.Wait()
 		close(rp.done)
@@ -106,8 +105,7 @@ func startReaper(dir string, lock *os.File) (*reaper, error) {
 	return rp, nil
 }
 
-// finish asks the reaper to tear down and waits for it, then releases the
-// lock. The reaper's log is removed when it reported a clean host.
+// finish asks the reaper to tear down and waits for it. The reaper's log is removed when it reported a clean host.
 func (r *reaper) finish(timeout time.Duration) error {
 	r.pipe.Close()
 	select {
@@ -115,7 +113,6 @@ func (r *reaper) finish(timeout time.Duration) error {
 	case <-time.After(timeout):
 		return fmt.Errorf("the real node's teardown did not finish within %s; see %s", timeout, r.log)
 	}
-	r.lock.Close()
 	if r.err != nil {
 		return fmt.Errorf("the real node's teardown failed (%v): %s", r.err, tail(r.log, 20))
 	}

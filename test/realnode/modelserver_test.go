@@ -37,8 +37,8 @@ func (e *env) namespace(t *testing.T) string {
 		ns = strings.TrimRight(ns[:50], "-")
 	}
 	e.kubectl(t, "", "create", "namespace", ns)
-	t.Cleanup(func() { _, _ = e.run("", "delete", "namespace", ns, "--wait=false") })
-	e.secret(t, ns, "s3-creds", e.creds.SecretKey)
+	t.Cleanup(func() { _, _ = e.Kubectl("", "delete", "namespace", ns, "--wait=false") })
+	e.secret(t, ns, "s3-creds", "")
 	return ns
 }
 
@@ -46,13 +46,7 @@ var nonDNS = regexp.MustCompile(`[^a-z0-9-]+`)
 
 func (e *env) secret(t *testing.T, ns, name, secretKey string) {
 	t.Helper()
-	manifest := e.kubectl(t, "", "-n", ns, "create", "secret", "generic", name,
-		"--from-literal=AWS_ACCESS_KEY_ID="+e.creds.AccessKey,
-		"--from-literal=AWS_SECRET_ACCESS_KEY="+secretKey,
-		"--from-literal=AWS_ENDPOINT_URL="+e.s3,
-		"--from-literal=AWS_S3_FORCE_PATH_STYLE=true",
-		"--dry-run=client", "-o", "yaml")
-	e.kubectl(t, manifest, "apply", "-f", "-")
+	e.kubectl(t, e.CredentialsSecret(name, secretKey), "-n", ns, "apply", "-f", "-")
 }
 
 // modelServer is the YAML a user would write for the double and the real S3
@@ -75,7 +69,7 @@ spec:
   image: %s
   storage:
     size: %s
-`, name, uri, secret, extra, replicas, e.double, storage)
+`, name, uri, secret, extra, replicas, e.DoubleImage, storage)
 }
 
 func (e *env) get(t *testing.T, ns, name string) *servingv1alpha1.ModelServer {
@@ -90,7 +84,7 @@ func (e *env) get(t *testing.T, ns, name string) *servingv1alpha1.ModelServer {
 
 func (e *env) waitReady(t *testing.T, ns, name string, timeout time.Duration) {
 	t.Helper()
-	if _, err := e.run("", "-n", ns, "wait", "--for=condition=Ready", "modelserver/"+name, fmt.Sprintf("--timeout=%s", timeout)); err != nil {
+	if _, err := e.Kubectl("", "-n", ns, "wait", "--for=condition=Ready", "modelserver/"+name, fmt.Sprintf("--timeout=%s", timeout)); err != nil {
 		t.Fatalf("%v\nstatus: %s\n%s", err, e.kubectlOut("-n", ns, "get", "modelserver", name, "-o", "jsonpath={.status}"),
 			e.kubectlOut("-n", ns, "get", "pods,jobs,pvc", "-o", "wide"))
 	}
@@ -185,7 +179,7 @@ func TestTheOperatorRunsFromItsImageWithItsOwnIdentity(t *testing.T) {
 	}
 	e.kubectl(t, "", "create", "serviceaccount", "scraper", "-n", operatorNS)
 	e.kubectl(t, "", "create", "clusterrolebinding", "rn-scraper", "--clusterrole=modelserver-metrics-reader", "--serviceaccount="+operatorNS+":scraper")
-	t.Cleanup(func() { _, _ = e.run("", "delete", "clusterrolebinding", "rn-scraper") })
+	t.Cleanup(func() { _, _ = e.Kubectl("", "delete", "clusterrolebinding", "rn-scraper") })
 	token = strings.TrimSpace(e.kubectl(t, "", "-n", operatorNS, "create", "token", "scraper"))
 	if code, body := scrape(t, url, token); code != http.StatusOK || !strings.Contains(body, "controller_runtime_reconcile_total") {
 		t.Errorf("authorized scrape: %d, controller-runtime metrics present: %v", code, strings.Contains(body, "controller_runtime_reconcile_total"))
@@ -205,7 +199,7 @@ func TestAModelFromS3IsFetchedAndServedThroughTheRealProbe(t *testing.T) {
 	if m == nil || !strings.HasPrefix(m.Digest, "sha256:") || !slices.Equal(m.Versions, []int64{123}) {
 		t.Fatalf("status.model %+v: want a sha256 digest and versions [123]", m)
 	}
-	if want := treeBytes(t, filepath.Join(e.root, "test/testdata/tf-serving/saved_model_half_plus_two_cpu")); m.SizeBytes != want {
+	if want := treeBytes(t, filepath.Join(e.Root, "test/testdata/tf-serving/saved_model_half_plus_two_cpu")); m.SizeBytes != want {
 		t.Errorf("status.model.sizeBytes %d, want %d (the SavedModel's bytes)", m.SizeBytes, want)
 	}
 	if ms.Status.ReadyReplicas != 2 {
@@ -269,7 +263,7 @@ func TestFailedFetchesSayWhyAndFixingTheSpecRecovers(t *testing.T) {
 		name, uri, secret, reason, wantMessage string
 	}{
 		{"wrong-key", halfPlusTwo, "wrong-creds", "AccessDenied", "check the keys in the credentials Secret"},
-		{"missing", "s3://models/half_plus_three", "s3-creds", "NotFound", "s3://models/half_plus_three"},
+		{"missing", "s3://models/half_plus_four", "s3-creds", "NotFound", "s3://models/half_plus_four"},
 		{"corrupted", corruptedArchive, "s3-creds", "InvalidLayout", "tar.gz"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -281,7 +275,7 @@ func TestFailedFetchesSayWhyAndFixingTheSpecRecovers(t *testing.T) {
 			if !strings.Contains(msg, tc.wantMessage) {
 				t.Errorf("ModelFetched message %q lacks %q", msg, tc.wantMessage)
 			}
-			if strings.Contains(msg, e.creds.SecretKey) || strings.Contains(msg, "not-the-secret-key") {
+			if strings.Contains(msg, e.S3Creds.SecretKey) || strings.Contains(msg, "not-the-secret-key") {
 				t.Errorf("a secret key reached the status: %q", msg)
 			}
 			e.kubectl(t, e.modelServer(tc.name, halfPlusTwo, 1, "64Mi", ""), "-n", ns, "apply", "-f", "-")
@@ -349,7 +343,7 @@ func TestAFetchKilledMidDownloadIsRetriedAndNeverPublishesAPartialModel(t *testi
 // killFetchMidDownload stalls the S3 server so the transfer cannot finish,
 // deletes the fetch pod at once, and lets the server go on.
 func (e *env) killFetchMidDownload(ns string) error {
-	s3 := e.s3Process
+	s3 := e.S3Process
 	if err := s3.Signal(syscall.SIGSTOP); err != nil {
 		return err
 	}

@@ -54,7 +54,9 @@ func TestVersionsComeAndGo(t *testing.T) {
 	}{
 		{"a new version replaces the old", func() { addVersion(t, base, "2") }, "2:AVAILABLE 1:END"},
 		{"an older version does not", func() { addVersion(t, base, "0") }, "2:AVAILABLE 1:END"},
-		{"specific brings an old one back", func() { mustApply(t, c, modelList(model("m", base, "model_version_policy { specific { versions: 0 versions: 1 } }"))) }, "2:END 1:AVAILABLE 0:AVAILABLE"},
+		{"specific brings an old one back", func() {
+			mustApply(t, c, modelList(model("m", base, "model_version_policy { specific { versions: 0 versions: 1 } }")))
+		}, "2:END 1:AVAILABLE 0:AVAILABLE"},
 		{"a removed version ends", func() { os.RemoveAll(filepath.Join(base, "0")) }, "2:END 1:AVAILABLE 0:END"},
 		{"all", func() { mustApply(t, c, modelList(model("m", base, "model_version_policy { all {} }"))) }, "2:AVAILABLE 1:AVAILABLE 0:END"},
 		{"latest again", func() { mustApply(t, c, latest) }, "2:AVAILABLE 1:END 0:END"},
