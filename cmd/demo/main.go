@@ -1,9 +1,15 @@
 // Command demo shows the operator at work on this machine, with no cluster
-// and no container runtime: it starts the local control plane, installs the
-// CRD, runs the operator binary as its own process, applies the sample
-// ModelServer and prints what happens until it is Ready. `make demo` runs
-// it; DEMO_EXIT_WHEN_READY=1 makes it exit 0 once Ready instead of staying
-// up until Ctrl-C.
+// to bring: it starts a local control plane, the operator, a ModelServer,
+// and prints what happens until it is Ready. `make demo` runs it;
+// DEMO_EXIT_WHEN_READY=1 makes it exit 0 once Ready instead of staying up
+// until Ctrl-C.
+//
+// Where the machine can run containers (localcluster.RealNodeSupport), the
+// demo runs on a real node (realnode.go): the operator from its image,
+// a real fetch from a real S3 server, and TF Serving's test double serving
+// the model. Elsewhere, or with DEMO_SIMULATED=1, kwok plays the kubelet:
+// it installs the CRD, runs the operator binary as its own process and
+// applies the sample ModelServer, and no container runs.
 package main
 
 import (
@@ -40,9 +46,9 @@ import (
 const simulatedFetch = `{"versions":[1],"files":3,"bytes":102445056,"digest":"sha256:5f1d6c2e0b8f4a9e7c3d2b1a0f9e8d7c6b5a4f3e2d1c0b9a8f7e6d5c4b3a2f1e"}`
 
 func main() {
-	sample := flag.String("sample", "config/samples/serving_v1alpha1_modelserver.yaml", "the ModelServer to apply")
-	crdDir := flag.String("crds", "config/crd/bases", "directory of the CRDs to install")
-	manager := flag.String("manager", "", "operator binary to run (default: build ./cmd/manager)")
+	sample := flag.String("sample", "config/samples/serving_v1alpha1_modelserver.yaml", "the ModelServer to apply (simulated containers only)")
+	crdDir := flag.String("crds", "config/crd/bases", "directory of the CRDs to install (simulated containers only)")
+	manager := flag.String("manager", "", "operator binary to run (simulated containers only; default: build ./cmd/manager)")
 	namespace := flag.String("namespace", "default", "namespace of the ModelServer")
 	timeout := flag.Duration("timeout", 5*time.Minute, "give up if the ModelServer is not Ready by then")
 	flag.Parse()
@@ -50,10 +56,24 @@ func main() {
 	d := &demo{start: time.Now(), out: os.Stdout}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	err := d.run(ctx, *sample, *crdDir, *manager, *namespace, *timeout, os.Getenv("DEMO_EXIT_WHEN_READY") == "1")
+	exitWhenReady := os.Getenv("DEMO_EXIT_WHEN_READY") == "1"
+	var err error
+	if why := whySimulated(); why == "" {
+		err = d.runReal(ctx, *namespace, *timeout, exitWhenReady)
+	} else {
+		fmt.Fprintf(d.out, "Containers are simulated (%s): kwok plays the kubelet, so no container runs and nothing is downloaded.\n\n", why)
+		err = d.run(ctx, *sample, *crdDir, *manager, *namespace, *timeout, exitWhenReady)
+	}
 	if d.cluster != nil {
-		d.say("stopping the operator and the local control plane")
+		if d.realNode {
+			d.say("stopping the local control plane and tearing the real node down")
+		} else {
+			d.say("stopping the operator and the local control plane")
+		}
 		d.cluster.Stop()
+		if terr := d.cluster.TeardownError(); terr != nil && err == nil {
+			err = fmt.Errorf("the real node's teardown: %w", terr)
+		}
 	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "\ndemo failed: %v\n", err)
@@ -61,12 +81,25 @@ func main() {
 	}
 }
 
+// whySimulated is why the demo cannot run on a real node, or "" when it
+// can.
+func whySimulated() string {
+	if os.Getenv("DEMO_SIMULATED") == "1" {
+		return "DEMO_SIMULATED=1"
+	}
+	if err := localcluster.RealNodeSupport(""); err != nil {
+		return err.Error()
+	}
+	return ""
+}
+
 type demo struct {
-	start   time.Time
-	mu      sync.Mutex // serialises output lines
-	out     io.Writer
-	cluster *localcluster.Cluster
-	op      *localcluster.Process
+	start    time.Time
+	mu       sync.Mutex // serialises output lines
+	out      io.Writer
+	cluster  *localcluster.Cluster
+	realNode bool
+	op       *localcluster.Process // the operator, when it runs on this machine
 }
 
 // say prints one timeline line: seconds since the start, then the text.
@@ -127,14 +160,7 @@ func (d *demo) run(ctx context.Context, samplePath, crdDir, manager, ns string, 
 	}
 	d.say("started the operator (log: %s)", d.op.LogFile())
 
-	scheme := runtime.NewScheme()
-	_ = clientgoscheme.AddToScheme(scheme)
-	_ = servingv1alpha1.AddToScheme(scheme)
-	cl, err := client.NewWithWatch(c.Config, client.Options{Scheme: scheme})
-	if err != nil {
-		return err
-	}
-	cs, err := c.Clientset()
+	cl, cs, err := clients(c)
 	if err != nil {
 		return err
 	}
@@ -163,7 +189,8 @@ func (d *demo) run(ctx context.Context, samplePath, crdDir, manager, ns string, 
 		return err
 	}
 	cancel()
-	d.summary(ready, c.Kubeconfig)
+	d.status(ready)
+	d.explore(ready, c.Kubeconfig, "The operator's log: "+d.op.LogFile(), "")
 	if exitWhenReady {
 		return nil
 	}
@@ -174,6 +201,26 @@ func (d *demo) run(ctx context.Context, samplePath, crdDir, manager, ns string, 
 		return fmt.Errorf("the operator exited: %v; log tail:\n%s", d.op.Err(), d.op.LogTail(30))
 	}
 	return nil
+}
+
+// clients are the typed and the ModelServer clients the demo watches with.
+func clients(c *localcluster.Cluster) (client.WithWatch, kubernetes.Interface, error) {
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return nil, nil, err
+	}
+	if err := servingv1alpha1.AddToScheme(scheme); err != nil {
+		return nil, nil, err
+	}
+	cl, err := client.NewWithWatch(c.Config, client.Options{Scheme: scheme})
+	if err != nil {
+		return nil, nil, err
+	}
+	cs, err := c.Clientset()
+	if err != nil {
+		return nil, nil, err
+	}
+	return cl, cs, nil
 }
 
 // followModelServer prints each change of phase, message or ready count
@@ -255,9 +302,34 @@ func podState(p *corev1.Pod) string {
 		return "Running, not ready yet"
 	}
 	if p.Spec.NodeName != "" && p.Status.Phase == corev1.PodPending {
+		// kwok reports no container states; a real kubelet does, and they
+		// show where a pod's start-up time goes.
+		if w := startingState(p); w != "" {
+			return "on " + p.Spec.NodeName + ", " + w
+		}
 		return "scheduled on " + p.Spec.NodeName
 	}
 	return string(p.Status.Phase)
+}
+
+// startingState is what a pending pod's containers are doing: an init
+// container running (the serving pods wait for the model in one), or why
+// a container waits.
+func startingState(p *corev1.Pod) string {
+	for _, c := range p.Status.InitContainerStatuses {
+		switch {
+		case c.State.Running != nil:
+			return "init container " + c.Name + " running"
+		case c.State.Waiting != nil && c.State.Waiting.Reason != "":
+			return c.State.Waiting.Reason
+		}
+	}
+	for _, c := range p.Status.ContainerStatuses {
+		if c.State.Waiting != nil && c.State.Waiting.Reason != "" {
+			return c.State.Waiting.Reason
+		}
+	}
+	return ""
 }
 
 // followEvents prints the operator's Events about the ModelServer.
@@ -290,8 +362,9 @@ func follow(ctx context.Context, start func(context.Context) (watch.Interface, e
 	}
 }
 
-// summary tells where the model is served and how to look around.
-func (d *demo) summary(ms *servingv1alpha1.ModelServer, kubeconfig string) {
+// status tells where the model is served and what was fetched, from the
+// ModelServer's status.
+func (d *demo) status(ms *servingv1alpha1.ModelServer) {
 	st := ms.Status
 	fmt.Fprintf(d.out, "\nModelServer %s/%s is Ready: %s serving pods.\n", ms.Namespace, ms.Name, st.Ready)
 	if st.Endpoints != nil {
@@ -303,6 +376,11 @@ func (d *demo) summary(ms *servingv1alpha1.ModelServer, kubeconfig string) {
 	if st.Release != nil {
 		fmt.Fprintf(d.out, "Helm release %s, revision %d, chart %s\n", st.Release.Name, st.Release.Revision, st.Release.ChartVersion)
 	}
+}
+
+// explore tells how to look around with kubectl; extra holds more
+// commands, one per line, indented as the others.
+func (d *demo) explore(ms *servingv1alpha1.ModelServer, kubeconfig, operatorLog, extra string) {
 	fmt.Fprintf(d.out, `
 Explore it with kubectl (bin/kubectl is built by make tools):
 
@@ -314,9 +392,9 @@ Explore it with kubectl (bin/kubectl is built by make tools):
   kubectl events --for ms/%[2]s
   kubectl scale ms/%[2]s --replicas=3
   kubectl explain modelserver.spec.model.storageUri
-
-The operator's log: %s
-`, kubeconfig, ms.Name, d.op.LogFile())
+%[3]s
+%[4]s
+`, kubeconfig, ms.Name, extra, operatorLog)
 }
 
 func readSample(path string) (*servingv1alpha1.ModelServer, error) {

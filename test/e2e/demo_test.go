@@ -11,17 +11,20 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/modelserver-dev/modelserver-operator/internal/localcluster"
 )
 
 // TestMakeDemoShowsEachPhaseUntilReady runs what the README tells a
 // newcomer to run first, as a script would: `DEMO_EXIT_WHEN_READY=1 make
-// demo`.
+// demo`, with the containers simulated, as on a machine that cannot run
+// them.
 func TestMakeDemoShowsEachPhaseUntilReady(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "make", "--no-print-directory", "demo")
 	cmd.Dir = repoPath(".")
-	cmd.Env = append(os.Environ(), "DEMO_EXIT_WHEN_READY=1")
+	cmd.Env = append(os.Environ(), "DEMO_EXIT_WHEN_READY=1", "DEMO_SIMULATED=1")
 	start := time.Now()
 	out, err := cmd.CombinedOutput()
 	took := time.Since(start)
@@ -30,12 +33,66 @@ func TestMakeDemoShowsEachPhaseUntilReady(t *testing.T) {
 	}
 	t.Logf("DEMO_EXIT_WHEN_READY=1 make demo exited 0 after %s", took.Round(100*time.Millisecond))
 	for _, want := range []string{
+		"Containers are simulated (DEMO_SIMULATED=1)",
 		// Deploying shows only when the pods are slower than the fetch.
 		"phase Pending", "phase Fetching", "phase Ready",
 		"through the phases Pending → Fetching → ",
 		"event Normal Fetched: Fetched model resnet from s3://models/resnet: version 1",
 		"Running, Ready",
 		"REST  http://resnet.default.svc:8501/v1/models/resnet",
+		"export KUBECONFIG=",
+	} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("the demo's output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+// TestMakeDemoOnTheRealNodeFetchesARealModel runs `DEMO_EXIT_WHEN_READY=1
+// make demo` where the machine can run containers, which is where the demo
+// then runs: the operator from its image, a real fetch from the S3 server,
+// a prediction from the serving pods.
+func TestMakeDemoOnTheRealNodeFetchesARealModel(t *testing.T) {
+	if err := localcluster.RealNodeSupport(""); err != nil {
+		if os.Getenv("LOCALCLUSTER_REQUIRE_REAL_NODE") != "" {
+			t.Fatalf("LOCALCLUSTER_REQUIRE_REAL_NODE is set, but %v", err)
+		}
+		t.Skip(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "make", "--no-print-directory", "demo")
+	cmd.Dir = repoPath(".")
+	cmd.Env = append(os.Environ(), "DEMO_EXIT_WHEN_READY=1", "DEMO_SIMULATED=")
+	// Interrupted as Ctrl-C does, not killed, at the deadline, so that the
+	// demo tears its real node down itself. make waits for its children
+	// on SIGINT without passing it on: the whole group gets it.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGINT) }
+	cmd.WaitDelay = 2 * time.Minute
+	start := time.Now()
+	out, err := cmd.CombinedOutput()
+	took := time.Since(start)
+	if err != nil {
+		t.Fatalf("make demo: %v after %s\n%s", err, took.Round(time.Second), out)
+	}
+	t.Logf("DEMO_EXIT_WHEN_READY=1 make demo on the real node exited 0 after %s", took.Round(100*time.Millisecond))
+	for _, want := range []string{
+		"On a real node",
+		"kubelet, containerd, runc",
+		"real S3 server (versitygw)",
+		"Simulated: TF Serving",
+		"kubectl apply --server-side -f dist/install.yaml",
+		"pulled by containerd",
+		"phase Ready",
+		"through the phases Pending → Fetching → ",
+		"event Normal Fetched: Fetched model half_plus_two from s3://models/half_plus_two: version 123",
+		"Running, Ready",
+		"REST  http://half-plus-two.default.svc:8501/v1/models/half_plus_two",
+		"Model half_plus_two: versions [123], ",
+		", sha256:",
+		`"version":"123","state":"AVAILABLE"`,
+		`{"predictions":[2.5,3.0,4.5]}`,
 		"export KUBECONFIG=",
 	} {
 		if !strings.Contains(string(out), want) {
@@ -54,7 +111,7 @@ func TestCtrlCStopsTheDemoAndLeavesNothingBehind(t *testing.T) {
 	}
 	cmd := exec.Command(demo, "--manager="+managerBinary)
 	cmd.Dir = repoPath(".")
-	cmd.Env = append(os.Environ(), "DEMO_EXIT_WHEN_READY=")
+	cmd.Env = append(os.Environ(), "DEMO_EXIT_WHEN_READY=", "DEMO_SIMULATED=1")
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -338,6 +338,7 @@ func TestAFetchKilledMidDownloadIsRetriedAndNeverPublishesAPartialModel(t *testi
 	if m == nil || m.SizeBytes < bigAssetBytes {
 		t.Errorf("status.model %+v: want the whole model (over %d bytes)", m, bigAssetBytes)
 	}
+	logFetch(t, e, ns)
 }
 
 // killFetchMidDownload stalls the S3 server so the transfer cannot finish,
@@ -511,11 +512,25 @@ func podReady(p *corev1.Pod) bool {
 	return false
 }
 
-// logFetch prints the fetch pod's own account of the transfer (bytes,
-// time), for the record.
+// logFetch prints the successful fetch pod's own account of the transfer
+// (its last log lines: bytes, time) and how long its container ran, for the
+// record.
 func logFetch(t *testing.T, e *env, ns string) {
-	out := e.kubectlOut("-n", ns, "logs", "-l", "app.kubernetes.io/component="+values.ComponentFetch, "--tail=5")
-	t.Logf("fetch pod log (tail):\n%s", out)
+	ctx := context.Background()
+	pods, err := e.cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=" + values.ComponentFetch})
+	if err != nil {
+		return
+	}
+	for _, p := range pods.Items {
+		if p.Status.Phase != corev1.PodSucceeded || len(p.Status.ContainerStatuses) == 0 {
+			continue
+		}
+		logs, _ := e.cs.CoreV1().Pods(ns).GetLogs(p.Name, &corev1.PodLogOptions{TailLines: ptr.To[int64](4)}).DoRaw(ctx)
+		if term := p.Status.ContainerStatuses[0].State.Terminated; term != nil {
+			t.Logf("fetch pod %s ran %s (container start to exit); its log ends:\n%s", p.Name,
+				term.FinishedAt.Sub(term.StartedAt.Time), logs)
+		}
+	}
 }
 
 // scrape GETs a metrics URL over TLS (the operator's certificate is its
