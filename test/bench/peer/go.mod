@@ -9,7 +9,6 @@ require (
 	github.com/operator-framework/helm-operator-plugins v0.8.0
 	helm.sh/helm/v3 v3.22.0
 	k8s.io/apimachinery v0.37.2
-	k8s.io/client-go v0.37.2
 	sigs.k8s.io/controller-runtime v0.25.2
 )
 
@@ -124,6 +123,7 @@ require (
 	k8s.io/apiextensions-apiserver v0.37.0 // indirect
 	k8s.io/apiserver v0.37.0 // indirect
 	k8s.io/cli-runtime v0.37.0 // indirect
+	k8s.io/client-go v0.37.2 // indirect
 	k8s.io/component-base v0.37.0 // indirect
 	k8s.io/klog/v2 v2.140.0 // indirect
 	k8s.io/kube-openapi v0.0.0-20260721132016-d427ff9ee9ad // indirect
