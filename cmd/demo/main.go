@@ -27,6 +27,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -35,6 +36,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/yaml"
 
 	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
@@ -52,6 +54,9 @@ func main() {
 	namespace := flag.String("namespace", "default", "namespace of the ModelServer")
 	timeout := flag.Duration("timeout", 5*time.Minute, "give up if the ModelServer is not Ready by then")
 	flag.Parse()
+	// The demo's clients log nothing worth showing; without a logger
+	// controller-runtime prints a stack trace saying so.
+	ctrllog.SetLogger(logr.Discard())
 
 	d := &demo{start: time.Now(), out: os.Stdout}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -156,6 +157,8 @@ func (d *demo) sayOperatorPod(ctx context.Context, cs kubernetes.Interface) erro
 }
 
 func realModelServer(image string) string {
+	// The model's name defaults to the ModelServer's, which TF Serving's
+	// URLs would then carry; half_plus_two is the name users know it by.
 	// A tmpfs volume counts against the memory of the pods that write it:
 	// 64Mi holds the SavedModel with room to spare.
 	return fmt.Sprintf(`apiVersion: serving.modelserver.dev/v1alpha1
@@ -164,13 +167,14 @@ metadata:
   name: %s
 spec:
   model:
+    name: %s
     storageUri: %s
     credentialsSecret: %s
   replicas: 2
   image: %s
   storage:
     size: 64Mi
-`, realName, realenv.HalfPlusTwo, realSecret, image)
+`, realName, realModel, realenv.HalfPlusTwo, realSecret, image)
 }
 
 // askTheModel sends, from this machine, the model's status request and a
@@ -190,20 +194,29 @@ func (d *demo) askTheModel(ctx context.Context, cs kubernetes.Interface, ns stri
 	}
 	fmt.Fprintf(d.out, "  $ curl %s\n  %s\n", base, status)
 
-	in, _ := json.Marshal(map[string][]float64{"instances": predictInput})
-	answer, err := request(ctx, http.MethodPost, base+":predict", in)
+	in := fmt.Sprintf(`{"instances": %s}`, list(predictInput))
+	answer, err := request(ctx, http.MethodPost, base+":predict", []byte(in))
 	if err != nil {
 		return "", err
 	}
-	fmt.Fprintf(d.out, "  $ curl -d '{\"instances\": [1.0, 2.0, 5.0]}' %s:predict\n  %s\n", base, answer)
+	fmt.Fprintf(d.out, "  $ curl -d '%s' %s:predict\n  %s\n", in, base, answer)
 	var got struct {
 		Predictions []float64 `json:"predictions"`
 	}
 	if err := json.Unmarshal([]byte(answer), &got); err != nil || !slices.Equal(got.Predictions, predictWant) {
 		return "", fmt.Errorf("POST %s:predict answered %s, want predictions %v (y = 0.5x + 2)", base, answer, predictWant)
 	}
-	fmt.Fprintf(d.out, "  predictions %v for instances %v: y = 0.5x + 2, as half_plus_two computes\n", got.Predictions, predictInput)
+	fmt.Fprintf(d.out, "  predictions %s for instances %s: y = 0.5x + 2, as half_plus_two computes\n", list(got.Predictions), list(predictInput))
 	return svc.Spec.ClusterIP, nil
+}
+
+// list writes numbers as the requests do: [1.0, 2.0, 5.0].
+func list(v []float64) string {
+	s := make([]string, len(v))
+	for i, x := range v {
+		s[i] = strconv.FormatFloat(x, 'f', 1, 64)
+	}
+	return "[" + strings.Join(s, ", ") + "]"
 }
 
 // request sends one request and returns the body, compacted to a line.

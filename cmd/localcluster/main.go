@@ -166,6 +166,7 @@ metadata:
   name: %s
 spec:
   model:
+    name: half_plus_two
     storageUri: %s
     credentialsSecret: s3-creds
   replicas: 1

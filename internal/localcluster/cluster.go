@@ -554,6 +554,16 @@ func defaultBinDir() (string, error) {
 	if dir := os.Getenv("LOCALCLUSTER_BIN_DIR"); dir != "" {
 		return dir, nil
 	}
+	root, err := RepositoryRoot()
+	if err != nil {
+		return "", fmt.Errorf("%w: set LOCALCLUSTER_BIN_DIR", err)
+	}
+	return filepath.Join(root, "bin"), nil
+}
+
+// RepositoryRoot is this module's root directory, found from the working
+// directory upwards.
+func RepositoryRoot() (string, error) {
 	wd, err := os.Getwd()
 	if err != nil {
 		return "", err
@@ -561,10 +571,10 @@ func defaultBinDir() (string, error) {
 	for dir := wd; ; dir = filepath.Dir(dir) {
 		mod, err := os.ReadFile(filepath.Join(dir, "go.mod"))
 		if err == nil && strings.Contains(string(mod), "module github.com/modelserver-dev/modelserver-operator\n") {
-			return filepath.Join(dir, "bin"), nil
+			return dir, nil
 		}
 		if filepath.Dir(dir) == dir {
-			return "", errors.New("cannot find the repository's bin/ directory: set LOCALCLUSTER_BIN_DIR")
+			return "", errors.New("cannot find the repository's root from " + wd)
 		}
 	}
 }

@@ -72,7 +72,7 @@ func Start(ctx context.Context, opts Options) (_ *Env, err error) {
 	if opts.Logf == nil {
 		opts.Logf = func(string, ...any) {}
 	}
-	root, err := repoRoot()
+	root, err := localcluster.RepositoryRoot()
 	if err != nil {
 		return nil, err
 	}
@@ -264,21 +264,4 @@ func freePort() (int, error) {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
-// repoRoot finds the repository from the working directory.
-func repoRoot() (string, error) {
-	wd, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for dir := wd; ; dir = filepath.Dir(dir) {
-		mod, err := os.ReadFile(filepath.Join(dir, "go.mod"))
-		if err == nil && strings.Contains(string(mod), "module github.com/modelserver-dev/modelserver-operator\n") {
-			return dir, nil
-		}
-		if filepath.Dir(dir) == dir {
-			return "", fmt.Errorf("%s is not inside the repository", wd)
-		}
-	}
 }

@@ -1,7 +1,6 @@
 package s3server
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"net"
@@ -14,10 +13,9 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/s3"
-)
 
-// mainModule is the module whose root holds bin/.
-const mainModule = "github.com/modelserver-dev/modelserver-operator"
+	"github.com/modelserver-dev/modelserver-operator/internal/localcluster"
+)
 
 // BinaryEnv names a versitygw binary to use instead of bin/versitygw.
 const BinaryEnv = "VERSITYGW_BIN"
@@ -29,7 +27,7 @@ func Binary(t testing.TB) string {
 	t.Helper()
 	p := os.Getenv(BinaryEnv)
 	if p == "" {
-		root, err := repoRoot()
+		root, err := localcluster.RepositoryRoot()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -39,39 +37,6 @@ func Binary(t testing.TB) string {
 		t.Skipf("no versitygw binary at %s ($%s names another): `make tools` builds bin/versitygw", p, BinaryEnv)
 	}
 	return p
-}
-
-// repoRoot walks up from the working directory (a package's, under go test)
-// to the main module's root. The nested modules (hack/tools/*, test/bench)
-// are passed over by their module line.
-func repoRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for d := dir; ; d = filepath.Dir(d) {
-		if modulePath(filepath.Join(d, "go.mod")) == mainModule {
-			return d, nil
-		}
-		if filepath.Dir(d) == d {
-			return "", fmt.Errorf("no go.mod of %s above %s", mainModule, dir)
-		}
-	}
-}
-
-func modulePath(goMod string) string {
-	f, err := os.Open(goMod)
-	if err != nil {
-		return ""
-	}
-	defer func() { _ = f.Close() }()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if rest, ok := strings.CutPrefix(strings.TrimSpace(sc.Text()), "module "); ok {
-			return strings.Trim(strings.TrimSpace(rest), `"`)
-		}
-	}
-	return ""
 }
 
 // Server is a versitygw started by Start for one test.
