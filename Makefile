@@ -136,11 +136,14 @@ bench: tools ## Benchmark the operator and the peer for BENCH_N ModelServers; re
 	cd test/bench && go run . -n '$(BENCH_N)' $(BENCH_FLAGS)
 
 # REAL_NODE=1 makes cluster-up run the real-node environment the real-node
-# tests use, which needs the node's Debian packages too.
+# tests use, which needs the node's Debian packages too. Built, not `go
+# run`: go run exits 1 on Ctrl-C whatever the program does, and the clean
+# stop is the command's exit 0.
 REAL_NODE ?=
 .PHONY: cluster-up
 cluster-up: tools $(if $(filter 1,$(REAL_NODE)),node-deps) ## Run a local control plane in the foreground; prints the KUBECONFIG to export. REAL_NODE=1: a real node (root), registry, S3 server with test models, the operator from its image.
-	go run ./cmd/localcluster $(if $(filter 1,$(REAL_NODE)),-real-node)
+	go build -o $(LOCALBIN)/localcluster ./cmd/localcluster
+	$(LOCALBIN)/localcluster $(if $(filter 1,$(REAL_NODE)),-real-node)
 
 ##@ Build
 

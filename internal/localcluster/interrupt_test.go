@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -38,17 +39,7 @@ func holdCluster() {
 // the child, the cluster's directory and its components' pids.
 func startHeldCluster(t *testing.T) (*exec.Cmd, string, []int) {
 	t.Helper()
-	child := exec.Command(os.Args[0], "-test.run=^$")
-	child.Env = append(os.Environ(), holdClusterEnv+"=1")
-	out, err := child.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	child.Stderr = os.Stderr
-	if err := child.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = child.Process.Kill(); _ = child.Wait() })
+	child, out := reexec(t, "^$", holdClusterEnv)
 	line, err := bufio.NewReader(out).ReadString('\n')
 	if err != nil || !strings.HasPrefix(line, "READY ") {
 		t.Fatalf("child did not start a cluster: %q %v", line, err)
@@ -148,4 +139,23 @@ func alive(pid int) bool {
 	s := string(stat)
 	i := strings.LastIndexByte(s, ')')
 	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
+}
+
+// reexec runs this test binary again with env set to 1, running the tests
+// that match run, and returns it with its stdout; it is killed when the
+// test ends.
+func reexec(t *testing.T, run, env string) (*exec.Cmd, io.Reader) {
+	t.Helper()
+	child := exec.Command(os.Args[0], "-test.run="+run, "-test.v")
+	child.Env = append(os.Environ(), env+"=1")
+	out, err := child.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	child.Stderr = os.Stderr
+	if err := child.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = child.Process.Kill(); _ = child.Wait() })
+	return child, out
 }

@@ -175,17 +175,7 @@ func TestAKilledRunsRealNodeIsTornDownByItsReaper(t *testing.T) {
 	}
 	requireRealNode(t)
 	before := snapshotHost(t)
-	child := exec.Command(os.Args[0], "-test.run=^TestAKilledRunsRealNodeIsTornDownByItsReaper$", "-test.v")
-	child.Env = append(os.Environ(), holdRealNodeEnv+"=1")
-	out, err := child.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	child.Stderr = os.Stderr
-	if err := child.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = child.Process.Kill(); _ = child.Wait() })
+	child, out := reexec(t, "^TestAKilledRunsRealNodeIsTornDownByItsReaper$", holdRealNodeEnv)
 	dir := ""
 	lines := bufio.NewScanner(out)
 	for lines.Scan() {
