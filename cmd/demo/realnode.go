@@ -26,7 +26,7 @@ import (
 // which the double computes (y = 0.5x + 2).
 const (
 	realName   = "half-plus-two"
-	realModel  = "half_plus_two"
+	realModel  = realenv.ModelName
 	realSecret = "s3-creds"
 )
 
@@ -102,7 +102,7 @@ func (d *demo) runReal(ctx context.Context, ns string, timeout time.Duration, ex
 	if _, err := env.Kubectl(env.CredentialsSecret(realSecret, ""), "-n", ns, "apply", "-f", "-"); err != nil {
 		return fmt.Errorf("apply the credentials Secret: %w", err)
 	}
-	if _, err := env.Kubectl(realModelServer(env.DoubleImage), "-n", ns, "apply", "-f", "-"); err != nil {
+	if _, err := env.Kubectl(env.ModelServerYAML(realenv.ModelServer{Name: realName, URI: realenv.HalfPlusTwo, Secret: realSecret, Replicas: 2}), "-n", ns, "apply", "-f", "-"); err != nil {
 		return fmt.Errorf("apply the ModelServer: %w", err)
 	}
 	d.say("applied Secret %s/%s (the S3 server's keys) and ModelServer %s/%s (model %s, image %s, 2 replicas)",
@@ -154,27 +154,6 @@ func (d *demo) sayOperatorPod(ctx context.Context, cs kubernetes.Interface) erro
 		return nil
 	}
 	return fmt.Errorf("no running operator pod in %s with label app.kubernetes.io/component=manager", realenv.OperatorNamespace)
-}
-
-func realModelServer(image string) string {
-	// The model's name defaults to the ModelServer's, which TF Serving's
-	// URLs would then carry; half_plus_two is the name users know it by.
-	// A tmpfs volume counts against the memory of the pods that write it:
-	// 64Mi holds the SavedModel with room to spare.
-	return fmt.Sprintf(`apiVersion: serving.modelserver.dev/v1alpha1
-kind: ModelServer
-metadata:
-  name: %s
-spec:
-  model:
-    name: %s
-    storageUri: %s
-    credentialsSecret: %s
-  replicas: 2
-  image: %s
-  storage:
-    size: 64Mi
-`, realName, realModel, realenv.HalfPlusTwo, realSecret, image)
 }
 
 // askTheModel sends, from this machine, the model's status request and a

@@ -62,6 +62,8 @@ func main() {
 		os.Exit(1)
 	}
 	defer c.Stop()
+	ctx, stopSignals := ownSignals()
+	defer stopSignals()
 
 	fmt.Printf("\nThe local cluster is up (%d nodes). In another shell:\n\n    export KUBECONFIG=%s\n    kubectl get nodes\n\nComponent logs: %s/logs. Ctrl-C stops the cluster and removes it.\n", c.Nodes, c.Kubeconfig, c.Dir)
 	<-ctx.Done()
@@ -82,6 +84,8 @@ func runRealNode(ctx context.Context, log *slog.Logger, logf func(string, ...any
 		log.Error("real-node environment did not start", "err", err)
 		return 1
 	}
+	ctx, stopSignals := ownSignals()
+	defer stopSignals()
 	defer func() {
 		log.Info("stopping the real-node environment")
 		env.Cluster.Stop()
@@ -102,6 +106,17 @@ func runRealNode(ctx context.Context, log *slog.Logger, logf func(string, ...any
 	printRealNodeUsage(env, installOperator)
 	<-ctx.Done()
 	return code
+}
+
+// ownSignals takes SIGINT, SIGTERM and SIGHUP over from localcluster once
+// the cluster is up. The package's own handler stops every cluster and
+// exits 128+signal, racing this command's stop, which exits 0 when the
+// teardown is clean; Ctrl-C is how cluster-up is meant to end, so it must
+// not look like a failure. Ignore drops the package's handler: a signal
+// arriving before Notify is ignored, not fatal.
+func ownSignals() (context.Context, context.CancelFunc) {
+	signal.Ignore(syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	return signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 }
 
 // exampleName is the ModelServer (and its Service) of the printed example.
@@ -152,26 +167,6 @@ Then:
     curl -d '{"instances": [1.0, 2.0, 5.0]}' http://$(kubectl get svc %[3]s -o jsonpath='{.spec.clusterIP}'):8501/v1/models/half_plus_two:predict
 
 Component logs: %s/logs. Ctrl-C stops everything and tears the real node down.
-`, env.CredentialsSecret("s3-creds", ""), exampleModelServer(env.DoubleImage), exampleName, c.Dir)
+`, env.CredentialsSecret("s3-creds", ""), env.ModelServerYAML(realenv.ModelServer{Name: exampleName, URI: realenv.HalfPlusTwo}), exampleName, c.Dir)
 	fmt.Print(b.String())
-}
-
-// exampleModelServer serves half_plus_two with the double: the real
-// tensorflow/serving image cannot be pulled here, and a tmpfs volume
-// counts against memory, so the claim asks for little.
-func exampleModelServer(image string) string {
-	return fmt.Sprintf(`apiVersion: serving.modelserver.dev/v1alpha1
-kind: ModelServer
-metadata:
-  name: %s
-spec:
-  model:
-    name: half_plus_two
-    storageUri: %s
-    credentialsSecret: s3-creds
-  replicas: 1
-  image: %s
-  storage:
-    size: 64Mi
-`, exampleName, realenv.HalfPlusTwo, image)
 }

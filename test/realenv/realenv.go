@@ -135,6 +135,53 @@ stringData:
 `, name, e.S3Creds.AccessKey, secretKey, e.S3Endpoint)
 }
 
+// ModelName is what the ModelServers of this environment call their
+// model, so that TF Serving's URLs say /v1/models/half_plus_two.
+const ModelName = "half_plus_two"
+
+// ModelServer describes a ModelServer of this environment: a model from its
+// S3 server, served by the TF Serving double.
+type ModelServer struct {
+	Name string
+	URI  string
+	// Secret holds the S3 keys (default "s3-creds", see CredentialsSecret).
+	Secret string
+	// Replicas default to 1.
+	Replicas int
+	// Storage is the claim's size (default 64Mi). A tmpfs volume counts
+	// against the memory of the pod that writes it: ask for little.
+	Storage string
+	// ModelExtra are more spec.model lines, indented by four spaces.
+	ModelExtra string
+}
+
+// ModelServerYAML is the ModelServer as a user writes it.
+func (e *Env) ModelServerYAML(m ModelServer) string {
+	if m.Secret == "" {
+		m.Secret = "s3-creds"
+	}
+	if m.Replicas == 0 {
+		m.Replicas = 1
+	}
+	if m.Storage == "" {
+		m.Storage = "64Mi"
+	}
+	return fmt.Sprintf(`apiVersion: serving.modelserver.dev/v1alpha1
+kind: ModelServer
+metadata:
+  name: %s
+spec:
+  model:
+    name: %s
+    storageUri: %s
+    credentialsSecret: %s
+%s  replicas: %d
+  image: %s
+  storage:
+    size: %s
+`, m.Name, ModelName, m.URI, m.Secret, m.ModelExtra, m.Replicas, e.DoubleImage, m.Storage)
+}
+
 // Kubectl runs the pinned kubectl against the cluster, with stdin if
 // given.
 func (e *Env) Kubectl(stdin string, args ...string) (string, error) {

@@ -26,6 +26,7 @@ import (
 
 	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
 	"github.com/modelserver-dev/modelserver-operator/internal/values"
+	"github.com/modelserver-dev/modelserver-operator/test/realenv"
 )
 
 // namespace makes a namespace for one test, with the credentials Secret
@@ -52,24 +53,7 @@ func (e *env) secret(t *testing.T, ns, name, secretKey string) {
 // modelServer is the YAML a user would write for the double and the real S3
 // server.
 func (e *env) modelServer(name, uri string, replicas int, storage, extra string) string {
-	return e.modelServerWith(name, uri, "s3-creds", replicas, storage, extra)
-}
-
-func (e *env) modelServerWith(name, uri, secret string, replicas int, storage, extra string) string {
-	return fmt.Sprintf(`apiVersion: serving.modelserver.dev/v1alpha1
-kind: ModelServer
-metadata:
-  name: %s
-spec:
-  model:
-    name: half_plus_two
-    storageUri: %s
-    credentialsSecret: %s
-%s  replicas: %d
-  image: %s
-  storage:
-    size: %s
-`, name, uri, secret, extra, replicas, e.DoubleImage, storage)
+	return e.ModelServerYAML(realenv.ModelServer{Name: name, URI: uri, Replicas: replicas, Storage: storage, ModelExtra: extra})
 }
 
 func (e *env) get(t *testing.T, ns, name string) *servingv1alpha1.ModelServer {
@@ -270,7 +254,7 @@ func TestFailedFetchesSayWhyAndFixingTheSpecRecovers(t *testing.T) {
 			t.Parallel()
 			ns := e.namespace(t)
 			e.secret(t, ns, "wrong-creds", "not-the-secret-key")
-			e.kubectl(t, e.modelServerWith(tc.name, tc.uri, tc.secret, 1, "64Mi", ""), "-n", ns, "apply", "-f", "-")
+			e.kubectl(t, e.ModelServerYAML(realenv.ModelServer{Name: tc.name, URI: tc.uri, Secret: tc.secret}), "-n", ns, "apply", "-f", "-")
 			msg := e.waitFetchFailed(t, ns, tc.name, tc.reason)
 			if !strings.Contains(msg, tc.wantMessage) {
 				t.Errorf("ModelFetched message %q lacks %q", msg, tc.wantMessage)
