@@ -236,7 +236,7 @@ verify-olm: ## Fail if bundle/, catalog/ or dist/install.yaml differ from what c
 		git --no-pager diff -- $(OLM_ARTIFACTS); exit 1; fi
 
 .PHONY: test-olm
-test-olm: $(LOCALBIN)/kustomize ## Test the OLM artifacts: validators, catalog resolution, drift from config/ (hack/olm).
+test-olm: $(LOCALBIN)/kustomize $(LOCALBIN)/operator-sdk ## Test the OLM artifacts: validators (ours and operator-sdk's, run from the root), catalog resolution, drift from config/ (hack/olm).
 	cd hack/olm && go vet ./... && go test -count=1 ./...
 
 .PHONY: bundle-build
@@ -261,6 +261,7 @@ KUSTOMIZE_VERSION := $(call modver,hack/tools/go.mod,sigs.k8s.io/kustomize/kusto
 KWOK_VERSION := $(call modver,hack/tools/kwok/go.mod,sigs.k8s.io/kwok)
 CRD_REF_DOCS_VERSION := $(call modver,hack/tools/crd-ref-docs/go.mod,github.com/elastic/crd-ref-docs)
 VERSITYGW_VERSION := $(call modver,hack/tools/versitygw/go.mod,github.com/versity/versitygw)
+OPERATOR_SDK_VERSION := $(call modver,hack/tools/operator-sdk/go.mod,github.com/operator-framework/operator-sdk)
 
 # What `kube-apiserver --version` and the /version endpoint report; without
 # it a source build says v0.0.0, which breaks kubeVersion checks.
@@ -310,6 +311,17 @@ $(eval $(call tool-rule,kwok,$(KWOK_VERSION),hack/tools/kwok,sigs.k8s.io/kwok/cm
 $(eval $(call tool-rule,crd-ref-docs,$(CRD_REF_DOCS_VERSION),hack/tools/crd-ref-docs,github.com/elastic/crd-ref-docs,))
 $(eval $(call tool-rule,versitygw,$(VERSITYGW_VERSION),hack/tools/versitygw,github.com/versity/versitygw/cmd/versitygw,))
 
+# operator-sdk in a module of its own: `go install ...@version` cannot
+# resolve operator-framework modules through the proxy, and its image
+# libraries need the pure-Go OpenPGP tag without cgo, as its own build uses.
+$(LOCALBIN)/operator-sdk-$(OPERATOR_SDK_VERSION):
+	@mkdir -p $(LOCALBIN)
+	@echo ">> building operator-sdk $(OPERATOR_SDK_VERSION)"
+	cd hack/tools/operator-sdk && CGO_ENABLED=0 go build -tags containers_image_openpgp -o $@.tmp github.com/operator-framework/operator-sdk/cmd/operator-sdk && mv $@.tmp $@
+$(LOCALBIN)/operator-sdk: $(LOCALBIN)/operator-sdk-$(OPERATOR_SDK_VERSION)
+	ln -sf operator-sdk-$(OPERATOR_SDK_VERSION) $@
+TOOLS += $(LOCALBIN)/operator-sdk
+
 # The real node's sandbox ("pause") process, packed into an image the
 # local cluster serves; the project's own, since nothing can be pulled.
 $(LOCALBIN)/pause: internal/localcluster/pause/main.go
@@ -339,4 +351,4 @@ node-deps: ## Install the real node's Debian packages (containerd, runc, CNI plu
 print-versions: ## Print the pinned tool versions.
 	@echo "kubernetes $(KUBE_VERSION)"; echo "etcd $(ETCD_VERSION)"; echo "kwok $(KWOK_VERSION)"
 	@echo "controller-tools $(CONTROLLER_TOOLS_VERSION)"; echo "kustomize $(KUSTOMIZE_VERSION)"
-	@echo "crd-ref-docs $(CRD_REF_DOCS_VERSION)"; echo "versitygw $(VERSITYGW_VERSION)"
+	@echo "crd-ref-docs $(CRD_REF_DOCS_VERSION)"; echo "versitygw $(VERSITYGW_VERSION)"; echo "operator-sdk $(OPERATOR_SDK_VERSION)"
