@@ -12,7 +12,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -57,23 +56,8 @@ func (d *demo) runReal(ctx context.Context, ns string, timeout time.Duration, ex
 	d.realNode = true
 	fmt.Fprint(d.out, whatIsReal)
 	d.say("starting the local control plane and a real node: etcd, kube-apiserver, kube-controller-manager, kube-scheduler, containerd, kubelet, kube-proxy")
-	var (
-		mu          sync.Mutex // the provisioner logs from its own goroutine
-		waitedSince time.Time
-	)
 	env, err := realenv.Start(ctx, realenv.Options{NoBigModel: true, Logf: func(format string, args ...any) {
-		mu.Lock()
-		defer mu.Unlock()
-		line := fmt.Sprintf(format, args...)
-		// The wait for another real node is not start-up time: say how
-		// long it was, so the timeline's figures can be read.
-		if strings.Contains(line, "another real node runs") {
-			waitedSince = time.Now()
-		} else if !waitedSince.IsZero() {
-			d.say("  the other real node stopped after %s", time.Since(waitedSince).Round(100*time.Millisecond))
-			waitedSince = time.Time{}
-		}
-		d.say("  %s", line)
+		d.say("  %s", fmt.Sprintf(format, args...))
 	}})
 	if err != nil {
 		return fmt.Errorf("real-node environment: %w", err)
@@ -122,11 +106,10 @@ func (d *demo) runReal(ctx context.Context, ns string, timeout time.Duration, ex
 	if ready.Status.Model != nil {
 		fmt.Fprintf(d.out, "  (downloaded by the fetch Job's pod from the S3 server at %s into the claim's volume)\n", env.S3Endpoint)
 	}
-	ip, err := d.askTheModel(ctx, cs, ns)
+	svc, err := d.askTheModel(ctx, cs, ns)
 	if err != nil {
 		return err
 	}
-	svc := fmt.Sprintf("http://%s/v1/models/%s", net.JoinHostPort(ip, "8501"), realModel)
 	d.explore(ready, env.Cluster.Kubeconfig,
 		"The operator's log: kubectl -n "+realenv.OperatorNamespace+" logs deploy/modelserver-controller-manager",
 		fmt.Sprintf("  curl %s\n  curl -d '{\"instances\": [1.0, 2.0, 5.0]}' %[1]s:predict\n", svc))
@@ -158,7 +141,7 @@ func (d *demo) sayOperatorPod(ctx context.Context, cs kubernetes.Interface) erro
 
 // askTheModel sends, from this machine, the model's status request and a
 // prediction to the Service's cluster IP: kube-proxy's rules take them to
-// a serving pod. It returns the cluster IP.
+// a serving pod. It returns the model's URL there.
 func (d *demo) askTheModel(ctx context.Context, cs kubernetes.Interface, ns string) (string, error) {
 	svc, err := cs.CoreV1().Services(ns).Get(ctx, realName, metav1.GetOptions{})
 	if err != nil {
@@ -186,7 +169,7 @@ func (d *demo) askTheModel(ctx context.Context, cs kubernetes.Interface, ns stri
 		return "", fmt.Errorf("POST %s:predict answered %s, want predictions %v (y = 0.5x + 2)", base, answer, predictWant)
 	}
 	fmt.Fprintf(d.out, "  predictions %s for instances %s: y = 0.5x + 2, as half_plus_two computes\n", list(got.Predictions), list(predictInput))
-	return svc.Spec.ClusterIP, nil
+	return base, nil
 }
 
 // list writes numbers as the requests do: [1.0, 2.0, 5.0].

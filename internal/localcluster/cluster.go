@@ -446,12 +446,18 @@ func (c *Cluster) startWithEnv(name, binary string, args, env []string) (*Proces
 }
 
 func (c *Cluster) writeKubeconfig() error {
+	return c.writeKubeconfigAs(c.Kubeconfig, "admin", c.Config.CertData, c.Config.KeyData)
+}
+
+// writeKubeconfigAs writes a kubeconfig for the cluster that authenticates
+// with the given client certificate.
+func (c *Cluster) writeKubeconfigAs(path, user string, cert, key []byte) error {
 	cfg := clientcmdapi.NewConfig()
 	cfg.Clusters["local"] = &clientcmdapi.Cluster{Server: c.Config.Host, CertificateAuthorityData: c.Config.CAData}
-	cfg.AuthInfos["admin"] = &clientcmdapi.AuthInfo{ClientCertificateData: c.Config.CertData, ClientKeyData: c.Config.KeyData}
-	cfg.Contexts["local"] = &clientcmdapi.Context{Cluster: "local", AuthInfo: "admin", Namespace: metav1.NamespaceDefault}
+	cfg.AuthInfos[user] = &clientcmdapi.AuthInfo{ClientCertificateData: cert, ClientKeyData: key}
+	cfg.Contexts["local"] = &clientcmdapi.Context{Cluster: "local", AuthInfo: user, Namespace: metav1.NamespaceDefault}
 	cfg.CurrentContext = "local"
-	return clientcmd.WriteToFile(*cfg, c.Kubeconfig)
+	return clientcmd.WriteToFile(*cfg, path)
 }
 
 // poll runs cond every 100ms until it reports done, the context ends, or

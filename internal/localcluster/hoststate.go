@@ -30,11 +30,13 @@ const (
 	bridgeName     = "msbr0"
 	cniNetworkName = "modelserver-localcluster"
 	cgroupRootName = "modelserver-localcluster"
-	// chainPrefixes are the iptables chains that kubelet, kube-proxy and the
-	// CNI plugins create. No other program on a test machine uses them.
-	hostStateFile = "realnode.json"
+	hostStateFile  = "realnode.json"
+	// cniBinDir is where Debian's containernetworking-plugins put them.
+	cniBinDir = "/usr/lib/cni"
 )
 
+// chainPrefixes are the iptables chains that kubelet, kube-proxy and the
+// CNI plugins create. No other program on a test machine uses them.
 var chainPrefixes = []string{"KUBE-", "CNI-"}
 
 // kernelTunables are the sysctls that kubelet, kube-proxy and the CNI bridge
@@ -53,12 +55,11 @@ var kernelTunables = []string{
 }
 
 type hostState struct {
-	Dir     string            `json:"dir"`
 	Sysctls map[string]string `json:"sysctls"`
 }
 
 func recordHostState(dir string) error {
-	st := hostState{Dir: dir, Sysctls: map[string]string{}}
+	st := hostState{Sysctls: map[string]string{}}
 	for _, name := range kernelTunables {
 		if v, err := os.ReadFile(sysctlPath(name)); err == nil {
 			st.Sysctls[name] = strings.TrimSpace(string(v))

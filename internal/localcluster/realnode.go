@@ -15,8 +15,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
@@ -47,9 +45,9 @@ var hostPrograms = map[string]string{
 	"runc":                               "runc",
 	"iptables":                           "iptables",
 	"ip":                                 "iproute2",
-	"/usr/lib/cni/bridge":                "containernetworking-plugins",
-	"/usr/lib/cni/host-local":            "containernetworking-plugins",
-	"/usr/lib/cni/loopback":              "containernetworking-plugins",
+	cniBinDir + "/bridge":                "containernetworking-plugins",
+	cniBinDir + "/host-local":            "containernetworking-plugins",
+	cniBinDir + "/loopback":              "containernetworking-plugins",
 	"/etc/ssl/certs/ca-certificates.crt": "ca-certificates",
 }
 
@@ -172,8 +170,12 @@ func (c *Cluster) startRealNode(ctx context.Context, certs *pki, cs kubernetes.I
 	c.Registry = reg.Addr()
 	c.opts.Logf("registry is serving on %s", c.Registry)
 
-	pause := c.Registry + "/localcluster/pause:local"
-	if err := c.pushBinaryImage(ctx, filepath.Join(c.opts.BinDir, pauseName), "/pause", pause); err != nil {
+	pauseImg, err := ociimage.Build(ociimage.Binary(filepath.Join(c.opts.BinDir, pauseName), "/pause", ""))
+	if err != nil {
+		return fmt.Errorf("pause image: %w", err)
+	}
+	pause, err := c.PushImage(ctx, pauseImg, "localcluster/pause:local")
+	if err != nil {
 		return fmt.Errorf("pause image: %w", err)
 	}
 	for _, host := range append([]string{c.Registry}, mirroredRegistries...) {
@@ -185,7 +187,7 @@ func (c *Cluster) startRealNode(ctx context.Context, certs *pki, cs kubernetes.I
 			return err
 		}
 	}
-	if err := os.WriteFile(l.containerdConfig(), []byte(containerdConfig(l, pause, "/usr/lib/cni")), 0o600); err != nil {
+	if err := os.WriteFile(l.containerdConfig(), []byte(containerdConfig(l, pause, cniBinDir)), 0o600); err != nil {
 		return err
 	}
 	cni, err := cniConfig(l)
@@ -267,16 +269,6 @@ func (c *Cluster) startRealNode(ctx context.Context, certs *pki, cs kubernetes.I
 	return c.startProvisioner(ctx, cs)
 }
 
-// pushBinaryImage packs one static binary into an image and pushes it to
-// the cluster's registry.
-func (c *Cluster) pushBinaryImage(ctx context.Context, binary, inImage, ref string) error {
-	img, err := ociimage.Build(ociimage.Binary(binary, inImage, ""))
-	if err != nil {
-		return err
-	}
-	return ociimage.Push(ctx, img, ref)
-}
-
 // componentKubeconfig writes a kubeconfig for a component with its own
 // client certificate.
 func (c *Cluster) componentKubeconfig(certs *pki, name, cn string, orgs ...string) (string, error) {
@@ -284,13 +276,8 @@ func (c *Cluster) componentKubeconfig(certs *pki, name, cn string, orgs ...strin
 	if err != nil {
 		return "", err
 	}
-	cfg := clientcmdapi.NewConfig()
-	cfg.Clusters["local"] = &clientcmdapi.Cluster{Server: c.Config.Host, CertificateAuthorityData: c.Config.CAData}
-	cfg.AuthInfos[name] = &clientcmdapi.AuthInfo{ClientCertificateData: cert, ClientKeyData: key}
-	cfg.Contexts["local"] = &clientcmdapi.Context{Cluster: "local", AuthInfo: name}
-	cfg.CurrentContext = "local"
 	path := filepath.Join(c.Dir, name+".kubeconfig")
-	return path, clientcmd.WriteToFile(*cfg, path)
+	return path, c.writeKubeconfigAs(path, name, cert, key)
 }
 
 // PushImage pushes an image to the cluster's registry as ref (a name
@@ -335,7 +322,3 @@ func (c *Cluster) stopRealNode() {
 // TeardownError is what the real node's teardown could not undo, once Stop
 // has returned (nil when the host is as it was).
 func (c *Cluster) TeardownError() error { return c.teardownErr }
-
-// realNodeRESTHost is where clients reach the apiserver when it listens on
-// the host's bridge address.
-func realNodeRESTHost(port int) string { return fmt.Sprintf("https://%s:%d", HostAddress, port) }

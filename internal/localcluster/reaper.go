@@ -133,19 +133,23 @@ func acquireRealNodeLock(ctx context.Context, logf func(string, ...any)) (*os.Fi
 	if err != nil {
 		return nil, err
 	}
-	waited := false
+	var waitingSince time.Time
 	for {
 		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
 		if err == nil {
+			// The wait is not this node's start-up time: say how long it was.
+			if !waitingSince.IsZero() {
+				logf("the other real node stopped after %s", time.Since(waitingSince).Round(100*time.Millisecond))
+			}
 			return f, nil
 		}
 		if err != syscall.EWOULDBLOCK {
 			f.Close()
 			return nil, fmt.Errorf("lock %s: %w", realNodeLockPath(), err)
 		}
-		if !waited {
+		if waitingSince.IsZero() {
 			logf("another real node runs on this machine; waiting for it to stop")
-			waited = true
+			waitingSince = time.Now()
 		}
 		select {
 		case <-ctx.Done():

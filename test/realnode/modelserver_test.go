@@ -183,7 +183,7 @@ func TestAModelFromS3IsFetchedAndServedThroughTheRealProbe(t *testing.T) {
 	if m == nil || !strings.HasPrefix(m.Digest, "sha256:") || !slices.Equal(m.Versions, []int64{123}) {
 		t.Fatalf("status.model %+v: want a sha256 digest and versions [123]", m)
 	}
-	if want := treeBytes(t, filepath.Join(e.Root, "test/testdata/tf-serving/saved_model_half_plus_two_cpu")); m.SizeBytes != want {
+	if want, _ := modelFiles(filepath.Join(e.Root, "test/testdata/tf-serving/saved_model_half_plus_two_cpu")); m.SizeBytes != want || want == 0 {
 		t.Errorf("status.model.sizeBytes %d, want %d (the SavedModel's bytes)", m.SizeBytes, want)
 	}
 	if ms.Status.ReadyReplicas != 2 {
@@ -288,7 +288,7 @@ func TestAFetchKilledMidDownloadIsRetriedAndNeverPublishesAPartialModel(t *testi
 				p := filepath.Join(volume, en.Name())
 				switch {
 				case strings.Contains(en.Name(), ".partial-"):
-					if !killed.Load() && fileAtLeast(p, 8<<20) {
+					if !killed.Load() && largestFile(p) >= 8<<20 {
 						partialSeen.Store(true)
 						if err := e.killFetchMidDownload(ns); err != nil {
 							violation.Store("kill: " + err.Error())
@@ -441,50 +441,32 @@ func incompleteModel(dir string) string {
 	if err := json.Unmarshal(data, &m); err != nil {
 		return "unreadable fetch manifest"
 	}
-	var have int64
-	_ = filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
-		if err == nil && d.Type().IsRegular() && d.Name() != values.FetchManifestName {
-			if fi, err := d.Info(); err == nil {
-				have += fi.Size()
-			}
-		}
-		return nil
-	})
+	have, _ := modelFiles(dir)
 	if have != m.Bytes {
 		return fmt.Sprintf("%d of the %d bytes its manifest lists", have, m.Bytes)
 	}
 	return ""
 }
 
-func fileAtLeast(dir string, n int64) bool {
-	found := false
+func largestFile(dir string) int64 {
+	_, n := modelFiles(dir)
+	return n
+}
+
+// modelFiles sums the sizes of the regular files under dir but the fetch
+// manifest, and gives the largest.
+func modelFiles(dir string) (total, largest int64) {
 	_ = filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
-		if err == nil && d.Type().IsRegular() {
-			if fi, err := d.Info(); err == nil && fi.Size() >= n {
-				found = true
-			}
+		if err != nil || !d.Type().IsRegular() || d.Name() == values.FetchManifestName {
+			return nil
+		}
+		if fi, err := d.Info(); err == nil {
+			total += fi.Size()
+			largest = max(largest, fi.Size())
 		}
 		return nil
 	})
-	return found
-}
-
-func treeBytes(t *testing.T, dir string) int64 {
-	t.Helper()
-	var n int64
-	err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
-		if err == nil && d.Type().IsRegular() {
-			fi, err := d.Info()
-			if err == nil {
-				n += fi.Size()
-			}
-		}
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return n
+	return total, largest
 }
 
 func podReady(p *corev1.Pod) bool {
