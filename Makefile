@@ -253,7 +253,8 @@ catalog-build: ## Build the file-based catalog image (needs a container engine).
 # with bin/<tool> linking to it. A version bump builds the new one; otherwise
 # nothing is rebuilt.
 
-modver = $(shell awk '$$1 == "$(2)" && $$2 ~ /^v/ { print $$2; exit }' $(1))
+comma := ,
+modver = $(shell awk '$$1 == "require" { $$1 = "" ; $$0 = $$0 } $$1 == "$(2)" && $$2 ~ /^v/ { print $$2; exit }' $(1))
 KUBE_VERSION := $(call modver,hack/tools/go.mod,k8s.io/kubernetes)
 ETCD_VERSION := $(call modver,hack/tools/go.mod,go.etcd.io/etcd/server/v3)
 CONTROLLER_TOOLS_VERSION := $(call modver,hack/tools/go.mod,sigs.k8s.io/controller-tools)
@@ -311,6 +312,41 @@ $(eval $(call tool-rule,kwok,$(KWOK_VERSION),hack/tools/kwok,sigs.k8s.io/kwok/cm
 $(eval $(call tool-rule,crd-ref-docs,$(CRD_REF_DOCS_VERSION),hack/tools/crd-ref-docs,github.com/elastic/crd-ref-docs,))
 $(eval $(call tool-rule,versitygw,$(VERSITYGW_VERSION),hack/tools/versitygw,github.com/versity/versitygw/cmd/versitygw,))
 
+# module-tools-rule VAR,MODULE_DIR,WHAT,PACKAGES,LINKS: every package of one
+# module in one `go build`, so that what they share compiles once, into a
+# directory named after the module's pins; LINKS are bin/<link>:<binary>.
+# OLM's and operator-controller's image libraries need the pure-Go OpenPGP
+# tag without cgo, as their own builds use.
+define module-tools-rule
+$(1)_DIR := $(LOCALBIN)/$(notdir $(2))-tools-$$(shell cat $(2)/go.mod $(2)/go.sum | sha256sum | cut -c1-12)
+$$($(1)_DIR)/.built:
+	@mkdir -p $(LOCALBIN)
+	@echo ">> building $(3)"
+	rm -rf $$(@D).tmp
+	cd $(2) && CGO_ENABLED=0 go build -trimpath -tags containers_image_openpgp -o $$(@D).tmp/ $(4)
+	touch $$(@D).tmp/.built
+	rm -rf $$(@D) && mv $$(@D).tmp $$(@D)
+$$(foreach l,$(5),$$(eval $$(call module-tool-link,$(1),$$(word 1,$$(subst :, ,$$(l))),$$(word 2,$$(subst :, ,$$(l))))))
+endef
+define module-tool-link
+$(LOCALBIN)/$(2): $$($(1)_DIR)/.built
+	ln -sfn $$(notdir $$($(1)_DIR))/$(3) $$@
+TOOLS += $(LOCALBIN)/$(2)
+endef
+
+OLM_VERSION := $(call modver,hack/tools/olm/go.mod,github.com/operator-framework/operator-lifecycle-manager)
+OPM_VERSION := $(call modver,hack/tools/olm/go.mod,github.com/operator-framework/operator-registry)
+GRPC_HEALTH_PROBE_VERSION := $(call modver,hack/tools/olm/go.mod,github.com/grpc-ecosystem/grpc-health-probe)
+OPERATOR_CONTROLLER_VERSION := $(call modver,hack/tools/olmv1/go.mod,github.com/operator-framework/operator-controller)
+OLM := github.com/operator-framework/operator-lifecycle-manager
+$(eval $(call module-tools-rule,OLM_TOOLS,hack/tools/olm,OLM $(OLM_VERSION) (olm-operator$(comma) catalog-operator$(comma) packageserver$(comma) cpb)$(comma) opm $(OPM_VERSION)$(comma) grpc_health_probe $(GRPC_HEALTH_PROBE_VERSION),\
+	$(OLM)/cmd/olm $(OLM)/cmd/catalog $(OLM)/cmd/package-server $(OLM)/util/cpb \
+	github.com/operator-framework/operator-registry/cmd/opm github.com/grpc-ecosystem/grpc-health-probe,\
+	olm-operator:olm catalog-operator:catalog packageserver:package-server cpb:cpb opm:opm grpc_health_probe:grpc-health-probe))
+$(eval $(call module-tools-rule,OLMV1_TOOLS,hack/tools/olmv1,operator-controller and catalogd $(OPERATOR_CONTROLLER_VERSION),\
+	github.com/operator-framework/operator-controller/cmd/operator-controller github.com/operator-framework/operator-controller/cmd/catalogd,\
+	operator-controller:operator-controller catalogd:catalogd))
+
 # operator-sdk in a module of its own: `go install ...@version` cannot
 # resolve operator-framework modules through the proxy, and its image
 # libraries need the pure-Go OpenPGP tag without cgo, as its own build uses.
@@ -336,7 +372,7 @@ tools: $(TOOLS) ## Build the pinned tools and control-plane binaries into bin/.
 # and iproute2 for kube-proxy and the bridge. Installed only when missing
 # and only as root (a machine that cannot be root cannot run containers, and
 # the real-node suites say so and skip).
-NODE_DEPS := containerd runc containernetworking-plugins iptables iproute2 ca-certificates
+NODE_DEPS := containerd runc containernetworking-plugins iptables iproute2 ca-certificates busybox-static
 
 .PHONY: node-deps
 node-deps: ## Install the real node's Debian packages (containerd, runc, CNI plugins, iptables) when missing; needs root.
@@ -352,3 +388,4 @@ print-versions: ## Print the pinned tool versions.
 	@echo "kubernetes $(KUBE_VERSION)"; echo "etcd $(ETCD_VERSION)"; echo "kwok $(KWOK_VERSION)"
 	@echo "controller-tools $(CONTROLLER_TOOLS_VERSION)"; echo "kustomize $(KUSTOMIZE_VERSION)"
 	@echo "crd-ref-docs $(CRD_REF_DOCS_VERSION)"; echo "versitygw $(VERSITYGW_VERSION)"; echo "operator-sdk $(OPERATOR_SDK_VERSION)"
+	@echo "OLM $(OLM_VERSION)"; echo "opm $(OPM_VERSION)"; echo "grpc_health_probe $(GRPC_HEALTH_PROBE_VERSION)"; echo "operator-controller $(OPERATOR_CONTROLLER_VERSION)"

@@ -247,6 +247,19 @@ func boot(ctx context.Context, opts Options, lock *os.File) (_ *Cluster, err err
 		"--service-cluster-ip-range=" + serviceSubnet,
 		"--allow-privileged=true",
 		"--profiling=false",
+		// The aggregation layer, for extension apiservers such as OLM's
+		// packageserver: they trust the aggregator's client certificate
+		// and the user it names in these headers.
+		"--requestheader-client-ca-file=" + certs.caCertFile,
+		"--requestheader-allowed-names=" + frontProxyClientName,
+		"--requestheader-username-headers=X-Remote-User",
+		"--requestheader-group-headers=X-Remote-Group",
+		"--requestheader-extra-headers-prefix=X-Remote-Extra-",
+		"--proxy-client-cert-file=" + certs.frontProxyCertFile,
+		"--proxy-client-key-file=" + certs.frontProxyKeyFile,
+		// Straight to a Service's endpoints: the apiserver runs on the
+		// host, where cluster IPs route only with a real node.
+		"--enable-aggregator-routing=true",
 	}
 	if opts.RealNode {
 		// Pods reach the apiserver through the kubernetes Service; the

@@ -27,6 +27,10 @@ type pki struct {
 	adminKeyFile    string
 	saKeyFile       string
 	saPubFile       string
+	// The aggregator's client certificate, which extension apiservers
+	// (OLM's packageserver) trust through requestheader-client-ca-file.
+	frontProxyCertFile string
+	frontProxyKeyFile  string
 
 	caPEM       []byte
 	adminCert   []byte
@@ -38,20 +42,25 @@ type pki struct {
 	dir   string
 }
 
+// frontProxyClientName is the aggregator's client certificate's name.
+const frontProxyClientName = "front-proxy-client"
+
 func newPKI(dir string) (*pki, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
 	p := &pki{
-		caCertFile:      filepath.Join(dir, "ca.crt"),
-		caKeyFile:       filepath.Join(dir, "ca.key"),
-		servingCertFile: filepath.Join(dir, "apiserver.crt"),
-		servingKeyFile:  filepath.Join(dir, "apiserver.key"),
-		adminCertFile:   filepath.Join(dir, "admin.crt"),
-		adminKeyFile:    filepath.Join(dir, "admin.key"),
-		saKeyFile:       filepath.Join(dir, "sa.key"),
-		saPubFile:       filepath.Join(dir, "sa.pub"),
-		dir:             dir,
+		caCertFile:         filepath.Join(dir, "ca.crt"),
+		caKeyFile:          filepath.Join(dir, "ca.key"),
+		servingCertFile:    filepath.Join(dir, "apiserver.crt"),
+		servingKeyFile:     filepath.Join(dir, "apiserver.key"),
+		adminCertFile:      filepath.Join(dir, "admin.crt"),
+		adminKeyFile:       filepath.Join(dir, "admin.key"),
+		saKeyFile:          filepath.Join(dir, "sa.key"),
+		saPubFile:          filepath.Join(dir, "sa.pub"),
+		frontProxyCertFile: filepath.Join(dir, "front-proxy-client.crt"),
+		frontProxyKeyFile:  filepath.Join(dir, "front-proxy-client.key"),
+		dir:                dir,
 	}
 
 	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
@@ -101,6 +110,14 @@ func newPKI(dir string) (*pki, error) {
 	admin.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}
 	if p.adminCert, p.adminKeyPEM, err = p.issue(admin, caCert, caKey, p.adminCertFile, p.adminKeyFile); err != nil {
 		return nil, fmt.Errorf("issue admin certificate: %w", err)
+	}
+
+	// One CA for the aggregator's identity too: requestheader-allowed-names
+	// keeps other certificates of this CA from asserting a user in headers.
+	frontProxy := certTemplate(pkix.Name{CommonName: frontProxyClientName})
+	frontProxy.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}
+	if _, _, err := p.issue(frontProxy, caCert, caKey, p.frontProxyCertFile, p.frontProxyKeyFile); err != nil {
+		return nil, fmt.Errorf("issue front-proxy client certificate: %w", err)
 	}
 
 	saKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)

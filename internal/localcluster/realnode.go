@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -96,6 +97,7 @@ type realNode struct {
 	layout   realNodeLayout
 	reaper   *reaper
 	registry *ociimage.Registry
+	dns      *clusterDNS
 	stopProv context.CancelFunc
 	provDone chan struct{}
 }
@@ -209,6 +211,12 @@ func (c *Cluster) startRealNode(ctx context.Context, certs *pki, cs kubernetes.I
 	}
 	c.opts.Logf("containerd is serving on %s", l.containerdSocket())
 
+	// Before the kubelet: its pods' resolv.conf names this server.
+	if c.node.dns, err = startClusterDNS(context.Background(), net.JoinHostPort(HostAddress, "53"), cs); err != nil {
+		return err
+	}
+	c.opts.Logf("cluster DNS is serving %s on %s:53", ClusterDomain, HostAddress)
+
 	kubeletKubeconfig, err := c.componentKubeconfig(certs, "kubelet", "system:node:"+RealNodeName, "system:nodes")
 	if err != nil {
 		return err
@@ -307,6 +315,9 @@ func (c *Cluster) stopRealNode() {
 	n := c.node
 	if n == nil {
 		return
+	}
+	if n.dns != nil {
+		n.dns.Close()
 	}
 	if n.registry != nil {
 		n.registry.Close()

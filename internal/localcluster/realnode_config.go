@@ -180,9 +180,11 @@ authorization: {mode: Webhook}
 podLogsDir: %[7]q
 volumePluginDir: %[8]q
 failSwapOn: false
-# No cluster DNS; pods here reach what they need by address.
+# Pods resolve Services through the cluster's DNS (dns.go) and nothing
+# else: the host's resolvers are not theirs.
 resolvConf: ""
-clusterDomain: cluster.local
+clusterDNS: [%[9]s]
+clusterDomain: %[10]s
 registerNode: true
 serializeImagePulls: false
 # A shared disk must not make the node evict pods or delete images.
@@ -195,7 +197,7 @@ syncFrequency: 10s
 nodeStatusReportFrequency: 10s
 shutdownGracePeriod: 0s
 `, cgroupRootName, l.containerdSocket(), HostAddress, ports.serving, ports.healthz, caFile,
-		filepath.Join(l.kubeletDir(), "pod-logs"), filepath.Join(l.kubeletDir(), "volume-plugins"))
+		filepath.Join(l.kubeletDir(), "pod-logs"), filepath.Join(l.kubeletDir(), "volume-plugins"), HostAddress, ClusterDomain)
 }
 
 // kubeProxyConfig runs kube-proxy in iptables mode without touching the

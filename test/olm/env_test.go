@@ -1,0 +1,98 @@
+// Package olm installs the operator through OLM v0 for real, on the real
+// node, driven with kubectl as a cluster admin would: OLM's own operators
+// run from OLM's image, the catalog image built from catalog/ is served by
+// a CatalogSource, every bundle is unpacked by OLM's unpack Job, and the
+// operator's pod runs from its image and takes a ModelServer to Ready. An
+// upgrade goes through the channel to a next release the test builds.
+// Where the machine cannot run containers, every test skips with one line.
+package olm
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelserver-dev/modelserver-operator/internal/localcluster"
+	"github.com/modelserver-dev/modelserver-operator/test/olmenv"
+	"github.com/modelserver-dev/modelserver-operator/test/realenv"
+)
+
+var shared struct {
+	env *olmenv.Env
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if shared.env != nil {
+		shared.env.Cluster.Stop()
+		if err := shared.env.Cluster.TeardownError(); err != nil {
+			fmt.Fprintln(os.Stderr, "real node teardown:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// startOLM brings up the real node with OLM v0 installed, or skips the
+// test in one line where the machine cannot run containers.
+func startOLM(t *testing.T) *olmenv.Env {
+	t.Helper()
+	if err := localcluster.RealNodeSupport(""); err != nil {
+		if os.Getenv("LOCALCLUSTER_REQUIRE_REAL_NODE") != "" {
+			t.Fatalf("LOCALCLUSTER_REQUIRE_REAL_NODE is set, but %v", err)
+		}
+		t.Skip(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Minute)
+	defer cancel()
+	e, err := olmenv.Start(ctx, realenv.Options{Logf: t.Logf, NoBigModel: true})
+	if err != nil {
+		t.Fatalf("real-node environment: %v", err)
+	}
+	shared.env = e
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Log(e.Cluster.LogTails(20))
+			for _, d := range []string{"olm-operator", "catalog-operator", "packageserver"} {
+				out, _ := e.Kubectl("", "-n", olmenv.OLMNamespace, "logs", "deploy/"+d, "--tail=30")
+				t.Logf("%s:\n%s", d, out)
+			}
+		}
+	})
+	start := time.Now()
+	if err := e.StartOLMv0(ctx); err != nil {
+		t.Fatalf("OLM v0: %v", err)
+	}
+	t.Logf("OLM v0 (olm-operator, catalog-operator, packageserver) was running %.1fs after kubectl apply", time.Since(start).Seconds())
+	return e
+}
+
+// kubectl runs kubectl and fails the test on an error.
+func kubectl(t *testing.T, e *olmenv.Env, stdin string, args ...string) string {
+	t.Helper()
+	out, err := e.Kubectl(stdin, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(out)
+}
+
+// eventually polls cond every second until it holds or timeout passes,
+// then fails with what cond last said.
+func eventually(t *testing.T, timeout time.Duration, what string, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		ok, last := cond()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %s; last: %s", what, timeout, last)
+		}
+		time.Sleep(time.Second)
+	}
+}

@@ -1,0 +1,231 @@
+package olmenv
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"strings"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/modelserver-dev/modelserver-operator/internal/ociimage"
+)
+
+// The repositories of the project's published images. The catalog and the
+// CSVs name them under ghcr.io, which the real node and OLM v1 pull from the
+// cluster's registry.
+const (
+	OperatorRepo = "modelserver-dev/modelserver-operator"
+	BundleRepo   = "modelserver-dev/modelserver-operator-bundle"
+	CatalogRepo  = "modelserver-dev/modelserver-operator-catalog"
+	// PublicRegistry is the registry the project publishes to.
+	PublicRegistry = "ghcr.io"
+)
+
+// The images OLM itself runs, built here from the pinned sources.
+const (
+	opmRepo = "localcluster/opm"
+	olmRepo = "localcluster/olm"
+)
+
+// opmUser is the user upstream's opm image runs as.
+const (
+	opmUser = "1001"
+	opmUID  = 1001
+)
+
+// busybox is Debian's static busybox (busybox-static, a node dependency):
+// the util image's cp, and the cat and gzip operator-sdk's registry pod runs.
+const busybox = "/bin/busybox"
+
+// opmFiles are the files of upstream's opm image: opm and the
+// grpc_health_probe OLM's registry pods are probed with.
+func opmFiles(binDir string) []ociimage.File {
+	return []ociimage.File{
+		{Path: "/bin/opm", Mode: 0o755, HostPath: filepath.Join(binDir, "opm")},
+		{Path: "/bin/grpc_health_probe", Mode: 0o755, HostPath: filepath.Join(binDir, "grpc_health_probe")},
+	}
+}
+
+// OPMImage is the opm image: the catalog-operator's --opmImage, which runs
+// `opm alpha bundle extract` in every unpack Job.
+func OPMImage(binDir string) ociimage.Spec {
+	return ociimage.Spec{
+		Files:      append(baseFiles(), opmFiles(binDir)...),
+		Dirs:       baseDirs(),
+		Entrypoint: []string{"/bin/opm"},
+		User:       opmUser,
+		Env:        []string{defaultPath},
+		WorkingDir: "/",
+	}
+}
+
+// OLMImage is OLM's own image, as upstream's: olm-operator,
+// catalog-operator and packageserver, and the catalog-operator's
+// --util-image, from which every unpack Job copies /bin/cpb with /bin/cp
+// to run it in the bundle image. operator-sdk's registry pod decompresses
+// the bundle with its cat and gzip.
+func OLMImage(binDir string) (ociimage.Spec, error) {
+	if _, err := os.Stat(busybox); err != nil {
+		return ociimage.Spec{}, fmt.Errorf("the OLM image needs Debian's static busybox at %s: run `make node-deps` (busybox-static)", busybox)
+	}
+	files := baseFiles()
+	for _, applet := range []string{"cp", "cat", "gzip"} {
+		files = append(files, ociimage.File{Path: "/bin/" + applet, Mode: 0o755, HostPath: busybox})
+	}
+	for bin, host := range map[string]string{"olm": "olm-operator", "catalog": "catalog-operator", "package-server": "packageserver", "cpb": "cpb"} {
+		files = append(files, ociimage.File{Path: "/bin/" + bin, Mode: 0o755, HostPath: filepath.Join(binDir, host)})
+	}
+	return ociimage.Spec{
+		Files:      files,
+		Dirs:       baseDirs(),
+		User:       opmUser,
+		Env:        []string{defaultPath},
+		WorkingDir: "/",
+	}, nil
+}
+
+// CatalogImage is what catalog.Dockerfile builds: the opm image serving the
+// file-based catalog in configsDir from /configs, with its serving cache
+// built in (by running the same opm on this machine, as the Dockerfile's
+// RUN does), so that a malformed catalog fails here and not in the
+// CatalogSource.
+func CatalogImage(ctx context.Context, binDir, configsDir, workDir string) (ociimage.Spec, error) {
+	cache := filepath.Join(workDir, "catalog-cache")
+	if err := os.RemoveAll(cache); err != nil {
+		return ociimage.Spec{}, err
+	}
+	cmd := exec.CommandContext(ctx, filepath.Join(binDir, "opm"), "serve", configsDir, "--cache-dir="+cache, "--cache-only")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return ociimage.Spec{}, fmt.Errorf("opm serve --cache-only %s: %v\n%s", configsDir, err, out)
+	}
+	files, dirs := append(baseFiles(), opmFiles(binDir)...), baseDirs()
+	configs, err := treeFiles(configsDir, "/configs", 0)
+	if err != nil {
+		return ociimage.Spec{}, err
+	}
+	// opm takes a lock in its cache: the image's user owns it, as the
+	// Dockerfile's RUN (as that user) leaves it.
+	cached, err := treeFiles(cache, "/tmp/cache", opmUID)
+	if err != nil {
+		return ociimage.Spec{}, err
+	}
+	for _, t := range []tree{configs, cached} {
+		files, dirs = append(files, t.files...), append(dirs, t.dirs...)
+	}
+	return ociimage.Spec{
+		Files:      files,
+		Dirs:       dirs,
+		Entrypoint: []string{"/bin/opm"},
+		Cmd:        []string{"serve", "/configs", "--cache-dir=/tmp/cache"},
+		User:       opmUser,
+		Env:        []string{defaultPath},
+		WorkingDir: "/",
+		Labels:     map[string]string{"operators.operatorframework.io.index.configs.v1": "/configs"},
+	}, nil
+}
+
+// BundleImage is what bundle.Dockerfile builds from a bundle directory:
+// manifests/ and metadata/ on nothing, labelled with the bundle's
+// annotations. It has no working directory of its own: OLM's cpb copies
+// the bundle to ./bundle, which must be the unpack Job's volume at /bundle.
+func BundleImage(bundleDir string) (ociimage.Spec, error) {
+	data, err := os.ReadFile(filepath.Join(bundleDir, "metadata", "annotations.yaml"))
+	if err != nil {
+		return ociimage.Spec{}, err
+	}
+	var meta struct {
+		Annotations map[string]string `json:"annotations"`
+	}
+	if err := yaml.Unmarshal(data, &meta); err != nil {
+		return ociimage.Spec{}, fmt.Errorf("%s/metadata/annotations.yaml: %w", bundleDir, err)
+	}
+	var spec ociimage.Spec
+	for _, sub := range []string{"manifests", "metadata"} {
+		t, err := treeFiles(filepath.Join(bundleDir, sub), "/"+sub, 0)
+		if err != nil {
+			return ociimage.Spec{}, err
+		}
+		spec.Files, spec.Dirs = append(spec.Files, t.files...), append(spec.Dirs, t.dirs...)
+	}
+	spec.Labels = meta.Annotations
+	return spec, nil
+}
+
+// tree is a directory of this machine laid out in an image.
+type tree struct {
+	files []ociimage.File
+	dirs  []ociimage.Dir
+}
+
+// treeFiles lays the regular files under hostDir out under imageDir,
+// world-readable, since OLM runs the bundle and catalog images as a user
+// of its choosing; owned by uid (and its directories too).
+func treeFiles(hostDir, imageDir string, uid int) (tree, error) {
+	var t tree
+	err := filepath.WalkDir(hostDir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(hostDir, p)
+		if err != nil {
+			return err
+		}
+		at := path.Join(imageDir, filepath.ToSlash(rel))
+		switch {
+		case d.IsDir():
+			t.dirs = append(t.dirs, ociimage.Dir{Path: at, Mode: 0o755, UID: uid, GID: uid})
+		case d.Type().IsRegular():
+			t.files = append(t.files, ociimage.File{Path: at, Mode: 0o644, HostPath: p, UID: uid, GID: uid})
+		default:
+			return fmt.Errorf("%s: only regular files go into an image", p)
+		}
+		return nil
+	})
+	return t, err
+}
+
+// The account files, directories and PATH of a distroless-like image, with
+// opm's user 1001 added.
+func baseFiles() []ociimage.File {
+	return []ociimage.File{
+		{Path: "/etc/passwd", Mode: 0o644, Content: []byte("root:x:0:0:root:/root:/sbin/nologin\nopm:x:1001:0:opm:/tmp:/sbin/nologin\nnonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin\n")},
+		{Path: "/etc/group", Mode: 0o644, Content: []byte("root:x:0:\nnonroot:x:65532:\n")},
+		// Go's resolver and opm read it; opm writes one when it is missing.
+		{Path: "/etc/nsswitch.conf", Mode: 0o644, Content: []byte("hosts: files dns\n")},
+	}
+}
+
+func baseDirs() []ociimage.Dir {
+	return []ociimage.Dir{{Path: "/tmp", Mode: 0o1777}}
+}
+
+const defaultPath = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+// imageRef is repo:tag under the public registry's name.
+func publicRef(repo, tag string) string { return PublicRegistry + "/" + repo + ":" + tag }
+
+// pushSpec builds spec and pushes it as ref (without registry host).
+func (e *Env) pushSpec(ctx context.Context, spec ociimage.Spec, ref string) (string, error) {
+	img, err := ociimage.Build(spec)
+	if err != nil {
+		return "", fmt.Errorf("build %s: %w", ref, err)
+	}
+	return e.Cluster.PushImage(ctx, img, ref)
+}
+
+// buildManager builds the manager binary from the module in srcDir.
+func buildManager(ctx context.Context, srcDir, out string) error {
+	cmd := ociimage.ManagerBuildCommand(ctx, srcDir, out)
+	var buf bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &buf, &buf
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("build the manager in %s: %v\n%s", srcDir, err, strings.TrimSpace(buf.String()))
+	}
+	return nil
+}
