@@ -61,8 +61,8 @@ verify-generated: manifests generate docs-api ## Fail if generated files differ 
 # Packages whose tests need no cluster, and those that start the local control plane.
 # The real-node suites (internal/localcluster's and test/realnode) take
 # turns on the machine's one real node; the others run beside them.
-CLUSTER_PKGS := ./internal/localcluster/... ./controllers/... ./test/e2e/... ./test/realnode/...
-UNIT_PKGS = $(shell go list ./... | grep -v -e /internal/localcluster -e /controllers -e /test/e2e -e /test/realnode)
+CLUSTER_PKGS := ./internal/localcluster/... ./controllers/... ./test/e2e/... ./test/realnode/... ./test/olm/... ./test/olmv1/...
+UNIT_PKGS = $(shell go list ./... | grep -v -e /internal/localcluster -e /controllers -e /test/e2e -e /test/realnode -e /test/olm)
 
 .PHONY: test
 test: lint verify-generated verify-olm test-olm test-unit test-cluster ## Unit tests, then the suites that run against the local control plane.

@@ -183,6 +183,8 @@ func (r *ModelServerReconciler) reconcileNormal(ctx context.Context, ms *serving
 		ChartVersion:  r.Chart.Metadata.Version,
 		AppVersion:    r.Chart.Metadata.AppVersion,
 		FetchImage:    r.FetchImage,
+		JobImages:     obs.JobImages,
+		LiveModelWait: liveModelWait(obs.Deployment),
 		Served:        obs.Served(),
 		FailedFetches: obs.FailedFetches(),
 		ProxyEnv:      r.ProxyEnv,
@@ -520,13 +522,19 @@ func (r *ModelServerReconciler) observeFetches(ctx context.Context, ms *servingv
 		previous[m.Name] = *m.DeepCopy()
 	}
 	for _, m := range models {
-		generation := values.FetchGeneration(ms, m, r.FetchImage)
+		generation := values.FetchGeneration(ms, m)
 		job := &batchv1.Job{}
 		err := r.Get(ctx, types.NamespacedName{Namespace: ms.Namespace, Name: names.FetchJob(ms.Name, generation)}, job)
 		if apierrors.IsNotFound(err) {
 			job = nil
 		} else if err != nil {
 			return err
+		}
+		if image := containerImage(job); image != "" {
+			if obs.JobImages == nil {
+				obs.JobImages = map[string]string{}
+			}
+			obs.JobImages[generation] = image
 		}
 		state := fetchState(job)
 		st := previous[m.Name]
@@ -808,6 +816,32 @@ func (r *ModelServerReconciler) observeDeployment(ctx context.Context, ms *servi
 	obs.Deployment = deploy
 	if ms.Spec.Autoscaling != nil && deploy.Spec.Replicas != nil {
 		obs.DesiredReplicas = *deploy.Spec.Replicas
+	}
+	return nil
+}
+
+// containerImage is the image of a fetch Job's container, "" without one.
+func containerImage(job *batchv1.Job) string {
+	if job == nil {
+		return ""
+	}
+	for _, c := range job.Spec.Template.Spec.Containers {
+		if c.Name == values.FetchContainerName {
+			return c.Image
+		}
+	}
+	return ""
+}
+
+// liveModelWait is the serving Deployment's wait-for-model init container.
+func liveModelWait(d *appsv1.Deployment) *values.ModelWait {
+	if d == nil {
+		return nil
+	}
+	for _, c := range d.Spec.Template.Spec.InitContainers {
+		if c.Name == values.ModelWaitContainerName {
+			return &values.ModelWait{Image: c.Image, Args: c.Args}
+		}
 	}
 	return nil
 }

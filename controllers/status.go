@@ -67,6 +67,9 @@ type Observation struct {
 	// ReleaseCurrent says the release is deployed with the current digest.
 	ReleaseCurrent bool
 
+	// JobImages maps a fetch generation whose Job exists to its image.
+	JobImages map[string]string
+
 	// Multi says the models come from spec.models, not spec.model.
 	Multi bool
 	// Models are the fetches of each model, in spec order.

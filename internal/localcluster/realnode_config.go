@@ -227,4 +227,4 @@ oomScoreAdj: 0
 
 // mirroredRegistries are the public registries whose images the real node
 // pulls from the local registry instead.
-var mirroredRegistries = []string{"ghcr.io"}
+var mirroredRegistries = []string{"ghcr.io", "quay.io"}

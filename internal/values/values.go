@@ -198,6 +198,13 @@ type Serving struct {
 	ModelWait *ModelWait `json:"modelWait,omitempty"`
 }
 
+// The chart's names of the fetch Job's container and the serving pods'
+// init container, by which the operator finds them in what runs.
+const (
+	FetchContainerName     = "fetch"
+	ModelWaitContainerName = "wait-for-model"
+)
+
 // ModelWait is the serving pods' wait-for-model init container: the
 // operator's image, waiting until the fetch manifest of each fetched model
 // the pods serve exists. It lets the serving pods start together with the
@@ -287,8 +294,18 @@ type NetworkPolicy struct {
 type Inputs struct {
 	// ChartVersion and AppVersion of the embedded chart, for labels.
 	ChartVersion, AppVersion string
-	// FetchImage is the operator's own image, which runs `manager fetch`.
+	// FetchImage is the operator's own image, which runs `manager fetch`
+	// in new fetch Jobs and waits for the model in new serving pods.
 	FetchImage string
+	// JobImages maps a fetch generation whose Job exists to the image it
+	// runs: a Job's pod template cannot change, and after an operator
+	// upgrade the release must still render the Jobs as they are.
+	JobImages map[string]string
+	// LiveModelWait is the wait-for-model init container of the serving
+	// Deployment, nil if there is none. While its arguments stay the same
+	// it keeps its image, so that upgrading the operator restarts no
+	// serving pod.
+	LiveModelWait *ModelWait
 	// Served maps a model's name to the fetch generation it is served
 	// from: the newest one that succeeded. A model of spec.models missing
 	// from it has no data yet and is left out of the model config; the
@@ -322,6 +339,15 @@ var (
 func APIKey(gvk schema.GroupVersionKind) string { return gvk.GroupVersion().String() + "/" + gvk.Kind }
 
 func (in Inputs) has(gvk schema.GroupVersionKind) bool { return in.APIs[APIKey(gvk)] }
+
+// jobImage is the image of a fetch generation's Job: the one it runs if it
+// exists.
+func (in Inputs) jobImage(generation string) string {
+	if image := in.JobImages[generation]; image != "" {
+		return image
+	}
+	return in.FetchImage
+}
 
 // Error names the spec field that cannot be turned into values.
 type Error struct {
@@ -409,7 +435,7 @@ func For(ms *servingv1alpha1.ModelServer, in Inputs) (*Values, error) {
 
 	var configs []ModelEntry
 	for i, m := range models {
-		generation := FetchGeneration(ms, m, in.FetchImage)
+		generation := FetchGeneration(ms, m)
 		jobName := names.FetchJob(ms.Name, generation)
 		dest := path.Join(ModelsMountPath, generation)
 		if isPVC {
@@ -439,7 +465,7 @@ func For(ms *servingv1alpha1.ModelServer, in Inputs) (*Values, error) {
 			v.Fetches = append(v.Fetches, Fetch{
 				Name:                     jobName,
 				Generation:               generation,
-				Image:                    in.FetchImage,
+				Image:                    in.jobImage(generation),
 				ImagePullPolicy:          corev1.PullIfNotPresent,
 				Args:                     fetchArgs(m, dest),
 				Env:                      in.ProxyEnv,
@@ -782,19 +808,21 @@ func DesiredReplicas(ms *servingv1alpha1.ModelServer) int32 {
 }
 
 // FetchGeneration is a digest of everything the fetch Job's pod is made
-// of. A Job's pod template is immutable, so a change to any of it needs a
-// new Job, and a new Job means the model is fetched again.
+// of but the operator's image. A Job's pod template is immutable, so a
+// change to any of it needs a new Job, and a new Job means the model is
+// fetched again. The image is left out so that upgrading the operator
+// fetches nothing again: a Job keeps the image it was made with
+// (Inputs.JobImages).
 //
 // Two models with the same fetch inputs share a generation, and so one Job
 // and one copy of the data.
-func FetchGeneration(ms *servingv1alpha1.ModelServer, m servingv1alpha1.ModelSpec, fetchImage string) string {
+func FetchGeneration(ms *servingv1alpha1.ModelServer, m servingv1alpha1.ModelSpec) string {
 	pt := ms.Spec.PodTemplate
 	parts := []string{
 		fetchTemplateRevision,
 		m.StorageURI,
 		m.CredentialsSecret,
 		canonical(m.MaxSizeBytes),
-		fetchImage,
 		pt.ServiceAccountName,
 		canonical(pt.Labels),
 		canonical(pt.Annotations),
@@ -892,8 +920,12 @@ func modelWait(in Inputs, configs []ModelEntry) *ModelWait {
 	for _, c := range configs {
 		args = append(args, "--file", path.Join(c.BasePath, FetchManifestName))
 	}
+	image := in.FetchImage
+	if live := in.LiveModelWait; live != nil && live.Image != "" && slices.Equal(live.Args, args) {
+		image = live.Image
+	}
 	return &ModelWait{
-		Image:           in.FetchImage,
+		Image:           image,
 		ImagePullPolicy: corev1.PullIfNotPresent,
 		Args:            args,
 		Resources: corev1.ResourceRequirements{

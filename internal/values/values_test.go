@@ -236,7 +236,7 @@ func TestDigestChangesWithValuesAndChartVersion(t *testing.T) {
 }
 
 func generation(ms *servingv1alpha1.ModelServer) string {
-	return FetchGeneration(ms, *ms.Spec.Model, "op:1")
+	return FetchGeneration(ms, *ms.Spec.Model)
 }
 
 func TestFetchGenerationIgnoresServingOnlyChanges(t *testing.T) {
@@ -280,4 +280,47 @@ func TestFirstFetchEndingChangesNoValue(t *testing.T) {
 	if d1, d2 := Digest("0.1.0", during), Digest("0.1.0", after); d1 != d2 {
 		t.Errorf("digest %s while fetching, %s once fetched: the fetch would cost an upgrade", d1, d2)
 	}
+}
+
+// TestAnOperatorUpgradeChangesNothingThatRuns: a new operator image (the
+// fetch image) must not fetch a model again, change a Job's immutable
+// pod template, or restart serving pods. What runs keeps its image; only
+// what is new takes the new one.
+func TestAnOperatorUpgradeChangesNothingThatRuns(t *testing.T) {
+	ms := modelServer()
+	old := Inputs{ChartVersion: "0.1.0", AppVersion: "2.19.1", FetchImage: "example.com/op:1"}
+	before, err := For(ms, old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if before.Serving.ModelWait == nil {
+		t.Fatal("no wait-for-model container to keep")
+	}
+	upgraded := old
+	upgraded.FetchImage = "example.com/op:2"
+	upgraded.JobImages = map[string]string{before.Fetches[0].Generation: "example.com/op:1"}
+	upgraded.LiveModelWait = &ModelWait{Image: "example.com/op:1", Args: before.Serving.ModelWait.Args}
+	after, err := For(ms, upgraded)
+	if err != nil {
+		t.Fatal(err)
+	}
+	expect(t, "fetch generation", after.Fetches[0].Generation, before.Fetches[0].Generation)
+	expect(t, "the existing Job's image", after.Fetches[0].Image, "example.com/op:1")
+	expect(t, "the running wait-for-model image", after.Serving.ModelWait.Image, "example.com/op:1")
+	if Digest("0.1.0", before) != Digest("0.1.0", after) {
+		t.Error("the operator's new image alone changed the digest: every ModelServer would be upgraded")
+	}
+
+	// A new model is a new Job and new pods: those take the new image.
+	changed := modelServer(func(ms *servingv1alpha1.ModelServer) { ms.Spec.Model.StorageURI = "s3://other" })
+	fresh, err := For(changed, upgraded)
+	if err != nil {
+		t.Fatal(err)
+	}
+	expect(t, "a new generation's Job image", fresh.Fetches[0].Image, "example.com/op:2")
+	upgraded.LiveModelWait.Args = []string{"wait-for-model", "--file", "/models/other"}
+	if fresh, err = For(ms, upgraded); err != nil {
+		t.Fatal(err)
+	}
+	expect(t, "the wait image of pods that roll anyway", fresh.Serving.ModelWait.Image, "example.com/op:2")
 }

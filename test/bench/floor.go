@@ -146,7 +146,7 @@ func render(u *unstructured.Unstructured, chartVersion, appVersion string) ([]*u
 		return nil, err
 	}
 	const fetchImage = "example.com/modelserver-operator:bench"
-	served, err := allFetched(ms, fetchImage)
+	served, err := allFetched(ms)
 	if err != nil {
 		return nil, err
 	}
@@ -198,14 +198,14 @@ func drain(errs <-chan error) []error {
 
 // allFetched says that every model of ms is served from its current fetch
 // generation, as values.Inputs.Served does once the fetches succeeded.
-func allFetched(ms *servingv1alpha1.ModelServer, fetchImage string) (map[string]string, error) {
+func allFetched(ms *servingv1alpha1.ModelServer) (map[string]string, error) {
 	models, _, err := values.Models(ms)
 	if err != nil {
 		return nil, err
 	}
 	served := map[string]string{}
 	for _, m := range models {
-		served[m.Name] = values.FetchGeneration(ms, m, fetchImage)
+		served[m.Name] = values.FetchGeneration(ms, m)
 	}
 	return served, nil
 }

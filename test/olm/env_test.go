@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -21,7 +22,10 @@ import (
 )
 
 var shared struct {
-	env *olmenv.Env
+	once sync.Once
+	env  *olmenv.Env
+	err  error
+	skip error
 }
 
 func TestMain(m *testing.M) {
@@ -36,23 +40,29 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// startOLM brings up the real node with OLM v0 installed, or skips the
-// test in one line where the machine cannot run containers.
+// startOLM returns the real node with OLM v0 installed, which the tests
+// share, starting it on first use; or skips the test in one line where the
+// machine cannot run containers.
 func startOLM(t *testing.T) *olmenv.Env {
 	t.Helper()
-	if err := localcluster.RealNodeSupport(""); err != nil {
-		if os.Getenv("LOCALCLUSTER_REQUIRE_REAL_NODE") != "" {
-			t.Fatalf("LOCALCLUSTER_REQUIRE_REAL_NODE is set, but %v", err)
+	shared.once.Do(func() {
+		if err := localcluster.RealNodeSupport(""); err != nil {
+			if os.Getenv("LOCALCLUSTER_REQUIRE_REAL_NODE") != "" {
+				shared.err = fmt.Errorf("LOCALCLUSTER_REQUIRE_REAL_NODE is set, but %w", err)
+			} else {
+				shared.skip = err
+			}
+			return
 		}
-		t.Skip(err)
+		shared.env, shared.err = start(t)
+	})
+	if shared.skip != nil {
+		t.Skip(shared.skip)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Minute)
-	defer cancel()
-	e, err := olmenv.Start(ctx, realenv.Options{Logf: t.Logf, NoBigModel: true})
-	if err != nil {
-		t.Fatalf("real-node environment: %v", err)
+	if shared.err != nil {
+		t.Fatal(shared.err)
 	}
-	shared.env = e
+	e := shared.env
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Log(e.Cluster.LogTails(20))
@@ -62,12 +72,23 @@ func startOLM(t *testing.T) *olmenv.Env {
 			}
 		}
 	})
+	return e
+}
+
+func start(t *testing.T) (*olmenv.Env, error) {
+	// The machine runs one real node at a time: this may wait for another.
+	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Minute)
+	defer cancel()
+	e, err := olmenv.Start(ctx, realenv.Options{Logf: t.Logf, NoBigModel: true})
+	if err != nil {
+		return nil, fmt.Errorf("real-node environment: %w", err)
+	}
 	start := time.Now()
 	if err := e.StartOLMv0(ctx); err != nil {
-		t.Fatalf("OLM v0: %v", err)
+		return e, fmt.Errorf("OLM v0: %w", err)
 	}
 	t.Logf("OLM v0 (olm-operator, catalog-operator, packageserver) was running %.1fs after kubectl apply", time.Since(start).Seconds())
-	return e
+	return e, nil
 }
 
 // kubectl runs kubectl and fails the test on an error.

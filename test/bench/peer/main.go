@@ -92,7 +92,7 @@ func translator(chartVersion, appVersion, fetchImage string) helmvalues.Translat
 		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, ms); err != nil {
 			return nil, err
 		}
-		served, err := allFetched(ms, fetchImage)
+		served, err := allFetched(ms)
 		if err != nil {
 			return nil, err
 		}
@@ -112,14 +112,14 @@ func translator(chartVersion, appVersion, fetchImage string) helmvalues.Translat
 
 // allFetched says that every model of ms is served from its current fetch
 // generation, as values.Inputs.Served does once the fetches succeeded.
-func allFetched(ms *servingv1alpha1.ModelServer, fetchImage string) (map[string]string, error) {
+func allFetched(ms *servingv1alpha1.ModelServer) (map[string]string, error) {
 	models, _, err := values.Models(ms)
 	if err != nil {
 		return nil, err
 	}
 	served := map[string]string{}
 	for _, m := range models {
-		served[m.Name] = values.FetchGeneration(ms, m, fetchImage)
+		served[m.Name] = values.FetchGeneration(ms, m)
 	}
 	return served, nil
 }
