@@ -62,7 +62,7 @@ verify-generated: manifests generate docs-api ## Fail if generated files differ 
 # The real-node suites (internal/localcluster's and test/realnode) take
 # turns on the machine's one real node; the others run beside them.
 CLUSTER_PKGS := ./internal/localcluster/... ./controllers/... ./test/e2e/... ./test/realnode/... ./test/olm/... ./test/olmv1/...
-UNIT_PKGS = $(shell go list ./... | grep -v -e /internal/localcluster -e /controllers -e /test/e2e -e /test/realnode -e /test/olm)
+UNIT_PKGS = $(shell go list ./... | grep -v -e /internal/localcluster -e /controllers -e /test/e2e -e /test/realnode -e '/test/olm$$' -e /test/olmv1)
 
 .PHONY: test
 test: lint verify-generated verify-olm test-olm test-unit test-cluster ## Unit tests, then the suites that run against the local control plane.
@@ -72,8 +72,10 @@ test-unit: ## Unit tests (no cluster).
 	go test $(UNIT_PKGS)
 
 .PHONY: test-cluster
-test-cluster: tools node-deps ## Suites that start a local control plane (etcd, kube-*, kwok) and, where the machine can run containers, a real node.
-	go test -count=1 -timeout 25m $(CLUSTER_PKGS)
+# The real-node suites take the machine's one real node in turn, so a
+# package's time includes waiting for the others.
+test-cluster: tools node-deps bundlegen ## Suites that start a local control plane (etcd, kube-*, kwok) and, where the machine can run containers, a real node.
+	go test -count=1 -timeout 60m $(CLUSTER_PKGS)
 
 .PHONY: test-e2e
 test-e2e: tools build ## End-to-end tests: the operator binary against the local control plane.
@@ -83,6 +85,10 @@ test-e2e: tools build ## End-to-end tests: the operator binary against the local
 test-real-node: tools node-deps ## The real-node suites: the operator from its image, real fetches from a real S3 server, teardown.
 	go test -count=1 -timeout 25m -run 'RealNode' ./internal/localcluster/
 	go test -count=1 -timeout 25m ./test/realnode/...
+
+.PHONY: test-olm-install
+test-olm-install: tools node-deps bundlegen ## OLM for real on the real node: OLM v0 (Subscriptions, upgrades), OLM v1, operator-sdk run bundle and scorecard.
+	go test -count=1 -timeout 60m ./test/olm/... ./test/olmv1/...
 
 .PHONY: demo
 demo: tools ## Show the operator serving a model until Ready: on a real node where the machine can run containers, else on kwok (DEMO_SIMULATED=1 forces kwok; DEMO_EXIT_WHEN_READY=1 exits when Ready).

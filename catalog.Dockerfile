@@ -1,7 +1,8 @@
 # The operator's file-based catalog, served by opm for a CatalogSource:
 #   make catalog-build CATALOG_IMG=...   (catalog/ is made by `make catalog`)
-# Keep the opm tag in step with operator-registry in hack/olm/go.mod.
-FROM quay.io/operator-framework/opm:v1.57.0
+# The opm tag is operator-registry's version in hack/tools/olm/go.mod, the opm
+# the OLM tests build this image with (test/olmenv; a test holds them together).
+FROM quay.io/operator-framework/opm:v1.73.0
 
 ENTRYPOINT ["/bin/opm"]
 CMD ["serve", "/configs", "--cache-dir=/tmp/cache"]

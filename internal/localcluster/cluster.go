@@ -74,6 +74,12 @@ type Cluster struct {
 	// (empty without a real node). Images named ghcr.io/... are pulled from
 	// it too.
 	Registry string
+	// RegistryTLS is the same registry served over TLS on the host's
+	// bridge address, which pods reach too; its certificate is signed by
+	// the cluster's CA, CACertFile.
+	RegistryTLS string
+	// CACertFile is the cluster's CA certificate (PEM).
+	CACertFile string
 
 	opts     Options
 	mu       sync.Mutex // guards procs
@@ -201,6 +207,7 @@ func boot(ctx context.Context, opts Options, lock *os.File) (_ *Cluster, err err
 	if err != nil {
 		return nil, err
 	}
+	c.CACertFile = certs.caCertFile
 	ports, err := freePorts(5)
 	if err != nil {
 		return nil, err

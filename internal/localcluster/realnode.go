@@ -1,6 +1,9 @@
 package localcluster
 
 import (
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"context"
 	"errors"
 	"fmt"
@@ -170,7 +173,10 @@ func (c *Cluster) startRealNode(ctx context.Context, certs *pki, cs kubernetes.I
 	}
 	c.node.registry = reg
 	c.Registry = reg.Addr()
-	c.opts.Logf("registry is serving on %s", c.Registry)
+	if c.RegistryTLS, err = c.serveRegistryTLS(certs, reg); err != nil {
+		return err
+	}
+	c.opts.Logf("registry is serving on %s, and with TLS on %s", c.Registry, c.RegistryTLS)
 
 	pauseImg, err := ociimage.Build(ociimage.Binary(filepath.Join(c.opts.BinDir, pauseName), "/pause", ""))
 	if err != nil {
@@ -180,12 +186,16 @@ func (c *Cluster) startRealNode(ctx context.Context, certs *pki, cs kubernetes.I
 	if err != nil {
 		return fmt.Errorf("pause image: %w", err)
 	}
+	hosts := map[string]string{c.RegistryTLS: registryTLSHosts(c.RegistryTLS, c.CACertFile)}
 	for _, host := range append([]string{c.Registry}, mirroredRegistries...) {
+		hosts[host] = registryHosts(c.Registry)
+	}
+	for host, config := range hosts {
 		hostDir := filepath.Join(l.registryHostsDir(), host)
 		if err := os.MkdirAll(hostDir, 0o700); err != nil {
 			return err
 		}
-		if err := os.WriteFile(filepath.Join(hostDir, "hosts.toml"), []byte(registryHosts(c.Registry)), 0o600); err != nil {
+		if err := os.WriteFile(filepath.Join(hostDir, "hosts.toml"), []byte(config), 0o600); err != nil {
 			return err
 		}
 	}
@@ -275,6 +285,24 @@ func (c *Cluster) startRealNode(ctx context.Context, certs *pki, cs kubernetes.I
 	}
 	c.opts.Logf("real node %s is Ready (kubelet, kube-proxy, containerd)", RealNodeName)
 	return c.startProvisioner(ctx, cs)
+}
+
+// serveRegistryTLS serves the registry over TLS on the host's bridge
+// address too, where pods reach it, with a certificate of the cluster's
+// CA (CACertFile).
+func (c *Cluster) serveRegistryTLS(certs *pki, reg *ociimage.Registry) (string, error) {
+	tmpl := certTemplate(pkix.Name{CommonName: "localcluster-registry"})
+	tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
+	tmpl.IPAddresses = []net.IP{net.ParseIP(HostAddress)}
+	certPEM, keyPEM, err := certs.issue(tmpl, certs.ca, certs.caKey, filepath.Join(certs.dir, "registry.crt"), filepath.Join(certs.dir, "registry.key"))
+	if err != nil {
+		return "", err
+	}
+	cert, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		return "", err
+	}
+	return reg.ServeTLS(net.JoinHostPort(HostAddress, "0"), cert)
 }
 
 // componentKubeconfig writes a kubeconfig for a component with its own

@@ -125,6 +125,13 @@ func registryHosts(localRegistry string) string {
 		"http://"+localRegistry, "http://"+localRegistry)
 }
 
+// registryTLSHosts is containerd's hosts.toml for the registry's TLS
+// address: pulls verify its certificate with the cluster's CA.
+func registryTLSHosts(addr, caFile string) string {
+	return fmt.Sprintf("server = %q\n\n[host.%q]\n  capabilities = [\"pull\", \"resolve\"]\n  ca = %q\n",
+		"https://"+addr, "https://"+addr, caFile)
+}
+
 // cniConfig is a bridge with the host as the gateway. No masquerading: pods
 // only talk to this machine and to each other.
 func cniConfig(l realNodeLayout) ([]byte, error) {

@@ -1,6 +1,7 @@
 package ociimage
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -21,6 +22,8 @@ import (
 type Registry struct {
 	ln  net.Listener
 	srv *http.Server
+	// tlsSrv serves the same registry over TLS (ServeTLS), nil until then.
+	tlsSrv *http.Server
 
 	done     chan struct{}
 	serveErr error
@@ -114,9 +117,34 @@ func (r *Registry) Err() error {
 // Close stops the registry at once, dropping uploads under way.
 func (r *Registry) Close() error {
 	r.closeOnce.Do(func() {
-		r.closeErr = r.srv.Close()
+		if r.tlsSrv != nil {
+			r.closeErr = r.tlsSrv.Close()
+		}
+		r.closeErr = errors.Join(r.closeErr, r.srv.Close())
 		<-r.done
 		r.closeErr = errors.Join(r.closeErr, r.Err())
 	})
 	return r.closeErr
+}
+
+// ServeTLS serves the same registry over TLS with cert on addr, which must
+// be on this machine, for clients that insist on verifying a registry's
+// certificate (operator-sdk's image pulls); it returns the host:port. Call
+// it once, before Close.
+func (r *Registry) ServeTLS(addr string, cert tls.Certificate) (string, error) {
+	if _, err := checkLocalHostPort(addr, "registry TLS address"); err != nil {
+		return "", err
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return "", fmt.Errorf("listen for the registry on %s: %w", addr, err)
+	}
+	r.tlsSrv = &http.Server{
+		Handler:           r.srv.Handler,
+		ReadHeaderTimeout: r.srv.ReadHeaderTimeout,
+		ErrorLog:          r.srv.ErrorLog,
+		TLSConfig:         &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12},
+	}
+	go func() { _ = r.tlsSrv.ServeTLS(ln, "", "") }()
+	return ln.Addr().String(), nil
 }

@@ -91,6 +91,26 @@ func start(t *testing.T) (*olmenv.Env, error) {
 	return e, nil
 }
 
+var release struct {
+	once sync.Once
+	next *olmenv.Release
+	err  error
+}
+
+// nextRelease is the operator's next release (0.2.0), made once.
+func nextRelease(t *testing.T, e *olmenv.Env) *olmenv.Release {
+	t.Helper()
+	release.once.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+		defer cancel()
+		release.next, release.err = e.MakeRelease(ctx, "0.2.0")
+	})
+	if release.err != nil {
+		t.Fatalf("make release 0.2.0: %v", release.err)
+	}
+	return release.next
+}
+
 // kubectl runs kubectl and fails the test on an error.
 func kubectl(t *testing.T, e *olmenv.Env, stdin string, args ...string) string {
 	t.Helper()

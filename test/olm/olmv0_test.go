@@ -1,7 +1,6 @@
 package olm
 
 import (
-	"context"
 	"fmt"
 	"sort"
 	"strings"
@@ -93,12 +92,7 @@ func TestOLMv0InstallsUpgradesAndUninstallsTheOperator(t *testing.T) {
 
 	var next *olmenv.Release
 	t.Run("an automatic upgrade through the channel changes the chart without restarting serving pods", func(t *testing.T) {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-		defer cancel()
-		var err error
-		if next, err = e.MakeRelease(ctx, "0.2.0"); err != nil {
-			t.Fatalf("make release 0.2.0: %v", err)
-		}
+		next = nextRelease(t, e)
 		before := servingPods(t, e, sampleNS)
 		revisions := releaseRevisions(t, e, sampleNS)
 

@@ -27,10 +27,11 @@ const (
 	PublicRegistry = "ghcr.io"
 )
 
-// The images OLM itself runs, built here from the pinned sources.
+// The images OLM itself runs, built here from the pinned sources, in the
+// cluster's registry.
 const (
-	opmRepo = "localcluster/opm"
-	olmRepo = "localcluster/olm"
+	OPMRepo = "localcluster/opm"
+	OLMRepo = "localcluster/olm"
 )
 
 // opmUser is the user upstream's opm image runs as.
@@ -53,10 +54,14 @@ func opmFiles(binDir string) []ociimage.File {
 }
 
 // OPMImage is the opm image: the catalog-operator's --opmImage, which runs
-// `opm alpha bundle extract` in every unpack Job.
+// `opm alpha bundle extract` in every unpack Job, and operator-sdk's index
+// image. It needs Debian's static busybox (OLMImage checks for it).
 func OPMImage(binDir string) ociimage.Spec {
+	// operator-sdk's registry pod starts opm through sh.
+	files := append(baseFiles(), opmFiles(binDir)...)
+	files = append(files, ociimage.File{Path: "/bin/sh", Mode: 0o755, HostPath: busybox})
 	return ociimage.Spec{
-		Files:      append(baseFiles(), opmFiles(binDir)...),
+		Files:      files,
 		Dirs:       baseDirs(),
 		Entrypoint: []string{"/bin/opm"},
 		User:       opmUser,
@@ -75,7 +80,7 @@ func OLMImage(binDir string) (ociimage.Spec, error) {
 		return ociimage.Spec{}, fmt.Errorf("the OLM image needs Debian's static busybox at %s: run `make node-deps` (busybox-static)", busybox)
 	}
 	files := baseFiles()
-	for _, applet := range []string{"cp", "cat", "gzip"} {
+	for _, applet := range []string{"cp", "cat", "gzip", "sh"} {
 		files = append(files, ociimage.File{Path: "/bin/" + applet, Mode: 0o755, HostPath: busybox})
 	}
 	for bin, host := range map[string]string{"olm": "olm-operator", "catalog": "catalog-operator", "package-server": "packageserver", "cpb": "cpb"} {
@@ -105,13 +110,13 @@ func CatalogImage(ctx context.Context, binDir, configsDir, workDir string) (ocii
 		return ociimage.Spec{}, fmt.Errorf("opm serve --cache-only %s: %v\n%s", configsDir, err, out)
 	}
 	files, dirs := append(baseFiles(), opmFiles(binDir)...), baseDirs()
-	configs, err := treeFiles(configsDir, "/configs", 0)
+	configs, err := treeFiles(configsDir, catalogConfigsDir, 0)
 	if err != nil {
 		return ociimage.Spec{}, err
 	}
 	// opm takes a lock in its cache: the image's user owns it, as the
 	// Dockerfile's RUN (as that user) leaves it.
-	cached, err := treeFiles(cache, "/tmp/cache", opmUID)
+	cached, err := treeFiles(cache, catalogCacheDir, opmUID)
 	if err != nil {
 		return ociimage.Spec{}, err
 	}
@@ -122,13 +127,26 @@ func CatalogImage(ctx context.Context, binDir, configsDir, workDir string) (ocii
 		Files:      files,
 		Dirs:       dirs,
 		Entrypoint: []string{"/bin/opm"},
-		Cmd:        []string{"serve", "/configs", "--cache-dir=/tmp/cache"},
+		Cmd:        catalogCmd,
 		User:       opmUser,
 		Env:        []string{defaultPath},
 		WorkingDir: "/",
-		Labels:     map[string]string{"operators.operatorframework.io.index.configs.v1": "/configs"},
+		Labels:     catalogLabels(),
 	}, nil
 }
+
+// What catalog.Dockerfile says of the catalog image
+// (TestTheCatalogImageAndCatalogDockerfileAgree).
+const (
+	catalogConfigsDir = "/configs"
+	catalogCacheDir   = "/tmp/cache"
+	// configsLabel tells OLM v1 and opm where an image's catalog is.
+	configsLabel = "operators.operatorframework.io.index.configs.v1"
+)
+
+var catalogCmd = []string{"serve", catalogConfigsDir, "--cache-dir=" + catalogCacheDir}
+
+func catalogLabels() map[string]string { return map[string]string{configsLabel: catalogConfigsDir} }
 
 // BundleImage is what bundle.Dockerfile builds from a bundle directory:
 // manifests/ and metadata/ on nothing, labelled with the bundle's

@@ -63,14 +63,14 @@ func Start(ctx context.Context, opts realenv.Options) (_ *Env, err error) {
 		}
 	}
 	step := time.Now()
-	if e.OPMImage, err = e.pushSpec(ctx, OPMImage(e.BinDir), opmRepo+":test"); err != nil {
+	if e.OPMImage, err = e.pushSpec(ctx, OPMImage(e.BinDir), OPMRepo+":test"); err != nil {
 		return nil, err
 	}
 	olm, err := OLMImage(e.BinDir)
 	if err != nil {
 		return nil, err
 	}
-	if e.OLMImage, err = e.pushSpec(ctx, olm, olmRepo+":test"); err != nil {
+	if e.OLMImage, err = e.pushSpec(ctx, olm, OLMRepo+":test"); err != nil {
 		return nil, err
 	}
 	if e.BundleImage, err = e.PushBundle(ctx, filepath.Join(e.Root, "bundle"), "v"+CurrentVersion); err != nil {
