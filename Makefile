@@ -353,16 +353,12 @@ $(eval $(call module-tools-rule,OLMV1_TOOLS,hack/tools/olmv1,operator-controller
 	github.com/operator-framework/operator-controller/cmd/operator-controller github.com/operator-framework/operator-controller/cmd/catalogd,\
 	operator-controller:operator-controller catalogd:catalogd))
 
-# operator-sdk in a module of its own: `go install ...@version` cannot
-# resolve operator-framework modules through the proxy, and its image
-# libraries need the pure-Go OpenPGP tag without cgo, as its own build uses.
-$(LOCALBIN)/operator-sdk-$(OPERATOR_SDK_VERSION):
-	@mkdir -p $(LOCALBIN)
-	@echo ">> building operator-sdk $(OPERATOR_SDK_VERSION)"
-	cd hack/tools/operator-sdk && CGO_ENABLED=0 go build -tags containers_image_openpgp -o $@.tmp github.com/operator-framework/operator-sdk/cmd/operator-sdk && mv $@.tmp $@
-$(LOCALBIN)/operator-sdk: $(LOCALBIN)/operator-sdk-$(OPERATOR_SDK_VERSION)
-	ln -sf operator-sdk-$(OPERATOR_SDK_VERSION) $@
-TOOLS += $(LOCALBIN)/operator-sdk
+# operator-sdk in a module of its own, with scorecard-test, the binary of the
+# image `operator-sdk scorecard` runs its basic and olm tests in (test/olm
+# builds that image from it): one `go build`, so they share what they compile.
+$(eval $(call module-tools-rule,OPERATOR_SDK_TOOLS,hack/tools/operator-sdk,operator-sdk $(OPERATOR_SDK_VERSION) and its scorecard-test,\
+	github.com/operator-framework/operator-sdk/cmd/operator-sdk github.com/operator-framework/operator-sdk/images/scorecard-test,\
+	operator-sdk:operator-sdk scorecard-test:scorecard-test))
 
 # The real node's sandbox ("pause") process, packed into an image the
 # local cluster serves; the project's own, since nothing can be pulled.

@@ -45,7 +45,7 @@ func TestOperatorSDKRunsUpgradesAndCleansUpTheBundle(t *testing.T) {
 	start := time.Now()
 	operatorSDK(t, e, "run", "bundle", bundle(olmenv.CurrentVersion), "--namespace", ns,
 		"--install-mode", "OwnNamespace",
-		"--index-image", reg+"/"+olmenv.OPMRepo+":test",
+		"--index-image", reg+"/"+olmenv.IndexRepo+":test",
 		"--decompression-image", reg+"/"+olmenv.OLMRepo+":test",
 		"--timeout", "5m")
 	waitCSV(t, e, ns, olmenv.CurrentCSV)

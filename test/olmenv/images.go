@@ -3,6 +3,7 @@ package olmenv
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -30,8 +31,9 @@ const (
 // The images OLM itself runs, built here from the pinned sources, in the
 // cluster's registry.
 const (
-	OPMRepo = "localcluster/opm"
-	OLMRepo = "localcluster/olm"
+	OPMRepo   = "localcluster/opm"
+	IndexRepo = "localcluster/opm-index"
+	OLMRepo   = "localcluster/olm"
 )
 
 // opmUser is the user upstream's opm image runs as.
@@ -149,7 +151,7 @@ var catalogCmd = []string{"serve", catalogConfigsDir, "--cache-dir=" + catalogCa
 func catalogLabels() map[string]string { return map[string]string{configsLabel: catalogConfigsDir} }
 
 // BundleImage is what bundle.Dockerfile builds from a bundle directory:
-// manifests/ and metadata/ on nothing, labelled with the bundle's
+// manifests/, metadata/ and tests/ (the scorecard's) on nothing, labelled with the bundle's
 // annotations. It has no working directory of its own: OLM's cpb copies
 // the bundle to ./bundle, which must be the unpack Job's volume at /bundle.
 func BundleImage(bundleDir string) (ociimage.Spec, error) {
@@ -164,7 +166,10 @@ func BundleImage(bundleDir string) (ociimage.Spec, error) {
 		return ociimage.Spec{}, fmt.Errorf("%s/metadata/annotations.yaml: %w", bundleDir, err)
 	}
 	var spec ociimage.Spec
-	for _, sub := range []string{"manifests", "metadata"} {
+	for _, sub := range []string{"manifests", "metadata", "tests"} {
+		if _, err := os.Stat(filepath.Join(bundleDir, sub)); sub == "tests" && errors.Is(err, fs.ErrNotExist) {
+			continue // the scorecard's configuration is optional
+		}
 		t, err := treeFiles(filepath.Join(bundleDir, sub), "/"+sub, 0)
 		if err != nil {
 			return ociimage.Spec{}, err

@@ -35,6 +35,9 @@ type Env struct {
 	// OPMImage is the catalog-operator's --opmImage; OLMImage runs OLM's
 	// operators and is its --util-image. As pods pull them.
 	OPMImage, OLMImage string
+	// IndexImage is an empty file-based catalog on opm, for operator-sdk
+	// run bundle's --index-image (the label tells operator-sdk its kind).
+	IndexImage string
 	// CatalogImage is the catalog built from catalog/, under its public
 	// name; BundleImage the bundle built from bundle/.
 	CatalogImage, BundleImage string
@@ -64,6 +67,11 @@ func Start(ctx context.Context, opts realenv.Options) (_ *Env, err error) {
 	}
 	step := time.Now()
 	if e.OPMImage, err = e.pushSpec(ctx, OPMImage(e.BinDir), OPMRepo+":test"); err != nil {
+		return nil, err
+	}
+	index := OPMImage(e.BinDir)
+	index.Labels = catalogLabels()
+	if e.IndexImage, err = e.pushSpec(ctx, index, IndexRepo+":test"); err != nil {
 		return nil, err
 	}
 	olm, err := OLMImage(e.BinDir)

@@ -75,6 +75,9 @@ type Inputs struct {
 	// ServingImage is the TensorFlow Serving image the operator defaults
 	// to (the API's DefaultImage); its -gpu variant is related too.
 	ServingImage string
+	// Scorecard is the output of `kustomize build config/scorecard`, or
+	// nil for a bundle without scorecard tests.
+	Scorecard []byte
 }
 
 // Files maps a path relative to the repository root to its content.
@@ -192,6 +195,14 @@ func Bundle(in Inputs, p Params) (Files, error) {
 	}
 
 	labels := bundleLabels(pkg, p.Channels, p.DefaultChannel)
+	if in.Scorecard != nil {
+		if err := checkScorecardConfig(in.Scorecard); err != nil {
+			return nil, err
+		}
+		files[ScorecardConfigFile] = in.Scorecard
+		labels["operators.operatorframework.io.test.mediatype.v1"] = "scorecard+v1"
+		labels["operators.operatorframework.io.test.config.v1"] = scorecardInImage
+	}
 	ann, err := yaml.Marshal(map[string]any{"annotations": labels})
 	if err != nil {
 		return nil, err
@@ -505,5 +516,8 @@ func bundleDockerfile(labels map[string]string) []byte {
 	}
 	b.WriteString("\nCOPY bundle/manifests /manifests/\n")
 	b.WriteString("COPY bundle/metadata /metadata/\n")
+	if _, ok := labels["operators.operatorframework.io.test.config.v1"]; ok {
+		b.WriteString("COPY bundle/tests/scorecard /tests/scorecard/\n")
+	}
 	return b.Bytes()
 }

@@ -55,7 +55,11 @@ func ReadInputs(root string, kustomized []byte) (Inputs, error) {
 	if err != nil {
 		return Inputs{}, err
 	}
-	in := Inputs{CSVBase: base, Kustomized: kustomized, ServingImage: image}
+	scorecard, err := ScorecardConfig(root)
+	if err != nil {
+		return Inputs{}, err
+	}
+	in := Inputs{CSVBase: base, Kustomized: kustomized, ServingImage: image, Scorecard: scorecard}
 	for _, s := range samples {
 		if filepath.Base(s) == "kustomization.yaml" {
 			continue
@@ -89,7 +93,7 @@ func ServingImage(root string) (string, error) {
 }
 
 // BundleDirs are the directories that hold nothing but what Bundle makes.
-var BundleDirs = []string{ManifestsDir, MetadataDir}
+var BundleDirs = []string{ManifestsDir, MetadataDir, ScorecardConfigDir}
 
 // WriteFiles writes files under root. Files in the directories clean
 // (relative to root) that are not among them are removed, so that, with

@@ -169,7 +169,7 @@ func TestCommittedArtifactsAreUpToDate(t *testing.T) {
 			t.Errorf("%s differs from what config/ generates (run make bundle catalog install-yaml and commit): %s", name, d)
 		}
 	}
-	for _, dir := range []string{artifacts.ManifestsDir, artifacts.MetadataDir} {
+	for _, dir := range artifacts.BundleDirs {
 		entries, err := os.ReadDir(filepath.Join(root, dir))
 		if err != nil {
 			t.Fatal(err)

@@ -242,4 +242,7 @@ require (
 	sigs.k8s.io/yaml v1.6.0 // indirect
 )
 
-tool github.com/operator-framework/operator-sdk/cmd/operator-sdk
+tool (
+	github.com/operator-framework/operator-sdk/cmd/operator-sdk
+	github.com/operator-framework/operator-sdk/images/scorecard-test
+)
