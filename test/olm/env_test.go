@@ -16,23 +16,17 @@ import (
 	"testing"
 	"time"
 
-	"github.com/modelserver-dev/modelserver-operator/internal/localcluster"
 	"github.com/modelserver-dev/modelserver-operator/test/olmenv"
 	"github.com/modelserver-dev/modelserver-operator/test/realenv"
 )
 
-var shared struct {
-	once sync.Once
-	env  *olmenv.Env
-	err  error
-	skip error
-}
+var shared realenv.Shared[*olmenv.Env]
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if shared.env != nil {
-		shared.env.Cluster.Stop()
-		if err := shared.env.Cluster.TeardownError(); err != nil {
+	if e, ok := shared.Started(); ok && e != nil {
+		e.Cluster.Stop()
+		if err := e.Cluster.TeardownError(); err != nil {
 			fmt.Fprintln(os.Stderr, "real node teardown:", err)
 			code = 1
 		}
@@ -45,24 +39,7 @@ func TestMain(m *testing.M) {
 // machine cannot run containers.
 func startOLM(t *testing.T) *olmenv.Env {
 	t.Helper()
-	shared.once.Do(func() {
-		if err := localcluster.RealNodeSupport(""); err != nil {
-			if os.Getenv("LOCALCLUSTER_REQUIRE_REAL_NODE") != "" {
-				shared.err = fmt.Errorf("LOCALCLUSTER_REQUIRE_REAL_NODE is set, but %w", err)
-			} else {
-				shared.skip = err
-			}
-			return
-		}
-		shared.env, shared.err = start(t)
-	})
-	if shared.skip != nil {
-		t.Skip(shared.skip)
-	}
-	if shared.err != nil {
-		t.Fatal(shared.err)
-	}
-	e := shared.env
+	e := shared.Get(t, func() (*olmenv.Env, error) { return start(t) })
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Log(e.Cluster.LogTails(20))

@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/modelserver-dev/modelserver-operator/internal/ociimage"
 	"github.com/modelserver-dev/modelserver-operator/test/realenv"
 )
 
@@ -71,6 +72,7 @@ func Start(ctx context.Context, opts realenv.Options) (_ *Env, err error) {
 	}
 	index := OPMImage(e.BinDir)
 	index.Labels = catalogLabels()
+	index.Dirs = append(index.Dirs, ociimage.Dir{Path: catalogConfigsDir})
 	if e.IndexImage, err = e.pushSpec(ctx, index, IndexRepo+":test"); err != nil {
 		return nil, err
 	}

@@ -11,13 +11,11 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"sync"
 	"testing"
 	"time"
 
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/modelserver-dev/modelserver-operator/internal/localcluster"
 	"github.com/modelserver-dev/modelserver-operator/test/realenv"
 )
 
@@ -38,18 +36,13 @@ type env struct {
 	cs kubernetes.Interface
 }
 
-var shared struct {
-	once sync.Once
-	env  *env
-	err  error
-	skip error
-}
+var shared realenv.Shared[*env]
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if shared.env != nil {
-		shared.env.Cluster.Stop()
-		if err := shared.env.Cluster.TeardownError(); err != nil {
+	if e, ok := shared.Started(); ok && e != nil {
+		e.Cluster.Stop()
+		if err := e.Cluster.TeardownError(); err != nil {
 			fmt.Fprintln(os.Stderr, "real node teardown:", err)
 			code = 1
 		}
@@ -61,30 +54,14 @@ func TestMain(m *testing.M) {
 // skips the test in one line where the machine cannot run containers.
 func realNode(t *testing.T) *env {
 	t.Helper()
-	shared.once.Do(func() {
-		if err := localcluster.RealNodeSupport(""); err != nil {
-			if os.Getenv("LOCALCLUSTER_REQUIRE_REAL_NODE") != "" {
-				shared.err = fmt.Errorf("LOCALCLUSTER_REQUIRE_REAL_NODE is set, but %w", err)
-			} else {
-				shared.skip = err
-			}
-			return
-		}
-		shared.env, shared.err = startEnv(t)
-	})
-	if shared.skip != nil {
-		t.Skip(shared.skip)
-	}
-	if shared.err != nil {
-		t.Fatalf("real-node environment: %v", shared.err)
-	}
+	e := shared.Get(t, func() (*env, error) { return startEnv(t) })
 	t.Cleanup(func() {
 		if t.Failed() {
-			t.Log(shared.env.Cluster.LogTails(20))
-			t.Log(shared.env.kubectlOut("-n", operatorNS, "logs", "deploy/modelserver-controller-manager", "--tail=40"))
+			t.Log(e.Cluster.LogTails(20))
+			t.Log(e.kubectlOut("-n", operatorNS, "logs", "deploy/modelserver-controller-manager", "--tail=40"))
 		}
 	})
-	return shared.env
+	return e
 }
 
 func startEnv(t *testing.T) (*env, error) {
