@@ -233,5 +233,8 @@ oomScoreAdj: 0
 }
 
 // mirroredRegistries are the public registries whose images the real node
-// pulls from the local registry instead.
-var mirroredRegistries = []string{"ghcr.io", "quay.io"}
+// pulls from the local registry instead, as an air-gapped cluster's
+// mirrors do: the project's images (ghcr.io), operator-framework's
+// (quay.io), and the image operator-sdk's bundle-upgrade decompresses a
+// catalog with, which no flag changes (registry.access.redhat.com).
+var mirroredRegistries = []string{"ghcr.io", "quay.io", "registry.access.redhat.com"}

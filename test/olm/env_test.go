@@ -11,7 +11,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -88,29 +87,8 @@ func nextRelease(t *testing.T, e *olmenv.Env) *olmenv.Release {
 	return release.next
 }
 
-// kubectl runs kubectl and fails the test on an error.
-func kubectl(t *testing.T, e *olmenv.Env, stdin string, args ...string) string {
-	t.Helper()
-	out, err := e.Kubectl(stdin, args...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return strings.TrimSpace(out)
-}
-
-// eventually polls cond every second until it holds or timeout passes,
-// then fails with what cond last said.
-func eventually(t *testing.T, timeout time.Duration, what string, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		ok, last := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %s; last: %s", what, timeout, last)
-		}
-		time.Sleep(time.Second)
-	}
-}
+// The helpers every test here uses.
+var (
+	kubectl    = olmenv.MustKubectl
+	eventually = olmenv.Eventually
+)

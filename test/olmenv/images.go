@@ -34,6 +34,9 @@ const (
 	OPMRepo   = "localcluster/opm"
 	IndexRepo = "localcluster/opm-index"
 	OLMRepo   = "localcluster/olm"
+	// SDKDecompressionRepo is operator-sdk v1.42.2's default decompression
+	// image (fbcutil.DefaultInitImage), without its mirrored registry.
+	SDKDecompressionRepo = "ubi9/ubi:9.7"
 )
 
 // opmUser is the user upstream's opm image runs as.

@@ -83,6 +83,12 @@ func Start(ctx context.Context, opts realenv.Options) (_ *Env, err error) {
 	if e.OLMImage, err = e.pushSpec(ctx, olm, OLMRepo+":test"); err != nil {
 		return nil, err
 	}
+	// operator-sdk run bundle-upgrade has no flag for its decompression
+	// image: OLM's image (busybox's sh, cat and gzip) stands in under the
+	// name it pulls, as a mirror of it would in an air-gapped cluster.
+	if _, err = e.pushSpec(ctx, olm, SDKDecompressionRepo); err != nil {
+		return nil, err
+	}
 	if e.BundleImage, err = e.PushBundle(ctx, filepath.Join(e.Root, "bundle"), "v"+CurrentVersion); err != nil {
 		return nil, err
 	}
