@@ -10,11 +10,11 @@ package olm
 import (
 	"context"
 	"fmt"
-	"os"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/modelserver-dev/modelserver-operator/internal/localcluster"
 	"github.com/modelserver-dev/modelserver-operator/test/olmenv"
 	"github.com/modelserver-dev/modelserver-operator/test/realenv"
 )
@@ -22,15 +22,12 @@ import (
 var shared realenv.Shared[*olmenv.Env]
 
 func TestMain(m *testing.M) {
-	code := m.Run()
-	if e, ok := shared.Started(); ok && e != nil {
-		e.Cluster.Stop()
-		if err := e.Cluster.TeardownError(); err != nil {
-			fmt.Fprintln(os.Stderr, "real node teardown:", err)
-			code = 1
+	shared.Main(m, func(e *olmenv.Env) *localcluster.Cluster {
+		if e == nil {
+			return nil
 		}
-	}
-	os.Exit(code)
+		return e.Cluster
+	})
 }
 
 // startOLM returns the real node with OLM v0 installed, which the tests

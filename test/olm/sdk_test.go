@@ -68,9 +68,11 @@ func TestOperatorSDKRunsUpgradesAndCleansUpTheBundle(t *testing.T) {
 		t.Errorf("bundle-upgrade restarted serving pods:\nbefore %s\nafter  %s", before, after)
 	}
 
-	operatorSDK(t, e, "cleanup", olmenv.Package, "--namespace", ns, "--timeout", "3m")
+	// Without --delete-all=false, cleanup deletes the CRD too, and with it
+	// every ModelServer of the cluster (docs/olm.md).
+	operatorSDK(t, e, "cleanup", olmenv.Package, "--namespace", ns, "--delete-all=false", "--delete-operator-groups", "--timeout", "3m")
 	kubectl(t, e, "", "-n", ns, "wait", "--for=delete", "deployment/modelserver-controller-manager", "--timeout=2m")
-	for _, kind := range []string{"csv", "subscription", "catalogsource", "installplan"} {
+	for _, kind := range []string{"csv", "subscription", "catalogsource", "operatorgroup"} {
 		if out := kubectl(t, e, "", "-n", ns, "get", kind, "-o", "name"); out != "" {
 			t.Errorf("operator-sdk cleanup left %s", out)
 		}

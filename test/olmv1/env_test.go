@@ -12,10 +12,10 @@ package olmv1
 import (
 	"context"
 	"fmt"
-	"os"
 	"testing"
 	"time"
 
+	"github.com/modelserver-dev/modelserver-operator/internal/localcluster"
 	"github.com/modelserver-dev/modelserver-operator/test/olmenv"
 	"github.com/modelserver-dev/modelserver-operator/test/realenv"
 )
@@ -29,15 +29,12 @@ type olmv1 struct {
 var shared realenv.Shared[olmv1]
 
 func TestMain(m *testing.M) {
-	code := m.Run()
-	if s, ok := shared.Started(); ok && s.env != nil {
-		s.env.Cluster.Stop()
-		if err := s.env.Cluster.TeardownError(); err != nil {
-			fmt.Fprintln(os.Stderr, "real node teardown:", err)
-			code = 1
+	shared.Main(m, func(s olmv1) *localcluster.Cluster {
+		if s.env == nil {
+			return nil
 		}
-	}
-	os.Exit(code)
+		return s.env.Cluster
+	})
 }
 
 // startOLMv1 brings up the real node with OLM v1 installed, or skips the

@@ -51,3 +51,20 @@ func (s *Shared[T]) Get(t testing.TB, start func() (T, error)) T {
 // Started returns the environment if a test started it (even one that
 // then failed), for TestMain to stop.
 func (s *Shared[T]) Started() (T, bool) { return s.val, s.started }
+
+// Main runs a test package's tests (a TestMain's body), then stops the
+// shared environment's cluster, if a test started one, and fails the run
+// when the real node was not torn down cleanly.
+func (s *Shared[T]) Main(m *testing.M, cluster func(T) *localcluster.Cluster) {
+	code := m.Run()
+	if v, ok := s.Started(); ok {
+		if c := cluster(v); c != nil {
+			c.Stop()
+			if err := c.TeardownError(); err != nil {
+				fmt.Fprintln(os.Stderr, "real node teardown:", err)
+				code = 1
+			}
+		}
+	}
+	os.Exit(code)
+}

@@ -9,13 +9,12 @@ package realnode
 
 import (
 	"context"
-	"fmt"
-	"os"
 	"testing"
 	"time"
 
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/modelserver-dev/modelserver-operator/internal/localcluster"
 	"github.com/modelserver-dev/modelserver-operator/test/realenv"
 )
 
@@ -39,15 +38,12 @@ type env struct {
 var shared realenv.Shared[*env]
 
 func TestMain(m *testing.M) {
-	code := m.Run()
-	if e, ok := shared.Started(); ok && e != nil {
-		e.Cluster.Stop()
-		if err := e.Cluster.TeardownError(); err != nil {
-			fmt.Fprintln(os.Stderr, "real node teardown:", err)
-			code = 1
+	shared.Main(m, func(e *env) *localcluster.Cluster {
+		if e == nil {
+			return nil
 		}
-	}
-	os.Exit(code)
+		return e.Cluster
+	})
 }
 
 // realNode returns the shared environment, starting it on first use, or
