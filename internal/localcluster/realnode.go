@@ -1,10 +1,10 @@
 package localcluster
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
-	"context"
 	"errors"
 	"fmt"
 	"net"
