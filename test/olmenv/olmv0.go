@@ -9,6 +9,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/base64"
+	"encoding/json"
 	"encoding/pem"
 	"fmt"
 	"math/big"
@@ -163,11 +164,36 @@ type olmParams struct {
 	OLMImage, OPMImage            string
 	ServingCert                   servingCert
 	CatalogSource, CatalogImage   string
+	Operators                     []olmOperator
+}
+
+// olmOperator is one of OLM's two operators, as its release runs it.
+type olmOperator struct {
+	Name, Command, Memory string
+	Args                  []string
+}
+
+// operators are olm-operator and catalog-operator: the catalog-operator
+// runs unpack Jobs and registry pods of the opm and OLM images, as a
+// non-root user.
+func (p olmParams) operators() []olmOperator {
+	return []olmOperator{
+		{Name: "olm-operator", Command: "/bin/olm", Memory: "160Mi", Args: []string{"--namespace", p.Namespace}},
+		{Name: "catalog-operator", Command: "/bin/catalog", Memory: "80Mi", Args: []string{
+			"--namespace", p.Namespace, "--configmapServerImage", p.OPMImage, "--opmImage", p.OPMImage,
+			"--util-image", p.OLMImage, "--set-workload-user-id=true"}},
+	}
 }
 
 func renderOLM(p olmParams) (string, error) {
+	p.Operators = p.operators()
 	t, err := template.New("olm").Funcs(template.FuncMap{
 		"b64": func(b []byte) string { return base64.StdEncoding.EncodeToString(b) },
+		// JSON is YAML, and quotes what needs it.
+		"json": func(v any) (string, error) {
+			b, err := json.Marshal(v)
+			return string(b), err
+		},
 	}).Parse(olmManifests)
 	if err != nil {
 		return "", err
@@ -230,60 +256,31 @@ subjects:
 - kind: ServiceAccount
   name: olm-operator-serviceaccount
   namespace: {{.Namespace}}
----
+{{range .Operators}}---
 apiVersion: apps/v1
 kind: Deployment
 metadata:
-  name: olm-operator
-  namespace: {{.Namespace}}
+  name: {{.Name}}
+  namespace: {{$.Namespace}}
 spec:
   replicas: 1
-  selector: {matchLabels: {app: olm-operator}}
+  selector: {matchLabels: {app: {{.Name}}}}
   template:
-    metadata: {labels: {app: olm-operator}}
+    metadata: {labels: {app: {{.Name}}}}
     spec:
       serviceAccountName: olm-operator-serviceaccount
       securityContext: {runAsNonRoot: true, seccompProfile: {type: RuntimeDefault}}
       containers:
-      - name: olm-operator
-        image: {{.OLMImage}}
-        command: [/bin/olm]
-        args: [--namespace, $(OPERATOR_NAMESPACE)]
-        env:
-        - name: OPERATOR_NAMESPACE
-          valueFrom: {fieldRef: {fieldPath: metadata.namespace}}
-        - name: OPERATOR_NAME
-          value: olm-operator
+      - name: {{.Name}}
+        image: {{$.OLMImage}}
+        command: [{{.Command}}]
+        args: {{json .Args}}
         ports: [{name: metrics, containerPort: 8080}]
         readinessProbe: {httpGet: {path: /healthz, port: 8080}, periodSeconds: 2}
         livenessProbe: {httpGet: {path: /healthz, port: 8080}}
-        resources: {requests: {cpu: 10m, memory: 160Mi}}
+        resources: {requests: {cpu: 10m, memory: {{.Memory}}}}
         securityContext: {allowPrivilegeEscalation: false, capabilities: {drop: [ALL]}}
----
-apiVersion: apps/v1
-kind: Deployment
-metadata:
-  name: catalog-operator
-  namespace: {{.Namespace}}
-spec:
-  replicas: 1
-  selector: {matchLabels: {app: catalog-operator}}
-  template:
-    metadata: {labels: {app: catalog-operator}}
-    spec:
-      serviceAccountName: olm-operator-serviceaccount
-      securityContext: {runAsNonRoot: true, seccompProfile: {type: RuntimeDefault}}
-      containers:
-      - name: catalog-operator
-        image: {{.OLMImage}}
-        command: [/bin/catalog]
-        args: [--namespace, {{.Namespace}}, --configmapServerImage, {{.OPMImage}}, --opmImage, {{.OPMImage}}, --util-image, {{.OLMImage}}, --set-workload-user-id=true]
-        ports: [{name: metrics, containerPort: 8080}]
-        readinessProbe: {httpGet: {path: /healthz, port: 8080}, periodSeconds: 2}
-        livenessProbe: {httpGet: {path: /healthz, port: 8080}}
-        resources: {requests: {cpu: 10m, memory: 80Mi}}
-        securityContext: {allowPrivilegeEscalation: false, capabilities: {drop: [ALL]}}
----
+{{end}}---
 apiVersion: v1
 kind: Secret
 metadata:
