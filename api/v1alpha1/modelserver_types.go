@@ -342,8 +342,9 @@ type ModelSpec struct {
 	// #sha256=<hex> to pin it), pvc://claim/path (a claim of yours in this
 	// namespace, mounted read-only as it is, nothing copied), or an absolute
 	// path in the fetch pod's file system. It must hold TensorFlow Serving's
-	// layout: version directories 1/, 2/, ... each with saved_model.pb and
-	// variables/. Credentials come from credentialsSecret. A new URI is
+	// layout: a directory per version, named by its number (1/, 2/ or a
+	// zero-padded 00000123/), each with saved_model.pb and variables/.
+	// Credentials come from credentialsSecret. A new URI is
 	// fetched beside the model being served, which keeps serving until the
 	// new one is ready.
 	// +kubebuilder:validation:MinLength=2
