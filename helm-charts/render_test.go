@@ -1134,7 +1134,7 @@ func checkJob(t *testing.T, v *values.Values, fetch values.Fetch, job *batchv1.J
 		t.Fatalf("fetch pod has containers %d and init containers %d, want 1 and 0", len(jps.Containers), len(jps.InitContainers))
 	}
 	fc := jps.Containers[0]
-	if fc.Name != "fetch" || fc.Image != fetch.Image || fc.ImagePullPolicy != fetch.ImagePullPolicy {
+	if fc.Name != values.FetchContainerName || fc.Image != fetch.Image || fc.ImagePullPolicy != fetch.ImagePullPolicy {
 		t.Errorf("fetch container %q image %q %q", fc.Name, fc.Image, fc.ImagePullPolicy)
 	}
 	if fc.Command != nil || !slices.Equal(fc.Args, fetch.Args) {
@@ -1188,7 +1188,7 @@ func checkModelWait(t *testing.T, v *values.Values, ps corev1.PodSpec) {
 		return
 	}
 	w, ic := v.Serving.ModelWait, ps.InitContainers[0]
-	if ic.Name != "wait-for-model" || ic.Image != w.Image || ic.ImagePullPolicy != w.ImagePullPolicy || !slices.Equal(ic.Args, w.Args) {
+	if ic.Name != values.ModelWaitContainerName || ic.Image != w.Image || ic.ImagePullPolicy != w.ImagePullPolicy || !slices.Equal(ic.Args, w.Args) {
 		t.Errorf("init container %s %s %s %q, want wait-for-model %s %s %q", ic.Name, ic.Image, ic.ImagePullPolicy, ic.Args, w.Image, w.ImagePullPolicy, w.Args)
 	}
 	for _, m := range v.Models {

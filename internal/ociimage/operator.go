@@ -30,9 +30,10 @@ const (
 	nonrootID      = 65532
 )
 
-// defaultPath is distroless's PATH. A static image has nothing on it, but
-// a runtime resolves a command that is not a path through it.
-const defaultPath = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+// DefaultPathEnv is distroless's PATH, as an image's environment entry. A
+// static image has nothing on it, but a runtime resolves a command that is
+// not a path through it.
+const DefaultPathEnv = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 // hostCACerts is read into the operator image; a variable so that a test
 // can point it elsewhere.
@@ -92,7 +93,7 @@ func Operator(managerBinary string) (Spec, error) {
 		Dirs:       baseDirs(),
 		Entrypoint: []string{OperatorBinary},
 		User:       OperatorUser,
-		Env:        []string{defaultPath, "SSL_CERT_FILE=" + CACertsPath},
+		Env:        []string{DefaultPathEnv, "SSL_CERT_FILE=" + CACertsPath},
 		WorkingDir: "/",
 		Labels: map[string]string{
 			LabelSource: operatorSource,
@@ -111,7 +112,7 @@ func Binary(hostPath, inImage, user string) Spec {
 		Dirs:       baseDirs(),
 		Entrypoint: []string{inImage},
 		User:       user,
-		Env:        []string{defaultPath},
+		Env:        []string{DefaultPathEnv},
 		WorkingDir: "/",
 	}
 }

@@ -1,7 +1,6 @@
 package olmenv
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -10,7 +9,6 @@ import (
 	"os/exec"
 	"path"
 	"path/filepath"
-	"strings"
 
 	"sigs.k8s.io/yaml"
 
@@ -49,6 +47,25 @@ const (
 // the util image's cp, and the cat and gzip operator-sdk's registry pod runs.
 const busybox = "/bin/busybox"
 
+// checkBusybox fails, saying how to install it, where this machine lacks
+// the busybox what needs.
+func checkBusybox(what string) error {
+	if _, err := os.Stat(busybox); err != nil {
+		return fmt.Errorf("%s needs Debian's static busybox at %s: run `make node-deps` (busybox-static)", what, busybox)
+	}
+	return nil
+}
+
+// busyboxApplets are busybox in dir under each applet's name: busybox runs
+// the applet its name says.
+func busyboxApplets(dir string, applets ...string) []ociimage.File {
+	files := make([]ociimage.File, 0, len(applets))
+	for _, applet := range applets {
+		files = append(files, ociimage.File{Path: path.Join(dir, applet), Mode: 0o755, HostPath: busybox})
+	}
+	return files
+}
+
 // opmFiles are the files of upstream's opm image: opm and the
 // grpc_health_probe OLM's registry pods are probed with.
 func opmFiles(binDir string) []ociimage.File {
@@ -64,13 +81,13 @@ func opmFiles(binDir string) []ociimage.File {
 func OPMImage(binDir string) ociimage.Spec {
 	// operator-sdk's registry pod starts opm through sh.
 	files := append(baseFiles(), opmFiles(binDir)...)
-	files = append(files, ociimage.File{Path: "/bin/sh", Mode: 0o755, HostPath: busybox})
+	files = append(files, busyboxApplets("/bin", "sh")...)
 	return ociimage.Spec{
 		Files:      files,
 		Dirs:       baseDirs(),
 		Entrypoint: []string{"/bin/opm"},
 		User:       opmUser,
-		Env:        []string{defaultPath},
+		Env:        []string{ociimage.DefaultPathEnv},
 		WorkingDir: "/",
 	}
 }
@@ -81,13 +98,10 @@ func OPMImage(binDir string) ociimage.Spec {
 // to run it in the bundle image. operator-sdk's registry pod decompresses
 // the bundle with its cat and gzip.
 func OLMImage(binDir string) (ociimage.Spec, error) {
-	if _, err := os.Stat(busybox); err != nil {
-		return ociimage.Spec{}, fmt.Errorf("the OLM image needs Debian's static busybox at %s: run `make node-deps` (busybox-static)", busybox)
+	if err := checkBusybox("the OLM image"); err != nil {
+		return ociimage.Spec{}, err
 	}
-	files := baseFiles()
-	for _, applet := range []string{"cp", "cat", "gzip", "sh"} {
-		files = append(files, ociimage.File{Path: "/bin/" + applet, Mode: 0o755, HostPath: busybox})
-	}
+	files := append(baseFiles(), busyboxApplets("/bin", "cp", "cat", "gzip", "sh")...)
 	for bin, host := range map[string]string{"olm": "olm-operator", "catalog": "catalog-operator", "package-server": "packageserver", "cpb": "cpb"} {
 		files = append(files, ociimage.File{Path: "/bin/" + bin, Mode: 0o755, HostPath: filepath.Join(binDir, host)})
 	}
@@ -95,7 +109,7 @@ func OLMImage(binDir string) (ociimage.Spec, error) {
 		Files:      files,
 		Dirs:       baseDirs(),
 		User:       opmUser,
-		Env:        []string{defaultPath},
+		Env:        []string{ociimage.DefaultPathEnv},
 		WorkingDir: "/",
 	}, nil
 }
@@ -134,7 +148,7 @@ func CatalogImage(ctx context.Context, binDir, configsDir, workDir string) (ocii
 		Entrypoint: []string{"/bin/opm"},
 		Cmd:        catalogCmd,
 		User:       opmUser,
-		Env:        []string{defaultPath},
+		Env:        []string{ociimage.DefaultPathEnv},
 		WorkingDir: "/",
 		Labels:     catalogLabels(),
 	}, nil
@@ -231,9 +245,7 @@ func baseDirs() []ociimage.Dir {
 	return []ociimage.Dir{{Path: "/tmp", Mode: 0o1777}}
 }
 
-const defaultPath = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-
-// imageRef is repo:tag under the public registry's name.
+// publicRef is repo:tag under the public registry's name.
 func publicRef(repo, tag string) string { return PublicRegistry + "/" + repo + ":" + tag }
 
 // pushSpec builds spec and pushes it as ref (without registry host).
@@ -243,15 +255,4 @@ func (e *Env) pushSpec(ctx context.Context, spec ociimage.Spec, ref string) (str
 		return "", fmt.Errorf("build %s: %w", ref, err)
 	}
 	return e.Cluster.PushImage(ctx, img, ref)
-}
-
-// buildManager builds the manager binary from the module in srcDir.
-func buildManager(ctx context.Context, srcDir, out string) error {
-	cmd := ociimage.ManagerBuildCommand(ctx, srcDir, out)
-	var buf bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &buf, &buf
-	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("build the manager in %s: %v\n%s", srcDir, err, strings.TrimSpace(buf.String()))
-	}
-	return nil
 }

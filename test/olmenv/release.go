@@ -8,8 +8,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-
-	"github.com/modelserver-dev/modelserver-operator/internal/ociimage"
 )
 
 // Release is a next release of the operator, made from this tree the way
@@ -48,16 +46,7 @@ func (e *Env) MakeRelease(ctx context.Context, version string) (*Release, error)
 		CSV:           Package + ".v" + version,
 		OperatorImage: publicRef(OperatorRepo, version),
 	}
-	manager := filepath.Join(src, "manager")
-	if err := buildManager(ctx, src, manager); err != nil {
-		return nil, err
-	}
-	spec, err := ociimage.Operator(manager)
-	if err != nil {
-		return nil, err
-	}
-	spec.Labels[ociimage.LabelVersion] = version
-	if _, err := e.pushSpec(ctx, spec, OperatorRepo+":"+version); err != nil {
+	if err := e.PushOperatorImage(ctx, src, version, OperatorRepo+":"+version); err != nil {
 		return nil, err
 	}
 

@@ -171,7 +171,7 @@ func ScorecardTestImage(binary string) ociimage.Spec {
 		Dirs:       append(baseDirs(), ociimage.Dir{Path: home, UID: scorecardUID}),
 		Entrypoint: []string{"/usr/local/bin/scorecard-test"},
 		User:       scorecardUser,
-		Env:        []string{defaultPath, "HOME=" + home, "USER_NAME=scorecard-test", "USER_UID=" + scorecardUser},
+		Env:        []string{ociimage.DefaultPathEnv, "HOME=" + home, "USER_NAME=scorecard-test", "USER_UID=" + scorecardUser},
 		WorkingDir: home,
 	}
 }
@@ -181,19 +181,16 @@ func ScorecardTestImage(binary string) ociimage.Spec {
 // static busybox does as tar (upstream's is UBI's GNU tar; the image has
 // no binary of operator-sdk's own).
 func ScorecardUntarImage() (ociimage.Spec, error) {
-	if _, err := os.Stat(busybox); err != nil {
-		return ociimage.Spec{}, fmt.Errorf("the scorecard-untar image needs Debian's static busybox at %s: run `make node-deps` (busybox-static)", busybox)
+	if err := checkBusybox("the scorecard-untar image"); err != nil {
+		return ociimage.Spec{}, err
 	}
 	const home = "/opt/scorecard-untar"
-	files := scorecardAccount("scorecard-untar")
-	for _, applet := range []string{"tar", "gzip", "sh"} {
-		files = append(files, ociimage.File{Path: "/usr/bin/" + applet, Mode: 0o755, HostPath: busybox})
-	}
+	files := append(scorecardAccount("scorecard-untar"), busyboxApplets("/usr/bin", "tar", "gzip", "sh")...)
 	return ociimage.Spec{
 		Files:      files,
 		Dirs:       append(baseDirs(), ociimage.Dir{Path: home, UID: scorecardUID}),
 		User:       scorecardUser,
-		Env:        []string{defaultPath, "HOME=" + home},
+		Env:        []string{ociimage.DefaultPathEnv, "HOME=" + home},
 		WorkingDir: home,
 	}, nil
 }

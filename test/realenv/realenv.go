@@ -218,19 +218,32 @@ func (e *Env) pushOperatorImage(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	return e.PushOperatorImage(ctx, e.Root, "", strings.TrimPrefix(image, "ghcr.io/"))
+}
+
+// PushOperatorImage builds the manager from the module in srcDir into the
+// image the Dockerfile describes, labelled with version unless it is "",
+// and pushes it to the cluster's registry as ref (without registry host).
+func (e *Env) PushOperatorImage(ctx context.Context, srcDir, version, ref string) error {
 	bin := filepath.Join(e.Cluster.Dir, "manager")
-	if out, err := ociimage.ManagerBuildCommand(ctx, e.Root, bin).CombinedOutput(); err != nil {
-		return fmt.Errorf("build the manager: %v\n%s", err, out)
+	if version != "" {
+		bin += "-" + version
+	}
+	if out, err := ociimage.ManagerBuildCommand(ctx, srcDir, bin).CombinedOutput(); err != nil {
+		return fmt.Errorf("build the manager in %s: %v\n%s", srcDir, err, out)
 	}
 	spec, err := ociimage.Operator(bin)
 	if err != nil {
 		return err
 	}
+	if version != "" {
+		spec.Labels[ociimage.LabelVersion] = version
+	}
 	img, err := ociimage.Build(spec)
 	if err != nil {
 		return err
 	}
-	_, err = e.Cluster.PushImage(ctx, img, strings.TrimPrefix(image, "ghcr.io/"))
+	_, err = e.Cluster.PushImage(ctx, img, ref)
 	return err
 }
 
