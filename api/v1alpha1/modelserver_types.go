@@ -15,9 +15,10 @@ const DefaultImage = "tensorflow/serving:2.19.1"
 // characters, and the release is named after the ModelServer.
 const MaxNameLength = 53
 
-// ModelServer is a TensorFlow Serving deployment of one model, managed by the
-// operator as a Helm release: a model-fetch Job, a ConfigMap with the model
-// config, a Deployment, a Service and a volume for the model.
+// ModelServer is a TensorFlow Serving deployment of one model (spec.model)
+// or of several models in one server (spec.models), managed by the operator
+// as a Helm release: a model-fetch Job per model, a ConfigMap with the model
+// config, a Deployment, a Service and a volume for the models.
 //
 // +kubebuilder:object:root=true
 // +kubebuilder:resource:shortName=ms,categories={all,ml}
@@ -551,21 +552,6 @@ const (
 	PhaseDeleting  Phase = "Deleting"
 )
 
-// Condition types.
-const (
-	// ConditionModelFetched is True once the model-fetch Job of the current
-	// model generation has succeeded.
-	ConditionModelFetched = "ModelFetched"
-	// ConditionDeployed is True once the Helm release is deployed with the
-	// current spec.
-	ConditionDeployed = "Deployed"
-	// ConditionAvailable is True while at least the desired number of
-	// serving pods are ready.
-	ConditionAvailable = "Available"
-	// ConditionReady is True when all of the above hold for the current
-	// generation.
-	ConditionReady = "Ready"
-)
 
 // ModelServerStatus is what the operator last observed.
 type ModelServerStatus struct {

@@ -1,0 +1,88 @@
+package v1alpha1
+
+// Condition types of a ModelServer. Ready is derived from the other three.
+const (
+	// ConditionModelFetched is True once the model-fetch Job of the current
+	// model generation has succeeded.
+	ConditionModelFetched = "ModelFetched"
+	// ConditionDeployed is True once the Helm release is deployed with the
+	// current spec.
+	ConditionDeployed = "Deployed"
+	// ConditionAvailable is True while at least the desired number of
+	// serving pods are ready.
+	ConditionAvailable = "Available"
+	// ConditionReady is True when all of the above hold for the current
+	// generation.
+	ConditionReady = "Ready"
+)
+
+// Condition reasons. They are the API: clients and the troubleshooting
+// guide key on them.
+const (
+	// ReasonInvalidSpec (Deployed): the spec cannot be turned into a
+	// release; the message names the field.
+	ReasonInvalidSpec = "InvalidSpec"
+	// ReasonSecretNotFound (Deployed): a model's credentials Secret is
+	// missing.
+	ReasonSecretNotFound = "SecretNotFound"
+	// ReasonInvalidSecret (Deployed): the credentials Secret lacks the keys
+	// the storage URI's scheme needs.
+	ReasonInvalidSecret = "InvalidSecret"
+	// ReasonConflict (Deployed): an object of the release exists and is
+	// not the operator's.
+	ReasonConflict = "Conflict"
+	// ReasonReleaseFailed (Deployed): a Helm operation failed.
+	ReasonReleaseFailed = "ReleaseFailed"
+	// ReasonReleaseDeployed (Deployed): the release is deployed with the
+	// current spec.
+	ReasonReleaseDeployed = "ReleaseDeployed"
+	// ReasonReleasePending (Deployed): the release is being installed or
+	// upgraded.
+	ReasonReleasePending = "ReleasePending"
+
+	// ReasonFetching (ModelFetched): a model-fetch Job is running.
+	ReasonFetching = "Fetching"
+	// ReasonFetched (ModelFetched): every model's fetch succeeded. Also the
+	// reason of the Event announcing a fetched model.
+	ReasonFetched = "Fetched"
+	// ReasonFetchPodRejected (ModelFetched): the apiserver refuses the
+	// fetch Job's pod (Pod Security, a quota, a missing ServiceAccount).
+	ReasonFetchPodRejected = "FetchPodRejected"
+
+	// The reasons a fetch fails for (ModelFetched). The fetcher writes one
+	// as the first word of its termination message.
+
+	// ReasonNotFound: the model is not where its storage URI says.
+	ReasonNotFound = "NotFound"
+	// ReasonAccessDenied: the store refused the credentials.
+	ReasonAccessDenied = "AccessDenied"
+	// ReasonInvalidLayout: what was fetched is not a SavedModel tree.
+	ReasonInvalidLayout = "InvalidLayout"
+	// ReasonChecksumMismatch: a download does not match its #sha256.
+	ReasonChecksumMismatch = "ChecksumMismatch"
+	// ReasonTooLarge: the model exceeds maxSizeBytes or the volume.
+	ReasonTooLarge = "TooLarge"
+	// ReasonTimeout: the fetch ran out of time.
+	ReasonTimeout = "Timeout"
+	// ReasonInvalidURI: the storage URI cannot be fetched from.
+	ReasonInvalidURI = "InvalidURI"
+	// ReasonFetchFailed: any other fetch failure.
+	ReasonFetchFailed = "FetchFailed"
+
+	// ReasonWaitingForFetch (Available): serving pods start once a model is
+	// fetched.
+	ReasonWaitingForFetch = "WaitingForFetch"
+	// ReasonRollingOut (Available): the Deployment is rolling out.
+	ReasonRollingOut = "RollingOut"
+	// ReasonPodsNotReady (Available): fewer serving pods pass the readiness
+	// probe than desired.
+	ReasonPodsNotReady = "PodsNotReady"
+	// ReasonAvailable (Available): the desired serving pods are ready.
+	ReasonAvailable = "MinimumReplicasReady"
+
+	// ReasonReady (Ready): the model is being served.
+	ReasonReady = "Ready"
+	// ReasonNotReady (Ready): the message says which step is pending or
+	// failed.
+	ReasonNotReady = "NotReady"
+)
