@@ -37,6 +37,7 @@ import (
 
 	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
 	helmcharts "github.com/modelserver-dev/modelserver-operator/helm-charts"
+	"github.com/modelserver-dev/modelserver-operator/internal/fetchcontract"
 	"github.com/modelserver-dev/modelserver-operator/internal/values"
 )
 
@@ -1192,7 +1193,7 @@ func checkModelWait(t *testing.T, v *values.Values, ps corev1.PodSpec) {
 		t.Errorf("init container %s %s %s %q, want wait-for-model %s %s %q", ic.Name, ic.Image, ic.ImagePullPolicy, ic.Args, w.Image, w.ImagePullPolicy, w.Args)
 	}
 	for _, m := range v.Models {
-		if m.BasePath != "" && !slices.Contains(ic.Args, m.BasePath+"/"+values.FetchManifestName) {
+		if m.BasePath != "" && !slices.Contains(ic.Args, m.BasePath+"/"+fetchcontract.ManifestName) {
 			t.Errorf("init container args %q do not wait for model %s at %s", ic.Args, m.Name, m.BasePath)
 		}
 	}

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/modelserver-dev/modelserver-operator/internal/values"
+	"github.com/modelserver-dev/modelserver-operator/internal/fetchcontract"
 )
 
 // writeModel writes a one-version SavedModel below dir.
@@ -82,10 +82,10 @@ func TestFetchCommandExitCodes(t *testing.T) {
 		code   int
 		reason string
 	}{
-		{"a missing model", []string{"--uri", "/does/not/exist", "--dest", dest}, values.PermanentFailureExitCode, "NotFound"},
-		{"a bad URI", []string{"--uri", "ftp://h/m", "--dest", dest}, values.PermanentFailureExitCode, "InvalidURI"},
-		{"no URI", []string{"--dest", dest}, values.PermanentFailureExitCode, "InvalidURI"},
-		{"an unknown flag", []string{"--uri", "/m", "--dest", dest, "--colour", "blue"}, values.PermanentFailureExitCode, "FetchFailed"},
+		{"a missing model", []string{"--uri", "/does/not/exist", "--dest", dest}, fetchcontract.PermanentFailureExitCode, "NotFound"},
+		{"a bad URI", []string{"--uri", "ftp://h/m", "--dest", dest}, fetchcontract.PermanentFailureExitCode, "InvalidURI"},
+		{"no URI", []string{"--dest", dest}, fetchcontract.PermanentFailureExitCode, "InvalidURI"},
+		{"an unknown flag", []string{"--uri", "/m", "--dest", dest, "--colour", "blue"}, fetchcontract.PermanentFailureExitCode, "FetchFailed"},
 		{"a refused connection", []string{"--uri", "http://127.0.0.1:1/m.tar.gz", "--dest", dest, "--timeout", "200ms"}, 1, ""},
 	}
 	for _, c := range cases {

@@ -20,7 +20,7 @@ import (
 	"golang.org/x/oauth2"
 	"google.golang.org/api/googleapi"
 
-	"github.com/modelserver-dev/modelserver-operator/internal/values"
+	"github.com/modelserver-dev/modelserver-operator/internal/fetchcontract"
 )
 
 // Reason is the first word of a failed fetch's termination message; the
@@ -44,7 +44,7 @@ const (
 	// ExitPermanent is the exit code for a failure that retrying cannot
 	// fix: the fetch Job's podFailurePolicy, rendered from the values,
 	// fails the Job at once on it.
-	ExitPermanent = values.PermanentFailureExitCode
+	ExitPermanent = fetchcontract.PermanentFailureExitCode
 	// ExitTransient is the exit code for a failure worth another try.
 	ExitTransient = 1
 )

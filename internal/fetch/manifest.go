@@ -14,14 +14,14 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
-	"github.com/modelserver-dev/modelserver-operator/internal/values"
+	"github.com/modelserver-dev/modelserver-operator/internal/fetchcontract"
 )
 
 // ManifestName is the file, in a fetched model's base directory, that
 // records what was fetched: the URI and each file's size and sha256. A
 // later fetch of the same URI into the same directory finds it and, when
 // every file still matches, downloads nothing.
-const ManifestName = values.FetchManifestName
+const ManifestName = fetchcontract.ManifestName
 
 // Summary is what a successful fetch reports, as the one line of JSON of
 // its termination message (the operator's fetchSummary reads it).

@@ -29,6 +29,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
+	"github.com/modelserver-dev/modelserver-operator/internal/fetchcontract"
 	"github.com/modelserver-dev/modelserver-operator/internal/names"
 )
 
@@ -44,15 +45,6 @@ const (
 // pods, as the chart's fetch-job.yaml sets it; the operator's cache of
 // fetch pods selects on it.
 const ComponentFetch = "model-fetch"
-
-// FetchManifestName is the file a fetch writes last into a model's base
-// directory, recording what it fetched. Its presence is how the serving
-// pods' wait-for-model init container knows the model is complete.
-const FetchManifestName = ".modelserver-fetch.json"
-
-// PermanentFailureExitCode is the exit code of `manager fetch` for a
-// failure that retrying cannot fix; the fetch Job fails at once on it.
-const PermanentFailureExitCode = 3
 
 // Paths inside the pods.
 const (
@@ -469,7 +461,7 @@ func For(ms *servingv1alpha1.ModelServer, in Inputs) (*Values, error) {
 				ImagePullPolicy:          corev1.PullIfNotPresent,
 				Args:                     fetchArgs(m, dest),
 				Env:                      in.ProxyEnv,
-				PermanentFailureExitCode: PermanentFailureExitCode,
+				PermanentFailureExitCode: fetchcontract.PermanentFailureExitCode,
 				CredentialsSecret:        m.CredentialsSecret,
 				BackoffLimit:             2,
 				ActiveDeadline:           3600,
@@ -918,7 +910,7 @@ func modelWait(in Inputs, configs []ModelEntry) *ModelWait {
 	}
 	args := []string{"wait-for-model"}
 	for _, c := range configs {
-		args = append(args, "--file", path.Join(c.BasePath, FetchManifestName))
+		args = append(args, "--file", path.Join(c.BasePath, fetchcontract.ManifestName))
 	}
 	image := in.FetchImage
 	if live := in.LiveModelWait; live != nil && live.Image != "" && slices.Equal(live.Args, args) {

@@ -11,6 +11,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
+	"github.com/modelserver-dev/modelserver-operator/internal/fetchcontract"
 )
 
 func modelServer(mutate ...func(*servingv1alpha1.ModelServer)) *servingv1alpha1.ModelServer {
@@ -70,7 +71,7 @@ func TestValuesForASpec(t *testing.T) {
 				t.Fatal("no wait-for-model init container")
 			}
 			expect(t, "wait image", v.Serving.ModelWait.Image, "example.com/op:1")
-			expect(t, "wait args", strings.Join(v.Serving.ModelWait.Args, " "), "wait-for-model --file "+dest+"/"+FetchManifestName)
+			expect(t, "wait args", strings.Join(v.Serving.ModelWait.Args, " "), "wait-for-model --file "+dest+"/"+fetchcontract.ManifestName)
 		},
 	}, {
 		name: "a failed first fetch holds the serving pods at zero",

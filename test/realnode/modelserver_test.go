@@ -25,6 +25,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
+	"github.com/modelserver-dev/modelserver-operator/internal/fetchcontract"
 	"github.com/modelserver-dev/modelserver-operator/internal/values"
 	"github.com/modelserver-dev/modelserver-operator/test/realenv"
 )
@@ -431,7 +432,7 @@ func (e *env) volumeDir(t *testing.T, ns, name string) string {
 // or "" when it is whole: its fetch manifest is written last, before the
 // directory is renamed into place.
 func incompleteModel(dir string) string {
-	data, err := os.ReadFile(filepath.Join(dir, values.FetchManifestName))
+	data, err := os.ReadFile(filepath.Join(dir, fetchcontract.ManifestName))
 	if err != nil {
 		return "no fetch manifest"
 	}
@@ -457,7 +458,7 @@ func largestFile(dir string) int64 {
 // manifest, and gives the largest.
 func modelFiles(dir string) (total, largest int64) {
 	_ = filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
-		if err != nil || !d.Type().IsRegular() || d.Name() == values.FetchManifestName {
+		if err != nil || !d.Type().IsRegular() || d.Name() == fetchcontract.ManifestName {
 			return nil
 		}
 		if fi, err := d.Info(); err == nil {
