@@ -9,6 +9,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
+	"github.com/modelserver-dev/modelserver-operator/internal/fetch"
+	"github.com/modelserver-dev/modelserver-operator/internal/release"
 )
 
 // problems remembers, per ModelServer and reason, the warning last
@@ -98,31 +100,18 @@ func fetchedNote(model, uri string, m *servingv1alpha1.ModelStatus) string {
 	if len(versions) == 1 {
 		noun = "version"
 	}
-	return sentence("Fetched model %s from %s: %s %s, %s", model, uri, noun, strings.Join(versions, ", "), byteSize(m.SizeBytes))
+	return sentence("Fetched model %s from %s: %s %s, %s", model, uri, noun, strings.Join(versions, ", "), fetch.FormatBytes(m.SizeBytes))
 }
 
-// byteSize prints a size in the largest binary unit that keeps it above 1.
-func byteSize(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d bytes", n)
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
-}
-
-// applyNote is the Event note for a Helm operation that succeeded.
-func applyNote(op, name string, revision int, why string) string {
+// appliedEvent is the reason and note of the Event for a Helm operation
+// that succeeded.
+func appliedEvent(op release.Op, name string, revision int, why string) (string, string) {
 	switch op {
-	case "install":
-		return sentence("Installed Helm release %s (revision %d)", name, revision)
-	case "recover":
-		return sentence("Recovered Helm release %s, left unfinished by an interrupted operation, as revision %d", name, revision)
+	case release.OpInstall:
+		return "Installed", sentence("Installed Helm release %s (revision %d)", name, revision)
+	case release.OpRecovered:
+		return "Recovered", sentence("Recovered Helm release %s, left unfinished by an interrupted operation, as revision %d", name, revision)
 	default:
-		return sentence("Upgraded Helm release %s to revision %d because %s", name, revision, why)
+		return "Upgraded", sentence("Upgraded Helm release %s to revision %d because %s", name, revision, why)
 	}
 }

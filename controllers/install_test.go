@@ -18,7 +18,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
-	"github.com/modelserver-dev/modelserver-operator/controllers"
 	"github.com/modelserver-dev/modelserver-operator/internal/names"
 	"github.com/modelserver-dev/modelserver-operator/internal/values"
 )
@@ -150,7 +149,7 @@ func TestAConflictOnANewModelServerLeavesNothingBehind(t *testing.T) {
 			return false, err.Error()
 		}
 		c := meta.FindStatusCondition(got.Status.Conditions, servingv1alpha1.ConditionDeployed)
-		return c != nil && c.Reason == controllers.ReasonConflict, got.Status.Message
+		return c != nil && c.Reason == servingv1alpha1.ReasonConflict, got.Status.Message
 	})
 
 	assertGone(t, ns, names.Deployment("taken"), &appsv1.Deployment{})

@@ -1465,12 +1465,12 @@ const allModels = "*"
 func valuesFor(t *testing.T, ms *servingv1alpha1.ModelServer, in values.Inputs) *values.Values {
 	t.Helper()
 	if gen, ok := in.Served[allModels]; ok {
-		models, _, err := values.Models(ms)
+		spec, err := values.Validate(ms)
 		if err != nil {
 			t.Fatal(err)
 		}
 		in.Served = map[string]string{}
-		for _, m := range models {
+		for _, m := range spec.Models {
 			in.Served[m.Name] = gen
 		}
 	}

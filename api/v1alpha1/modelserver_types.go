@@ -354,6 +354,12 @@ type ModelSpec struct {
 	// +kubebuilder:validation:XValidation:rule="self.startsWith('s3://') || self.startsWith('gs://') || self.startsWith('http://') || self.startsWith('https://') || self.startsWith('pvc://') || self.startsWith('/')",message="spec.model.storageUri must start with s3://, gs://, http://, https://, pvc:// or / (an absolute path)"
 	// +kubebuilder:validation:XValidation:rule="!self.startsWith('pvc://') || self.matches('^pvc://[a-z0-9]([-a-z0-9.]*[a-z0-9])?(/.*)?$')",message="spec.model.storageUri: a pvc:// URI must name a claim: pvc://<claim>[/path]"
 	// +kubebuilder:validation:XValidation:rule="!self.startsWith('/') || !self.contains('/../')",message="spec.model.storageUri: a path must not contain '..'"
+	// +kubebuilder:validation:XValidation:rule="self.startsWith('/') || !self.contains('#') || self.matches('^[^#]*#(sha256=[0-9a-fA-F]{64})?$')",message="spec.model.storageUri: the only fragment is #sha256=<64 hex digits>, a download's checksum"
+	// +kubebuilder:validation:XValidation:rule="!self.startsWith('pvc://') || !self.contains('#')",message="spec.model.storageUri: a pvc:// URI takes no fragment: #sha256 pins a download, and a pvc:// model is not downloaded"
+	// +kubebuilder:validation:XValidation:rule="!(self.startsWith('s3://') || self.startsWith('gs://')) || self.matches('^[a-z0-9]+://[^/?#]')",message="spec.model.storageUri: an s3:// or gs:// URI must name a bucket: s3://<bucket>[/prefix]"
+	// +kubebuilder:validation:XValidation:rule="!(self.startsWith('s3://') || self.startsWith('gs://')) || self.matches('^[a-z0-9]+://[^/?#@]*(/[^?#]*)?(#.*)?$')",message="spec.model.storageUri: an s3:// or gs:// URI takes no user info or query parameters: put credentials in the credentialsSecret"
+	// +kubebuilder:validation:XValidation:rule="!(self.startsWith('http://') || self.startsWith('https://')) || self.matches('^https?://[^/?#@]+([/?#].*)?$')",message="spec.model.storageUri: an http(s):// URL must name a host and take no user info: put an Authorization header in the credentialsSecret's http-headers"
+	// +kubebuilder:validation:XValidation:rule="!(self.startsWith('http://') || self.startsWith('https://')) || self.matches('^https?://[^/?#]*/([^?#]*/)?([^/?#.][^/?#]*|[.][^/?#]+)([?#].*)?$')",message="spec.model.storageUri: an http(s):// URL must name a file or an archive (.tar, .tar.gz, .tgz, .zip), not a directory"
 	// +required
 	StorageURI string `json:"storageUri"`
 

@@ -11,6 +11,7 @@ import (
 	"os/signal"
 	"syscall"
 
+	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
 	"github.com/modelserver-dev/modelserver-operator/internal/fetch"
 )
 
@@ -55,16 +56,16 @@ func fetchCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if perr := fs.Parse(args); errors.Is(perr, flag.ErrHelp) {
 		return 0
 	} else if perr != nil {
-		err = &fetch.Error{Reason: fetch.ReasonFetchFailed, Message: "bad arguments: " + perr.Error(), Permanent: true}
+		err = &fetch.Error{Reason: servingv1alpha1.ReasonFetchFailed, Message: "bad arguments: " + perr.Error(), Permanent: true}
 	}
 	switch {
 	case err != nil:
 	case fs.NArg() > 0:
-		err = &fetch.Error{Reason: fetch.ReasonFetchFailed, Message: fmt.Sprintf("unexpected arguments %q", fs.Args()), Permanent: true}
+		err = &fetch.Error{Reason: servingv1alpha1.ReasonFetchFailed, Message: fmt.Sprintf("unexpected arguments %q", fs.Args()), Permanent: true}
 	case o.URI == "":
-		err = &fetch.Error{Reason: fetch.ReasonInvalidURI, Message: "--uri is required", Permanent: true}
+		err = &fetch.Error{Reason: servingv1alpha1.ReasonInvalidURI, Message: "--uri is required", Permanent: true}
 	case o.MaxBytes < 0 || o.Concurrency < 1 || o.Timeout < 0:
-		err = &fetch.Error{Reason: fetch.ReasonFetchFailed, Message: "--max-bytes and --timeout must not be negative, --concurrency must be at least 1", Permanent: true}
+		err = &fetch.Error{Reason: servingv1alpha1.ReasonFetchFailed, Message: "--max-bytes and --timeout must not be negative, --concurrency must be at least 1", Permanent: true}
 	default:
 		sum, err = fetch.Run(ctx, o)
 	}
@@ -77,7 +78,7 @@ func fetchCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	}
 	_, _ = fmt.Fprintln(stdout, msg)
 	if err != nil {
-		log.Error("fetch failed", "message", msg, "reason", string(fetch.AsError(err).Reason), "exitCode", fetch.ExitCode(err))
+		log.Error("fetch failed", "message", msg, "reason", fetch.AsError(err).Reason, "exitCode", fetch.ExitCode(err))
 	}
 	return fetch.ExitCode(err)
 }

@@ -3,13 +3,13 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
 
+	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
+	"github.com/modelserver-dev/modelserver-operator/internal/fetch"
 	"github.com/modelserver-dev/modelserver-operator/internal/fetchcontract"
 )
 
@@ -41,8 +41,6 @@ func runCommand(t *testing.T, args ...string) (int, string, string) {
 	return code, string(b), stdout.String()
 }
 
-var operatorReason = regexp.MustCompile(`^([A-Z][A-Za-z]{2,40}):\s*(.*)$`)
-
 func TestFetchCommandSucceeds(t *testing.T) {
 	src := t.TempDir()
 	writeModel(t, src)
@@ -54,17 +52,9 @@ func TestFetchCommandSucceeds(t *testing.T) {
 	if termination != stdout || strings.Count(termination, "\n") != 1 {
 		t.Errorf("termination log %q, stdout %q: want the same one line", termination, stdout)
 	}
-	// What the operator's fetchSummary reads.
-	var s struct {
-		Versions []int64 `json:"versions"`
-		Files    int64   `json:"files"`
-		Bytes    int64   `json:"bytes"`
-		Digest   string  `json:"digest"`
-	}
-	dec := json.NewDecoder(strings.NewReader(termination))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&s); err != nil {
-		t.Fatal(err)
+	s, ok := fetch.ParseSummary(termination)
+	if !ok {
+		t.Fatalf("the operator cannot read a summary from %q", termination)
 	}
 	if len(s.Versions) != 1 || s.Files != 2 || s.Bytes != 10 || !strings.HasPrefix(s.Digest, "sha256:") {
 		t.Errorf("summary %+v", s)
@@ -82,10 +72,11 @@ func TestFetchCommandExitCodes(t *testing.T) {
 		code   int
 		reason string
 	}{
-		{"a missing model", []string{"--uri", "/does/not/exist", "--dest", dest}, fetchcontract.PermanentFailureExitCode, "NotFound"},
-		{"a bad URI", []string{"--uri", "ftp://h/m", "--dest", dest}, fetchcontract.PermanentFailureExitCode, "InvalidURI"},
-		{"no URI", []string{"--dest", dest}, fetchcontract.PermanentFailureExitCode, "InvalidURI"},
-		{"an unknown flag", []string{"--uri", "/m", "--dest", dest, "--colour", "blue"}, fetchcontract.PermanentFailureExitCode, "FetchFailed"},
+		{"a missing model", []string{"--uri", "/does/not/exist", "--dest", dest}, fetchcontract.PermanentFailureExitCode, servingv1alpha1.ReasonNotFound},
+		{"a bad URI", []string{"--uri", "ftp://h/m", "--dest", dest}, fetchcontract.PermanentFailureExitCode, servingv1alpha1.ReasonInvalidURI},
+		{"no URI", []string{"--dest", dest}, fetchcontract.PermanentFailureExitCode, servingv1alpha1.ReasonInvalidURI},
+		{"an unknown flag", []string{"--uri", "/m", "--dest", dest, "--colour", "blue"}, fetchcontract.PermanentFailureExitCode, servingv1alpha1.ReasonFetchFailed},
+		// FetchFailed or Timeout, whichever comes first.
 		{"a refused connection", []string{"--uri", "http://127.0.0.1:1/m.tar.gz", "--dest", dest, "--timeout", "200ms"}, 1, ""},
 	}
 	for _, c := range cases {
@@ -95,8 +86,10 @@ func TestFetchCommandExitCodes(t *testing.T) {
 				t.Errorf("exit code %d; want %d (%s)", code, c.code, termination)
 			}
 			line := strings.TrimSuffix(termination, "\n")
-			m := operatorReason.FindStringSubmatch(line)
-			if m == nil || strings.Contains(line, "\n") || (c.reason != "" && m[1] != c.reason) {
+			// The operator reads the reason the fetcher wrote, not a
+			// FetchFailed of its own for a line it cannot read.
+			reason, message := fetch.ParseFailure(termination, "")
+			if strings.Contains(line, "\n") || reason+": "+message != line || (c.reason != "" && reason != c.reason) {
 				t.Errorf("termination message %q; want one line with reason %s", termination, c.reason)
 			}
 		})

@@ -8,12 +8,7 @@ import (
 	"strings"
 
 	"github.com/operator-framework/operator-lib/proxy"
-	appsv1 "k8s.io/api/apps/v1"
-	autoscalingv2 "k8s.io/api/autoscaling/v2"
-	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	networkingv1 "k8s.io/api/networking/v1"
-	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/selection"
@@ -29,6 +24,7 @@ import (
 	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
 	"github.com/modelserver-dev/modelserver-operator/controllers"
 	helmcharts "github.com/modelserver-dev/modelserver-operator/helm-charts"
+	"github.com/modelserver-dev/modelserver-operator/internal/owned"
 	"github.com/modelserver-dev/modelserver-operator/internal/release"
 	"github.com/modelserver-dev/modelserver-operator/internal/values"
 )
@@ -168,26 +164,19 @@ func envOr(key, def string) string {
 }
 
 // ownedObjectsOnly keeps only the objects of ModelServer releases in the
-// caches of the kinds the operator owns, instead of every ConfigMap,
-// Service, Deployment, Job and claim in the cluster.
+// caches of the kinds the operator owns (owned.Kinds), instead of every
+// ConfigMap, Service, Deployment, Job and claim in the cluster; and of pods
+// only the fetch pods.
 func ownedObjectsOnly() map[client.Object]cache.ByObject {
 	req, err := labels.NewRequirement(values.LabelModelServer, selection.Exists, nil)
 	if err != nil {
 		panic(err) // a constant key; cannot fail
 	}
-	owned := cache.ByObject{Label: labels.NewSelector().Add(*req)}
-	return map[client.Object]cache.ByObject{
-		&appsv1.Deployment{}:                     owned,
-		&batchv1.Job{}:                           owned,
-		&corev1.Service{}:                        owned,
-		&corev1.ConfigMap{}:                      owned,
-		&corev1.PersistentVolumeClaim{}:          owned,
-		&autoscalingv2.HorizontalPodAutoscaler{}: owned,
-		&policyv1.PodDisruptionBudget{}:          owned,
-		&networkingv1.Ingress{}:                  owned,
-		&networkingv1.NetworkPolicy{}:            owned,
-		&corev1.Pod{}:                            controllers.FetchPodsCache(),
+	objects := map[client.Object]cache.ByObject{&corev1.Pod{}: controllers.FetchPodsCache()}
+	for _, k := range owned.Kinds {
+		objects[k.New()] = cache.ByObject{Label: labels.NewSelector().Add(*req)}
 	}
+	return objects
 }
 
 // namespaceConfig restricts the cache to the given namespaces (OLM's

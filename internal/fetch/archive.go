@@ -15,6 +15,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
 )
 
 // archiveKind is the format of a model archive, told by its name.
@@ -62,17 +64,17 @@ func newExtractor(dir string, maxBytes int64, maxFiles int, prog *progress) *ext
 // the extraction directory; "" is the directory itself.
 func entryPath(name string) (string, error) {
 	if strings.HasPrefix(name, "/") || filepath.IsAbs(name) {
-		return "", permanentf(ReasonInvalidLayout, "archive entry %q has an absolute path", name)
+		return "", permanentf(servingv1alpha1.ReasonInvalidLayout, "archive entry %q has an absolute path", name)
 	}
 	if strings.ContainsRune(name, '\\') || strings.ContainsRune(name, 0) {
-		return "", permanentf(ReasonInvalidLayout, "archive entry %q has a backslash or NUL in its name", name)
+		return "", permanentf(servingv1alpha1.ReasonInvalidLayout, "archive entry %q has a backslash or NUL in its name", name)
 	}
 	var segs []string
 	for _, s := range strings.Split(name, "/") {
 		switch s {
 		case "", ".":
 		case "..":
-			return "", permanentf(ReasonInvalidLayout, "archive entry %q has a \"..\" path segment", name)
+			return "", permanentf(servingv1alpha1.ReasonInvalidLayout, "archive entry %q has a \"..\" path segment", name)
 		default:
 			segs = append(segs, s)
 		}
@@ -98,10 +100,10 @@ func (x *extractor) fileEntry(name string, size int64, r io.Reader) error {
 		return err
 	}
 	if rel == "" {
-		return permanentf(ReasonInvalidLayout, "archive entry %q is a file without a name", name)
+		return permanentf(servingv1alpha1.ReasonInvalidLayout, "archive entry %q is a file without a name", name)
 	}
 	if _, seen := x.records[rel]; !seen && len(x.records) >= x.maxFiles {
-		return permanentf(ReasonTooLarge, "the archive holds more than %d files", x.maxFiles)
+		return permanentf(servingv1alpha1.ReasonTooLarge, "the archive holds more than %d files", x.maxFiles)
 	}
 	if size > 0 && x.bytes+size > x.maxBytes {
 		return tooLarge(x.maxBytes)
@@ -133,7 +135,7 @@ func (x *extractor) fileEntry(name string, size int64, r io.Reader) error {
 		return tooLarge(x.maxBytes)
 	}
 	if size >= 0 && n != size {
-		return permanentf(ReasonInvalidLayout, "archive entry %q holds %d bytes, not the %d its header says", name, n, size)
+		return permanentf(servingv1alpha1.ReasonInvalidLayout, "archive entry %q holds %d bytes, not the %d its header says", name, n, size)
 	}
 	if err := f.Sync(); err != nil {
 		return classify(err, target)
@@ -178,12 +180,12 @@ func (x *extractor) untar(r io.Reader) error {
 		case tar.TypeReg, tar.TypeRegA: // old archives still use TypeRegA
 			err = x.fileEntry(hdr.Name, hdr.Size, tr)
 		case tar.TypeSymlink, tar.TypeLink:
-			err = permanentf(ReasonInvalidLayout, "archive entry %q is a link; links are not supported in model archives", hdr.Name)
+			err = permanentf(servingv1alpha1.ReasonInvalidLayout, "archive entry %q is a link; links are not supported in model archives", hdr.Name)
 		case tar.TypeChar, tar.TypeBlock, tar.TypeFifo:
-			err = permanentf(ReasonInvalidLayout, "archive entry %q is a device or FIFO", hdr.Name)
+			err = permanentf(servingv1alpha1.ReasonInvalidLayout, "archive entry %q is a device or FIFO", hdr.Name)
 		case tar.TypeXGlobalHeader:
 		default:
-			err = permanentf(ReasonInvalidLayout, "archive entry %q has an unsupported type %q", hdr.Name, string(hdr.Typeflag))
+			err = permanentf(servingv1alpha1.ReasonInvalidLayout, "archive entry %q has an unsupported type %q", hdr.Name, string(hdr.Typeflag))
 		}
 		if err != nil {
 			return err
@@ -198,13 +200,13 @@ func (x *extractor) unzip(ra io.ReaderAt, size int64) error {
 		return err
 	}
 	if len(zr.File) > x.maxFiles {
-		return permanentf(ReasonTooLarge, "the archive holds more than %d files", x.maxFiles)
+		return permanentf(servingv1alpha1.ReasonTooLarge, "the archive holds more than %d files", x.maxFiles)
 	}
 	for _, f := range zr.File {
 		mode := f.Mode()
 		switch {
 		case mode&os.ModeSymlink != 0:
-			return permanentf(ReasonInvalidLayout, "archive entry %q is a link; links are not supported in model archives", f.Name)
+			return permanentf(servingv1alpha1.ReasonInvalidLayout, "archive entry %q is a link; links are not supported in model archives", f.Name)
 		case mode.IsDir() || strings.HasSuffix(f.Name, "/"):
 			if err := x.dirEntry(f.Name); err != nil {
 				return err
@@ -223,7 +225,7 @@ func (x *extractor) unzip(ra io.ReaderAt, size int64) error {
 				return err
 			}
 		default:
-			return permanentf(ReasonInvalidLayout, "archive entry %q is a device, FIFO or socket", f.Name)
+			return permanentf(servingv1alpha1.ReasonInvalidLayout, "archive entry %q is a device, FIFO or socket", f.Name)
 		}
 	}
 	return nil
@@ -309,11 +311,11 @@ func (d *downloader) untarOnce(ctx context.Context, obj Object, kind archiveKind
 		case errors.As(err, &fe):
 			return fe
 		case errors.Is(context.Cause(ctx), errStalled):
-			return transientf(ReasonFetchFailed, "%s: no data received for %s", what, stall)
+			return transientf(servingv1alpha1.ReasonFetchFailed, "%s: no data received for %s", what, stall)
 		case br.err != nil:
 			return classify(br.err, what)
 		}
-		return permanentf(ReasonInvalidLayout, "%s is not a valid %s archive: %v", what, kind, err)
+		return permanentf(servingv1alpha1.ReasonInvalidLayout, "%s is not a valid %s archive: %v", what, kind, err)
 	}
 	var r io.Reader = br
 	if kind == archiveTarGz {
@@ -332,7 +334,7 @@ func (d *downloader) untarOnce(ctx context.Context, obj Object, kind archiveKind
 		return failed(err)
 	}
 	if size >= 0 && br.n != size {
-		return transientf(ReasonFetchFailed, "%s: %d bytes announced but %d received", what, size, br.n)
+		return transientf(servingv1alpha1.ReasonFetchFailed, "%s: %d bytes announced but %d received", what, size, br.n)
 	}
 	return checkPinned(what, sha256Hex, br.sha)
 }
@@ -359,7 +361,7 @@ func (d *downloader) unzipOnce(ctx context.Context, obj Object, x *extractor, sh
 		if errors.As(err, &fe) {
 			return fe
 		}
-		return permanentf(ReasonInvalidLayout, "%s is not a valid zip archive: %v", what, err)
+		return permanentf(servingv1alpha1.ReasonInvalidLayout, "%s is not a valid zip archive: %v", what, err)
 	}
 	return nil
 }
@@ -382,7 +384,7 @@ func checkPinned(what, want string, h hash.Hash) error {
 }
 
 func checksumMismatch(what, want, got string) *Error {
-	return permanentf(ReasonChecksumMismatch, "%s: sha256 is %s, not the %s the URI pins", what, got, want)
+	return permanentf(servingv1alpha1.ReasonChecksumMismatch, "%s: sha256 is %s, not the %s the URI pins", what, got, want)
 }
 
 // emptyDir removes everything in dir, keeping dir.

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
 )
 
 func TestMaliciousArchivesAreRefusedAndWriteNothingOutside(t *testing.T) {
@@ -72,7 +74,7 @@ func TestMaliciousArchivesAreRefusedAndWriteNothingOutside(t *testing.T) {
 			o, _ := testOptions(t, srv.URL+name, "")
 			o.Dest = filepath.Join(root, "models", "gen-1")
 			_, err := Run(context.Background(), o)
-			fe := wantFailure(t, err, ReasonInvalidLayout, ExitPermanent)
+			fe := wantFailure(t, err, servingv1alpha1.ReasonInvalidLayout, ExitPermanent)
 			if !strings.Contains(fe.Message, "archive entry") {
 				t.Errorf("message %q does not name the entry", fe.Message)
 			}

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/modelserver-dev/modelserver-operator/internal/storageuri"
 )
 
 const (
@@ -110,7 +112,7 @@ func copySequentially(_ *fakeS3, creds, dest string) error {
 	if err != nil {
 		return err
 	}
-	loc, err := ParseURI("s3://models/bench")
+	loc, err := storageuri.Parse("s3://models/bench")
 	if err != nil {
 		return err
 	}

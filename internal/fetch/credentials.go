@@ -8,6 +8,8 @@ import (
 	"slices"
 	"sort"
 	"strings"
+
+	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
 )
 
 // Keys of the credentials Secret, one file each in --credentials-dir.
@@ -46,7 +48,7 @@ func LoadCredentials(dir string) (Credentials, error) {
 	}
 	entries, err := os.ReadDir(dir)
 	if err != nil {
-		return c, &Error{Reason: ReasonAccessDenied, Message: fmt.Sprintf("read the credentials directory %s: %v", dir, unwrapPathError(err)), Permanent: true, Err: err}
+		return c, &Error{Reason: servingv1alpha1.ReasonAccessDenied, Message: fmt.Sprintf("read the credentials directory %s: %v", dir, unwrapPathError(err)), Permanent: true, Err: err}
 	}
 	for _, e := range entries {
 		name := e.Name()
@@ -60,7 +62,7 @@ func LoadCredentials(dir string) (Credentials, error) {
 		}
 		b, err := os.ReadFile(p)
 		if err != nil {
-			return c, &Error{Reason: ReasonAccessDenied, Message: fmt.Sprintf("read the credentials key %s: %v", name, unwrapPathError(err)), Permanent: true, Err: err}
+			return c, &Error{Reason: servingv1alpha1.ReasonAccessDenied, Message: fmt.Sprintf("read the credentials key %s: %v", name, unwrapPathError(err)), Permanent: true, Err: err}
 		}
 		c.values[name] = string(b)
 	}
@@ -148,7 +150,7 @@ func parseHeaders(text string) ([][2]string, error) {
 		name = strings.TrimSpace(name)
 		if !ok || name == "" || strings.ContainsAny(name, " \t") {
 			// The line is not shown: it may hold a secret.
-			return nil, permanentf(ReasonFetchFailed, "credentials key %s: line %d is not \"Name: value\"", KeyHTTPHeaders, i+1)
+			return nil, permanentf(servingv1alpha1.ReasonFetchFailed, "credentials key %s: line %d is not \"Name: value\"", KeyHTTPHeaders, i+1)
 		}
 		out = append(out, [2]string{name, strings.TrimSpace(value)})
 	}

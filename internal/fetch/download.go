@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"golang.org/x/sync/errgroup"
+
+	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
 )
 
 // fileRecord is one file of a fetched model: its path below the model's
@@ -98,7 +100,7 @@ func (d *downloader) copyOnce(ctx context.Context, obj Object, target string) (r
 	}
 	defer func() { _ = body.Close() }()
 	if size >= 0 && obj.Size >= 0 && size != obj.Size {
-		return rec, transientf(ReasonFetchFailed, "%s: %d bytes listed but %d served; the object changed during the fetch", what, obj.Size, size)
+		return rec, transientf(servingv1alpha1.ReasonFetchFailed, "%s: %d bytes listed but %d served; the object changed during the fetch", what, obj.Size, size)
 	}
 	if size > 0 && d.used.Load()+size > d.maxBytes {
 		return rec, tooLarge(d.maxBytes)
@@ -130,10 +132,10 @@ func (d *downloader) copyOnce(ctx context.Context, obj Object, target string) (r
 		return rec, classify(err, target)
 	}
 	if obj.Size >= 0 && counted != obj.Size {
-		return rec, transientf(ReasonFetchFailed, "%s: %d bytes listed but %d received", what, obj.Size, counted)
+		return rec, transientf(servingv1alpha1.ReasonFetchFailed, "%s: %d bytes listed but %d received", what, obj.Size, counted)
 	}
 	if size >= 0 && counted != size {
-		return rec, transientf(ReasonFetchFailed, "%s: %d bytes announced but %d received", what, size, counted)
+		return rec, transientf(servingv1alpha1.ReasonFetchFailed, "%s: %d bytes announced but %d received", what, size, counted)
 	}
 	if err := f.Sync(); err != nil {
 		return rec, classify(err, target)
@@ -169,13 +171,13 @@ func (d *downloader) copyBody(ctx context.Context, cancel context.CancelCauseFun
 		}
 		if rerr != nil {
 			if errors.Is(context.Cause(ctx), errStalled) {
-				return transientf(ReasonFetchFailed, "%s: no data received for %s", what, stall)
+				return transientf(servingv1alpha1.ReasonFetchFailed, "%s: no data received for %s", what, stall)
 			}
 			return classify(rerr, what)
 		}
 		if err := ctx.Err(); err != nil {
 			if errors.Is(context.Cause(ctx), errStalled) {
-				return transientf(ReasonFetchFailed, "%s: no data received for %s", what, stall)
+				return transientf(servingv1alpha1.ReasonFetchFailed, "%s: no data received for %s", what, stall)
 			}
 			return classify(err, what)
 		}
@@ -207,19 +209,22 @@ func (w *capWriter) Write(p []byte) (int, error) {
 }
 
 func tooLarge(limit int64) *Error {
-	return permanentf(ReasonTooLarge, "the model is larger than the limit of %s (spec.model.maxSizeBytes)", formatBytes(limit))
+	return permanentf(servingv1alpha1.ReasonTooLarge, "the model is larger than the limit of %s (spec.model.maxSizeBytes)", FormatBytes(limit))
 }
 
 // pathConflict maps a failure to create a file or its directories: a
 // file of the model where another needs a directory is a layout error.
 func pathConflict(err error, what string) error {
 	if errors.Is(err, syscall.ENOTDIR) || errors.Is(err, syscall.EISDIR) || errors.Is(err, syscall.EEXIST) {
-		return permanentf(ReasonInvalidLayout, "%s: a file and a directory of the model have the same path", what)
+		return permanentf(servingv1alpha1.ReasonInvalidLayout, "%s: a file and a directory of the model have the same path", what)
 	}
 	return classify(err, what)
 }
 
-func formatBytes(n int64) string {
+// FormatBytes shows a size in the largest binary unit that keeps it at
+// least 1 ("512 B", "1.5 MiB"), in the fetcher's messages and in the
+// operator's Events about a fetched model alike.
+func FormatBytes(n int64) string {
 	const unit = 1024
 	if n < unit {
 		return fmt.Sprintf("%d B", n)

@@ -20,23 +20,8 @@ import (
 	"golang.org/x/oauth2"
 	"google.golang.org/api/googleapi"
 
+	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
 	"github.com/modelserver-dev/modelserver-operator/internal/fetchcontract"
-)
-
-// Reason is the first word of a failed fetch's termination message; the
-// operator copies it into the ModelServer's status as a condition reason.
-type Reason string
-
-// The reasons a fetch fails for.
-const (
-	ReasonNotFound         Reason = "NotFound"
-	ReasonAccessDenied     Reason = "AccessDenied"
-	ReasonInvalidLayout    Reason = "InvalidLayout"
-	ReasonChecksumMismatch Reason = "ChecksumMismatch"
-	ReasonTooLarge         Reason = "TooLarge"
-	ReasonTimeout          Reason = "Timeout"
-	ReasonInvalidURI       Reason = "InvalidURI"
-	ReasonFetchFailed      Reason = "FetchFailed"
 )
 
 // Exit codes of `manager fetch`.
@@ -52,14 +37,18 @@ const (
 // Error is a failed fetch: a reason, a one-line message for the user, and
 // whether another try could succeed. Messages never hold credentials.
 type Error struct {
-	Reason    Reason
+	// Reason is one of the fetch failure reasons of api/v1alpha1
+	// (servingv1alpha1.ReasonNotFound, ...): the first word of the
+	// termination message, which the operator copies into the
+	// ModelServer's status as a condition reason.
+	Reason    string
 	Message   string
 	Permanent bool
 	// Err is the underlying error, for errors.Is/As; it is not shown.
 	Err error
 }
 
-func (e *Error) Error() string { return string(e.Reason) + ": " + e.Message }
+func (e *Error) Error() string { return e.Reason + ": " + e.Message }
 
 func (e *Error) Unwrap() error { return e.Err }
 
@@ -85,11 +74,11 @@ func AsError(err error) *Error {
 	return classify(err, "")
 }
 
-func permanentf(reason Reason, format string, args ...any) *Error {
+func permanentf(reason string, format string, args ...any) *Error {
 	return &Error{Reason: reason, Message: fmt.Sprintf(format, args...), Permanent: true}
 }
 
-func transientf(reason Reason, format string, args ...any) *Error {
+func transientf(reason string, format string, args ...any) *Error {
 	return &Error{Reason: reason, Message: fmt.Sprintf(format, args...)}
 }
 
@@ -98,7 +87,7 @@ func transientf(reason Reason, format string, args ...any) *Error {
 func retryable(err error) bool {
 	var fe *Error
 	if errors.As(err, &fe) {
-		return !fe.Permanent && fe.Reason != ReasonTimeout
+		return !fe.Permanent && fe.Reason != servingv1alpha1.ReasonTimeout
 	}
 	return true
 }
@@ -115,19 +104,19 @@ func classify(err error, what string) *Error {
 	if what != "" {
 		prefix = what + ": "
 	}
-	e := func(reason Reason, permanent bool, format string, args ...any) *Error {
+	e := func(reason string, permanent bool, format string, args ...any) *Error {
 		return &Error{Reason: reason, Message: prefix + fmt.Sprintf(format, args...), Permanent: permanent, Err: err}
 	}
 
 	switch {
 	case errors.Is(err, context.DeadlineExceeded):
-		return e(ReasonTimeout, false, "the fetch did not finish within its time limit")
+		return e(servingv1alpha1.ReasonTimeout, false, "the fetch did not finish within its time limit")
 	case errors.Is(err, context.Canceled):
-		return e(ReasonFetchFailed, false, "interrupted")
+		return e(servingv1alpha1.ReasonFetchFailed, false, "interrupted")
 	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
-		return e(ReasonTooLarge, true, "the model does not fit on the model volume (no space left); raise spec.storage.size")
+		return e(servingv1alpha1.ReasonTooLarge, true, "the model does not fit on the model volume (no space left); raise spec.storage.size")
 	case errors.Is(err, syscall.EROFS):
-		return e(ReasonFetchFailed, true, "the destination is on a read-only file system")
+		return e(servingv1alpha1.ReasonFetchFailed, true, "the destination is on a read-only file system")
 	}
 
 	// S3 (aws-sdk-go-v2): the service's error code first, then the status.
@@ -140,15 +129,15 @@ func classify(err error, what string) *Error {
 		}
 		switch code {
 		case "NoSuchBucket", "NoSuchKey", "NotFound":
-			return e(ReasonNotFound, true, "%s", detail)
+			return e(servingv1alpha1.ReasonNotFound, true, "%s", detail)
 		case "AccessDenied", "Forbidden", "InvalidAccessKeyId", "SignatureDoesNotMatch",
 			"ExpiredToken", "InvalidToken", "TokenRefreshRequired", "AllAccessDisabled",
 			"AccountProblem", "InvalidSecurity":
-			return e(ReasonAccessDenied, true, "access denied: %s; check the keys in the credentials Secret", detail)
+			return e(servingv1alpha1.ReasonAccessDenied, true, "access denied: %s; check the keys in the credentials Secret", detail)
 		case "SlowDown", "InternalError", "ServiceUnavailable", "RequestTimeout", "RequestTimeTooSkewed", "Throttling":
-			return e(ReasonFetchFailed, false, "%s", detail)
+			return e(servingv1alpha1.ReasonFetchFailed, false, "%s", detail)
 		case "PermanentRedirect", "AuthorizationHeaderMalformed", "IllegalLocationConstraintException":
-			return e(ReasonFetchFailed, true, "%s; set AWS_REGION (or AWS_ENDPOINT_URL) in the credentials Secret to the bucket's", detail)
+			return e(servingv1alpha1.ReasonFetchFailed, true, "%s; set AWS_REGION (or AWS_ENDPOINT_URL) in the credentials Secret to the bucket's", detail)
 		}
 	}
 	var re *awshttp.ResponseError
@@ -159,9 +148,9 @@ func classify(err error, what string) *Error {
 	// Google Cloud Storage.
 	switch {
 	case errors.Is(err, storage.ErrBucketNotExist):
-		return e(ReasonNotFound, true, "the bucket does not exist")
+		return e(servingv1alpha1.ReasonNotFound, true, "the bucket does not exist")
 	case errors.Is(err, storage.ErrObjectNotExist):
-		return e(ReasonNotFound, true, "the object does not exist")
+		return e(servingv1alpha1.ReasonNotFound, true, "the object does not exist")
 	}
 	var ge *googleapi.Error
 	if errors.As(err, &ge) {
@@ -181,9 +170,9 @@ func classify(err error, what string) *Error {
 	// The local file system (a directory source).
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		return e(ReasonNotFound, true, "no such file or directory")
+		return e(servingv1alpha1.ReasonNotFound, true, "no such file or directory")
 	case errors.Is(err, fs.ErrPermission):
-		return e(ReasonAccessDenied, true, "permission denied")
+		return e(servingv1alpha1.ReasonAccessDenied, true, "permission denied")
 	}
 
 	// A refused service account key (GCS): the token endpoint said no.
@@ -198,9 +187,9 @@ func classify(err error, what string) *Error {
 			if detail == "" {
 				detail = fmt.Sprintf("HTTP %d", status)
 			}
-			return e(ReasonAccessDenied, true, "the service account key was refused (%s); check credentials key %s", detail, KeyGCSServiceAccount)
+			return e(servingv1alpha1.ReasonAccessDenied, true, "the service account key was refused (%s); check credentials key %s", detail, KeyGCSServiceAccount)
 		}
-		return e(ReasonFetchFailed, status < 500 && status != 0 && status != http.StatusTooManyRequests, "getting an access token: HTTP %d %s", status, te.ErrorCode)
+		return e(servingv1alpha1.ReasonFetchFailed, status < 500 && status != 0 && status != http.StatusTooManyRequests, "getting an access token: HTTP %d %s", status, te.ErrorCode)
 	}
 
 	// A TLS setup that retrying cannot fix.
@@ -208,15 +197,15 @@ func classify(err error, what string) *Error {
 	var he x509.HostnameError
 	var cv *tls.CertificateVerificationError
 	if errors.As(err, &ua) || errors.As(err, &he) || errors.As(err, &cv) {
-		return e(ReasonFetchFailed, true, "TLS certificate not trusted (%s); set AWS_CA_BUNDLE in the credentials Secret", firstLineOf(err.Error()))
+		return e(servingv1alpha1.ReasonFetchFailed, true, "TLS certificate not trusted (%s); set AWS_CA_BUNDLE in the credentials Secret", firstLineOf(err.Error()))
 	}
 
 	// gocloud's portable codes, for what the checks above did not name.
 	switch gcerrors.Code(err) {
 	case gcerrors.NotFound:
-		return e(ReasonNotFound, true, "%s", firstLineOf(err.Error()))
+		return e(servingv1alpha1.ReasonNotFound, true, "%s", firstLineOf(err.Error()))
 	case gcerrors.PermissionDenied:
-		return e(ReasonAccessDenied, true, "%s", firstLineOf(err.Error()))
+		return e(servingv1alpha1.ReasonAccessDenied, true, "%s", firstLineOf(err.Error()))
 	}
 
 	// Networks fail and recover: resets, refusals, truncated bodies, timeouts.
@@ -224,29 +213,29 @@ func classify(err error, what string) *Error {
 	switch {
 	case errors.As(err, &ne), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, syscall.ECONNRESET),
 		errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.EPIPE):
-		return e(ReasonFetchFailed, false, "network error: %s", firstLineOf(err.Error()))
+		return e(servingv1alpha1.ReasonFetchFailed, false, "network error: %s", firstLineOf(err.Error()))
 	}
-	return e(ReasonFetchFailed, false, "%s", firstLineOf(err.Error()))
+	return e(servingv1alpha1.ReasonFetchFailed, false, "%s", firstLineOf(err.Error()))
 }
 
 // byStatus maps an HTTP status to a reason: 404 and 410 are NotFound, 401
 // and 403 AccessDenied, 408, 429 and 5xx worth a retry, other statuses
 // permanent.
 func byStatus(code int, err error, prefix, detail string) *Error {
-	e := func(reason Reason, permanent bool, msg string) *Error {
+	e := func(reason string, permanent bool, msg string) *Error {
 		return &Error{Reason: reason, Message: prefix + msg, Permanent: permanent, Err: err}
 	}
 	switch {
 	case code == http.StatusNotFound || code == http.StatusGone:
-		return e(ReasonNotFound, true, detail)
+		return e(servingv1alpha1.ReasonNotFound, true, detail)
 	case code == http.StatusUnauthorized || code == http.StatusForbidden:
-		return e(ReasonAccessDenied, true, "access denied ("+detail+"); check the credentials Secret")
+		return e(servingv1alpha1.ReasonAccessDenied, true, "access denied ("+detail+"); check the credentials Secret")
 	case code == http.StatusRequestTimeout || code == http.StatusTooManyRequests || code >= 500:
-		return e(ReasonFetchFailed, false, detail)
+		return e(servingv1alpha1.ReasonFetchFailed, false, detail)
 	case code >= 400:
-		return e(ReasonFetchFailed, true, detail)
+		return e(servingv1alpha1.ReasonFetchFailed, true, detail)
 	}
-	return e(ReasonFetchFailed, false, detail)
+	return e(servingv1alpha1.ReasonFetchFailed, false, detail)
 }
 
 // statusError is an unexpected HTTP status from the http(s):// source.
@@ -257,6 +246,8 @@ type statusError struct {
 
 func (e *statusError) Error() string { return "HTTP " + e.status }
 
+// firstLineOf keeps an error's or a message's first line: what follows is
+// a stack or a dump, not for a one-line status.
 func firstLineOf(s string) string {
 	line, _, _ := strings.Cut(s, "\n")
 	return line

@@ -20,6 +20,9 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
+	"github.com/modelserver-dev/modelserver-operator/internal/storageuri"
 )
 
 // Defaults of Options.
@@ -34,7 +37,7 @@ const (
 
 // Options of a fetch.
 type Options struct {
-	// URI is the model's storage URI (see ParseURI).
+	// URI is the model's storage URI (see storageuri.Parse).
 	URI string
 	// Dest is the model's base directory, as TF Serving sees it.
 	Dest string
@@ -88,12 +91,13 @@ func (o *Options) setDefaults() {
 // Its error is always an *Error, its message free of secret values.
 func Run(ctx context.Context, o Options) (Summary, error) {
 	o.setDefaults()
-	loc, err := ParseURI(o.URI)
+	loc, err := storageuri.Parse(o.URI)
 	if err != nil {
-		return Summary{}, err
+		// The same URI fails the same way on every try.
+		return Summary{}, &Error{Reason: servingv1alpha1.ReasonInvalidURI, Message: err.Error(), Permanent: true, Err: err}
 	}
 	if o.Dest == "" || !filepath.IsAbs(o.Dest) {
-		return Summary{}, permanentf(ReasonFetchFailed, "--dest must be an absolute path, not %q", o.Dest)
+		return Summary{}, permanentf(servingv1alpha1.ReasonFetchFailed, "--dest must be an absolute path, not %q", o.Dest)
 	}
 	creds, err := LoadCredentials(o.CredentialsDir)
 	if err != nil {
@@ -116,7 +120,7 @@ func Run(ctx context.Context, o Options) (Summary, error) {
 	if err != nil {
 		fe := *AsError(err)
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) && o.Timeout > 0 {
-			fe = Error{Reason: ReasonTimeout, Message: "the fetch did not finish within " + o.Timeout.String() + " (--timeout)", Err: err}
+			fe = Error{Reason: servingv1alpha1.ReasonTimeout, Message: "the fetch did not finish within " + o.Timeout.String() + " (--timeout)", Err: err}
 		}
 		fe.Message = creds.Redact(fe.Message)
 		return Summary{}, &fe
@@ -126,7 +130,7 @@ func Run(ctx context.Context, o Options) (Summary, error) {
 
 type fetcher struct {
 	o     Options
-	loc   Location
+	loc   storageuri.Location
 	dest  string
 	creds Credentials
 	log   *slog.Logger
@@ -135,11 +139,11 @@ type fetcher struct {
 
 func (f *fetcher) run(ctx context.Context) (Summary, error) {
 	f.log.Info("fetch starting", "uri", f.loc.String(), "dest", f.dest, "concurrency", f.o.Concurrency, "maxBytes", f.o.MaxBytes)
-	if f.loc.Scheme == SchemePVC {
+	if f.loc.Scheme == storageuri.SchemePVC {
 		return f.verifyInPlace(ctx)
 	}
-	if f.loc.Scheme == SchemeLocal && overlaps(f.loc.Path, f.dest) {
-		return Summary{}, permanentf(ReasonInvalidURI, "the source %s and the destination %s overlap", f.loc.Path, f.dest)
+	if f.loc.Scheme == storageuri.SchemeLocal && overlaps(f.loc.Path, f.dest) {
+		return Summary{}, permanentf(servingv1alpha1.ReasonInvalidURI, "the source %s and the destination %s overlap", f.loc.Path, f.dest)
 	}
 	removeLeftovers(f.dest, f.log)
 	if sum, ok := f.alreadyFetched(ctx); ok {
@@ -211,16 +215,16 @@ func (f *fetcher) openSource(ctx context.Context) (Source, error) {
 		return nil, err
 	}
 	switch f.loc.Scheme {
-	case SchemeS3:
+	case storageuri.SchemeS3:
 		return newS3Source(ctx, f.loc, f.creds, transport, f.o.MaxFiles)
-	case SchemeGCS:
+	case storageuri.SchemeGCS:
 		return newGCSSource(ctx, f.loc, f.creds, transport, f.o.MaxFiles)
-	case SchemeHTTP, SchemeHTTPS:
+	case storageuri.SchemeHTTP, storageuri.SchemeHTTPS:
 		return newHTTPSource(f.loc, f.creds, transport)
-	case SchemeLocal:
+	case storageuri.SchemeLocal:
 		return newLocalSource(f.loc, f.o.MaxFiles), nil
 	}
-	return nil, permanentf(ReasonInvalidURI, "%s: no source for scheme %q", f.loc, f.loc.Scheme)
+	return nil, permanentf(servingv1alpha1.ReasonInvalidURI, "%s: no source for scheme %q", f.loc, f.loc.Scheme)
 }
 
 // download copies the listed files into staging. archive tells that the
@@ -235,10 +239,10 @@ func (f *fetcher) download(ctx context.Context, src Source, l Listing, staging s
 		totalBytes += obj.Size
 	}
 	if totalBytes > f.o.MaxBytes {
-		return nil, false, permanentf(ReasonTooLarge, "%s holds %s, over the limit of %s (spec.model.maxSizeBytes)", src.Describe(""), formatBytes(totalBytes), formatBytes(f.o.MaxBytes))
+		return nil, false, permanentf(servingv1alpha1.ReasonTooLarge, "%s holds %s, over the limit of %s (spec.model.maxSizeBytes)", src.Describe(""), FormatBytes(totalBytes), FormatBytes(f.o.MaxBytes))
 	}
 	if len(l.Objects) > f.o.MaxFiles {
-		return nil, false, permanentf(ReasonTooLarge, "%s holds %d files, over the limit of %d", src.Describe(""), len(l.Objects), f.o.MaxFiles)
+		return nil, false, permanentf(servingv1alpha1.ReasonTooLarge, "%s holds %d files, over the limit of %d", src.Describe(""), len(l.Objects), f.o.MaxFiles)
 	}
 	if err := checkSpace(staging, l.Objects); err != nil {
 		return nil, false, err
@@ -255,8 +259,8 @@ func (f *fetcher) download(ctx context.Context, src Source, l Listing, staging s
 
 	if l.Single {
 		obj := l.Objects[0]
-		if !safeRelPath(obj.Key) || strings.Contains(obj.Key, "/") {
-			return nil, false, permanentf(ReasonInvalidURI, "%s does not name a file", src.Describe(""))
+		if !storageuri.SafeRelPath(obj.Key) || strings.Contains(obj.Key, "/") {
+			return nil, false, permanentf(servingv1alpha1.ReasonInvalidURI, "%s does not name a file", src.Describe(""))
 		}
 		if kind := archiveKindOf(obj.Key); kind != archiveNone {
 			f.log.Info("downloading and extracting an archive", "archive", src.Describe(obj.Key), "format", string(kind))
@@ -279,7 +283,7 @@ func (f *fetcher) download(ctx context.Context, src Source, l Listing, staging s
 	}
 
 	if f.loc.SHA256 != "" {
-		return nil, false, permanentf(ReasonInvalidURI, "#sha256 pins a single file or archive, and %s holds %d files", src.Describe(""), len(l.Objects))
+		return nil, false, permanentf(servingv1alpha1.ReasonInvalidURI, "#sha256 pins a single file or archive, and %s holds %d files", src.Describe(""), len(l.Objects))
 	}
 	if err := pathConflicts(l.Objects); err != nil {
 		return nil, false, err
@@ -312,7 +316,7 @@ func pathConflicts(objs []Object) error {
 			}
 			dir = dir[:i]
 			if files[dir] {
-				return permanentf(ReasonInvalidLayout, "%q is both a file and the directory of %q", dir, o.Key)
+				return permanentf(servingv1alpha1.ReasonInvalidLayout, "%q is both a file and the directory of %q", dir, o.Key)
 			}
 		}
 	}

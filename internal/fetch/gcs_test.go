@@ -19,6 +19,8 @@ import (
 	"testing"
 
 	"github.com/fsouza/fake-gcs-server/fakestorage"
+
+	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
 )
 
 // fakeGCS is fake-gcs-server behind a handler that, when a token is
@@ -158,7 +160,7 @@ func TestFetchingFromGCSWithAServiceAccount(t *testing.T) {
 		creds := secretDir(t, map[string]string{KeyGCSEndpointURL: gcs.URL, KeyGCSServiceAccount: key})
 		o, logs := testOptions(t, "gs://models/private/m", creds)
 		_, err := Run(context.Background(), o)
-		wantFailure(t, err, ReasonAccessDenied, ExitPermanent)
+		wantFailure(t, err, servingv1alpha1.ReasonAccessDenied, ExitPermanent)
 		var parsed map[string]string
 		_ = json.Unmarshal([]byte(key), &parsed)
 		line := strings.Split(strings.TrimSpace(parsed["private_key"]), "\n")[3]
@@ -170,7 +172,7 @@ func TestFetchingFromGCSWithAServiceAccount(t *testing.T) {
 	t.Run("no key", func(t *testing.T) {
 		o, _ := testOptions(t, "gs://models/private/m", secretDir(t, map[string]string{KeyGCSEndpointURL: gcs.URL}))
 		_, err := Run(context.Background(), o)
-		wantFailure(t, err, ReasonAccessDenied, ExitPermanent)
+		wantFailure(t, err, servingv1alpha1.ReasonAccessDenied, ExitPermanent)
 	})
 }
 
@@ -182,7 +184,7 @@ func TestMissingGCSModelIsNotFound(t *testing.T) {
 		t.Run(uri, func(t *testing.T) {
 			o, _ := testOptions(t, uri, creds)
 			_, err := Run(context.Background(), o)
-			wantFailure(t, err, ReasonNotFound, ExitPermanent)
+			wantFailure(t, err, servingv1alpha1.ReasonNotFound, ExitPermanent)
 			assertNothingPublished(t, o.Dest)
 		})
 	}

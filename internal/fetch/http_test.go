@@ -19,6 +19,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
 )
 
 // archiveEntry is an entry of a test archive: a file by default.
@@ -213,7 +215,7 @@ func TestHTTPHeadersFromTheSecretAreSentAndNeverShown(t *testing.T) {
 
 	o, logs := testOptions(t, uri, secretDir(t, map[string]string{KeyHTTPHeaders: "Authorization: Bearer tok-5ecret-wrong-value-00\n"}))
 	_, err := Run(context.Background(), o)
-	wantFailure(t, err, ReasonAccessDenied, ExitPermanent)
+	wantFailure(t, err, servingv1alpha1.ReasonAccessDenied, ExitPermanent)
 	for _, secret := range []string{"tok-5ecret"} {
 		if strings.Contains(TerminationMessage(Summary{}, err), secret) || strings.Contains(logs.String(), secret) {
 			t.Errorf("a header value shows in the message or the logs")
@@ -231,7 +233,7 @@ func TestAPinnedChecksumThatDiffersIsRefused(t *testing.T) {
 			srv := serveFile(t, archive)
 			o, _ := testOptions(t, srv.URL+"/"+name+"#sha256="+sha256Hex([]byte("another archive")), "")
 			_, err := Run(context.Background(), o)
-			fe := wantFailure(t, err, ReasonChecksumMismatch, ExitPermanent)
+			fe := wantFailure(t, err, servingv1alpha1.ReasonChecksumMismatch, ExitPermanent)
 			if !strings.Contains(fe.Message, sha256Hex(archive)) {
 				t.Errorf("message %q does not give the actual checksum", fe.Message)
 			}
@@ -256,7 +258,7 @@ func TestACorruptArchiveIsInvalidLayout(t *testing.T) {
 			srv := serveFile(t, body)
 			o, _ := testOptions(t, srv.URL+"/"+name, "")
 			_, err := Run(context.Background(), o)
-			fe := wantFailure(t, err, ReasonInvalidLayout, ExitPermanent)
+			fe := wantFailure(t, err, servingv1alpha1.ReasonInvalidLayout, ExitPermanent)
 			if !strings.Contains(fe.Message, "not a valid") {
 				t.Errorf("message %q does not say the archive is broken", fe.Message)
 			}
@@ -327,16 +329,16 @@ func TestHTTPStatuses(t *testing.T) {
 	cases := []struct {
 		name     string
 		statuses []int // the first answers, then the file
-		reason   Reason
+		reason   string
 		exit     int
 		requests int32
 	}{
-		{"404", []int{404}, ReasonNotFound, ExitPermanent, 1},
-		{"410", []int{410}, ReasonNotFound, ExitPermanent, 1},
-		{"403", []int{403}, ReasonAccessDenied, ExitPermanent, 1},
-		{"400", []int{400}, ReasonFetchFailed, ExitPermanent, 1},
+		{"404", []int{404}, servingv1alpha1.ReasonNotFound, ExitPermanent, 1},
+		{"410", []int{410}, servingv1alpha1.ReasonNotFound, ExitPermanent, 1},
+		{"403", []int{403}, servingv1alpha1.ReasonAccessDenied, ExitPermanent, 1},
+		{"400", []int{400}, servingv1alpha1.ReasonFetchFailed, ExitPermanent, 1},
 		{"503 then 200", []int{503, 502}, "", 0, 3},
-		{"always 503", []int{503, 503, 503, 503, 503}, ReasonFetchFailed, ExitTransient, 4},
+		{"always 503", []int{503, 503, 503, 503, 503}, servingv1alpha1.ReasonFetchFailed, ExitTransient, 4},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -368,7 +370,7 @@ func TestASingleFileIsNotAModel(t *testing.T) {
 	srv := serveFile(t, []byte("graph"))
 	o, _ := testOptions(t, srv.URL+"/files/model.pb", "")
 	_, err := Run(context.Background(), o)
-	fe := wantFailure(t, err, ReasonInvalidLayout, ExitPermanent)
+	fe := wantFailure(t, err, servingv1alpha1.ReasonInvalidLayout, ExitPermanent)
 	if !strings.Contains(fe.Message, `"model.pb"`) {
 		t.Errorf("message %q does not say what was found", fe.Message)
 	}
@@ -409,7 +411,7 @@ func TestTooLargeWhileStreaming(t *testing.T) {
 			o.MaxBytes = 1 << 20
 			o.MaxFiles = c.maxFiles
 			_, err := Run(context.Background(), o)
-			wantFailure(t, err, ReasonTooLarge, ExitPermanent)
+			wantFailure(t, err, servingv1alpha1.ReasonTooLarge, ExitPermanent)
 			assertNothingPublished(t, o.Dest)
 		})
 	}

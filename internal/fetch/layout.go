@@ -12,6 +12,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
 )
 
 // A model's base directory, as TF Serving reads it, holds one directory
@@ -92,7 +94,7 @@ func normalize(dir string, unwrap bool) (func(string) string, []string, error) {
 	}
 	for _, e := range entries {
 		if _, isVersion := versionName(e.Name()); isVersion && e.IsDir() {
-			return nil, nil, permanentf(ReasonInvalidLayout, "the model has both a SavedModel at its top and a version directory %s/; keep one of them", e.Name())
+			return nil, nil, permanentf(servingv1alpha1.ReasonInvalidLayout, "the model has both a SavedModel at its top and a version directory %s/; keep one of them", e.Name())
 		}
 	}
 	tmp := filepath.Join(dir, ".version-1-"+randomSuffix())
@@ -142,7 +144,7 @@ func verifyLayout(dir, shown string, archive bool) ([]int64, error) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			return nil, permanentf(ReasonNotFound, "%s does not exist", shown)
+			return nil, permanentf(servingv1alpha1.ReasonNotFound, "%s does not exist", shown)
 		}
 		return nil, classify(err, shown)
 	}
@@ -160,7 +162,7 @@ func verifyLayout(dir, shown string, archive bool) ([]int64, error) {
 			if other, dup := dirOf[v]; dup {
 				// TF Serving keeps one of the two with only a warning in its
 				// log, so which files are served would be left to chance.
-				return nil, permanentf(ReasonInvalidLayout, "%s: the directories %s/ and %s/ are both version %d, and TF Serving would load only one of them; keep one", shown, other, name, v)
+				return nil, permanentf(servingv1alpha1.ReasonInvalidLayout, "%s: the directories %s/ and %s/ are both version %d, and TF Serving would load only one of them; keep one", shown, other, name, v)
 			}
 			dirOf[v] = name
 			continue
@@ -170,18 +172,18 @@ func verifyLayout(dir, shown string, archive bool) ([]int64, error) {
 	if len(dirOf) == 0 {
 		switch {
 		case hasSavedModel(dir):
-			return nil, permanentf(ReasonInvalidLayout, "%s holds a SavedModel without a version directory; TF Serving needs it in %s/1/", shown, strings.TrimSuffix(shown, "/"))
+			return nil, permanentf(servingv1alpha1.ReasonInvalidLayout, "%s holds a SavedModel without a version directory; TF Serving needs it in %s/1/", shown, strings.TrimSuffix(shown, "/"))
 		case len(entries) == 0:
-			return nil, permanentf(ReasonInvalidLayout, "%s is empty: no SavedModel found", shown)
+			return nil, permanentf(servingv1alpha1.ReasonInvalidLayout, "%s is empty: no SavedModel found", shown)
 		}
 		msg := fmt.Sprintf("no SavedModel found in %s: expected <version>/saved_model.pb and <version>/variables/; found %s", shown, summarizeNames(unexpected))
 		if hint := misplacedModelHint(findSavedModel(dir), shown, archive); hint != "" {
 			msg += "; " + hint
 		}
-		return nil, permanentf(ReasonInvalidLayout, "%s", msg)
+		return nil, permanentf(servingv1alpha1.ReasonInvalidLayout, "%s", msg)
 	}
 	if len(unexpected) > 0 {
-		return nil, permanentf(ReasonInvalidLayout, "%s: %s at the top of the model; only version directories named by a positive integer (1/, 2/, ...) may be there", shown, summarizeNames(unexpected))
+		return nil, permanentf(servingv1alpha1.ReasonInvalidLayout, "%s: %s at the top of the model; only version directories named by a positive integer (1/, 2/, ...) may be there", shown, summarizeNames(unexpected))
 	}
 	versions := make([]int64, 0, len(dirOf))
 	for v := range dirOf {
@@ -204,10 +206,10 @@ func verifyLayout(dir, shown string, archive bool) ([]int64, error) {
 				}
 				found = summarizeNames(names)
 			}
-			return nil, permanentf(ReasonInvalidLayout, "%s has no saved_model.pb or saved_model.pbtxt (found %s)", label, found)
+			return nil, permanentf(servingv1alpha1.ReasonInvalidLayout, "%s has no saved_model.pb or saved_model.pbtxt (found %s)", label, found)
 		}
 		if st, err := os.Stat(filepath.Join(vdir, "variables")); err != nil || !st.IsDir() {
-			return nil, permanentf(ReasonInvalidLayout, "%s has no variables/ directory beside its SavedModel", label)
+			return nil, permanentf(servingv1alpha1.ReasonInvalidLayout, "%s has no variables/ directory beside its SavedModel", label)
 		}
 	}
 	return versions, nil

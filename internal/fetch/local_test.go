@@ -10,6 +10,8 @@ import (
 	"sort"
 	"strings"
 	"testing"
+
+	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
 )
 
 func TestFetchingFromALocalDirectory(t *testing.T) {
@@ -48,7 +50,7 @@ func TestALocalSourceOverlappingTheDestinationIsRefused(t *testing.T) {
 	o, _ := testOptions(t, dir, "")
 	o.Dest = filepath.Join(dir, "1")
 	_, err := Run(context.Background(), o)
-	wantFailure(t, err, ReasonInvalidURI, ExitPermanent)
+	wantFailure(t, err, servingv1alpha1.ReasonInvalidURI, ExitPermanent)
 }
 
 // snapshot lists every path below dir with its mode, size and time.
@@ -100,12 +102,12 @@ func TestAPVCModelIsVerifiedInPlaceWithoutWriting(t *testing.T) {
 func TestABadPVCModelIsReported(t *testing.T) {
 	cases := map[string]struct {
 		files   map[string][]byte
-		reason  Reason
+		reason  string
 		message string
 	}{
-		"no path":              {nil, ReasonNotFound, "does not exist"},
-		"no variables":         {map[string][]byte{"1/saved_model.pb": []byte("g")}, ReasonInvalidLayout, "no variables/"},
-		"no version directory": {map[string][]byte{"saved_model.pb": []byte("g"), "variables/v": nil}, ReasonInvalidLayout, "resnet/1/"},
+		"no path":              {nil, servingv1alpha1.ReasonNotFound, "does not exist"},
+		"no variables":         {map[string][]byte{"1/saved_model.pb": []byte("g")}, servingv1alpha1.ReasonInvalidLayout, "no variables/"},
+		"no version directory": {map[string][]byte{"saved_model.pb": []byte("g"), "variables/v": nil}, servingv1alpha1.ReasonInvalidLayout, "resnet/1/"},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {

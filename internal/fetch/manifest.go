@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
 	"github.com/modelserver-dev/modelserver-operator/internal/fetchcontract"
 )
 
@@ -164,7 +165,7 @@ func hashFile(p string, prog *progress) (fileRecord, error) {
 		return fileRecord{}, classify(err, p)
 	}
 	if !st.Mode().IsRegular() {
-		return fileRecord{}, permanentf(ReasonInvalidLayout, "%s is not a regular file", p)
+		return fileRecord{}, permanentf(servingv1alpha1.ReasonInvalidLayout, "%s is not a regular file", p)
 	}
 	h := sha256.New()
 	bp := bufPool.Get().(*[]byte)

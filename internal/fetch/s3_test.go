@@ -12,6 +12,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
 )
 
 func TestFetchingFromS3PublishesEveryVersion(t *testing.T) {
@@ -73,7 +75,7 @@ func TestMissingS3ModelIsNotFound(t *testing.T) {
 		t.Run(uri, func(t *testing.T) {
 			o, _ := testOptions(t, uri, s3.creds(t, testAccessKey, testSecretKey))
 			_, err := Run(context.Background(), o)
-			fe := wantFailure(t, err, ReasonNotFound, ExitPermanent)
+			fe := wantFailure(t, err, servingv1alpha1.ReasonNotFound, ExitPermanent)
 			if !strings.Contains(fe.Message, strings.TrimPrefix(uri, "s3://")) {
 				t.Errorf("message %q does not name the URI", fe.Message)
 			}
@@ -93,7 +95,7 @@ func TestWrongS3CredentialsAreAccessDeniedAndNeverShown(t *testing.T) {
 			o, logs := testOptions(t, "s3://models/resnet", s3.creds(t, keys[0], keys[1]))
 			before := s3.count("LIST", "/")
 			_, err := Run(context.Background(), o)
-			wantFailure(t, err, ReasonAccessDenied, ExitPermanent)
+			wantFailure(t, err, servingv1alpha1.ReasonAccessDenied, ExitPermanent)
 			if n := s3.count("LIST", "/") - before; n != 1 {
 				t.Errorf("%d listings; a refused credential must not be retried", n)
 			}
@@ -150,7 +152,7 @@ func TestRetriesGiveUpAsTransient(t *testing.T) {
 	})
 	o, _ := testOptions(t, "s3://models/m", s3.creds(t, testAccessKey, testSecretKey))
 	_, err := Run(context.Background(), o)
-	wantFailure(t, err, ReasonFetchFailed, ExitTransient)
+	wantFailure(t, err, servingv1alpha1.ReasonFetchFailed, ExitTransient)
 	if n := s3.count("GET", "/models/m/1/saved_model.pb"); n != o.Retry.Attempts {
 		t.Errorf("%d attempts; want %d", n, o.Retry.Attempts)
 	}
@@ -168,7 +170,7 @@ func TestAForbiddenFileFailsAtOnceAndPublishesNothing(t *testing.T) {
 	})
 	o, _ := testOptions(t, "s3://models/m", s3.creds(t, testAccessKey, testSecretKey))
 	_, err := Run(context.Background(), o)
-	wantFailure(t, err, ReasonAccessDenied, ExitPermanent)
+	wantFailure(t, err, servingv1alpha1.ReasonAccessDenied, ExitPermanent)
 	if n := s3.count("GET", "/models/m/2/variables/variables.index"); n != 1 {
 		t.Errorf("%d requests for the forbidden file; want 1", n)
 	}
@@ -188,7 +190,7 @@ func TestAFailedFetchLeavesThePreviousModelInPlace(t *testing.T) {
 	old := model(1)
 	writeTree(t, o.Dest, old)
 	_, err := Run(context.Background(), o)
-	wantFailure(t, err, ReasonNotFound, ExitPermanent)
+	wantFailure(t, err, servingv1alpha1.ReasonNotFound, ExitPermanent)
 	assertTree(t, o.Dest, old)
 	entries, _ := os.ReadDir(filepath.Dir(o.Dest))
 	if len(entries) != 1 {
@@ -322,7 +324,7 @@ func TestAModelOverTheSizeCapIsRefusedBeforeDownloading(t *testing.T) {
 	o, _ := testOptions(t, "s3://models/m", s3.creds(t, testAccessKey, testSecretKey))
 	o.MaxBytes = 4000
 	_, err := Run(context.Background(), o)
-	fe := wantFailure(t, err, ReasonTooLarge, ExitPermanent)
+	fe := wantFailure(t, err, servingv1alpha1.ReasonTooLarge, ExitPermanent)
 	if !strings.Contains(fe.Message, "3.9 KiB") {
 		t.Errorf("message %q does not give the limit", fe.Message)
 	}
@@ -395,7 +397,7 @@ func TestTheTimeoutEndsTheFetchAsTransient(t *testing.T) {
 	o, _ := testOptions(t, "s3://models/m", s3.creds(t, testAccessKey, testSecretKey))
 	o.Timeout = 100 * time.Millisecond
 	_, err := Run(context.Background(), o)
-	fe := wantFailure(t, err, ReasonTimeout, ExitTransient)
+	fe := wantFailure(t, err, servingv1alpha1.ReasonTimeout, ExitTransient)
 	if !strings.Contains(fe.Message, "--timeout") {
 		t.Errorf("message %q does not name the flag", fe.Message)
 	}
@@ -444,7 +446,7 @@ func TestTwoDirectoriesOfOneVersionAreRefused(t *testing.T) {
 	s3.put(t, "m", files)
 	o, _ := testOptions(t, "s3://models/m", s3.creds(t, testAccessKey, testSecretKey))
 	_, err := Run(context.Background(), o)
-	fe := wantFailure(t, err, ReasonInvalidLayout, ExitPermanent)
+	fe := wantFailure(t, err, servingv1alpha1.ReasonInvalidLayout, ExitPermanent)
 	for _, want := range []string{"00000123/", "123/", "only one"} {
 		if !strings.Contains(fe.Message, want) {
 			t.Errorf("message %q lacks %q", fe.Message, want)
@@ -474,5 +476,5 @@ func TestAFolderObjectAtThePrefixIsIgnored(t *testing.T) {
 	s3.put(t, "", map[string][]byte{"empty/": nil})
 	o, _ = testOptions(t, "s3://models/empty", s3.creds(t, testAccessKey, testSecretKey))
 	_, err = Run(context.Background(), o)
-	wantFailure(t, err, ReasonNotFound, ExitPermanent)
+	wantFailure(t, err, servingv1alpha1.ReasonNotFound, ExitPermanent)
 }

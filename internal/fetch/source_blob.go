@@ -9,13 +9,16 @@ import (
 
 	"gocloud.dev/blob"
 	"gocloud.dev/gcerrors"
+
+	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
+	"github.com/modelserver-dev/modelserver-operator/internal/storageuri"
 )
 
 // blobSource is a bucket of an object store (S3 or GCS, through
 // gocloud.dev/blob) and a prefix in it.
 type blobSource struct {
 	bucket   *blob.Bucket
-	scheme   Scheme
+	scheme   storageuri.Scheme
 	name     string // the bucket
 	prefix   string // no leading or trailing slash; "" for the whole bucket
 	single   string // the key of the one object, when the prefix names one
@@ -46,17 +49,17 @@ func (s *blobSource) List(ctx context.Context) (Listing, error) {
 		// "Create folder" leaves; one for the prefix itself ("prefix/")
 		// is left empty once the prefix is cut off.
 		if rel == "" || strings.HasSuffix(rel, "/") {
-			if rel = strings.TrimSuffix(rel, "/"); rel != "" && safeRelPath(rel) {
+			if rel = strings.TrimSuffix(rel, "/"); rel != "" && storageuri.SafeRelPath(rel) {
 				l.Dirs = append(l.Dirs, rel)
 			}
 			continue
 		}
-		if !safeRelPath(rel) {
-			return Listing{}, permanentf(ReasonInvalidLayout, "%s: the object key %q has empty, . or .. path segments", s.Describe(""), obj.Key)
+		if !storageuri.SafeRelPath(rel) {
+			return Listing{}, permanentf(servingv1alpha1.ReasonInvalidLayout, "%s: the object key %q has empty, . or .. path segments", s.Describe(""), obj.Key)
 		}
 		l.Objects = append(l.Objects, Object{Key: rel, Size: obj.Size})
 		if len(l.Objects) > s.maxFiles {
-			return Listing{}, permanentf(ReasonTooLarge, "%s holds more than %d files", s.Describe(""), s.maxFiles)
+			return Listing{}, permanentf(servingv1alpha1.ReasonTooLarge, "%s holds more than %d files", s.Describe(""), s.maxFiles)
 		}
 	}
 	if len(l.Objects) > 0 {
@@ -73,7 +76,7 @@ func (s *blobSource) List(ctx context.Context) (Listing, error) {
 			return Listing{}, classify(err, s.Describe(""))
 		}
 	}
-	return Listing{}, permanentf(ReasonNotFound, "no objects under %s (check spec.model.storageUri)", s.Describe(""))
+	return Listing{}, permanentf(servingv1alpha1.ReasonNotFound, "no objects under %s (check spec.model.storageUri)", s.Describe(""))
 }
 
 func (s *blobSource) key(rel string) string {

@@ -12,22 +12,25 @@ import (
 	"golang.org/x/oauth2"
 	"golang.org/x/oauth2/google"
 	"google.golang.org/api/option"
+
+	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
+	"github.com/modelserver-dev/modelserver-operator/internal/storageuri"
 )
 
 // newGCSSource opens a Cloud Storage bucket with the service account key
 // of the credentials Secret, or anonymously (public buckets) when it has
 // none. Application default credentials are never looked for.
-func newGCSSource(ctx context.Context, loc Location, creds Credentials, transport http.RoundTripper, maxFiles int) (Source, error) {
+func newGCSSource(ctx context.Context, loc storageuri.Location, creds Credentials, transport http.RoundTripper, maxFiles int) (Source, error) {
 	var client *gcp.HTTPClient
 	if key := creds.values[KeyGCSServiceAccount]; strings.TrimSpace(key) != "" {
 		// Tokens are fetched through the same transport (proxy, trust).
 		tokenCtx := context.WithValue(ctx, oauth2.HTTPClient, &http.Client{Transport: transport})
 		c, err := google.CredentialsFromJSONWithType(tokenCtx, []byte(key), google.ServiceAccount, storage.ScopeReadOnly)
 		if err != nil {
-			return nil, permanentf(ReasonAccessDenied, "credentials key %s is not a service account key: %s", KeyGCSServiceAccount, creds.Redact(err.Error()))
+			return nil, permanentf(servingv1alpha1.ReasonAccessDenied, "credentials key %s is not a service account key: %s", KeyGCSServiceAccount, creds.Redact(err.Error()))
 		}
 		if client, err = gcp.NewHTTPClient(transport, c.TokenSource); err != nil {
-			return nil, permanentf(ReasonAccessDenied, "credentials key %s: %s", KeyGCSServiceAccount, creds.Redact(err.Error()))
+			return nil, permanentf(servingv1alpha1.ReasonAccessDenied, "credentials key %s: %s", KeyGCSServiceAccount, creds.Redact(err.Error()))
 		}
 	} else {
 		client = gcp.NewAnonymousHTTPClient(transport)
@@ -38,7 +41,7 @@ func newGCSSource(ctx context.Context, loc Location, creds Credentials, transpor
 	if ep := creds.Get(KeyGCSEndpointURL); ep != "" {
 		u, err := url.Parse(ep)
 		if err != nil || u.Host == "" {
-			return nil, permanentf(ReasonInvalidURI, "credentials key %s is not a URL", KeyGCSEndpointURL)
+			return nil, permanentf(servingv1alpha1.ReasonInvalidURI, "credentials key %s is not a URL", KeyGCSEndpointURL)
 		}
 		if u.Path == "" || u.Path == "/" {
 			u.Path = "/storage/v1/"
@@ -55,5 +58,5 @@ func newGCSSource(ctx context.Context, loc Location, creds Credentials, transpor
 	if bucket.As(&sc) {
 		sc.SetRetry(storage.WithPolicy(storage.RetryNever))
 	}
-	return &blobSource{bucket: bucket, scheme: SchemeGCS, name: loc.Bucket, prefix: loc.Prefix, maxFiles: maxFiles}, nil
+	return &blobSource{bucket: bucket, scheme: storageuri.SchemeGCS, name: loc.Bucket, prefix: loc.Prefix, maxFiles: maxFiles}, nil
 }

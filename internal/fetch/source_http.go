@@ -5,16 +5,19 @@ import (
 	"io"
 	"net/http"
 	"path"
+
+	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
+	"github.com/modelserver-dev/modelserver-operator/internal/storageuri"
 )
 
 // httpSource is one file at an http(s):// URL: a model archive, or a
 // single file. Headers from the credentials Secret go with every request.
 type httpSource struct {
 	client *http.Client
-	loc    Location
+	loc    storageuri.Location
 }
 
-func newHTTPSource(loc Location, creds Credentials, transport http.RoundTripper) (Source, error) {
+func newHTTPSource(loc storageuri.Location, creds Credentials, transport http.RoundTripper) (Source, error) {
 	headers, err := parseHeaders(creds.values[KeyHTTPHeaders])
 	if err != nil {
 		return nil, err
@@ -32,7 +35,7 @@ func (s *httpSource) List(context.Context) (Listing, error) {
 func (s *httpSource) Open(ctx context.Context, _ string) (io.ReadCloser, int64, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.loc.URL.String(), nil)
 	if err != nil {
-		return nil, 0, permanentf(ReasonInvalidURI, "%s: %v", s.loc, err)
+		return nil, 0, permanentf(servingv1alpha1.ReasonInvalidURI, "%s: %v", s.loc, err)
 	}
 	// The checksum and sizes are those of the bytes as stored.
 	req.Header.Set("Accept-Encoding", "identity")

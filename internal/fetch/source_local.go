@@ -6,6 +6,9 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+
+	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
+	"github.com/modelserver-dev/modelserver-operator/internal/storageuri"
 )
 
 // localSource is a directory (or a single file, an archive say) of the
@@ -16,7 +19,7 @@ type localSource struct {
 	maxFiles int
 }
 
-func newLocalSource(loc Location, maxFiles int) Source {
+func newLocalSource(loc storageuri.Location, maxFiles int) Source {
 	return &localSource{root: loc.Path, maxFiles: maxFiles}
 }
 
@@ -30,7 +33,7 @@ func (s *localSource) List(context.Context) (Listing, error) {
 		return Listing{Single: true, Objects: []Object{{Key: filepath.Base(s.root), Size: st.Size()}}}, nil
 	}
 	if !st.IsDir() {
-		return Listing{}, permanentf(ReasonInvalidLayout, "%s is neither a directory nor a file", s.root)
+		return Listing{}, permanentf(servingv1alpha1.ReasonInvalidLayout, "%s is neither a directory nor a file", s.root)
 	}
 	var l Listing
 	err = filepath.WalkDir(s.root, func(p string, d fs.DirEntry, err error) error {
@@ -52,12 +55,12 @@ func (s *localSource) List(context.Context) (Listing, error) {
 		case info.Mode().IsRegular():
 			l.Objects = append(l.Objects, Object{Key: rel, Size: info.Size()})
 			if len(l.Objects) > s.maxFiles {
-				return permanentf(ReasonTooLarge, "%s holds more than %d files", s.root, s.maxFiles)
+				return permanentf(servingv1alpha1.ReasonTooLarge, "%s holds more than %d files", s.root, s.maxFiles)
 			}
 		case info.IsDir():
-			return permanentf(ReasonInvalidLayout, "%s: symbolic links to directories are not supported", p)
+			return permanentf(servingv1alpha1.ReasonInvalidLayout, "%s: symbolic links to directories are not supported", p)
 		default:
-			return permanentf(ReasonInvalidLayout, "%s is not a regular file", p)
+			return permanentf(servingv1alpha1.ReasonInvalidLayout, "%s is not a regular file", p)
 		}
 		return nil
 	})
@@ -65,7 +68,7 @@ func (s *localSource) List(context.Context) (Listing, error) {
 		return Listing{}, classify(err, s.root)
 	}
 	if len(l.Objects) == 0 {
-		return Listing{}, permanentf(ReasonNotFound, "no files under %s", s.root)
+		return Listing{}, permanentf(servingv1alpha1.ReasonNotFound, "no files under %s", s.root)
 	}
 	return l, nil
 }

@@ -9,6 +9,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"gocloud.dev/blob/s3blob"
+
+	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
+	"github.com/modelserver-dev/modelserver-operator/internal/storageuri"
 )
 
 // defaultAWSRegion is the region when the Secret names none.
@@ -19,14 +22,14 @@ const defaultAWSRegion = "us-east-1"
 // access when the Secret has none. Nothing is read from the environment or
 // an instance's metadata, so a fetch never uses credentials it was not
 // given.
-func newS3Source(ctx context.Context, loc Location, creds Credentials, transport http.RoundTripper, maxFiles int) (Source, error) {
+func newS3Source(ctx context.Context, loc storageuri.Location, creds Credentials, transport http.RoundTripper, maxFiles int) (Source, error) {
 	id, secret := creds.Get(KeyAWSAccessKeyID), creds.Get(KeyAWSSecretAccessKey)
 	var provider aws.CredentialsProvider = aws.AnonymousCredentials{}
 	switch {
 	case id != "" && secret != "":
 		provider = credentials.NewStaticCredentialsProvider(id, secret, creds.Get(KeyAWSSessionToken))
 	case id != "" || secret != "":
-		return nil, permanentf(ReasonAccessDenied, "the credentials Secret must hold both %s and %s, or neither for anonymous access", KeyAWSAccessKeyID, KeyAWSSecretAccessKey)
+		return nil, permanentf(servingv1alpha1.ReasonAccessDenied, "the credentials Secret must hold both %s and %s, or neither for anonymous access", KeyAWSAccessKeyID, KeyAWSSecretAccessKey)
 	}
 	region := creds.Get(KeyAWSRegion)
 	if region == "" {
@@ -53,5 +56,5 @@ func newS3Source(ctx context.Context, loc Location, creds Credentials, transport
 	if err != nil {
 		return nil, classify(err, "s3://"+loc.Bucket)
 	}
-	return &blobSource{bucket: bucket, scheme: SchemeS3, name: loc.Bucket, prefix: loc.Prefix, maxFiles: maxFiles}, nil
+	return &blobSource{bucket: bucket, scheme: storageuri.SchemeS3, name: loc.Bucket, prefix: loc.Prefix, maxFiles: maxFiles}, nil
 }

@@ -1,6 +1,10 @@
 package fetch
 
-import "syscall"
+import (
+	"syscall"
+
+	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
+)
 
 // checkSpace refuses a download that cannot fit before it starts, saying
 // how much it needs: the volume's size is the user's to raise, and a fetch
@@ -27,7 +31,7 @@ func spaceShortfall(need, free, size int64) error {
 	if need <= free {
 		return nil
 	}
-	return permanentf(ReasonTooLarge,
+	return permanentf(servingv1alpha1.ReasonTooLarge,
 		"the model needs %s but the model volume has %s free of %s; raise spec.storage.size to at least %s",
-		formatBytes(need), formatBytes(free), formatBytes(size), formatBytes(size-free+need))
+		FormatBytes(need), FormatBytes(free), FormatBytes(size), FormatBytes(size-free+need))
 }

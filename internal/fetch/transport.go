@@ -6,6 +6,8 @@ import (
 	"net"
 	"net/http"
 	"time"
+
+	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
 )
 
 // transportOptions shape the HTTP transport of every source.
@@ -35,7 +37,7 @@ func newTransport(o transportOptions) (*http.Transport, error) {
 			pool = x509.NewCertPool()
 		}
 		if !pool.AppendCertsFromPEM(o.CABundle) {
-			return nil, permanentf(ReasonFetchFailed, "credentials key %s holds no PEM certificate", KeyAWSCABundle)
+			return nil, permanentf(servingv1alpha1.ReasonFetchFailed, "credentials key %s holds no PEM certificate", KeyAWSCABundle)
 		}
 		tlsConfig.RootCAs = pool
 	}

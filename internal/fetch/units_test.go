@@ -2,7 +2,6 @@ package fetch
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -11,7 +10,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -21,49 +19,9 @@ import (
 	"github.com/aws/smithy-go"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 	"google.golang.org/api/googleapi"
-)
 
-func TestParseURI(t *testing.T) {
-	sum := strings.Repeat("ab", 32)
-	good := map[string]Location{
-		"s3://models/resnet/":   {Scheme: SchemeS3, Bucket: "models", Prefix: "resnet"},
-		"s3://models":           {Scheme: SchemeS3, Bucket: "models"},
-		"gs://b/a/b/c":          {Scheme: SchemeGCS, Bucket: "b", Prefix: "a/b/c"},
-		"pvc://claim/team/m":    {Scheme: SchemePVC, Claim: "claim", Path: "team/m"},
-		"/srv/models/../resnet": {Scheme: SchemeLocal, Path: "/srv/resnet"},
-		"s3://b/m.tar.gz#sha256=" + strings.ToUpper(sum): {Scheme: SchemeS3, Bucket: "b", Prefix: "m.tar.gz", SHA256: sum},
-	}
-	for raw, want := range good {
-		got, err := ParseURI(raw)
-		if err != nil {
-			t.Errorf("ParseURI(%q): %v", raw, err)
-			continue
-		}
-		got.raw = ""
-		if fmt.Sprint(got) != fmt.Sprint(want) {
-			t.Errorf("ParseURI(%q) = %+v; want %+v", raw, got, want)
-		}
-	}
-	h, err := ParseURI("https://h.example/m.tgz?X-Amz-Signature=abc#sha256=" + sum)
-	if err != nil || h.URL.String() != "https://h.example/m.tgz?X-Amz-Signature=abc" || h.SHA256 != sum {
-		t.Errorf("https: %+v, %v", h, err)
-	}
-	if strings.Contains(h.String(), "abc") {
-		t.Errorf("String() %q shows a query value", h.String())
-	}
-	for _, raw := range []string{
-		"", "ftp://h/m", "s3://", "s3://b/a/../b", "s3://b/a//b", "https://h/dir/", "https://user:pw@h/m.tgz",
-		"https://h/m.tgz#sha256=abc", "https://h/m.tgz#md5=" + sum, "pvc://", "relative/path", "s3://b/p?x=1",
-	} {
-		_, err := ParseURI(raw)
-		if fe := AsError(err); err == nil || fe.Reason != ReasonInvalidURI || !fe.Permanent {
-			t.Errorf("ParseURI(%q): %v; want a permanent InvalidURI", raw, err)
-		}
-		if strings.Contains(fmt.Sprint(err), "pw") {
-			t.Errorf("ParseURI(%q) shows the password: %v", raw, err)
-		}
-	}
-}
+	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
+)
 
 func TestClassify(t *testing.T) {
 	apiErr := func(code string) error {
@@ -74,34 +32,34 @@ func TestClassify(t *testing.T) {
 	}
 	cases := []struct {
 		err       error
-		reason    Reason
+		reason    string
 		permanent bool
 	}{
-		{apiErr("NoSuchKey"), ReasonNotFound, true},
-		{apiErr("NoSuchBucket"), ReasonNotFound, true},
-		{apiErr("InvalidAccessKeyId"), ReasonAccessDenied, true},
-		{apiErr("SignatureDoesNotMatch"), ReasonAccessDenied, true},
-		{apiErr("ExpiredToken"), ReasonAccessDenied, true},
-		{apiErr("SlowDown"), ReasonFetchFailed, false},
-		{apiErr("InternalError"), ReasonFetchFailed, false},
-		{apiErr("PermanentRedirect"), ReasonFetchFailed, true},
-		{respErr(404), ReasonNotFound, true},
-		{respErr(403), ReasonAccessDenied, true},
-		{respErr(503), ReasonFetchFailed, false},
-		{respErr(429), ReasonFetchFailed, false},
-		{respErr(400), ReasonFetchFailed, true},
-		{&googleapi.Error{Code: 404}, ReasonNotFound, true},
-		{&googleapi.Error{Code: 403}, ReasonAccessDenied, true},
-		{&googleapi.Error{Code: 500}, ReasonFetchFailed, false},
-		{&statusError{code: 408, status: "408"}, ReasonFetchFailed, false},
-		{fmt.Errorf("read: %w", syscall.ECONNRESET), ReasonFetchFailed, false},
-		{&net.OpError{Op: "dial", Err: syscall.ECONNREFUSED}, ReasonFetchFailed, false},
-		{io.ErrUnexpectedEOF, ReasonFetchFailed, false},
-		{fmt.Errorf("write: %w", syscall.ENOSPC), ReasonTooLarge, true},
-		{context.DeadlineExceeded, ReasonTimeout, false},
-		{&os.PathError{Op: "open", Path: "/x", Err: os.ErrNotExist}, ReasonNotFound, true},
-		{&os.PathError{Op: "open", Path: "/x", Err: os.ErrPermission}, ReasonAccessDenied, true},
-		{errors.New("something odd"), ReasonFetchFailed, false},
+		{apiErr("NoSuchKey"), servingv1alpha1.ReasonNotFound, true},
+		{apiErr("NoSuchBucket"), servingv1alpha1.ReasonNotFound, true},
+		{apiErr("InvalidAccessKeyId"), servingv1alpha1.ReasonAccessDenied, true},
+		{apiErr("SignatureDoesNotMatch"), servingv1alpha1.ReasonAccessDenied, true},
+		{apiErr("ExpiredToken"), servingv1alpha1.ReasonAccessDenied, true},
+		{apiErr("SlowDown"), servingv1alpha1.ReasonFetchFailed, false},
+		{apiErr("InternalError"), servingv1alpha1.ReasonFetchFailed, false},
+		{apiErr("PermanentRedirect"), servingv1alpha1.ReasonFetchFailed, true},
+		{respErr(404), servingv1alpha1.ReasonNotFound, true},
+		{respErr(403), servingv1alpha1.ReasonAccessDenied, true},
+		{respErr(503), servingv1alpha1.ReasonFetchFailed, false},
+		{respErr(429), servingv1alpha1.ReasonFetchFailed, false},
+		{respErr(400), servingv1alpha1.ReasonFetchFailed, true},
+		{&googleapi.Error{Code: 404}, servingv1alpha1.ReasonNotFound, true},
+		{&googleapi.Error{Code: 403}, servingv1alpha1.ReasonAccessDenied, true},
+		{&googleapi.Error{Code: 500}, servingv1alpha1.ReasonFetchFailed, false},
+		{&statusError{code: 408, status: "408"}, servingv1alpha1.ReasonFetchFailed, false},
+		{fmt.Errorf("read: %w", syscall.ECONNRESET), servingv1alpha1.ReasonFetchFailed, false},
+		{&net.OpError{Op: "dial", Err: syscall.ECONNREFUSED}, servingv1alpha1.ReasonFetchFailed, false},
+		{io.ErrUnexpectedEOF, servingv1alpha1.ReasonFetchFailed, false},
+		{fmt.Errorf("write: %w", syscall.ENOSPC), servingv1alpha1.ReasonTooLarge, true},
+		{context.DeadlineExceeded, servingv1alpha1.ReasonTimeout, false},
+		{&os.PathError{Op: "open", Path: "/x", Err: os.ErrNotExist}, servingv1alpha1.ReasonNotFound, true},
+		{&os.PathError{Op: "open", Path: "/x", Err: os.ErrPermission}, servingv1alpha1.ReasonAccessDenied, true},
+		{errors.New("something odd"), servingv1alpha1.ReasonFetchFailed, false},
 	}
 	for _, c := range cases {
 		got := classify(c.err, "s3://b/k")
@@ -163,7 +121,7 @@ func TestVerifyLayout(t *testing.T) {
 				return
 			}
 			fe := AsError(err)
-			if err == nil || fe.Reason != ReasonInvalidLayout || !fe.Permanent || !strings.Contains(fe.Message, c.message) {
+			if err == nil || fe.Reason != servingv1alpha1.ReasonInvalidLayout || !fe.Permanent || !strings.Contains(fe.Message, c.message) {
 				t.Fatalf("verifyLayout: %v; want a permanent InvalidLayout saying %q", err, c.message)
 			}
 		})
@@ -211,33 +169,8 @@ func TestNormalizeRefusesATopSavedModelBesideVersions(t *testing.T) {
 	dir := t.TempDir()
 	writeTree(t, dir, map[string][]byte{"saved_model.pb": nil, "1/saved_model.pb": nil})
 	_, _, err := normalize(dir, false)
-	if fe := AsError(err); err == nil || fe.Reason != ReasonInvalidLayout {
+	if fe := AsError(err); err == nil || fe.Reason != servingv1alpha1.ReasonInvalidLayout {
 		t.Fatalf("normalize: %v; want InvalidLayout", err)
-	}
-}
-
-var operatorReason = regexp.MustCompile(`^([A-Z][A-Za-z]{2,40}):\s*(.*)$`)
-
-func TestTerminationMessages(t *testing.T) {
-	ok := TerminationMessage(Summary{Versions: []int64{1, 2}, Files: 12, Bytes: 123456, Digest: "sha256:ab"}, nil)
-	if ok != `{"versions":[1,2],"files":12,"bytes":123456,"digest":"sha256:ab"}` {
-		t.Errorf("success message %s", ok)
-	}
-	var keys map[string]any
-	if err := json.Unmarshal([]byte(ok), &keys); err != nil || len(keys) != 4 {
-		t.Errorf("success message %s: %v", ok, err)
-	}
-
-	long := &Error{Reason: ReasonNotFound, Message: "line one\nline two\t" + strings.Repeat("é", 2000), Permanent: true}
-	for _, err := range []error{long, errors.New("plain"), classify(context.DeadlineExceeded, "")} {
-		msg := TerminationMessage(Summary{}, err)
-		if strings.ContainsAny(msg, "\n\r") || len(msg) > 1024 {
-			t.Errorf("message of %d bytes, or not one line: %q", len(msg), msg)
-		}
-		m := operatorReason.FindStringSubmatch(msg)
-		if m == nil || m[1] != string(AsError(err).Reason) {
-			t.Errorf("the operator cannot read a reason from %.80q", msg)
-		}
 	}
 }
 
@@ -252,7 +185,7 @@ func TestRetrierBacksOffAndKeepsToItsBudget(t *testing.T) {
 		}
 	}
 	calls := 0
-	transient := func(context.Context) error { calls++; return transientf(ReasonFetchFailed, "flaky") }
+	transient := func(context.Context) error { calls++; return transientf(servingv1alpha1.ReasonFetchFailed, "flaky") }
 	if err := r.do(context.Background(), "a", transient); err == nil || calls != 5 {
 		t.Errorf("%d calls, %v; want 5 attempts", calls, err)
 	}
@@ -261,7 +194,7 @@ func TestRetrierBacksOffAndKeepsToItsBudget(t *testing.T) {
 		t.Errorf("%d calls, %v; want the budget's 2 retries left", calls, err)
 	}
 	calls = 0
-	permanent := func(context.Context) error { calls++; return permanentf(ReasonNotFound, "gone") }
+	permanent := func(context.Context) error { calls++; return permanentf(servingv1alpha1.ReasonNotFound, "gone") }
 	if err := r.do(context.Background(), "c", permanent); err == nil || calls != 1 {
 		t.Errorf("%d calls for a permanent error; want 1", calls)
 	}
@@ -293,14 +226,14 @@ func TestCredentialsAreReadAndRedacted(t *testing.T) {
 	if _, err := parseHeaders("Authorization Bearer s3cret"); err == nil || strings.Contains(err.Error(), "s3cret") {
 		t.Errorf("a malformed header line: %v", err)
 	}
-	if _, err := LoadCredentials(filepath.Join(dir, "absent")); AsError(err).Reason != ReasonAccessDenied {
+	if _, err := LoadCredentials(filepath.Join(dir, "absent")); AsError(err).Reason != servingv1alpha1.ReasonAccessDenied {
 		t.Errorf("a missing credentials directory: %v", err)
 	}
 }
 
 func TestFilesThatAreAlsoDirectoriesAreRefused(t *testing.T) {
 	err := pathConflicts([]Object{{Key: "1/saved_model.pb"}, {Key: "1/variables"}, {Key: "1/variables/v.index"}})
-	if fe := AsError(err); err == nil || fe.Reason != ReasonInvalidLayout {
+	if fe := AsError(err); err == nil || fe.Reason != servingv1alpha1.ReasonInvalidLayout {
 		t.Fatalf("pathConflicts: %v", err)
 	}
 	if err := pathConflicts([]Object{{Key: "1/saved_model.pb"}, {Key: "1/variables/v.index"}}); err != nil {
@@ -349,8 +282,8 @@ func TestAModelThatDoesNotFitSaysHowMuchSpaceItNeeds(t *testing.T) {
 	}
 	err := spaceShortfall(40<<10, 12<<10, 16<<10)
 	var fe *Error
-	if !errors.As(err, &fe) || fe.Reason != ReasonTooLarge || !fe.Permanent {
-		t.Fatalf("40 KiB on a 16 KiB volume: %#v, want a permanent %s", err, ReasonTooLarge)
+	if !errors.As(err, &fe) || fe.Reason != servingv1alpha1.ReasonTooLarge || !fe.Permanent {
+		t.Fatalf("40 KiB on a 16 KiB volume: %#v, want a permanent %s", err, servingv1alpha1.ReasonTooLarge)
 	}
 	for _, want := range []string{"needs 40.0 KiB", "12.0 KiB free of 16.0 KiB", "spec.storage.size to at least 44.0 KiB"} {
 		if !strings.Contains(fe.Message, want) {

@@ -51,6 +51,9 @@ func writeModel(b *strings.Builder, m ModelEntry) error {
 			return &Error{m.Field + ".versionLabels", "keys must be valid UTF-8"}
 		}
 	}
+	if err := checkVersions(m.Field, m.Policy, m.Labels); err != nil {
+		return err
+	}
 	b.WriteString("  config {\n")
 	fmt.Fprintf(b, "    name: %s\n", quoteText(m.Name))
 	fmt.Fprintf(b, "    base_path: %s\n", quoteText(m.BasePath))
@@ -66,29 +69,43 @@ func writeModel(b *strings.Builder, m ModelEntry) error {
 		}
 		fmt.Fprintf(b, "    model_version_policy {\n      latest {\n        num_versions: %d\n      }\n    }\n", n)
 	case policy.Specific != nil:
-		if len(policy.Specific.Versions) == 0 {
-			return &Error{m.Field + ".versionPolicy.specific.versions", "must list at least one version"}
-		}
 		b.WriteString("    model_version_policy {\n      specific {\n")
 		for _, v := range policy.Specific.Versions {
-			if v < 1 {
-				return &Error{m.Field + ".versionPolicy.specific.versions", fmt.Sprintf("version %d: versions start at 1", v)}
-			}
 			fmt.Fprintf(b, "        versions: %d\n", v)
 		}
 		b.WriteString("      }\n    }\n")
 	case policy.All != nil:
 		b.WriteString("    model_version_policy {\n      all {\n      }\n    }\n")
-	default:
-		return &Error{m.Field + ".versionPolicy", "must set one of latest, specific or all"}
 	}
 	for _, k := range slices.Sorted(maps.Keys(m.Labels)) {
-		if m.Labels[k] < 1 {
-			return &Error{m.Field + ".versionLabels." + k, "versions start at 1"}
-		}
 		fmt.Fprintf(b, "    version_labels {\n      key: %s\n      value: %d\n    }\n", quoteText(k), m.Labels[k])
 	}
 	b.WriteString("  }\n")
+	return nil
+}
+
+// checkVersions refuses a version policy or labels TF Serving would
+// refuse, naming the field of the model (spec.model or spec.models[i]).
+func checkVersions(field string, policy *servingv1alpha1.VersionPolicy, labels map[string]int64) error {
+	switch {
+	case policy == nil || policy.Latest != nil || policy.All != nil:
+	case policy.Specific != nil:
+		if len(policy.Specific.Versions) == 0 {
+			return &Error{field + ".versionPolicy.specific.versions", "must list at least one version"}
+		}
+		for _, v := range policy.Specific.Versions {
+			if v < 1 {
+				return &Error{field + ".versionPolicy.specific.versions", fmt.Sprintf("version %d: versions start at 1", v)}
+			}
+		}
+	default:
+		return &Error{field + ".versionPolicy", "must set one of latest, specific or all"}
+	}
+	for _, k := range slices.Sorted(maps.Keys(labels)) {
+		if labels[k] < 1 {
+			return &Error{field + ".versionLabels." + k, "versions start at 1"}
+		}
+	}
 	return nil
 }
 
@@ -114,18 +131,10 @@ func ServedVersions(policy *servingv1alpha1.VersionPolicy, found []int64) []int6
 // BatchingConfig writes TF Serving's BatchingParameters in protobuf text
 // format.
 func BatchingConfig(b *servingv1alpha1.Batching) (string, error) {
-	maxBatch := b.MaxBatchSize
-	if maxBatch < 1 {
-		maxBatch = 32
+	if err := checkBatching(b); err != nil {
+		return "", err
 	}
-	if n := len(b.AllowedBatchSizes); n > 0 {
-		if b.AllowedBatchSizes[n-1] != maxBatch {
-			return "", &Error{"spec.batching.allowedBatchSizes", fmt.Sprintf("the last size must equal maxBatchSize (%d)", maxBatch)}
-		}
-		if !slices.IsSorted(b.AllowedBatchSizes) {
-			return "", &Error{"spec.batching.allowedBatchSizes", "must be in increasing order"}
-		}
-	}
+	maxBatch := maxBatchSize(b)
 	var s strings.Builder
 	field := func(name string, v int64) { fmt.Fprintf(&s, "%s { value: %d }\n", name, v) }
 	field("max_batch_size", int64(maxBatch))
@@ -142,6 +151,27 @@ func BatchingConfig(b *servingv1alpha1.Batching) (string, error) {
 		fmt.Fprintf(&s, "allowed_batch_sizes: %d\n", size)
 	}
 	return s.String(), nil
+}
+
+func maxBatchSize(b *servingv1alpha1.Batching) int32 {
+	if b.MaxBatchSize < 1 {
+		return 32
+	}
+	return b.MaxBatchSize
+}
+
+// checkBatching refuses batch sizes TF Serving would refuse.
+func checkBatching(b *servingv1alpha1.Batching) error {
+	maxBatch := maxBatchSize(b)
+	if n := len(b.AllowedBatchSizes); n > 0 {
+		if b.AllowedBatchSizes[n-1] != maxBatch {
+			return &Error{"spec.batching.allowedBatchSizes", fmt.Sprintf("the last size must equal maxBatchSize (%d)", maxBatch)}
+		}
+		if !slices.IsSorted(b.AllowedBatchSizes) {
+			return &Error{"spec.batching.allowedBatchSizes", "must be in increasing order"}
+		}
+	}
+	return nil
 }
 
 // quoteText quotes s as a protobuf text-format string: printable ASCII as

@@ -17,6 +17,14 @@ func msYAML(name, spec string) string {
 
 const validModel = "  model:\n    storageUri: s3://models/resnet\n"
 
+// uriYAML is a ModelServer manifest whose one model is at uri.
+func uriYAML(name, uri string) string {
+	return msYAML(name, "  model:\n    storageUri: '"+uri+"'\n")
+}
+
+// sha256Hex is 64 hex digits, the length of a #sha256= checksum.
+var sha256Hex = strings.Repeat("0123456789abcdef", 4)
+
 // TestMalformedAndHostileSpecsAreRefusedAtAdmission submits specs that are
 // wrong or try to smuggle something into TF Serving's config or command
 // line. The apiserver must refuse each with a message naming the field,
@@ -47,6 +55,17 @@ func TestMalformedAndHostileSpecsAreRefusedAtAdmission(t *testing.T) {
 		{"pvc:// URI with an invalid claim name", msYAML("b11", "  model:\n    storageUri: pvc://Bad_Claim/m\n"), "must name a claim"},
 		{"credentials for a pvc:// model", msYAML("b12", "  model:\n    storageUri: pvc://claim/m\n    credentialsSecret: creds\n"), "does not apply to a pvc://"},
 		{"credentials Secret name with a path", msYAML("b13", "  model:\n    storageUri: s3://m/r\n    credentialsSecret: ../admin\n"), "spec.model.credentialsSecret"},
+		{"fragment that is not a checksum", uriYAML("b14", "https://x/y#sha256=zz"), "the only fragment is #sha256=<64 hex digits>"},
+		{"checksum of 63 hex digits", uriYAML("b15", "https://x/m.tgz#sha256="+sha256Hex[:63]), "the only fragment is #sha256=<64 hex digits>"},
+		{"checksum of 65 hex digits", uriYAML("b16", "https://x/m.tgz#sha256="+sha256Hex+"0"), "the only fragment is #sha256=<64 hex digits>"},
+		{"empty checksum", uriYAML("b17", "https://x/m.tgz#sha256="), "the only fragment is #sha256=<64 hex digits>"},
+		{"md5 checksum", uriYAML("b18", "https://x/m.tgz#md5="+sha256Hex[:32]), "the only fragment is #sha256=<64 hex digits>"},
+		{"checksum on a pvc:// model", uriYAML("b19", "pvc://claim/m#sha256="+sha256Hex), "a pvc:// URI takes no fragment"},
+		{"s3:// URI without a bucket", uriYAML("b20", "s3:///models/r"), "must name a bucket"},
+		{"s3:// URI with user info", uriYAML("b21", "s3://AKIAKEY:secret@m/r"), "takes no user info or query parameters"},
+		{"s3:// URI with a query", uriYAML("b22", "s3://m/r?versionId=1"), "takes no user info or query parameters"},
+		{"https:// URL with user info", uriYAML("b23", "https://user:pw@h/m.tgz"), "must name a host and take no user info"},
+		{"https:// URL naming a directory", uriYAML("b24", "https://h/models/"), "must name a file or an archive"},
 		{"replicas over 1000", msYAML("c1", validModel+"  replicas: 1001\n"), "spec.replicas"},
 		{"replicas past int32", msYAML("c2", validModel+"  replicas: 2147483648\n"), "spec.replicas"},
 		{"negative replicas", msYAML("c3", validModel+"  replicas: -1\n"), "spec.replicas"},
@@ -134,6 +153,16 @@ stringData: {AWS_ACCESS_KEY_ID: AKIAHALFPAIR}
 			"InvalidSpec", "spec.podTemplate.env[0].name", false},
 		{"node selector value with a slash", "s9", validModel + "  podTemplate: {nodeSelector: {zone: a/b}}\n",
 			"InvalidSpec", "spec.podTemplate.nodeSelector", false},
+		// The fetcher refuses these URIs; the schema cannot say why, so
+		// the operator does, before installing anything.
+		{"s3:// prefix with an empty segment", "s11", "  model:\n    storageUri: s3://m/a//b\n",
+			"InvalidSpec", "spec.model.storageUri", false},
+		{"s3:// prefix climbing out with ..", "s12", "  model:\n    storageUri: s3://m/a/../b\n",
+			"InvalidSpec", "spec.model.storageUri", false},
+		{"gs:// prefix with a . segment", "s13", "  model:\n    storageUri: gs://m/./b\n",
+			"InvalidSpec", "spec.model.storageUri", false},
+		{"storage URI that is not a URI", "s14", "  model:\n    storageUri: s3://m/r%zz\n",
+			"InvalidSpec", "spec.model.storageUri", false},
 		{"ServiceAccount that does not exist", "s10", validModel + "  podTemplate: {serviceAccountName: not-there}\n",
 			"FetchPodRejected", `serviceaccount "not-there" not found`, true},
 	}

@@ -21,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
 	"github.com/modelserver-dev/modelserver-operator/internal/fetch"
 	"github.com/modelserver-dev/modelserver-operator/test/s3server"
 )
@@ -148,7 +149,7 @@ func TestWrongSecretKeyIsAccessDenied(t *testing.T) {
 	wrong := s3server.Credentials{AccessKey: srv.Creds.AccessKey, SecretKey: s3server.NewCredentials().SecretKey}
 
 	dest, _, err := runFetch(t, srv, "s3://"+bucket+"/half_plus_two", wrong)
-	msg := wantPermanentFailure(t, err, fetch.ReasonAccessDenied)
+	msg := wantPermanentFailure(t, err, servingv1alpha1.ReasonAccessDenied)
 	for _, secret := range []string{wrong.SecretKey, srv.Creds.SecretKey} {
 		if strings.Contains(msg, secret) || strings.Contains(err.Error(), secret) {
 			t.Errorf("a secret key shows in the failure: %q", msg)
@@ -168,7 +169,7 @@ func TestMissingPrefixIsNotFound(t *testing.T) {
 	} {
 		t.Run(uri, func(t *testing.T) {
 			dest, _, err := runFetch(t, srv, uri, srv.Creds)
-			msg := wantPermanentFailure(t, err, fetch.ReasonNotFound)
+			msg := wantPermanentFailure(t, err, servingv1alpha1.ReasonNotFound)
 			if !strings.Contains(msg, strings.TrimPrefix(uri, "s3://")) {
 				t.Errorf("the failure %q does not name what is missing", msg)
 			}
@@ -193,7 +194,7 @@ func TestCorruptArchiveIsInvalid(t *testing.T) {
 				t.Fatal(err)
 			}
 			dest, _, err := runFetch(t, srv, "s3://"+bucket+"/"+key, srv.Creds)
-			wantPermanentFailure(t, err, fetch.ReasonInvalidLayout)
+			wantPermanentFailure(t, err, servingv1alpha1.ReasonInvalidLayout)
 			assertNothingPublished(t, dest)
 		})
 	}
@@ -337,7 +338,7 @@ func assertSummary(t *testing.T, sum fetch.Summary, model string, versions []int
 
 // wantPermanentFailure checks that err is a fetch failure for reason that
 // retrying cannot fix, and returns its termination message.
-func wantPermanentFailure(t *testing.T, err error, reason fetch.Reason) string {
+func wantPermanentFailure(t *testing.T, err error, reason string) string {
 	t.Helper()
 	if err == nil {
 		t.Fatalf("the fetch succeeded; want %s", reason)
@@ -351,7 +352,7 @@ func wantPermanentFailure(t *testing.T, err error, reason fetch.Reason) string {
 	}
 	msg := fetch.TerminationMessage(fetch.Summary{}, err)
 	t.Logf("termination message: %s", msg)
-	if !strings.HasPrefix(msg, string(reason)+": ") {
+	if !strings.HasPrefix(msg, reason+": ") {
 		t.Errorf("termination message %q does not start with %s", msg, reason)
 	}
 	return msg

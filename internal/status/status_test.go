@@ -1,4 +1,4 @@
-package controllers
+package status
 
 import (
 	"errors"
@@ -14,7 +14,13 @@ import (
 	"k8s.io/utils/ptr"
 
 	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
+	"github.com/modelserver-dev/modelserver-operator/internal/fetch"
+	"github.com/modelserver-dev/modelserver-operator/internal/storageuri"
+	"github.com/modelserver-dev/modelserver-operator/internal/values"
 )
+
+// testNow is the time the tables compute status at.
+var testNow = time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)
 
 func deployment(want, updated, ready int32) *appsv1.Deployment {
 	return &appsv1.Deployment{
@@ -50,7 +56,7 @@ func TestComputeStatus(t *testing.T) {
 		name:  "fresh: fetch running",
 		obs:   Observation{Generation: 1, DesiredReplicas: 2, Fetch: FetchRunning},
 		phase: servingv1alpha1.PhaseFetching, ready: metav1.ConditionFalse,
-		reason:      map[string]string{"ModelFetched": ReasonFetching, "Available": ReasonWaitingForFetch},
+		reason:      map[string]string{"ModelFetched": servingv1alpha1.ReasonFetching, "Available": servingv1alpha1.ReasonWaitingForFetch},
 		readyColumn: "0/2",
 	}, {
 		name:  "fetch failed on a fresh ModelServer",
@@ -72,13 +78,13 @@ func TestComputeStatus(t *testing.T) {
 		name:  "ready",
 		obs:   served(Observation{Deployment: deployment(2, 2, 2)}),
 		phase: servingv1alpha1.PhaseReady, ready: metav1.ConditionTrue,
-		reason:      map[string]string{"Deployed": ReasonReleaseDeployed, "Available": ReasonAvailable},
+		reason:      map[string]string{"Deployed": servingv1alpha1.ReasonReleaseDeployed, "Available": servingv1alpha1.ReasonAvailable},
 		readyColumn: "2/2",
 	}, {
 		name:  "pods starting",
 		obs:   served(Observation{Deployment: deployment(2, 2, 1)}),
 		phase: servingv1alpha1.PhaseDeploying, ready: metav1.ConditionFalse,
-		reason: map[string]string{"Available": ReasonPodsNotReady},
+		reason: map[string]string{"Available": servingv1alpha1.ReasonPodsNotReady},
 	}, {
 		name:  "a pod lost after being ready",
 		old:   servingv1alpha1.PhaseReady,
@@ -89,7 +95,7 @@ func TestComputeStatus(t *testing.T) {
 		old:   servingv1alpha1.PhaseReady,
 		obs:   served(Observation{Deployment: deployment(2, 1, 2)}),
 		phase: servingv1alpha1.PhaseDeploying, ready: metav1.ConditionFalse,
-		reason: map[string]string{"Available": ReasonRollingOut},
+		reason: map[string]string{"Available": servingv1alpha1.ReasonRollingOut},
 	}, {
 		name: "scaled in the spec, not yet in the Deployment",
 		obs: func() Observation {
@@ -98,20 +104,20 @@ func TestComputeStatus(t *testing.T) {
 			return o
 		}(),
 		phase: servingv1alpha1.PhaseDeploying, ready: metav1.ConditionFalse,
-		reason: map[string]string{"Available": ReasonRollingOut},
+		reason: map[string]string{"Available": servingv1alpha1.ReasonRollingOut},
 	}, {
 		name:  "conflict",
 		obs:   Observation{Generation: 1, Conflict: true, ReleaseErr: errors.New("Service x exists")},
 		phase: servingv1alpha1.PhaseFailed, ready: metav1.ConditionFalse,
-		reason: map[string]string{"Deployed": ReasonConflict}, messageHas: "Service x exists",
+		reason: map[string]string{"Deployed": servingv1alpha1.ReasonConflict}, messageHas: "Service x exists",
 	}, {
 		name:  "invalid spec",
-		obs:   Observation{Generation: 1, BlockedReason: ReasonInvalidSpec, BlockedMessage: "spec.ports: grpc and rest must differ"},
+		obs:   Observation{Generation: 1, BlockedReason: servingv1alpha1.ReasonInvalidSpec, BlockedMessage: "spec.ports: grpc and rest must differ"},
 		phase: servingv1alpha1.PhaseFailed, ready: metav1.ConditionFalse,
-		reason: map[string]string{"Deployed": ReasonInvalidSpec}, messageHas: "spec.ports",
+		reason: map[string]string{"Deployed": servingv1alpha1.ReasonInvalidSpec}, messageHas: "spec.ports",
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
-			st := computeStatus(servingv1alpha1.ModelServerStatus{Phase: tc.old}, tc.obs)
+			st := Compute(servingv1alpha1.ModelServerStatus{Phase: tc.old}, tc.obs, testNow)
 			if st.Phase != tc.phase {
 				t.Errorf("phase %s, want %s (message %q)", st.Phase, tc.phase, st.Message)
 			}
@@ -140,12 +146,12 @@ func TestComputeStatus(t *testing.T) {
 
 func TestComputeStatusKeepsTransitionTimesOfUnchangedConditions(t *testing.T) {
 	o := served(Observation{Deployment: deployment(2, 2, 2)})
-	first := computeStatus(servingv1alpha1.ModelServerStatus{}, o)
+	first := Compute(servingv1alpha1.ModelServerStatus{}, o, testNow)
 	past := metav1.NewTime(first.Conditions[0].LastTransitionTime.Add(-3600e9))
 	for i := range first.Conditions {
 		first.Conditions[i].LastTransitionTime = past
 	}
-	second := computeStatus(first, o)
+	second := Compute(first, o, testNow)
 	for _, c := range second.Conditions {
 		if !c.LastTransitionTime.Equal(&past) {
 			t.Errorf("%s transition time moved though its status did not", c.Type)
@@ -160,18 +166,18 @@ func TestFetchStateAndFailureParsing(t *testing.T) {
 	for want, j := range map[FetchState]*batchv1.Job{
 		FetchMissing: nil, FetchRunning: {}, FetchSucceeded: job(batchv1.JobComplete), FetchFailed: job(batchv1.JobFailed),
 	} {
-		if got := fetchState(j); got != want {
-			t.Errorf("fetchState = %s, want %s", got, want)
+		if got := FetchStateOf(j); got != want {
+			t.Errorf("FetchStateOf = %s, want %s", got, want)
 		}
 	}
 	for _, tc := range []struct{ termination, job, reason, msg string }{
 		{"NotFound: s3://b/p: no objects\nstack...", "", "NotFound", "s3://b/p: no objects"},
-		{"panic: runtime error", "", ReasonFetchFailed, "panic: runtime error"},
-		{"", "BackoffLimitExceeded: Job has reached the specified backoff limit", ReasonFetchFailed, "BackoffLimitExceeded: Job has reached the specified backoff limit"},
+		{"panic: runtime error", "", servingv1alpha1.ReasonFetchFailed, "panic: runtime error"},
+		{"", "BackoffLimitExceeded: Job has reached the specified backoff limit", servingv1alpha1.ReasonFetchFailed, "BackoffLimitExceeded: Job has reached the specified backoff limit"},
 	} {
-		reason, msg := parseFailure(tc.termination, tc.job)
+		reason, msg := fetch.ParseFailure(tc.termination, tc.job)
 		if reason != tc.reason || msg != tc.msg {
-			t.Errorf("parseFailure(%q) = %q, %q; want %q, %q", tc.termination, reason, msg, tc.reason, tc.msg)
+			t.Errorf("ParseFailure(%q) = %q, %q; want %q, %q", tc.termination, reason, msg, tc.reason, tc.msg)
 		}
 	}
 }
@@ -179,11 +185,11 @@ func TestFetchStateAndFailureParsing(t *testing.T) {
 func TestRedactURIHidesCredentials(t *testing.T) {
 	for in, want := range map[string]string{
 		"s3://models/resnet": "s3://models/resnet",
-		"https://user:pw@host/m.tgz?X-Amz-Signature=abc#sha256=00": "https://REDACTED@host/m.tgz?REDACTED#sha256=00",
+		"https://user:pw@host/m.tgz?X-Amz-Signature=abc#sha256=00": "https://REDACTED@host/m.tgz?X-Amz-Signature=REDACTED#sha256=00",
 		"pvc://claim/path": "pvc://claim/path",
 	} {
-		if got := redactURI(in); got != want {
-			t.Errorf("redactURI(%q) = %q, want %q", in, got, want)
+		if got := storageuri.Redact(in); got != want {
+			t.Errorf("Redact(%q) = %q, want %q", in, got, want)
 		}
 	}
 }
@@ -195,20 +201,20 @@ func TestFetchProgressMessage(t *testing.T) {
 		obs  Observation
 		want string
 	}{
-		{one(ModelFetch{State: FetchRunning, StorageURI: "s3://m/r", Elapsed: 20 * time.Second}),
+		{one(ModelFetch{State: FetchRunning, StorageURI: "s3://m/r", Started: testNow.Add(-20 * time.Second)}),
 			"fetching the model from s3://m/r: started less than a minute ago"},
-		{one(ModelFetch{State: FetchRunning, StorageURI: "s3://m/r", Elapsed: 125 * time.Minute, Retries: 2}),
+		{one(ModelFetch{State: FetchRunning, StorageURI: "s3://m/r", Started: testNow.Add(-125 * time.Minute), Retries: 2}),
 			"fetching the model from s3://m/r: running for 2h5m, 2 failed attempts retried"},
-		{one(ModelFetch{State: FetchRunning, StorageURI: "s3://m/r2", Elapsed: 3 * time.Minute, Status: servingv1alpha1.ModelStatus{FetchedGeneration: "g1"}}),
+		{one(ModelFetch{State: FetchRunning, StorageURI: "s3://m/r2", Started: testNow.Add(-3 * time.Minute), Status: servingv1alpha1.ModelStatus{FetchedGeneration: "g1"}}),
 			"fetching the model from s3://m/r2 (still serving the previously fetched model): running for 3m"},
 		{one(ModelFetch{State: FetchMissing, StorageURI: "s3://m/r"}), "fetching the model from s3://m/r"},
-		{Observation{Multi: true, Models: []ModelFetch{
+		{Observation{Source: values.SourceModels, Models: []ModelFetch{
 			{Name: "a", State: FetchSucceeded, StorageURI: "s3://m/a"},
 			{Name: "b", State: FetchRunning, StorageURI: "s3://m/b"},
 			{Name: "c", State: FetchMissing, StorageURI: "gs://m/c"},
 		}}, "fetching model b from s3://m/b: started less than a minute ago; fetching model c from gs://m/c"},
 	} {
-		if got := fetchProgress(tc.obs); got != tc.want {
+		if got := fetchProgress(tc.obs, testNow); got != tc.want {
 			t.Errorf("fetchProgress = %q, want %q", got, tc.want)
 		}
 	}

@@ -1,7 +1,13 @@
-package fetch
+// Package storageuri holds the one parser of a model's storage URI. The
+// fetcher parses the URI to know where to fetch from; the chart's values
+// parse it to refuse, before anything is installed, every URI the fetcher
+// would refuse. Both must agree, so both call Parse. It imports the
+// standard library only, to keep the pure values package light.
+package storageuri
 
 import (
 	"encoding/hex"
+	"fmt"
 	"net/url"
 	"path"
 	"path/filepath"
@@ -44,15 +50,27 @@ type Location struct {
 
 // String is the URI as it may be shown: user info and query values
 // (signed URLs carry signatures there) are left out.
-func (l Location) String() string { return redactURI(l.raw) }
+func (l Location) String() string { return Redact(l.raw) }
 
-// ParseURI parses a model's storage URI: s3://bucket/prefix,
+// Error is a storage URI that Parse refuses. Its fields are kept apart so
+// that each caller can word the failure for its reader: the fetcher as a
+// termination message, the values as a problem with a spec field.
+type Error struct {
+	// URI is the refused URI, redacted: it may be shown.
+	URI string
+	// Problem says what is wrong, e.g. "no bucket".
+	Problem string
+}
+
+func (e *Error) Error() string { return fmt.Sprintf("%q: ", e.URI) + e.Problem }
+
+// Parse parses a model's storage URI: s3://bucket/prefix,
 // gs://bucket/prefix, http(s)://host/path[#sha256=hex], pvc://claim/path,
-// or an absolute directory path.
-func ParseURI(raw string) (Location, error) {
+// or an absolute directory path. A URI it refuses yields an *Error.
+func Parse(raw string) (Location, error) {
 	raw = strings.TrimSpace(raw)
 	invalid := func(format string, args ...any) (Location, error) {
-		return Location{}, permanentf(ReasonInvalidURI, "%q: "+format, append([]any{redactURI(raw)}, args...)...)
+		return Location{}, &Error{URI: Redact(raw), Problem: fmt.Sprintf(format, args...)}
 	}
 	if raw == "" {
 		return invalid("empty storage URI")
@@ -84,7 +102,7 @@ func ParseURI(raw string) (Location, error) {
 		}
 		loc.Bucket = u.Host
 		loc.Prefix = strings.Trim(u.Path, "/")
-		if loc.Prefix != "" && !safeRelPath(loc.Prefix) {
+		if loc.Prefix != "" && !SafeRelPath(loc.Prefix) {
 			return invalid("the object prefix has empty, . or .. segments")
 		}
 	case SchemeHTTP, SchemeHTTPS:
@@ -115,8 +133,11 @@ func ParseURI(raw string) (Location, error) {
 	return loc, nil
 }
 
-// redactURI drops user info and query values from a URI for display.
-func redactURI(raw string) string {
+// Redact drops user info and query values from a URI before it is shown
+// (in a log, a termination message, a status or an Event): credentials
+// and the signatures of signed URLs live there. A URI that does not parse
+// is cut before its first ? or @, where they would begin.
+func Redact(raw string) string {
 	u, err := url.Parse(raw)
 	if err != nil || u.Scheme == "" {
 		if i := strings.IndexAny(raw, "?@"); i >= 0 {
@@ -137,10 +158,10 @@ func redactURI(raw string) string {
 	return u.String()
 }
 
-// safeRelPath tells whether p is a relative slash-separated path without
+// SafeRelPath tells whether p is a relative slash-separated path without
 // empty, "." or ".." segments: one that stays inside the directory it is
-// joined to.
-func safeRelPath(p string) bool {
+// joined to. The fetcher holds object keys to it as well as prefixes.
+func SafeRelPath(p string) bool {
 	if p == "" || strings.HasPrefix(p, "/") || strings.ContainsRune(p, 0) {
 		return false
 	}

@@ -1,4 +1,4 @@
-package controllers
+package owned
 
 import (
 	appsv1 "k8s.io/api/apps/v1"
@@ -6,6 +6,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"sigs.k8s.io/controller-runtime/pkg/event"
+
+	"github.com/modelserver-dev/modelserver-operator/internal/status"
 )
 
 // The owned objects' status changes all the time (every pod that starts
@@ -33,7 +35,7 @@ func jobChanged(e event.UpdateEvent) bool {
 		return true
 	}
 	return o.Generation != n.Generation ||
-		fetchState(o) != fetchState(n) ||
+		status.FetchStateOf(o) != status.FetchStateOf(n) ||
 		!equality.Semantic.DeepEqual(o.Labels, n.Labels)
 }
 

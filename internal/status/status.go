@@ -1,10 +1,11 @@
-package controllers
+// Package status turns what the operator observed of a ModelServer into its
+// status: phase, conditions, replica counts, endpoints and a message. It is
+// pure: no cluster, no clock (the time is passed in), so its tables run in
+// the unit tests.
+package status
 
 import (
-	"encoding/json"
 	"fmt"
-	"net/url"
-	"regexp"
 	"strings"
 	"time"
 
@@ -15,31 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
-)
-
-// Condition reasons. They are the API: the troubleshooting guide is keyed
-// by them.
-const (
-	ReasonInvalidSpec     = "InvalidSpec"
-	ReasonSecretNotFound  = "SecretNotFound"
-	ReasonConflict        = "Conflict"
-	ReasonReleaseFailed   = "ReleaseFailed"
-	ReasonReleaseDeployed = "ReleaseDeployed"
-	ReasonReleasePending  = "ReleasePending"
-	ReasonFetching        = "Fetching"
-	ReasonFetchFailed     = "FetchFailed"
-	// ReasonFetchPodRejected: the apiserver refuses the fetch Job's pod.
-	ReasonFetchPodRejected = "FetchPodRejected"
-	// ReasonInvalidSecret: the credentials Secret lacks the keys the
-	// storage URI's scheme needs.
-	ReasonInvalidSecret   = "InvalidSecret"
-	ReasonFetched         = "Fetched"
-	ReasonWaitingForFetch = "WaitingForFetch"
-	ReasonRollingOut      = "RollingOut"
-	ReasonPodsNotReady    = "PodsNotReady"
-	ReasonAvailable       = "MinimumReplicasReady"
-	ReasonReady           = "Ready"
-	ReasonNotReady        = "NotReady"
+	"github.com/modelserver-dev/modelserver-operator/internal/values"
 )
 
 // FetchState is what the model-fetch Job of the current generation says.
@@ -67,11 +44,10 @@ type Observation struct {
 	// ReleaseCurrent says the release is deployed with the current digest.
 	ReleaseCurrent bool
 
-	// JobImages maps a fetch generation whose Job exists to its image.
-	JobImages map[string]string
-
-	// Multi says the models come from spec.models, not spec.model.
-	Multi bool
+	// Source is the spec field the models come from. From spec.models,
+	// the status lists them in status.models and messages name each one;
+	// from spec.model, status.model holds the one model.
+	Source values.Source
 	// Models are the fetches of each model, in spec order.
 	Models []ModelFetch
 	// Fetch sums up the models' fetches: Failed if any failed, Succeeded
@@ -80,11 +56,6 @@ type Observation struct {
 	Fetch        FetchState
 	FetchReason  string
 	FetchMessage string
-	// FetchPodRejected says the apiserver refuses a fetch Job's pod.
-	FetchPodRejected bool
-	// LookAgainIn, if set, is when a fetch Job still without a pod is
-	// looked into.
-	LookAgainIn time.Duration
 	// Serving says some model has data to serve.
 	Serving bool
 	// Warnings are parts of the spec that could not be honoured, such as
@@ -100,24 +71,30 @@ type Observation struct {
 // ModelFetch is what one model's fetch Job says.
 type ModelFetch struct {
 	Name  string
+	// FetchJob names the Job of the model's current fetch generation.
+	FetchJob string
 	State FetchState
 	// Reason and Message of a failure, e.g. NotFound.
 	Reason, Message string
 	// StorageURI is where the model is fetched from, redacted.
 	StorageURI string
-	// Elapsed is how long the running fetch has been going, rounded down
-	// to the minute so that the status changes at most once a minute.
-	Elapsed time.Duration
+	// Started is when the running fetch's Job started; zero if unknown.
+	// The status shows the time since, rounded down to the minute, so that
+	// it changes at most once a minute.
+	Started time.Time
 	// Retries counts the fetch pods that failed and were retried.
 	Retries int32
 	// Status is the model's status: what was fetched and is served.
 	Status servingv1alpha1.ModelStatus
+	// NewlyFetched says this observation is the first to see the fetch of
+	// the model's current generation succeed: news worth an Event.
+	NewlyFetched bool
 }
 
 // Served maps each model with data to the generation it is served from.
-func (o *Observation) Served() map[string]string {
+func Served(fetches []ModelFetch) map[string]string {
 	served := map[string]string{}
-	for _, m := range o.Models {
+	for _, m := range fetches {
 		if m.Status.FetchedGeneration != "" {
 			served[m.Name] = m.Status.FetchedGeneration
 		}
@@ -127,9 +104,9 @@ func (o *Observation) Served() map[string]string {
 
 // FailedFetches holds the models whose current fetch failed, which the
 // serving pods must not wait for.
-func (o *Observation) FailedFetches() map[string]bool {
+func FailedFetches(fetches []ModelFetch) map[string]bool {
 	failed := map[string]bool{}
-	for _, m := range o.Models {
+	for _, m := range fetches {
 		if m.State == FetchFailed {
 			failed[m.Name] = true
 		}
@@ -137,27 +114,27 @@ func (o *Observation) FailedFetches() map[string]bool {
 	return failed
 }
 
-// fetchJobsCreated counts the fetches whose Job the cache does not show
+// FetchJobsCreated counts the fetches whose Job the cache does not show
 // yet as running: the release has just been applied and created them.
-func (o *Observation) fetchJobsCreated() {
+func (o *Observation) FetchJobsCreated() {
 	for i := range o.Models {
 		if m := &o.Models[i]; m.State == FetchMissing {
 			m.State, m.Status.Fetch = FetchRunning, string(FetchRunning)
 		}
 	}
-	o.summarizeFetches()
+	o.SummarizeFetches()
 }
 
-// summarizeFetches sums the models' fetches up into Fetch, FetchReason,
+// SummarizeFetches sums the models' fetches up into Fetch, FetchReason,
 // FetchMessage and Serving.
-func (o *Observation) summarizeFetches() {
+func (o *Observation) SummarizeFetches() {
 	o.Fetch, o.FetchReason, o.FetchMessage, o.Serving = FetchSucceeded, "", "", false
 	for _, m := range o.Models {
 		o.Serving = o.Serving || m.Status.FetchedGeneration != ""
 		switch {
 		case m.State == FetchFailed && o.Fetch != FetchFailed:
 			o.Fetch, o.FetchReason, o.FetchMessage = FetchFailed, m.Reason, m.Message
-			if o.Multi {
+			if o.Source == values.SourceModels {
 				o.FetchMessage = "model " + m.Name + ": " + m.Message
 			}
 		case m.State == FetchRunning && o.Fetch != FetchFailed:
@@ -168,9 +145,10 @@ func (o *Observation) summarizeFetches() {
 	}
 }
 
-// computeStatus derives the whole status from an observation. It keeps the
-// conditions' transition times from old where their status is unchanged.
-func computeStatus(old servingv1alpha1.ModelServerStatus, o Observation) servingv1alpha1.ModelServerStatus {
+// Compute derives the whole status from an observation made at now. It
+// keeps the conditions' transition times from old where their status is
+// unchanged.
+func Compute(old servingv1alpha1.ModelServerStatus, o Observation, now time.Time) servingv1alpha1.ModelServerStatus {
 	st := servingv1alpha1.ModelServerStatus{
 		Conditions:         append([]metav1.Condition(nil), old.Conditions...),
 		ObservedGeneration: o.Generation,
@@ -186,7 +164,7 @@ func computeStatus(old servingv1alpha1.ModelServerStatus, o Observation) serving
 		modelNames = append(modelNames, m.Name)
 	}
 	st.ModelNames = strings.Join(modelNames, ",")
-	if !o.Multi && len(st.Models) == 1 {
+	if o.Source != values.SourceModels && len(st.Models) == 1 {
 		st.Model, st.Models = &st.Models[0], nil
 	}
 	if st.Release == nil {
@@ -210,11 +188,11 @@ func computeStatus(old servingv1alpha1.ModelServerStatus, o Observation) serving
 	fetched := o.Fetch == FetchSucceeded
 	switch o.Fetch {
 	case FetchSucceeded:
-		set(servingv1alpha1.ConditionModelFetched, true, ReasonFetched, fetchedMessage(o))
+		set(servingv1alpha1.ConditionModelFetched, true, servingv1alpha1.ReasonFetched, fetchedMessage(o))
 	case FetchFailed:
 		set(servingv1alpha1.ConditionModelFetched, false, o.FetchReason, o.FetchMessage)
 	default:
-		set(servingv1alpha1.ConditionModelFetched, false, ReasonFetching, "the model-fetch Job is running")
+		set(servingv1alpha1.ConditionModelFetched, false, servingv1alpha1.ReasonFetching, "the model-fetch Job is running")
 	}
 
 	// Deployed
@@ -222,14 +200,14 @@ func computeStatus(old servingv1alpha1.ModelServerStatus, o Observation) serving
 	case o.BlockedReason != "":
 		set(servingv1alpha1.ConditionDeployed, false, o.BlockedReason, o.BlockedMessage)
 	case o.Conflict:
-		set(servingv1alpha1.ConditionDeployed, false, ReasonConflict, errorLine(o.ReleaseErr))
+		set(servingv1alpha1.ConditionDeployed, false, servingv1alpha1.ReasonConflict, ErrorLine(o.ReleaseErr))
 	case o.ReleaseErr != nil:
-		set(servingv1alpha1.ConditionDeployed, false, ReasonReleaseFailed, errorLine(o.ReleaseErr))
+		set(servingv1alpha1.ConditionDeployed, false, servingv1alpha1.ReasonReleaseFailed, ErrorLine(o.ReleaseErr))
 	case o.ReleaseCurrent && st.Release != nil:
-		set(servingv1alpha1.ConditionDeployed, true, ReasonReleaseDeployed,
+		set(servingv1alpha1.ConditionDeployed, true, servingv1alpha1.ReasonReleaseDeployed,
 			fmt.Sprintf("release %s revision %d is deployed", st.Release.Name, st.Release.Revision))
 	default:
-		set(servingv1alpha1.ConditionDeployed, false, ReasonReleasePending, "the release is being installed")
+		set(servingv1alpha1.ConditionDeployed, false, servingv1alpha1.ReasonReleasePending, "the release is being installed")
 	}
 	deployed := meta.IsStatusConditionTrue(st.Conditions, servingv1alpha1.ConditionDeployed)
 
@@ -245,26 +223,26 @@ func computeStatus(old servingv1alpha1.ModelServerStatus, o Observation) serving
 	case o.BlockedReason != "":
 		phase, msg = servingv1alpha1.PhaseFailed, o.BlockedMessage
 	case o.Conflict || o.ReleaseErr != nil:
-		phase, msg = servingv1alpha1.PhaseFailed, "Helm release: "+errorLine(o.ReleaseErr)
+		phase, msg = servingv1alpha1.PhaseFailed, "Helm release: "+ErrorLine(o.ReleaseErr)
 	case o.Fetch == FetchFailed && o.Serving && st.ReadyReplicas > 0:
 		phase = servingv1alpha1.PhaseDegraded
 		msg = fmt.Sprintf("model fetch failed (%s): %s; still serving the previously fetched model", o.FetchReason, o.FetchMessage)
 	case o.Fetch == FetchFailed:
 		phase, msg = servingv1alpha1.PhaseFailed, fmt.Sprintf("model fetch failed (%s): %s", o.FetchReason, o.FetchMessage)
 	case !fetched:
-		phase, msg = servingv1alpha1.PhaseFetching, fetchProgress(o)
+		phase, msg = servingv1alpha1.PhaseFetching, fetchProgress(o, now)
 	case !deployed:
 		phase, msg = servingv1alpha1.PhaseDeploying, "installing the Helm release"
-	case availReason == ReasonPodsNotReady && st.ReadyReplicas > 0 && wasServing(old.Phase):
+	case availReason == servingv1alpha1.ReasonPodsNotReady && st.ReadyReplicas > 0 && wasServing(old.Phase):
 		phase, msg = servingv1alpha1.PhaseDegraded, availMsg
 	default:
 		phase, msg = servingv1alpha1.PhaseDeploying, availMsg
 	}
 	st.Phase, st.Message = phase, msg
 	if ready {
-		set(servingv1alpha1.ConditionReady, true, ReasonReady, "the model is being served")
+		set(servingv1alpha1.ConditionReady, true, servingv1alpha1.ReasonReady, "the model is being served")
 	} else {
-		set(servingv1alpha1.ConditionReady, false, ReasonNotReady, msg)
+		set(servingv1alpha1.ConditionReady, false, servingv1alpha1.ReasonNotReady, msg)
 	}
 	return st
 }
@@ -279,27 +257,27 @@ func availability(o Observation) (bool, string, string) {
 	d := o.Deployment
 	switch {
 	case !o.Serving:
-		return false, ReasonWaitingForFetch, "serving pods start once the model is fetched"
+		return false, servingv1alpha1.ReasonWaitingForFetch, "serving pods start once the model is fetched"
 	case d == nil:
-		return false, ReasonRollingOut, "the Deployment does not exist yet"
+		return false, servingv1alpha1.ReasonRollingOut, "the Deployment does not exist yet"
 	case d.Status.ObservedGeneration < d.Generation:
-		return false, ReasonRollingOut, "the Deployment controller has not seen the latest pod template yet"
+		return false, servingv1alpha1.ReasonRollingOut, "the Deployment controller has not seen the latest pod template yet"
 	}
 	want := o.DesiredReplicas
 	if d.Spec.Replicas != nil && *d.Spec.Replicas != want {
-		return false, ReasonRollingOut, fmt.Sprintf("the Deployment is being scaled to %d replicas", want)
+		return false, servingv1alpha1.ReasonRollingOut, fmt.Sprintf("the Deployment is being scaled to %d replicas", want)
 	}
 	if d.Status.UpdatedReplicas < want || d.Status.Replicas > d.Status.UpdatedReplicas {
-		return false, ReasonRollingOut, fmt.Sprintf("rolling out: %d of %d pods updated", d.Status.UpdatedReplicas, want)
+		return false, servingv1alpha1.ReasonRollingOut, fmt.Sprintf("rolling out: %d of %d pods updated", d.Status.UpdatedReplicas, want)
 	}
 	if d.Status.ReadyReplicas < want {
-		return false, ReasonPodsNotReady, fmt.Sprintf("%d of %d serving pods ready (readiness probe GET /v1/models/<name>)", d.Status.ReadyReplicas, want)
+		return false, servingv1alpha1.ReasonPodsNotReady, fmt.Sprintf("%d of %d serving pods ready (readiness probe GET /v1/models/<name>)", d.Status.ReadyReplicas, want)
 	}
-	return true, ReasonAvailable, fmt.Sprintf("%d of %d serving pods ready", d.Status.ReadyReplicas, want)
+	return true, servingv1alpha1.ReasonAvailable, fmt.Sprintf("%d of %d serving pods ready", d.Status.ReadyReplicas, want)
 }
 
 func fetchedMessage(o Observation) string {
-	if o.Multi {
+	if o.Source == values.SourceModels {
 		return fmt.Sprintf("the model-fetch Jobs of all %d models succeeded", len(o.Models))
 	}
 	return "the model-fetch Job succeeded"
@@ -307,14 +285,14 @@ func fetchedMessage(o Observation) string {
 
 // fetchProgress says how the running fetches are going, for
 // status.message: one clause per model still being fetched.
-func fetchProgress(o Observation) string {
+func fetchProgress(o Observation, now time.Time) string {
 	var parts []string
 	for _, m := range o.Models {
 		if m.State == FetchSucceeded {
 			continue
 		}
 		msg := "fetching the model"
-		if o.Multi {
+		if o.Source == values.SourceModels {
 			msg = "fetching model " + m.Name
 		}
 		if m.StorageURI != "" {
@@ -324,10 +302,10 @@ func fetchProgress(o Observation) string {
 			msg += " (still serving the previously fetched model)"
 		}
 		if m.State == FetchRunning {
-			if m.Elapsed < time.Minute {
+			if elapsed := now.Sub(m.Started); m.Started.IsZero() || elapsed < time.Minute {
 				msg += ": started less than a minute ago"
 			} else {
-				msg += fmt.Sprintf(": running for %s", strings.TrimSuffix(m.Elapsed.Truncate(time.Minute).String(), "0s"))
+				msg += fmt.Sprintf(": running for %s", strings.TrimSuffix(elapsed.Truncate(time.Minute).String(), "0s"))
 			}
 		}
 		switch {
@@ -341,8 +319,8 @@ func fetchProgress(o Observation) string {
 	return strings.Join(parts, "; ")
 }
 
-// fetchState reads a Job's outcome from its conditions.
-func fetchState(job *batchv1.Job) FetchState {
+// FetchStateOf reads a Job's outcome from its conditions.
+func FetchStateOf(job *batchv1.Job) FetchState {
 	if job == nil {
 		return FetchMissing
 	}
@@ -360,65 +338,8 @@ func fetchState(job *batchv1.Job) FetchState {
 	return FetchRunning
 }
 
-// reasonPattern is a fetch failure's first word: "NotFound: s3://... ".
-var reasonPattern = regexp.MustCompile(`^([A-Z][A-Za-z]{2,40}):\s*(.*)$`)
-
-// parseFailure splits the fetch container's one-line termination message
-// into a condition reason and a message.
-func parseFailure(termination, jobMessage string) (string, string) {
-	line := strings.TrimSpace(firstLine(termination))
-	if m := reasonPattern.FindStringSubmatch(line); m != nil {
-		return m[1], m[2]
-	}
-	if line != "" {
-		return ReasonFetchFailed, line
-	}
-	if jobMessage != "" {
-		return ReasonFetchFailed, jobMessage
-	}
-	return ReasonFetchFailed, "the model-fetch Job failed"
-}
-
-// fetchSummary is what a successful fetch writes to its termination
-// message.
-type fetchSummary struct {
-	Versions []int64 `json:"versions"`
-	Files    int64   `json:"files"`
-	Bytes    int64   `json:"bytes"`
-	Digest   string  `json:"digest"`
-}
-
-func parseSummary(termination string) (fetchSummary, bool) {
-	var s fetchSummary
-	if err := json.Unmarshal([]byte(strings.TrimSpace(termination)), &s); err != nil {
-		return fetchSummary{}, false
-	}
-	return s, true
-}
-
-func firstLine(s string) string {
-	line, _, _ := strings.Cut(s, "\n")
-	return line
-}
-
-// redactURI drops what may carry a secret from a storage URI before it goes
-// into a status or an Event: user info, and the query of a signed URL.
-func redactURI(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return "(an unparsable URI)"
-	}
-	if u.User != nil {
-		u.User = url.User("REDACTED")
-	}
-	if u.RawQuery != "" {
-		u.RawQuery = "REDACTED"
-	}
-	return u.String()
-}
-
-// errorLine shortens an error to one line for a condition message.
-func errorLine(err error) string {
+// ErrorLine shortens an error to one line for a condition message.
+func ErrorLine(err error) string {
 	if err == nil {
 		return ""
 	}

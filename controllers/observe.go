@@ -1,0 +1,250 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"sort"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
+	"github.com/modelserver-dev/modelserver-operator/internal/desired"
+	"github.com/modelserver-dev/modelserver-operator/internal/fetch"
+	"github.com/modelserver-dev/modelserver-operator/internal/names"
+	"github.com/modelserver-dev/modelserver-operator/internal/status"
+	"github.com/modelserver-dev/modelserver-operator/internal/values"
+)
+
+// observed is what one reconcile read: what the desired state is computed
+// from, and when to look again at what no watch reports.
+type observed struct {
+	desired.Observed
+	// lookAgainIn, if set, is when a fetch Job still without a pod is
+	// looked into.
+	lookAgainIn time.Duration
+	// podRejected says the apiserver refuses a fetch Job's pod.
+	podRejected bool
+}
+
+// observe reads the ModelServer's fetch Jobs (with what their pods left
+// behind when they ended), its serving Deployment, and whether the
+// optional APIs its spec asks for exist.
+func (r *ModelServerReconciler) observe(ctx context.Context, ms *servingv1alpha1.ModelServer) (*observed, error) {
+	obs := &observed{Observed: desired.Observed{Status: ms.Status, APIs: r.optionalAPIs(ms)}}
+	if err := r.observeFetchJobs(ctx, ms, obs); err != nil {
+		return nil, err
+	}
+	d, err := r.observeDeployment(ctx, ms)
+	if err != nil {
+		return nil, err
+	}
+	obs.Deployment = d
+	return obs, nil
+}
+
+// observeFetchJobs reads the ModelServer's model-fetch Jobs from the cache.
+// A Job that has ended gets the termination message of its pod, unless the
+// status already holds what it said; one still without a pod after a while
+// gets the reason the apiserver refuses it, if it does.
+func (r *ModelServerReconciler) observeFetchJobs(ctx context.Context, ms *servingv1alpha1.ModelServer, obs *observed) error {
+	jobs := &batchv1.JobList{}
+	if err := r.List(ctx, jobs, client.InNamespace(ms.Namespace), client.MatchingLabels{
+		values.LabelModelServer: ms.Name, values.LabelComponent: values.ComponentFetch,
+	}); err != nil {
+		return fmt.Errorf("list the model-fetch Jobs: %w", err)
+	}
+	known := map[string]bool{} // the Jobs whose success the status holds
+	for _, m := range append(slices.Clone(ms.Status.Models), ptrValues(ms.Status.Model)...) {
+		if m.FetchedGeneration != "" {
+			known[names.FetchJob(ms.Name, m.FetchedGeneration)] = true
+		}
+	}
+	obs.FetchJobs = map[string]*status.FetchJob{}
+	now := r.clock().Now()
+	for i := range jobs.Items {
+		job := &jobs.Items[i]
+		fj := &status.FetchJob{Job: job}
+		obs.FetchJobs[job.Name] = fj
+		var err error
+		switch status.FetchStateOf(job) {
+		case status.FetchSucceeded:
+			if !known[job.Name] {
+				fj.Termination, err = r.terminationMessage(ctx, job, corev1.PodSucceeded)
+			}
+		case status.FetchFailed:
+			fj.Termination, err = r.terminationMessage(ctx, job, corev1.PodFailed)
+		case status.FetchRunning:
+			if job.Status.Active > 0 || job.Status.Failed > 0 || job.Status.Succeeded > 0 {
+				break
+			}
+			// A new Job's first pod takes a moment even when nothing is
+			// wrong: a burst of new ModelServers must not cost an Event
+			// list each. One still without a pod after a while is looked
+			// into: if the apiserver refuses to create it (Pod Security, a
+			// quota, a missing ServiceAccount), the Job says so only in an
+			// Event, and would otherwise wait without a word.
+			if age := now.Sub(job.CreationTimestamp.Time); age < podCreationGrace {
+				if wait := podCreationGrace - age; obs.lookAgainIn == 0 || wait < obs.lookAgainIn {
+					obs.lookAgainIn = wait
+				}
+				break
+			}
+			fj.PodRejected, err = r.podCreationFailure(ctx, job)
+			obs.podRejected = obs.podRejected || fj.PodRejected != ""
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func ptrValues[T any](p *T) []T {
+	if p == nil {
+		return nil
+	}
+	return []T{*p}
+}
+
+// podCreationFailure returns the message of the newest FailedCreate Event
+// of job, or "" if there is none.
+func (r *ModelServerReconciler) podCreationFailure(ctx context.Context, job *batchv1.Job) (string, error) {
+	events := &corev1.EventList{}
+	if err := r.APIReader.List(ctx, events, client.InNamespace(job.Namespace), client.MatchingFields{
+		"involvedObject.kind": "Job", "involvedObject.name": job.Name, "involvedObject.uid": string(job.UID), "reason": "FailedCreate",
+	}); err != nil {
+		return "", fmt.Errorf("list Events of Job %s: %w", job.Name, err)
+	}
+	var newest *corev1.Event
+	for i := range events.Items {
+		e := &events.Items[i]
+		if newest == nil || eventTime(e).After(eventTime(newest)) {
+			newest = e
+		}
+	}
+	if newest == nil {
+		return "", nil
+	}
+	return newest.Message, nil
+}
+
+func eventTime(e *corev1.Event) time.Time {
+	switch {
+	case !e.LastTimestamp.IsZero():
+		return e.LastTimestamp.Time
+	case !e.EventTime.IsZero():
+		return e.EventTime.Time
+	}
+	return e.CreationTimestamp.Time
+}
+
+// terminationMessage returns the termination message of the newest pod
+// of job in the given phase. The cache holds the fetch pods (see
+// FetchPodsCache); when it shows no pod in that phase yet, because the
+// pod's last update has not reached it, the pods are read again live.
+func (r *ModelServerReconciler) terminationMessage(ctx context.Context, job *batchv1.Job, phase corev1.PodPhase) (string, error) {
+	for _, reader := range []client.Reader{r.Client, r.APIReader} {
+		pods := &corev1.PodList{}
+		if err := reader.List(ctx, pods, client.InNamespace(job.Namespace),
+			client.MatchingLabels{batchv1.JobNameLabel: job.Name}); err != nil {
+			return "", fmt.Errorf("list pods of Job %s: %w", job.Name, err)
+		}
+		if msg, found := newestTerminationMessage(pods.Items, phase); found {
+			return msg, nil
+		}
+	}
+	return "", nil
+}
+
+// newestTerminationMessage returns the message of the newest pod in the
+// phase, and whether there is such a pod.
+func newestTerminationMessage(pods []corev1.Pod, phase corev1.PodPhase) (string, bool) {
+	sort.Slice(pods, func(i, j int) bool {
+		return pods[j].CreationTimestamp.Before(&pods[i].CreationTimestamp)
+	})
+	found := false
+	for _, p := range pods {
+		if p.Status.Phase != phase {
+			continue
+		}
+		found = true
+		for _, cs := range p.Status.ContainerStatuses {
+			if t := cs.State.Terminated; t != nil && t.Message != "" {
+				return t.Message, true
+			}
+		}
+	}
+	return "", found
+}
+
+// observeDeployment reads the serving Deployment from the cache; nil if it
+// does not exist.
+func (r *ModelServerReconciler) observeDeployment(ctx context.Context, ms *servingv1alpha1.ModelServer) (*appsv1.Deployment, error) {
+	deploy := &appsv1.Deployment{}
+	err := r.Get(ctx, types.NamespacedName{Namespace: ms.Namespace, Name: names.Deployment(ms.Name)}, deploy)
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return deploy, nil
+}
+
+// optionalAPIs says which of the optional kinds the spec asks for exist in
+// the cluster. The release manager's view is asked, since it is the one
+// that must map them; it looks again when a kind is missing.
+func (r *ModelServerReconciler) optionalAPIs(ms *servingv1alpha1.ModelServer) map[string]bool {
+	var want []schema.GroupVersionKind
+	if ms.Spec.Gateway != nil {
+		want = append(want, values.HTTPRouteKind, values.GRPCRouteKind)
+	}
+	if ms.Spec.Monitoring.ServiceMonitor != nil {
+		want = append(want, values.ServiceMonitorKind)
+	}
+	if len(want) == 0 {
+		return nil
+	}
+	apis := map[string]bool{}
+	for _, gvk := range want {
+		apis[values.APIKey(gvk)] = r.Releases.Knows(gvk)
+	}
+	return apis
+}
+
+// checkSecrets reports a missing credentials Secret, which would otherwise
+// leave a fetch pod waiting for its volume without a word, and one without
+// the keys its model's storage URI needs: a reason and a message, or "".
+// Only the keys are looked at; the values go nowhere.
+func (r *ModelServerReconciler) checkSecrets(ctx context.Context, ms *servingv1alpha1.ModelServer, models []values.SpecModel) (string, string, error) {
+	for _, m := range models {
+		if m.CredentialsSecret == "" {
+			continue
+		}
+		secret := &corev1.Secret{}
+		err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: ms.Namespace, Name: m.CredentialsSecret}, secret)
+		field := m.Field + ".credentialsSecret"
+		if apierrors.IsNotFound(err) {
+			return servingv1alpha1.ReasonSecretNotFound, fmt.Sprintf("%s: Secret %q not found in namespace %s", field, m.CredentialsSecret, ms.Namespace), nil
+		} else if err != nil {
+			return "", "", err
+		}
+		keys := slices.Collect(maps.Keys(secret.Data))
+		for k := range secret.StringData {
+			keys = append(keys, k)
+		}
+		if problem := fetch.CheckCredentialKeys(m.StorageURI, keys); problem != "" {
+			return servingv1alpha1.ReasonInvalidSecret, fmt.Sprintf("%s: Secret %q: %s", field, m.CredentialsSecret, problem), nil
+		}
+	}
+	return "", "", nil
+}

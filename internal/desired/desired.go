@@ -1,0 +1,142 @@
+// Package desired is the one pure step of a reconcile: from a ModelServer
+// and what the controller observed of it, everything the controller needs
+// to act and to report. The controller gathers the observations, calls For
+// once, applies what it says, and writes the status; nothing flows back.
+package desired
+
+import (
+	"fmt"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+
+	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
+	"github.com/modelserver-dev/modelserver-operator/internal/status"
+	"github.com/modelserver-dev/modelserver-operator/internal/values"
+)
+
+// Config is what the operator brings to every ModelServer.
+type Config struct {
+	// ChartVersion and AppVersion of the embedded chart.
+	ChartVersion, AppVersion string
+	// FetchImage is the operator's own image (see values.Inputs).
+	FetchImage string
+	// ProxyEnv is passed on to the serving and fetch containers.
+	ProxyEnv []corev1.EnvVar
+}
+
+// Observed is what the controller read of a ModelServer's surroundings.
+type Observed struct {
+	// Status is the ModelServer's status as last written.
+	Status servingv1alpha1.ModelServerStatus
+	// FetchJobs are the ModelServer's model-fetch Jobs, by name.
+	FetchJobs map[string]*status.FetchJob
+	// Deployment is the serving Deployment, nil if it does not exist.
+	Deployment *appsv1.Deployment
+	// APIs says, by values.APIKey, whether the optional kinds the spec
+	// asks for exist in the cluster.
+	APIs map[string]bool
+}
+
+// State is what a ModelServer should be, given what was observed.
+type State struct {
+	// Spec is the validated spec: its models, their fetch generations and
+	// Jobs, and the desired number of serving pods.
+	Spec *values.Spec
+	// Fetches say how each model's current fetch went, in spec order.
+	Fetches []status.ModelFetch
+	// Values are the chart values, and Digest their digest with the
+	// chart's version.
+	Values *values.Values
+	Digest string
+	// Selector selects the serving pods, for the scale subresource.
+	Selector string
+	// Endpoints are the in-cluster addresses of the first model; each
+	// model's REST address is in its fetch's status.
+	Endpoints *servingv1alpha1.Endpoints
+}
+
+// For validates ms and computes its desired state. A spec that cannot be
+// served gives a *values.Error that names the field, and no state.
+func For(ms *servingv1alpha1.ModelServer, obs Observed, cfg Config) (*State, error) {
+	spec, err := values.Validate(ms)
+	if err != nil {
+		return nil, err
+	}
+	fetches := status.Fetches(obs.Status, spec, obs.FetchJobs)
+	in := values.Inputs{
+		ChartVersion:  cfg.ChartVersion,
+		AppVersion:    cfg.AppVersion,
+		FetchImage:    cfg.FetchImage,
+		ProxyEnv:      cfg.ProxyEnv,
+		APIs:          obs.APIs,
+		JobImages:     jobImages(spec, obs.FetchJobs),
+		LiveModelWait: liveModelWait(obs.Deployment),
+		LiveReplicas:  liveReplicas(obs.Deployment),
+		Served:        status.Served(fetches),
+		FailedFetches: status.FailedFetches(fetches),
+	}
+	vals, err := spec.Values(in)
+	if err != nil {
+		return nil, err
+	}
+	st := &State{
+		Spec:     spec,
+		Fetches:  fetches,
+		Values:   vals,
+		Digest:   values.Digest(cfg.ChartVersion, vals),
+		Selector: labels.SelectorFromSet(vals.Labels.Selector).String(),
+		Endpoints: &servingv1alpha1.Endpoints{
+			GRPC: fmt.Sprintf("%s.%s.svc:%d", vals.Names.Service, ms.Namespace, vals.Serving.GRPCPort),
+			REST: restURL(ms.Namespace, vals, vals.Models[0].Name),
+		},
+	}
+	for i := range st.Fetches {
+		st.Fetches[i].Status.Endpoint = restURL(ms.Namespace, vals, st.Fetches[i].Name)
+	}
+	return st, nil
+}
+
+// restURL is the in-cluster URL of one model's REST API.
+func restURL(namespace string, vals *values.Values, model string) string {
+	return fmt.Sprintf("http://%s.%s.svc:%d/v1/models/%s", vals.Names.Service, namespace, vals.Serving.RESTPort, model)
+}
+
+// jobImages maps the fetch generation of each model whose Job exists to
+// the image that Job runs.
+func jobImages(spec *values.Spec, jobs map[string]*status.FetchJob) map[string]string {
+	images := map[string]string{}
+	for _, m := range spec.Models {
+		fj := jobs[m.FetchJob]
+		if fj == nil {
+			continue
+		}
+		for _, c := range fj.Job.Spec.Template.Spec.Containers {
+			if c.Name == values.FetchContainerName {
+				images[m.Generation] = c.Image
+			}
+		}
+	}
+	return images
+}
+
+// liveModelWait is the serving Deployment's wait-for-model init container.
+func liveModelWait(d *appsv1.Deployment) *values.ModelWait {
+	if d == nil {
+		return nil
+	}
+	for _, c := range d.Spec.Template.Spec.InitContainers {
+		if c.Name == values.ModelWaitContainerName {
+			return &values.ModelWait{Image: c.Image, Args: c.Args}
+		}
+	}
+	return nil
+}
+
+func liveReplicas(d *appsv1.Deployment) *int32 {
+	if d == nil {
+		return nil
+	}
+	return d.Spec.Replicas
+}

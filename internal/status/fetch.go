@@ -1,0 +1,108 @@
+package status
+
+import (
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+
+	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
+	"github.com/modelserver-dev/modelserver-operator/internal/fetch"
+	"github.com/modelserver-dev/modelserver-operator/internal/storageuri"
+	"github.com/modelserver-dev/modelserver-operator/internal/values"
+)
+
+// FetchJob is what was read of one model-fetch Job.
+type FetchJob struct {
+	Job *batchv1.Job
+	// Termination is the termination message of its newest pod in the
+	// phase its fetch ended in: "" while it runs, and for a success the
+	// status already holds.
+	Termination string
+	// PodRejected is why the apiserver refuses to create its pod, from the
+	// Job's FailedCreate Event; "" if it does not.
+	PodRejected string
+}
+
+// Fetches says how each model's fetch of its current generation went,
+// from the Jobs read (by name) and the status as it was. A model keeps
+// what it had fetched before while a new generation is fetched.
+func Fetches(old servingv1alpha1.ModelServerStatus, spec *values.Spec, jobs map[string]*FetchJob) []ModelFetch {
+	previous := map[string]servingv1alpha1.ModelStatus{}
+	if old.Model != nil && spec.Source == values.SourceModel {
+		// One model: its data stays its data when only its name changes.
+		previous[spec.Models[0].Name] = *old.Model.DeepCopy()
+	}
+	for _, m := range old.Models {
+		previous[m.Name] = *m.DeepCopy()
+	}
+	out := make([]ModelFetch, 0, len(spec.Models))
+	for _, m := range spec.Models {
+		out = append(out, modelFetch(m, jobs[m.FetchJob], previous))
+	}
+	return out
+}
+
+func modelFetch(m values.SpecModel, fj *FetchJob, previous map[string]servingv1alpha1.ModelStatus) ModelFetch {
+	var job *batchv1.Job
+	if fj != nil {
+		job = fj.Job
+	}
+	state := FetchStateOf(job)
+	st := previous[m.Name]
+	st.Name = m.Name
+	st.Fetch, st.Message = string(state), ""
+	mf := ModelFetch{Name: m.Name, FetchJob: m.FetchJob, State: state, StorageURI: storageuri.Redact(m.StorageURI)}
+	if job != nil {
+		mf.Retries = job.Status.Failed
+		if state == FetchRunning && job.Status.StartTime != nil {
+			mf.Started = job.Status.StartTime.Time
+		}
+	}
+	switch state {
+	case FetchSucceeded:
+		if st.FetchedGeneration != m.Generation {
+			// Newly fetched: take the summary the fetch left behind, or
+			// that of a model sharing the generation, whose summary was
+			// taken before.
+			st = servingv1alpha1.ModelStatus{Name: m.Name, Fetch: string(state), FetchedGeneration: m.Generation}
+			if s, ok := fetch.ParseSummary(fj.Termination); ok {
+				st.Digest, st.SizeBytes, st.Versions = s.Digest, s.Bytes, s.Versions
+			} else if other, ok := sameGeneration(previous, m.Generation); ok {
+				st.Digest, st.SizeBytes, st.Versions = other.Digest, other.SizeBytes, other.Versions
+			}
+			mf.NewlyFetched = true
+		}
+	case FetchFailed:
+		mf.Reason, mf.Message = fetch.ParseFailure(fj.Termination, jobFailureMessage(job))
+		st.Message = mf.Reason + ": " + mf.Message
+	case FetchRunning:
+		if fj.PodRejected != "" {
+			mf.State, mf.Reason = FetchFailed, servingv1alpha1.ReasonFetchPodRejected
+			mf.Message = "the model-fetch Job cannot create its pod: " + fj.PodRejected
+			st.Fetch, st.Message = string(FetchFailed), mf.Reason+": "+mf.Message
+		}
+	}
+	if st.FetchedGeneration != "" {
+		st.ServedVersions = values.ServedVersions(m.VersionPolicy, st.Versions)
+	}
+	st.VersionLabels = m.VersionLabels
+	mf.Status = st
+	return mf
+}
+
+func sameGeneration(previous map[string]servingv1alpha1.ModelStatus, generation string) (servingv1alpha1.ModelStatus, bool) {
+	for _, st := range previous {
+		if st.FetchedGeneration == generation && st.Digest != "" {
+			return st, true
+		}
+	}
+	return servingv1alpha1.ModelStatus{}, false
+}
+
+func jobFailureMessage(job *batchv1.Job) string {
+	for _, c := range job.Status.Conditions {
+		if c.Type == batchv1.JobFailed && c.Status == corev1.ConditionTrue {
+			return c.Reason + ": " + c.Message
+		}
+	}
+	return ""
+}

@@ -1,0 +1,120 @@
+package storageuri
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+)
+
+func TestParseAcceptsEveryScheme(t *testing.T) {
+	sum := strings.Repeat("ab", 32)
+	for raw, want := range map[string]Location{
+		"s3://models/resnet/":   {Scheme: SchemeS3, Bucket: "models", Prefix: "resnet"},
+		"s3://models":           {Scheme: SchemeS3, Bucket: "models"},
+		"  s3://models/r  ":     {Scheme: SchemeS3, Bucket: "models", Prefix: "r"},
+		"S3://models/r":         {Scheme: SchemeS3, Bucket: "models", Prefix: "r"},
+		"gs://b/a/b/c":          {Scheme: SchemeGCS, Bucket: "b", Prefix: "a/b/c"},
+		"pvc://claim/team/m":    {Scheme: SchemePVC, Claim: "claim", Path: "team/m"},
+		"pvc://claim":           {Scheme: SchemePVC, Claim: "claim"},
+		"/srv/models/../resnet": {Scheme: SchemeLocal, Path: "/srv/resnet"},
+		"s3://b/m.tar.gz#sha256=" + strings.ToUpper(sum): {Scheme: SchemeS3, Bucket: "b", Prefix: "m.tar.gz", SHA256: sum},
+	} {
+		got, err := Parse(raw)
+		if err != nil {
+			t.Errorf("Parse(%q): %v", raw, err)
+			continue
+		}
+		got.raw = ""
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("Parse(%q) = %+v; want %+v", raw, got, want)
+		}
+	}
+
+	h, err := Parse("https://h.example/m.tgz?X-Amz-Signature=abc#sha256=" + sum)
+	if err != nil || h.Scheme != SchemeHTTPS || h.URL.String() != "https://h.example/m.tgz?X-Amz-Signature=abc" || h.SHA256 != sum {
+		t.Errorf("https: %+v, %v", h, err)
+	}
+	if strings.Contains(h.String(), "abc") {
+		t.Errorf("String() %q shows a query value", h.String())
+	}
+	if p, err := Parse("http://h:8080/models/m.zip"); err != nil || p.Scheme != SchemeHTTP || p.URL.Host != "h:8080" {
+		t.Errorf("http: %+v, %v", p, err)
+	}
+}
+
+func TestParseRefusesWhatCannotBeFetched(t *testing.T) {
+	hex64 := strings.Repeat("0", 64)
+	for raw, problem := range map[string]string{
+		"":                                   "empty storage URI",
+		"  ":                                 "empty storage URI",
+		"relative/path":                      "unsupported scheme \"\"",
+		"ftp://h/m":                          "unsupported scheme \"ftp\"",
+		"s3://b/%zz":                         "not a URI",
+		"https://x/y#sha256=zz":              "the fragment must be #sha256=<64 hex digits>",
+		"https://x/y#sha256=" + hex64[:63]:   "the fragment must be #sha256=<64 hex digits>",
+		"https://x/y#sha256=" + hex64 + "0":  "the fragment must be #sha256=<64 hex digits>",
+		"https://x/y#sha256=":                "the fragment must be #sha256=<64 hex digits>",
+		"https://x/y#md5=" + hex64[:32]:      "the fragment must be #sha256=<64 hex digits>",
+		"s3://":                              "no bucket",
+		"gs:///prefix":                       "no bucket",
+		"s3://user:pw@b/p":                   "user info and query parameters are not supported",
+		"s3://b/p?versionId=1":               "user info and query parameters are not supported",
+		"s3://b/a/../b":                      "the object prefix has empty, . or .. segments",
+		"s3://m/a//b":                        "the object prefix has empty, . or .. segments",
+		"gs://m/./b":                         "the object prefix has empty, . or .. segments",
+		"https:///m.tgz":                     "no host",
+		"https://user:pw@h/m.tgz":            "user info in the URL is not supported",
+		"https://h/dir/":                     "the URL must name a file or an archive",
+		"https://h":                          "the URL must name a file or an archive",
+		"http://h/":                          "the URL must name a file or an archive",
+		"pvc://":                             "no claim name",
+		"pvc://claim/m#sha256=" + hex64:      "#sha256 applies to a download, not to a pvc:// model",
+		"https://h/m.tgz?sig=secret#md5=abc": "the fragment must be",
+	} {
+		_, err := Parse(raw)
+		var ue *Error
+		if !errors.As(err, &ue) {
+			t.Errorf("Parse(%q) = %v; want an *Error", raw, err)
+			continue
+		}
+		if !strings.HasPrefix(ue.Problem, problem) {
+			t.Errorf("Parse(%q): problem %q; want %q", raw, ue.Problem, problem)
+		}
+		if want := fmt.Sprintf("%q: %s", ue.URI, ue.Problem); err.Error() != want {
+			t.Errorf("Parse(%q): %q; want %q", raw, err, want)
+		}
+		if strings.Contains(err.Error(), "pw") || strings.Contains(err.Error(), "secret") {
+			t.Errorf("Parse(%q) shows a secret: %v", raw, err)
+		}
+	}
+}
+
+func TestRedactHidesCredentials(t *testing.T) {
+	for in, want := range map[string]string{
+		"s3://models/resnet": "s3://models/resnet",
+		"https://user:pw@host/m.tgz?X-Amz-Signature=abc&X-Amz-Date=1#sha256=00": "https://REDACTED@host/m.tgz?X-Amz-Date=REDACTED&X-Amz-Signature=REDACTED#sha256=00",
+		"pvc://claim/path":            "pvc://claim/path",
+		"/srv/models":                 "/srv/models",
+		"s3://b/%zz?sig=abc":          "s3://b/%zz…",
+		"host/m.tgz?sig=abc":          "host/m.tgz…",
+		"s3://b@h/%zz":                "s3://b…",
+		"https://h/m.tgz?no-value":    "https://h/m.tgz?no-value=REDACTED",
+		"https://h/m.tgz?a=1&a=2&b=3": "https://h/m.tgz?a=REDACTED&b=REDACTED",
+	} {
+		if got := Redact(in); got != want {
+			t.Errorf("Redact(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestSafeRelPath(t *testing.T) {
+	for p, want := range map[string]bool{
+		"a": true, "a/b.pb": true, "1/variables/variables.index": true, "..a/b..": true,
+		"": false, "/a": false, "a/": false, "a//b": false, "./a": false, "a/..": false, "a/../b": false, "a\x00b": false,
+	} {
+		if got := SafeRelPath(p); got != want {
+			t.Errorf("SafeRelPath(%q) = %v; want %v", p, got, want)
+		}
+	}
+}

@@ -1,0 +1,79 @@
+package values
+
+import (
+	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
+	"github.com/modelserver-dev/modelserver-operator/internal/names"
+)
+
+// FetchGeneration is a digest of everything the fetch Job's pod is made
+// of but the operator's image. A Job's pod template is immutable, so a
+// change to any of it needs a new Job, and a new Job means the model is
+// fetched again. The image is left out so that upgrading the operator
+// fetches nothing again: a Job keeps the image it was made with
+// (Inputs.JobImages).
+//
+// Two models with the same fetch inputs share a generation, and so one Job
+// and one copy of the data.
+func FetchGeneration(ms *servingv1alpha1.ModelServer, m servingv1alpha1.ModelSpec) string {
+	pt := ms.Spec.PodTemplate
+	parts := []string{
+		fetchTemplateRevision,
+		m.StorageURI,
+		m.CredentialsSecret,
+		canonical(m.MaxSizeBytes),
+		pt.ServiceAccountName,
+		canonical(pt.Labels),
+		canonical(pt.Annotations),
+		canonical(pt.NodeSelector),
+		canonical(pt.Tolerations),
+		canonical(pt.Affinity),
+		canonical(pt.ImagePullSecrets),
+	}
+	if ms.Spec.Storage.StorageClassName != nil {
+		parts = append(parts, *ms.Spec.Storage.StorageClassName)
+	}
+	return names.Hash(parts...)
+}
+
+// fetchTemplateRevision is part of every fetch generation. Bump it with any
+// change to the chart's fetch Job template that changes the rendered pod
+// template: a Job's pod template is immutable, so such a chart needs new
+// Job names (and fetches each model again).
+const fetchTemplateRevision = "1"
+
+func fetchArgs(m servingv1alpha1.ModelSpec, dest string) []string {
+	args := []string{"fetch", "--uri", m.StorageURI, "--dest", dest}
+	if m.CredentialsSecret != "" {
+		args = append(args, "--credentials-dir", CredentialsMountPath)
+	}
+	if m.MaxSizeBytes != nil {
+		args = append(args, "--max-bytes", strconv.FormatInt(*m.MaxSizeBytes, 10))
+	}
+	return args
+}
+
+func fetchResources() corev1.ResourceRequirements {
+	return corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{
+			corev1.ResourceCPU:    resource.MustParse("100m"),
+			corev1.ResourceMemory: resource.MustParse("128Mi"),
+		},
+		Limits: corev1.ResourceList{
+			corev1.ResourceMemory: resource.MustParse("512Mi"),
+		},
+	}
+}
+
+// jobImage is the image of a fetch generation's Job: the one it runs if it
+// exists.
+func (in Inputs) jobImage(generation string) string {
+	if image := in.JobImages[generation]; image != "" {
+		return image
+	}
+	return in.FetchImage
+}

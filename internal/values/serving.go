@@ -1,0 +1,237 @@
+package values
+
+import (
+	"fmt"
+	"net/url"
+	"path"
+	"slices"
+	"strconv"
+
+	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
+	"github.com/modelserver-dev/modelserver-operator/internal/fetchcontract"
+	"github.com/modelserver-dev/modelserver-operator/internal/names"
+)
+
+// servingValues fills in the Deployment and what scales it.
+func servingValues(sp *Spec, v *Values, in Inputs, grpc, rest int32, served []ModelEntry) error {
+	spec := sp.ms.Spec
+	pt := spec.PodTemplate
+	gpu := wantsGPU(spec.Resources)
+	image := spec.Image
+	if image == "" {
+		image = servingv1alpha1.DefaultImage
+		if gpu {
+			image += "-gpu"
+		}
+	}
+	pullPolicy := spec.ImagePullPolicy
+	if pullPolicy == "" {
+		pullPolicy = corev1.PullIfNotPresent
+	}
+	s := Serving{
+		Image:                         image,
+		ImagePullPolicy:               pullPolicy,
+		Resources:                     spec.Resources,
+		Env:                           append(append([]corev1.EnvVar(nil), pt.Env...), in.ProxyEnv...),
+		GRPCPort:                      grpc,
+		RESTPort:                      rest,
+		Tolerations:                   pt.Tolerations,
+		PriorityClassName:             pt.PriorityClassName,
+		TopologySpreadConstraints:     pt.TopologySpreadConstraints,
+		TerminationGracePeriodSeconds: ptr.Deref(pt.TerminationGracePeriodSeconds, 30),
+		DrainSeconds:                  ptr.Deref(pt.DrainSeconds, 5),
+	}
+	if gpu && !tolerates(s.Tolerations, GPUResource) {
+		s.Tolerations = append(slices.Clone(s.Tolerations), corev1.Toleration{
+			Key: string(GPUResource), Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule,
+		})
+	}
+	if s.TopologySpreadConstraints == nil {
+		s.TopologySpreadConstraints = defaultSpread(v.Labels.Selector, v.Volume)
+	}
+	if len(served) > 0 {
+		s.ReadinessPath = "/v1/models/" + url.PathEscape(served[0].Name)
+	} else {
+		s.ReadinessPath = "/v1/models/" + url.PathEscape(v.Models[0].Name)
+	}
+
+	s.Args = []string{
+		fmt.Sprintf("--port=%d", grpc),
+		fmt.Sprintf("--rest_api_port=%d", rest),
+		"--model_config_file=" + path.Join(ConfigMountPath, ModelConfigFile),
+		fmt.Sprintf("--model_config_file_poll_wait_seconds=%d", ConfigPollSeconds),
+		// A label may name a version still loading; TF Serving otherwise
+		// refuses the whole config.
+		"--allow_version_labels_for_unavailable_models=true",
+	}
+	if b := spec.Batching; b != nil {
+		cfg, err := BatchingConfig(b)
+		if err != nil {
+			return err
+		}
+		v.ConfigFiles[BatchingConfigFile] = cfg
+		s.Args = append(s.Args, "--enable_batching=true", "--batching_parameters_file="+path.Join(ConfigMountPath, BatchingConfigFile))
+	}
+	mon := spec.Monitoring
+	if mon.Enabled == nil || *mon.Enabled {
+		v.Monitoring = Monitoring{Enabled: true, Path: MonitoringPath}
+		v.ConfigFiles[MonitoringConfigFile] = "prometheus_config {\n  enable: true\n  path: " + quoteText(MonitoringPath) + "\n}\n"
+		s.Args = append(s.Args, "--monitoring_config_file="+path.Join(ConfigMountPath, MonitoringConfigFile))
+		s.Annotations = map[string]string{
+			"prometheus.io/scrape": "true",
+			"prometheus.io/port":   strconv.Itoa(int(rest)),
+			"prometheus.io/path":   MonitoringPath,
+		}
+		if sm := mon.ServiceMonitor; sm != nil && !in.has(ServiceMonitorKind) {
+			v.Warnings = append(v.Warnings, "spec.monitoring.serviceMonitor: the cluster has no "+APIKey(ServiceMonitorKind)+" API (install the Prometheus Operator); no ServiceMonitor rendered")
+		} else if sm != nil {
+			interval := sm.Interval
+			if interval == "" {
+				interval = "30s"
+			}
+			v.Monitoring.ServiceMonitor = &ServiceMonitor{Interval: interval, Labels: sm.Labels}
+		}
+	}
+
+	// What TF Serving reads only when it starts: a change must roll the
+	// pods. The model config is polled, but a model's base path is in the
+	// key too, so that a new generation is loaded by fresh pods that are
+	// probed ready before the old ones go.
+	restart := []string{canonical(s.Args), v.ConfigFiles[BatchingConfigFile], v.ConfigFiles[MonitoringConfigFile]}
+	for _, m := range served {
+		restart = append(restart, m.Name+"="+m.BasePath)
+	}
+	s.RestartChecksum = names.Hash(restart...)
+
+	// Replicas: none until some model has data, since pods would only fail
+	// their probes; then spec.replicas, or the autoscaler's minimum.
+	desired := sp.DesiredReplicas
+	switch {
+	case len(served) == 0:
+		s.Replicas = 0
+	case spec.Autoscaling != nil:
+		hpa := autoscaling(spec.Autoscaling)
+		v.Autoscaling = hpa
+		s.Replicas = hpa.MinReplicas
+		if live := ptr.Deref(in.LiveReplicas, 0); live > 0 {
+			s.Replicas = live
+		}
+	default:
+		s.Replicas = desired
+	}
+	maxPods := desired
+	if a := spec.Autoscaling; a != nil {
+		maxPods = a.MaxReplicas
+	}
+	if maxPods > 1 {
+		// One pod at a time may be evicted: node drains proceed, capacity
+		// never falls by more than one pod.
+		v.Disruption = &Disruption{MaxUnavailable: 1}
+	}
+	v.Serving = s
+	return nil
+}
+
+func autoscaling(a *servingv1alpha1.Autoscaling) *Autoscaling {
+	hpa := &Autoscaling{MinReplicas: ptr.Deref(a.MinReplicas, 1), MaxReplicas: a.MaxReplicas, Behavior: a.Behavior}
+	for _, t := range []struct {
+		name   corev1.ResourceName
+		target *int32
+	}{{corev1.ResourceCPU, a.TargetCPUUtilizationPercentage}, {corev1.ResourceMemory, a.TargetMemoryUtilizationPercentage}} {
+		if t.target == nil {
+			continue
+		}
+		hpa.Metrics = append(hpa.Metrics, autoscalingv2.MetricSpec{
+			Type: autoscalingv2.ResourceMetricSourceType,
+			Resource: &autoscalingv2.ResourceMetricSource{
+				Name:   t.name,
+				Target: autoscalingv2.MetricTarget{Type: autoscalingv2.UtilizationMetricType, AverageUtilization: ptr.To(*t.target)},
+			},
+		})
+	}
+	return hpa
+}
+
+// defaultSpread prefers spreading the serving pods over zones, and over
+// nodes when the model volume can be mounted on several nodes at once (a
+// ReadWriteOnce claim attaches to one node, so its pods must share it).
+// Preferences only: a small cluster still runs every pod.
+func defaultSpread(selector map[string]string, vol Volume) []corev1.TopologySpreadConstraint {
+	keys := []string{corev1.LabelTopologyZone}
+	if vol.Create && vol.AccessMode == string(corev1.ReadWriteMany) {
+		keys = append(keys, corev1.LabelHostname)
+	}
+	var out []corev1.TopologySpreadConstraint
+	for _, key := range keys {
+		out = append(out, corev1.TopologySpreadConstraint{
+			MaxSkew:           1,
+			TopologyKey:       key,
+			WhenUnsatisfiable: corev1.ScheduleAnyway,
+			LabelSelector:     &metav1.LabelSelector{MatchLabels: selector},
+			// Count only the pods of the same rollout.
+			MatchLabelKeys: []string{appsv1.DefaultDeploymentUniqueLabelKey},
+		})
+	}
+	return out
+}
+
+func wantsGPU(r corev1.ResourceRequirements) bool {
+	q, ok := r.Limits[GPUResource]
+	if !ok {
+		q, ok = r.Requests[GPUResource]
+	}
+	return ok && !q.IsZero()
+}
+
+func tolerates(ts []corev1.Toleration, key corev1.ResourceName) bool {
+	return slices.ContainsFunc(ts, func(t corev1.Toleration) bool {
+		return t.Key == string(key) || (t.Key == "" && t.Operator == corev1.TolerationOpExists)
+	})
+}
+
+// modelWait is the init container that holds the serving pods until the
+// fetch manifest of each configured model exists, or nil when no model is
+// configured.
+func modelWait(in Inputs, configs []ModelEntry) *ModelWait {
+	if len(configs) == 0 {
+		return nil
+	}
+	args := []string{"wait-for-model"}
+	for _, c := range configs {
+		args = append(args, "--file", path.Join(c.BasePath, fetchcontract.ManifestName))
+	}
+	image := in.FetchImage
+	if live := in.LiveModelWait; live != nil && live.Image != "" && slices.Equal(live.Args, args) {
+		image = live.Image
+	}
+	return &ModelWait{
+		Image:           image,
+		ImagePullPolicy: corev1.PullIfNotPresent,
+		Args:            args,
+		Resources: corev1.ResourceRequirements{
+			Requests: corev1.ResourceList{
+				corev1.ResourceCPU:    resource.MustParse("10m"),
+				corev1.ResourceMemory: resource.MustParse("16Mi"),
+			},
+			Limits: corev1.ResourceList{
+				corev1.ResourceMemory: resource.MustParse("64Mi"),
+			},
+		},
+	}
+}
+
+// DesiredReplicas is the number of serving pods the spec asks for (the
+// Deployment holds fewer while nothing is fetched yet).
+func DesiredReplicas(ms *servingv1alpha1.ModelServer) int32 {
+	if a := ms.Spec.Autoscaling; a != nil {
+		return ptr.Deref(a.MinReplicas, 1)
+	}
+	return ptr.Deref(ms.Spec.Replicas, 1)
+}

@@ -1,0 +1,332 @@
+package values
+
+import (
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+// Labels every child carries besides the app.kubernetes.io/* set. The
+// operator's caches select on LabelModelServer, since Helm forces
+// app.kubernetes.io/managed-by to "Helm".
+const (
+	LabelModelServer = "serving.modelserver.dev/modelserver"
+	LabelComponent   = "app.kubernetes.io/component"
+)
+
+// ComponentFetch is the LabelComponent of the model-fetch Jobs and their
+// pods, as the chart's fetch-job.yaml sets it; the operator's cache of
+// fetch pods selects on it.
+const ComponentFetch = "model-fetch"
+
+// Paths inside the pods.
+const (
+	ModelsMountPath      = "/models"
+	ConfigMountPath      = "/etc/modelserver"
+	ModelConfigFile      = "models.config"
+	CredentialsMountPath = "/var/run/secrets/modelserver/credentials"
+)
+
+// Values are the embedded chart's values. Their JSON form is what the chart
+// reads; values.schema.json in the chart describes the same shape.
+type Values struct {
+	Names  Names   `json:"names"`
+	Owner  *Owner  `json:"owner,omitempty"`
+	Labels Labels  `json:"labels"`
+	Models []Model `json:"models"`
+	// Fetches are the model-fetch Jobs, one per distinct fetch generation.
+	Fetches []Fetch `json:"fetches"`
+	Volume  Volume  `json:"volume"`
+	Serving Serving `json:"serving"`
+	Service Service `json:"service"`
+	Pod     Pod     `json:"pod"`
+	// ConfigFiles are the files of the ConfigMap mounted at
+	// ConfigMountPath: the model config, and the batching and monitoring
+	// configs when those are on.
+	ConfigFiles   map[string]string `json:"configFiles"`
+	Autoscaling   *Autoscaling      `json:"autoscaling,omitempty"`
+	Disruption    *Disruption       `json:"disruption,omitempty"`
+	Monitoring    Monitoring        `json:"monitoring"`
+	Ingress       *Ingress          `json:"ingress,omitempty"`
+	Routes        *Routes           `json:"routes,omitempty"`
+	NetworkPolicy *NetworkPolicy    `json:"networkPolicy,omitempty"`
+
+	// Warnings name what the spec asks for that cannot be rendered in
+	// this cluster (see Inputs.APIs). They are not chart values.
+	Warnings []string `json:"-"`
+}
+
+// Names of the rendered objects (see package names). The autoscaler,
+// disruption budget, network policy, Ingress, routes and ServiceMonitor
+// share the Deployment's name: they are of other kinds.
+type Names struct {
+	Deployment string `json:"deployment"`
+	Service    string `json:"service"`
+	ConfigMap  string `json:"configMap"`
+	Claim      string `json:"claim"`
+}
+
+// Owner is the ModelServer; every rendered object gets it as controlling
+// owner reference so that garbage collection and owner watches work even if
+// the release record is lost.
+type Owner struct {
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+	Name       string `json:"name"`
+	UID        string `json:"uid"`
+}
+
+// Labels are added to every object (common), to every pod (pod: common
+// less the versions, so that a new chart leaves pod templates alone), and
+// to the serving pods' selector (selector ⊂ pod).
+type Labels struct {
+	Common   map[string]string `json:"common"`
+	Pod      map[string]string `json:"pod"`
+	Selector map[string]string `json:"selector"`
+}
+
+// Model is one model TF Serving serves.
+type Model struct {
+	Name       string `json:"name"`
+	StorageURI string `json:"storageUri"`
+	// FetchJob names the Job fetching the model's current generation.
+	FetchJob string `json:"fetchJob"`
+	// BasePath is the model's directory inside the serving pods: the
+	// directory holding the numbered version directories. Empty while the
+	// model is left out of the model config (see Inputs.Served).
+	BasePath string `json:"basePath,omitempty"`
+}
+
+// Fetch is one model-fetch Job.
+type Fetch struct {
+	// Name of the Job; it changes with the generation.
+	Name string `json:"name"`
+	// Generation identifies the fetch inputs.
+	Generation      string            `json:"generation"`
+	Image           string            `json:"image"`
+	ImagePullPolicy corev1.PullPolicy `json:"imagePullPolicy"`
+	Args            []string          `json:"args"`
+	Env             []corev1.EnvVar   `json:"env,omitempty"`
+	// PermanentFailureExitCode is the fetcher's exit code for a failure
+	// that a retry cannot fix (a missing model, refused credentials).
+	PermanentFailureExitCode int32                       `json:"permanentFailureExitCode"`
+	CredentialsSecret        string                      `json:"credentialsSecret,omitempty"`
+	BackoffLimit             int32                       `json:"backoffLimit"`
+	ActiveDeadline           int64                       `json:"activeDeadlineSeconds"`
+	Resources                corev1.ResourceRequirements `json:"resources"`
+}
+
+// Volume is where the models live: a claim the chart creates, or the
+// user's claim for a pvc:// model.
+type Volume struct {
+	Create           bool   `json:"create"`
+	ClaimName        string `json:"claimName"`
+	Size             string `json:"size,omitempty"`
+	StorageClassName string `json:"storageClassName,omitempty"`
+	AccessMode       string `json:"accessMode,omitempty"`
+}
+
+// Serving is the TF Serving Deployment.
+type Serving struct {
+	// Replicas is what the release sets. With an autoscaler it is the
+	// live count (minReplicas for a new Deployment): Helm's three-way
+	// merge sets every field of the manifest that differs from the live
+	// object, so any other number would undo the autoscaler at each
+	// upgrade, and leaving the field out would drop a Deployment scaled
+	// by spec.replicas to the default of 1 when autoscaling is turned on.
+	Replicas        int32                       `json:"replicas"`
+	Image           string                      `json:"image"`
+	ImagePullPolicy corev1.PullPolicy           `json:"imagePullPolicy"`
+	Args            []string                    `json:"args"`
+	Resources       corev1.ResourceRequirements `json:"resources"`
+	Env             []corev1.EnvVar             `json:"env,omitempty"`
+	GRPCPort        int32                       `json:"grpcPort"`
+	RESTPort        int32                       `json:"restPort"`
+	// ReadinessPath is the REST path the readiness probe asks: the status
+	// of the first model served.
+	ReadinessPath string `json:"readinessPath"`
+	// RestartChecksum changes with what TF Serving reads only at start
+	// (flags, batching, the models' base paths), and so rolls the pods.
+	// Version policies and labels are not in it: TF Serving picks those up
+	// by polling the model config.
+	RestartChecksum string `json:"restartChecksum"`
+	// Tolerations of the serving pods: the pod's, plus the GPU taint's
+	// when the pods ask for GPUs.
+	Tolerations                   []corev1.Toleration               `json:"tolerations,omitempty"`
+	PriorityClassName             string                            `json:"priorityClassName,omitempty"`
+	TopologySpreadConstraints     []corev1.TopologySpreadConstraint `json:"topologySpreadConstraints,omitempty"`
+	TerminationGracePeriodSeconds int64                             `json:"terminationGracePeriodSeconds"`
+	DrainSeconds                  int64                             `json:"drainSeconds"`
+	Annotations                   map[string]string                 `json:"annotations,omitempty"`
+	// ModelWait, when set, is the serving pods' init container that holds
+	// them until every model they are configured with is on the volume.
+	ModelWait *ModelWait `json:"modelWait,omitempty"`
+}
+
+// The chart's names of the fetch Job's container and the serving pods'
+// init container, by which the operator finds them in what runs.
+const (
+	FetchContainerName     = "fetch"
+	ModelWaitContainerName = "wait-for-model"
+)
+
+// ModelWait is the serving pods' wait-for-model init container: the
+// operator's image, waiting until the fetch manifest of each fetched model
+// the pods serve exists. It lets the serving pods start together with the
+// first fetch instead of after it, so that a new ModelServer needs one Helm
+// install and no upgrade; a model already on the volume lets it finish at
+// once.
+type ModelWait struct {
+	Image           string                      `json:"image"`
+	ImagePullPolicy corev1.PullPolicy           `json:"imagePullPolicy"`
+	Args            []string                    `json:"args"`
+	Resources       corev1.ResourceRequirements `json:"resources"`
+}
+
+// Service fronts the serving pods.
+type Service struct {
+	Type        corev1.ServiceType `json:"type"`
+	Annotations map[string]string  `json:"annotations,omitempty"`
+}
+
+// Pod holds the pod-level settings shared by the serving and fetch pods.
+type Pod struct {
+	Labels             map[string]string             `json:"labels,omitempty"`
+	Annotations        map[string]string             `json:"annotations,omitempty"`
+	NodeSelector       map[string]string             `json:"nodeSelector,omitempty"`
+	Tolerations        []corev1.Toleration           `json:"tolerations,omitempty"`
+	Affinity           *corev1.Affinity              `json:"affinity,omitempty"`
+	ServiceAccountName string                        `json:"serviceAccountName,omitempty"`
+	ImagePullSecrets   []corev1.LocalObjectReference `json:"imagePullSecrets,omitempty"`
+}
+
+// Autoscaling is the HorizontalPodAutoscaler of the Deployment.
+type Autoscaling struct {
+	MinReplicas int32                                          `json:"minReplicas"`
+	MaxReplicas int32                                          `json:"maxReplicas"`
+	Metrics     []autoscalingv2.MetricSpec                     `json:"metrics"`
+	Behavior    *autoscalingv2.HorizontalPodAutoscalerBehavior `json:"behavior,omitempty"`
+}
+
+// Disruption is the PodDisruptionBudget of the serving pods.
+type Disruption struct {
+	MaxUnavailable int32 `json:"maxUnavailable"`
+}
+
+// Monitoring is TF Serving's Prometheus endpoint.
+type Monitoring struct {
+	Enabled        bool            `json:"enabled"`
+	Path           string          `json:"path,omitempty"`
+	ServiceMonitor *ServiceMonitor `json:"serviceMonitor,omitempty"`
+}
+
+// ServiceMonitor is the Prometheus Operator's scrape config.
+type ServiceMonitor struct {
+	Interval string            `json:"interval"`
+	Labels   map[string]string `json:"labels,omitempty"`
+}
+
+// Ingress routes HTTP to the REST port.
+type Ingress struct {
+	Host          string            `json:"host"`
+	ClassName     string            `json:"className,omitempty"`
+	TLSSecretName string            `json:"tlsSecretName,omitempty"`
+	Annotations   map[string]string `json:"annotations,omitempty"`
+}
+
+// Routes are Gateway API routes to the Service.
+type Routes struct {
+	ParentRefs []ParentRef `json:"parentRefs"`
+	Hostnames  []string    `json:"hostnames,omitempty"`
+	HTTP       bool        `json:"http"`
+	GRPC       bool        `json:"grpc"`
+}
+
+// ParentRef is a Gateway a route attaches to.
+type ParentRef struct {
+	Name        string `json:"name"`
+	Namespace   string `json:"namespace,omitempty"`
+	SectionName string `json:"sectionName,omitempty"`
+}
+
+// NetworkPolicy admits traffic to the serving ports from these namespaces
+// (the ModelServer's own included).
+type NetworkPolicy struct {
+	Namespaces []string `json:"namespaces"`
+}
+
+// Inputs are what the values depend on besides the ModelServer's spec.
+type Inputs struct {
+	// ChartVersion and AppVersion of the embedded chart, for labels.
+	ChartVersion, AppVersion string
+	// FetchImage is the operator's own image, which runs `manager fetch`
+	// in new fetch Jobs and waits for the model in new serving pods.
+	FetchImage string
+	// JobImages maps a fetch generation whose Job exists to the image it
+	// runs: a Job's pod template cannot change, and after an operator
+	// upgrade the release must still render the Jobs as they are.
+	JobImages map[string]string
+	// LiveModelWait is the wait-for-model init container of the serving
+	// Deployment, nil if there is none. While its arguments stay the same
+	// it keeps its image, so that upgrading the operator restarts no
+	// serving pod.
+	LiveModelWait *ModelWait
+	// Served maps a model's name to the fetch generation it is served
+	// from: the newest one that succeeded. A model of spec.models missing
+	// from it has no data yet and is left out of the model config; the
+	// serving pods stay at zero replicas until some model has data. The
+	// model of spec.model missing from it is served from the generation
+	// being fetched, its pods waiting for the data (ModelWait), unless
+	// that fetch failed (FailedFetches).
+	Served map[string]string
+	// FailedFetches holds the models whose current fetch failed.
+	FailedFetches map[string]bool
+	// ProxyEnv is the operator's HTTP(S)_PROXY/NO_PROXY, passed on to the
+	// serving and fetch containers.
+	ProxyEnv []corev1.EnvVar
+	// LiveReplicas is the serving Deployment's replica count, nil if it
+	// does not exist.
+	LiveReplicas *int32
+	// APIs says, by APIKey, whether the optional kinds the spec asks for
+	// (Gateway API routes, ServiceMonitor) exist in the cluster. A kind
+	// that does not is left out, with a warning.
+	APIs map[string]bool
+}
+
+// The optional kinds, rendered only where their API is installed.
+var (
+	HTTPRouteKind      = schema.GroupVersionKind{Group: "gateway.networking.k8s.io", Version: "v1", Kind: "HTTPRoute"}
+	GRPCRouteKind      = schema.GroupVersionKind{Group: "gateway.networking.k8s.io", Version: "v1", Kind: "GRPCRoute"}
+	ServiceMonitorKind = schema.GroupVersionKind{Group: "monitoring.coreos.com", Version: "v1", Kind: "ServiceMonitor"}
+)
+
+// APIKey is a kind's key in Inputs.APIs.
+func APIKey(gvk schema.GroupVersionKind) string { return gvk.GroupVersion().String() + "/" + gvk.Kind }
+
+func (in Inputs) has(gvk schema.GroupVersionKind) bool { return in.APIs[APIKey(gvk)] }
+
+// Error names the spec field that cannot be turned into values.
+type Error struct {
+	Field  string
+	Reason string
+}
+
+func (e *Error) Error() string { return e.Field + ": " + e.Reason }
+
+// GPUResource is the extended resource of NVIDIA's device plugin.
+const GPUResource corev1.ResourceName = "nvidia.com/gpu"
+
+// MonitoringPath is where TF Serving serves Prometheus metrics, on the
+// REST port.
+const MonitoringPath = "/monitoring/prometheus/metrics"
+
+// Files of the serving ConfigMap.
+const (
+	BatchingConfigFile   = "batching.config"
+	MonitoringConfigFile = "monitoring.config"
+)
+
+// ConfigPollSeconds is --model_config_file_poll_wait_seconds: how often TF
+// Serving re-reads the model config, and so how soon a new version policy
+// or label takes effect.
+const ConfigPollSeconds = 30

@@ -1,0 +1,260 @@
+package values
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"unicode/utf8"
+
+	apivalidation "k8s.io/apimachinery/pkg/api/validation"
+	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/utils/ptr"
+
+	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
+	"github.com/modelserver-dev/modelserver-operator/internal/names"
+	"github.com/modelserver-dev/modelserver-operator/internal/storageuri"
+)
+
+// Source is the spec field a ModelServer's models come from.
+type Source string
+
+// The two sources of models.
+const (
+	SourceModel  Source = "spec.model"
+	SourceModels Source = "spec.models"
+)
+
+// SpecModel is one model of a validated spec.
+type SpecModel struct {
+	// ModelSpec is the model as the spec has it, its name defaulted to
+	// the ModelServer's for spec.model.
+	servingv1alpha1.ModelSpec
+	// Field names it in messages: spec.model or spec.models[i].
+	Field string
+	// Generation identifies its fetch inputs (FetchGeneration), and
+	// FetchJob names the Job fetching that generation.
+	Generation, FetchJob string
+}
+
+// Spec is a ModelServer whose spec passed Validate: only a Spec is turned
+// into values.
+type Spec struct {
+	ms     *servingv1alpha1.ModelServer
+	Source Source
+	Models []SpecModel
+	// DesiredReplicas is the number of serving pods the spec asks for.
+	DesiredReplicas int32
+}
+
+// Validate checks everything about ms that can stop it from becoming a
+// release, in one pass and before anything is built: what the CRD's schema
+// cannot say (or says only for new objects), such as pod settings the
+// apiserver would refuse on a pod, or a storage URI the fetcher would
+// refuse. The *Error names the first field at fault.
+func Validate(ms *servingv1alpha1.ModelServer) (*Spec, error) {
+	if len(ms.Name) > servingv1alpha1.MaxNameLength {
+		return nil, &Error{"metadata.name", fmt.Sprintf("must be at most %d characters", servingv1alpha1.MaxNameLength)}
+	}
+	models, source, err := specModels(ms)
+	if err != nil {
+		return nil, err
+	}
+	spec := ms.Spec
+	if err := checkUTF8(ms, models); err != nil {
+		return nil, err
+	}
+	for _, m := range models {
+		if _, err := storageuri.Parse(m.StorageURI); err != nil {
+			return nil, &Error{m.Field + ".storageUri", uriProblem(err)}
+		}
+	}
+	if portOr(spec.Ports.GRPC, 8500) == portOr(spec.Ports.REST, 8501) {
+		return nil, &Error{"spec.ports", "grpc and rest must differ"}
+	}
+	for _, m := range models {
+		if err := checkVersions(m.Field, m.VersionPolicy, m.VersionLabels); err != nil {
+			return nil, err
+		}
+	}
+	if err := checkServing(spec); err != nil {
+		return nil, err
+	}
+	if err := checkPodTemplate(spec.PodTemplate); err != nil {
+		return nil, err
+	}
+	reserved := labels(ms.Name, "", "")
+	for k := range spec.PodTemplate.Labels {
+		_, common := reserved.Common[k]
+		_, selector := reserved.Selector[k]
+		if common || selector {
+			return nil, &Error{"spec.podTemplate.labels", fmt.Sprintf("%q is set by the operator", k)}
+		}
+	}
+	return &Spec{ms: ms, Source: source, Models: models, DesiredReplicas: DesiredReplicas(ms)}, nil
+}
+
+// uriProblem is what the URI parser says is wrong, without the URI: the
+// field is named instead.
+func uriProblem(err error) string {
+	var uerr *storageuri.Error
+	if errors.As(err, &uerr) {
+		return uerr.Problem
+	}
+	return err.Error()
+}
+
+// checkServing refuses serving settings that contradict each other.
+func checkServing(spec servingv1alpha1.ModelServerSpec) error {
+	pt := spec.PodTemplate
+	if ptr.Deref(pt.DrainSeconds, 5) >= ptr.Deref(pt.TerminationGracePeriodSeconds, 30) {
+		return &Error{"spec.podTemplate.drainSeconds", "must be less than terminationGracePeriodSeconds"}
+	}
+	if b := spec.Batching; b != nil {
+		if err := checkBatching(b); err != nil {
+			return err
+		}
+	}
+	if mon := spec.Monitoring; mon.Enabled != nil && !*mon.Enabled && mon.ServiceMonitor != nil {
+		return &Error{"spec.monitoring.serviceMonitor", "needs spec.monitoring.enabled"}
+	}
+	if ptr.Deref(spec.Replicas, 1) < 0 {
+		return &Error{"spec.replicas", "must not be negative"}
+	}
+	a := spec.Autoscaling
+	if a == nil {
+		return nil
+	}
+	if spec.Replicas != nil {
+		return &Error{"spec.replicas", "must not be set together with spec.autoscaling"}
+	}
+	if ptr.Deref(a.MinReplicas, 1) > a.MaxReplicas {
+		return &Error{"spec.autoscaling.minReplicas", "must not exceed maxReplicas"}
+	}
+	if a.TargetCPUUtilizationPercentage == nil && a.TargetMemoryUtilizationPercentage == nil {
+		return &Error{"spec.autoscaling", "needs targetCPUUtilizationPercentage or targetMemoryUtilizationPercentage"}
+	}
+	return nil
+}
+
+// specModels are the models ms serves, with their names defaulted, and
+// the spec field they come from.
+func specModels(ms *servingv1alpha1.ModelServer) ([]SpecModel, Source, error) {
+	spec := ms.Spec
+	var (
+		raw    []servingv1alpha1.ModelSpec
+		source Source
+	)
+	switch {
+	case spec.Model != nil && len(spec.Models) > 0:
+		return nil, "", &Error{"spec", "set one of spec.model and spec.models, not both"}
+	case spec.Model != nil:
+		m := *spec.Model
+		if m.Name == "" {
+			m.Name = ms.Name
+		}
+		if m.StorageURI == "" {
+			return nil, "", &Error{"spec.model.storageUri", "is required"}
+		}
+		raw, source = []servingv1alpha1.ModelSpec{m}, SourceModel
+	case len(spec.Models) > 0:
+		seen := map[string]bool{}
+		for i, m := range spec.Models {
+			field := fmt.Sprintf("spec.models[%d]", i)
+			switch {
+			case m.Name == "":
+				return nil, "", &Error{field + ".name", "is required when serving several models"}
+			case seen[m.Name]:
+				return nil, "", &Error{field + ".name", fmt.Sprintf("%q is used by another model", m.Name)}
+			case m.StorageURI == "":
+				return nil, "", &Error{field + ".storageUri", "is required"}
+			case strings.HasPrefix(m.StorageURI, "pvc://"):
+				return nil, "", &Error{field + ".storageUri", "pvc:// models are supported in spec.model only"}
+			}
+			seen[m.Name] = true
+		}
+		raw, source = spec.Models, SourceModels
+	default:
+		return nil, "", &Error{"spec.model", "is required (or spec.models)"}
+	}
+	models := make([]SpecModel, len(raw))
+	for i, m := range raw {
+		field := string(source)
+		if source == SourceModels {
+			field = fmt.Sprintf("spec.models[%d]", i)
+		}
+		generation := FetchGeneration(ms, m)
+		models[i] = SpecModel{ModelSpec: m, Field: field, Generation: generation, FetchJob: names.FetchJob(ms.Name, generation)}
+	}
+	return models, source, nil
+}
+
+// checkPodTemplate refuses pod labels, annotations, node selectors and
+// environment variables the apiserver would refuse on the pods. The CRD
+// schema cannot say it, and Helm would otherwise create part of the
+// release before the Deployment is refused.
+func checkPodTemplate(pt servingv1alpha1.PodTemplate) error {
+	for _, m := range []struct {
+		field string
+		kv    map[string]string
+	}{{"spec.podTemplate.labels", pt.Labels}, {"spec.podTemplate.nodeSelector", pt.NodeSelector}} {
+		if errs := metav1validation.ValidateLabels(m.kv, field.NewPath(m.field)); len(errs) > 0 {
+			return &Error{m.field, firstError(errs)}
+		}
+	}
+	if errs := apivalidation.ValidateAnnotations(pt.Annotations, field.NewPath("spec.podTemplate.annotations")); len(errs) > 0 {
+		return &Error{"spec.podTemplate.annotations", firstError(errs)}
+	}
+	for i, e := range pt.Env {
+		if msgs := validation.IsEnvVarName(e.Name); len(msgs) > 0 {
+			return &Error{fmt.Sprintf("spec.podTemplate.env[%d].name", i), fmt.Sprintf("%.100q: %s", e.Name, msgs[0])}
+		}
+	}
+	return nil
+}
+
+// firstError is the first of errs, with the field path left out (the
+// Error names it) and the value cut short.
+func firstError(errs field.ErrorList) string {
+	e := errs[0]
+	msg := e.Type.String()
+	if e.Detail != "" {
+		msg += ": " + e.Detail
+	}
+	if s, ok := e.BadValue.(string); ok && s != "" {
+		msg = fmt.Sprintf("%.100q: %s", s, msg)
+	}
+	if len(errs) > 1 {
+		msg += fmt.Sprintf(" (and %d more)", len(errs)-1)
+	}
+	return msg
+}
+
+// checkUTF8 refuses strings that are not UTF-8 in the fields that reach
+// the manifests: JSON, and so the apiserver, would silently replace their
+// bytes, and what ran would not be what the spec says.
+func checkUTF8(ms *servingv1alpha1.ModelServer, models []SpecModel) error {
+	type check struct{ field, value string }
+	spec := ms.Spec
+	fields := []check{
+		{"spec.image", spec.Image},
+		{"spec.podTemplate.serviceAccountName", spec.PodTemplate.ServiceAccountName},
+	}
+	for _, m := range models {
+		fields = append(fields, check{m.Field + ".name", m.Name}, check{m.Field + ".storageUri", m.StorageURI},
+			check{m.Field + ".credentialsSecret", m.CredentialsSecret})
+	}
+	for k, v := range spec.PodTemplate.Annotations {
+		fields = append(fields, check{"spec.podTemplate.annotations", k + v})
+	}
+	for i, e := range spec.PodTemplate.Env {
+		fields = append(fields, check{fmt.Sprintf("spec.podTemplate.env[%d]", i), e.Name + e.Value})
+	}
+	for _, f := range fields {
+		if !utf8.ValidString(f.value) {
+			return &Error{f.field, "must be valid UTF-8"}
+		}
+	}
+	return nil
+}
