@@ -311,7 +311,7 @@ func renderCases() []renderCase {
 				ms.Spec.Model.VersionPolicy = &servingv1alpha1.VersionPolicy{All: &servingv1alpha1.AllVersions{}}
 				ms.Spec.Service.Type = corev1.ServiceTypeLoadBalancer
 				// Characters YAML treats specially, which the CRD admits.
-				ms.Spec.Model.StorageURI = "https://models.example.com/resnet.tar.gz?sig=a:b,[0]*!@%3D#frag"
+				ms.Spec.Model.StorageURI = "https://models.example.com/resnet.tar.gz?sig=a:b,[0]*!@%3D#sha256=" + strings.Repeat("ab", 32)
 			}),
 			in: values.Inputs{Served: fetched},
 			check: func(t *testing.T, v *values.Values, objs *objects) {

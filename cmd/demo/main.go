@@ -66,7 +66,7 @@ func main() {
 	if why := whySimulated(); why == "" {
 		err = d.runReal(ctx, *namespace, *timeout, exitWhenReady)
 	} else {
-		fmt.Fprintf(d.out, "Containers are simulated (%s): kwok plays the kubelet, so no container runs and nothing is downloaded.\n\n", why)
+		d.printf("Containers are simulated (%s): kwok plays the kubelet, so no container runs and nothing is downloaded.\n\n", why)
 		err = d.run(ctx, *sample, *crdDir, *manager, *namespace, *timeout, exitWhenReady)
 	}
 	if d.cluster != nil {
@@ -111,7 +111,13 @@ type demo struct {
 func (d *demo) say(format string, args ...any) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	fmt.Fprintf(d.out, "[%6.1fs] %s\n", time.Since(d.start).Seconds(), fmt.Sprintf(format, args...))
+	_, _ = fmt.Fprintf(d.out, "[%6.1fs] %s\n", time.Since(d.start).Seconds(), fmt.Sprintf(format, args...))
+}
+
+// printf prints to the terminal. A write that fails there has nowhere else
+// to be reported, and the demo goes on without it; say does the same.
+func (d *demo) printf(format string, args ...any) {
+	_, _ = fmt.Fprintf(d.out, format, args...)
 }
 
 func (d *demo) run(ctx context.Context, samplePath, crdDir, manager, ns string, timeout time.Duration, exitWhenReady bool) error {
@@ -124,7 +130,7 @@ func (d *demo) run(ctx context.Context, samplePath, crdDir, manager, ns string, 
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(dir)
+	defer func() { _ = os.RemoveAll(dir) }()
 	if manager == "" {
 		// A stable path lets go build skip the link when nothing changed.
 		cache, err := os.UserCacheDir()
@@ -199,7 +205,7 @@ func (d *demo) run(ctx context.Context, samplePath, crdDir, manager, ns string, 
 	if exitWhenReady {
 		return nil
 	}
-	fmt.Fprintln(d.out, "\nThe cluster and the operator stay up until Ctrl-C.")
+	d.printf("\nThe cluster and the operator stay up until Ctrl-C.\n")
 	select {
 	case <-ctx.Done():
 	case <-d.op.Exited():
@@ -371,22 +377,22 @@ func follow(ctx context.Context, start func(context.Context) (watch.Interface, e
 // ModelServer's status.
 func (d *demo) status(ms *servingv1alpha1.ModelServer) {
 	st := ms.Status
-	fmt.Fprintf(d.out, "\nModelServer %s/%s is Ready: %s serving pods.\n", ms.Namespace, ms.Name, st.Ready)
+	d.printf("\nModelServer %s/%s is Ready: %s serving pods.\n", ms.Namespace, ms.Name, st.Ready)
 	if st.Endpoints != nil {
-		fmt.Fprintf(d.out, "\nEndpoints (inside the cluster):\n  gRPC  %s\n  REST  %s\n", st.Endpoints.GRPC, st.Endpoints.REST)
+		d.printf("\nEndpoints (inside the cluster):\n  gRPC  %s\n  REST  %s\n", st.Endpoints.GRPC, st.Endpoints.REST)
 	}
 	if m := st.Model; m != nil && m.Digest != "" {
-		fmt.Fprintf(d.out, "\nModel %s: versions %v, %d bytes, %s\n", m.Name, m.Versions, m.SizeBytes, m.Digest)
+		d.printf("\nModel %s: versions %v, %d bytes, %s\n", m.Name, m.Versions, m.SizeBytes, m.Digest)
 	}
 	if st.Release != nil {
-		fmt.Fprintf(d.out, "Helm release %s, revision %d, chart %s\n", st.Release.Name, st.Release.Revision, st.Release.ChartVersion)
+		d.printf("Helm release %s, revision %d, chart %s\n", st.Release.Name, st.Release.Revision, st.Release.ChartVersion)
 	}
 }
 
 // explore tells how to look around with kubectl; extra holds more
 // commands, one per line, indented as the others.
 func (d *demo) explore(ms *servingv1alpha1.ModelServer, kubeconfig, operatorLog, extra string) {
-	fmt.Fprintf(d.out, `
+	d.printf(`
 Explore it with kubectl (bin/kubectl is built by make tools):
 
   export KUBECONFIG=%s

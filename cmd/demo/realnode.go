@@ -54,7 +54,7 @@ TensorFlow runtime.
 // for a model in the S3 server, asked for a prediction once Ready.
 func (d *demo) runReal(ctx context.Context, ns string, timeout time.Duration, exitWhenReady bool) error {
 	d.realNode = true
-	fmt.Fprint(d.out, whatIsReal)
+	d.printf("%s", whatIsReal)
 	d.say("starting the local control plane and a real node: etcd, kube-apiserver, kube-controller-manager, kube-scheduler, containerd, kubelet, kube-proxy")
 	env, err := realenv.Start(ctx, realenv.Options{NoBigModel: true, Logf: func(format string, args ...any) {
 		d.say("  %s", fmt.Sprintf(format, args...))
@@ -104,7 +104,7 @@ func (d *demo) runReal(ctx context.Context, ns string, timeout time.Duration, ex
 	cancel()
 	d.status(ready)
 	if ready.Status.Model != nil {
-		fmt.Fprintf(d.out, "  (downloaded by the fetch Job's pod from the S3 server at %s into the claim's volume)\n", env.S3Endpoint)
+		d.printf("  (downloaded by the fetch Job's pod from the S3 server at %s into the claim's volume)\n", env.S3Endpoint)
 	}
 	svc, err := d.askTheModel(ctx, cs, ns)
 	if err != nil {
@@ -116,7 +116,7 @@ func (d *demo) runReal(ctx context.Context, ns string, timeout time.Duration, ex
 	if exitWhenReady {
 		return nil
 	}
-	fmt.Fprintln(d.out, "\nThe cluster, the real node and the operator stay up until Ctrl-C.")
+	d.printf("\nThe cluster, the real node and the operator stay up until Ctrl-C.\n")
 	<-ctx.Done()
 	return nil
 }
@@ -148,27 +148,27 @@ func (d *demo) askTheModel(ctx context.Context, cs kubernetes.Interface, ns stri
 		return "", fmt.Errorf("the ModelServer's Service: %w", err)
 	}
 	base := fmt.Sprintf("http://%s/v1/models/%s", net.JoinHostPort(svc.Spec.ClusterIP, "8501"), realModel)
-	fmt.Fprintf(d.out, "\nAsked from this machine, through the Service's cluster IP (kube-proxy picks a serving pod):\n\n")
+	d.printf("\nAsked from this machine, through the Service's cluster IP (kube-proxy picks a serving pod):\n\n")
 
 	status, err := request(ctx, http.MethodGet, base, nil)
 	if err != nil {
 		return "", err
 	}
-	fmt.Fprintf(d.out, "  $ curl %s\n  %s\n", base, status)
+	d.printf("  $ curl %s\n  %s\n", base, status)
 
 	in := fmt.Sprintf(`{"instances": %s}`, list(predictInput))
 	answer, err := request(ctx, http.MethodPost, base+":predict", []byte(in))
 	if err != nil {
 		return "", err
 	}
-	fmt.Fprintf(d.out, "  $ curl -d '%s' %s:predict\n  %s\n", in, base, answer)
+	d.printf("  $ curl -d '%s' %s:predict\n  %s\n", in, base, answer)
 	var got struct {
 		Predictions []float64 `json:"predictions"`
 	}
 	if err := json.Unmarshal([]byte(answer), &got); err != nil || !slices.Equal(got.Predictions, predictWant) {
 		return "", fmt.Errorf("POST %s:predict answered %s, want predictions %v (y = 0.5x + 2)", base, answer, predictWant)
 	}
-	fmt.Fprintf(d.out, "  predictions %s for instances %s: y = 0.5x + 2, as half_plus_two computes\n", list(got.Predictions), list(predictInput))
+	d.printf("  predictions %s for instances %s: y = 0.5x + 2, as half_plus_two computes\n", list(got.Predictions), list(predictInput))
 	return base, nil
 }
 
@@ -199,7 +199,7 @@ func request(ctx context.Context, method, url string, body []byte) (string, erro
 		resp, err := hc.Do(req)
 		if err == nil {
 			raw, rerr := io.ReadAll(resp.Body)
-			resp.Body.Close()
+			_ = resp.Body.Close()
 			if rerr != nil {
 				return "", fmt.Errorf("%s %s: read the answer: %w", method, url, rerr)
 			}

@@ -53,7 +53,7 @@ func run() error {
 		if err != nil {
 			return err
 		}
-		defer os.RemoveAll(tmp)
+		defer func() { _ = os.RemoveAll(tmp) }()
 		*binary = filepath.Join(tmp, "manager")
 		if err := buildManager(ctx, *binary); err != nil {
 			return err

@@ -48,7 +48,8 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	defer reg.Close()
+	// A clean stop returns Close's error below; this is for the other ways out.
+	defer func() { _ = reg.Close() }()
 	fmt.Printf("registry on %s, blobs in %s (manifests and tags are in memory: push again after a restart)\n", reg.Addr(), *dir)
 	fmt.Printf("push with: go run ./cmd/image --push %s/modelserver-operator:VERSION\n", reg.Addr())
 

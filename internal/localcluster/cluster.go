@@ -172,7 +172,7 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 		opts.Logf("port taken during start-up, retrying: %v", err)
 	}
 	if lock != nil {
-		lock.Close()
+		_ = lock.Close()
 	}
 	return nil, err
 }
@@ -416,7 +416,7 @@ func (c *Cluster) Stop() {
 		}
 		c.stopRealNode()
 		if c.lock != nil {
-			c.lock.Close()
+			_ = c.lock.Close()
 		}
 		if os.Getenv("LOCALCLUSTER_KEEP") == "" {
 			_ = os.RemoveAll(c.Dir)
@@ -513,7 +513,7 @@ func waitHTTP(ctx context.Context, p *Process, client *http.Client, url string) 
 		if err != nil {
 			return false, err
 		}
-		resp.Body.Close()
+		_ = resp.Body.Close()
 		return resp.StatusCode == http.StatusOK, fmt.Errorf("%s: %s", url, resp.Status)
 	})
 }
@@ -560,7 +560,7 @@ func freePorts(n int) ([]int, error) {
 	listeners := make([]net.Listener, 0, n)
 	defer func() {
 		for _, l := range listeners {
-			l.Close()
+			_ = l.Close()
 		}
 	}()
 	for range n {

@@ -41,7 +41,7 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-func sharedCluster(t *testing.T) (*localcluster.Cluster, kubernetes.Interface) {
+func sharedCluster(t *testing.T) kubernetes.Interface {
 	t.Helper()
 	shared.once.Do(func() {
 		shared.cluster, shared.err = localcluster.Start(context.Background(), localcluster.Options{Logf: t.Logf})
@@ -54,7 +54,7 @@ func sharedCluster(t *testing.T) (*localcluster.Cluster, kubernetes.Interface) {
 			t.Log(shared.cluster.LogTails(30))
 		}
 	})
-	return shared.cluster, clientset(t, shared.cluster)
+	return clientset(t, shared.cluster)
 }
 
 func clientset(t *testing.T, c *localcluster.Cluster) kubernetes.Interface {
@@ -132,7 +132,7 @@ func job(name string, annotations map[string]string) *batchv1.Job {
 }
 
 func TestDeploymentBecomesReadyAndJobSucceeds(t *testing.T) {
-	_, cs := sharedCluster(t)
+	cs := sharedCluster(t)
 	ns := namespace(t, cs)
 	ctx := context.Background()
 
@@ -164,7 +164,7 @@ func TestDeploymentBecomesReadyAndJobSucceeds(t *testing.T) {
 }
 
 func TestInjectedJobFailureIsVisibleInPodTerminationState(t *testing.T) {
-	_, cs := sharedCluster(t)
+	cs := sharedCluster(t)
 	ns := namespace(t, cs)
 	ctx := context.Background()
 
@@ -193,7 +193,7 @@ func TestInjectedJobFailureIsVisibleInPodTerminationState(t *testing.T) {
 }
 
 func TestNeverReadyPodRunsButIsNotReady(t *testing.T) {
-	_, cs := sharedCluster(t)
+	cs := sharedCluster(t)
 	ns := namespace(t, cs)
 	ctx := context.Background()
 
@@ -219,7 +219,7 @@ func TestNeverReadyPodRunsButIsNotReady(t *testing.T) {
 }
 
 func TestGPUPodsLandOnlyOnGPUNodes(t *testing.T) {
-	_, cs := sharedCluster(t)
+	cs := sharedCluster(t)
 	ns := namespace(t, cs)
 	ctx := context.Background()
 
@@ -255,7 +255,7 @@ func TestGPUPodsLandOnlyOnGPUNodes(t *testing.T) {
 }
 
 func TestClaimsOfTheDefaultClassAreBound(t *testing.T) {
-	_, cs := sharedCluster(t)
+	cs := sharedCluster(t)
 	ns := namespace(t, cs)
 	ctx := context.Background()
 
@@ -279,7 +279,7 @@ func TestClaimsOfTheDefaultClassAreBound(t *testing.T) {
 }
 
 func TestPodSecurityAdmissionIsEnforced(t *testing.T) {
-	_, cs := sharedCluster(t)
+	cs := sharedCluster(t)
 	ns := namespace(t, cs)
 	ctx := context.Background()
 

@@ -42,7 +42,7 @@ func startClusterDNS(ctx context.Context, addr string, cs kubernetes.Interface) 
 	factory.Start(ctx.Done())
 	if !cache.WaitForCacheSync(ctx.Done(), svcInformer.HasSynced) {
 		cancel()
-		conn.Close()
+		_ = conn.Close()
 		return nil, errors.New("cluster DNS: the Service cache did not sync")
 	}
 	d := &clusterDNS{conn: conn, services: svcInformer.GetIndexer(), stop: cancel, done: make(chan struct{})}
@@ -52,7 +52,7 @@ func startClusterDNS(ctx context.Context, addr string, cs kubernetes.Interface) 
 	}()
 	go func() {
 		<-ctx.Done()
-		conn.Close()
+		_ = conn.Close()
 		factory.Shutdown()
 	}()
 	return d, nil

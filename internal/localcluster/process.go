@@ -74,14 +74,14 @@ func startProcess(name, binary string, args []string, env []string, logDir, pidD
 		Setpgid: true,
 	}
 	if err := spawn(cmd); err != nil {
-		out.Close()
+		_ = out.Close()
 		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
 	p := &Process{name: name, cmd: cmd, logFile: logFile, exited: make(chan struct{})}
 	_ = os.WriteFile(filepath.Join(pidDir, name+".pid"), []byte(fmt.Sprint(cmd.Process.Pid)), 0o600)
 	go func() {
 		p.err = cmd.Wait()
-		out.Close()
+		_ = out.Close()
 		close(p.exited)
 	}()
 	return p, nil

@@ -348,7 +348,7 @@ func (c *Cluster) stopRealNode() {
 		n.dns.Close()
 	}
 	if n.registry != nil {
-		n.registry.Close()
+		_ = n.registry.Close()
 	}
 	if n.reaper != nil {
 		if err := n.reaper.finish(2 * time.Minute); err != nil {

@@ -59,12 +59,11 @@ func runReaper(dir string) int {
 }
 
 type reaper struct {
-	cmd   *exec.Cmd
-	pipe  *os.File
-	done  chan struct{}
-	log   string
-	err   error
-	owner bool
+	cmd  *exec.Cmd
+	pipe *os.File
+	done chan struct{}
+	log  string
+	err  error
 }
 
 // startReaper starts the reaper for dir, handing it the lock file so that
@@ -81,8 +80,8 @@ func startReaper(dir string, lock *os.File) (*reaper, error) {
 	logFile := filepath.Join(clustersRoot(), filepath.Base(dir)+"-reaper.log")
 	out, err := os.Create(logFile)
 	if err != nil {
-		r.Close()
-		w.Close()
+		_ = r.Close()
+		_ = w.Close()
 		return nil, err
 	}
 	cmd := exec.Command(self)
@@ -91,10 +90,10 @@ func startReaper(dir string, lock *os.File) (*reaper, error) {
 	cmd.ExtraFiles = []*os.File{lock}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	err = cmd.Start()
-	r.Close()
-	out.Close()
+	_ = r.Close()
+	_ = out.Close()
 	if err != nil {
-		w.Close()
+		_ = w.Close()
 		return nil, fmt.Errorf("start the real node's reaper: %w", err)
 	}
 	rp := &reaper{cmd: cmd, pipe: w, done: make(chan struct{}), log: logFile}
@@ -107,7 +106,7 @@ func startReaper(dir string, lock *os.File) (*reaper, error) {
 
 // finish asks the reaper to tear down and waits for it. The reaper's log is removed when it reported a clean host.
 func (r *reaper) finish(timeout time.Duration) error {
-	r.pipe.Close()
+	_ = r.pipe.Close()
 	select {
 	case <-r.done:
 	case <-time.After(timeout):
@@ -144,7 +143,7 @@ func acquireRealNodeLock(ctx context.Context, logf func(string, ...any)) (*os.Fi
 			return f, nil
 		}
 		if err != syscall.EWOULDBLOCK {
-			f.Close()
+			_ = f.Close()
 			return nil, fmt.Errorf("lock %s: %w", realNodeLockPath(), err)
 		}
 		if waitingSince.IsZero() {
@@ -153,7 +152,7 @@ func acquireRealNodeLock(ctx context.Context, logf func(string, ...any)) (*os.Fi
 		}
 		select {
 		case <-ctx.Done():
-			f.Close()
+			_ = f.Close()
 			return nil, fmt.Errorf("waiting for another real node on this machine to stop: %w", ctx.Err())
 		case <-time.After(250 * time.Millisecond):
 		}
@@ -168,5 +167,5 @@ func HoldRealNodeLock(ctx context.Context) (release func(), err error) {
 	if err != nil {
 		return nil, err
 	}
-	return func() { f.Close() }, nil
+	return func() { _ = f.Close() }, nil
 }

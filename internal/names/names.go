@@ -48,12 +48,18 @@ func Hash(parts ...string) string {
 	return hex.EncodeToString(h.Sum(nil))[:hashLength]
 }
 
-// For the children of one ModelServer. The release is named after the
-// ModelServer itself.
+// Deployment names the serving Deployment of ModelServer ms. The release
+// is named after the ModelServer itself.
 func Deployment(ms string) string { return Join(ms) }
-func Service(ms string) string    { return Join(ms) }
-func ConfigMap(ms string) string  { return Join(ms, "config") }
-func Claim(ms string) string      { return Join(ms, "model") }
+
+// Service names the serving Service of ModelServer ms.
+func Service(ms string) string { return Join(ms) }
+
+// ConfigMap names the ConfigMap of ModelServer ms's model config.
+func ConfigMap(ms string) string { return Join(ms, "config") }
+
+// Claim names the claim ModelServer ms's models are fetched into.
+func Claim(ms string) string { return Join(ms, "model") }
 
 // FetchJob names the model-fetch Job of one model generation: a new
 // generation gets a new Job, since a Job's pod template cannot change.

@@ -40,7 +40,7 @@ func TestLongNamesAreCutWithAHashOfTheWhole(t *testing.T) {
 	if again := FetchJob(base, "00000001"); again != a {
 		t.Errorf("not deterministic: %q then %q", a, again)
 	}
-	if ConfigMap(base) != ConfigMap(base) || !strings.HasPrefix(ConfigMap(base), strings.Repeat("m", 40)) {
+	if !strings.HasPrefix(ConfigMap(base), strings.Repeat("m", 40)) {
 		t.Errorf("cut name should keep the start of the name: %q", ConfigMap(base))
 	}
 }

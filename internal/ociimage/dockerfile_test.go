@@ -21,7 +21,7 @@ func TestTheImageAndTheDockerfileAgree(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	df, err := ParseDockerfile(f)
 	if err != nil {
 		t.Fatal(err)
@@ -73,7 +73,7 @@ func TestAGoSideChangeAloneIsADisagreement(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	df, err := ParseDockerfile(f)
 	if err != nil {
 		t.Fatal(err)

@@ -31,7 +31,7 @@ func readLayer(t *testing.T, img v1.Image) (map[string]layerFile, []string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer rc.Close()
+	defer func() { _ = rc.Close() }()
 	files := map[string]layerFile{}
 	var order []string
 	tr := tar.NewReader(rc)

@@ -28,18 +28,18 @@ func IsLocalHost(host string) bool {
 	return ip.IsLoopback() || benchmarkNet.Contains(ip)
 }
 
-// checkLocalHostPort splits a host:port and fails unless the host is local;
-// what says what the address is for, to make the error specific.
-func checkLocalHostPort(hostport, what string) (host string, err error) {
-	host, _, err = net.SplitHostPort(hostport)
+// checkLocalHostPort fails unless hostport is a host:port whose host is
+// local; what says what the address is for, to make the error specific.
+func checkLocalHostPort(hostport, what string) error {
+	host, _, err := net.SplitHostPort(hostport)
 	if err != nil {
-		return "", fmt.Errorf("%s %q is not host:port: %w", what, hostport, err)
+		return fmt.Errorf("%s %q is not host:port: %w", what, hostport, err)
 	}
 	if host == "" {
-		return "", fmt.Errorf("%s %q has no host, which would mean every interface; give 127.0.0.1 (or an address in 198.18.0.0/15)", what, hostport)
+		return fmt.Errorf("%s %q has no host, which would mean every interface; give 127.0.0.1 (or an address in 198.18.0.0/15)", what, hostport)
 	}
 	if !IsLocalHost(host) {
-		return "", fmt.Errorf("%s %q is not on this machine: only localhost, 127.0.0.0/8, ::1 and 198.18.0.0/15 are allowed, because the registry speaks plain HTTP without authentication", what, hostport)
+		return fmt.Errorf("%s %q is not on this machine: only localhost, 127.0.0.0/8, ::1 and 198.18.0.0/15 are allowed, because the registry speaks plain HTTP without authentication", what, hostport)
 	}
-	return host, nil
+	return nil
 }

@@ -42,7 +42,7 @@ func Push(ctx context.Context, img v1.Image, ref string) error {
 		}
 		return fmt.Errorf("push %s: reach the registry on %s: %w", ref, hostport, err)
 	}
-	conn.Close()
+	_ = conn.Close()
 
 	err = remote.Write(r, img,
 		remote.WithContext(ctx),

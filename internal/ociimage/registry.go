@@ -57,7 +57,7 @@ func StartRegistry(addr, blobDir string, opts ...RegistryOption) (*Registry, err
 	if addr == "" {
 		addr = "127.0.0.1:0"
 	}
-	if _, err := checkLocalHostPort(addr, "registry address"); err != nil {
+	if err := checkLocalHostPort(addr, "registry address"); err != nil {
 		return nil, err
 	}
 
@@ -132,7 +132,7 @@ func (r *Registry) Close() error {
 // certificate (operator-sdk's image pulls); it returns the host:port. Call
 // it once, before Close.
 func (r *Registry) ServeTLS(addr string, cert tls.Certificate) (string, error) {
-	if _, err := checkLocalHostPort(addr, "registry TLS address"); err != nil {
+	if err := checkLocalHostPort(addr, "registry TLS address"); err != nil {
 		return "", err
 	}
 	ln, err := net.Listen("tcp", addr)

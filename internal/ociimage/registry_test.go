@@ -123,7 +123,7 @@ func TestTheRegistryAnswersAsContainerdAsks(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer resp.Body.Close()
+		defer func() { _ = resp.Body.Close() }()
 		b, err := io.ReadAll(resp.Body)
 		if err != nil {
 			t.Fatal(err)
@@ -190,7 +190,7 @@ func TestPushSaysWhenNoRegistryListens(t *testing.T) {
 		t.Fatal(err)
 	}
 	addr := ln.Addr().String()
-	ln.Close()
+	_ = ln.Close()
 	err = Push(context.Background(), operatorImage(t, fakeManager(t, "m")), addr+"/modelserver-operator:x")
 	if !errors.Is(err, ErrNoRegistry) || !strings.Contains(err.Error(), addr) {
 		t.Errorf("Push with nothing on %s: %v, want ErrNoRegistry naming the address", addr, err)
@@ -213,7 +213,7 @@ func TestLocalHosts(t *testing.T) {
 func TestStartRegistryRefusesAddressesElsewhere(t *testing.T) {
 	for _, addr := range []string{":5000", "0.0.0.0:0", "[::]:0", "10.1.2.3:5000", "example.com:5000", "127.0.0.1"} {
 		if reg, err := StartRegistry(addr, ""); err == nil {
-			reg.Close()
+			_ = reg.Close()
 			t.Errorf("StartRegistry(%q) started", addr)
 		}
 	}

@@ -358,8 +358,12 @@ func (e *ConflictError) Error() string {
 		"change or delete it: delete or rename that object, or give the ModelServer another name", what, e.Release)
 }
 
+// Is makes errors.Is(err, ErrConflict) hold for every ConflictError, so
+// callers need not know the type.
 func (e *ConflictError) Is(target error) bool { return target == ErrConflict }
-func (e *ConflictError) Unwrap() error        { return e.Err }
+
+// Unwrap gives Helm's error, which the message replaces.
+func (e *ConflictError) Unwrap() error { return e.Err }
 
 // helmConflict matches Helm's refusal to import an object into a release:
 // `ConfigMap "x" in namespace "ns" exists and cannot be imported into the

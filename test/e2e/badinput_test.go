@@ -95,6 +95,17 @@ func TestMalformedAndHostileSpecsAreRefusedAtAdmission(t *testing.T) {
 			t.Errorf("%s: refused, but the message lacks %q:\n%s", tc.what, tc.want, out)
 		}
 	}
+	// The storage URI rules refuse the malformed URIs above, not their
+	// well-formed neighbours (a server-side dry run creates nothing).
+	for i, uri := range []string{
+		"https://h/m.tgz#sha256=" + sha256Hex, "https://h/m.tgz#sha256=" + strings.ToUpper(sha256Hex),
+		"http://h:8080/models/m.zip?X-Amz-Signature=abc", "https://h/a@b/.m.tar", "s3://b/m.tar.gz#sha256=" + sha256Hex,
+		"s3://b", "gs://b/a/b/", "pvc://claim/team/m", "/srv/models/resnet",
+	} {
+		if out, err := kubectlStdinWith(c, uriYAML(fmt.Sprintf("ok%d", i), uri), "create", "--dry-run=server", "-n", ns, "-f", "-"); err != nil {
+			t.Errorf("storage URI %s: refused, want it admitted:\n%s", uri, out)
+		}
+	}
 	if out := kubectl(t, c, "get", "ms,deployments,jobs,services,configmaps,pvc,secrets", "-n", ns, "-o", "name"); strings.Contains(out, "/") &&
 		strings.TrimSpace(strings.ReplaceAll(out, "configmap/kube-root-ca.crt", "")) != "" {
 		t.Errorf("objects exist after only refused requests:\n%s", out)

@@ -156,8 +156,12 @@ func TestCtrlCStopsTheDemoAndLeavesNothingBehind(t *testing.T) {
 	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
 		t.Fatal(err)
 	}
+	// Ctrl-C is the demo's clean stop, so it exits 0.
 	select {
-	case <-exited:
+	case err := <-exited:
+		if err != nil {
+			t.Errorf("the demo exited with %v after Ctrl-C, want 0:\n%s", err, out.String())
+		}
 	case <-time.After(60 * time.Second):
 		_ = cmd.Process.Kill()
 		t.Fatal("the demo still runs 60s after Ctrl-C")

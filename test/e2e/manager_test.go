@@ -46,7 +46,7 @@ func TestMain(m *testing.M) {
 	}
 	code := m.Run()
 	stopSharedOperator()
-	os.RemoveAll(dir)
+	_ = os.RemoveAll(dir)
 	os.Exit(code)
 }
 
@@ -83,7 +83,7 @@ func TestOperatorServesProbesAndSecureMetricsAndHandsBackItsLease(t *testing.T) 
 		if err != nil {
 			return false, err
 		}
-		resp.Body.Close()
+		_ = resp.Body.Close()
 		return resp.StatusCode == http.StatusOK, nil
 	})
 	waitFor(t, 60*time.Second, "operator holds the leader Lease", func(ctx context.Context) (bool, error) {
@@ -180,7 +180,7 @@ func scrape(url, token string) (int, string, error) {
 	if err != nil {
 		return 0, "", err
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	body, err := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(body), err
 }
@@ -204,7 +204,7 @@ func freeAddr(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
+	defer func() { _ = l.Close() }()
 	return l.Addr().String()
 }
 

@@ -276,15 +276,13 @@ func kubectl(t *testing.T, c *localcluster.Cluster, args ...string) string {
 	return strings.TrimSpace(out)
 }
 
-func kubectlStdin(t *testing.T, c *localcluster.Cluster, stdin string, args ...string) string {
+func kubectlStdin(t *testing.T, c *localcluster.Cluster, stdin string, args ...string) {
 	t.Helper()
 	cmd := exec.Command(repoPath("bin/kubectl"), append([]string{"--kubeconfig", c.Kubeconfig}, args...)...)
 	cmd.Stdin = strings.NewReader(stdin)
-	out, err := cmd.CombinedOutput()
-	if err != nil {
+	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
-	return strings.TrimSpace(string(out))
 }
 
 func kubectlWith(c *localcluster.Cluster, args ...string) (string, error) {

@@ -127,8 +127,6 @@ func (o *operatorRun) kill() {
 	}
 }
 
-func (o *operatorRun) log() string { return readFile(o.proc.LogFile()) }
-
 // writesSince counts the requests that change state made through the
 // operator's proxy since from.
 func (o *operatorRun) writesSince(from time.Time) []faultproxy.Record {

@@ -115,7 +115,7 @@ func TestATooManyRequestsCarriesRetryAfter(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp.Body.Close()
+	_ = resp.Body.Close()
 	if resp.StatusCode != 429 || resp.Header.Get("Retry-After") != "7" {
 		t.Errorf("status %d, Retry-After %q; want 429 with Retry-After 7", resp.StatusCode, resp.Header.Get("Retry-After"))
 	}

@@ -129,7 +129,8 @@ func TestScorecardBasicAndOLMSuitesPass(t *testing.T) {
 			}
 			// The CLI exits 1 exactly when a test did not pass.
 			var exit *exec.ExitError
-			if runErr != nil && !(errors.As(runErr, &exit) && exit.ExitCode() == 1 && len(failed) > 0) {
+			failedTests := errors.As(runErr, &exit) && exit.ExitCode() == 1 && len(failed) > 0
+			if runErr != nil && !failedTests {
 				t.Errorf("operator-sdk scorecard: %v", runErr)
 			}
 		})

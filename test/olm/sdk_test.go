@@ -15,7 +15,7 @@ import (
 // operatorSDK runs the pinned operator-sdk from the repository's root as a
 // user does, against the cluster, trusting the cluster's CA for the
 // registry's certificate.
-func operatorSDK(t *testing.T, e *olmenv.Env, args ...string) string {
+func operatorSDK(t *testing.T, e *olmenv.Env, args ...string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
@@ -27,7 +27,6 @@ func operatorSDK(t *testing.T, e *olmenv.Env, args ...string) string {
 	if err != nil {
 		t.Fatalf("operator-sdk %s: %v", strings.Join(args, " "), err)
 	}
-	return string(out)
 }
 
 // TestOperatorSDKRunsUpgradesAndCleansUpTheBundle is the developer's loop

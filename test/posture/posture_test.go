@@ -47,7 +47,7 @@ func objects(t *testing.T, files ...string) []*unstructured.Unstructured {
 				out = append(out, &unstructured.Unstructured{Object: m})
 			}
 		}
-		fh.Close()
+		_ = fh.Close()
 	}
 	return out
 }

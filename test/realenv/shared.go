@@ -9,8 +9,9 @@ import (
 	"github.com/modelserver-dev/modelserver-operator/internal/localcluster"
 )
 
-// RequireRealNodeEnv, when set (CI does, as root), turns a machine that
-// cannot run a real node into a failure instead of a skip.
+// RequireRealNodeEnv names the variable that, when set (CI does, as
+// root), turns a machine that cannot run a real node into a failure
+// instead of a skip.
 const RequireRealNodeEnv = "LOCALCLUSTER_REQUIRE_REAL_NODE"
 
 // Shared is an environment the tests of one package share, started by the

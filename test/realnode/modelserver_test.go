@@ -111,7 +111,7 @@ func (e *env) modelStatus(t *testing.T, ns, svc, model string) map[string]string
 	if err != nil {
 		t.Fatalf("GET %s: %v", url, err)
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	body, _ := io.ReadAll(resp.Body)
 	var st struct {
 		ModelVersionStatus []struct {
@@ -518,7 +518,7 @@ func scrape(t *testing.T, url, token string) (int, string) {
 	if err != nil {
 		t.Fatalf("GET %s: %v", url, err)
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	body, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(body)
 }

@@ -43,6 +43,14 @@ func addVersion(t *testing.T, base, name string) string {
 	return dir
 }
 
+// removeVersion takes version name off the disk under base.
+func removeVersion(t *testing.T, base, name string) {
+	t.Helper()
+	if err := os.RemoveAll(filepath.Join(base, name)); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // syncBuffer collects the log of a double that runs in other goroutines.
 type syncBuffer struct {
 	mu sync.Mutex

@@ -25,7 +25,7 @@ func (l *logger) write(severity byte, format string, args ...any) {
 	msg = strings.TrimRight(msg, "\n")
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	fmt.Fprintf(l.w, "%s: %c tfservingdouble] %s\n", l.now().Format("2006-01-02 15:04:05.000000"), severity, msg)
+	_, _ = fmt.Fprintf(l.w, "%s: %c tfservingdouble] %s\n", l.now().Format("2006-01-02 15:04:05.000000"), severity, msg)
 }
 
 func (l *logger) infof(format string, args ...any)  { l.write('I', format, args...) }

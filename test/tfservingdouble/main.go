@@ -58,17 +58,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	switch {
 	case errors.As(err, &fe) && fe.showUsage:
 		if fe.msg != "" {
-			fmt.Fprintln(stderr, fe.msg)
+			_, _ = fmt.Fprintln(stderr, fe.msg)
 		}
-		fmt.Fprint(stdout, usage())
+		_, _ = fmt.Fprint(stdout, usage())
 		return 255
 	case err != nil:
-		fmt.Fprintln(stderr, err)
+		_, _ = fmt.Fprintln(stderr, err)
 		return 1
 	}
 	opts := f.options()
 	if opts.version {
-		fmt.Fprintf(stdout, "TensorFlow ModelServer: %s\nTensorFlow Library: none\n", version)
+		_, _ = fmt.Fprintf(stdout, "TensorFlow ModelServer: %s\nTensorFlow Library: none\n", version)
 		return 0
 	}
 	log := newLogger(stderr)
@@ -79,7 +79,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return 0
 		}
 		// Where TF Serving reports it, and with its exit code.
-		fmt.Fprintf(stdout, "Failed to start server. Error: %v\n", err)
+		_, _ = fmt.Fprintf(stdout, "Failed to start server. Error: %v\n", err)
 		return 255
 	}
 	<-ctx.Done()
@@ -144,7 +144,7 @@ func start(ctx context.Context, opts options, log *logger) (*server, error) {
 	fail := func(err error) (*server, error) {
 		cancel()
 		for _, l := range s.grpc {
-			l.Close()
+			_ = l.Close()
 		}
 		s.tasks.Wait()
 		return nil, err
@@ -198,7 +198,7 @@ func start(ctx context.Context, opts options, log *logger) (*server, error) {
 		} else {
 			s.http = &http.Server{Handler: api, ReadHeaderTimeout: time.Minute}
 			s.restAddr = l.Addr().String()
-			s.spawn(func() { s.http.Serve(l) })
+			s.spawn(func() { _ = s.http.Serve(l) })
 			log.infof("Exporting HTTP/REST API at:localhost:%d ...", opts.restPort)
 		}
 	}
@@ -219,10 +219,10 @@ func (s *server) spawn(f func()) {
 func (s *server) stop() {
 	s.cancel()
 	if s.http != nil {
-		s.http.Shutdown(context.Background())
+		_ = s.http.Shutdown(context.Background())
 	}
 	for _, l := range s.grpc {
-		l.Close()
+		_ = l.Close()
 	}
 	s.tasks.Wait()
 }
@@ -267,6 +267,6 @@ func acceptAndClose(l net.Listener) {
 			time.Sleep(10 * time.Millisecond)
 			continue
 		}
-		c.Close()
+		_ = c.Close()
 	}
 }

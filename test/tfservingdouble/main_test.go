@@ -28,7 +28,7 @@ func freePort(t *testing.T) int {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
+	defer func() { _ = l.Close() }()
 	return l.Addr().(*net.TCPAddr).Port
 }
 
@@ -66,7 +66,7 @@ func get(url string) (int, string) {
 	if err != nil {
 		return -1, err.Error()
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(b)
 }
@@ -105,7 +105,9 @@ func TestTheOperatorsServingContainer(t *testing.T) {
 	for name, content := range v.ConfigFiles {
 		writeFile(t, filepath.Join(etc, name), strings.ReplaceAll(content, `base_path: "/models/`, `base_path: "`+models+`/`))
 	}
-	os.MkdirAll(models, 0o755)
+	if err := os.MkdirAll(models, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	if err := os.Symlink(half, filepath.Join(models, strings.TrimPrefix(v.Models[0].BasePath, "/models/"))); err != nil {
 		t.Fatal(err)
 	}
@@ -132,14 +134,14 @@ func TestTheOperatorsServingContainer(t *testing.T) {
 	if conn, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", grpcPort)); err != nil {
 		t.Errorf("liveness (TCP on the gRPC port): %v", err)
 	} else {
-		conn.Close()
+		_ = conn.Close()
 	}
 	resp, err := http.Post(d.rest+"/v1/models/half:predict", "application/json", strings.NewReader(`{"instances": [1.0, 2.0, 5.0]}`))
 	if err != nil {
 		t.Fatal(err)
 	}
 	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
+	_ = resp.Body.Close()
 	if resp.StatusCode != 200 || !strings.Contains(string(body), "2.5,\n        3.0,\n        4.5") {
 		t.Errorf("predict: %d %s", resp.StatusCode, body)
 	}
@@ -247,7 +249,7 @@ func TestFailuresToStart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer busy.Close()
+	defer func() { _ = busy.Close() }()
 	busyPort := busy.Addr().(*net.TCPAddr).Port
 	for _, tc := range []struct {
 		name string
@@ -289,7 +291,7 @@ func TestRESTPortProblemsAreNotFatal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer busy.Close()
+	defer func() { _ = busy.Close() }()
 	grpcPort := freePort(t)
 	for _, tc := range []struct {
 		rest int
@@ -302,7 +304,7 @@ func TestRESTPortProblemsAreNotFatal(t *testing.T) {
 		eventually(t, "the gRPC port", 5*time.Second, func() bool {
 			c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", grpcPort))
 			if err == nil {
-				c.Close()
+				_ = c.Close()
 			}
 			return err == nil
 		})

@@ -57,11 +57,11 @@ func TestVersionsComeAndGo(t *testing.T) {
 		{"specific brings an old one back", func() {
 			mustApply(t, c, modelList(model("m", base, "model_version_policy { specific { versions: 0 versions: 1 } }")))
 		}, "2:END 1:AVAILABLE 0:AVAILABLE"},
-		{"a removed version ends", func() { os.RemoveAll(filepath.Join(base, "0")) }, "2:END 1:AVAILABLE 0:END"},
+		{"a removed version ends", func() { removeVersion(t, base, "0") }, "2:END 1:AVAILABLE 0:END"},
 		{"all", func() { mustApply(t, c, modelList(model("m", base, "model_version_policy { all {} }"))) }, "2:AVAILABLE 1:AVAILABLE 0:END"},
 		{"latest again", func() { mustApply(t, c, latest) }, "2:AVAILABLE 1:END 0:END"},
-		{"the newest removed, the next one serves", func() { os.RemoveAll(filepath.Join(base, "2")) }, "2:END 1:AVAILABLE 0:END"},
-		{"every version removed", func() { os.RemoveAll(filepath.Join(base, "1")) }, "2:END 1:END 0:END"},
+		{"the newest removed, the next one serves", func() { removeVersion(t, base, "2") }, "2:END 1:AVAILABLE 0:END"},
+		{"every version removed", func() { removeVersion(t, base, "1") }, "2:END 1:END 0:END"},
 		{"a version back on disk", func() { addVersion(t, base, "2") }, "2:AVAILABLE 1:END 0:END"},
 	}
 	for _, s := range steps {
@@ -273,7 +273,9 @@ func TestARefusedReloadKeepsTheRunningConfig(t *testing.T) {
 			t.Errorf("after %q: states %s", tc.content, got)
 		}
 	}
-	os.Remove(path)
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
 	s.reloadModelConfig(context.Background(), path)
 	if !strings.Contains(logs.String(), "Failed to read ModelServerConfig file: "+path+"; No such file or directory") {
 		t.Errorf("a missing file is not logged:\n%s", logs)
@@ -331,7 +333,7 @@ func TestRunSourceIntervals(t *testing.T) {
 			if got := states(t, c, "m"); got != want {
 				t.Errorf("every %v: %s, want %s", tc.every, got, want)
 			}
-			os.RemoveAll(filepath.Join(base, "2"))
+			removeVersion(t, base, "2")
 		}
 		cancel()
 		<-done

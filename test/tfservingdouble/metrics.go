@@ -8,7 +8,6 @@ package main
 
 import (
 	"fmt"
-	"io"
 	"maps"
 	"math"
 	"slices"
@@ -109,8 +108,9 @@ func escapeLabel(v string) string {
 func number(x float64) string { return strconv.FormatFloat(x, 'g', 6, 64) }
 
 // write renders the metrics in the Prometheus text format, sorted by TF
-// metric name and then by label values.
-func (m *metrics) write(w io.Writer) {
+// metric name and then by label values. Into a builder, whose writes
+// cannot fail; the handler sends the text whole.
+func (m *metrics) write(w *strings.Builder) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	fmt.Fprintf(w, "# TYPE %s counter\n", metricLoadAttempts)

@@ -38,7 +38,7 @@ func TestMetricsParseAndCount(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		resp.Body.Close()
+		_ = resp.Body.Close()
 	}
 
 	resp, err := http.Get(srv.URL + "/monitoring/prometheus/metrics")
@@ -46,7 +46,7 @@ func TestMetricsParseAndCount(t *testing.T) {
 		t.Fatal(err)
 	}
 	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
+	_ = resp.Body.Close()
 	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/plain" {
 		t.Fatalf("%d %q\n%s", resp.StatusCode, resp.Header.Get("Content-Type"), body)
 	}

@@ -245,7 +245,9 @@ func TestReadModelServerConfigErrors(t *testing.T) {
 	if os.Getuid() != 0 {
 		unreadable := filepath.Join(dir, "unreadable.config")
 		writeFile(t, unreadable, "")
-		os.Chmod(unreadable, 0)
+		if err := os.Chmod(unreadable, 0); err != nil {
+			t.Fatal(err)
+		}
 		if _, err := readModelServerConfig(unreadable); codeOf(err) != codePermissionDenied {
 			t.Errorf("unreadable file: %v", err)
 		}

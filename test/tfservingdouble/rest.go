@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"regexp"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -40,7 +41,9 @@ func (a *restAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	path := r.URL.EscapedPath()
 	if a.metricsPath != "" && path == a.metricsPath {
 		w.Header().Set("Content-Type", "text/plain")
-		a.metrics.write(w)
+		var b strings.Builder
+		a.metrics.write(&b)
+		_, _ = io.WriteString(w, b.String())
 		return
 	}
 	if !apiPath.MatchString(path) {
@@ -74,7 +77,7 @@ func (a *restAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	a.metrics.countRequest(model, codeOf(err))
 	w.WriteHeader(codeOf(err).httpStatus())
-	w.Write(out)
+	_, _ = w.Write(out)
 }
 
 // process answers an API request: the body, and the model name and

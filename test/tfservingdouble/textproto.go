@@ -242,13 +242,13 @@ func (lx *lexer) quoted(start pbPos) (token, error) {
 			return token{}, start.errorf("Unexpected end of string.")
 		}
 		c := lx.src[lx.off]
-		switch {
-		case c == quote:
+		switch c {
+		case quote:
 			lx.step()
 			return token{kind: tokString, text: b.String(), pos: start}, nil
-		case c == '\n':
+		case '\n':
 			return token{}, lx.pos().errorf("String literals cannot cross line boundaries.")
-		case c == '\\':
+		case '\\':
 			if err := lx.escape(&b); err != nil {
 				return token{}, err
 			}
