@@ -1,0 +1,100 @@
+package controllers
+
+// Reporting: the status written once per reconcile, and the Events and
+// metrics of what the reconcile saw happen.
+
+import (
+	"context"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
+	"github.com/modelserver-dev/modelserver-operator/internal/metrics"
+	"github.com/modelserver-dev/modelserver-operator/internal/status"
+)
+
+// writeStatus computes the status from what was observed and patches it
+// if it changed, with an Event for a model newly fetched and for each phase
+// change worth one.
+func (r *ModelServerReconciler) writeStatus(ctx context.Context, ms *servingv1alpha1.ModelServer, old servingv1alpha1.ModelServerStatus, report status.Observation, obs *observed) error {
+	now := r.clock().Now()
+	st := status.Compute(old, report, now)
+	r.reportFetches(ms, report, obs, now)
+	var created time.Time
+	if ms.Generation == 1 {
+		created = ms.CreationTimestamp.Time
+	}
+	metrics.Observe(ms.UID, ms.Generation, created, string(st.Phase), st.Phase == servingv1alpha1.PhaseReady)
+	if equality.Semantic.DeepEqual(old, st) {
+		r.written.Store(ms.UID, st.DeepCopy())
+		return nil
+	}
+	base := ms.DeepCopy()
+	base.Status = old
+	ms.Status = st
+	if err := r.Status().Patch(ctx, ms, client.MergeFrom(base)); err != nil {
+		r.written.Delete(ms.UID) // unknown now: trust the cache again
+		return client.IgnoreNotFound(err)
+	}
+	r.written.Store(ms.UID, st.DeepCopy())
+	if st.Phase != old.Phase && phaseWorthAnEvent(old.Phase, st.Phase) {
+		kind := corev1.EventTypeNormal
+		if st.Phase == servingv1alpha1.PhaseFailed || st.Phase == servingv1alpha1.PhaseDegraded {
+			kind = corev1.EventTypeWarning
+		}
+		r.Recorder.Eventf(ms, nil, kind, string(st.Phase), "Reconcile", "%s", phaseNote(old.Phase, st.Phase, st))
+	}
+	return nil
+}
+
+// phaseWorthAnEvent says whether a change of phase is announced: reaching
+// Ready, Failed or Degraded, and leaving them. The steps on the way to
+// Ready (Pending, Fetching, Deploying) are in the status and in the
+// Installed and Fetched Events already; an Event for each would be one
+// more write per step and ModelServer.
+func phaseWorthAnEvent(from, to servingv1alpha1.Phase) bool {
+	settled := func(p servingv1alpha1.Phase) bool {
+		return p == servingv1alpha1.PhaseReady || p == servingv1alpha1.PhaseFailed || p == servingv1alpha1.PhaseDegraded
+	}
+	return settled(from) || settled(to)
+}
+
+// reportFetches announces each model newly fetched, and counts each fetch
+// that ended in the metrics.
+func (r *ModelServerReconciler) reportFetches(ms *servingv1alpha1.ModelServer, report status.Observation, obs *observed, now time.Time) {
+	if obs == nil {
+		return
+	}
+	for _, m := range report.Models {
+		fj := obs.FetchJobs[m.FetchJob]
+		switch {
+		case fj == nil:
+		case m.NewlyFetched:
+			r.Recorder.Eventf(ms, fj.Job, corev1.EventTypeNormal, servingv1alpha1.ReasonFetched, "Fetch", "%s", fetchedNote(m.Name, m.StorageURI, &m.Status))
+			metrics.FetchEnded(ms.UID, fj.Job.UID, true, jobDuration(fj.Job, now), m.Status.SizeBytes)
+		case status.FetchStateOf(fj.Job) == status.FetchFailed:
+			metrics.FetchEnded(ms.UID, fj.Job.UID, false, jobDuration(fj.Job, now), -1)
+		}
+	}
+}
+
+// jobDuration is how long a finished Job ran, as of now.
+func jobDuration(job *batchv1.Job, now time.Time) time.Duration {
+	if job.Status.StartTime == nil {
+		return 0
+	}
+	end := now
+	if job.Status.CompletionTime != nil {
+		end = job.Status.CompletionTime.Time
+	}
+	for _, c := range job.Status.Conditions {
+		if c.Type == batchv1.JobFailed && c.Status == corev1.ConditionTrue {
+			end = c.LastTransitionTime.Time
+		}
+	}
+	return end.Sub(job.Status.StartTime.Time)
+}
