@@ -558,7 +558,6 @@ const (
 	PhaseDeleting  Phase = "Deleting"
 )
 
-
 // ModelServerStatus is what the operator last observed.
 type ModelServerStatus struct {
 	// phase summarises the conditions.

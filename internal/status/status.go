@@ -70,10 +70,10 @@ type Observation struct {
 
 // ModelFetch is what one model's fetch Job says.
 type ModelFetch struct {
-	Name  string
+	Name string
 	// FetchJob names the Job of the model's current fetch generation.
 	FetchJob string
-	State FetchState
+	State    FetchState
 	// Reason and Message of a failure, e.g. NotFound.
 	Reason, Message string
 	// StorageURI is where the model is fetched from, redacted.

@@ -136,14 +136,24 @@ func Parse(raw string) (Location, error) {
 // Redact drops user info and query values from a URI before it is shown
 // (in a log, a termination message, a status or an Event): credentials
 // and the signatures of signed URLs live there. A URI that does not parse
-// is cut before its first ? or @, where they would begin.
+// is cut before its first ? or @, where they would begin, and what comes
+// between its scheme and an @ (user info) is left out.
 func Redact(raw string) string {
 	u, err := url.Parse(raw)
-	if err != nil || u.Scheme == "" {
-		if i := strings.IndexAny(raw, "?@"); i >= 0 {
-			return raw[:i] + "…"
+	// An opaque URI (scheme:rest, no //) keeps user info in its opaque part.
+	if err != nil || u.Scheme == "" || u.Opaque != "" {
+		i := strings.IndexAny(raw, "?@")
+		if i < 0 {
+			return raw
 		}
-		return raw
+		head := raw[:i]
+		if raw[i] == '@' {
+			head = "REDACTED"
+			if scheme, _, ok := strings.Cut(raw[:i], "://"); ok {
+				head = scheme + "://REDACTED"
+			}
+		}
+		return head + "…"
 	}
 	if u.User != nil {
 		u.User = url.User("REDACTED")

@@ -98,7 +98,9 @@ func TestRedactHidesCredentials(t *testing.T) {
 		"/srv/models":                 "/srv/models",
 		"s3://b/%zz?sig=abc":          "s3://b/%zz…",
 		"host/m.tgz?sig=abc":          "host/m.tgz…",
-		"s3://b@h/%zz":                "s3://b…",
+		"s3://b@h/%zz":                "s3://REDACTED…",
+		"https://user:pw@h/%zz":       "https://REDACTED…",
+		"user:pw@h/%zz":               "REDACTED…",
 		"https://h/m.tgz?no-value":    "https://h/m.tgz?no-value=REDACTED",
 		"https://h/m.tgz?a=1&a=2&b=3": "https://h/m.tgz?a=REDACTED&b=REDACTED",
 	} {
