@@ -79,10 +79,13 @@ func planFor(last *helmrelease.Release, why string) releasePlan {
 // a crash left pending; the objects are checked for drift from the cache.
 func (r *ModelServerReconciler) planRelease(ctx context.Context, ms *servingv1alpha1.ModelServer, want *desired.State) (releasePlan, error) {
 	rel := ms.Status.Release
-	if !releaseAttempted(ms) {
-		return releasePlan{kind: planFreshInstall}, nil
-	}
 	_, verified := r.verified.Load(ms.UID)
+	if !releaseAttempted(ms) && !verified {
+		// A ModelServer this process has installed is not new, even
+		// if the status write after its install was lost: a second
+		// install would find the first and upgrade it.
+		return releasePlan{kind: planFreshInstall, why: "install"}, nil
+	}
 	if rel != nil && rel.ValuesDigest == want.Digest && verified {
 		return r.planDrift(ctx, ms, want, releasePlan{})
 	}

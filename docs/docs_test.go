@@ -17,50 +17,55 @@ import (
 )
 
 // statusReasons collects the string constants that are condition reasons:
-// the controller's Reason* constants and the fetcher's reasons (the first
-// word of a failed fetch's termination message, copied into the status).
+// the API's Reason* constants, the fetcher's among them (the first word of
+// a failed fetch's termination message, copied into the status).
 func statusReasons(t *testing.T) map[string]string {
 	t.Helper()
+	const glob = "../api/v1alpha1/*.go"
+	files, err := filepath.Glob(glob)
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no files match %s", glob)
+	}
 	reasons := map[string]string{}
-	collect := func(glob string, isReason func(name string, spec *ast.ValueSpec) bool) {
-		files, err := filepath.Glob(glob)
-		if err != nil || len(files) == 0 {
-			t.Fatalf("no files match %s", glob)
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
 		}
-		for _, f := range files {
-			if strings.HasSuffix(f, "_test.go") {
-				continue
+		file, err := parser.ParseFile(token.NewFileSet(), f, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for name, value := range stringConsts(file) {
+			if strings.HasPrefix(name, "Reason") {
+				reasons[value] = f + ": " + name
 			}
-			file, err := parser.ParseFile(token.NewFileSet(), f, nil, 0)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, decl := range file.Decls {
-				gen, ok := decl.(*ast.GenDecl)
-				if !ok || gen.Tok != token.CONST {
+		}
+	}
+	return reasons
+}
+
+// stringConsts maps the constants of file declared with a string literal
+// to their values.
+func stringConsts(file *ast.File) map[string]string {
+	consts := map[string]string{}
+	for _, decl := range file.Decls {
+		gen, ok := decl.(*ast.GenDecl)
+		if !ok || gen.Tok != token.CONST {
+			continue
+		}
+		for _, s := range gen.Specs {
+			spec := s.(*ast.ValueSpec)
+			for i, name := range spec.Names {
+				if i >= len(spec.Values) {
 					continue
 				}
-				for _, s := range gen.Specs {
-					spec := s.(*ast.ValueSpec)
-					for i, name := range spec.Names {
-						if i >= len(spec.Values) || !isReason(name.Name, spec) {
-							continue
-						}
-						if lit, ok := spec.Values[i].(*ast.BasicLit); ok && lit.Kind == token.STRING {
-							v, _ := strconv.Unquote(lit.Value)
-							reasons[v] = f + ": " + name.Name
-						}
-					}
+				if lit, ok := spec.Values[i].(*ast.BasicLit); ok && lit.Kind == token.STRING {
+					consts[name.Name], _ = strconv.Unquote(lit.Value)
 				}
 			}
 		}
 	}
-	collect("../controllers/*.go", func(name string, _ *ast.ValueSpec) bool { return strings.HasPrefix(name, "Reason") })
-	collect("../internal/fetch/*.go", func(_ string, spec *ast.ValueSpec) bool {
-		id, ok := spec.Type.(*ast.Ident)
-		return ok && id.Name == "Reason"
-	})
-	return reasons
+	return consts
 }
 
 var tableReason = regexp.MustCompile("(?m)^\\| `([A-Za-z]+)` \\|")

@@ -56,7 +56,7 @@ type renderCase struct {
 	check func(t *testing.T, v *values.Values, objs *objects)
 }
 
-func renderCases() []renderCase {
+func renderCases() []renderCase { //nolint:gocognit // a table of cases: each case's check closure counts toward this function, though none is complex on its own
 	full := modelServer("resnet", func(ms *servingv1alpha1.ModelServer) {
 		ms.UID = types.UID("6b7b1c9e-1111-4a2b-9c3d-0123456789ab")
 		ms.Spec.Model.CredentialsSecret = "s3-credentials"
@@ -857,7 +857,7 @@ func TestSchemaRejectsBadValues(t *testing.T) {
 }
 
 // checkStack makes the assertions every rendered stack must pass.
-func checkStack(t *testing.T, ms *servingv1alpha1.ModelServer, v *values.Values, objs *objects) {
+func checkStack(t *testing.T, ms *servingv1alpha1.ModelServer, v *values.Values, objs *objects) { //nolint:gocognit // a flat checklist, object by object, of what every stack must hold: its score is its number of checks, not nesting
 	t.Helper()
 
 	// Exactly the expected kinds.
@@ -1374,51 +1374,58 @@ func decodeAll(t *testing.T, rendered map[string]string) *objects {
 				continue
 			}
 			objs.kinds = append(objs.kinds, tm.Kind)
-			switch tm {
-			case metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"}:
-				objs.configMaps = append(objs.configMaps, strictDecode[corev1.ConfigMap](t, file, doc))
-			case metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"}:
-				objs.deployments = append(objs.deployments, strictDecode[appsv1.Deployment](t, file, doc))
-			case metav1.TypeMeta{APIVersion: "v1", Kind: "Service"}:
-				objs.services = append(objs.services, strictDecode[corev1.Service](t, file, doc))
-			case metav1.TypeMeta{APIVersion: "v1", Kind: "PersistentVolumeClaim"}:
-				objs.claims = append(objs.claims, strictDecode[corev1.PersistentVolumeClaim](t, file, doc))
-			case metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"}:
-				objs.jobs = append(objs.jobs, strictDecode[batchv1.Job](t, file, doc))
-			case metav1.TypeMeta{APIVersion: "autoscaling/v2", Kind: "HorizontalPodAutoscaler"}:
-				o := strictDecode[autoscalingv2.HorizontalPodAutoscaler](t, file, doc)
-				objs.hpas, objs.extras = append(objs.hpas, o), append(objs.extras, o.ObjectMeta)
-			case metav1.TypeMeta{APIVersion: "policy/v1", Kind: "PodDisruptionBudget"}:
-				o := strictDecode[policyv1.PodDisruptionBudget](t, file, doc)
-				objs.pdbs, objs.extras = append(objs.pdbs, o), append(objs.extras, o.ObjectMeta)
-			case metav1.TypeMeta{APIVersion: "networking.k8s.io/v1", Kind: "Ingress"}:
-				o := strictDecode[networkingv1.Ingress](t, file, doc)
-				objs.ingresses, objs.extras = append(objs.ingresses, o), append(objs.extras, o.ObjectMeta)
-			case metav1.TypeMeta{APIVersion: "networking.k8s.io/v1", Kind: "NetworkPolicy"}:
-				o := strictDecode[networkingv1.NetworkPolicy](t, file, doc)
-				objs.netpols, objs.extras = append(objs.netpols, o), append(objs.extras, o.ObjectMeta)
-			case metav1.TypeMeta{APIVersion: "gateway.networking.k8s.io/v1", Kind: "HTTPRoute"},
-				metav1.TypeMeta{APIVersion: "gateway.networking.k8s.io/v1", Kind: "GRPCRoute"},
-				metav1.TypeMeta{APIVersion: "monitoring.coreos.com/v1", Kind: "ServiceMonitor"}:
-				o := strictDecode[map[string]any](t, file, doc)
-				if objs.custom == nil {
-					objs.custom = map[string][]map[string]any{}
-				}
-				objs.custom[tm.Kind] = append(objs.custom[tm.Kind], o)
-				if tm.Kind != "ServiceMonitor" {
-					meta := strictDecode[struct {
-						metav1.TypeMeta `json:",inline"`
-						Metadata        metav1.ObjectMeta `json:"metadata"`
-						Spec            map[string]any    `json:"spec"`
-					}](t, file, doc)
-					objs.extras = append(objs.extras, meta.Metadata)
-				}
-			default:
-				t.Errorf("%s: unexpected object %s %s", file, tm.APIVersion, tm.Kind)
-			}
+			objs.add(t, file, tm, doc)
 		}
 	}
 	return objs
+}
+
+// add decodes doc, an object of type tm from file, strictly into its API
+// type.
+func (o *objects) add(t *testing.T, file string, tm metav1.TypeMeta, doc []byte) {
+	t.Helper()
+	switch tm {
+	case metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"}:
+		o.configMaps = append(o.configMaps, strictDecode[corev1.ConfigMap](t, file, doc))
+	case metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"}:
+		o.deployments = append(o.deployments, strictDecode[appsv1.Deployment](t, file, doc))
+	case metav1.TypeMeta{APIVersion: "v1", Kind: "Service"}:
+		o.services = append(o.services, strictDecode[corev1.Service](t, file, doc))
+	case metav1.TypeMeta{APIVersion: "v1", Kind: "PersistentVolumeClaim"}:
+		o.claims = append(o.claims, strictDecode[corev1.PersistentVolumeClaim](t, file, doc))
+	case metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"}:
+		o.jobs = append(o.jobs, strictDecode[batchv1.Job](t, file, doc))
+	case metav1.TypeMeta{APIVersion: "autoscaling/v2", Kind: "HorizontalPodAutoscaler"}:
+		obj := strictDecode[autoscalingv2.HorizontalPodAutoscaler](t, file, doc)
+		o.hpas, o.extras = append(o.hpas, obj), append(o.extras, obj.ObjectMeta)
+	case metav1.TypeMeta{APIVersion: "policy/v1", Kind: "PodDisruptionBudget"}:
+		obj := strictDecode[policyv1.PodDisruptionBudget](t, file, doc)
+		o.pdbs, o.extras = append(o.pdbs, obj), append(o.extras, obj.ObjectMeta)
+	case metav1.TypeMeta{APIVersion: "networking.k8s.io/v1", Kind: "Ingress"}:
+		obj := strictDecode[networkingv1.Ingress](t, file, doc)
+		o.ingresses, o.extras = append(o.ingresses, obj), append(o.extras, obj.ObjectMeta)
+	case metav1.TypeMeta{APIVersion: "networking.k8s.io/v1", Kind: "NetworkPolicy"}:
+		obj := strictDecode[networkingv1.NetworkPolicy](t, file, doc)
+		o.netpols, o.extras = append(o.netpols, obj), append(o.extras, obj.ObjectMeta)
+	case metav1.TypeMeta{APIVersion: "gateway.networking.k8s.io/v1", Kind: "HTTPRoute"},
+		metav1.TypeMeta{APIVersion: "gateway.networking.k8s.io/v1", Kind: "GRPCRoute"},
+		metav1.TypeMeta{APIVersion: "monitoring.coreos.com/v1", Kind: "ServiceMonitor"}:
+		obj := strictDecode[map[string]any](t, file, doc)
+		if o.custom == nil {
+			o.custom = map[string][]map[string]any{}
+		}
+		o.custom[tm.Kind] = append(o.custom[tm.Kind], obj)
+		if tm.Kind != "ServiceMonitor" {
+			meta := strictDecode[struct {
+				metav1.TypeMeta `json:",inline"`
+				Metadata        metav1.ObjectMeta `json:"metadata"`
+				Spec            map[string]any    `json:"spec"`
+			}](t, file, doc)
+			o.extras = append(o.extras, meta.Metadata)
+		}
+	default:
+		t.Errorf("%s: unexpected object %s %s", file, tm.APIVersion, tm.Kind)
+	}
 }
 
 // strictDecode decodes doc as Helm sends it to the API server: YAML to

@@ -5,17 +5,26 @@
 package v1alpha1
 
 import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"sigs.k8s.io/controller-runtime/pkg/scheme"
 )
 
 var (
 	// GroupVersion is the API group and version of the ModelServer resource.
 	GroupVersion = schema.GroupVersion{Group: "serving.modelserver.dev", Version: "v1alpha1"}
 
-	// SchemeBuilder registers the API's types with a scheme.
-	SchemeBuilder = &scheme.Builder{GroupVersion: GroupVersion}
+	// SchemeBuilder registers the API's types with a scheme. It is
+	// apimachinery's, so that importing the API brings in no controller
+	// library.
+	SchemeBuilder = runtime.NewSchemeBuilder(addKnownTypes)
 
 	// AddToScheme adds the API's types to a scheme.
 	AddToScheme = SchemeBuilder.AddToScheme
 )
+
+func addKnownTypes(s *runtime.Scheme) error {
+	s.AddKnownTypes(GroupVersion, &ModelServer{}, &ModelServerList{})
+	metav1.AddToGroupVersion(s, GroupVersion)
+	return nil
+}

@@ -679,7 +679,3 @@ type ModelServerList struct {
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []ModelServer `json:"items"`
 }
-
-func init() {
-	SchemeBuilder.Register(&ModelServer{}, &ModelServerList{})
-}

@@ -16,17 +16,13 @@ import (
 )
 
 // runFetch is the entry point of the model-fetch Job: `manager fetch`. It
-// leaves a one-line termination message for the operator and, on failure,
-// exits itself with the code that tells the Job whether to retry: 3 for a
-// failure that retrying cannot fix, 1 for any other.
-func runFetch(args []string) error {
+// leaves a one-line termination message for the operator and returns the
+// exit code that tells the Job whether to retry: 3 for a failure that
+// retrying cannot fix, 1 for any other.
+func runFetch(args []string) int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
-	code := fetchCommand(ctx, args, os.Stdout, os.Stderr)
-	stop()
-	if code != 0 {
-		os.Exit(code)
-	}
-	return nil
+	defer stop()
+	return fetchCommand(ctx, args, os.Stdout, os.Stderr)
 }
 
 // fetchCommand parses the flags, fetches, writes the termination message

@@ -21,7 +21,7 @@ func main() {
 	case "manager":
 		err = runManager(args)
 	case "fetch":
-		err = runFetch(args)
+		os.Exit(runFetch(args))
 	case "wait-for-model":
 		err = runWaitForModel(args)
 	default:

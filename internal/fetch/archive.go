@@ -177,7 +177,7 @@ func (x *extractor) untar(r io.Reader) error {
 		switch hdr.Typeflag {
 		case tar.TypeDir:
 			err = x.dirEntry(hdr.Name)
-		case tar.TypeReg, tar.TypeRegA: // old archives still use TypeRegA
+		case tar.TypeReg: // the reader reports an old archive's TypeRegA files as TypeReg
 			err = x.fileEntry(hdr.Name, hdr.Size, tr)
 		case tar.TypeSymlink, tar.TypeLink:
 			err = permanentf(servingv1alpha1.ReasonInvalidLayout, "archive entry %q is a link; links are not supported in model archives", hdr.Name)

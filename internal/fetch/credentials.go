@@ -88,45 +88,19 @@ func (c Credentials) Redact(s string) string {
 // lines, the values of its header lines and of a service account key's
 // private fields, longest first so that no part of a longer secret stays.
 func secretValues(values map[string]string) []string {
-	set := map[string]bool{}
-	add := func(v string) {
-		if v = strings.TrimSpace(v); len(v) >= 4 {
-			set[v] = true
-		}
-	}
+	set := secretSet{}
 	for _, k := range secretKeys {
 		v, ok := values[k]
 		if !ok {
 			continue
 		}
-		add(v)
-		for _, line := range strings.Split(v, "\n") {
-			if len(strings.TrimSpace(line)) >= 8 {
-				add(line)
-			}
-			if _, hv, ok := strings.Cut(line, ":"); ok && k == KeyHTTPHeaders {
-				add(hv)
-				for _, f := range strings.Fields(hv) {
-					if len(f) >= 8 {
-						add(f)
-					}
-				}
-			}
-		}
-		if k == KeyGCSServiceAccount {
-			var key map[string]any
-			if json.Unmarshal([]byte(v), &key) == nil {
-				for _, f := range []string{"private_key", "private_key_id", "client_secret", "refresh_token"} {
-					if s, ok := key[f].(string); ok {
-						add(s)
-						for _, line := range strings.Split(s, "\n") {
-							if len(line) >= 8 {
-								add(line)
-							}
-						}
-					}
-				}
-			}
+		set.add(v)
+		set.addLines(v)
+		switch k {
+		case KeyHTTPHeaders:
+			set.addHeaderValues(v)
+		case KeyGCSServiceAccount:
+			set.addServiceAccountFields(v)
 		}
 	}
 	out := make([]string, 0, len(set))
@@ -135,6 +109,62 @@ func secretValues(values map[string]string) []string {
 	}
 	sort.Slice(out, func(i, j int) bool { return len(out[i]) > len(out[j]) })
 	return out
+}
+
+// secretSet collects the strings Redact hides. Shorter than 4 characters,
+// a string would hide innocent text; a line or word of one must be 8.
+type secretSet map[string]bool
+
+func (s secretSet) add(v string) {
+	if v = strings.TrimSpace(v); len(v) >= 4 {
+		s[v] = true
+	}
+}
+
+func (s secretSet) addLines(v string) {
+	for _, line := range strings.Split(v, "\n") {
+		if len(strings.TrimSpace(line)) >= 8 {
+			s.add(line)
+		}
+	}
+}
+
+// addHeaderValues adds the value of each "Name: value" line, and each of
+// its words: an Authorization header's token without its scheme.
+func (s secretSet) addHeaderValues(v string) {
+	for _, line := range strings.Split(v, "\n") {
+		_, hv, ok := strings.Cut(line, ":")
+		if !ok {
+			continue
+		}
+		s.add(hv)
+		for _, f := range strings.Fields(hv) {
+			if len(f) >= 8 {
+				s.add(f)
+			}
+		}
+	}
+}
+
+// addServiceAccountFields adds the private fields of a service account
+// key, and their lines (a PEM key is shown line by line in some errors).
+func (s secretSet) addServiceAccountFields(v string) {
+	var key map[string]any
+	if json.Unmarshal([]byte(v), &key) != nil {
+		return
+	}
+	for _, f := range []string{"private_key", "private_key_id", "client_secret", "refresh_token"} {
+		field, ok := key[f].(string)
+		if !ok {
+			continue
+		}
+		s.add(field)
+		for _, line := range strings.Split(field, "\n") {
+			if len(line) >= 8 {
+				s.add(line)
+			}
+		}
+	}
 }
 
 // parseHeaders reads http-headers: lines of "Name: value"; blank lines and

@@ -169,7 +169,7 @@ func (f *fakeS3) authorize(r *http.Request) (code, msg string, ok bool) {
 func writeS3Error(w http.ResponseWriter, status int, code, msg string) {
 	w.Header().Set("Content-Type", "application/xml")
 	w.WriteHeader(status)
-	fmt.Fprintf(w, `<?xml version="1.0" encoding="UTF-8"?><Error><Code>%s</Code><Message>%s</Message><RequestId>1</RequestId></Error>`, code, msg)
+	_, _ = fmt.Fprintf(w, `<?xml version="1.0" encoding="UTF-8"?><Error><Code>%s</Code><Message>%s</Message><RequestId>1</RequestId></Error>`, code, msg)
 }
 
 // put stores a model's files under prefix.
@@ -325,7 +325,7 @@ func testOptions(t testing.TB, uri, credsDir string) (Options, *logBuffer) {
 }
 
 // wantFailure checks err's reason and exit code.
-func wantFailure(t testing.TB, err error, reason string, exit int) *Error {
+func wantFailure(t testing.TB, err error, reason string, exit int) Error {
 	t.Helper()
 	if err == nil {
 		t.Fatalf("the fetch succeeded; want %s", reason)
@@ -338,7 +338,7 @@ func wantFailure(t testing.TB, err error, reason string, exit int) *Error {
 	if got := ExitCode(err); got != exit {
 		t.Fatalf("exit code %d for %v; want %d", got, err, exit)
 	}
-	return fe
+	return *fe
 }
 
 // assertNothingPublished checks that dest does not exist and that no

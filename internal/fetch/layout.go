@@ -170,17 +170,7 @@ func verifyLayout(dir, shown string, archive bool) ([]int64, error) {
 		unexpected = append(unexpected, entryLabel(dir, name))
 	}
 	if len(dirOf) == 0 {
-		switch {
-		case hasSavedModel(dir):
-			return nil, permanentf(servingv1alpha1.ReasonInvalidLayout, "%s holds a SavedModel without a version directory; TF Serving needs it in %s/1/", shown, strings.TrimSuffix(shown, "/"))
-		case len(entries) == 0:
-			return nil, permanentf(servingv1alpha1.ReasonInvalidLayout, "%s is empty: no SavedModel found", shown)
-		}
-		msg := fmt.Sprintf("no SavedModel found in %s: expected <version>/saved_model.pb and <version>/variables/; found %s", shown, summarizeNames(unexpected))
-		if hint := misplacedModelHint(findSavedModel(dir), shown, archive); hint != "" {
-			msg += "; " + hint
-		}
-		return nil, permanentf(servingv1alpha1.ReasonInvalidLayout, "%s", msg)
+		return nil, noVersions(dir, shown, len(entries) == 0, unexpected, archive)
 	}
 	if len(unexpected) > 0 {
 		return nil, permanentf(servingv1alpha1.ReasonInvalidLayout, "%s: %s at the top of the model; only version directories named by a positive integer (1/, 2/, ...) may be there", shown, summarizeNames(unexpected))
@@ -191,28 +181,53 @@ func verifyLayout(dir, shown string, archive bool) ([]int64, error) {
 	}
 	sort.Slice(versions, func(i, j int) bool { return versions[i] < versions[j] })
 	for _, v := range versions {
-		name := dirOf[v]
-		vdir := filepath.Join(dir, name)
-		label := fmt.Sprintf("version %d", v)
-		if name != strconv.FormatInt(v, 10) {
-			label += " (" + name + "/)"
-		}
-		if !hasSavedModel(vdir) {
-			found := "nothing"
-			if es, err := os.ReadDir(vdir); err == nil && len(es) > 0 {
-				names := make([]string, len(es))
-				for i, e := range es {
-					names[i] = entryLabel(vdir, e.Name())
-				}
-				found = summarizeNames(names)
-			}
-			return nil, permanentf(servingv1alpha1.ReasonInvalidLayout, "%s has no saved_model.pb or saved_model.pbtxt (found %s)", label, found)
-		}
-		if st, err := os.Stat(filepath.Join(vdir, "variables")); err != nil || !st.IsDir() {
-			return nil, permanentf(servingv1alpha1.ReasonInvalidLayout, "%s has no variables/ directory beside its SavedModel", label)
+		if err := verifyVersion(dir, dirOf[v], v); err != nil {
+			return nil, err
 		}
 	}
 	return versions, nil
+}
+
+// noVersions is the failure of a base directory without a version
+// directory, saying what it holds instead and, where it can, where the
+// SavedModel is.
+func noVersions(dir, shown string, empty bool, unexpected []string, archive bool) error {
+	switch {
+	case hasSavedModel(dir):
+		return permanentf(servingv1alpha1.ReasonInvalidLayout, "%s holds a SavedModel without a version directory; TF Serving needs it in %s/1/", shown, strings.TrimSuffix(shown, "/"))
+	case empty:
+		return permanentf(servingv1alpha1.ReasonInvalidLayout, "%s is empty: no SavedModel found", shown)
+	}
+	msg := fmt.Sprintf("no SavedModel found in %s: expected <version>/saved_model.pb and <version>/variables/; found %s", shown, summarizeNames(unexpected))
+	if hint := misplacedModelHint(findSavedModel(dir), shown, archive); hint != "" {
+		msg += "; " + hint
+	}
+	return permanentf(servingv1alpha1.ReasonInvalidLayout, "%s", msg)
+}
+
+// verifyVersion checks that the version directory name (version v) of dir
+// holds a SavedModel and its variables.
+func verifyVersion(dir, name string, v int64) error {
+	vdir := filepath.Join(dir, name)
+	label := fmt.Sprintf("version %d", v)
+	if name != strconv.FormatInt(v, 10) {
+		label += " (" + name + "/)"
+	}
+	if !hasSavedModel(vdir) {
+		found := "nothing"
+		if es, err := os.ReadDir(vdir); err == nil && len(es) > 0 {
+			names := make([]string, len(es))
+			for i, e := range es {
+				names[i] = entryLabel(vdir, e.Name())
+			}
+			found = summarizeNames(names)
+		}
+		return permanentf(servingv1alpha1.ReasonInvalidLayout, "%s has no saved_model.pb or saved_model.pbtxt (found %s)", label, found)
+	}
+	if st, err := os.Stat(filepath.Join(vdir, "variables")); err != nil || !st.IsDir() {
+		return permanentf(servingv1alpha1.ReasonInvalidLayout, "%s has no variables/ directory beside its SavedModel", label)
+	}
+	return nil
 }
 
 // misplacedModelHint tells how to fix a model whose SavedModel graph was

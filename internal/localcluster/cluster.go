@@ -177,7 +177,7 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	return nil, err
 }
 
-func boot(ctx context.Context, opts Options, lock *os.File) (_ *Cluster, err error) {
+func boot(ctx context.Context, opts Options, lock *os.File) (_ *Cluster, err error) { //nolint:gocognit // the control plane's start-up in its order; nearly every branch is a step's error return
 	dir, err := newClusterDir()
 	if err != nil {
 		return nil, err

@@ -186,27 +186,7 @@ func (c *Cluster) startRealNode(ctx context.Context, certs *pki, cs kubernetes.I
 	if err != nil {
 		return fmt.Errorf("pause image: %w", err)
 	}
-	hosts := map[string]string{c.RegistryTLS: registryTLSHosts(c.RegistryTLS, c.CACertFile)}
-	for _, host := range append([]string{c.Registry}, mirroredRegistries...) {
-		hosts[host] = registryHosts(c.Registry)
-	}
-	for host, config := range hosts {
-		hostDir := filepath.Join(l.registryHostsDir(), host)
-		if err := os.MkdirAll(hostDir, 0o700); err != nil {
-			return err
-		}
-		if err := os.WriteFile(filepath.Join(hostDir, "hosts.toml"), []byte(config), 0o600); err != nil {
-			return err
-		}
-	}
-	if err := os.WriteFile(l.containerdConfig(), []byte(containerdConfig(l, pause, cniBinDir)), 0o600); err != nil {
-		return err
-	}
-	cni, err := cniConfig(l)
-	if err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(l.cniConfDir(), "10-"+cniNetworkName+".conflist"), cni, 0o600); err != nil {
+	if err := c.writeContainerdConfig(pause); err != nil {
 		return err
 	}
 	containerd, err := c.startWithEnv(containerdName, "containerd", []string{"--config", l.containerdConfig()}, nil)
@@ -285,6 +265,34 @@ func (c *Cluster) startRealNode(ctx context.Context, certs *pki, cs kubernetes.I
 	}
 	c.opts.Logf("real node %s is Ready (kubelet, kube-proxy, containerd)", RealNodeName)
 	return c.startProvisioner(ctx, cs)
+}
+
+// writeContainerdConfig writes containerd's config, with pause as the
+// sandbox image, its registry hosts (the cluster's registry, over TLS
+// too, and the registries it mirrors) and the CNI network.
+func (c *Cluster) writeContainerdConfig(pause string) error {
+	l := c.node.layout
+	hosts := map[string]string{c.RegistryTLS: registryTLSHosts(c.RegistryTLS, c.CACertFile)}
+	for _, host := range append([]string{c.Registry}, mirroredRegistries...) {
+		hosts[host] = registryHosts(c.Registry)
+	}
+	for host, config := range hosts {
+		hostDir := filepath.Join(l.registryHostsDir(), host)
+		if err := os.MkdirAll(hostDir, 0o700); err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(hostDir, "hosts.toml"), []byte(config), 0o600); err != nil {
+			return err
+		}
+	}
+	if err := os.WriteFile(l.containerdConfig(), []byte(containerdConfig(l, pause, cniBinDir)), 0o600); err != nil {
+		return err
+	}
+	cni, err := cniConfig(l)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(l.cniConfDir(), "10-"+cniNetworkName+".conflist"), cni, 0o600)
 }
 
 // serveRegistryTLS serves the registry over TLS on the host's bridge

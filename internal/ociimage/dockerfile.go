@@ -90,25 +90,10 @@ func ParseDockerfile(r io.Reader) (Dockerfile, error) {
 			continue
 		}
 		for _, b := range builder.builds {
-			out := b.build.Output
-			if !path.IsAbs(out) {
-				out = path.Join(orRoot(b.workdir), out)
+			if dst, ok := c.destinationOf(b); ok {
+				df.Binary, df.Build = dst, b.build
+				found = append(found, dst)
 			}
-			// A COPY --from source is relative to the stage's root, not
-			// its WORKDIR.
-			if out != path.Join("/", c.srcs[0]) {
-				continue
-			}
-			dst := c.dst
-			if !path.IsAbs(dst) {
-				dst = path.Join(orRoot(c.workdir), dst)
-			}
-			// "." and "dir/" name a directory the file goes into.
-			if strings.HasSuffix(c.dst, "/") || c.dst == "." || dst == orRoot(c.workdir) {
-				dst = path.Join(dst, path.Base(c.srcs[0]))
-			}
-			df.Binary, df.Build = dst, b.build
-			found = append(found, dst)
 		}
 	}
 	switch len(found) {
@@ -119,6 +104,29 @@ func ParseDockerfile(r io.Reader) (Dockerfile, error) {
 	default:
 		return Dockerfile{}, fmt.Errorf("the Dockerfile's final stage copies more than one go build output: %v", found)
 	}
+}
+
+// destinationOf is where c puts what b builds, if c copies that (c has
+// one source).
+func (c stageCopy) destinationOf(b stageBuild) (string, bool) {
+	out := b.build.Output
+	if !path.IsAbs(out) {
+		out = path.Join(orRoot(b.workdir), out)
+	}
+	// A COPY --from source is relative to the stage's root, not its
+	// WORKDIR.
+	if out != path.Join("/", c.srcs[0]) {
+		return "", false
+	}
+	dst := c.dst
+	if !path.IsAbs(dst) {
+		dst = path.Join(orRoot(c.workdir), dst)
+	}
+	// "." and "dir/" name a directory the file goes into.
+	if strings.HasSuffix(c.dst, "/") || c.dst == "." || dst == orRoot(c.workdir) {
+		dst = path.Join(dst, path.Base(c.srcs[0]))
+	}
+	return dst, true
 }
 
 func orRoot(dir string) string {

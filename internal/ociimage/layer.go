@@ -76,20 +76,8 @@ func collectEntries(spec Spec) ([]entry, error) {
 
 	// Parents are added after every listed entry, so that a listed Dir
 	// keeps its mode and owner and a listed File under another File fails.
-	listed := make([]string, 0, len(byPath))
-	for p := range byPath {
-		listed = append(listed, p)
-	}
-	for _, p := range listed {
-		for parent := path.Dir(p); parent != "/"; parent = path.Dir(parent) {
-			if e, ok := byPath[parent]; ok {
-				if !e.dir {
-					return nil, fmt.Errorf("%s is under %s, which is a file", p, parent)
-				}
-				continue
-			}
-			byPath[parent] = &entry{path: parent, dir: true, mode: defaultDirMode}
-		}
+	if err := addParents(byPath); err != nil {
+		return nil, err
 	}
 
 	out := make([]entry, 0, len(byPath))
@@ -98,6 +86,27 @@ func collectEntries(spec Spec) ([]entry, error) {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].path < out[j].path })
 	return out, nil
+}
+
+// addParents adds to byPath the directories above its entries that it
+// lacks, with the default mode and root as owner.
+func addParents(byPath map[string]*entry) error {
+	listed := make([]string, 0, len(byPath))
+	for p := range byPath {
+		listed = append(listed, p)
+	}
+	for _, p := range listed {
+		for parent := path.Dir(p); parent != "/"; parent = path.Dir(parent) {
+			if e, ok := byPath[parent]; ok {
+				if !e.dir {
+					return fmt.Errorf("%s is under %s, which is a file", p, parent)
+				}
+				continue
+			}
+			byPath[parent] = &entry{path: parent, dir: true, mode: defaultDirMode}
+		}
+	}
+	return nil
 }
 
 func checkImagePath(p string) error {

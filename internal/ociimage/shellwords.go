@@ -59,13 +59,9 @@ func splitShell(line string, vars map[string]string) ([][]string, error) {
 			i++
 			inWord = true
 		case c == '$':
-			name, n, err := shellVarName(line[i+1:])
+			value, n, err := expandVar(line, i, vars)
 			if err != nil {
-				return nil, fmt.Errorf("%q: %w", line, err)
-			}
-			value, ok := vars[name]
-			if !ok {
-				return nil, fmt.Errorf("%q uses $%s, which no ARG of its stage sets", line, name)
+				return nil, err
 			}
 			word.WriteString(value)
 			i += n
@@ -77,12 +73,11 @@ func splitShell(line string, vars map[string]string) ([][]string, error) {
 		case c == ' ' || c == '\t' || c == '\n':
 			endWord()
 		case c == ';' || c == '|' || c == '&':
-			if c == '&' && (i+1 == len(line) || line[i+1] != '&') {
-				return nil, fmt.Errorf("%q: a background command is not supported", line)
+			n, err := controlOperator(line, i)
+			if err != nil {
+				return nil, err
 			}
-			if (c == '&' || c == '|') && i+1 < len(line) && line[i+1] == c {
-				i++
-			}
+			i += n - 1
 			endCmd()
 		default:
 			word.WriteByte(c)
@@ -94,6 +89,34 @@ func splitShell(line string, vars map[string]string) ([][]string, error) {
 	}
 	endCmd()
 	return cmds, nil
+}
+
+// expandVar is the value of the variable named after the $ at line[i],
+// and how many bytes the name took.
+func expandVar(line string, i int, vars map[string]string) (string, int, error) {
+	name, n, err := shellVarName(line[i+1:])
+	if err != nil {
+		return "", 0, fmt.Errorf("%q: %w", line, err)
+	}
+	value, ok := vars[name]
+	if !ok {
+		return "", 0, fmt.Errorf("%q uses $%s, which no ARG of its stage sets", line, name)
+	}
+	return value, n, nil
+}
+
+// controlOperator is how many bytes the operator at line[i] (;, |, &)
+// takes: 2 for && and ||. A lone & would run a command in the
+// background, which is an error.
+func controlOperator(line string, i int) (int, error) {
+	c := line[i]
+	if c == '&' && (i+1 == len(line) || line[i+1] != '&') {
+		return 0, fmt.Errorf("%q: a background command is not supported", line)
+	}
+	if (c == '&' || c == '|') && i+1 < len(line) && line[i+1] == c {
+		return 2, nil
+	}
+	return 1, nil
 }
 
 // shellVarName reads the name after a $: NAME or {NAME}, returning how

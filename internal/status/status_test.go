@@ -22,7 +22,10 @@ import (
 // testNow is the time the tables compute status at.
 var testNow = time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)
 
-func deployment(want, updated, ready int32) *appsv1.Deployment {
+// deployment is a Deployment of 2 desired replicas, so many updated and
+// so many ready.
+func deployment(updated, ready int32) *appsv1.Deployment {
+	const want int32 = 2
 	return &appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{Generation: 3},
 		Spec:       appsv1.DeploymentSpec{Replicas: ptr.To(want)},
@@ -68,7 +71,7 @@ func TestComputeStatus(t *testing.T) {
 		name: "refetch failed while the old model serves",
 		old:  servingv1alpha1.PhaseReady,
 		obs: func() Observation {
-			o := served(Observation{Deployment: deployment(2, 2, 2)})
+			o := served(Observation{Deployment: deployment(2, 2)})
 			o.Fetch, o.FetchReason = FetchFailed, "AccessDenied"
 			return o
 		}(),
@@ -76,30 +79,30 @@ func TestComputeStatus(t *testing.T) {
 		messageHas: "still serving the previously fetched model",
 	}, {
 		name:  "ready",
-		obs:   served(Observation{Deployment: deployment(2, 2, 2)}),
+		obs:   served(Observation{Deployment: deployment(2, 2)}),
 		phase: servingv1alpha1.PhaseReady, ready: metav1.ConditionTrue,
 		reason:      map[string]string{"Deployed": servingv1alpha1.ReasonReleaseDeployed, "Available": servingv1alpha1.ReasonAvailable},
 		readyColumn: "2/2",
 	}, {
 		name:  "pods starting",
-		obs:   served(Observation{Deployment: deployment(2, 2, 1)}),
+		obs:   served(Observation{Deployment: deployment(2, 1)}),
 		phase: servingv1alpha1.PhaseDeploying, ready: metav1.ConditionFalse,
 		reason: map[string]string{"Available": servingv1alpha1.ReasonPodsNotReady},
 	}, {
 		name:  "a pod lost after being ready",
 		old:   servingv1alpha1.PhaseReady,
-		obs:   served(Observation{Deployment: deployment(2, 2, 1)}),
+		obs:   served(Observation{Deployment: deployment(2, 1)}),
 		phase: servingv1alpha1.PhaseDegraded, ready: metav1.ConditionFalse,
 	}, {
 		name:  "rolling out",
 		old:   servingv1alpha1.PhaseReady,
-		obs:   served(Observation{Deployment: deployment(2, 1, 2)}),
+		obs:   served(Observation{Deployment: deployment(1, 2)}),
 		phase: servingv1alpha1.PhaseDeploying, ready: metav1.ConditionFalse,
 		reason: map[string]string{"Available": servingv1alpha1.ReasonRollingOut},
 	}, {
 		name: "scaled in the spec, not yet in the Deployment",
 		obs: func() Observation {
-			o := served(Observation{Deployment: deployment(2, 2, 2)})
+			o := served(Observation{Deployment: deployment(2, 2)})
 			o.DesiredReplicas = 3
 			return o
 		}(),
@@ -145,7 +148,7 @@ func TestComputeStatus(t *testing.T) {
 }
 
 func TestComputeStatusKeepsTransitionTimesOfUnchangedConditions(t *testing.T) {
-	o := served(Observation{Deployment: deployment(2, 2, 2)})
+	o := served(Observation{Deployment: deployment(2, 2)})
 	first := Compute(servingv1alpha1.ModelServerStatus{}, o, testNow)
 	past := metav1.NewTime(first.Conditions[0].LastTransitionTime.Add(-3600e9))
 	for i := range first.Conditions {

@@ -95,15 +95,7 @@ func FuzzModelConfig(f *testing.F) {
 	f.Add("bad\xffutf8", "/models/x", "l", int64(1), uint8(0), int64(1))
 	desc := modelServerConfig(f)
 	f.Fuzz(func(t *testing.T, name, basePath, label string, version int64, policyKind uint8, policyVersion int64) {
-		var policy *servingv1alpha1.VersionPolicy
-		switch policyKind % 4 {
-		case 1:
-			policy = &servingv1alpha1.VersionPolicy{Latest: &servingv1alpha1.LatestVersions{NumVersions: int32(policyVersion)}}
-		case 2:
-			policy = &servingv1alpha1.VersionPolicy{Specific: &servingv1alpha1.SpecificVersions{Versions: []int64{policyVersion}}}
-		case 3:
-			policy = &servingv1alpha1.VersionPolicy{All: &servingv1alpha1.AllVersions{}}
-		}
+		policy := fuzzPolicy(policyKind, policyVersion)
 		var labels map[string]int64
 		if label != "" {
 			labels = map[string]int64{label: version}
@@ -138,15 +130,7 @@ func FuzzModelConfig(f *testing.F) {
 		if got := get("base_path").String(); got != basePath {
 			t.Errorf("base_path %q, want %q", got, basePath)
 		}
-		gotLabels := get("version_labels").Map()
-		if gotLabels.Len() != len(labels) {
-			t.Errorf("%d version labels, want %d", gotLabels.Len(), len(labels))
-		}
-		for k, v := range labels {
-			if got := gotLabels.Get(protoreflect.ValueOfString(k).MapKey()); !got.IsValid() || got.Int() != v {
-				t.Errorf("version label %q = %v, want %d", k, got, v)
-			}
-		}
+		checkVersionLabels(t, get("version_labels").Map(), labels)
 		// What was parsed, written again and parsed again, is the same.
 		again, err := prototext.Marshal(m)
 		if err != nil {
@@ -157,4 +141,31 @@ func FuzzModelConfig(f *testing.F) {
 			t.Errorf("does not round-trip (%v):\n%s\n%s", err, text, again)
 		}
 	})
+}
+
+// fuzzPolicy is one of the version policies, or none, picked by kind.
+func fuzzPolicy(kind uint8, version int64) *servingv1alpha1.VersionPolicy {
+	switch kind % 4 {
+	case 1:
+		return &servingv1alpha1.VersionPolicy{Latest: &servingv1alpha1.LatestVersions{NumVersions: int32(version)}}
+	case 2:
+		return &servingv1alpha1.VersionPolicy{Specific: &servingv1alpha1.SpecificVersions{Versions: []int64{version}}}
+	case 3:
+		return &servingv1alpha1.VersionPolicy{All: &servingv1alpha1.AllVersions{}}
+	}
+	return nil
+}
+
+// checkVersionLabels holds the parsed version_labels map to the labels
+// written.
+func checkVersionLabels(t *testing.T, got protoreflect.Map, labels map[string]int64) {
+	t.Helper()
+	if got.Len() != len(labels) {
+		t.Errorf("%d version labels, want %d", got.Len(), len(labels))
+	}
+	for k, v := range labels {
+		if g := got.Get(protoreflect.ValueOfString(k).MapKey()); !g.IsValid() || g.Int() != v {
+			t.Errorf("version label %q = %v, want %d", k, g, v)
+		}
+	}
 }

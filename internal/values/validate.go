@@ -48,6 +48,16 @@ type Spec struct {
 	DesiredReplicas int32
 }
 
+// AllFetched is Inputs.Served as it is once every model's current fetch
+// has succeeded: each model served from its current generation.
+func (sp *Spec) AllFetched() map[string]string {
+	served := map[string]string{}
+	for _, m := range sp.Models {
+		served[m.Name] = m.Generation
+	}
+	return served
+}
+
 // Validate checks everything about ms that can stop it from becoming a
 // release, in one pass and before anything is built: what the CRD's schema
 // cannot say (or says only for new objects), such as pod settings the

@@ -146,12 +146,12 @@ func render(u *unstructured.Unstructured, chartVersion, appVersion string) ([]*u
 		return nil, err
 	}
 	const fetchImage = "example.com/modelserver-operator:bench"
-	served, err := allFetched(ms)
+	spec, err := values.Validate(ms)
 	if err != nil {
 		return nil, err
 	}
-	v, err := values.For(ms, values.Inputs{
-		ChartVersion: chartVersion, AppVersion: appVersion, FetchImage: fetchImage, Served: served,
+	v, err := spec.Values(values.Inputs{
+		ChartVersion: chartVersion, AppVersion: appVersion, FetchImage: fetchImage, Served: spec.AllFetched(),
 	})
 	if err != nil {
 		return nil, err
@@ -194,18 +194,4 @@ func drain(errs <-chan error) []error {
 		out = append(out, err)
 	}
 	return out
-}
-
-// allFetched says that every model of ms is served from its current fetch
-// generation, as values.Inputs.Served does once the fetches succeeded.
-func allFetched(ms *servingv1alpha1.ModelServer) (map[string]string, error) {
-	models, _, err := values.Models(ms)
-	if err != nil {
-		return nil, err
-	}
-	served := map[string]string{}
-	for _, m := range models {
-		served[m.Name] = values.FetchGeneration(ms, m)
-	}
-	return served, nil
 }

@@ -285,7 +285,7 @@ func createSample(t *testing.T, e *olmenv.Env, ns, name string) {
 	kubectl(t, e, e.ModelServerYAML(realenv.ModelServer{Name: name, URI: realenv.HalfPlusTwo}), "-n", ns, "apply", "-f", "-")
 }
 
-func waitReady(t *testing.T, e *olmenv.Env, ns, name string) { //nolint:unparam // named like createSample's and waitReconciled's ModelServer, though every test's is sampleName
+func waitReady(t *testing.T, e *olmenv.Env, ns, name string) { //nolint:unparam // takes the name as createSample and waitReconciled do
 	t.Helper()
 	if _, err := e.Kubectl("", "-n", ns, "wait", "--for=condition=Ready", "modelserver/"+name, "--timeout=4m"); err != nil {
 		t.Fatalf("%v\n%s", err, e.Describe(ns, "modelserver/"+name))
@@ -319,7 +319,7 @@ func servingPods(t *testing.T, e *olmenv.Env, ns string) string {
 }
 
 // releaseRevisions counts the Helm release revisions stored in ns.
-func releaseRevisions(t *testing.T, e *olmenv.Env, ns string) int { //nolint:unparam // in the namespace it is given, as servingPods, though every test's is sampleNS
+func releaseRevisions(t *testing.T, e *olmenv.Env, ns string) int { //nolint:unparam // takes the namespace as servingPods does
 	t.Helper()
 	out := kubectl(t, e, "", "-n", ns, "get", "secrets", "-l", "owner=helm", "-o", "name")
 	return len(strings.Fields(out))

@@ -109,17 +109,7 @@ func TestScorecardBasicAndOLMSuitesPass(t *testing.T) {
 				}
 				t.Fatalf("operator-sdk scorecard printed no JSON test list (%v): %v", runErr, err)
 			}
-			var ran, failed []string
-			for _, item := range out.Items {
-				for _, r := range item.Status.Results {
-					ran = append(ran, item.Spec.Labels["test"])
-					t.Logf("%s (%s): %s%s%s", item.Spec.Labels["test"], r.Name, r.State,
-						listed("errors", r.Errors), listed("suggestions", r.Suggestions))
-					if r.State != "pass" {
-						failed = append(failed, fmt.Sprintf("%s: %s: %s", item.Spec.Labels["test"], r.State, strings.Join(r.Errors, "; ")))
-					}
-				}
-			}
+			ran, failed := scorecardResults(t, out)
 			slices.Sort(ran)
 			if !slices.Equal(ran, want) {
 				t.Errorf("the suite ran %q, want the tests %s configures: %q", ran, configFile, want)
@@ -135,6 +125,24 @@ func TestScorecardBasicAndOLMSuitesPass(t *testing.T) {
 			}
 		})
 	}
+}
+
+// scorecardResults logs every result of the scorecard's output and
+// returns the tests that ran (one per result) and the results that did
+// not pass.
+func scorecardResults(t *testing.T, out scorecardOutput) (ran, failed []string) {
+	t.Helper()
+	for _, item := range out.Items {
+		for _, r := range item.Status.Results {
+			ran = append(ran, item.Spec.Labels["test"])
+			t.Logf("%s (%s): %s%s%s", item.Spec.Labels["test"], r.Name, r.State,
+				listed("errors", r.Errors), listed("suggestions", r.Suggestions))
+			if r.State != "pass" {
+				failed = append(failed, fmt.Sprintf("%s: %s: %s", item.Spec.Labels["test"], r.State, strings.Join(r.Errors, "; ")))
+			}
+		}
+	}
+	return ran, failed
 }
 
 // configuredTests are the test labels of a suite in a scorecard config,

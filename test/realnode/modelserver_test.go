@@ -286,22 +286,7 @@ func TestAFetchKilledMidDownloadIsRetriedAndNeverPublishesAPartialModel(t *testi
 		for ctx.Err() == nil {
 			entries, _ := os.ReadDir(volume)
 			for _, en := range entries {
-				p := filepath.Join(volume, en.Name())
-				switch {
-				case strings.Contains(en.Name(), ".partial-"):
-					if !killed.Load() && largestFile(p) >= 8<<20 {
-						partialSeen.Store(true)
-						if err := e.killFetchMidDownload(ns); err != nil {
-							violation.Store("kill: " + err.Error())
-						}
-						killed.Store(true)
-					}
-				case strings.Contains(en.Name(), ".stale-") || !en.IsDir():
-				default:
-					if why := incompleteModel(p); why != "" {
-						violation.Store(p + ": " + why)
-					}
-				}
+				e.inspectVolumeEntry(ns, volume, en, &partialSeen, &killed, &violation)
 			}
 			time.Sleep(5 * time.Millisecond)
 		}
@@ -324,6 +309,28 @@ func TestAFetchKilledMidDownloadIsRetriedAndNeverPublishesAPartialModel(t *testi
 		t.Errorf("status.model %+v: want the whole model (over %d bytes)", m, bigAssetBytes)
 	}
 	logFetch(t, e, ns)
+}
+
+// inspectVolumeEntry looks at one entry of the volume: a fetch's staging
+// directory with 8 MiB in it gets the fetch killed, once; any other
+// directory must be a whole model, or it is a violation.
+func (e *env) inspectVolumeEntry(ns, volume string, en os.DirEntry, partialSeen, killed *atomic.Bool, violation *atomic.Value) {
+	p := filepath.Join(volume, en.Name())
+	switch {
+	case strings.Contains(en.Name(), ".partial-"):
+		if !killed.Load() && largestFile(p) >= 8<<20 {
+			partialSeen.Store(true)
+			if err := e.killFetchMidDownload(ns); err != nil {
+				violation.Store("kill: " + err.Error())
+			}
+			killed.Store(true)
+		}
+	case strings.Contains(en.Name(), ".stale-") || !en.IsDir():
+	default:
+		if why := incompleteModel(p); why != "" {
+			violation.Store(p + ": " + why)
+		}
+	}
 }
 
 // killFetchMidDownload stalls the S3 server so the transfer cannot finish,

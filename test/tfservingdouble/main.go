@@ -106,36 +106,9 @@ type server struct {
 // them), start polling, then open the gRPC port and the REST port. The
 // ports therefore stay closed until the models are AVAILABLE.
 func start(ctx context.Context, opts options, log *logger) (*server, error) {
-	switch {
-	case opts.grpcPort == 0 && opts.grpcSocketPath == "":
-		return nil, errorf(codeInvalidArgument, "At least one of server_options.grpc_port or server_options.grpc_socket_path must be set.")
-	case opts.useALTS && opts.sslConfigFile != "":
-		return nil, errorf(codeInvalidArgument, "Either use_alts_credentials must be false or ssl_config_file must be empty.")
-	case opts.modelBasePath == "" && opts.modelConfigFile == "":
-		return nil, errorf(codeInvalidArgument, "Both server_options.model_base_path and server_options.model_config_file are empty!")
-	}
-	var cfg serverConfig
-	if opts.modelConfigFile == "" {
-		log.infof("Building single TensorFlow model file config:  model_name: %s model_base_path: %s", opts.modelName, opts.modelBasePath)
-		cfg = singleModelConfig(opts.modelName, opts.modelBasePath)
-	} else {
-		log.infof("Reading model config file %s", opts.modelConfigFile)
-		var err error
-		if cfg, err = readModelServerConfig(opts.modelConfigFile); err != nil {
-			return nil, err
-		}
-	}
-	if opts.enableBatching {
-		if opts.batchingFile != "" {
-			if err := readBatchingParameters(opts.batchingFile); err != nil {
-				return nil, err
-			}
-		}
-	} else if opts.batchingFile != "" {
-		return nil, errorf(codeInvalidArgument, "server_options.batching_parameters_file is set without setting server_options.enable_batching to true.")
-	}
-	if opts.intraOpParallelism > 0 && opts.interOpParallelism > 0 && opts.sessionParallelism > 0 {
-		return nil, errorf(codeInvalidArgument, "Either configure server_options.tensorflow_session_parallelism or (server_options.tensorflow_intra_op_parallelism, server_options.tensorflow_inter_op_parallelism) separately. You cannot configure all.")
+	cfg, err := configure(opts, log)
+	if err != nil {
+		return nil, err
 	}
 
 	met := newMetrics()
@@ -204,6 +177,44 @@ func start(ctx context.Context, opts options, log *logger) (*server, error) {
 	}
 	s.cancel = cancel
 	return s, nil
+}
+
+// configure checks the options and reads the files they name (the model
+// config and the batching parameters), as BuildAndStart does before it
+// starts anything.
+func configure(opts options, log *logger) (serverConfig, error) {
+	switch {
+	case opts.grpcPort == 0 && opts.grpcSocketPath == "":
+		return serverConfig{}, errorf(codeInvalidArgument, "At least one of server_options.grpc_port or server_options.grpc_socket_path must be set.")
+	case opts.useALTS && opts.sslConfigFile != "":
+		return serverConfig{}, errorf(codeInvalidArgument, "Either use_alts_credentials must be false or ssl_config_file must be empty.")
+	case opts.modelBasePath == "" && opts.modelConfigFile == "":
+		return serverConfig{}, errorf(codeInvalidArgument, "Both server_options.model_base_path and server_options.model_config_file are empty!")
+	}
+	var cfg serverConfig
+	if opts.modelConfigFile == "" {
+		log.infof("Building single TensorFlow model file config:  model_name: %s model_base_path: %s", opts.modelName, opts.modelBasePath)
+		cfg = singleModelConfig(opts.modelName, opts.modelBasePath)
+	} else {
+		log.infof("Reading model config file %s", opts.modelConfigFile)
+		var err error
+		if cfg, err = readModelServerConfig(opts.modelConfigFile); err != nil {
+			return serverConfig{}, err
+		}
+	}
+	if opts.enableBatching {
+		if opts.batchingFile != "" {
+			if err := readBatchingParameters(opts.batchingFile); err != nil {
+				return serverConfig{}, err
+			}
+		}
+	} else if opts.batchingFile != "" {
+		return serverConfig{}, errorf(codeInvalidArgument, "server_options.batching_parameters_file is set without setting server_options.enable_batching to true.")
+	}
+	if opts.intraOpParallelism > 0 && opts.interOpParallelism > 0 && opts.sessionParallelism > 0 {
+		return serverConfig{}, errorf(codeInvalidArgument, "Either configure server_options.tensorflow_session_parallelism or (server_options.tensorflow_intra_op_parallelism, server_options.tensorflow_inter_op_parallelism) separately. You cannot configure all.")
+	}
+	return cfg, nil
 }
 
 func (s *server) spawn(f func()) {

@@ -231,22 +231,29 @@ func TestLabels(t *testing.T) {
 					t.Errorf("step %d: code %s", i, codeOf(err))
 				}
 			}
-			for l, v := range tc.resolved {
-				s, err := c.handle("m", nil, &l)
-				switch {
-				case v > 2: // not on disk
-					if codeOf(err) != codeNotFound || !strings.Contains(err.Error(), "Specific(m, 7)") {
-						t.Errorf("label %s: %v", l, err)
-					}
-				case err != nil || s.version != v:
-					t.Errorf("label %s: %+v, %v; want version %d", l, s, err, v)
-				}
-			}
+			checkLabelsResolve(t, c, tc.resolved)
 			nope := "nope"
 			if _, err := c.handle("m", nil, &nope); codeOf(err) != codeInvalidArgument || !strings.Contains(err.Error(), "Unrecognized servable version label: nope") {
 				t.Errorf("unknown label: %v", err)
 			}
 		})
+	}
+}
+
+// checkLabelsResolve checks that model m's labels name the versions in
+// resolved; versions above 2 are not on disk.
+func checkLabelsResolve(t *testing.T, c *core, resolved map[string]int64) {
+	t.Helper()
+	for l, v := range resolved {
+		s, err := c.handle("m", nil, &l)
+		switch {
+		case v > 2: // not on disk
+			if codeOf(err) != codeNotFound || !strings.Contains(err.Error(), "Specific(m, 7)") {
+				t.Errorf("label %s: %v", l, err)
+			}
+		case err != nil || s.version != v:
+			t.Errorf("label %s: %+v, %v; want version %d", l, s, err, v)
+		}
 	}
 }
 

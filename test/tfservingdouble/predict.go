@@ -139,6 +139,8 @@ func (a arithmetic) apply(v any) (any, error) {
 // with ".0" on whole numbers as TF Serving writes them.
 type tfFloat float32
 
+var _ json.Marshaler = tfFloat(0)
+
 func (f tfFloat) MarshalJSON() ([]byte, error) {
 	x := float64(f)
 	if math.IsInf(x, 0) || math.IsNaN(x) {

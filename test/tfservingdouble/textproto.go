@@ -417,25 +417,11 @@ func (p *pbParser) field(m *pbMsg) error {
 		if !f.repeated {
 			return p.tok.pos.errorf("Field %q is not repeated and cannot take a [list].", name)
 		}
-		if err := p.advance(); err != nil {
+		list, err := p.list(f, value)
+		if err != nil {
 			return err
 		}
-		for !p.is("]") {
-			v, err := value(f)
-			if err != nil {
-				return err
-			}
-			values = append(values, v)
-			if !p.is(",") {
-				break
-			}
-			if err := p.advance(); err != nil {
-				return err
-			}
-		}
-		if err := p.expect("]"); err != nil {
-			return err
-		}
+		values = list
 	} else {
 		v, err := value(f)
 		if err != nil {
@@ -449,6 +435,28 @@ func (p *pbParser) field(m *pbMsg) error {
 		}
 	}
 	return m.add(f, pos, values)
+}
+
+// list reads a [list] of field f's values, each read by value.
+func (p *pbParser) list(f *pbField, value func(*pbField) (pbValue, error)) ([]pbValue, error) {
+	if err := p.advance(); err != nil {
+		return nil, err
+	}
+	var values []pbValue
+	for !p.is("]") {
+		v, err := value(f)
+		if err != nil {
+			return nil, err
+		}
+		values = append(values, v)
+		if !p.is(",") {
+			break
+		}
+		if err := p.advance(); err != nil {
+			return nil, err
+		}
+	}
+	return values, p.expect("]")
 }
 
 func (p *pbParser) messageValue(f *pbField) (pbValue, error) {

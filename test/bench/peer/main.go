@@ -92,15 +92,15 @@ func translator(chartVersion, appVersion, fetchImage string) helmvalues.Translat
 		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, ms); err != nil {
 			return nil, err
 		}
-		served, err := allFetched(ms)
+		spec, err := values.Validate(ms)
 		if err != nil {
 			return nil, err
 		}
-		v, err := values.For(ms, values.Inputs{
+		v, err := spec.Values(values.Inputs{
 			ChartVersion: chartVersion,
 			AppVersion:   appVersion,
 			FetchImage:   fetchImage,
-			Served:       served,
+			Served:       spec.AllFetched(),
 		})
 		if err != nil {
 			return nil, err
@@ -108,18 +108,4 @@ func translator(chartVersion, appVersion, fetchImage string) helmvalues.Translat
 		v.Owner = nil
 		return v.Map()
 	})
-}
-
-// allFetched says that every model of ms is served from its current fetch
-// generation, as values.Inputs.Served does once the fetches succeeded.
-func allFetched(ms *servingv1alpha1.ModelServer) (map[string]string, error) {
-	models, _, err := values.Models(ms)
-	if err != nil {
-		return nil, err
-	}
-	served := map[string]string{}
-	for _, m := range models {
-		served[m.Name] = values.FetchGeneration(ms, m)
-	}
-	return served, nil
 }
