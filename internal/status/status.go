@@ -174,77 +174,88 @@ func Compute(old servingv1alpha1.ModelServerStatus, o Observation, now time.Time
 		st.ReadyReplicas = d.Status.ReadyReplicas
 	}
 	st.Ready = fmt.Sprintf("%d/%d", st.ReadyReplicas, st.Replicas)
-	set := func(t string, ok bool, reason, msg string) {
+	set := func(t string, v verdict) {
 		status := metav1.ConditionFalse
-		if ok {
+		if v.ok {
 			status = metav1.ConditionTrue
 		}
 		meta.SetStatusCondition(&st.Conditions, metav1.Condition{
-			Type: t, Status: status, Reason: reason, Message: msg, ObservedGeneration: o.Generation,
+			Type: t, Status: status, Reason: v.reason, Message: v.message, ObservedGeneration: o.Generation,
 		})
 	}
 
-	// ModelFetched
-	fetched := o.Fetch == FetchSucceeded
-	switch o.Fetch {
-	case FetchSucceeded:
-		set(servingv1alpha1.ConditionModelFetched, true, servingv1alpha1.ReasonFetched, fetchedMessage(o))
-	case FetchFailed:
-		set(servingv1alpha1.ConditionModelFetched, false, o.FetchReason, o.FetchMessage)
-	default:
-		set(servingv1alpha1.ConditionModelFetched, false, servingv1alpha1.ReasonFetching, "the model-fetch Job is running")
-	}
-
-	// Deployed
-	switch {
-	case o.BlockedReason != "":
-		set(servingv1alpha1.ConditionDeployed, false, o.BlockedReason, o.BlockedMessage)
-	case o.Conflict:
-		set(servingv1alpha1.ConditionDeployed, false, servingv1alpha1.ReasonConflict, ErrorLine(o.ReleaseErr))
-	case o.ReleaseErr != nil:
-		set(servingv1alpha1.ConditionDeployed, false, servingv1alpha1.ReasonReleaseFailed, ErrorLine(o.ReleaseErr))
-	case o.ReleaseCurrent && st.Release != nil:
-		set(servingv1alpha1.ConditionDeployed, true, servingv1alpha1.ReasonReleaseDeployed,
-			fmt.Sprintf("release %s revision %d is deployed", st.Release.Name, st.Release.Revision))
-	default:
-		set(servingv1alpha1.ConditionDeployed, false, servingv1alpha1.ReasonReleasePending, "the release is being installed")
-	}
-	deployed := meta.IsStatusConditionTrue(st.Conditions, servingv1alpha1.ConditionDeployed)
-
-	// Available: the rollout of the current pod template is complete and
-	// the desired number of pods pass the readiness probe.
-	available, availReason, availMsg := availability(o)
-	set(servingv1alpha1.ConditionAvailable, available, availReason, availMsg)
-
-	ready := fetched && deployed && available
-	phase, msg := servingv1alpha1.PhaseReady, ""
-	switch {
-	case ready:
-	case o.BlockedReason != "":
-		phase, msg = servingv1alpha1.PhaseFailed, o.BlockedMessage
-	case o.Conflict || o.ReleaseErr != nil:
-		phase, msg = servingv1alpha1.PhaseFailed, "Helm release: "+ErrorLine(o.ReleaseErr)
-	case o.Fetch == FetchFailed && o.Serving && st.ReadyReplicas > 0:
-		phase = servingv1alpha1.PhaseDegraded
-		msg = fmt.Sprintf("model fetch failed (%s): %s; still serving the previously fetched model", o.FetchReason, o.FetchMessage)
-	case o.Fetch == FetchFailed:
-		phase, msg = servingv1alpha1.PhaseFailed, fmt.Sprintf("model fetch failed (%s): %s", o.FetchReason, o.FetchMessage)
-	case !fetched:
-		phase, msg = servingv1alpha1.PhaseFetching, fetchProgress(o, now)
-	case !deployed:
-		phase, msg = servingv1alpha1.PhaseDeploying, "installing the Helm release"
-	case availReason == servingv1alpha1.ReasonPodsNotReady && st.ReadyReplicas > 0 && wasServing(old.Phase):
-		phase, msg = servingv1alpha1.PhaseDegraded, availMsg
-	default:
-		phase, msg = servingv1alpha1.PhaseDeploying, availMsg
-	}
+	fetched, deployed, available := fetchedCondition(o), deployedCondition(o, st.Release), availability(o)
+	set(servingv1alpha1.ConditionModelFetched, fetched)
+	set(servingv1alpha1.ConditionDeployed, deployed)
+	set(servingv1alpha1.ConditionAvailable, available)
+	ready := fetched.ok && deployed.ok && available.ok
+	phase, msg := phaseOf(o, old.Phase, st.ReadyReplicas, deployed.ok, available, now)
 	st.Phase, st.Message = phase, msg
 	if ready {
-		set(servingv1alpha1.ConditionReady, true, servingv1alpha1.ReasonReady, "the model is being served")
+		set(servingv1alpha1.ConditionReady, verdict{true, servingv1alpha1.ReasonReady, "the model is being served"})
 	} else {
-		set(servingv1alpha1.ConditionReady, false, servingv1alpha1.ReasonNotReady, msg)
+		set(servingv1alpha1.ConditionReady, verdict{false, servingv1alpha1.ReasonNotReady, msg})
 	}
 	return st
+}
+
+// fetchedCondition is the ModelFetched condition: its status, reason and
+// message.
+func fetchedCondition(o Observation) verdict {
+	switch o.Fetch {
+	case FetchSucceeded:
+		return verdict{true, servingv1alpha1.ReasonFetched, fetchedMessage(o)}
+	case FetchFailed:
+		return verdict{false, o.FetchReason, o.FetchMessage}
+	}
+	return verdict{false, servingv1alpha1.ReasonFetching, "the model-fetch Job is running"}
+}
+
+// deployedCondition is the Deployed condition, rel the release the status
+// reports.
+func deployedCondition(o Observation, rel *servingv1alpha1.ReleaseStatus) verdict {
+	switch {
+	case o.BlockedReason != "":
+		return verdict{false, o.BlockedReason, o.BlockedMessage}
+	case o.Conflict:
+		return verdict{false, servingv1alpha1.ReasonConflict, ErrorLine(o.ReleaseErr)}
+	case o.ReleaseErr != nil:
+		return verdict{false, servingv1alpha1.ReasonReleaseFailed, ErrorLine(o.ReleaseErr)}
+	case o.ReleaseCurrent && rel != nil:
+		return verdict{true, servingv1alpha1.ReasonReleaseDeployed, fmt.Sprintf("release %s revision %d is deployed", rel.Name, rel.Revision)}
+	}
+	return verdict{false, servingv1alpha1.ReasonReleasePending, "the release is being installed"}
+}
+
+// verdict is what a condition says: its status, reason and message.
+type verdict struct {
+	ok              bool
+	reason, message string
+}
+
+// phaseOf is the phase and, when not Ready, the message saying which step
+// is pending or failed and why: the first that is, in the order a
+// ModelServer goes through them.
+func phaseOf(o Observation, was servingv1alpha1.Phase, readyReplicas int32, deployed bool, available verdict, now time.Time) (servingv1alpha1.Phase, string) {
+	switch {
+	case o.Fetch == FetchSucceeded && deployed && available.ok:
+		return servingv1alpha1.PhaseReady, ""
+	case o.BlockedReason != "":
+		return servingv1alpha1.PhaseFailed, o.BlockedMessage
+	case o.Conflict || o.ReleaseErr != nil:
+		return servingv1alpha1.PhaseFailed, "Helm release: " + ErrorLine(o.ReleaseErr)
+	case o.Fetch == FetchFailed && o.Serving && readyReplicas > 0:
+		return servingv1alpha1.PhaseDegraded, fmt.Sprintf("model fetch failed (%s): %s; still serving the previously fetched model", o.FetchReason, o.FetchMessage)
+	case o.Fetch == FetchFailed:
+		return servingv1alpha1.PhaseFailed, fmt.Sprintf("model fetch failed (%s): %s", o.FetchReason, o.FetchMessage)
+	case o.Fetch != FetchSucceeded:
+		return servingv1alpha1.PhaseFetching, fetchProgress(o, now)
+	case !deployed:
+		return servingv1alpha1.PhaseDeploying, "installing the Helm release"
+	case available.reason == servingv1alpha1.ReasonPodsNotReady && readyReplicas > 0 && wasServing(was):
+		return servingv1alpha1.PhaseDegraded, available.message
+	}
+	return servingv1alpha1.PhaseDeploying, available.message
 }
 
 // wasServing says the ModelServer had been Ready, so that pods lost now
@@ -253,27 +264,30 @@ func wasServing(p servingv1alpha1.Phase) bool {
 	return p == servingv1alpha1.PhaseReady || p == servingv1alpha1.PhaseDegraded
 }
 
-func availability(o Observation) (bool, string, string) {
+// availability is the Available condition: the rollout of the current pod
+// template is complete and the desired number of pods pass the readiness
+// probe.
+func availability(o Observation) verdict {
 	d := o.Deployment
 	switch {
 	case !o.Serving:
-		return false, servingv1alpha1.ReasonWaitingForFetch, "serving pods start once the model is fetched"
+		return verdict{false, servingv1alpha1.ReasonWaitingForFetch, "serving pods start once the model is fetched"}
 	case d == nil:
-		return false, servingv1alpha1.ReasonRollingOut, "the Deployment does not exist yet"
+		return verdict{false, servingv1alpha1.ReasonRollingOut, "the Deployment does not exist yet"}
 	case d.Status.ObservedGeneration < d.Generation:
-		return false, servingv1alpha1.ReasonRollingOut, "the Deployment controller has not seen the latest pod template yet"
+		return verdict{false, servingv1alpha1.ReasonRollingOut, "the Deployment controller has not seen the latest pod template yet"}
 	}
 	want := o.DesiredReplicas
 	if d.Spec.Replicas != nil && *d.Spec.Replicas != want {
-		return false, servingv1alpha1.ReasonRollingOut, fmt.Sprintf("the Deployment is being scaled to %d replicas", want)
+		return verdict{false, servingv1alpha1.ReasonRollingOut, fmt.Sprintf("the Deployment is being scaled to %d replicas", want)}
 	}
 	if d.Status.UpdatedReplicas < want || d.Status.Replicas > d.Status.UpdatedReplicas {
-		return false, servingv1alpha1.ReasonRollingOut, fmt.Sprintf("rolling out: %d of %d pods updated", d.Status.UpdatedReplicas, want)
+		return verdict{false, servingv1alpha1.ReasonRollingOut, fmt.Sprintf("rolling out: %d of %d pods updated", d.Status.UpdatedReplicas, want)}
 	}
 	if d.Status.ReadyReplicas < want {
-		return false, servingv1alpha1.ReasonPodsNotReady, fmt.Sprintf("%d of %d serving pods ready (readiness probe GET /v1/models/<name>)", d.Status.ReadyReplicas, want)
+		return verdict{false, servingv1alpha1.ReasonPodsNotReady, fmt.Sprintf("%d of %d serving pods ready (readiness probe GET /v1/models/<name>)", d.Status.ReadyReplicas, want)}
 	}
-	return true, servingv1alpha1.ReasonAvailable, fmt.Sprintf("%d of %d serving pods ready", d.Status.ReadyReplicas, want)
+	return verdict{true, servingv1alpha1.ReasonAvailable, fmt.Sprintf("%d of %d serving pods ready", d.Status.ReadyReplicas, want)}
 }
 
 func fetchedMessage(o Observation) string {

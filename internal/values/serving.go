@@ -79,26 +79,7 @@ func servingValues(sp *Spec, v *Values, in Inputs, grpc, rest int32, served []Mo
 		v.ConfigFiles[BatchingConfigFile] = cfg
 		s.Args = append(s.Args, "--enable_batching=true", "--batching_parameters_file="+path.Join(ConfigMountPath, BatchingConfigFile))
 	}
-	mon := spec.Monitoring
-	if mon.Enabled == nil || *mon.Enabled {
-		v.Monitoring = Monitoring{Enabled: true, Path: MonitoringPath}
-		v.ConfigFiles[MonitoringConfigFile] = "prometheus_config {\n  enable: true\n  path: " + quoteText(MonitoringPath) + "\n}\n"
-		s.Args = append(s.Args, "--monitoring_config_file="+path.Join(ConfigMountPath, MonitoringConfigFile))
-		s.Annotations = map[string]string{
-			"prometheus.io/scrape": "true",
-			"prometheus.io/port":   strconv.Itoa(int(rest)),
-			"prometheus.io/path":   MonitoringPath,
-		}
-		if sm := mon.ServiceMonitor; sm != nil && !in.has(ServiceMonitorKind) {
-			v.Warnings = append(v.Warnings, "spec.monitoring.serviceMonitor: the cluster has no "+APIKey(ServiceMonitorKind)+" API (install the Prometheus Operator); no ServiceMonitor rendered")
-		} else if sm != nil {
-			interval := sm.Interval
-			if interval == "" {
-				interval = "30s"
-			}
-			v.Monitoring.ServiceMonitor = &ServiceMonitor{Interval: interval, Labels: sm.Labels}
-		}
-	}
+	monitoring(spec.Monitoring, v, &s, in, rest)
 
 	// What TF Serving reads only when it starts: a change must roll the
 	// pods. The model config is polled, but a model's base path is in the
@@ -110,31 +91,7 @@ func servingValues(sp *Spec, v *Values, in Inputs, grpc, rest int32, served []Mo
 	}
 	s.RestartChecksum = names.Hash(restart...)
 
-	// Replicas: none until some model has data, since pods would only fail
-	// their probes; then spec.replicas, or the autoscaler's minimum.
-	desired := sp.DesiredReplicas
-	switch {
-	case len(served) == 0:
-		s.Replicas = 0
-	case spec.Autoscaling != nil:
-		hpa := autoscaling(spec.Autoscaling)
-		v.Autoscaling = hpa
-		s.Replicas = hpa.MinReplicas
-		if live := ptr.Deref(in.LiveReplicas, 0); live > 0 {
-			s.Replicas = live
-		}
-	default:
-		s.Replicas = desired
-	}
-	maxPods := desired
-	if a := spec.Autoscaling; a != nil {
-		maxPods = a.MaxReplicas
-	}
-	if maxPods > 1 {
-		// One pod at a time may be evicted: node drains proceed, capacity
-		// never falls by more than one pod.
-		v.Disruption = &Disruption{MaxUnavailable: 1}
-	}
+	scale(sp, v, &s, in, len(served) > 0)
 	v.Serving = s
 	return nil
 }
@@ -234,4 +191,62 @@ func DesiredReplicas(ms *servingv1alpha1.ModelServer) int32 {
 		return ptr.Deref(a.MinReplicas, 1)
 	}
 	return ptr.Deref(ms.Spec.Replicas, 1)
+}
+
+// monitoring turns on TF Serving's Prometheus endpoint unless the spec
+// turns it off, with a ServiceMonitor where asked and the API exists.
+func monitoring(mon servingv1alpha1.Monitoring, v *Values, s *Serving, in Inputs, rest int32) {
+	if mon.Enabled != nil && !*mon.Enabled {
+		return
+	}
+	v.Monitoring = Monitoring{Enabled: true, Path: MonitoringPath}
+	v.ConfigFiles[MonitoringConfigFile] = "prometheus_config {\n  enable: true\n  path: " + quoteText(MonitoringPath) + "\n}\n"
+	s.Args = append(s.Args, "--monitoring_config_file="+path.Join(ConfigMountPath, MonitoringConfigFile))
+	s.Annotations = map[string]string{
+		"prometheus.io/scrape": "true",
+		"prometheus.io/port":   strconv.Itoa(int(rest)),
+		"prometheus.io/path":   MonitoringPath,
+	}
+	sm := mon.ServiceMonitor
+	switch {
+	case sm == nil:
+	case !in.has(ServiceMonitorKind):
+		v.Warnings = append(v.Warnings, "spec.monitoring.serviceMonitor: the cluster has no "+APIKey(ServiceMonitorKind)+" API (install the Prometheus Operator); no ServiceMonitor rendered")
+	default:
+		interval := sm.Interval
+		if interval == "" {
+			interval = "30s"
+		}
+		v.Monitoring.ServiceMonitor = &ServiceMonitor{Interval: interval, Labels: sm.Labels}
+	}
+}
+
+// scale sets the replicas, the autoscaler and the disruption budget: no
+// pods until some model has data (hasData), since pods would only fail
+// their probes; then spec.replicas, or the autoscaler's minimum.
+func scale(sp *Spec, v *Values, s *Serving, in Inputs, hasData bool) {
+	spec := sp.ms.Spec
+	desired := sp.DesiredReplicas
+	switch {
+	case !hasData:
+		s.Replicas = 0
+	case spec.Autoscaling != nil:
+		hpa := autoscaling(spec.Autoscaling)
+		v.Autoscaling = hpa
+		s.Replicas = hpa.MinReplicas
+		if live := ptr.Deref(in.LiveReplicas, 0); live > 0 {
+			s.Replicas = live
+		}
+	default:
+		s.Replicas = desired
+	}
+	maxPods := desired
+	if a := spec.Autoscaling; a != nil {
+		maxPods = a.MaxReplicas
+	}
+	if maxPods > 1 {
+		// One pod at a time may be evicted: node drains proceed, capacity
+		// never falls by more than one pod.
+		v.Disruption = &Disruption{MaxUnavailable: 1}
+	}
 }

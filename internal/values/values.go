@@ -6,13 +6,13 @@ package values
 import (
 	"path"
 	"slices"
-	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 
 	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
 	"github.com/modelserver-dev/modelserver-operator/internal/fetchcontract"
 	"github.com/modelserver-dev/modelserver-operator/internal/names"
+	"github.com/modelserver-dev/modelserver-operator/internal/storageuri"
 )
 
 // For validates ms and builds its chart values: Validate, then
@@ -28,7 +28,7 @@ func For(ms *servingv1alpha1.ModelServer, in Inputs) (*Values, error) {
 // Values builds the chart values of a validated spec. Its error is only
 // ever a rendering failure that validation should have caught.
 func (sp *Spec) Values(in Inputs) (*Values, error) {
-	ms, spec, models := sp.ms, sp.ms.Spec, sp.Models
+	ms, spec := sp.ms, sp.ms.Spec
 	grpc, rest := portOr(spec.Ports.GRPC, 8500), portOr(spec.Ports.REST, 8501)
 	v := &Values{
 		Names: Names{
@@ -49,74 +49,10 @@ func (sp *Spec) Values(in Inputs) (*Values, error) {
 		}
 	}
 
-	// The model volume: the user's claim for pvc:// (mounted as it is, the
-	// path inside it being the model), else a claim of our own where each
-	// generation is fetched into a directory of its own, so that serving
-	// pods keep the previous model until the new one is complete.
-	claim, sub, isPVC := parsePVC(models[0].StorageURI)
-	if isPVC {
-		v.Volume = Volume{Create: false, ClaimName: claim}
-	} else {
-		v.Volume = Volume{
-			Create:     true,
-			ClaimName:  v.Names.Claim,
-			Size:       "10Gi",
-			AccessMode: string(corev1.ReadWriteOnce),
-		}
-		if spec.Storage.Size != nil {
-			v.Volume.Size = spec.Storage.Size.String()
-		}
-		if spec.Storage.StorageClassName != nil {
-			v.Volume.StorageClassName = *spec.Storage.StorageClassName
-		}
-		if spec.Storage.AccessMode != "" {
-			v.Volume.AccessMode = string(spec.Storage.AccessMode)
-		}
-	}
-
-	var configs []ModelEntry
-	for _, m := range models {
-		generation, jobName := m.Generation, m.FetchJob
-		dest := path.Join(ModelsMountPath, generation)
-		if isPVC {
-			dest = path.Join(ModelsMountPath, path.Clean("/"+sub))
-		}
-		model := Model{Name: m.Name, StorageURI: m.StorageURI, FetchJob: jobName}
-		served, ok := in.Served[m.Name]
-		if !ok && sp.Source == SourceModel && !in.FailedFetches[m.Name] {
-			// The first fetch of the one model: the pods start with it and
-			// wait for its data, so that the fetch ending changes no value
-			// and costs no upgrade. Several models keep the gate: one
-			// fetched later joins pods that already serve the others, and
-			// TF Serving does not take a model config naming a path that
-			// does not exist yet.
-			served, ok = generation, true
-		}
-		if ok {
-			model.BasePath = path.Join(ModelsMountPath, served)
-			if isPVC {
-				model.BasePath = dest
-			}
-			configs = append(configs, ModelEntry{Name: m.Name, BasePath: model.BasePath, Policy: m.VersionPolicy, Labels: m.VersionLabels,
-				Field: m.Field})
-		}
-		v.Models = append(v.Models, model)
-		if !slices.ContainsFunc(v.Fetches, func(f Fetch) bool { return f.Generation == generation }) {
-			v.Fetches = append(v.Fetches, Fetch{
-				Name:                     jobName,
-				Generation:               generation,
-				Image:                    in.jobImage(generation),
-				ImagePullPolicy:          corev1.PullIfNotPresent,
-				Args:                     fetchArgs(m.ModelSpec, dest),
-				Env:                      in.ProxyEnv,
-				PermanentFailureExitCode: fetchcontract.PermanentFailureExitCode,
-				CredentialsSecret:        m.CredentialsSecret,
-				BackoffLimit:             2,
-				ActiveDeadline:           3600,
-				Resources:                fetchResources(),
-			})
-		}
-	}
+	var pvcPath string
+	v.Volume, pvcPath = volume(sp, v.Names.Claim)
+	isPVC := !v.Volume.Create
+	configs := modelsAndFetches(sp, v, in, pvcPath)
 	config, err := ModelConfig(configs)
 	if err != nil {
 		return nil, err
@@ -173,14 +109,82 @@ func labels(ms, chartVersion, appVersion string) Labels {
 	return Labels{Common: common, Pod: pod, Selector: selector}
 }
 
-// parsePVC splits pvc://claim/path.
-func parsePVC(uri string) (claim, sub string, ok bool) {
-	rest, isPVC := strings.CutPrefix(uri, "pvc://")
-	if !isPVC {
-		return "", "", false
+// volume is where the models live: the user's claim for pvc:// (mounted
+// as it is, the path inside it, returned too, being the model), else a
+// claim of our own where each generation is fetched into a directory of
+// its own, so that serving pods keep the previous model until the new one
+// is complete.
+func volume(sp *Spec, claimName string) (Volume, string) {
+	if loc, err := storageuri.Parse(sp.Models[0].StorageURI); err == nil && loc.Scheme == storageuri.SchemePVC {
+		return Volume{Create: false, ClaimName: loc.Claim}, path.Join(ModelsMountPath, path.Clean("/"+loc.Path))
 	}
-	claim, sub, _ = strings.Cut(rest, "/")
-	return claim, sub, claim != ""
+	storage := sp.ms.Spec.Storage
+	vol := Volume{
+		Create:     true,
+		ClaimName:  claimName,
+		Size:       "10Gi",
+		AccessMode: string(corev1.ReadWriteOnce),
+	}
+	if storage.Size != nil {
+		vol.Size = storage.Size.String()
+	}
+	if storage.StorageClassName != nil {
+		vol.StorageClassName = *storage.StorageClassName
+	}
+	if storage.AccessMode != "" {
+		vol.AccessMode = string(storage.AccessMode)
+	}
+	return vol, ""
+}
+
+// modelsAndFetches fills in the models and their fetch Jobs, and returns
+// the models the model config lists: those with data, or about to have it
+// (pvcPath: the model on the user's claim, "" for none).
+func modelsAndFetches(sp *Spec, v *Values, in Inputs, pvcPath string) []ModelEntry {
+	var configs []ModelEntry
+	for _, m := range sp.Models {
+		generation, jobName := m.Generation, m.FetchJob
+		dest := path.Join(ModelsMountPath, generation)
+		if pvcPath != "" {
+			dest = pvcPath
+		}
+		model := Model{Name: m.Name, StorageURI: m.StorageURI, FetchJob: jobName}
+		served, ok := in.Served[m.Name]
+		if !ok && sp.Source == SourceModel && !in.FailedFetches[m.Name] {
+			// The first fetch of the one model: the pods start with it and
+			// wait for its data, so that the fetch ending changes no value
+			// and costs no upgrade. Several models keep the gate: one
+			// fetched later joins pods that already serve the others, and
+			// TF Serving does not take a model config naming a path that
+			// does not exist yet.
+			served, ok = generation, true
+		}
+		if ok {
+			model.BasePath = path.Join(ModelsMountPath, served)
+			if pvcPath != "" {
+				model.BasePath = dest
+			}
+			configs = append(configs, ModelEntry{Name: m.Name, BasePath: model.BasePath, Policy: m.VersionPolicy, Labels: m.VersionLabels,
+				Field: m.Field})
+		}
+		v.Models = append(v.Models, model)
+		if !slices.ContainsFunc(v.Fetches, func(f Fetch) bool { return f.Generation == generation }) {
+			v.Fetches = append(v.Fetches, Fetch{
+				Name:                     jobName,
+				Generation:               generation,
+				Image:                    in.jobImage(generation),
+				ImagePullPolicy:          corev1.PullIfNotPresent,
+				Args:                     fetchArgs(m.ModelSpec, dest),
+				Env:                      in.ProxyEnv,
+				PermanentFailureExitCode: fetchcontract.PermanentFailureExitCode,
+				CredentialsSecret:        m.CredentialsSecret,
+				BackoffLimit:             2,
+				ActiveDeadline:           3600,
+				Resources:                fetchResources(),
+			})
+		}
+	}
+	return configs
 }
 
 func portOr(p, def int32) int32 {
