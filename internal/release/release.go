@@ -405,7 +405,7 @@ func (m *Manager) config(namespace string) (*action.Configuration, error) {
 	secrets.Log = debug
 	return &action.Configuration{
 		RESTClientGetter: getter,
-		Releases:         storage.Init(&pendingWrittenOnce{Driver: secrets}),
+		Releases:         storage.Init(&pendingWrittenOnce{Driver: retryingUpdates{secrets}}),
 		KubeClient:       knownReachable{kc},
 		Capabilities:     caps,
 		Log:              debug,

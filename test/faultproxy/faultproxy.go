@@ -151,8 +151,11 @@ current-context: proxy
 	return os.WriteFile(path, []byte(cfg), 0o600)
 }
 
-// Close stops the proxy and drops its connections, watches included.
+// Close stops the proxy and drops its connections, watches included. The
+// listener goes first: a client still running reconnects at once, and a
+// connection made after the others were dropped would hold Close forever.
 func (p *Proxy) Close() {
+	_ = p.server.Listener.Close()
 	p.server.CloseClientConnections()
 	p.server.Close()
 }
