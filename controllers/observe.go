@@ -62,8 +62,12 @@ func (r *ModelServerReconciler) observeFetchJobs(ctx context.Context, ms *servin
 	}); err != nil {
 		return fmt.Errorf("list the model-fetch Jobs: %w", err)
 	}
+	fetched := ms.Status.Models
+	if ms.Status.Model != nil {
+		fetched = append(slices.Clone(fetched), *ms.Status.Model)
+	}
 	known := map[string]bool{} // the Jobs whose success the status holds
-	for _, m := range append(slices.Clone(ms.Status.Models), ptrValues(ms.Status.Model)...) {
+	for _, m := range fetched {
 		if m.FetchedGeneration != "" {
 			known[names.FetchJob(ms.Name, m.FetchedGeneration)] = true
 		}
@@ -106,13 +110,6 @@ func (r *ModelServerReconciler) observeFetchJobs(ctx context.Context, ms *servin
 		}
 	}
 	return nil
-}
-
-func ptrValues[T any](p *T) []T {
-	if p == nil {
-		return nil
-	}
-	return []T{*p}
 }
 
 // podCreationFailure returns the message of the newest FailedCreate Event

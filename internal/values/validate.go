@@ -152,10 +152,6 @@ func checkServing(spec servingv1alpha1.ModelServerSpec) error {
 // the spec field they come from.
 func specModels(ms *servingv1alpha1.ModelServer) ([]SpecModel, Source, error) {
 	spec := ms.Spec
-	var (
-		raw    []servingv1alpha1.ModelSpec
-		source Source
-	)
 	switch {
 	case spec.Model != nil && len(spec.Models) > 0:
 		return nil, "", &Error{"spec", "set one of spec.model and spec.models, not both"}
@@ -167,8 +163,9 @@ func specModels(ms *servingv1alpha1.ModelServer) ([]SpecModel, Source, error) {
 		if m.StorageURI == "" {
 			return nil, "", &Error{"spec.model.storageUri", "is required"}
 		}
-		raw, source = []servingv1alpha1.ModelSpec{m}, SourceModel
+		return []SpecModel{specModel(ms, m, string(SourceModel))}, SourceModel, nil
 	case len(spec.Models) > 0:
+		models := make([]SpecModel, 0, len(spec.Models))
 		seen := map[string]bool{}
 		for i, m := range spec.Models {
 			field := fmt.Sprintf("spec.models[%d]", i)
@@ -183,21 +180,18 @@ func specModels(ms *servingv1alpha1.ModelServer) ([]SpecModel, Source, error) {
 				return nil, "", &Error{field + ".storageUri", "pvc:// models are supported in spec.model only"}
 			}
 			seen[m.Name] = true
+			models = append(models, specModel(ms, m, field))
 		}
-		raw, source = spec.Models, SourceModels
-	default:
-		return nil, "", &Error{"spec.model", "is required (or spec.models)"}
+		return models, SourceModels, nil
 	}
-	models := make([]SpecModel, len(raw))
-	for i, m := range raw {
-		field := string(source)
-		if source == SourceModels {
-			field = fmt.Sprintf("spec.models[%d]", i)
-		}
-		generation := FetchGeneration(ms, m)
-		models[i] = SpecModel{ModelSpec: m, Field: field, Generation: generation, FetchJob: names.FetchJob(ms.Name, generation)}
-	}
-	return models, source, nil
+	return nil, "", &Error{"spec.model", "is required (or spec.models)"}
+}
+
+// specModel is model m of ms, from the spec field named field, with its
+// fetch generation and the Job fetching it.
+func specModel(ms *servingv1alpha1.ModelServer, m servingv1alpha1.ModelSpec, field string) SpecModel {
+	generation := FetchGeneration(ms, m)
+	return SpecModel{ModelSpec: m, Field: field, Generation: generation, FetchJob: names.FetchJob(ms.Name, generation)}
 }
 
 // checkPodTemplate refuses pod labels, annotations, node selectors and
