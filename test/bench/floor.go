@@ -34,10 +34,17 @@ type floorRun struct {
 	// From the first create to the last object of every ModelServer.
 	AllCreatedSeconds float64      `json:"allCreatedSeconds"`
 	Created           distribution `json:"timeToCreated"`
+	// Per ModelServer, from the first create until its Deployment has its
+	// ready replicas: the floor's Ready.
+	Ready distribution `json:"timeToReady"`
 	// From the first create until every Deployment has its ready replicas.
-	AllReadySeconds float64    `json:"allReadySeconds"`
-	Complete        bool       `json:"complete"`
-	LoadAverage     [2]float64 `json:"loadAverage1mStartEnd"`
+	AllReadySeconds float64 `json:"allReadySeconds"`
+	// The floor's only requests are its creates, one per object.
+	WritesPerCR float64    `json:"writesPerCR"`
+	Complete    bool       `json:"complete"`
+	LoadAverage [2]float64 `json:"loadAverage1mStartEnd"`
+
+	readySeconds []float64
 }
 
 // kindOrder is the order Helm installs these kinds in.
@@ -131,8 +138,11 @@ func runFloor(ctx context.Context, cfg config, n int, log *slog.Logger) (*floorR
 	res.Created = distributionOf(created)
 	res.AllCreatedSeconds = round(last.Sub(t0).Seconds())
 	res.Complete = tr.wait(ctx, cfg.readyTimeout, func() bool { _, _, s := tr.counts(); return s == n })
-	_, lastServed := tr.since(tr.served)
+	served, lastServed := tr.since(tr.served)
+	res.Ready = distributionOf(served)
+	res.readySeconds = seconds(served)
 	res.AllReadySeconds = round(lastServed.Sub(t0).Seconds())
+	res.WritesPerCR = round(float64(res.Objects) / float64(n))
 	res.LoadAverage[1] = loadAverage()
 	log.Info("floor", "allCreated", res.AllCreatedSeconds, "allReady", res.AllReadySeconds, "complete", res.Complete)
 	return res, nil

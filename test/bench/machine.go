@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -110,41 +111,49 @@ func defaultMaxConcurrent(manager string) int {
 
 func printReport(w io.Writer, r *report) {
 	fmt.Fprintf(w, "\n=== N = %d  (%s, %d CPUs, load %s) ===\n", r.N, r.Date, r.Machine.CPUs, loads(r))
-	row := func(name string, f func(*operatorRun) string) {
-		fmt.Fprintf(w, "%-34s", name)
+	const none = "-"
+	row := func(name string, op func(*operatorRun) string, floor func(*floorRun) string) {
+		fmt.Fprintf(w, "%-36s", name)
 		for _, o := range []*operatorRun{r.Ours, r.Peer} {
-			if o == nil {
-				fmt.Fprintf(w, " %22s", "-")
-			} else {
-				fmt.Fprintf(w, " %22s", f(o))
+			v := none
+			if o != nil {
+				v = op(o)
 			}
+			fmt.Fprintf(w, " %26s", v)
 		}
-		fmt.Fprintln(w)
+		v := none
+		if r.Floor != nil && floor != nil {
+			v = floor(r.Floor)
+		}
+		fmt.Fprintf(w, " %26s\n", v)
 	}
-	fmt.Fprintf(w, "%-34s %22s %22s\n", "", "modelserver-operator", "helm-operator-plugins")
-	row("time to Deployed p50/p90/p99/max s", func(o *operatorRun) string { return dist(o.Deployed) })
-	row("time to Ready p50/p90/p99/max s", func(o *operatorRun) string { return dist(o.Ready) })
-	row("all Deployed s", func(o *operatorRun) string { return fmt.Sprint(o.AllDeployedSeconds) })
-	row("all Ready s", func(o *operatorRun) string { return fmt.Sprint(o.AllReadySeconds) })
-	row("API requests total", func(o *operatorRun) string { return fmt.Sprint(o.RequestsTotal) })
-	row("API requests per CR", func(o *operatorRun) string { return fmt.Sprint(o.RequestsPerCR) })
-	row("API writes per CR", func(o *operatorRun) string { return fmt.Sprint(o.WritesPerCR) })
-	row("resync: requests / writes", func(o *operatorRun) string { return fmt.Sprintf("%d / %d", o.Resync.Total, o.Resync.Writes) })
-	row("idle: writes", func(o *operatorRun) string { return fmt.Sprint(o.Idle.Writes) })
-	row("idle: requests per minute", func(o *operatorRun) string { return fmt.Sprint(o.Idle.RequestsPerMinute) })
-	row("idle: requests per CR per 10 min", func(o *operatorRun) string { return fmt.Sprint(o.Idle.RequestsPerCRPer10Min) })
-	row("idle: CPU % of a core", func(o *operatorRun) string { return fmt.Sprint(o.Idle.CPUPercentOfCore) })
-	row("CPU seconds to all Ready", func(o *operatorRun) string { return fmt.Sprint(o.CPUSeconds) })
-	row("peak RSS MiB", func(o *operatorRun) string { return fmt.Sprint(o.PeakRSSMiB) })
-	row("release Secret bytes per CR", func(o *operatorRun) string { return fmt.Sprint(o.ReleaseBytesPerCR) })
+	floorWorkers := ""
 	if r.Floor != nil {
-		fmt.Fprintf(w, "floor (no operator, %d workers): all objects created %.2fs, all Deployments ready %.2fs\n",
-			r.Floor.Parallelism, r.Floor.AllCreatedSeconds, r.Floor.AllReadySeconds)
+		floorWorkers = fmt.Sprintf(" (%d workers)", r.Floor.Parallelism)
 	}
-	for _, k := range []string{"oursAllDeployedOverFloor", "peerAllDeployedOverFloor", "peerOverOursRequests", "peerOverOursAllReady", "peerOverOursIdleRequests", "peerOverOursCPUSeconds"} {
-		if v, ok := r.Ratios[k]; ok {
-			fmt.Fprintf(w, "ratio %-30s %g\n", k, v)
-		}
+	fmt.Fprintf(w, "%-36s %26s %26s %26s\n", "", "modelserver-operator", "helm-operator-plugins", "floor"+floorWorkers)
+	row("time to Deployed p50/p90/p99/max s", func(o *operatorRun) string { return dist(o.Deployed) }, func(f *floorRun) string { return dist(f.Created) })
+	row("time to Ready p50/p90/p99/max s", func(o *operatorRun) string { return dist(o.Ready) }, func(f *floorRun) string { return dist(f.Ready) })
+	row("all Deployed s", func(o *operatorRun) string { return fmt.Sprint(o.AllDeployedSeconds) }, func(f *floorRun) string { return fmt.Sprint(f.AllCreatedSeconds) })
+	row("all Ready s", func(o *operatorRun) string { return fmt.Sprint(o.AllReadySeconds) }, func(f *floorRun) string { return fmt.Sprint(f.AllReadySeconds) })
+	row("API requests total", func(o *operatorRun) string { return fmt.Sprint(o.RequestsTotal) }, func(f *floorRun) string { return fmt.Sprint(f.Objects) })
+	row("API requests per CR", func(o *operatorRun) string { return fmt.Sprint(o.RequestsPerCR) }, func(f *floorRun) string { return fmt.Sprint(f.WritesPerCR) })
+	row("API writes per CR", func(o *operatorRun) string { return fmt.Sprint(o.WritesPerCR) }, func(f *floorRun) string { return fmt.Sprint(f.WritesPerCR) })
+	row("resync: requests / writes", func(o *operatorRun) string { return fmt.Sprintf("%d / %d", o.Resync.Total, o.Resync.Writes) }, nil)
+	row("idle: writes", func(o *operatorRun) string { return fmt.Sprint(o.Idle.Writes) }, nil)
+	row("idle: requests per minute", func(o *operatorRun) string { return fmt.Sprint(o.Idle.RequestsPerMinute) }, nil)
+	row("idle: requests per CR per 10 min", func(o *operatorRun) string { return fmt.Sprint(o.Idle.RequestsPerCRPer10Min) }, nil)
+	row("idle: CPU % of a core", func(o *operatorRun) string { return fmt.Sprint(o.Idle.CPUPercentOfCore) }, nil)
+	row("CPU seconds to all Ready", func(o *operatorRun) string { return fmt.Sprint(o.CPUSeconds) }, nil)
+	row("peak RSS MiB", func(o *operatorRun) string { return fmt.Sprint(o.PeakRSSMiB) }, nil)
+	row("release Secret bytes per CR", func(o *operatorRun) string { return fmt.Sprint(o.ReleaseBytesPerCR) }, nil)
+	keys := make([]string, 0, len(r.Ratios))
+	for k := range r.Ratios {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		fmt.Fprintf(w, "ratio %-36s %g\n", k, r.Ratios[k])
 	}
 	if r.Ours != nil {
 		fmt.Fprintf(w, "ours by verb and resource: %s\n", topCounts(r.Ours.Requests))
@@ -162,6 +171,9 @@ func loads(r *report) string {
 		if o != nil {
 			parts = append(parts, fmt.Sprintf("%g→%g", o.LoadAverage[0], o.LoadAverage[1]))
 		}
+	}
+	if r.Floor != nil {
+		parts = append(parts, fmt.Sprintf("%g→%g", r.Floor.LoadAverage[0], r.Floor.LoadAverage[1]))
 	}
 	return strings.Join(parts, ", ")
 }

@@ -188,17 +188,26 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 	return nil
 }
 
+// computeRatios sets the ratios the targets are stated in (for ours over
+// the floor and over the peer, lower is better; for the peer over ours,
+// higher is better for ours).
 func (r *report) computeRatios() {
 	if r.Ours != nil && r.Floor != nil {
 		r.Ratios["oursAllDeployedOverFloor"] = ratio(r.Ours.AllDeployedSeconds, r.Floor.AllCreatedSeconds)
 		r.Ratios["oursAllReadyOverFloorReady"] = ratio(r.Ours.AllReadySeconds, r.Floor.AllReadySeconds)
+		r.Ratios["oursReadyP50OverFloorP50"] = ratio(r.Ours.Ready.P50, r.Floor.Ready.P50)
+		r.Ratios["oursReadyP90OverFloorP90"] = ratio(r.Ours.Ready.P90, r.Floor.Ready.P90)
 	}
 	if r.Peer != nil && r.Floor != nil {
 		r.Ratios["peerAllDeployedOverFloor"] = ratio(r.Peer.AllDeployedSeconds, r.Floor.AllCreatedSeconds)
+		r.Ratios["peerAllReadyOverFloorReady"] = ratio(r.Peer.AllReadySeconds, r.Floor.AllReadySeconds)
+		r.Ratios["peerReadyP50OverFloorP50"] = ratio(r.Peer.Ready.P50, r.Floor.Ready.P50)
 	}
 	if r.Ours != nil && r.Peer != nil {
 		r.Ratios["peerOverOursRequests"] = ratio(float64(r.Peer.RequestsTotal), float64(r.Ours.RequestsTotal))
+		r.Ratios["oursOverPeerWrites"] = ratio(float64(r.Ours.WritesTotal), float64(r.Peer.WritesTotal))
 		r.Ratios["peerOverOursAllReady"] = ratio(r.Peer.AllReadySeconds, r.Ours.AllReadySeconds)
+		r.Ratios["peerOverOursReadyP50"] = ratio(r.Peer.Ready.P50, r.Ours.Ready.P50)
 		r.Ratios["peerOverOursAllDeployed"] = ratio(r.Peer.AllDeployedSeconds, r.Ours.AllDeployedSeconds)
 		r.Ratios["peerOverOursIdleRequests"] = ratio(float64(r.Peer.Idle.Total), float64(r.Ours.Idle.Total))
 		r.Ratios["peerOverOursCPUSeconds"] = ratio(r.Peer.CPUSeconds, r.Ours.CPUSeconds)

@@ -47,3 +47,11 @@ func ratio(a, b float64) float64 {
 	}
 	return round(a / b)
 }
+
+func seconds(ds []time.Duration) []float64 {
+	out := make([]float64, len(ds))
+	for i, d := range ds {
+		out[i] = d.Seconds()
+	}
+	return out
+}

@@ -191,9 +191,7 @@ func runOperator(ctx context.Context, cfg config, spec operatorSpec, n int, log 
 	res.Deployed, res.Ready = distributionOf(deployed), distributionOf(ready)
 	res.AllDeployedSeconds = round(lastDeployed.Sub(t0).Seconds())
 	res.AllReadySeconds = round(lastReady.Sub(t0).Seconds())
-	for _, d := range ready {
-		res.readySeconds = append(res.readySeconds, d.Seconds())
-	}
+	res.readySeconds = seconds(ready)
 	res.Requests = proxy.Snapshot()
 	res.RequestsTotal, res.WritesTotal = res.Requests.Total(), res.Requests.Writes()
 	res.RequestsPerCR = round(float64(res.RequestsTotal) / float64(n))
