@@ -79,7 +79,7 @@ func phaseNote(from, to servingv1alpha1.Phase, st servingv1alpha1.ModelServerSta
 	}
 	switch {
 	case to == servingv1alpha1.PhaseReady && st.Endpoints != nil:
-		return sentence("ModelServer is Ready (was %s): %s serving pods ready, REST API at %s", from, st.Ready, st.Endpoints.REST)
+		return sentence("ModelServer is Ready (was %s): %s serving pods ready, REST API at %s%s", from, st.Ready, st.Endpoints.REST, servedNote(st))
 	case st.Message != "":
 		return sentence("ModelServer is %s (was %s): %s", to, from, st.Message)
 	default:
@@ -87,20 +87,34 @@ func phaseNote(from, to servingv1alpha1.Phase, st servingv1alpha1.ModelServerSta
 	}
 }
 
-// fetchedNote is the Event note for a model fetched.
-func fetchedNote(model, uri string, m *servingv1alpha1.ModelStatus) string {
-	if m == nil || m.Digest == "" {
-		return sentence("Fetched model %s from %s", model, uri)
+// servedNote names what a Ready ModelServer serves, for the Ready Event:
+// the one Event of a new ModelServer that all went well for, so it says
+// what was fetched as well.
+func servedNote(st servingv1alpha1.ModelServerStatus) string {
+	models := st.Models
+	if st.Model != nil {
+		models = []servingv1alpha1.ModelStatus{*st.Model}
 	}
-	versions := make([]string, len(m.Versions))
-	for i, v := range m.Versions {
-		versions[i] = fmt.Sprint(v)
+	var parts []string
+	for _, m := range models {
+		if m.Digest == "" {
+			parts = append(parts, "model "+m.Name)
+			continue
+		}
+		versions := make([]string, len(m.Versions))
+		for i, v := range m.Versions {
+			versions[i] = fmt.Sprint(v)
+		}
+		noun := "versions"
+		if len(versions) == 1 {
+			noun = "version"
+		}
+		parts = append(parts, fmt.Sprintf("model %s %s %s (%s)", m.Name, noun, strings.Join(versions, ", "), fetch.FormatBytes(m.SizeBytes)))
 	}
-	noun := "versions"
-	if len(versions) == 1 {
-		noun = "version"
+	if len(parts) == 0 {
+		return ""
 	}
-	return sentence("Fetched model %s from %s: %s %s, %s", model, uri, noun, strings.Join(versions, ", "), fetch.FormatBytes(m.SizeBytes))
+	return "; serving " + strings.Join(parts, ", ")
 }
 
 // appliedEvent is the reason and note of the Event for a Helm operation

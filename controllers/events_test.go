@@ -53,9 +53,19 @@ func TestEventsReadLikeSentencesAndAreNotRepeatedOnEveryReconcile(t *testing.T) 
 	if extra := rec.since(before); len(extra) > 0 {
 		t.Errorf("5 idle reconciles of a Ready ModelServer emitted events: %v", extra)
 	}
-	for _, reason := range []string{"Installed", "Fetched", "Ready"} {
-		if n := rec.count(reason); n != 1 {
-			t.Errorf("%d %s events, want 1:\n%s", n, reason, rec)
+	if n := rec.count("Ready"); n != 1 {
+		t.Errorf("%d Ready events, want 1:\n%s", n, rec)
+	}
+	// The first install and the fetch on the way to Ready are in the
+	// status; the Ready Event names what was fetched.
+	for _, reason := range []string{"Installed", "Fetched"} {
+		if n := rec.count(reason); n != 0 {
+			t.Errorf("%d %s events on the way to a first Ready, want 0:\n%s", n, reason, rec)
+		}
+	}
+	for _, e := range rec.all() {
+		if e.reason == "Ready" && !strings.Contains(e.note, "serving model") {
+			t.Errorf("the Ready event does not say what it serves: %q", e.note)
 		}
 	}
 	for _, e := range rec.all() {

@@ -14,6 +14,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
@@ -35,7 +36,9 @@ import (
 	"github.com/modelserver-dev/modelserver-operator/internal/values"
 )
 
-// Finalizer holds a ModelServer until its release is uninstalled.
+// Finalizer held a ModelServer until its release was uninstalled, before
+// the release records were owned by their ModelServer as its objects are.
+// ModelServers that still carry it are uninstalled before it is removed.
 const Finalizer = "serving.modelserver.dev/release"
 
 // DefaultMaxConcurrentReconciles is how many ModelServers are reconciled
@@ -91,6 +94,10 @@ type ModelServerReconciler struct {
 	// problems are the warnings announced, so that a persisting one is
 	// not announced again on every retry.
 	problems problems
+	// uids maps each ModelServer's name to its UID, so that what is kept
+	// by UID can be forgotten once the ModelServer is gone: then only its
+	// name is known.
+	uids sync.Map
 }
 
 // +kubebuilder:rbac:groups=serving.modelserver.dev,resources=modelservers,verbs=get;list;watch;update;patch
@@ -115,19 +122,20 @@ func (r *ModelServerReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	// 1. Load the ModelServer; a deleted one needs nothing more.
 	ms := &servingv1alpha1.ModelServer{}
 	if err := r.Get(ctx, req.NamespacedName, ms); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.forgetName(req.NamespacedName)
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	// 2. Being deleted: uninstall, then let it go.
+	// 2. Being deleted: the garbage collector removes what it owns, the
+	// release records included, so there is nothing to do, and no
+	// finalizer holds it while an operator is away. One added by an
+	// earlier version is honoured: that release's records are not owned.
 	if !ms.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, r.reconcileDelete(ctx, ms)
 	}
-	// 3. Hold it until the release is uninstalled. A patch, not an
-	// update: it must not write back the spec as this client decoded it.
-	if patch := client.MergeFrom(ms.DeepCopy()); controllerutil.AddFinalizer(ms, Finalizer) {
-		if err := r.Patch(ctx, ms, patch); err != nil {
-			return ctrl.Result{}, err
-		}
-	}
+	// 3. (No finalizer: see 2.)
+	r.uids.Store(req.NamespacedName, ms.UID)
 	return r.reconcileNormal(ctx, ms)
 }
 
@@ -211,11 +219,6 @@ func (r *ModelServerReconciler) lookAgain(report status.Observation, obs *observ
 			after = d
 		}
 	}
-	// A running fetch changes nothing the watches see until it ends; look
-	// again each minute to keep its elapsed time in the status current.
-	if report.Fetch == status.FetchRunning {
-		after = time.Minute
-	}
 	// A fetch Job still without a pod is looked into after a grace.
 	sooner(obs.lookAgainIn)
 	// The Job controller retries a refused pod without a change the
@@ -277,13 +280,24 @@ func (r *ModelServerReconciler) reconcileDelete(ctx context.Context, ms *serving
 		r.warn(ms, servingv1alpha1.ReasonReleaseFailed, "Uninstall", sentence("Helm uninstall of release %s failed: %s", ms.Name, status.ErrorLine(err)))
 		return err
 	}
-	r.verified.Delete(ms.UID)
-	r.written.Delete(ms.UID)
-	r.problems.forget(ms.UID)
-	metrics.Forget(ms.UID)
+	r.forget(ms.UID)
 	patch := client.MergeFrom(ms.DeepCopy())
 	controllerutil.RemoveFinalizer(ms, Finalizer)
 	return client.IgnoreNotFound(r.Patch(ctx, ms, patch))
+}
+
+// forgetName forgets what is kept for a ModelServer that is gone.
+func (r *ModelServerReconciler) forgetName(name types.NamespacedName) {
+	if uid, ok := r.uids.LoadAndDelete(name); ok {
+		r.forget(uid.(types.UID))
+	}
+}
+
+func (r *ModelServerReconciler) forget(uid types.UID) {
+	r.verified.Delete(uid)
+	r.written.Delete(uid)
+	r.problems.forget(uid)
+	metrics.Forget(uid)
 }
 
 // SetupWithManager states what wakes the reconciler: its ModelServers'
@@ -293,11 +307,11 @@ func (r *ModelServerReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	b := ctrl.NewControllerManagedBy(mgr).
 		For(&servingv1alpha1.ModelServer{}, builder.WithPredicates(predicate.GenerationChangedPredicate{}))
 	for _, k := range owned.Kinds {
-		var opts []builder.OwnsOption
+		var opts []builder.WatchesOption
 		if k.Changed != nil {
 			opts = append(opts, builder.WithPredicates(k.Changed))
 		}
-		b = b.Owns(k.New(), opts...)
+		b = b.Watches(k.New(), ownerHandler(mgr.GetClient()), opts...)
 	}
 	return b.WithOptions(controller.Options{MaxConcurrentReconciles: cmp.Or(r.MaxConcurrentReconciles, DefaultMaxConcurrentReconciles), RateLimiter: retryLimiter()}).
 		Complete(r)

@@ -15,6 +15,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -134,39 +136,91 @@ func TestADeletedServiceIsRecreated(t *testing.T) {
 	waitReady(t, ms)
 }
 
-func TestDeletingAModelServerUninstallsItsRelease(t *testing.T) {
+func TestDeletingAModelServerRemovesItsReleaseAndObjects(t *testing.T) {
 	ns := newNamespace(t)
 	ctx := context.Background()
 	ms := newModelServer(ns, "gone")
 	if err := env.client.Create(ctx, ms); err != nil {
 		t.Fatal(err)
 	}
-	waitReady(t, ms)
+	ready := waitReady(t, ms)
+	// Nothing holds it: the garbage collector removes what it owns, the
+	// release records as well as the objects.
+	if len(ready.Finalizers) > 0 {
+		t.Errorf("finalizers %v on a new ModelServer, want none", ready.Finalizers)
+	}
+	records := releaseSecrets(t, ns, "gone")
+	if len(records) == 0 {
+		t.Fatal("no release record")
+	}
+	for _, s := range records {
+		if !ownedBy(s.OwnerReferences, ready.UID) {
+			t.Errorf("release record %s is not owned by the ModelServer: %v", s.Name, s.OwnerReferences)
+		}
+	}
 	if err := env.client.Delete(ctx, ms); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 30*time.Second, "ModelServer gone", func(ctx context.Context) (bool, string) {
-		err := env.client.Get(ctx, client.ObjectKeyFromObject(ms), &servingv1alpha1.ModelServer{})
-		return apierrors.IsNotFound(err), fmt.Sprint(err)
+	waitAllGone(t, ns, "gone")
+}
+
+// An earlier version held each ModelServer with a finalizer until it had
+// uninstalled the release, whose records it did not own; a ModelServer
+// that still carries it is uninstalled, then let go.
+func TestAModelServerWithTheEarlierFinalizerIsUninstalledThenLetGo(t *testing.T) {
+	ns := newNamespace(t)
+	ctx := context.Background()
+	ms := newModelServer(ns, "legacy", func(ms *servingv1alpha1.ModelServer) {
+		ms.Finalizers = []string{controllers.Finalizer}
 	})
-	if n := len(releaseSecrets(t, ns, "gone")); n != 0 {
-		t.Errorf("%d release records left", n)
-	}
-	for _, list := range []client.ObjectList{&appsv1.DeploymentList{}, &batchv1.JobList{}, &corev1.ServiceList{}, &corev1.PersistentVolumeClaimList{}} {
-		if err := env.client.List(ctx, list, client.InNamespace(ns)); err != nil {
-			t.Fatal(err)
-		}
-		if items, _ := meta.ExtractList(list); len(items) > 0 {
-			t.Errorf("%d %T left after uninstall", len(items), list)
-		}
-	}
-	cms := &corev1.ConfigMapList{}
-	if err := env.client.List(ctx, cms, client.InNamespace(ns), client.HasLabels{"serving.modelserver.dev/modelserver"}); err != nil {
+	if err := env.client.Create(ctx, ms); err != nil {
 		t.Fatal(err)
 	}
-	if len(cms.Items) > 0 {
-		t.Errorf("%d ConfigMaps left after uninstall", len(cms.Items))
+	waitReady(t, ms)
+	// Its records as the earlier version wrote them: owned by nobody.
+	for _, s := range releaseSecrets(t, ns, "legacy") {
+		s.OwnerReferences = nil
+		if err := env.client.Update(ctx, &s); err != nil {
+			t.Fatal(err)
+		}
 	}
+	if err := env.client.Delete(ctx, ms); err != nil {
+		t.Fatal(err)
+	}
+	waitAllGone(t, ns, "legacy")
+}
+
+func ownedBy(refs []metav1.OwnerReference, uid types.UID) bool {
+	for _, r := range refs {
+		if r.UID == uid {
+			return true
+		}
+	}
+	return false
+}
+
+// waitAllGone waits for the ModelServer, its release records and the
+// objects of its release to be gone.
+func waitAllGone(t *testing.T, ns, name string) {
+	t.Helper()
+	eventually(t, 30*time.Second, "ModelServer gone", func(ctx context.Context) (bool, string) {
+		err := env.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &servingv1alpha1.ModelServer{})
+		return apierrors.IsNotFound(err), fmt.Sprint(err)
+	})
+	eventually(t, 60*time.Second, "release records and objects gone", func(ctx context.Context) (bool, string) {
+		if n := len(releaseSecrets(t, ns, name)); n != 0 {
+			return false, fmt.Sprintf("%d release records left", n)
+		}
+		for _, list := range []client.ObjectList{&appsv1.DeploymentList{}, &batchv1.JobList{}, &corev1.ServiceList{}, &corev1.PersistentVolumeClaimList{}, &corev1.ConfigMapList{}} {
+			if err := env.client.List(ctx, list, client.InNamespace(ns), client.MatchingLabels{"app.kubernetes.io/instance": name}); err != nil {
+				return false, err.Error()
+			}
+			if items, _ := meta.ExtractList(list); len(items) > 0 {
+				return false, fmt.Sprintf("%d %T left", len(items), list)
+			}
+		}
+		return true, ""
+	})
 }
 
 func TestAReleaseLeftPendingByACrashIsRecovered(t *testing.T) {

@@ -198,8 +198,13 @@ func (r *ModelServerReconciler) apply(ctx context.Context, ms *servingv1alpha1.M
 		r.written.Store(ms.UID, known)
 	}
 	log.FromContext(ctx).Info("release applied", "op", op, "revision", rel.Version, "why", p.why)
-	reason, note := appliedEvent(op, rel.Name, rel.Version, p.why)
-	r.Recorder.Eventf(ms, nil, corev1.EventTypeNormal, reason, "Apply", "%s", note)
+	// A ModelServer's first install is no news to the user who has just
+	// created it: Ready, or what stops it, is. An install that replaces a
+	// lost release, upgrades and recoveries change what runs, and say why.
+	if op != release.OpInstall || ms.Status.Release != nil {
+		reason, note := appliedEvent(op, rel.Name, rel.Version, p.why)
+		r.Recorder.Eventf(ms, nil, corev1.EventTypeNormal, reason, "Apply", "%s", note)
+	}
 	return applied{release: done}, ctrl.Result{}, nil
 }
 

@@ -18,8 +18,7 @@ import (
 )
 
 // writeStatus computes the status from what was observed and patches it
-// if it changed, with an Event for a model newly fetched and for each phase
-// change worth one.
+// if it changed, with an Event for each phase change worth one.
 func (r *ModelServerReconciler) writeStatus(ctx context.Context, ms *servingv1alpha1.ModelServer, old servingv1alpha1.ModelServerStatus, report status.Observation, obs *observed) error {
 	now := r.clock().Now()
 	st := status.Compute(old, report, now)
@@ -53,9 +52,9 @@ func (r *ModelServerReconciler) writeStatus(ctx context.Context, ms *servingv1al
 
 // phaseWorthAnEvent says whether a change of phase is announced: reaching
 // Ready, Failed or Degraded, and leaving them. The steps on the way to
-// Ready (Pending, Fetching, Deploying) are in the status and in the
-// Installed and Fetched Events already; an Event for each would be one
-// more write per step and ModelServer.
+// Ready (Pending, Fetching, Deploying) are in the status; an Event for
+// each would be one more write per step and ModelServer, and no news to
+// anyone who waits for Ready.
 func phaseWorthAnEvent(from, to servingv1alpha1.Phase) bool {
 	settled := func(p servingv1alpha1.Phase) bool {
 		return p == servingv1alpha1.PhaseReady || p == servingv1alpha1.PhaseFailed || p == servingv1alpha1.PhaseDegraded
@@ -63,8 +62,9 @@ func phaseWorthAnEvent(from, to servingv1alpha1.Phase) bool {
 	return settled(from) || settled(to)
 }
 
-// reportFetches announces each model newly fetched, and counts each fetch
-// that ended in the metrics.
+// reportFetches counts each fetch that ended in the metrics. A fetch that
+// succeeded has no Event of its own: the status holds its digest, size and
+// versions, and the Ready Event that follows names them.
 func (r *ModelServerReconciler) reportFetches(ms *servingv1alpha1.ModelServer, report status.Observation, obs *observed, now time.Time) {
 	if obs == nil {
 		return
@@ -74,7 +74,6 @@ func (r *ModelServerReconciler) reportFetches(ms *servingv1alpha1.ModelServer, r
 		switch {
 		case fj == nil:
 		case m.NewlyFetched:
-			r.Recorder.Eventf(ms, fj.Job, corev1.EventTypeNormal, servingv1alpha1.ReasonFetched, "Fetch", "%s", fetchedNote(m.Name, m.StorageURI, &m.Status))
 			metrics.FetchEnded(ms.UID, fj.Job.UID, true, jobDuration(fj.Job, now), m.Status.SizeBytes)
 		case status.FetchStateOf(fj.Job) == status.FetchFailed:
 			metrics.FetchEnded(ms.UID, fj.Job.UID, false, jobDuration(fj.Job, now), -1)

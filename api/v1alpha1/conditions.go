@@ -42,8 +42,7 @@ const (
 
 	// ReasonFetching (ModelFetched): a model-fetch Job is running.
 	ReasonFetching = "Fetching"
-	// ReasonFetched (ModelFetched): every model's fetch succeeded. Also the
-	// reason of the Event announcing a fetched model.
+	// ReasonFetched (ModelFetched): every model's fetch succeeded.
 	ReasonFetched = "Fetched"
 	// ReasonFetchPodRejected (ModelFetched): the apiserver refuses the
 	// fetch Job's pod (Pod Security, a quota, a missing ServiceAccount).

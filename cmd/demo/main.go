@@ -105,6 +105,10 @@ type demo struct {
 	cluster  *localcluster.Cluster
 	realNode bool
 	op       *localcluster.Process // the operator, when it runs on this machine
+	// readyEvent is closed once the Ready Event is printed: the operator
+	// sends it just after the status that says Ready.
+	readyEvent     chan struct{}
+	readyEventOnce sync.Once
 }
 
 // say prints one timeline line: seconds since the start, then the text.
@@ -268,7 +272,12 @@ func (d *demo) followModelServer(ctx context.Context, cl client.WithWatch, ms *s
 			}
 			if st.Phase == servingv1alpha1.PhaseReady && st.ObservedGeneration == got.Generation {
 				w.Stop()
-				d.say("Ready after %s, through the phases %s", time.Since(d.start).Round(100*time.Millisecond), strings.Join(phases, " → "))
+				took := time.Since(d.start)
+				select {
+				case <-d.readyEvents():
+				case <-time.After(10 * time.Second):
+				}
+				d.say("Ready after %s, through the phases %s", took.Round(100*time.Millisecond), strings.Join(phases, " → "))
 				return got, nil
 			}
 		}
@@ -355,7 +364,19 @@ func (d *demo) followEvents(ctx context.Context, cs kubernetes.Interface, ns, na
 		}
 		seen[e.Name] = true
 		d.say("  event %s %s: %s", e.Type, e.Reason, e.Note)
+		if e.Reason == string(servingv1alpha1.PhaseReady) {
+			d.readyEventOnce.Do(func() { close(d.readyEvents()) })
+		}
 	})
+}
+
+func (d *demo) readyEvents() chan struct{} {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.readyEvent == nil {
+		d.readyEvent = make(chan struct{})
+	}
+	return d.readyEvent
 }
 
 // follow runs a watch until ctx ends, starting it again when the server

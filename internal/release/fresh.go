@@ -47,7 +47,7 @@ var errNotFresh = errors.New("the release or one of its objects exists already")
 // just created are deleted again, so a conflict leaves nothing behind.
 // The record written is the one Helm's install writes.
 func (m *Manager) Install(ctx context.Context, namespace, name string, ch *chart.Chart, vals map[string]any, digest string) (_ *helmrelease.Release, op Op, err error) {
-	cfg, err := m.config(namespace)
+	cfg, err := m.config(namespace, ownerOf(vals))
 	if err != nil {
 		return nil, OpNone, err
 	}

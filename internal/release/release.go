@@ -22,10 +22,12 @@ import (
 	"helm.sh/helm/v3/pkg/storage"
 	"helm.sh/helm/v3/pkg/storage/driver"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/kubernetes"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/tools/clientcmd"
@@ -156,7 +158,7 @@ func observe(start time.Time, op *Op, err *error) {
 
 // Get returns the latest revision of the release, or nil if there is none.
 func (m *Manager) Get(namespace, name string) (*helmrelease.Release, error) {
-	cfg, err := m.config(namespace)
+	cfg, err := m.config(namespace, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -181,7 +183,7 @@ func latestRevision(cfg *action.Configuration, namespace, name string) (*helmrel
 // lets the upgrade proceed from it.
 func (m *Manager) Apply(ctx context.Context, namespace, name string, ch *chart.Chart, vals map[string]any, digest string, last *helmrelease.Release) (_ *helmrelease.Release, op Op, err error) {
 	defer observe(time.Now(), &op, &err)
-	cfg, err := m.config(namespace)
+	cfg, err := m.config(namespace, ownerOf(vals))
 	if err != nil {
 		return nil, OpNone, err
 	}
@@ -317,7 +319,7 @@ func (m *Manager) markFailed(cfg *action.Configuration, rel *helmrelease.Release
 // Uninstall removes the release, its objects and its records. A release
 // that does not exist is not an error.
 func (m *Manager) Uninstall(namespace, name string) (err error) {
-	cfg, err := m.config(namespace)
+	cfg, err := m.config(namespace, nil)
 	if err != nil {
 		return err
 	}
@@ -384,12 +386,13 @@ func classify(name string, err error) error {
 	return err
 }
 
-// config returns a Helm configuration for one operation in namespace.
+// config returns a Helm configuration for one operation in namespace; the
+// records it writes name owner, if not nil, as their owner.
 // Each operation gets its own: Helm's actions write to their
 // configuration, and reconciles of different ModelServers run in
 // parallel. What is costly to make is shared: the clientset, the discovery
 // cache and REST mapper, and the cluster's capabilities, read once.
-func (m *Manager) config(namespace string) (*action.Configuration, error) {
+func (m *Manager) config(namespace string, owner *metav1.OwnerReference) (*action.Configuration, error) {
 	caps, err := m.capabilities()
 	if err != nil {
 		return nil, err
@@ -401,7 +404,11 @@ func (m *Manager) config(namespace string) (*action.Configuration, error) {
 	kc := kube.New(getter)
 	kc.Namespace = namespace
 	kc.Log = debug
-	secrets := driver.NewSecrets(m.clientset.CoreV1().Secrets(namespace))
+	var records corev1client.SecretInterface = m.clientset.CoreV1().Secrets(namespace)
+	if owner != nil {
+		records = ownedRecords{SecretInterface: records, owner: *owner}
+	}
+	secrets := driver.NewSecrets(records)
 	secrets.Log = debug
 	return &action.Configuration{
 		RESTClientGetter: getter,

@@ -53,9 +53,6 @@ func modelFetch(m values.SpecModel, fj *FetchJob, previous map[string]servingv1a
 	mf := ModelFetch{Name: m.Name, FetchJob: m.FetchJob, State: state, StorageURI: storageuri.Redact(m.StorageURI)}
 	if job != nil {
 		mf.Retries = job.Status.Failed
-		if state == FetchRunning && job.Status.StartTime != nil {
-			mf.Started = job.Status.StartTime.Time
-		}
 	}
 	switch state {
 	case FetchSucceeded:

@@ -78,10 +78,6 @@ type ModelFetch struct {
 	Reason, Message string
 	// StorageURI is where the model is fetched from, redacted.
 	StorageURI string
-	// Started is when the running fetch's Job started; zero if unknown.
-	// The status shows the time since, rounded down to the minute, so that
-	// it changes at most once a minute.
-	Started time.Time
 	// Retries counts the fetch pods that failed and were retried.
 	Retries int32
 	// Status is the model's status: what was fetched and is served.
@@ -189,7 +185,7 @@ func Compute(old servingv1alpha1.ModelServerStatus, o Observation, now time.Time
 	set(servingv1alpha1.ConditionDeployed, deployed)
 	set(servingv1alpha1.ConditionAvailable, available)
 	ready := fetched.ok && deployed.ok && available.ok
-	phase, msg := phaseOf(o, old.Phase, st.ReadyReplicas, deployed.ok, available, now)
+	phase, msg := phaseOf(o, old.Phase, st.ReadyReplicas, deployed.ok, available)
 	st.Phase, st.Message = phase, msg
 	if ready {
 		set(servingv1alpha1.ConditionReady, verdict{true, servingv1alpha1.ReasonReady, "the model is being served"})
@@ -236,7 +232,7 @@ type verdict struct {
 // phaseOf is the phase and, when not Ready, the message saying which step
 // is pending or failed and why: the first that is, in the order a
 // ModelServer goes through them.
-func phaseOf(o Observation, was servingv1alpha1.Phase, readyReplicas int32, deployed bool, available verdict, now time.Time) (servingv1alpha1.Phase, string) {
+func phaseOf(o Observation, was servingv1alpha1.Phase, readyReplicas int32, deployed bool, available verdict) (servingv1alpha1.Phase, string) {
 	switch {
 	case o.Fetch == FetchSucceeded && deployed && available.ok:
 		return servingv1alpha1.PhaseReady, ""
@@ -249,7 +245,7 @@ func phaseOf(o Observation, was servingv1alpha1.Phase, readyReplicas int32, depl
 	case o.Fetch == FetchFailed:
 		return servingv1alpha1.PhaseFailed, fmt.Sprintf("model fetch failed (%s): %s", o.FetchReason, o.FetchMessage)
 	case o.Fetch != FetchSucceeded:
-		return servingv1alpha1.PhaseFetching, fetchProgress(o, now)
+		return servingv1alpha1.PhaseFetching, fetchProgress(o)
 	case !deployed:
 		return servingv1alpha1.PhaseDeploying, "installing the Helm release"
 	case available.reason == servingv1alpha1.ReasonPodsNotReady && readyReplicas > 0 && wasServing(was):
@@ -299,7 +295,7 @@ func fetchedMessage(o Observation) string {
 
 // fetchProgress says how the running fetches are going, for
 // status.message: one clause per model still being fetched.
-func fetchProgress(o Observation, now time.Time) string {
+func fetchProgress(o Observation) string {
 	var parts []string
 	for _, m := range o.Models {
 		if m.State == FetchSucceeded {
@@ -315,13 +311,9 @@ func fetchProgress(o Observation, now time.Time) string {
 		if m.Status.FetchedGeneration != "" {
 			msg += " (still serving the previously fetched model)"
 		}
-		if m.State == FetchRunning {
-			if elapsed := now.Sub(m.Started); m.Started.IsZero() || elapsed < time.Minute {
-				msg += ": started less than a minute ago"
-			} else {
-				msg += fmt.Sprintf(": running for %s", strings.TrimSuffix(elapsed.Truncate(time.Minute).String(), "0s"))
-			}
-		}
+		// No time in the message: one that changed with the clock, or
+		// when the Job's pod starts, would cost a status write each time;
+		// the ModelFetched condition's transition time says since when.
 		switch {
 		case m.Retries == 1:
 			msg += ", 1 failed attempt retried"

@@ -72,8 +72,9 @@ func writePlots(r *report, base string) error {
 		cdf.Add(line)
 		cdf.Legend.Add(c.name, line)
 	}
-	cdf.Legend.Top, cdf.Legend.Left = false, false
-	cdf.Legend.YOffs = vg.Points(12)
+	// The curves rise from bottom left to top right: the top left is free.
+	cdf.Legend.Top, cdf.Legend.Left = true, true
+	cdf.Legend.XOffs = vg.Points(12)
 	cdf.X.Min, cdf.X.Max = 0, longest*1.02
 	cdf.Y.Min, cdf.Y.Max = 0, 1
 	cdf.X.Tick.Marker = secondsTicks{}
