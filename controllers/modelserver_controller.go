@@ -98,6 +98,8 @@ type ModelServerReconciler struct {
 	// by UID can be forgotten once the ModelServer is gone: then only its
 	// name is known.
 	uids sync.Map
+	// held are the steps on the way to Ready not yet written.
+	held heldSteps
 }
 
 // +kubebuilder:rbac:groups=serving.modelserver.dev,resources=modelservers,verbs=get;list;watch;update;patch
@@ -151,8 +153,12 @@ func (r *ModelServerReconciler) reconcileNormal(ctx context.Context, ms *serving
 	// 4. Whatever happens below, the status is written once, at the end,
 	// and only if it changed.
 	defer func() {
-		if err := r.writeStatus(ctx, ms, *old, report, obs); err != nil && reconcileErr == nil {
+		wait, err := r.writeStatus(ctx, ms, *old, report, obs)
+		if err != nil && reconcileErr == nil {
 			reconcileErr = err
+		}
+		if wait > 0 && (result.RequeueAfter == 0 || wait < result.RequeueAfter) {
+			result.RequeueAfter = wait
 		}
 	}()
 
@@ -297,6 +303,7 @@ func (r *ModelServerReconciler) forget(uid types.UID) {
 	r.verified.Delete(uid)
 	r.written.Delete(uid)
 	r.problems.forget(uid)
+	r.held.forget(uid)
 	metrics.Forget(uid)
 }
 
@@ -307,11 +314,11 @@ func (r *ModelServerReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	b := ctrl.NewControllerManagedBy(mgr).
 		For(&servingv1alpha1.ModelServer{}, builder.WithPredicates(predicate.GenerationChangedPredicate{}))
 	for _, k := range owned.Kinds {
-		var opts []builder.WatchesOption
+		var opts []builder.OwnsOption
 		if k.Changed != nil {
 			opts = append(opts, builder.WithPredicates(k.Changed))
 		}
-		b = b.Watches(k.New(), ownerHandler(mgr.GetClient()), opts...)
+		b = b.Owns(k.New(), opts...)
 	}
 	return b.WithOptions(controller.Options{MaxConcurrentReconciles: cmp.Or(r.MaxConcurrentReconciles, DefaultMaxConcurrentReconciles), RateLimiter: retryLimiter()}).
 		Complete(r)

@@ -5,11 +5,15 @@ package controllers
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
@@ -18,8 +22,9 @@ import (
 )
 
 // writeStatus computes the status from what was observed and patches it
-// if it changed, with an Event for each phase change worth one.
-func (r *ModelServerReconciler) writeStatus(ctx context.Context, ms *servingv1alpha1.ModelServer, old servingv1alpha1.ModelServerStatus, report status.Observation, obs *observed) error {
+// if it changed, with an Event for each phase change worth one. A step on
+// the way to Ready may be held back; then it says when to look again.
+func (r *ModelServerReconciler) writeStatus(ctx context.Context, ms *servingv1alpha1.ModelServer, old servingv1alpha1.ModelServerStatus, report status.Observation, obs *observed) (time.Duration, error) {
 	now := r.clock().Now()
 	st := status.Compute(old, report, now)
 	r.reportFetches(ms, report, obs, now)
@@ -30,14 +35,17 @@ func (r *ModelServerReconciler) writeStatus(ctx context.Context, ms *servingv1al
 	metrics.Observe(ms.UID, ms.Generation, created, string(st.Phase), st.Phase == servingv1alpha1.PhaseReady)
 	if equality.Semantic.DeepEqual(old, st) {
 		r.written.Store(ms.UID, st.DeepCopy())
-		return nil
+		return 0, nil
+	}
+	if wait := r.held.hold(ms.UID, old, st, now); wait > 0 {
+		return wait, nil
 	}
 	base := ms.DeepCopy()
 	base.Status = old
 	ms.Status = st
 	if err := r.Status().Patch(ctx, ms, client.MergeFrom(base)); err != nil {
 		r.written.Delete(ms.UID) // unknown now: trust the cache again
-		return client.IgnoreNotFound(err)
+		return 0, client.IgnoreNotFound(err)
 	}
 	r.written.Store(ms.UID, st.DeepCopy())
 	if st.Phase != old.Phase && phaseWorthAnEvent(old.Phase, st.Phase) {
@@ -47,7 +55,49 @@ func (r *ModelServerReconciler) writeStatus(ctx context.Context, ms *servingv1al
 		}
 		r.Recorder.Eventf(ms, nil, kind, string(st.Phase), "Reconcile", "%s", phaseNote(old.Phase, st.Phase, st))
 	}
-	return nil
+	return 0, nil
+}
+
+// progressHold is how long a step between two steps on the way to Ready
+// (Fetching, Deploying) waits before it is written: the startup probe's
+// period. Once the model is in place, serving pods that load it quickly
+// pass the next probe within that time, and one write says both the fetch
+// done and Ready, where a write per step would cost one more per
+// ModelServer. A slower start still shows as Deploying, 10 seconds late.
+// Ready, a failure, a new generation and the release's own steps are
+// written at once.
+const progressHold = 10 * time.Second
+
+// heldSteps remembers, by UID, since when a step on the way has been held.
+type heldSteps struct{ m sync.Map }
+
+// hold says how much longer st, a change from old seen at now, is held
+// back; 0 to write it now.
+func (h *heldSteps) hold(uid types.UID, old, st servingv1alpha1.ModelServerStatus, now time.Time) time.Duration {
+	if !onTheWay(old.Phase) || !onTheWay(st.Phase) || old.ObservedGeneration != st.ObservedGeneration ||
+		conditionStatus(old, servingv1alpha1.ConditionDeployed) != conditionStatus(st, servingv1alpha1.ConditionDeployed) {
+		h.m.Delete(uid)
+		return 0
+	}
+	since, _ := h.m.LoadOrStore(uid, now)
+	if left := since.(time.Time).Add(progressHold).Sub(now); left > 0 {
+		return left
+	}
+	h.m.Delete(uid)
+	return 0
+}
+
+func (h *heldSteps) forget(uid types.UID) { h.m.Delete(uid) }
+
+func onTheWay(p servingv1alpha1.Phase) bool {
+	return p == servingv1alpha1.PhaseFetching || p == servingv1alpha1.PhaseDeploying
+}
+
+func conditionStatus(st servingv1alpha1.ModelServerStatus, t string) metav1.ConditionStatus {
+	if c := meta.FindStatusCondition(st.Conditions, t); c != nil {
+		return c.Status
+	}
+	return ""
 }
 
 // phaseWorthAnEvent says whether a change of phase is announced: reaching

@@ -118,7 +118,12 @@ func runOperator(ctx context.Context, cfg config, spec operatorSpec, n int, log 
 	if err != nil {
 		return nil, err
 	}
+	// After the subcommand, if there is one: the flags that follow a
+	// positional argument are not parsed.
 	args := append([]string{"--kubeconfig=" + kubeconfig}, spec.args...)
+	if len(spec.args) > 0 && !strings.HasPrefix(spec.args[0], "-") {
+		args = append([]string{spec.args[0], "--kubeconfig=" + kubeconfig}, spec.args[1:]...)
+	}
 	start := func(name string) (*localcluster.Process, error) {
 		p, err := c.StartProcess(name, spec.binary, args, nil)
 		if err != nil {

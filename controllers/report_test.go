@@ -1,0 +1,45 @@
+package controllers
+
+import (
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
+)
+
+func TestOnlyStepsBetweenStepsOnTheWayToReadyAreHeld(t *testing.T) {
+	deployed := []metav1.Condition{{Type: servingv1alpha1.ConditionDeployed, Status: metav1.ConditionTrue}}
+	status := func(p servingv1alpha1.Phase, gen int64) servingv1alpha1.ModelServerStatus {
+		return servingv1alpha1.ModelServerStatus{Phase: p, ObservedGeneration: gen, Conditions: deployed}
+	}
+	fetching, deploying := status(servingv1alpha1.PhaseFetching, 1), status(servingv1alpha1.PhaseDeploying, 1)
+	t0 := time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)
+
+	var h heldSteps
+	if got := h.hold("a", fetching, deploying, t0); got != progressHold {
+		t.Errorf("the fetch's end first seen: held %s, want %s", got, progressHold)
+	}
+	if got := h.hold("a", fetching, deploying, t0.Add(3*time.Second)); got != progressHold-3*time.Second {
+		t.Errorf("3 s later: held %s more, want %s", got, progressHold-3*time.Second)
+	}
+	if got := h.hold("a", fetching, deploying, t0.Add(progressHold)); got != 0 {
+		t.Errorf("after the hold: held %s more, want it written", got)
+	}
+	for name, tc := range map[string]struct {
+		old, st servingv1alpha1.ModelServerStatus
+	}{
+		"Ready":            {deploying, status(servingv1alpha1.PhaseReady, 1)},
+		"a failure":        {fetching, status(servingv1alpha1.PhaseFailed, 1)},
+		"a new generation": {status(servingv1alpha1.PhaseReady, 1), status(servingv1alpha1.PhaseFetching, 2)},
+		"the first status": {servingv1alpha1.ModelServerStatus{}, fetching},
+		"the release deployed": {
+			servingv1alpha1.ModelServerStatus{Phase: servingv1alpha1.PhaseFetching, ObservedGeneration: 1}, fetching,
+		},
+	} {
+		if got := h.hold("b", tc.old, tc.st, t0); got != 0 {
+			t.Errorf("%s held for %s, want it written at once", name, got)
+		}
+	}
+}
