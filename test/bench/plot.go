@@ -83,6 +83,9 @@ func writePlots(r *report, base string) error {
 	if err := cdf.Save(8*vg.Inch, 5*vg.Inch, base+"-ready-cdf.png"); err != nil {
 		return err
 	}
+	if r.Ours == nil && r.Peer == nil {
+		return nil // the floor makes no requests but its creates
+	}
 
 	// Requests per ModelServer by verb, both operators side by side.
 	verbs := []string{"get", "list", "watch", "create", "update", "patch", "delete"}
