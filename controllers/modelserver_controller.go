@@ -314,11 +314,11 @@ func (r *ModelServerReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	b := ctrl.NewControllerManagedBy(mgr).
 		For(&servingv1alpha1.ModelServer{}, builder.WithPredicates(predicate.GenerationChangedPredicate{}))
 	for _, k := range owned.Kinds {
-		var opts []builder.OwnsOption
+		var opts []builder.WatchesOption
 		if k.Changed != nil {
 			opts = append(opts, builder.WithPredicates(k.Changed))
 		}
-		b = b.Owns(k.New(), opts...)
+		b = b.Watches(k.New(), ownerHandler(mgr.GetClient()), opts...)
 	}
 	return b.WithOptions(controller.Options{MaxConcurrentReconciles: cmp.Or(r.MaxConcurrentReconciles, DefaultMaxConcurrentReconciles), RateLimiter: retryLimiter()}).
 		Complete(r)
