@@ -273,10 +273,7 @@ func (d *demo) followModelServer(ctx context.Context, cl client.WithWatch, ms *s
 			if st.Phase == servingv1alpha1.PhaseReady && st.ObservedGeneration == got.Generation {
 				w.Stop()
 				took := time.Since(d.start)
-				select {
-				case <-d.readyEvents():
-				case <-time.After(10 * time.Second):
-				}
+				d.awaitReadyEvent(10 * time.Second)
 				d.say("Ready after %s, through the phases %s", took.Round(100*time.Millisecond), strings.Join(phases, " → "))
 				return got, nil
 			}
@@ -368,6 +365,15 @@ func (d *demo) followEvents(ctx context.Context, cs kubernetes.Interface, ns, na
 			d.readyEventOnce.Do(func() { close(d.readyEvents()) })
 		}
 	})
+}
+
+// awaitReadyEvent waits up to timeout for the Ready Event to be printed,
+// so that the timeline shows it before the demo ends.
+func (d *demo) awaitReadyEvent(timeout time.Duration) {
+	select {
+	case <-d.readyEvents():
+	case <-time.After(timeout):
+	}
 }
 
 func (d *demo) readyEvents() chan struct{} {

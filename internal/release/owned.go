@@ -20,6 +20,15 @@ func ownerOf(vals map[string]any) *metav1.OwnerReference {
 	return &metav1.OwnerReference{APIVersion: str("apiVersion"), Kind: str("kind"), Name: str("name"), UID: types.UID(str("uid"))}
 }
 
+// ownedBy gives the records client for owner: secrets itself if there is
+// none.
+func ownedBy(secrets corev1client.SecretInterface, owner *metav1.OwnerReference) corev1client.SecretInterface {
+	if owner == nil {
+		return secrets
+	}
+	return ownedRecords{SecretInterface: secrets, owner: *owner}
+}
+
 // ownedRecords stamps the owner on each release record Helm writes, as the
 // chart stamps it on each object: when the owner is deleted, the garbage
 // collector removes the records with the objects, and no finalizer has to

@@ -27,7 +27,6 @@ import (
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/kubernetes"
-	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/tools/clientcmd"
@@ -404,11 +403,7 @@ func (m *Manager) config(namespace string, owner *metav1.OwnerReference) (*actio
 	kc := kube.New(getter)
 	kc.Namespace = namespace
 	kc.Log = debug
-	var records corev1client.SecretInterface = m.clientset.CoreV1().Secrets(namespace)
-	if owner != nil {
-		records = ownedRecords{SecretInterface: records, owner: *owner}
-	}
-	secrets := driver.NewSecrets(records)
+	secrets := driver.NewSecrets(ownedBy(m.clientset.CoreV1().Secrets(namespace), owner))
 	secrets.Log = debug
 	return &action.Configuration{
 		RESTClientGetter: getter,
