@@ -143,6 +143,40 @@ vet-bench: ## Vet and unit-test the benchmark harness and its peer operator.
 bench: tools ## Benchmark the operator and the peer for BENCH_N ModelServers; results in test/bench/results.
 	cd test/bench && go run . -n '$(BENCH_N)' $(BENCH_FLAGS)
 
+# bench-fetch times `manager fetch` against s5cmd and rclone on the same
+# models from the same versitygw (test/fetchbench, a module of its own). The
+# two clients are pinned in hack/tools/s3tools and built by one `go build`,
+# so the packages they share compile once, into a directory named after the
+# pins with bin/s5cmd and bin/rclone linking into it. Neither is part of
+# `make tools`: only this benchmark needs them, and a cold build takes minutes.
+FETCHBENCH_FLAGS ?=
+S3TOOLS_MOD := hack/tools/s3tools
+S5CMD_VERSION = $(call modver,$(S3TOOLS_MOD)/go.mod,github.com/peak/s5cmd/v2)
+RCLONE_VERSION = $(call modver,$(S3TOOLS_MOD)/go.mod,github.com/rclone/rclone)
+S3TOOLS_DIR := $(LOCALBIN)/s3tools-$(shell cat $(S3TOOLS_MOD)/go.mod $(S3TOOLS_MOD)/go.sum | sha256sum | cut -c1-12)
+$(S3TOOLS_DIR)/.built:
+	@mkdir -p $(LOCALBIN)
+	@echo ">> building s5cmd $(S5CMD_VERSION) and rclone $(RCLONE_VERSION)"
+	rm -rf $(@D).tmp
+	cd $(S3TOOLS_MOD) && CGO_ENABLED=0 go build -trimpath \
+		-ldflags '-X github.com/peak/s5cmd/v2/version.Version=$(S5CMD_VERSION) -X github.com/rclone/rclone/fs.Version=$(RCLONE_VERSION)' \
+		-o $(@D).tmp/ github.com/peak/s5cmd/v2 github.com/rclone/rclone
+	touch $(@D).tmp/.built
+	rm -rf $(@D) && mv $(@D).tmp $(@D)
+$(LOCALBIN)/s5cmd $(LOCALBIN)/rclone: $(S3TOOLS_DIR)/.built
+	ln -sfn $(notdir $(S3TOOLS_DIR))/$(@F) $@
+
+.PHONY: bench-fetch-tools
+bench-fetch-tools: $(LOCALBIN)/s5cmd $(LOCALBIN)/rclone ## Build s5cmd and rclone, the clients bench-fetch compares with, into bin/.
+
+# The operator binary and the harness are built into bin/fetchbench rather
+# than run with `go run`, which exits 1 on Ctrl-C whatever the program does.
+.PHONY: bench-fetch
+bench-fetch: bench-fetch-tools $(LOCALBIN)/versitygw ## Time `manager fetch`, s5cmd and rclone fetching three model shapes from versitygw; results in test/bench/results.
+	CGO_ENABLED=0 go build -trimpath -o $(LOCALBIN)/fetchbench/manager ./cmd/manager
+	cd test/fetchbench && go build -o $(LOCALBIN)/fetchbench/fetchbench .
+	$(LOCALBIN)/fetchbench/fetchbench -bin $(LOCALBIN) -manager $(LOCALBIN)/fetchbench/manager -out test/bench/results $(FETCHBENCH_FLAGS)
+
 # REAL_NODE=1 makes cluster-up run the real-node environment the real-node
 # tests use, which needs the node's Debian packages too. Built, not `go
 # run`: go run exits 1 on Ctrl-C whatever the program does, and the clean

@@ -137,9 +137,7 @@ func (x *extractor) fileEntry(name string, size int64, r io.Reader) error {
 	if size >= 0 && n != size {
 		return permanentf(servingv1alpha1.ReasonInvalidLayout, "archive entry %q holds %d bytes, not the %d its header says", name, n, size)
 	}
-	if err := f.Sync(); err != nil {
-		return classify(err, target)
-	}
+	// Not synced here: publish flushes the whole model at once.
 	if err := f.Close(); err != nil {
 		return classify(err, target)
 	}

@@ -30,7 +30,10 @@ type fileRecord struct {
 }
 
 // downloader copies a source's files into a directory, several at once,
-// each retried on its own, all within one byte cap.
+// each retried on its own, all within one byte cap. A large file, from a
+// source that serves ranges, is downloaded as parts, several at once (see
+// fetchRanged); concurrency bounds the requests in flight, of whole files
+// and of parts together.
 type downloader struct {
 	src         Source
 	dir         string
@@ -40,7 +43,24 @@ type downloader struct {
 	used        atomic.Int64 // bytes written that count toward maxBytes
 	stall       time.Duration
 	prog        *progress
+	// partSize is the size of a part of a ranged download (0: no ranged
+	// downloads); a file of at least rangedMinParts parts is ranged.
+	partSize int64
+	// requests holds a token for each request in flight; nil until the
+	// first download makes it, with room for concurrency tokens.
+	requests     chan struct{}
+	requestsOnce sync.Once
 }
+
+// DefaultPartSize is the size of a part of a large file downloaded as
+// ranges. Large enough that a part's request costs little beside its
+// transfer, small enough that a file of a few of them keeps every stream
+// busy.
+const DefaultPartSize int64 = 16 << 20
+
+// rangedMinParts: a file of fewer parts is one request. Below it, the
+// parallel downloads of other files keep the streams busy.
+const rangedMinParts = 4
 
 var (
 	bufPool    = sync.Pool{New: func() any { b := make([]byte, 256<<10); return &b }}
@@ -76,22 +96,49 @@ func (d *downloader) downloadAll(ctx context.Context, objs []Object) ([]fileReco
 	return records, nil
 }
 
-// fetchFile downloads one object to rel below d.dir, with retries.
+// fetchFile downloads one object to rel below d.dir, with retries: a
+// large one as ranges (fetchRanged), each retried on its own; any other
+// whole, retried whole.
 func (d *downloader) fetchFile(ctx context.Context, obj Object, rel string) (fileRecord, error) {
-	var rec fileRecord
-	err := d.retry.do(ctx, d.src.Describe(obj.Key), func(ctx context.Context) error {
-		var err error
-		rec, err = d.copyOnce(ctx, obj, filepath.Join(d.dir, rel))
-		return err
-	})
+	var (
+		rec    fileRecord
+		err    error
+		target = filepath.Join(d.dir, rel)
+	)
+	if rs, ok := d.src.(rangeSource); ok && d.partSize > 0 && obj.Size >= rangedMinParts*d.partSize {
+		rec, err = d.fetchRanged(ctx, rs, obj, target)
+	} else {
+		err = d.retry.do(ctx, d.src.Describe(obj.Key), func(ctx context.Context) error {
+			var err error
+			rec, err = d.copyOnce(ctx, obj, target)
+			return err
+		})
+	}
 	rec.Path = filepath.ToSlash(rel)
 	return rec, err
+}
+
+// request takes a token for a request, waiting while concurrency of them
+// are in flight; release gives it back.
+func (d *downloader) request(ctx context.Context) (release func(), err error) {
+	d.requestsOnce.Do(func() { d.requests = make(chan struct{}, max(d.concurrency, 1)) })
+	select {
+	case d.requests <- struct{}{}:
+		return func() { <-d.requests }, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 }
 
 // copyOnce is one attempt at downloading obj to target. The bytes of a
 // failed attempt are taken back from the cap and the progress.
 func (d *downloader) copyOnce(ctx context.Context, obj Object, target string) (rec fileRecord, err error) {
 	what := d.src.Describe(obj.Key)
+	release, err := d.request(ctx)
+	if err != nil {
+		return rec, classify(err, what)
+	}
+	defer release()
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	body, size, err := d.src.Open(ctx, obj.Key)
@@ -137,9 +184,9 @@ func (d *downloader) copyOnce(ctx context.Context, obj Object, target string) (r
 	if size >= 0 && counted != size {
 		return rec, transientf(servingv1alpha1.ReasonFetchFailed, "%s: %d bytes announced but %d received", what, size, counted)
 	}
-	if err := f.Sync(); err != nil {
-		return rec, classify(err, target)
-	}
+	// Not synced here: publish flushes the whole model at once, which for
+	// many small files is far faster than a sync each. Writing starts now.
+	startWriteBack(f, 0, 0)
 	if err := f.Close(); err != nil {
 		return rec, classify(err, target)
 	}
@@ -184,8 +231,8 @@ func (d *downloader) copyBody(ctx context.Context, cancel context.CancelCauseFun
 	}
 }
 
-// capWriter writes to a file, hashing, counting progress and holding the
-// total to the downloader's cap.
+// capWriter writes to a file, hashing (unless sha is nil), counting
+// progress and holding the total to the downloader's cap.
 type capWriter struct {
 	d       *downloader
 	w       io.Writer
@@ -201,7 +248,9 @@ func (w *capWriter) Write(p []byte) (int, error) {
 	if w.d.used.Add(n) > w.d.maxBytes {
 		return 0, tooLarge(w.d.maxBytes)
 	}
-	w.sha.Write(p)
+	if w.sha != nil {
+		w.sha.Write(p)
+	}
 	if _, err := w.w.Write(p); err != nil {
 		return 0, classify(err, w.name)
 	}

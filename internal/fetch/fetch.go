@@ -47,7 +47,9 @@ type Options struct {
 	MaxBytes int64
 	// MaxFiles caps its number of files (0: DefaultMaxFiles).
 	MaxFiles int
-	// Concurrency is how many files are downloaded at once (0: 16).
+	// Concurrency is how many files are downloaded at once (0: 16), and
+	// how many requests are in flight: a large file is downloaded as
+	// ranges, several at once, within the same number.
 	Concurrency int
 	// Timeout bounds the whole fetch (0: none).
 	Timeout time.Duration
@@ -61,6 +63,10 @@ type Options struct {
 	// Logger receives structured logs (nil: none). Secret values are
 	// redacted from everything logged through it.
 	Logger *slog.Logger
+
+	// partSize is the part size of ranged downloads (0: DefaultPartSize);
+	// tests make it small.
+	partSize int64
 }
 
 func (o *Options) setDefaults() {
@@ -84,6 +90,9 @@ func (o *Options) setDefaults() {
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if o.partSize <= 0 {
+		o.partSize = DefaultPartSize
 	}
 }
 
@@ -159,6 +168,13 @@ func (f *fetcher) run(ctx context.Context) (Summary, error) {
 			_ = os.RemoveAll(staging)
 		}
 	}()
+	// Opened before anything is written into it, so that the flush before
+	// publishing reports a write-back error of any file (syncFileSystem).
+	stagingDir, err := os.Open(staging)
+	if err != nil {
+		return Summary{}, classify(err, staging)
+	}
+	defer func() { _ = stagingDir.Close() }()
 
 	src, err := f.openSource(ctx)
 	if err != nil {
@@ -197,7 +213,7 @@ func (f *fetcher) run(ctx context.Context) (Summary, error) {
 	if err := writeManifest(staging, m); err != nil {
 		return Summary{}, err
 	}
-	if err := publish(staging, f.dest, f.log); err != nil {
+	if err := publish(stagingDir, f.dest, f.log); err != nil {
 		return Summary{}, err
 	}
 	published = true
@@ -252,7 +268,7 @@ func (f *fetcher) download(ctx context.Context, src Source, l Listing, staging s
 		totalFiles = -1 // known once extracted
 	}
 	prog := newProgress(totalFiles, totalBytes)
-	d := &downloader{src: src, dir: staging, retry: f.retry, concurrency: f.o.Concurrency, maxBytes: f.o.MaxBytes, stall: f.o.StallTimeout, prog: prog}
+	d := &downloader{src: src, dir: staging, retry: f.retry, concurrency: f.o.Concurrency, maxBytes: f.o.MaxBytes, stall: f.o.StallTimeout, prog: prog, partSize: f.o.partSize}
 	pctx, stop := context.WithCancel(ctx)
 	defer stop()
 	go prog.report(pctx, f.log, f.o.ProgressInterval)

@@ -87,10 +87,7 @@ func writeManifest(dir string, m manifest) error {
 		_ = f.Close()
 		return classify(err, p)
 	}
-	if err := f.Sync(); err != nil {
-		_ = f.Close()
-		return classify(err, p)
-	}
+	// publish flushes it with the model.
 	if err := f.Close(); err != nil {
 		return classify(err, p)
 	}

@@ -53,10 +53,12 @@ func newStaging(dest string) (string, error) {
 	return dir, nil
 }
 
-// publish makes staging the destination: anything already at dest (a
-// stale or incomplete model) is moved aside first, then removed.
-func publish(staging, dest string, log *slog.Logger) error {
-	if err := syncTree(staging); err != nil {
+// publish makes staging (the open directory) the destination, once
+// everything in it is on disk: anything already at dest (a stale or
+// incomplete model) is moved aside first, then removed.
+func publish(stagingDir *os.File, dest string, log *slog.Logger) error {
+	staging := stagingDir.Name()
+	if err := flush(stagingDir); err != nil {
 		return classify(err, staging)
 	}
 	if _, err := os.Lstat(dest); err == nil {
@@ -76,24 +78,29 @@ func publish(staging, dest string, log *slog.Logger) error {
 	if err := os.Rename(staging, dest); err != nil {
 		return classify(err, dest)
 	}
-	return syncDir(filepath.Dir(dest))
+	return syncPath(filepath.Dir(dest))
 }
 
-// syncTree flushes the directories below root (the files were flushed as
-// they were written), so that a crash after the rename cannot lose them.
-func syncTree(root string) error {
-	return filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+// flush puts the files and directories below the open directory root on
+// disk, so that a crash after the rename cannot lose them. The files are
+// written without syncing: one syncfs of the volume flushes them all at
+// once, where a fsync each costs a journal commit each (for 2,000 small
+// files, most of the fetch). Where syncfs is not available, each file and
+// directory is synced.
+func flush(root *os.File) error {
+	if ok, err := syncFileSystem(root); ok {
+		return err
+	}
+	return filepath.WalkDir(root.Name(), func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
-		if d.IsDir() {
-			return syncDir(p)
-		}
-		return nil
+		return syncPath(p)
 	})
 }
 
-func syncDir(p string) error {
+// syncPath syncs a file or a directory.
+func syncPath(p string) error {
 	f, err := os.Open(p)
 	if err != nil {
 		return err

@@ -35,3 +35,21 @@ type Source interface {
 	Describe(key string) string
 	Close() error
 }
+
+// rangeSource is a Source that also serves parts of a file, so that a large
+// one can be downloaded as several ranges at once.
+type rangeSource interface {
+	Source
+	// OpenRange starts the download of the length bytes of a listed file
+	// from offset.
+	OpenRange(ctx context.Context, key string, offset, length int64) (body io.ReadCloser, info rangeInfo, err error)
+}
+
+// rangeInfo describes the object a range came from.
+type rangeInfo struct {
+	// Size of the whole object, -1 when not told.
+	Size int64
+	// Version identifies its content (an ETag, a generation), "" when
+	// not told: ranges of one download must all have the same.
+	Version string
+}

@@ -5,8 +5,12 @@ import (
 	"errors"
 	"io"
 	"path"
+	"strconv"
 	"strings"
 
+	"cloud.google.com/go/storage"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"gocloud.dev/blob"
 	"gocloud.dev/gcerrors"
 
@@ -92,6 +96,28 @@ func (s *blobSource) Open(ctx context.Context, rel string) (io.ReadCloser, int64
 		return nil, 0, classify(err, s.Describe(rel))
 	}
 	return r, r.Size(), nil
+}
+
+func (s *blobSource) OpenRange(ctx context.Context, rel string, offset, length int64) (io.ReadCloser, rangeInfo, error) {
+	r, err := s.bucket.NewRangeReader(ctx, s.key(rel), offset, length, nil)
+	if err != nil {
+		return nil, rangeInfo{}, classify(err, s.Describe(rel))
+	}
+	return r, rangeInfo{Size: r.Size(), Version: objectVersion(r)}, nil
+}
+
+// objectVersion is what identifies the content r reads: S3's ETag, GCS's
+// generation; "" for a store that tells neither.
+func objectVersion(r *blob.Reader) string {
+	var s3Object s3.GetObjectOutput
+	if r.As(&s3Object) {
+		return aws.ToString(s3Object.ETag)
+	}
+	var gcsObject *storage.Reader
+	if r.As(&gcsObject) && gcsObject != nil {
+		return strconv.FormatInt(gcsObject.Attrs.Generation, 10)
+	}
+	return ""
 }
 
 func (s *blobSource) Describe(rel string) string {

@@ -1,0 +1,207 @@
+package fetch
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
+)
+
+const (
+	testPartSize  = 64 << 10
+	largeFileKey  = "1/variables/variables.data-00000-of-00001"
+	largeFilePath = "/models/m/" + largeFileKey
+)
+
+// largeModel is a model whose data file is 10 parts and a bit of
+// testPartSize: large enough to be downloaded as ranges.
+func largeModel() map[string][]byte {
+	files := model(1)
+	data := make([]byte, 10*testPartSize+123)
+	rng := rand.New(rand.NewPCG(3, 4))
+	for i := range data {
+		data[i] = byte(rng.Uint32())
+	}
+	files[largeFileKey] = data
+	return files
+}
+
+// rangesOf records the Range header of every GET of the large file.
+type rangesOf struct {
+	mu     sync.Mutex
+	ranges []string
+}
+
+func (r *rangesOf) record(req *http.Request) {
+	if req.Method == http.MethodGet && req.URL.Path == largeFilePath {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		r.ranges = append(r.ranges, req.Header.Get("Range"))
+	}
+}
+
+func (r *rangesOf) count(rng string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, got := range r.ranges {
+		if got == rng {
+			n++
+		}
+	}
+	return n
+}
+
+func TestALargeFileIsFetchedAsRangesAndReassembled(t *testing.T) {
+	s3 := newFakeS3(t)
+	files := largeModel()
+	s3.put(t, "m", files)
+	var seen rangesOf
+	s3.setFault(func(r *http.Request) int { seen.record(r); return 0 })
+	o, _ := testOptions(t, "s3://models/m", s3.creds(t, testAccessKey, testSecretKey))
+	o.partSize = testPartSize
+	sum, err := Run(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	assertTree(t, o.Dest, files)
+	if len(seen.ranges) != 11 {
+		t.Fatalf("%d requests for the large file (%q); want one for each of its 11 parts", len(seen.ranges), seen.ranges)
+	}
+	for _, rng := range []string{"bytes=0-65535", "bytes=589824-655359", "bytes=655360-655482"} {
+		if seen.count(rng) != 1 {
+			t.Errorf("range %s asked for %d times; want once (all: %q)", rng, seen.count(rng), seen.ranges)
+		}
+	}
+	// The manifest and the summary hold the same digest as a fetch of the
+	// file in one piece.
+	m, err := readManifest(o.Dest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := sha256.Sum256(files[largeFileKey])
+	for _, f := range m.Files {
+		if f.Path == largeFileKey && f.SHA256 != hex.EncodeToString(want[:]) {
+			t.Errorf("manifest sha256 %s; want %x", f.SHA256, want)
+		}
+	}
+	o2, _ := testOptions(t, "s3://models/m", s3.creds(t, testAccessKey, testSecretKey))
+	whole, err := Run(context.Background(), o2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Digest != whole.Digest {
+		t.Errorf("digest %s as ranges, %s whole", sum.Digest, whole.Digest)
+	}
+}
+
+func TestAFailedPartIsRetriedAlone(t *testing.T) {
+	s3 := newFakeS3(t)
+	files := largeModel()
+	s3.put(t, "m", files)
+	const broken = "bytes=131072-196607"
+	var (
+		seen   rangesOf
+		mu     sync.Mutex
+		failed bool
+	)
+	s3.setFault(func(r *http.Request) int {
+		seen.record(r)
+		mu.Lock()
+		defer mu.Unlock()
+		if r.URL.Path == largeFilePath && r.Header.Get("Range") == broken && !failed {
+			failed = true
+			return http.StatusServiceUnavailable
+		}
+		return 0
+	})
+	o, logs := testOptions(t, "s3://models/m", s3.creds(t, testAccessKey, testSecretKey))
+	o.partSize = testPartSize
+	if _, err := Run(context.Background(), o); err != nil {
+		t.Fatal(err)
+	}
+	assertTree(t, o.Dest, files)
+	if n := seen.count(broken); n != 2 {
+		t.Errorf("the failed part asked for %d times; want 2", n)
+	}
+	if len(seen.ranges) != 12 {
+		t.Errorf("%d requests for the large file; want its 11 parts and one retry", len(seen.ranges))
+	}
+	if n := strings.Count(logs.String(), `"msg":"retrying"`); n != 1 {
+		t.Errorf("%d retries logged; want 1", n)
+	}
+	if !strings.Contains(logs.String(), "(bytes 131072-196607)") {
+		t.Errorf("the retry does not name the part: %s", logs)
+	}
+}
+
+func TestAnObjectReplacedDuringARangedDownloadIsNotStitched(t *testing.T) {
+	s3 := newFakeS3(t)
+	files := largeModel()
+	s3.put(t, "m", files)
+	replacement := bytes.Repeat([]byte{7}, len(files[largeFileKey]))
+	var (
+		mu    sync.Mutex
+		parts int
+	)
+	s3.setFault(func(r *http.Request) int {
+		mu.Lock()
+		defer mu.Unlock()
+		if r.Method == http.MethodGet && r.URL.Path == largeFilePath {
+			if parts++; parts == 4 {
+				if _, err := s3.backend.PutObject(testBucket, "m/"+largeFileKey, map[string]string{}, bytes.NewReader(replacement), int64(len(replacement)), nil); err != nil {
+					t.Error(err)
+				}
+			}
+		}
+		return 0
+	})
+	o, _ := testOptions(t, "s3://models/m", s3.creds(t, testAccessKey, testSecretKey))
+	o.partSize = testPartSize
+	o.Concurrency = 1 // the parts in order: three of one version, the rest of the other
+	_, err := Run(context.Background(), o)
+	fe := wantFailure(t, err, servingv1alpha1.ReasonFetchFailed, ExitTransient)
+	if !strings.Contains(fe.Message, "changed during the fetch") {
+		t.Errorf("message %q does not say the object changed", fe.Message)
+	}
+	assertNothingPublished(t, o.Dest)
+}
+
+func TestHashInOrderHashesPartsWrittenInAnyOrder(t *testing.T) {
+	data := make([]byte, 5*1000+17)
+	for i := range data {
+		data[i] = byte(i * 7)
+	}
+	f, err := os.Create(filepath.Join(t.TempDir(), "file"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = f.Close() }()
+	const partSize = 1000
+	written := make(chan int, 6)
+	go func() {
+		for _, i := range []int{5, 2, 0, 4, 1, 3} {
+			off := i * partSize
+			if _, err := f.WriteAt(data[off:min(off+partSize, len(data))], int64(off)); err != nil {
+				t.Error(err)
+			}
+			written <- i
+		}
+	}()
+	got, err := hashInOrder(context.Background(), f, int64(len(data)), partSize, written)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := sha256.Sum256(data); got != hex.EncodeToString(want[:]) {
+		t.Errorf("sha256 %s; want %x", got, want)
+	}
+}

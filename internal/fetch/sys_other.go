@@ -1,0 +1,15 @@
+//go:build !linux
+
+package fetch
+
+import "os"
+
+// preallocate makes f its full size, sparse: the parts of a ranged
+// download are then written in place.
+func preallocate(f *os.File, size int64) error { return f.Truncate(size) }
+
+// syncFileSystem is not available: publish syncs each file instead.
+func syncFileSystem(*os.File) (ok bool, err error) { return false, nil }
+
+// startWriteBack is left to the flush before publishing.
+func startWriteBack(*os.File, int64, int64) {}

@@ -1,0 +1,264 @@
+// Command fetchbench times the model fetcher (`manager fetch`, as the
+// model-fetch Job runs it) against s5cmd and rclone, two S3 clients users
+// tune for speed, on the same models from the same S3 server (versitygw on
+// loopback) into the same file system:
+//
+//   - 64 files of 4 MiB (a sharded checkpoint),
+//   - one file of 1 GiB (what ranged parallel GETs are for),
+//   - 2,000 files of 4 KiB (where each request's fixed cost counts),
+//
+// each a valid SavedModel layout filled with incompressible bytes. Every
+// run copies into a fresh empty directory, is checked byte for byte against
+// what was uploaded, and is timed with the CPU time and peak resident set
+// the kernel reports for the tool's process. Runs of the tools alternate,
+// to spread the machine's noise over all of them.
+//
+//	make bench-fetch
+//
+// writes test/bench/results/<date>-fetch.json and -fetch.png, and prints a
+// table.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+)
+
+type config struct {
+	repo     string
+	bin      string
+	manager  string
+	out      string
+	workdir  string
+	label    string
+	runs     int
+	shapes   []string
+	tools    []string
+	keep     bool
+	settings toolSettings
+}
+
+func main() {
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	cfg, err := parseFlags()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, cfg, log); err != nil {
+		log.Error("benchmark failed", "err", err)
+		stop()
+		os.Exit(1)
+	}
+}
+
+func parseFlags() (config, error) {
+	cfg := config{settings: defaultToolSettings()}
+	var shapeNames, toolNames string
+	flag.StringVar(&cfg.repo, "repo", ".", "The repository's root, whose hack/tools pin the tools' versions.")
+	flag.StringVar(&cfg.bin, "bin", "bin", "The directory holding versitygw, s5cmd and rclone (`make bench-fetch-tools`).")
+	flag.StringVar(&cfg.manager, "manager", "bin/manager", "The operator binary, whose `fetch` subcommand is ours.")
+	flag.StringVar(&cfg.out, "out", "test/bench/results", "Where the results go.")
+	flag.StringVar(&cfg.workdir, "workdir", os.TempDir(), "Where the server's data and the copies go: all on one file system.")
+	flag.StringVar(&cfg.label, "label", "", "Added to the results' file names: <date>-fetch-<label>.json.")
+	flag.IntVar(&cfg.runs, "runs", 5, "Runs of each tool on each shape.")
+	flag.StringVar(&shapeNames, "shapes", "", "Comma-separated shapes to run (default: all).")
+	flag.StringVar(&toolNames, "tools", "ours,s5cmd,rclone", "Comma-separated tools to run.")
+	flag.BoolVar(&cfg.keep, "keep", false, "Keep the work directory (the server's data and the logs).")
+	flag.IntVar(&cfg.settings.OursConcurrency, "ours-concurrency", cfg.settings.OursConcurrency, "manager fetch --concurrency.")
+	flag.IntVar(&cfg.settings.S5cmdWorkers, "s5cmd-numworkers", cfg.settings.S5cmdWorkers, "s5cmd --numworkers.")
+	flag.IntVar(&cfg.settings.S5cmdConcurrency, "s5cmd-concurrency", cfg.settings.S5cmdConcurrency, "s5cmd cp --concurrency (parts of one file at once).")
+	flag.IntVar(&cfg.settings.S5cmdPartSizeMiB, "s5cmd-part-size", cfg.settings.S5cmdPartSizeMiB, "s5cmd cp --part-size, in MiB.")
+	flag.IntVar(&cfg.settings.RcloneTransfers, "rclone-transfers", cfg.settings.RcloneTransfers, "rclone --transfers.")
+	flag.IntVar(&cfg.settings.RcloneCheckers, "rclone-checkers", cfg.settings.RcloneCheckers, "rclone --checkers.")
+	flag.IntVar(&cfg.settings.RcloneStreams, "rclone-streams", cfg.settings.RcloneStreams, "rclone --multi-thread-streams.")
+	flag.StringVar(&cfg.settings.RcloneStreamCutoff, "rclone-cutoff", cfg.settings.RcloneStreamCutoff, "rclone --multi-thread-cutoff.")
+	flag.Parse()
+	if flag.NArg() > 0 {
+		return cfg, fmt.Errorf("unexpected arguments %q", flag.Args())
+	}
+	if cfg.runs < 1 {
+		return cfg, errors.New("-runs must be at least 1")
+	}
+	known := func(kind string, names []string, valid []string) error {
+		for _, n := range names {
+			if !slices.Contains(valid, n) {
+				return fmt.Errorf("unknown %s %q (known: %s)", kind, n, strings.Join(valid, ", "))
+			}
+		}
+		return nil
+	}
+	var all []string
+	for _, s := range shapes() {
+		all = append(all, s.Name)
+	}
+	cfg.shapes = all
+	if shapeNames != "" {
+		cfg.shapes = strings.Split(shapeNames, ",")
+	}
+	cfg.tools = strings.Split(toolNames, ",")
+	if err := known("shape", cfg.shapes, all); err != nil {
+		return cfg, err
+	}
+	return cfg, known("tool", cfg.tools, []string{"ours", "s5cmd", "rclone"})
+}
+
+func run(ctx context.Context, cfg config, log *slog.Logger) error {
+	for _, p := range []*string{&cfg.repo, &cfg.bin, &cfg.manager, &cfg.out} {
+		abs, err := filepath.Abs(*p)
+		if err != nil {
+			return err
+		}
+		*p = abs
+	}
+	work, err := os.MkdirTemp(cfg.workdir, "fetchbench-")
+	if err != nil {
+		return err
+	}
+	if cfg.keep {
+		log.Info("keeping the work directory", "path", work)
+	} else {
+		defer func() { _ = os.RemoveAll(work) }()
+	}
+	for _, d := range []string{"logs", "home", "scratch", "runs"} {
+		if err := os.MkdirAll(filepath.Join(work, d), 0o755); err != nil {
+			return err
+		}
+	}
+
+	versitygw := filepath.Join(cfg.bin, "versitygw")
+	srv, err := startServer(ctx, versitygw, filepath.Join(work, "s3"), filepath.Join(work, "logs", "versitygw.log"))
+	if err != nil {
+		return err
+	}
+	defer srv.stop()
+	log.Info("versitygw serving", "endpoint", srv.Endpoint)
+	credsDir := filepath.Join(work, "credentials")
+	if err := writeCredentials(credsDir, srv); err != nil {
+		return err
+	}
+
+	var tools []*tool
+	for _, t := range newTools(srv, cfg.manager, cfg.bin, credsDir, cfg.settings) {
+		if slices.Contains(cfg.tools, t.Name) {
+			tools = append(tools, t)
+		}
+	}
+	pins := filepath.Join(cfg.repo, "hack", "tools")
+	versions := map[string]string{
+		"ours":   "the working tree",
+		"s5cmd":  moduleVersion(filepath.Join(pins, "s3tools", "go.mod"), "github.com/peak/s5cmd/v2"),
+		"rclone": moduleVersion(filepath.Join(pins, "s3tools", "go.mod"), "github.com/rclone/rclone"),
+	}
+	for _, t := range tools {
+		t.Version = versions[t.Name]
+	}
+
+	r := &report{
+		Date:     time.Now().UTC().Format("2006-01-02"),
+		Label:    cfg.label,
+		Machine:  describeMachine(cfg.workdir),
+		Server:   "versitygw " + moduleVersion(filepath.Join(pins, "versitygw", "go.mod"), "github.com/versity/versitygw") + " --keep-alive",
+		Runs:     cfg.runs,
+		Tools:    tools,
+		Settings: cfg.settings,
+	}
+	for _, sh := range shapes() {
+		if !slices.Contains(cfg.shapes, sh.Name) {
+			continue
+		}
+		log.Info("uploading", "shape", sh.Name, "files", len(sh.Files), "bytes", sh.Bytes())
+		want, err := srv.upload(ctx, sh, filepath.Join(work, "scratch"))
+		if err != nil {
+			return fmt.Errorf("upload %s: %w", sh.Name, err)
+		}
+		res, err := runShape(ctx, cfg, log, work, sh, want, tools)
+		if err != nil {
+			return err
+		}
+		r.Shapes = append(r.Shapes, res)
+	}
+
+	if err := os.MkdirAll(cfg.out, 0o755); err != nil {
+		return err
+	}
+	base := filepath.Join(cfg.out, r.Date+"-fetch")
+	if cfg.label != "" {
+		base += "-" + cfg.label
+	}
+	if err := writeJSON(r, base+".json"); err != nil {
+		return err
+	}
+	if err := writePlot(r, base+".png"); err != nil {
+		return err
+	}
+	printTable(os.Stdout, r)
+	log.Info("results written", "json", base+".json", "plot", base+".png")
+	return nil
+}
+
+// runShape runs every tool cfg.runs times on sh, starting each round with
+// the next tool so that none always runs first.
+func runShape(ctx context.Context, cfg config, log *slog.Logger, work string, sh shape, want map[string]fileSum, tools []*tool) (shapeResult, error) {
+	res := shapeResult{Name: sh.Name, About: sh.About, Files: len(sh.Files), Bytes: sh.Bytes()}
+	samples := make([][]sample, len(tools))
+	for round := range cfg.runs {
+		for k := range tools {
+			i := (round + k) % len(tools)
+			t := tools[i]
+			s, err := runOnce(ctx, work, t, sh, want, round+1)
+			if err != nil {
+				return res, err
+			}
+			log.Info("run", "shape", sh.Name, "tool", t.Name, "run", round+1, "seconds", s.Seconds, "durableSeconds", s.DurableSeconds, "mibPerSecond", s.MiBps, "cpuSeconds", s.CPUSeconds, "peakRssMiB", s.PeakRSSMiB)
+			samples[i] = append(samples[i], s)
+		}
+	}
+	for i, t := range tools {
+		res.Results = append(res.Results, resultOf(t.Name, samples[i]))
+	}
+	return res, nil
+}
+
+// runOnce copies sh with t into a fresh directory, times the sync that
+// puts the copy on disk, checks the copy and removes it. Dirty pages of
+// earlier runs are written out first, so that no run pays for another's.
+func runOnce(ctx context.Context, work string, t *tool, sh shape, want map[string]fileSum, n int) (sample, error) {
+	name := fmt.Sprintf("%s-%s-%d", t.Name, sh.Name, n)
+	dest := filepath.Join(work, "runs", name)
+	if err := os.MkdirAll(dest, 0o755); err != nil {
+		return sample{}, err
+	}
+	defer func() { _ = os.RemoveAll(dest) }()
+	syscall.Sync()
+	args, env := t.command(sh.Name, dest)
+	s, err := measure(ctx, args, env, filepath.Join(work, "home"), filepath.Join(work, "logs", name+".log"))
+	if err != nil {
+		return s, fmt.Errorf("%s on %s: %w", t.Name, sh.Name, err)
+	}
+	// Ours flushes the model before it exits; the others leave their
+	// writes in the page cache. The time of a sync after each tells what
+	// a durable copy costs them.
+	start := time.Now()
+	syscall.Sync()
+	s.SyncSeconds = round(time.Since(start).Seconds())
+	s.DurableSeconds = round(s.Seconds + s.SyncSeconds)
+	if err := verifyTree(t.modelDir(dest), want, t.ignore...); err != nil {
+		return s, fmt.Errorf("%s on %s, run %d: the copy is not the model: %w", t.Name, sh.Name, n, err)
+	}
+	s.Run = n
+	s.MiBps = mibPerSecond(sh.Bytes(), s.Seconds)
+	return s, nil
+}

@@ -1,0 +1,166 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/modelserver-dev/modelserver-operator/internal/fetch"
+	"github.com/modelserver-dev/modelserver-operator/internal/fetchcontract"
+	"github.com/modelserver-dev/modelserver-operator/test/s3server"
+)
+
+// A tool copies a shape from the server into a fresh directory.
+type tool struct {
+	Name    string `json:"name"`
+	Binary  string `json:"binary"`
+	Version string `json:"version"`
+	// Settings are the options given for speed, as a reader would type
+	// them; the source, destination and keys are left out.
+	Settings []string `json:"settings"`
+	// Verifies says what the tool itself checks of what it copied.
+	Verifies string `json:"verifies"`
+
+	// command is the command line and the environment (beside PATH and
+	// HOME) that copy shape into dest, an empty directory.
+	command func(shape, dest string) (args, env []string)
+	// modelDir is where, below dest, the files land; ignore lists what
+	// the tool writes beside them.
+	modelDir func(dest string) string
+	ignore   []string
+}
+
+// toolSettings are the knobs each tool is given, flags as their users
+// would pass them.
+type toolSettings struct {
+	OursConcurrency    int
+	S5cmdWorkers       int
+	S5cmdConcurrency   int
+	S5cmdPartSizeMiB   int
+	RcloneTransfers    int
+	RcloneCheckers     int
+	RcloneStreams      int
+	RcloneStreamCutoff string
+}
+
+func defaultToolSettings() toolSettings {
+	return toolSettings{
+		OursConcurrency:    fetch.DefaultConcurrency,
+		S5cmdWorkers:       64,
+		S5cmdConcurrency:   16,
+		S5cmdPartSizeMiB:   16,
+		RcloneTransfers:    16,
+		RcloneCheckers:     16,
+		RcloneStreams:      16,
+		RcloneStreamCutoff: "64Mi",
+	}
+}
+
+// newTools describes ours (`manager fetch`, as the fetch Job runs it),
+// s5cmd and rclone against srv; credsDir is where ours finds its
+// credentials Secret, as the Job mounts it.
+func newTools(srv *server, manager, bin, credsDir string, s toolSettings) []*tool {
+	uri := func(sh string) string { return "s3://" + bucket + "/" + sh }
+	model := func(dest string) string { return filepath.Join(dest, "model") }
+	awsEnv := []string{
+		"AWS_ACCESS_KEY_ID=" + srv.Creds.AccessKey,
+		"AWS_SECRET_ACCESS_KEY=" + srv.Creds.SecretKey,
+		"AWS_REGION=" + s3server.Region,
+	}
+	ours := &tool{
+		Name:     "ours",
+		Binary:   manager,
+		Settings: []string{"--concurrency=" + strconv.Itoa(s.OursConcurrency)},
+		Verifies: "sha256 of every file, recorded in its manifest; sizes against the listing",
+		command: func(sh, dest string) ([]string, []string) {
+			return []string{manager, "fetch", "--uri", uri(sh), "--dest", model(dest),
+				"--credentials-dir", credsDir, "--termination-log", "",
+				"--concurrency", strconv.Itoa(s.OursConcurrency)}, nil
+		},
+		modelDir: model,
+		ignore:   []string{fetchcontract.ManifestName},
+	}
+	s5cmdBin := filepath.Join(bin, "s5cmd")
+	s5cmdSettings := []string{"--numworkers=" + strconv.Itoa(s.S5cmdWorkers), "cp",
+		"--concurrency=" + strconv.Itoa(s.S5cmdConcurrency), "--part-size=" + strconv.Itoa(s.S5cmdPartSizeMiB)}
+	s5cmd := &tool{
+		Name:     "s5cmd",
+		Binary:   s5cmdBin,
+		Settings: s5cmdSettings,
+		Verifies: "sizes only",
+		command: func(sh, dest string) ([]string, []string) {
+			args := []string{s5cmdBin, "--endpoint-url", srv.Endpoint, s5cmdSettings[0]}
+			args = append(args, s5cmdSettings[1:]...)
+			args = append(args, uri(sh)+"/*", model(dest)+"/")
+			return args, awsEnv
+		},
+		modelDir: model,
+	}
+	rcloneBin := filepath.Join(bin, "rclone")
+	rcloneSettings := []string{
+		"--transfers=" + strconv.Itoa(s.RcloneTransfers),
+		"--checkers=" + strconv.Itoa(s.RcloneCheckers),
+		"--multi-thread-streams=" + strconv.Itoa(s.RcloneStreams),
+		"--multi-thread-cutoff=" + s.RcloneStreamCutoff,
+		"--fast-list",
+		"--no-check-dest",
+	}
+	rclone := &tool{
+		Name:     "rclone",
+		Binary:   rcloneBin,
+		Settings: rcloneSettings,
+		Verifies: "MD5 of every file against its ETag (read back from disk after a multi-thread download)",
+		command: func(sh, dest string) ([]string, []string) {
+			args := append([]string{rcloneBin, "copy", ":s3:" + bucket + "/" + sh, model(dest), "--config", "", "-q"}, rcloneSettings...)
+			// The on-the-fly remote ":s3:" takes its options from the
+			// environment, where `ps` does not show the keys.
+			env := []string{
+				"RCLONE_S3_PROVIDER=Other",
+				"RCLONE_S3_ENDPOINT=" + srv.Endpoint,
+				"RCLONE_S3_REGION=" + s3server.Region,
+				"RCLONE_S3_FORCE_PATH_STYLE=true",
+				"RCLONE_S3_ACCESS_KEY_ID=" + srv.Creds.AccessKey,
+				"RCLONE_S3_SECRET_ACCESS_KEY=" + srv.Creds.SecretKey,
+			}
+			return args, env
+		},
+		modelDir: model,
+	}
+	return []*tool{ours, s5cmd, rclone}
+}
+
+// writeCredentials writes the Secret the fetch Job would mount for srv.
+func writeCredentials(dir string, srv *server) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	for k, v := range map[string]string{
+		fetch.KeyAWSAccessKeyID:     srv.Creds.AccessKey,
+		fetch.KeyAWSSecretAccessKey: srv.Creds.SecretKey,
+		fetch.KeyAWSEndpointURL:     srv.Endpoint,
+		fetch.KeyAWSRegion:          s3server.Region,
+		fetch.KeyAWSForcePathStyle:  "true",
+	} {
+		if err := os.WriteFile(filepath.Join(dir, k), []byte(v), 0o600); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// moduleVersion is the version of module that the go.mod at path
+// requires, or "unknown".
+func moduleVersion(path, module string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "unknown"
+	}
+	for line := range strings.SplitSeq(string(b), "\n") {
+		f := strings.Fields(strings.TrimPrefix(strings.TrimSpace(line), "require "))
+		if len(f) >= 2 && f[0] == module && strings.HasPrefix(f[1], "v") {
+			return f[1]
+		}
+	}
+	return "unknown"
+}
