@@ -208,17 +208,32 @@ func checkOneDeployedRelease(t *testing.T, c *localcluster.Cluster, ns, name str
 
 // checkNothingLeft fails if any object or release record of the
 // ModelServer is left.
+// checkNothingLeft waits for the garbage collector to remove what the
+// ModelServer owned, its objects and its release records, and reports what
+// is still there after a minute.
 func checkNothingLeft(t *testing.T, c *localcluster.Cluster, ns, name string) {
 	t.Helper()
-	for _, kind := range []string{"deployments", "services", "configmaps", "persistentvolumeclaims", "jobs"} {
-		if out := kubectl(t, c, "get", kind, "-n", ns, "-l", "serving.modelserver.dev/modelserver="+name, "-o", "name"); out != "" {
-			t.Errorf("left after deleting %s: %s", name, out)
+	var left []string
+	deadline := time.Now().Add(time.Minute)
+	for {
+		left = left[:0]
+		for _, kind := range []string{"deployments", "services", "configmaps", "persistentvolumeclaims", "jobs"} {
+			if out := kubectl(t, c, "get", kind, "-n", ns, "-l", "serving.modelserver.dev/modelserver="+name, "-o", "name"); out != "" {
+				left = append(left, out)
+			}
 		}
+		for _, s := range helmRecordStatuses(t, c, ns) {
+			if strings.HasPrefix(s, name+".") {
+				left = append(left, "release record "+s)
+			}
+		}
+		if len(left) == 0 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(500 * time.Millisecond)
 	}
-	for _, s := range helmRecordStatuses(t, c, ns) {
-		if strings.HasPrefix(s, name+".") {
-			t.Errorf("release record %s left after deleting %s", s, name)
-		}
+	for _, l := range left {
+		t.Errorf("left a minute after deleting %s: %s", name, l)
 	}
 }
 
