@@ -122,6 +122,10 @@ func (m *Manager) render(ctx context.Context, namespace, name string, ch *chart.
 	if err != nil {
 		return nil, err
 	}
+	checked, err := checkValues(ch, vals)
+	if err != nil {
+		return nil, err
+	}
 	// Client-only mode replaces the configuration's client and storage
 	// with stand-ins, so it gets one of its own.
 	install := action.NewInstall(&action.Configuration{Log: func(string, ...any) {}})
@@ -133,6 +137,7 @@ func (m *Manager) render(ctx context.Context, namespace, name string, ch *chart.
 	install.APIVersions = caps.APIVersions
 	install.DisableOpenAPIValidation = true
 	install.Labels = map[string]string{LabelValuesDigest: digest}
+	install.SkipSchemaValidation = checked
 	return install.RunWithContext(ctx, ch, vals)
 }
 

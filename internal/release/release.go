@@ -187,6 +187,14 @@ func (m *Manager) Apply(ctx context.Context, namespace, name string, ch *chart.C
 		return nil, OpNone, err
 	}
 	labels := map[string]string{LabelValuesDigest: digest}
+	checked, err := checkValues(ch, vals)
+	if err != nil {
+		op, verb := OpUpgrade, "upgrade"
+		if last == nil || last.Info.Status == helmrelease.StatusUninstalled {
+			op, verb = OpInstall, "install"
+		}
+		return nil, op, fmt.Errorf("%s release %s/%s: %w", verb, namespace, name, err)
+	}
 	if last == nil {
 		// Helm's install lists the release's records to check that the
 		// name is free; the caller has just done so.
@@ -202,6 +210,7 @@ func (m *Manager) Apply(ctx context.Context, namespace, name string, ch *chart.C
 		// would download the OpenAPI document on every install.
 		install.DisableOpenAPIValidation = true
 		install.Labels = labels
+		install.SkipSchemaValidation = checked
 		rel, err := install.RunWithContext(ctx, ch, vals)
 		if err != nil {
 			return rel, OpInstall, classify(name, fmt.Errorf("install release %s/%s: %w", namespace, name, err))
@@ -222,6 +231,7 @@ func (m *Manager) Apply(ctx context.Context, namespace, name string, ch *chart.C
 	upgrade.MaxHistory = m.opts.MaxHistory
 	upgrade.DisableOpenAPIValidation = true
 	upgrade.Labels = labels
+	upgrade.SkipSchemaValidation = checked
 	rel, err := upgrade.RunWithContext(ctx, name, ch, vals)
 	if err != nil {
 		return rel, op, classify(name, fmt.Errorf("upgrade release %s/%s: %w", namespace, name, err))

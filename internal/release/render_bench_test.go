@@ -6,34 +6,23 @@ import (
 
 	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/chartutil"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
 
-	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
-	helmcharts "github.com/modelserver-dev/modelserver-operator/helm-charts"
-	"github.com/modelserver-dev/modelserver-operator/internal/values"
+// schemaCheck is how a benchmarked render checks the values.
+type schemaCheck int
+
+const (
+	helmCompilesEachTime schemaCheck = iota // Helm's own check
+	compiledOnce                            // checkValues, as render does
+	noCheck
 )
 
 // benchRender times the client-side render a fresh install does, as
-// render sets it up, with or without Helm's check of the values against
-// values.schema.json: Helm compiles the schema anew for every render.
-func benchRender(b *testing.B, skipSchema bool) {
-	ch, err := helmcharts.ModelServer()
-	if err != nil {
-		b.Fatal(err)
-	}
-	ms := &servingv1alpha1.ModelServer{ObjectMeta: metav1.ObjectMeta{Name: "m", Namespace: "ns", UID: "u"}}
-	ms.Spec.Model = &servingv1alpha1.ModelSpec{StorageURI: "s3://models/m"}
-	one := int32(1)
-	ms.Spec.Replicas = &one
-	spec, err := values.Validate(ms)
-	if err != nil {
-		b.Fatal(err)
-	}
-	v, err := spec.Values(values.Inputs{ChartVersion: "0.1.0", AppVersion: "2.19.1", FetchImage: "x", Served: spec.AllFetched()})
-	if err != nil {
-		b.Fatal(err)
-	}
-	m, _ := v.Map()
+// render sets it up, with the values checked against values.schema.json
+// by Helm (which compiles the schema anew for every render), by the
+// schema compiled once, or not at all.
+func benchRender(b *testing.B, check schemaCheck) {
+	ch, m := chartValues(b)
 	caps := chartutil.DefaultCapabilities.Copy()
 	caps.KubeVersion = chartutil.KubeVersion{Version: "v1.37.2", Major: "1", Minor: "37"}
 	for b.Loop() {
@@ -42,12 +31,22 @@ func benchRender(b *testing.B, skipSchema bool) {
 		install.ReleaseName, install.Namespace = "m", "ns"
 		install.KubeVersion = &caps.KubeVersion
 		install.DisableOpenAPIValidation = true
-		install.SkipSchemaValidation = skipSchema
+		switch check {
+		case compiledOnce:
+			handled, err := checkValues(ch, m)
+			if err != nil || !handled {
+				b.Fatal(handled, err)
+			}
+			install.SkipSchemaValidation = true
+		case noCheck:
+			install.SkipSchemaValidation = true
+		}
 		if _, err := install.RunWithContext(context.Background(), ch, m); err != nil {
 			b.Fatal(err)
 		}
 	}
 }
 
-func BenchmarkRenderAsInstalled(b *testing.B)        { benchRender(b, false) }
-func BenchmarkRenderWithoutSchemaCheck(b *testing.B) { benchRender(b, true) }
+func BenchmarkRenderHelmChecksSchema(b *testing.B)   { benchRender(b, helmCompilesEachTime) }
+func BenchmarkRenderSchemaCompiledOnce(b *testing.B) { benchRender(b, compiledOnce) }
+func BenchmarkRenderWithoutSchemaCheck(b *testing.B) { benchRender(b, noCheck) }
