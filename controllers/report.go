@@ -34,6 +34,9 @@ func (r *ModelServerReconciler) writeStatus(ctx context.Context, ms *servingv1al
 	}
 	metrics.Observe(ms.UID, ms.Generation, created, string(st.Phase), st.Phase == servingv1alpha1.PhaseReady)
 	if equality.Semantic.DeepEqual(old, st) {
+		// A step held back and then undone is no longer waiting: the
+		// next one is held from when it is first seen.
+		r.held.forget(ms.UID)
 		r.written.Store(ms.UID, st.DeepCopy())
 		return 0, nil
 	}
