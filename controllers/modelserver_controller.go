@@ -100,6 +100,10 @@ type ModelServerReconciler struct {
 	uids sync.Map
 	// held are the steps on the way to Ready not yet written.
 	held heldSteps
+	// indexed says that Client reads a cache with the indexes of
+	// addIndexes: SetupWithManager adds them, and Client must then be
+	// the manager's.
+	indexed bool
 }
 
 // +kubebuilder:rbac:groups=serving.modelserver.dev,resources=modelservers,verbs=get;list;watch;update;patch
@@ -311,6 +315,10 @@ func (r *ModelServerReconciler) forget(uid types.UID) {
 // spec changes, and changes that matter (not status noise) to the objects
 // of the owned kinds.
 func (r *ModelServerReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	if err := addIndexes(context.Background(), mgr.GetFieldIndexer()); err != nil {
+		return err
+	}
+	r.indexed = true
 	b := ctrl.NewControllerManagedBy(mgr).
 		For(&servingv1alpha1.ModelServer{}, builder.WithPredicates(predicate.GenerationChangedPredicate{}))
 	for _, k := range owned.Kinds {

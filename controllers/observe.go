@@ -57,9 +57,7 @@ func (r *ModelServerReconciler) observe(ctx context.Context, ms *servingv1alpha1
 // gets the reason the apiserver refuses it, if it does.
 func (r *ModelServerReconciler) observeFetchJobs(ctx context.Context, ms *servingv1alpha1.ModelServer, obs *observed) error {
 	jobs := &batchv1.JobList{}
-	if err := r.List(ctx, jobs, client.InNamespace(ms.Namespace), client.MatchingLabels{
-		values.LabelModelServer: ms.Name, values.LabelComponent: values.ComponentFetch,
-	}); err != nil {
+	if err := r.List(ctx, jobs, client.InNamespace(ms.Namespace), r.fetchJobsSelector(ms.Name)); err != nil {
 		return fmt.Errorf("list the model-fetch Jobs: %w", err)
 	}
 	fetched := ms.Status.Models
@@ -149,10 +147,9 @@ func eventTime(e *corev1.Event) time.Time {
 // FetchPodsCache); when it shows no pod in that phase yet, because the
 // pod's last update has not reached it, the pods are read again live.
 func (r *ModelServerReconciler) terminationMessage(ctx context.Context, job *batchv1.Job, phase corev1.PodPhase) (string, error) {
-	for _, reader := range []client.Reader{r.Client, r.APIReader} {
+	for i, reader := range []client.Reader{r.Client, r.APIReader} {
 		pods := &corev1.PodList{}
-		if err := reader.List(ctx, pods, client.InNamespace(job.Namespace),
-			client.MatchingLabels{batchv1.JobNameLabel: job.Name}); err != nil {
+		if err := reader.List(ctx, pods, client.InNamespace(job.Namespace), r.podsOfJobSelector(i == 0, job.Name)); err != nil {
 			return "", fmt.Errorf("list pods of Job %s: %w", job.Name, err)
 		}
 		if msg, found := newestTerminationMessage(pods.Items, phase); found {
