@@ -167,16 +167,9 @@ func (d *downloader) copyOnce(ctx context.Context, obj Object, target string) (r
 			d.prog.bytes.Add(-counted)
 		}
 	}()
-	// Large writes: one system call per MiB rather than per network read.
-	buffered := writerPool.Get().(*bufio.Writer)
-	buffered.Reset(f)
-	defer func() { buffered.Reset(nil); writerPool.Put(buffered) }()
-	w := &capWriter{d: d, w: buffered, name: target, sha: sha256.New(), counted: &counted}
-	if err := d.copyBody(ctx, cancel, w, body, what); err != nil {
+	sha := sha256.New()
+	if err := d.writeBody(ctx, cancel, body, f, capWriter{d: d, name: target, sha: sha, counted: &counted}, what); err != nil {
 		return rec, err
-	}
-	if err := buffered.Flush(); err != nil {
-		return rec, classify(err, target)
 	}
 	if obj.Size >= 0 && counted != obj.Size {
 		return rec, transientf(servingv1alpha1.ReasonFetchFailed, "%s: %d bytes listed but %d received", what, obj.Size, counted)
@@ -190,7 +183,24 @@ func (d *downloader) copyOnce(ctx context.Context, obj Object, target string) (r
 	if err := f.Close(); err != nil {
 		return rec, classify(err, target)
 	}
-	return fileRecord{Size: counted, SHA256: hex.EncodeToString(w.sha.Sum(nil))}, nil
+	return fileRecord{Size: counted, SHA256: hex.EncodeToString(sha.Sum(nil))}, nil
+}
+
+// writeBody copies body to dst through w, which counts, caps and hashes,
+// and a pooled 1 MiB buffer: one system call per MiB rather than per
+// network read.
+func (d *downloader) writeBody(ctx context.Context, cancel context.CancelCauseFunc, body io.Reader, dst io.Writer, w capWriter, what string) error {
+	buffered := writerPool.Get().(*bufio.Writer)
+	buffered.Reset(dst)
+	defer func() { buffered.Reset(nil); writerPool.Put(buffered) }()
+	w.w = buffered
+	if err := d.copyBody(ctx, cancel, &w, body, what); err != nil {
+		return err
+	}
+	if err := buffered.Flush(); err != nil {
+		return classify(err, w.name)
+	}
+	return nil
 }
 
 // copyBody copies body to w. An attempt on which nothing arrives for

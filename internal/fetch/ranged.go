@@ -1,7 +1,6 @@
 package fetch
 
 import (
-	"bufio"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -134,15 +133,9 @@ func (d *downloader) copyPart(ctx context.Context, src rangeSource, obj Object, 
 			d.prog.bytes.Add(-counted)
 		}
 	}()
-	buffered := writerPool.Get().(*bufio.Writer)
-	buffered.Reset(io.NewOffsetWriter(f, off))
-	defer func() { buffered.Reset(nil); writerPool.Put(buffered) }()
-	w := &capWriter{d: d, w: buffered, name: f.file.Name(), counted: &counted}
-	if err := d.copyBody(ctx, cancel, w, io.LimitReader(body, n+1), what); err != nil {
+	w := capWriter{d: d, name: f.file.Name(), counted: &counted}
+	if err := d.writeBody(ctx, cancel, io.LimitReader(body, n+1), io.NewOffsetWriter(f, off), w, what); err != nil {
 		return "", err
-	}
-	if err := buffered.Flush(); err != nil {
-		return "", classify(err, f.file.Name())
 	}
 	if counted != n {
 		return "", transientf(servingv1alpha1.ReasonFetchFailed, "%s: %d bytes asked for but %d received", what, n, counted)
