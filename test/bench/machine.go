@@ -8,19 +8,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
 )
-
-type machine struct {
-	CPUs     int     `json:"cpus"`
-	CPUModel string  `json:"cpuModel"`
-	MemGiB   float64 `json:"memGiB"`
-	Kernel   string  `json:"kernel"`
-	Go       string  `json:"go"`
-}
 
 type versions struct {
 	Kubernetes          string `json:"kubernetes"`
@@ -31,27 +22,6 @@ type versions struct {
 	Helm                string `json:"helm"`
 	HelmOperatorPlugins string `json:"helmOperatorPlugins"`
 	Commit              string `json:"commit"`
-}
-
-func describeMachine() machine {
-	m := machine{CPUs: runtime.NumCPU(), Go: runtime.Version()}
-	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
-		for line := range strings.SplitSeq(string(b), "\n") {
-			if v, ok := strings.CutPrefix(line, "model name"); ok {
-				m.CPUModel = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(v), ":"))
-				break
-			}
-		}
-	}
-	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
-		var kb float64
-		fmt.Sscanf(strings.TrimPrefix(strings.SplitN(string(b), "\n", 2)[0], "MemTotal:"), "%g", &kb)
-		m.MemGiB = round(kb / 1024 / 1024)
-	}
-	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
-		m.Kernel = strings.TrimSpace(string(b))
-	}
-	return m
 }
 
 func describeVersions(repo string) versions {

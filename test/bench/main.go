@@ -25,6 +25,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/modelserver-dev/modelserver-operator/test/machine"
 )
 
 type config struct {
@@ -44,14 +46,14 @@ type config struct {
 
 // report is one results/<date>-<n>.json.
 type report struct {
-	Date     string       `json:"date"`
-	N        int          `json:"n"`
-	Label    string       `json:"label,omitempty"`
-	Machine  machine      `json:"machine"`
-	Versions versions     `json:"versions"`
-	Ours     *operatorRun `json:"ours,omitempty"`
-	Peer     *operatorRun `json:"peer,omitempty"`
-	Floor    *floorRun    `json:"floor,omitempty"`
+	Date     string          `json:"date"`
+	N        int             `json:"n"`
+	Label    string          `json:"label,omitempty"`
+	Machine  machine.Machine `json:"machine"`
+	Versions versions        `json:"versions"`
+	Ours     *operatorRun    `json:"ours,omitempty"`
+	Peer     *operatorRun    `json:"peer,omitempty"`
+	Floor    *floorRun       `json:"floor,omitempty"`
 	// Ratios: ours/floor time to all Deployed; peer/ours requests and time
 	// to all Ready (higher is better for ours).
 	Ratios map[string]float64 `json:"ratios"`
@@ -150,7 +152,7 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 		return err
 	}
 	for _, n := range cfg.ns {
-		r := &report{Date: time.Now().UTC().Format("2006-01-02"), N: n, Label: cfg.label, Machine: describeMachine(), Ratios: map[string]float64{}}
+		r := &report{Date: time.Now().UTC().Format("2006-01-02"), N: n, Label: cfg.label, Machine: machine.Describe(), Ratios: map[string]float64{}}
 		r.Versions = describeVersions(cfg.repo)
 		if cfg.systems["ours"] {
 			if r.Ours, err = runOperator(ctx, cfg, ours, n, log); err != nil {

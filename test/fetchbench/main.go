@@ -169,7 +169,7 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 	r := &report{
 		Date:     time.Now().UTC().Format("2006-01-02"),
 		Label:    cfg.label,
-		Machine:  describeMachine(cfg.workdir),
+		Machine:  describeHost(cfg.workdir),
 		Server:   "versitygw " + moduleVersion(filepath.Join(pins, "versitygw", "go.mod"), "github.com/versity/versitygw") + " --keep-alive",
 		Runs:     cfg.runs,
 		Tools:    tools,

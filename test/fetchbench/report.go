@@ -5,17 +5,18 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"runtime"
 	"strings"
 	"syscall"
 	"text/tabwriter"
+
+	"github.com/modelserver-dev/modelserver-operator/test/machine"
 )
 
 // report is one results/<date>-fetch.json.
 type report struct {
 	Date     string        `json:"date"`
 	Label    string        `json:"label,omitempty"`
-	Machine  machine       `json:"machine"`
+	Machine  host          `json:"machine"`
 	Server   string        `json:"server"`
 	Runs     int           `json:"runs"`
 	Tools    []*tool       `json:"tools"`
@@ -62,39 +63,20 @@ func resultOf(name string, samples []sample) toolResult {
 	}
 }
 
-type machine struct {
-	CPUs       int     `json:"cpus"`
-	CPUModel   string  `json:"cpuModel"`
-	MemGiB     float64 `json:"memGiB"`
-	Kernel     string  `json:"kernel"`
-	Go         string  `json:"go"`
-	FileSystem string  `json:"fileSystem"`
+// host is the machine, and the file system of the directory where the
+// server's data and every copy are.
+type host struct {
+	machine.Machine
+	FileSystem string `json:"fileSystem"`
 }
 
-// describeMachine names the machine and the file system of dir, where
-// the server's data and every copy are.
-func describeMachine(dir string) machine {
-	m := machine{CPUs: runtime.NumCPU(), Go: runtime.Version()}
-	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
-		for line := range strings.SplitSeq(string(b), "\n") {
-			if v, ok := strings.CutPrefix(line, "model name"); ok {
-				m.CPUModel = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(v), ":"))
-				break
-			}
-		}
-	}
-	var si syscall.Sysinfo_t
-	if syscall.Sysinfo(&si) == nil {
-		m.MemGiB = round(float64(si.Totalram) * float64(si.Unit) / gib)
-	}
-	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
-		m.Kernel = strings.TrimSpace(string(b))
-	}
+func describeHost(dir string) host {
+	h := host{Machine: machine.Describe()}
 	var st syscall.Statfs_t
 	if syscall.Statfs(dir, &st) == nil {
-		m.FileSystem = fileSystemName(st.Type)
+		h.FileSystem = fileSystemName(st.Type)
 	}
-	return m
+	return h
 }
 
 func fileSystemName(magic int64) string {
