@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -36,7 +35,7 @@ func startServer(ctx context.Context, binary, dataDir, logPath string) (*server,
 	if err := s3server.PrepareDataDir(dataDir); err != nil {
 		return nil, err
 	}
-	addr, err := freeLoopbackAddr()
+	addr, err := s3server.FreeLoopbackAddr()
 	if err != nil {
 		return nil, err
 	}
@@ -90,15 +89,6 @@ func (s *server) stop() {
 		_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
 		<-s.exited
 	}
-}
-
-func freeLoopbackAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer func() { _ = l.Close() }()
-	return l.Addr().String(), nil
 }
 
 // upload writes each file of sh below scratch, uploads it as

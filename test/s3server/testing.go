@@ -71,7 +71,7 @@ func Start(t testing.TB, binary string) *Server {
 	// it; a server that exits at once is started again on another.
 	var lastErr error
 	for attempt := 1; attempt <= 3; attempt++ {
-		addr, err := freeAddr()
+		addr, err := FreeLoopbackAddr()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -194,8 +194,9 @@ func (s *Server) stop(grace time.Duration) {
 	}
 }
 
-// freeAddr is a local TCP address nothing listens on at the moment.
-func freeAddr() (string, error) {
+// FreeLoopbackAddr is a loopback TCP address nothing listens on at the
+// moment.
+func FreeLoopbackAddr() (string, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return "", err
