@@ -187,10 +187,11 @@ func (m *Manager) Apply(ctx context.Context, namespace, name string, ch *chart.C
 		return nil, OpNone, err
 	}
 	labels := map[string]string{LabelValuesDigest: digest}
+	installing := last == nil || last.Info.Status == helmrelease.StatusUninstalled
 	checked, err := checkValues(ch, vals)
 	if err != nil {
 		op, verb := OpUpgrade, "upgrade"
-		if last == nil || last.Info.Status == helmrelease.StatusUninstalled {
+		if installing {
 			op, verb = OpInstall, "install"
 		}
 		return nil, op, fmt.Errorf("%s release %s/%s: %w", verb, namespace, name, err)
@@ -200,7 +201,7 @@ func (m *Manager) Apply(ctx context.Context, namespace, name string, ch *chart.C
 		// name is free; the caller has just done so.
 		cfg.Releases.Driver = absentRelease{Driver: cfg.Releases.Driver, name: name}
 	}
-	if last == nil || last.Info.Status == helmrelease.StatusUninstalled {
+	if installing {
 		install := action.NewInstall(cfg)
 		install.ReleaseName = name
 		install.Namespace = namespace
