@@ -55,11 +55,17 @@ func (r *ModelServerReconciler) fetchJobsSelector(ms string) client.ListOption {
 	return client.MatchingLabels{values.LabelModelServer: ms, values.LabelComponent: values.ComponentFetch}
 }
 
-// podsOfJobSelector selects a Job's pods: by index in the cache if
-// cached and the client reads the indexed cache, else by their label.
-func (r *ModelServerReconciler) podsOfJobSelector(cached bool, job string) client.ListOption {
-	if r.indexed && cached {
+// podsOfJobSelector selects a Job's pods in the cache: by index where the
+// client reads the indexed cache, else by their label.
+func (r *ModelServerReconciler) podsOfJobSelector(job string) client.ListOption {
+	if r.indexed {
 		return client.MatchingFields{podsOfJob: job}
 	}
+	return podsOfJobLabels(job)
+}
+
+// podsOfJobLabels selects a Job's pods by their label, as the apiserver
+// can.
+func podsOfJobLabels(job string) client.MatchingLabels {
 	return client.MatchingLabels{batchv1.JobNameLabel: job}
 }

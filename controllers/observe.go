@@ -147,9 +147,16 @@ func eventTime(e *corev1.Event) time.Time {
 // FetchPodsCache); when it shows no pod in that phase yet, because the
 // pod's last update has not reached it, the pods are read again live.
 func (r *ModelServerReconciler) terminationMessage(ctx context.Context, job *batchv1.Job, phase corev1.PodPhase) (string, error) {
-	for i, reader := range []client.Reader{r.Client, r.APIReader} {
+	reads := []struct {
+		reader   client.Reader
+		selector client.ListOption
+	}{
+		{r.Client, r.podsOfJobSelector(job.Name)},
+		{r.APIReader, podsOfJobLabels(job.Name)},
+	}
+	for _, read := range reads {
 		pods := &corev1.PodList{}
-		if err := reader.List(ctx, pods, client.InNamespace(job.Namespace), r.podsOfJobSelector(i == 0, job.Name)); err != nil {
+		if err := read.reader.List(ctx, pods, client.InNamespace(job.Namespace), read.selector); err != nil {
 			return "", fmt.Errorf("list pods of Job %s: %w", job.Name, err)
 		}
 		if msg, found := newestTerminationMessage(pods.Items, phase); found {
