@@ -12,6 +12,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 
@@ -206,17 +207,14 @@ func checkOneDeployedRelease(t *testing.T, c *localcluster.Cluster, ns, name str
 	}
 }
 
-// checkNothingLeft fails if any object or release record of the
-// ModelServer is left.
 // checkNothingLeft waits for the garbage collector to remove what the
 // ModelServer owned, its objects and its release records, and reports what
 // is still there after a minute.
 func checkNothingLeft(t *testing.T, c *localcluster.Cluster, ns, name string) {
 	t.Helper()
 	var left []string
-	deadline := time.Now().Add(time.Minute)
-	for {
-		left = left[:0]
+	_ = wait.PollUntilContextTimeout(context.Background(), 500*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		left = nil
 		for _, kind := range []string{"deployments", "services", "configmaps", "persistentvolumeclaims", "jobs"} {
 			if out := kubectl(t, c, "get", kind, "-n", ns, "-l", "serving.modelserver.dev/modelserver="+name, "-o", "name"); out != "" {
 				left = append(left, out)
@@ -227,11 +225,8 @@ func checkNothingLeft(t *testing.T, c *localcluster.Cluster, ns, name string) {
 				left = append(left, "release record "+s)
 			}
 		}
-		if len(left) == 0 || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
+		return len(left) == 0, nil
+	})
 	for _, l := range left {
 		t.Errorf("left a minute after deleting %s: %s", name, l)
 	}
