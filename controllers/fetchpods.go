@@ -1,11 +1,18 @@
 package controllers
 
 import (
+	"context"
+
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/modelserver-dev/modelserver-operator/internal/values"
 )
@@ -48,4 +55,31 @@ func fetchPodSummary(obj any) (any, error) {
 		}
 	}
 	return summary, nil
+}
+
+// fetchPodSucceeded lets through a fetch pod's success: the ModelServer
+// can say its model is fetched from then, before the Job controller marks
+// the Job complete.
+var fetchPodSucceeded = predicate.Funcs{
+	CreateFunc: func(e event.CreateEvent) bool { return succeeded(e.Object) },
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		return !succeeded(e.ObjectOld) && succeeded(e.ObjectNew)
+	},
+	DeleteFunc:  func(event.DeleteEvent) bool { return false },
+	GenericFunc: func(event.GenericEvent) bool { return false },
+}
+
+func succeeded(o client.Object) bool {
+	pod, ok := o.(*corev1.Pod)
+	return ok && pod.Status.Phase == corev1.PodSucceeded
+}
+
+// fetchPodModelServer is the ModelServer a fetch pod fetches for, named
+// by its label; none for another pod.
+func fetchPodModelServer(_ context.Context, o client.Object) []reconcile.Request {
+	l := o.GetLabels()
+	if l[values.LabelComponent] != values.ComponentFetch || l[values.LabelModelServer] == "" {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: l[values.LabelModelServer]}}}
 }

@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -328,6 +329,8 @@ func (r *ModelServerReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		}
 		b = b.Watches(k.New(), ownerHandler(mgr.GetClient()), opts...)
 	}
+	b = b.Watches(&corev1.Pod{}, firstForInstalled{handler.EnqueueRequestsFromMapFunc(fetchPodModelServer)},
+		builder.WithPredicates(fetchPodSucceeded))
 	return b.WithOptions(controller.Options{MaxConcurrentReconciles: cmp.Or(r.MaxConcurrentReconciles, DefaultMaxConcurrentReconciles), RateLimiter: retryLimiter()}).
 		Complete(r)
 }

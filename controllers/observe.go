@@ -85,6 +85,12 @@ func (r *ModelServerReconciler) observeFetchJobs(ctx context.Context, ms *servin
 		case status.FetchFailed:
 			fj.Termination, err = r.terminationMessage(ctx, job, corev1.PodFailed)
 		case status.FetchRunning:
+			// Also for a success the status holds: until the Job says so,
+			// its pod is what says the fetch is done.
+			fj.Termination, fj.PodSucceeded, err = r.succeededPod(ctx, job)
+			if err != nil || fj.PodSucceeded {
+				break
+			}
 			if job.Status.Active > 0 || job.Status.Failed > 0 || job.Status.Succeeded > 0 {
 				break
 			}
@@ -164,6 +170,19 @@ func (r *ModelServerReconciler) terminationMessage(ctx context.Context, job *bat
 		}
 	}
 	return "", nil
+}
+
+// succeededPod returns the termination message of the Job's pod that has
+// succeeded, if the cache holds one, and whether it does. Only the cache
+// is read: a running fetch is looked at on every reconcile of its
+// ModelServer, and the pod's success wakes one (see fetchPodSucceeded).
+func (r *ModelServerReconciler) succeededPod(ctx context.Context, job *batchv1.Job) (string, bool, error) {
+	pods := &corev1.PodList{}
+	if err := r.List(ctx, pods, client.InNamespace(job.Namespace), r.podsOfJobSelector(job.Name)); err != nil {
+		return "", false, fmt.Errorf("list pods of Job %s: %w", job.Name, err)
+	}
+	msg, found := newestTerminationMessage(pods.Items, corev1.PodSucceeded)
+	return msg, found, nil
 }
 
 // newestTerminationMessage returns the message of the newest pod in the

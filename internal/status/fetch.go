@@ -20,6 +20,24 @@ type FetchJob struct {
 	// PodRejected is why the apiserver refuses to create its pod, from the
 	// Job's FailedCreate Event; "" if it does not.
 	PodRejected string
+	// PodSucceeded says that its pod has exited 0 while the Job's
+	// conditions do not say so yet. The Job controller adds them a moment
+	// later, several seconds when it is busy; the model is in place from
+	// the pod's exit.
+	PodSucceeded bool
+}
+
+// State is how the fetch went: as the Job's conditions say, or succeeded
+// once its pod has, before the Job says so.
+func (fj *FetchJob) State() FetchState {
+	if fj == nil {
+		return FetchMissing
+	}
+	state := FetchStateOf(fj.Job)
+	if state == FetchRunning && fj.PodSucceeded {
+		return FetchSucceeded
+	}
+	return state
 }
 
 // Fetches says how each model's fetch of its current generation went,
@@ -46,7 +64,7 @@ func modelFetch(m values.SpecModel, fj *FetchJob, previous map[string]servingv1a
 	if fj != nil {
 		job = fj.Job
 	}
-	state := FetchStateOf(job)
+	state := fj.State()
 	st := previous[m.Name]
 	st.Name = m.Name
 	st.Fetch, st.Message = string(state), ""

@@ -185,6 +185,43 @@ func TestFetchStateAndFailureParsing(t *testing.T) {
 	}
 }
 
+func TestAFetchPodsSuccessCountsBeforeTheJobSaysSo(t *testing.T) {
+	const summary = `{"versions":[1,2],"files":4,"bytes":2048,"digest":"sha256:ab"}`
+	running := &batchv1.Job{Status: batchv1.JobStatus{Active: 1}}
+	failed := &batchv1.Job{Status: batchv1.JobStatus{Conditions: []batchv1.JobCondition{
+		{Type: batchv1.JobFailed, Status: corev1.ConditionTrue, Reason: "DeadlineExceeded", Message: "Job was active longer than specified deadline"},
+	}}}
+	m := values.SpecModel{ModelSpec: servingv1alpha1.ModelSpec{Name: "resnet"}, Generation: "g1", FetchJob: "resnet-fetch-g1"}
+	for _, tc := range []struct {
+		name  string
+		fj    *FetchJob
+		state FetchState
+	}{
+		{"running, pod not done", &FetchJob{Job: running}, FetchRunning},
+		{"running, pod succeeded", &FetchJob{Job: running, PodSucceeded: true, Termination: summary}, FetchSucceeded},
+		// The Job's own verdict, once it has one, is the one reported.
+		{"failed, pod succeeded", &FetchJob{Job: failed, PodSucceeded: true}, FetchFailed},
+		{"no Job", nil, FetchMissing},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := tc.fj.State(); got != tc.state {
+				t.Fatalf("State() = %s, want %s", got, tc.state)
+			}
+			mf := modelFetch(m, tc.fj, map[string]servingv1alpha1.ModelStatus{})
+			if mf.State != tc.state {
+				t.Fatalf("model's state = %s, want %s", mf.State, tc.state)
+			}
+			if tc.state != FetchSucceeded {
+				return
+			}
+			st := mf.Status
+			if !mf.NewlyFetched || st.FetchedGeneration != "g1" || st.Digest != "sha256:ab" || st.SizeBytes != 2048 || len(st.Versions) != 2 {
+				t.Errorf("a success seen on the pod must be taken with the pod's summary: newly %v, %+v", mf.NewlyFetched, st)
+			}
+		})
+	}
+}
+
 func TestRedactURIHidesCredentials(t *testing.T) {
 	for in, want := range map[string]string{
 		"s3://models/resnet": "s3://models/resnet",
