@@ -425,6 +425,19 @@ func (c *Cluster) Stop() {
 	})
 }
 
+// Pids returns the process ID of each process the cluster runs, by its
+// name: etcd, kube-apiserver, kube-controller-manager, kube-scheduler,
+// kwok, and those started with StartProcess.
+func (c *Cluster) Pids() map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	pids := map[string]int{}
+	for _, p := range c.procs {
+		pids[p.name] = p.Pid()
+	}
+	return pids
+}
+
 // Clientset returns a typed admin client.
 func (c *Cluster) Clientset() (*kubernetes.Clientset, error) {
 	return kubernetes.NewForConfig(c.Config)

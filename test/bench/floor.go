@@ -40,9 +40,12 @@ type floorRun struct {
 	// From the first create until every Deployment has its ready replicas.
 	AllReadySeconds float64 `json:"allReadySeconds"`
 	// The floor's only requests are its creates, one per object.
-	WritesPerCR float64    `json:"writesPerCR"`
-	Complete    bool       `json:"complete"`
-	LoadAverage [2]float64 `json:"loadAverage1mStartEnd"`
+	WritesPerCR float64 `json:"writesPerCR"`
+	Complete    bool    `json:"complete"`
+	// The control plane's CPU seconds from the first create until all
+	// were Ready, by component.
+	ControlPlaneCPUSeconds map[string]float64 `json:"controlPlaneCPUSeconds"`
+	LoadAverage            [2]float64         `json:"loadAverage1mStartEnd"`
 
 	readySeconds []float64
 }
@@ -103,6 +106,7 @@ func runFloor(ctx context.Context, cfg config, n int, log *slog.Logger) (*floorR
 	}
 
 	log.Info("creating objects", "objects", res.Objects, "parallelism", res.Parallelism)
+	meter := newCPUMeter(c)
 	t0 := time.Now()
 	jobs := make(chan int)
 	errs := make(chan error, n)
@@ -138,13 +142,14 @@ func runFloor(ctx context.Context, cfg config, n int, log *slog.Logger) (*floorR
 	res.Created = distributionOf(created)
 	res.AllCreatedSeconds = round(last.Sub(t0).Seconds())
 	res.Complete = tr.wait(ctx, cfg.readyTimeout, func() bool { _, _, s := tr.counts(); return s == n })
+	res.ControlPlaneCPUSeconds = meter.used()
 	served, lastServed := tr.since(tr.served)
 	res.Ready = distributionOf(served)
 	res.readySeconds = seconds(served)
 	res.AllReadySeconds = round(lastServed.Sub(t0).Seconds())
 	res.WritesPerCR = round(float64(res.Objects) / float64(n))
 	res.LoadAverage[1] = loadAverage()
-	log.Info("floor", "allCreated", res.AllCreatedSeconds, "allReady", res.AllReadySeconds, "complete", res.Complete)
+	log.Info("floor", "allCreated", res.AllCreatedSeconds, "allReady", res.AllReadySeconds, "complete", res.Complete, "controlPlaneCPU", res.ControlPlaneCPUSeconds)
 	return res, nil
 }
 

@@ -116,6 +116,16 @@ func printReport(w io.Writer, r *report) {
 	row("idle: CPU % of a core", func(o *operatorRun) string { return fmt.Sprint(o.Idle.CPUPercentOfCore) }, nil)
 	row("CPU seconds to all Ready", func(o *operatorRun) string { return fmt.Sprint(o.CPUSeconds) }, nil)
 	row("peak RSS MiB", func(o *operatorRun) string { return fmt.Sprint(o.PeakRSSMiB) }, nil)
+	row("Ready after serving p50/p90/p99/max s", func(o *operatorRun) string {
+		if o.ReadyAfterServing == nil {
+			return none
+		}
+		return dist(*o.ReadyAfterServing)
+	}, nil)
+	for _, name := range append(slices.Clone(controlPlane), "total") {
+		row("CPU s to all Ready, "+name, func(o *operatorRun) string { return fmt.Sprint(o.ControlPlaneCPUSeconds[name]) },
+			func(f *floorRun) string { return fmt.Sprint(f.ControlPlaneCPUSeconds[name]) })
+	}
 	row("release Secret bytes per CR", func(o *operatorRun) string { return fmt.Sprint(o.ReleaseBytesPerCR) }, nil)
 	keys := make([]string, 0, len(r.Ratios))
 	for k := range r.Ratios {

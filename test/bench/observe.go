@@ -139,6 +139,20 @@ func (t *tracker) since(m map[string]time.Time) ([]time.Duration, time.Time) {
 	return out, last
 }
 
+// between returns, for each ModelServer that reached both states, the
+// time from reaching the one in from to reaching the one in to.
+func (t *tracker) between(from, to map[string]time.Time) []time.Duration {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var out []time.Duration
+	for name, end := range to {
+		if start, ok := from[name]; ok {
+			out = append(out, end.Sub(start))
+		}
+	}
+	return out
+}
+
 // wait blocks until done reports true, checking at each change and at
 // least every second, or until timeout.
 func (t *tracker) wait(ctx context.Context, timeout time.Duration, done func() bool) bool {

@@ -6,6 +6,8 @@ import (
 	"os"
 	"strconv"
 	"strings"
+
+	"github.com/modelserver-dev/modelserver-operator/internal/localcluster"
 )
 
 // clockTicks is USER_HZ, the unit of the CPU times in /proc/<pid>/stat;
@@ -62,4 +64,47 @@ func loadAverage() float64 {
 	}
 	v, _ := strconv.ParseFloat(strings.Fields(string(b))[0], 64)
 	return v
+}
+
+// controlPlane is the cluster's own processes, whose CPU a run costs
+// beside the operator's.
+var controlPlane = []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok"}
+
+// cpuMeter reads the CPU seconds the control plane has used since it was
+// made.
+type cpuMeter struct {
+	pids  map[string]int
+	start map[string]float64
+}
+
+func newCPUMeter(c *localcluster.Cluster) *cpuMeter {
+	m := &cpuMeter{pids: c.Pids()}
+	m.start = m.read()
+	return m
+}
+
+func (m *cpuMeter) read() map[string]float64 {
+	out := map[string]float64{}
+	for _, name := range controlPlane {
+		if pid, ok := m.pids[name]; ok {
+			if s, err := cpuSeconds(pid); err == nil {
+				out[name] = s
+			}
+		}
+	}
+	return out
+}
+
+// used returns each component's CPU seconds since the meter was made, and
+// their sum under "total".
+func (m *cpuMeter) used() map[string]float64 {
+	out := map[string]float64{}
+	var total float64
+	for name, now := range m.read() {
+		d := now - m.start[name]
+		out[name] = round(d)
+		total += d
+	}
+	out["total"] = round(total)
+	return out
 }

@@ -33,21 +33,28 @@ type operatorRun struct {
 	// Per ModelServer, seconds from its create request.
 	Deployed distribution `json:"timeToDeployed"`
 	Ready    distribution `json:"timeToReady"`
+	// For an operator with a Ready condition of its own: per ModelServer,
+	// seconds from its Deployment having all its pods ready to its Ready
+	// condition, the time the operator itself adds.
+	ReadyAfterServing *distribution `json:"readyAfterServing,omitempty"`
 	// From the first create request to the last ModelServer reaching it.
 	AllDeployedSeconds float64 `json:"allDeployedSeconds"`
 	AllReadySeconds    float64 `json:"allReadySeconds"`
 	Complete           bool    `json:"complete"`
 
 	// API requests from the operator's start until all were Ready.
-	Requests          counts  `json:"requests"`
-	RequestsTotal     int64   `json:"requestsTotal"`
-	RequestsPerCR     float64 `json:"requestsPerCR"`
-	WritesTotal       int64   `json:"writesTotal"`
-	WritesPerCR       float64 `json:"writesPerCR"`
-	CPUSeconds        float64 `json:"cpuSeconds"`
-	PeakRSSMiB        float64 `json:"peakRSSMiB"`
-	ReleaseSecrets    int     `json:"releaseSecrets"`
-	ReleaseBytesPerCR float64 `json:"releaseSecretBytesPerCR"`
+	Requests      counts  `json:"requests"`
+	RequestsTotal int64   `json:"requestsTotal"`
+	RequestsPerCR float64 `json:"requestsPerCR"`
+	WritesTotal   int64   `json:"writesTotal"`
+	WritesPerCR   float64 `json:"writesPerCR"`
+	CPUSeconds    float64 `json:"cpuSeconds"`
+	// The control plane's CPU seconds from the first create until all
+	// were Ready, by component.
+	ControlPlaneCPUSeconds map[string]float64 `json:"controlPlaneCPUSeconds"`
+	PeakRSSMiB             float64            `json:"peakRSSMiB"`
+	ReleaseSecrets         int                `json:"releaseSecrets"`
+	ReleaseBytesPerCR      float64            `json:"releaseSecretBytesPerCR"`
 
 	Resync resyncWindow `json:"resync"`
 	Idle   idleWindow   `json:"idle"`
@@ -160,6 +167,7 @@ func runOperator(ctx context.Context, cfg config, spec operatorSpec, n int, log 
 
 	// Create the ModelServers.
 	log.Info("creating ModelServers")
+	meter := newCPUMeter(c)
 	t0 := time.Now()
 	if err := createModelServers(ctx, dyn, n, cfg.createParallelism, tr); err != nil {
 		return nil, err
@@ -187,6 +195,7 @@ func runOperator(ctx context.Context, cfg config, spec operatorSpec, n int, log 
 	if !running(op) {
 		return nil, fmt.Errorf("%s exited; log:\n%s", spec.name, logTail(op.LogFile()))
 	}
+	res.ControlPlaneCPUSeconds = meter.used()
 	readyMap := tr.ready
 	if spec.readyFromDeployment {
 		readyMap = tr.served
@@ -194,6 +203,10 @@ func runOperator(ctx context.Context, cfg config, spec operatorSpec, n int, log 
 	deployed, lastDeployed := tr.since(tr.deployed)
 	ready, lastReady := tr.since(readyMap)
 	res.Deployed, res.Ready = distributionOf(deployed), distributionOf(ready)
+	if !spec.readyFromDeployment {
+		lag := distributionOf(tr.between(tr.served, tr.ready))
+		res.ReadyAfterServing = &lag
+	}
 	res.AllDeployedSeconds = round(lastDeployed.Sub(t0).Seconds())
 	res.AllReadySeconds = round(lastReady.Sub(t0).Seconds())
 	res.readySeconds = seconds(ready)
@@ -213,7 +226,7 @@ func runOperator(ctx context.Context, cfg config, spec operatorSpec, n int, log 
 		return nil, err
 	}
 	log.Info("all ready", "complete", res.Complete, "allDeployed", res.AllDeployedSeconds, "allReady", res.AllReadySeconds,
-		"requests", res.RequestsTotal, "writes", res.WritesTotal)
+		"requests", res.RequestsTotal, "writes", res.WritesTotal, "readyAfterServing", res.ReadyAfterServing, "controlPlaneCPU", res.ControlPlaneCPUSeconds)
 
 	// A forced full resync: restart the operator; it reads everything
 	// again and reconciles every ModelServer.
