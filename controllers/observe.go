@@ -87,7 +87,7 @@ func (r *ModelServerReconciler) observeFetchJobs(ctx context.Context, ms *servin
 		case status.FetchRunning:
 			// Also for a success the status holds: until the Job says so,
 			// its pod is what says the fetch is done.
-			fj.Termination, fj.PodSucceeded, err = r.succeededPod(ctx, job)
+			fj.Termination, fj.PodSucceeded, err = r.cachedTerminationMessage(ctx, job, corev1.PodSucceeded)
 			if err != nil || fj.PodSucceeded {
 				break
 			}
@@ -153,35 +153,27 @@ func eventTime(e *corev1.Event) time.Time {
 // FetchPodsCache); when it shows no pod in that phase yet, because the
 // pod's last update has not reached it, the pods are read again live.
 func (r *ModelServerReconciler) terminationMessage(ctx context.Context, job *batchv1.Job, phase corev1.PodPhase) (string, error) {
-	reads := []struct {
-		reader   client.Reader
-		selector client.ListOption
-	}{
-		{r.Client, r.podsOfJobSelector(job.Name)},
-		{r.APIReader, podsOfJobLabels(job.Name)},
+	if msg, found, err := r.cachedTerminationMessage(ctx, job, phase); err != nil || found {
+		return msg, err
 	}
-	for _, read := range reads {
-		pods := &corev1.PodList{}
-		if err := read.reader.List(ctx, pods, client.InNamespace(job.Namespace), read.selector); err != nil {
-			return "", fmt.Errorf("list pods of Job %s: %w", job.Name, err)
-		}
-		if msg, found := newestTerminationMessage(pods.Items, phase); found {
-			return msg, nil
-		}
+	pods := &corev1.PodList{}
+	if err := r.APIReader.List(ctx, pods, client.InNamespace(job.Namespace), podsOfJobLabels(job.Name)); err != nil {
+		return "", fmt.Errorf("list pods of Job %s: %w", job.Name, err)
 	}
-	return "", nil
+	msg, _ := newestTerminationMessage(pods.Items, phase)
+	return msg, nil
 }
 
-// succeededPod returns the termination message of the Job's pod that has
-// succeeded, if the cache holds one, and whether it does. Only the cache
-// is read: a running fetch is looked at on every reconcile of its
-// ModelServer, and the pod's success wakes one (see fetchPodSucceeded).
-func (r *ModelServerReconciler) succeededPod(ctx context.Context, job *batchv1.Job) (string, bool, error) {
+// cachedTerminationMessage is terminationMessage from the cache alone, and
+// whether the cache holds a pod of job in the phase. A running fetch is
+// looked for a succeeded pod this way on every reconcile of its
+// ModelServer; the pod's success wakes one (see fetchPodSucceeded).
+func (r *ModelServerReconciler) cachedTerminationMessage(ctx context.Context, job *batchv1.Job, phase corev1.PodPhase) (string, bool, error) {
 	pods := &corev1.PodList{}
 	if err := r.List(ctx, pods, client.InNamespace(job.Namespace), r.podsOfJobSelector(job.Name)); err != nil {
 		return "", false, fmt.Errorf("list pods of Job %s: %w", job.Name, err)
 	}
-	msg, found := newestTerminationMessage(pods.Items, corev1.PodSucceeded)
+	msg, found := newestTerminationMessage(pods.Items, phase)
 	return msg, found, nil
 }
 
