@@ -74,12 +74,12 @@ func succeeded(o client.Object) bool {
 	return ok && pod.Status.Phase == corev1.PodSucceeded
 }
 
-// fetchPodModelServer is the ModelServer a fetch pod fetches for, named
-// by its label; none for another pod.
+// fetchPodModelServer is the ModelServer a fetch pod fetches for; none
+// for another pod.
 func fetchPodModelServer(_ context.Context, o client.Object) []reconcile.Request {
-	l := o.GetLabels()
-	if l[values.LabelComponent] != values.ComponentFetch || l[values.LabelModelServer] == "" {
+	ms := fetchesFor(o)
+	if ms == "" {
 		return nil
 	}
-	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: l[values.LabelModelServer]}}}
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: ms}}}
 }

@@ -31,11 +31,20 @@ func addIndexes(ctx context.Context, indexer client.FieldIndexer) error {
 
 // fetchJobKey is a fetch Job's key in fetchJobsOf; none for another Job.
 func fetchJobKey(o client.Object) []string {
-	l := o.GetLabels()
-	if l[values.LabelComponent] != values.ComponentFetch || l[values.LabelModelServer] == "" {
-		return nil
+	if ms := fetchesFor(o); ms != "" {
+		return []string{ms}
 	}
-	return []string{l[values.LabelModelServer]}
+	return nil
+}
+
+// fetchesFor is the name of the ModelServer a fetch Job or fetch pod
+// fetches for, from its labels; "" for another object.
+func fetchesFor(o client.Object) string {
+	l := o.GetLabels()
+	if l[values.LabelComponent] != values.ComponentFetch {
+		return ""
+	}
+	return l[values.LabelModelServer]
 }
 
 // jobKey is a pod's key in podsOfJob: its Job's name.
