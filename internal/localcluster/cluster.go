@@ -426,8 +426,8 @@ func (c *Cluster) Stop() {
 }
 
 // Pids returns the process ID of each process the cluster runs, by its
-// name: etcd, kube-apiserver, kube-controller-manager, kube-scheduler,
-// kwok, and those started with StartProcess.
+// name: for the control plane the name of its binary (Binaries), for those
+// started with StartProcess the name they were given.
 func (c *Cluster) Pids() map[string]int {
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -11,6 +11,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/modelserver-dev/modelserver-operator/internal/localcluster"
 )
 
 type versions struct {
@@ -122,7 +124,7 @@ func printReport(w io.Writer, r *report) {
 		}
 		return dist(*o.ReadyAfterServing)
 	}, nil)
-	for _, name := range append(slices.Clone(controlPlane), "total") {
+	for _, name := range append(slices.Clone(localcluster.Binaries), "total") {
 		row("CPU s to all Ready, "+name, func(o *operatorRun) string { return fmt.Sprint(o.ControlPlaneCPUSeconds[name]) },
 			func(f *floorRun) string { return fmt.Sprint(f.ControlPlaneCPUSeconds[name]) })
 	}

@@ -66,12 +66,8 @@ func loadAverage() float64 {
 	return v
 }
 
-// controlPlane is the cluster's own processes, whose CPU a run costs
-// beside the operator's.
-var controlPlane = []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok"}
-
-// cpuMeter reads the CPU seconds the control plane has used since it was
-// made.
+// cpuMeter reads the CPU seconds the control plane (the cluster's own
+// processes, localcluster.Binaries) has used since it was made.
 type cpuMeter struct {
 	pids  map[string]int
 	start map[string]float64
@@ -85,7 +81,7 @@ func newCPUMeter(c *localcluster.Cluster) *cpuMeter {
 
 func (m *cpuMeter) read() map[string]float64 {
 	out := map[string]float64{}
-	for _, name := range controlPlane {
+	for _, name := range localcluster.Binaries {
 		if pid, ok := m.pids[name]; ok {
 			if s, err := cpuSeconds(pid); err == nil {
 				out[name] = s
