@@ -15,9 +15,9 @@ import (
 // values.schema.json, and compiles the schema anew each time: a render
 // took 5.9 ms with that, 3.9 ms with the schema compiled once
 // (render_bench_test.go), and allocated 2.5 MB against 1.5. The chart is
-// the same for every
-// release, so its schema is compiled once here and the values checked
-// against it before Helm is asked, with Helm's own check skipped.
+// the same for every release, so its schema is compiled once here and the
+// values checked against it before Helm is asked, with Helm's own check
+// skipped.
 //
 // The check is Helm's: the values merged into the chart's defaults, one
 // schema, and the error worded as Helm words it. A chart this cannot
