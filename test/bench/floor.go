@@ -31,6 +31,10 @@ import (
 type floorRun struct {
 	Parallelism int `json:"parallelism"`
 	Objects     int `json:"objects"`
+	// OperatorWrites: the floor also made the operator's writes beyond the
+	// objects (operatorWrites), and its Ready is the ModelServer's Ready
+	// condition.
+	OperatorWrites bool `json:"operatorWrites,omitempty"`
 	// From the first create to the last object of every ModelServer.
 	AllCreatedSeconds float64      `json:"allCreatedSeconds"`
 	Created           distribution `json:"timeToCreated"`
@@ -55,7 +59,7 @@ var kindOrder = []string{"ConfigMap", "PersistentVolumeClaim", "Service", "Deplo
 
 func runFloor(ctx context.Context, cfg config, n int, log *slog.Logger) (*floorRun, error) {
 	log = log.With("operator", "floor", "n", n)
-	res := &floorRun{Parallelism: cfg.maxConcurrent}
+	res := &floorRun{Parallelism: cfg.maxConcurrent, OperatorWrites: cfg.floorWrites}
 	res.LoadAverage[0] = loadAverage()
 	c, err := startCluster(ctx, cfg.repo, n, log)
 	if err != nil {
@@ -81,6 +85,25 @@ func runFloor(ctx context.Context, cfg config, n int, log *slog.Logger) (*floorR
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
 	tr := newTracker()
+	extra := operatorWrites{dyn: dyn, cs: cs}
+	errs := make(chan error, 2*n)
+	if cfg.floorWrites {
+		if err := watchAsOperator(watchCtx, admin); err != nil {
+			return nil, err
+		}
+		served := make(chan string, n)
+		tr.onServed = func(name string) { served <- name }
+		defer close(served)
+		for range res.Parallelism {
+			go func() {
+				for name := range served {
+					if err := extra.afterServed(ctx, name); err != nil {
+						errs <- err
+					}
+				}
+			}()
+		}
+	}
 	tr.watch(watchCtx, dyn, cs, benchNamespace)
 
 	// The ModelServers exist first, so the objects can be owned by them as
@@ -109,7 +132,6 @@ func runFloor(ctx context.Context, cfg config, n int, log *slog.Logger) (*floorR
 	meter := newCPUMeter(c)
 	t0 := time.Now()
 	jobs := make(chan int)
-	errs := make(chan error, n)
 	var wg sync.WaitGroup
 	for range res.Parallelism {
 		wg.Add(1)
@@ -125,6 +147,11 @@ func runFloor(ctx context.Context, cfg config, n int, log *slog.Logger) (*floorR
 						break
 					}
 				}
+				if cfg.floorWrites {
+					if err := extra.afterCreate(ctx, name); err != nil {
+						errs <- err
+					}
+				}
 				tr.record(tr.deployed, name)
 			}
 		}()
@@ -134,20 +161,36 @@ func runFloor(ctx context.Context, cfg config, n int, log *slog.Logger) (*floorR
 	}
 	close(jobs)
 	wg.Wait()
-	close(errs)
 	if err := errors.Join(drain(errs)...); err != nil {
 		return nil, err
 	}
 	created, last := tr.since(tr.deployed)
 	res.Created = distributionOf(created)
 	res.AllCreatedSeconds = round(last.Sub(t0).Seconds())
-	res.Complete = tr.wait(ctx, cfg.readyTimeout, func() bool { _, _, s := tr.counts(); return s == n })
+	readyMap := tr.served
+	if cfg.floorWrites {
+		readyMap = tr.ready
+	}
+	res.Complete = tr.wait(ctx, cfg.readyTimeout, func() bool {
+		_, ready, served := tr.counts()
+		if cfg.floorWrites {
+			return ready == n
+		}
+		return served == n
+	})
 	res.ControlPlaneCPUSeconds = meter.used()
-	served, lastServed := tr.since(tr.served)
-	res.Ready = distributionOf(served)
-	res.readySeconds = seconds(served)
-	res.AllReadySeconds = round(lastServed.Sub(t0).Seconds())
-	res.WritesPerCR = round(float64(res.Objects) / float64(n))
+	if err := errors.Join(drain(errs)...); err != nil {
+		return nil, err
+	}
+	ready, lastReady := tr.since(readyMap)
+	res.Ready = distributionOf(ready)
+	res.readySeconds = seconds(ready)
+	res.AllReadySeconds = round(lastReady.Sub(t0).Seconds())
+	writes := res.Objects
+	if cfg.floorWrites {
+		writes += 4 * n // the release record, two status writes, the Ready Event
+	}
+	res.WritesPerCR = round(float64(writes) / float64(n))
 	res.LoadAverage[1] = loadAverage()
 	log.Info("floor", "allCreated", res.AllCreatedSeconds, "allReady", res.AllReadySeconds, "complete", res.Complete, "controlPlaneCPU", res.ControlPlaneCPUSeconds)
 	return res, nil
@@ -203,10 +246,15 @@ func render(u *unstructured.Unstructured, chartVersion, appVersion string) ([]*u
 	return objs, nil
 }
 
+// drain takes the errors sent so far, without waiting for more.
 func drain(errs <-chan error) []error {
 	var out []error
-	for err := range errs {
-		out = append(out, err)
+	for {
+		select {
+		case err := <-errs:
+			out = append(out, err)
+		default:
+			return out
+		}
 	}
-	return out
 }

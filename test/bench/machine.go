@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -102,13 +103,16 @@ func printReport(w io.Writer, r *report) {
 	floorWorkers := ""
 	if r.Floor != nil {
 		floorWorkers = fmt.Sprintf(" (%d workers)", r.Floor.Parallelism)
+		if r.Floor.OperatorWrites {
+			floorWorkers = fmt.Sprintf(" (%d, + writes)", r.Floor.Parallelism)
+		}
 	}
 	fmt.Fprintf(w, "%-36s %26s %26s %26s\n", "", "modelserver-operator", "helm-operator-plugins", "floor"+floorWorkers)
 	row("time to Deployed p50/p90/p99/max s", func(o *operatorRun) string { return dist(o.Deployed) }, func(f *floorRun) string { return dist(f.Created) })
 	row("time to Ready p50/p90/p99/max s", func(o *operatorRun) string { return dist(o.Ready) }, func(f *floorRun) string { return dist(f.Ready) })
 	row("all Deployed s", func(o *operatorRun) string { return fmt.Sprint(o.AllDeployedSeconds) }, func(f *floorRun) string { return fmt.Sprint(f.AllCreatedSeconds) })
 	row("all Ready s", func(o *operatorRun) string { return fmt.Sprint(o.AllReadySeconds) }, func(f *floorRun) string { return fmt.Sprint(f.AllReadySeconds) })
-	row("API requests total", func(o *operatorRun) string { return fmt.Sprint(o.RequestsTotal) }, func(f *floorRun) string { return fmt.Sprint(f.Objects) })
+	row("API requests total", func(o *operatorRun) string { return fmt.Sprint(o.RequestsTotal) }, func(f *floorRun) string { return fmt.Sprint(math.Round(f.WritesPerCR * float64(r.N))) })
 	row("API requests per CR", func(o *operatorRun) string { return fmt.Sprint(o.RequestsPerCR) }, func(f *floorRun) string { return fmt.Sprint(f.WritesPerCR) })
 	row("API writes per CR", func(o *operatorRun) string { return fmt.Sprint(o.WritesPerCR) }, func(f *floorRun) string { return fmt.Sprint(f.WritesPerCR) })
 	row("resync: requests / writes", func(o *operatorRun) string { return fmt.Sprintf("%d / %d", o.Resync.Total, o.Resync.Writes) }, nil)
@@ -123,6 +127,18 @@ func printReport(w io.Writer, r *report) {
 			return none
 		}
 		return dist(*o.ReadyAfterServing)
+	}, nil)
+	row("Ready after fetch and serving, same", func(o *operatorRun) string {
+		if o.ReadyAfterFetchAndServing == nil {
+			return none
+		}
+		return dist(*o.ReadyAfterFetchAndServing)
+	}, nil)
+	row("fetch ended after serving", func(o *operatorRun) string {
+		if o.FetchEndedLast == nil {
+			return none
+		}
+		return fmt.Sprint(*o.FetchEndedLast)
 	}, nil)
 	for _, name := range append(slices.Clone(localcluster.Binaries), "total") {
 		row("CPU s to all Ready, "+name, func(o *operatorRun) string { return fmt.Sprint(o.ControlPlaneCPUSeconds[name]) },

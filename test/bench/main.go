@@ -42,6 +42,7 @@ type config struct {
 	out               string
 	label             string
 	readyTimeout      time.Duration
+	floorWrites       bool
 }
 
 // report is one results/<date>-<n>.json.
@@ -89,6 +90,7 @@ func parseFlags() (config, error) {
 	flag.StringVar(&cfg.out, "out", "results", "Directory for the JSON and PNG results.")
 	flag.StringVar(&cfg.label, "label", "", "Suffix of the result files' names, e.g. before.")
 	flag.DurationVar(&cfg.readyTimeout, "ready-timeout", 20*time.Minute, "How long to wait for all to be Ready.")
+	flag.BoolVar(&cfg.floorWrites, "floor-operator-writes", false, "The floor also makes the operator's other writes (a release record, two status writes, the Ready Event), and its Ready is the ModelServer's Ready condition.")
 	flag.Parse()
 	for s := range strings.SplitSeq(ns, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(s))

@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
+	"github.com/modelserver-dev/modelserver-operator/internal/values"
 )
 
 // instanceLabel names the ModelServer on each object its chart renders.
@@ -30,6 +31,9 @@ type tracker struct {
 	ready    map[string]time.Time // the ModelServer's Ready condition
 	served   map[string]time.Time // its Deployment's ready replicas reached the desired count
 	changed  chan struct{}
+	// onServed, if set before watch, is called once for each ModelServer
+	// when its Deployment first has its ready replicas.
+	onServed func(name string)
 }
 
 func newTracker() *tracker {
@@ -78,7 +82,9 @@ func (t *tracker) watch(ctx context.Context, dyn dynamic.Interface, cs kubernete
 			return
 		}
 		if d.Status.ObservedGeneration >= d.Generation && d.Status.ReadyReplicas >= *d.Spec.Replicas {
-			t.record(t.served, d.Labels[instanceLabel])
+			if name := d.Labels[instanceLabel]; t.record(t.served, name) && t.onServed != nil {
+				t.onServed(name)
+			}
 		}
 	}
 	_, _ = depInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -90,20 +96,24 @@ func (t *tracker) watch(ctx context.Context, dyn dynamic.Interface, cs kubernete
 	cache.WaitForCacheSync(ctx.Done(), msInformer.HasSynced, depInformer.HasSynced)
 }
 
-func (t *tracker) record(m map[string]time.Time, name string) {
+// record notes the first time name reaches the state in m, and says
+// whether this was it.
+func (t *tracker) record(m map[string]time.Time, name string) bool {
 	if name == "" {
-		return
+		return false
 	}
 	now := time.Now()
 	t.mu.Lock()
-	if _, seen := m[name]; !seen {
-		m[name] = now
-		select {
-		case t.changed <- struct{}{}:
-		default:
-		}
+	defer t.mu.Unlock()
+	if _, seen := m[name]; seen {
+		return false
 	}
-	t.mu.Unlock()
+	m[name] = now
+	select {
+	case t.changed <- struct{}{}:
+	default:
+	}
+	return true
 }
 
 func (t *tracker) setCreated(name string, at time.Time) {
@@ -151,6 +161,57 @@ func (t *tracker) between(from, to map[string]time.Time) []time.Duration {
 		}
 	}
 	return out
+}
+
+// afterBoth returns, for each ModelServer Ready and served with a known
+// fetch end, the time from the later of its serving and its fetch's end
+// to its Ready; and how many fetches ended after their serving pods were
+// ready. fetchEnds holds whole seconds, so a fetch counts as ending last
+// only when it ended in a later second than its pods became ready.
+func (t *tracker) afterBoth(fetchEnds map[string]time.Time) ([]time.Duration, int) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var out []time.Duration
+	fetchLast := 0
+	for name, ready := range t.ready {
+		served, ok := t.served[name]
+		end, known := fetchEnds[name]
+		if !ok || !known {
+			continue
+		}
+		from := served
+		if end.Truncate(time.Second).After(served.Truncate(time.Second)) {
+			from = end
+			fetchLast++
+		}
+		out = append(out, ready.Sub(from))
+	}
+	return out, fetchLast
+}
+
+// fetchEnds reads, once the run is over, when each ModelServer's fetch pod
+// exited: the finishedAt kwok wrote, which counts whole seconds. A list
+// after the run, rather than a watch during it, adds nothing to the load
+// being measured.
+func fetchEnds(ctx context.Context, cs kubernetes.Interface, ns string) (map[string]time.Time, error) {
+	pods, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{
+		LabelSelector: values.LabelComponent + "=" + values.ComponentFetch,
+	})
+	if err != nil {
+		return nil, err
+	}
+	ends := map[string]time.Time{}
+	for _, p := range pods.Items {
+		ms := p.Labels[values.LabelModelServer]
+		for _, c := range p.Status.ContainerStatuses {
+			if term := c.State.Terminated; term != nil && term.ExitCode == 0 && ms != "" {
+				if end := term.FinishedAt.Time; end.After(ends[ms]) {
+					ends[ms] = end
+				}
+			}
+		}
+	}
+	return ends, nil
 }
 
 // wait blocks until done reports true, checking at each change and at

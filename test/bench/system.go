@@ -37,6 +37,13 @@ type operatorRun struct {
 	// seconds from its Deployment having all its pods ready to its Ready
 	// condition, the time the operator itself adds.
 	ReadyAfterServing *distribution `json:"readyAfterServing,omitempty"`
+	// The same from the later of that and its fetch pod's exit (kwok's
+	// finishedAt, which counts whole seconds, so up to 1 s too long when
+	// the fetch ended last): what is left once the cluster has done both.
+	ReadyAfterFetchAndServing *distribution `json:"readyAfterFetchAndServing,omitempty"`
+	// How many fetch pods exited after their ModelServer's pods were
+	// ready (to the second).
+	FetchEndedLast *int `json:"fetchEndedAfterServing,omitempty"`
 	// From the first create request to the last ModelServer reaching it.
 	AllDeployedSeconds float64 `json:"allDeployedSeconds"`
 	AllReadySeconds    float64 `json:"allReadySeconds"`
@@ -206,6 +213,13 @@ func runOperator(ctx context.Context, cfg config, spec operatorSpec, n int, log 
 	if !spec.readyFromDeployment {
 		lag := distributionOf(tr.between(tr.served, tr.ready))
 		res.ReadyAfterServing = &lag
+		ends, err := fetchEnds(ctx, cs, benchNamespace)
+		if err != nil {
+			return nil, err
+		}
+		lagBoth, fetchLast := tr.afterBoth(ends)
+		both := distributionOf(lagBoth)
+		res.ReadyAfterFetchAndServing, res.FetchEndedLast = &both, &fetchLast
 	}
 	res.AllDeployedSeconds = round(lastDeployed.Sub(t0).Seconds())
 	res.AllReadySeconds = round(lastReady.Sub(t0).Seconds())
