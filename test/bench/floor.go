@@ -47,7 +47,7 @@ type floorRun struct {
 	WritesPerCR float64 `json:"writesPerCR"`
 	Complete    bool    `json:"complete"`
 	// The control plane's CPU seconds from the first create until all
-	// were Ready, by component.
+	// were Ready, by component, and the harness's own (not in "total").
 	ControlPlaneCPUSeconds map[string]float64 `json:"controlPlaneCPUSeconds"`
 	LoadAverage            [2]float64         `json:"loadAverage1mStartEnd"`
 

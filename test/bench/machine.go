@@ -140,7 +140,7 @@ func printReport(w io.Writer, r *report) {
 		}
 		return fmt.Sprint(*o.FetchEndedLast)
 	}, nil)
-	for _, name := range append(slices.Clone(localcluster.Binaries), "total") {
+	for _, name := range append(slices.Clone(localcluster.Binaries), "total", harness) {
 		row("CPU s to all Ready, "+name, func(o *operatorRun) string { return fmt.Sprint(o.ControlPlaneCPUSeconds[name]) },
 			func(f *floorRun) string { return fmt.Sprint(f.ControlPlaneCPUSeconds[name]) })
 	}

@@ -57,7 +57,7 @@ type operatorRun struct {
 	WritesPerCR   float64 `json:"writesPerCR"`
 	CPUSeconds    float64 `json:"cpuSeconds"`
 	// The control plane's CPU seconds from the first create until all
-	// were Ready, by component.
+	// were Ready, by component, and the harness's own (not in "total").
 	ControlPlaneCPUSeconds map[string]float64 `json:"controlPlaneCPUSeconds"`
 	PeakRSSMiB             float64            `json:"peakRSSMiB"`
 	ReleaseSecrets         int                `json:"releaseSecrets"`
