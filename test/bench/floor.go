@@ -86,19 +86,25 @@ func runFloor(ctx context.Context, cfg config, n int, log *slog.Logger) (*floorR
 	defer stopWatch()
 	tr := newTracker()
 	extra := operatorWrites{dyn: dyn, cs: cs}
-	errs := make(chan error, 2*n)
+	errs := make(chan error, 3*n) // at most a create, a write after it and one after serving, each
 	if cfg.floorWrites {
 		if err := watchAsOperator(watchCtx, admin); err != nil {
 			return nil, err
 		}
+		// Each name comes once, so n never blocks; the workers end with the
+		// watch, and nothing closes the channel a late event could send on.
 		served := make(chan string, n)
 		tr.onServed = func(name string) { served <- name }
-		defer close(served)
 		for range res.Parallelism {
 			go func() {
-				for name := range served {
-					if err := extra.afterServed(ctx, name); err != nil {
-						errs <- err
+				for {
+					select {
+					case <-watchCtx.Done():
+						return
+					case name := <-served:
+						if err := extra.afterServed(watchCtx, name); err != nil {
+							errs <- err
+						}
 					}
 				}
 			}()
