@@ -46,7 +46,11 @@ func writePlots(r *report, base string) error {
 		}
 	}
 	if r.Floor != nil {
-		curves = append(curves, curve{"floor (no operator)", r.Floor.readySeconds, floorColor, true})
+		name := "floor (no operator)"
+		if r.Floor.OperatorWrites {
+			name = "floor + the operator's writes (no operator)"
+		}
+		curves = append(curves, curve{name, r.Floor.readySeconds, floorColor, true})
 	}
 	longest := 0.0
 	for _, c := range curves {
