@@ -43,7 +43,9 @@ type floorRun struct {
 	Ready distribution `json:"timeToReady"`
 	// From the first create until every Deployment has its ready replicas.
 	AllReadySeconds float64 `json:"allReadySeconds"`
-	// The floor's only requests are its creates, one per object.
+	// The floor's requests are its creates, one per object, and with
+	// OperatorWrites 4 more writes per ModelServer; it reads nothing.
+	WritesTotal int     `json:"writesTotal"`
 	WritesPerCR float64 `json:"writesPerCR"`
 	Complete    bool    `json:"complete"`
 	// The control plane's CPU seconds from the first create until all
@@ -177,13 +179,7 @@ func runFloor(ctx context.Context, cfg config, n int, log *slog.Logger) (*floorR
 	if cfg.floorWrites {
 		readyMap = tr.ready
 	}
-	res.Complete = tr.wait(ctx, cfg.readyTimeout, func() bool {
-		_, ready, served := tr.counts()
-		if cfg.floorWrites {
-			return ready == n
-		}
-		return served == n
-	})
+	res.Complete = tr.wait(ctx, cfg.readyTimeout, func() bool { return tr.count(readyMap) == n })
 	res.ControlPlaneCPUSeconds = meter.used()
 	if err := errors.Join(drain(errs)...); err != nil {
 		return nil, err
@@ -192,11 +188,11 @@ func runFloor(ctx context.Context, cfg config, n int, log *slog.Logger) (*floorR
 	res.Ready = distributionOf(ready)
 	res.readySeconds = seconds(ready)
 	res.AllReadySeconds = round(lastReady.Sub(t0).Seconds())
-	writes := res.Objects
+	res.WritesTotal = res.Objects
 	if cfg.floorWrites {
-		writes += 4 * n // the release record, two status writes, the Ready Event
+		res.WritesTotal += 4 * n // the release record, two status writes, the Ready Event
 	}
-	res.WritesPerCR = round(float64(writes) / float64(n))
+	res.WritesPerCR = round(float64(res.WritesTotal) / float64(n))
 	res.LoadAverage[1] = loadAverage()
 	log.Info("floor", "allCreated", res.AllCreatedSeconds, "allReady", res.AllReadySeconds, "complete", res.Complete, "controlPlaneCPU", res.ControlPlaneCPUSeconds)
 	return res, nil

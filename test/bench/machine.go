@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"fmt"
 	"io"
-	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -112,7 +111,7 @@ func printReport(w io.Writer, r *report) {
 	row("time to Ready p50/p90/p99/max s", func(o *operatorRun) string { return dist(o.Ready) }, func(f *floorRun) string { return dist(f.Ready) })
 	row("all Deployed s", func(o *operatorRun) string { return fmt.Sprint(o.AllDeployedSeconds) }, func(f *floorRun) string { return fmt.Sprint(f.AllCreatedSeconds) })
 	row("all Ready s", func(o *operatorRun) string { return fmt.Sprint(o.AllReadySeconds) }, func(f *floorRun) string { return fmt.Sprint(f.AllReadySeconds) })
-	row("API requests total", func(o *operatorRun) string { return fmt.Sprint(o.RequestsTotal) }, func(f *floorRun) string { return fmt.Sprint(math.Round(f.WritesPerCR * float64(r.N))) })
+	row("API requests total", func(o *operatorRun) string { return fmt.Sprint(o.RequestsTotal) }, func(f *floorRun) string { return fmt.Sprint(f.WritesTotal) })
 	row("API requests per CR", func(o *operatorRun) string { return fmt.Sprint(o.RequestsPerCR) }, func(f *floorRun) string { return fmt.Sprint(f.WritesPerCR) })
 	row("API writes per CR", func(o *operatorRun) string { return fmt.Sprint(o.WritesPerCR) }, func(f *floorRun) string { return fmt.Sprint(f.WritesPerCR) })
 	row("resync: requests / writes", func(o *operatorRun) string { return fmt.Sprintf("%d / %d", o.Resync.Total, o.Resync.Writes) }, nil)

@@ -122,11 +122,12 @@ func (t *tracker) setCreated(name string, at time.Time) {
 	t.mu.Unlock()
 }
 
-// counts returns how many are Deployed, Ready and served so far.
-func (t *tracker) counts() (deployed, ready, served int) {
+// count returns how many have reached the state in m (one of the
+// tracker's maps) so far.
+func (t *tracker) count(m map[string]time.Time) int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return len(t.deployed), len(t.ready), len(t.served)
+	return len(m)
 }
 
 // since returns, for each ModelServer that reached the state in m, the

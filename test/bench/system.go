@@ -179,34 +179,26 @@ func runOperator(ctx context.Context, cfg config, spec operatorSpec, n int, log 
 	if err := createModelServers(ctx, dyn, n, cfg.createParallelism, tr); err != nil {
 		return nil, err
 	}
-	readyCount := func() int {
-		d, r, s := tr.counts()
-		_ = d
-		if spec.readyFromDeployment {
-			return s
-		}
-		return r
+	readyMap := tr.ready
+	if spec.readyFromDeployment {
+		readyMap = tr.served
 	}
 	lastLog := time.Now()
 	res.Complete = tr.wait(ctx, cfg.readyTimeout, func() bool {
 		if !running(op) {
 			return true
 		}
-		d, _, _ := tr.counts()
+		d, r := tr.count(tr.deployed), tr.count(readyMap)
 		if time.Since(lastLog) > 10*time.Second {
-			log.Info("progress", "deployed", d, "ready", readyCount(), "elapsed", time.Since(t0).Round(time.Second))
+			log.Info("progress", "deployed", d, "ready", r, "elapsed", time.Since(t0).Round(time.Second))
 			lastLog = time.Now()
 		}
-		return d == n && readyCount() == n
+		return d == n && r == n
 	}) && running(op)
 	if !running(op) {
 		return nil, fmt.Errorf("%s exited; log:\n%s", spec.name, logTail(op.LogFile()))
 	}
 	res.ControlPlaneCPUSeconds = meter.used()
-	readyMap := tr.ready
-	if spec.readyFromDeployment {
-		readyMap = tr.served
-	}
 	deployed, lastDeployed := tr.since(tr.deployed)
 	ready, lastReady := tr.since(readyMap)
 	res.Deployed, res.Ready = distributionOf(deployed), distributionOf(ready)
