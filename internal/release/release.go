@@ -418,7 +418,7 @@ func (m *Manager) config(namespace string, owner *metav1.OwnerReference) (*actio
 	secrets.Log = debug
 	return &action.Configuration{
 		RESTClientGetter: getter,
-		Releases:         storage.Init(&pendingWrittenOnce{Driver: retryingUpdates{secrets}}),
+		Releases:         storage.Init(&pendingWrittenOnce{Driver: chartByVersion{retryingUpdates{secrets}}}),
 		KubeClient:       knownReachable{kc},
 		Capabilities:     caps,
 		Log:              debug,
