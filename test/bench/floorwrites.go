@@ -26,7 +26,7 @@ import (
 
 // recordBytes is the size of the operator's Helm release record, as
 // releaseSecretBytes measures it at N = 1000.
-const recordBytes = 21_700
+const recordBytes = 5_640
 
 // operatorWrites are, for the floor run with -floor-operator-writes, the
 // writes the operator makes beyond the release's objects, made without
