@@ -414,11 +414,13 @@ func (m *Manager) config(namespace string, owner *metav1.OwnerReference) (*actio
 	kc := kube.New(getter)
 	kc.Namespace = namespace
 	kc.Log = debug
-	secrets := driver.NewSecrets(ownedBy(m.clientset.CoreV1().Secrets(namespace), owner))
+	owned := ownedBy(m.clientset.CoreV1().Secrets(namespace), owner)
+	secrets := driver.NewSecrets(owned)
 	secrets.Log = debug
+	records := recordWriter{Driver: secrets, secrets: owned}
 	return &action.Configuration{
 		RESTClientGetter: getter,
-		Releases:         storage.Init(&pendingWrittenOnce{Driver: chartByVersion{retryingUpdates{secrets}}}),
+		Releases:         storage.Init(&pendingWrittenOnce{Driver: retryingUpdates{records}}),
 		KubeClient:       knownReachable{kc},
 		Capabilities:     caps,
 		Log:              debug,
