@@ -414,13 +414,11 @@ func (m *Manager) config(namespace string, owner *metav1.OwnerReference) (*actio
 	kc := kube.New(getter)
 	kc.Namespace = namespace
 	kc.Log = debug
-	owned := ownedBy(m.clientset.CoreV1().Secrets(namespace), owner)
-	secrets := driver.NewSecrets(owned)
+	secrets := driver.NewSecrets(ownedBy(m.clientset.CoreV1().Secrets(namespace), owner))
 	secrets.Log = debug
-	records := recordWriter{Driver: secrets, secrets: owned}
 	return &action.Configuration{
 		RESTClientGetter: getter,
-		Releases:         storage.Init(&pendingWrittenOnce{Driver: retryingUpdates{records}}),
+		Releases:         storage.Init(&pendingWrittenOnce{Driver: chartByVersion{retryingUpdates{secrets}}}),
 		KubeClient:       knownReachable{kc},
 		Capabilities:     caps,
 		Log:              debug,
