@@ -1,9 +1,16 @@
 package release
 
 import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"encoding/base64"
+	"encoding/json"
 	"testing"
 
+	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/chart"
+	"helm.sh/helm/v3/pkg/chartutil"
 	helmrelease "helm.sh/helm/v3/pkg/release"
 	"helm.sh/helm/v3/pkg/storage/driver"
 )
@@ -44,3 +51,50 @@ func TestARecordIsStoredWithoutTheTemplatesWhileHelmKeepsThem(t *testing.T) {
 		t.Error("a chart with nothing to leave out was copied")
 	}
 }
+
+// encodeAsHelm encodes a record as Helm's Secrets driver does: JSON,
+// gzipped at the best compression by a new writer, in base64.
+func encodeAsHelm(tb testing.TB, rls *helmrelease.Release) []byte {
+	js, err := json.Marshal(rls)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var zipped bytes.Buffer
+	zw, _ := gzip.NewWriterLevel(&zipped, gzip.BestCompression)
+	_, _ = zw.Write(js)
+	_ = zw.Close()
+	return []byte(base64.StdEncoding.EncodeToString(zipped.Bytes()))
+}
+
+// renderedRelease is revision 1 of a default ModelServer, as a fresh
+// install renders it.
+func renderedRelease(tb testing.TB) *helmrelease.Release {
+	tb.Helper()
+	ch, vals := chartValues(tb)
+	install := action.NewInstall(&action.Configuration{Log: func(string, ...any) {}})
+	install.ClientOnly, install.DryRun = true, true
+	install.ReleaseName, install.Namespace = "m", "ns"
+	install.DisableOpenAPIValidation = true
+	install.KubeVersion = &chartutil.KubeVersion{Version: "v1.37.2", Major: "1", Minor: "37"}
+	rls, err := install.RunWithContext(context.Background(), ch, vals)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return rls
+}
+
+// benchEncode times the encoding of a default ModelServer's first record,
+// with the whole chart or as chartByVersion stores it.
+func benchEncode(b *testing.B, stored func(*helmrelease.Release) *helmrelease.Release) {
+	rls := stored(renderedRelease(b))
+	b.ReportAllocs()
+	for b.Loop() {
+		b.ReportMetric(float64(len(encodeAsHelm(b, rls))), "record-bytes")
+	}
+}
+
+func BenchmarkEncodeRecordWithTheWholeChart(b *testing.B) {
+	benchEncode(b, func(r *helmrelease.Release) *helmrelease.Release { return r })
+}
+
+func BenchmarkEncodeRecordWithoutTemplates(b *testing.B) { benchEncode(b, withoutTemplates) }
