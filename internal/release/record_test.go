@@ -8,9 +8,7 @@ import (
 	"encoding/json"
 	"testing"
 
-	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/chart"
-	"helm.sh/helm/v3/pkg/chartutil"
 	helmrelease "helm.sh/helm/v3/pkg/release"
 	"helm.sh/helm/v3/pkg/storage/driver"
 )
@@ -71,12 +69,7 @@ func encodeAsHelm(tb testing.TB, rls *helmrelease.Release) []byte {
 func renderedRelease(tb testing.TB) *helmrelease.Release {
 	tb.Helper()
 	ch, vals := chartValues(tb)
-	install := action.NewInstall(&action.Configuration{Log: func(string, ...any) {}})
-	install.ClientOnly, install.DryRun = true, true
-	install.ReleaseName, install.Namespace = "m", "ns"
-	install.DisableOpenAPIValidation = true
-	install.KubeVersion = &chartutil.KubeVersion{Version: "v1.37.2", Major: "1", Minor: "37"}
-	rls, err := install.RunWithContext(context.Background(), ch, vals)
+	rls, err := clientOnlyInstall().RunWithContext(context.Background(), ch, vals)
 	if err != nil {
 		tb.Fatal(err)
 	}

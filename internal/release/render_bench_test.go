@@ -17,20 +17,28 @@ const (
 	noCheck
 )
 
+// testKubeVersion is the cluster version a client-only render is told.
+var testKubeVersion = chartutil.KubeVersion{Version: "v1.37.2", Major: "1", Minor: "37"}
+
+// clientOnlyInstall renders release m in namespace ns as render sets up a
+// fresh install, without a cluster.
+func clientOnlyInstall() *action.Install {
+	install := action.NewInstall(&action.Configuration{Log: func(string, ...any) {}})
+	install.ClientOnly, install.DryRun = true, true
+	install.ReleaseName, install.Namespace = "m", "ns"
+	install.KubeVersion = &testKubeVersion
+	install.DisableOpenAPIValidation = true
+	return install
+}
+
 // benchRender times the client-side render a fresh install does, as
 // render sets it up, with the values checked against values.schema.json
 // by Helm (which compiles the schema anew for every render), by the
 // schema compiled once, or not at all.
 func benchRender(b *testing.B, check schemaCheck) {
 	ch, m := chartValues(b)
-	caps := chartutil.DefaultCapabilities.Copy()
-	caps.KubeVersion = chartutil.KubeVersion{Version: "v1.37.2", Major: "1", Minor: "37"}
 	for b.Loop() {
-		install := action.NewInstall(&action.Configuration{Log: func(string, ...any) {}})
-		install.ClientOnly, install.DryRun = true, true
-		install.ReleaseName, install.Namespace = "m", "ns"
-		install.KubeVersion = &caps.KubeVersion
-		install.DisableOpenAPIValidation = true
+		install := clientOnlyInstall()
 		switch check {
 		case compiledOnce:
 			handled, err := checkValues(ch, m)
