@@ -76,6 +76,23 @@ func watchAsOperator(ctx context.Context, admin *rest.Config) error {
 // afterCreate writes the release record and the status an installed
 // ModelServer has while its model is fetched.
 func (w operatorWrites) afterCreate(ctx context.Context, name string) error {
+	if err := w.createRecord(ctx, name); err != nil {
+		return err
+	}
+	return w.patchStatus(ctx, name, false)
+}
+
+// afterServed writes the Ready status and the Ready Event.
+func (w operatorWrites) afterServed(ctx context.Context, name string) error {
+	if err := w.patchStatus(ctx, name, true); err != nil {
+		return err
+	}
+	return w.createReadyEvent(ctx, name)
+}
+
+// createRecord writes a release record of the operator's size
+// (incompressible, as Helm's gzipped record is).
+func (w operatorWrites) createRecord(ctx context.Context, name string) error {
 	record := make([]byte, recordBytes*3/4)
 	if _, err := rand.Read(record); err != nil {
 		return err
@@ -91,14 +108,12 @@ func (w operatorWrites) afterCreate(ctx context.Context, name string) error {
 	if _, err := w.cs.CoreV1().Secrets(benchNamespace).Create(ctx, secret, metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("create the release record of %s: %w", name, err)
 	}
-	return w.patchStatus(ctx, name, false)
+	return nil
 }
 
-// afterServed writes the Ready status and the Ready Event.
-func (w operatorWrites) afterServed(ctx context.Context, name string) error {
-	if err := w.patchStatus(ctx, name, true); err != nil {
-		return err
-	}
+// createReadyEvent writes the Event the operator records when a
+// ModelServer becomes Ready.
+func (w operatorWrites) createReadyEvent(ctx context.Context, name string) error {
 	now := metav1.NowMicro()
 	ev := &eventsv1.Event{
 		ObjectMeta:          metav1.ObjectMeta{GenerateName: name + "-", Namespace: benchNamespace},

@@ -83,6 +83,15 @@ func defaultMaxConcurrent(manager string) int {
 
 func printReport(w io.Writer, r *report) {
 	fmt.Fprintf(w, "\n=== N = %d  (%s, %d CPUs, load %s) ===\n", r.N, r.Date, r.Machine.CPUs, loads(r))
+	if r.Ours != nil || r.Peer != nil || r.Floor != nil {
+		printRuns(w, r)
+	}
+	if r.WriteCosts != nil {
+		printWriteCosts(w, r.WriteCosts)
+	}
+}
+
+func printRuns(w io.Writer, r *report) {
 	const none = "-"
 	row := func(name string, op func(*operatorRun) string, floor func(*floorRun) string) {
 		fmt.Fprintf(w, "%-36s", name)
@@ -160,10 +169,29 @@ func printReport(w io.Writer, r *report) {
 	}
 }
 
+func printWriteCosts(w io.Writer, costs []writeCost) {
+	columns := append(slices.Clone(localcluster.Binaries), "total", harness)
+	fmt.Fprintf(w, "\nCPU ms per write %-40s", "")
+	for _, c := range columns {
+		fmt.Fprintf(w, " %12s", c)
+	}
+	fmt.Fprintf(w, " %9s\n", "seconds")
+	for _, wc := range costs {
+		fmt.Fprintf(w, "%-57s", wc.Write)
+		for _, c := range columns {
+			fmt.Fprintf(w, " %12g", wc.CPUMillis[c])
+		}
+		fmt.Fprintf(w, " %9g\n", wc.Seconds)
+	}
+}
+
 func dist(d distribution) string { return fmt.Sprintf("%g/%g/%g/%g", d.P50, d.P90, d.P99, d.Max) }
 
 func loads(r *report) string {
 	var parts []string
+	if r.WriteCosts != nil {
+		parts = append(parts, fmt.Sprintf("%g", r.WriteCostsLoad))
+	}
 	for _, o := range []*operatorRun{r.Ours, r.Peer} {
 		if o != nil {
 			parts = append(parts, fmt.Sprintf("%g→%g", o.LoadAverage[0], o.LoadAverage[1]))

@@ -55,6 +55,12 @@ type report struct {
 	Ours     *operatorRun    `json:"ours,omitempty"`
 	Peer     *operatorRun    `json:"peer,omitempty"`
 	Floor    *floorRun       `json:"floor,omitempty"`
+	// WriteCosts: what each of the operator's writes beyond the release's
+	// objects costs the control plane (-systems writes).
+	WriteCosts []writeCost `json:"writeCosts,omitempty"`
+	// WriteCostsLoad is the 1-minute load average as the write costs'
+	// cluster started.
+	WriteCostsLoad float64 `json:"writeCostsLoad,omitempty"`
 	// Ratios: ours/floor time to all Deployed; peer/ours requests and time
 	// to all Ready (higher is better for ours).
 	Ratios map[string]float64 `json:"ratios"`
@@ -80,7 +86,7 @@ func parseFlags() (config, error) {
 	var ns, systems, oursArgs string
 	flag.StringVar(&cfg.repo, "repo", "../..", "The repository's root.")
 	flag.StringVar(&ns, "n", envOr("BENCH_N", "1,100,1000"), "Comma-separated numbers of ModelServers (default $BENCH_N, else 1,100,1000).")
-	flag.StringVar(&systems, "systems", "ours,peer,floor", "What to run: ours, peer, floor.")
+	flag.StringVar(&systems, "systems", "ours,peer,floor", "What to run: ours, peer, floor; writes (what each of the operator's writes costs the control plane).")
 	flag.DurationVar(&cfg.idle, "idle", 2*time.Minute, "Idle window after all are Ready and resynced.")
 	flag.IntVar(&cfg.createParallelism, "create-parallelism", 16, "Workers creating the ModelServers.")
 	flag.IntVar(&cfg.maxConcurrent, "max-concurrent-reconciles", 0, "Passed to both operators, and the floor's parallelism (0: the operator's default).")
@@ -102,7 +108,7 @@ func parseFlags() (config, error) {
 	cfg.systems = map[string]bool{}
 	for s := range strings.SplitSeq(systems, ",") {
 		switch s = strings.TrimSpace(s); s {
-		case "ours", "peer", "floor":
+		case "ours", "peer", "floor", "writes":
 			cfg.systems[s] = true
 		default:
 			return cfg, fmt.Errorf("-systems: unknown %q", s)
@@ -169,6 +175,12 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 		if cfg.systems["floor"] {
 			if r.Floor, err = runFloor(ctx, cfg, n, log); err != nil {
 				return fmt.Errorf("floor at N=%d: %w", n, err)
+			}
+		}
+		if cfg.systems["writes"] {
+			r.WriteCostsLoad = loadAverage()
+			if r.WriteCosts, err = runWriteCosts(ctx, cfg, n, log); err != nil {
+				return fmt.Errorf("write costs at N=%d: %w", n, err)
 			}
 		}
 		r.computeRatios()
