@@ -14,6 +14,8 @@ import (
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -138,3 +140,19 @@ func buildBinaries(repo, dir string) (manager, peer string, err error) {
 }
 
 func ptrTo[T any](v T) *T { return &v }
+
+// harnessClients are the harness's admin clients, with client limits high
+// enough that the apiserver, not a client's rate limiter, sets the pace.
+func harnessClients(c *localcluster.Cluster) (*rest.Config, kubernetes.Interface, dynamic.Interface, error) {
+	admin := rest.CopyConfig(c.Config)
+	admin.QPS, admin.Burst = 1000, 2000
+	cs, err := kubernetes.NewForConfig(admin)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	dyn, err := dynamic.NewForConfig(admin)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return admin, cs, dyn, nil
+}

@@ -16,9 +16,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 
 	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
 	helmcharts "github.com/modelserver-dev/modelserver-operator/helm-charts"
@@ -74,13 +71,7 @@ func runFloor(ctx context.Context, cfg config, n int, log *slog.Logger) (*floorR
 	if err := createNamespace(ctx, c, benchNamespace); err != nil {
 		return nil, err
 	}
-	admin := rest.CopyConfig(c.Config)
-	admin.QPS, admin.Burst = 1000, 2000
-	cs, err := kubernetes.NewForConfig(admin)
-	if err != nil {
-		return nil, err
-	}
-	dyn, err := dynamic.NewForConfig(admin)
+	admin, cs, dyn, err := harnessClients(c)
 	if err != nil {
 		return nil, err
 	}

@@ -189,9 +189,6 @@ func dist(d distribution) string { return fmt.Sprintf("%g/%g/%g/%g", d.P50, d.P9
 
 func loads(r *report) string {
 	var parts []string
-	if r.WriteCosts != nil {
-		parts = append(parts, fmt.Sprintf("%g", r.WriteCostsLoad))
-	}
 	for _, o := range []*operatorRun{r.Ours, r.Peer} {
 		if o != nil {
 			parts = append(parts, fmt.Sprintf("%g→%g", o.LoadAverage[0], o.LoadAverage[1]))
@@ -199,6 +196,9 @@ func loads(r *report) string {
 	}
 	if r.Floor != nil {
 		parts = append(parts, fmt.Sprintf("%g→%g", r.Floor.LoadAverage[0], r.Floor.LoadAverage[1]))
+	}
+	if r.WriteCosts != nil {
+		parts = append(parts, fmt.Sprintf("%g", r.WriteCostsLoad))
 	}
 	return strings.Join(parts, ", ")
 }

@@ -14,7 +14,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 
 	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
 	"github.com/modelserver-dev/modelserver-operator/internal/localcluster"
@@ -157,13 +156,7 @@ func runOperator(ctx context.Context, cfg config, spec operatorSpec, n int, log 
 		return nil, err
 	}
 
-	admin := rest.CopyConfig(c.Config)
-	admin.QPS, admin.Burst = 1000, 2000
-	cs, err := kubernetes.NewForConfig(admin)
-	if err != nil {
-		return nil, err
-	}
-	dyn, err := dynamic.NewForConfig(admin)
+	_, cs, dyn, err := harnessClients(c)
 	if err != nil {
 		return nil, err
 	}

@@ -15,7 +15,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
 	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
@@ -51,15 +50,7 @@ func runWriteCosts(ctx context.Context, cfg config, n int, log *slog.Logger) ([]
 	if err := createNamespace(ctx, c, benchNamespace); err != nil {
 		return nil, err
 	}
-	// As the floor's clients: the apiserver, not a client's rate limit,
-	// sets the pace.
-	admin := rest.CopyConfig(c.Config)
-	admin.QPS, admin.Burst = 1000, 2000
-	dyn, err := dynamic.NewForConfig(admin)
-	if err != nil {
-		return nil, err
-	}
-	cs, err := kubernetes.NewForConfig(admin)
+	admin, cs, dyn, err := harnessClients(c)
 	if err != nil {
 		return nil, err
 	}
