@@ -55,12 +55,8 @@ func startCluster(ctx context.Context, repo string, n int, log *slog.Logger) (*l
 // operator's, the status schema is opened as an Operator SDK Helm
 // operator's CRD has it.
 func installCRD(ctx context.Context, repo string, cfg *rest.Config, openStatus bool) error {
-	b, err := os.ReadFile(filepath.Join(repo, "config/crd/bases/serving.modelserver.dev_modelservers.yaml"))
+	crd, err := readCRD(repo)
 	if err != nil {
-		return err
-	}
-	crd := &apiextensionsv1.CustomResourceDefinition{}
-	if err := yaml.Unmarshal(b, crd); err != nil {
 		return err
 	}
 	if openStatus {
@@ -92,6 +88,19 @@ func installCRD(ctx context.Context, repo string, cfg *rest.Config, openStatus b
 		}
 		return false, nil
 	})
+}
+
+// readCRD reads the ModelServer CRD from the repository.
+func readCRD(repo string) (*apiextensionsv1.CustomResourceDefinition, error) {
+	b, err := os.ReadFile(filepath.Join(repo, "config/crd/bases/serving.modelserver.dev_modelservers.yaml"))
+	if err != nil {
+		return nil, err
+	}
+	crd := &apiextensionsv1.CustomResourceDefinition{}
+	if err := yaml.Unmarshal(b, crd); err != nil {
+		return nil, err
+	}
+	return crd, nil
 }
 
 func createNamespace(ctx context.Context, c *localcluster.Cluster, name string) error {

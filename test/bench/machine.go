@@ -11,8 +11,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-
-	"github.com/modelserver-dev/modelserver-operator/internal/localcluster"
 )
 
 type versions struct {
@@ -148,7 +146,7 @@ func printRuns(w io.Writer, r *report) {
 		}
 		return fmt.Sprint(*o.FetchEndedLast)
 	}, nil)
-	for _, name := range append(slices.Clone(localcluster.Binaries), "total", harness) {
+	for _, name := range cpuColumns() {
 		row("CPU s to all Ready, "+name, func(o *operatorRun) string { return fmt.Sprint(o.ControlPlaneCPUSeconds[name]) },
 			func(f *floorRun) string { return fmt.Sprint(f.ControlPlaneCPUSeconds[name]) })
 	}
@@ -170,7 +168,7 @@ func printRuns(w io.Writer, r *report) {
 }
 
 func printWriteCosts(w io.Writer, costs []writeCost) {
-	columns := append(slices.Clone(localcluster.Binaries), "total", harness)
+	columns := cpuColumns()
 	fmt.Fprintf(w, "\nCPU ms per write %-40s", "")
 	for _, c := range columns {
 		fmt.Fprintf(w, " %12s", c)

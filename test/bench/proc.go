@@ -93,6 +93,12 @@ func (m *cpuMeter) read() map[string]float64 {
 	return out
 }
 
+// cpuColumns are the names of a cpuMeter's figures, in the order the
+// report prints them.
+func cpuColumns() []string {
+	return append(slices.Clone(localcluster.Binaries), "total", harness)
+}
+
 // harness is this process in a cpuMeter's figures: the clients that
 // create and watch, the counting proxy, and for the floor everything the
 // operator would do. It is not part of the control plane's total.

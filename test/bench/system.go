@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"os"
 	"strings"
-	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -287,43 +286,16 @@ func runOperator(ctx context.Context, cfg config, spec operatorSpec, n int, log 
 // with one replica and a model whose fetch Job completes at once (kwok
 // completes the Job's pod).
 func createModelServers(ctx context.Context, dyn dynamic.Interface, n, parallelism int, tr *tracker) error {
-	names := make(chan string)
-	errs := make(chan error, parallelism)
-	var wg sync.WaitGroup
-	for range parallelism {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for name := range names {
-				u := modelServer(name)
-				at := time.Now()
-				if _, err := dyn.Resource(servingv1alpha1.GroupVersion.WithResource("modelservers")).Namespace(benchNamespace).
-					Create(ctx, u, metav1.CreateOptions{}); err != nil {
-					errs <- fmt.Errorf("create ModelServer %s: %w", name, err)
-					return
-				}
-				tr.setCreated(name, at)
-			}
-		}()
-	}
-	var err error
-feed:
-	for i := range n {
-		select {
-		case names <- crName(i):
-		case err = <-errs:
-			break feed
+	modelServers := dyn.Resource(servingv1alpha1.GroupVersion.WithResource("modelservers")).Namespace(benchNamespace)
+	return forEach(ctx, n, parallelism, func(ctx context.Context, i int) error {
+		name := crName(i)
+		at := time.Now()
+		if _, err := modelServers.Create(ctx, modelServer(name), metav1.CreateOptions{}); err != nil {
+			return fmt.Errorf("create ModelServer %s: %w", name, err)
 		}
-	}
-	close(names)
-	wg.Wait()
-	if err == nil {
-		select {
-		case err = <-errs:
-		default:
-		}
-	}
-	return err
+		tr.setCreated(name, at)
+		return nil
+	})
 }
 
 func crName(i int) string { return fmt.Sprintf("bench-%04d", i) }

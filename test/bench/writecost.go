@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -130,33 +129,6 @@ func runWriteCosts(ctx context.Context, cfg config, n int, log *slog.Logger) ([]
 		return out, err
 	}
 	return out, again("CRD without CEL rules")
-}
-
-// forEach calls one for 0..n-1 on the given number of workers, and returns
-// the first error.
-func forEach(ctx context.Context, n, workers int, one func(ctx context.Context, i int) error) error {
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	next := make(chan int)
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Go(func() {
-			for i := range next {
-				if err := one(ctx, i); err != nil {
-					cancel(err)
-				}
-			}
-		})
-	}
-	for i := range n {
-		select {
-		case next <- i:
-		case <-ctx.Done():
-		}
-	}
-	close(next)
-	wg.Wait()
-	return context.Cause(ctx)
 }
 
 // removeCELRules takes every CEL rule out of the ModelServer CRD, and
