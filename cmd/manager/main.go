@@ -1,13 +1,20 @@
 // Command manager is the ModelServer operator. Its subcommands:
 //
 //	manager [flags]        run the controllers (the default)
-//	fetch --uri --dest     fetch a model into a volume (run by the model-fetch Job)
-//	wait-for-model --file  wait until a fetched model is on the volume (the serving pods' init container)
+//	fetch --uri --dest     fetch a model into a volume
+//	wait-for-model --file  wait until a fetched model is on the volume
+//
+// The fetch Jobs and serving pods the operator makes now run the last two
+// from the fetcher binary (cmd/fetcher); the manager keeps them for the
+// pods that earlier versions made, which run `manager fetch` for as long
+// as they exist.
 package main
 
 import (
 	"fmt"
 	"os"
+
+	"github.com/modelserver-dev/modelserver-operator/internal/fetchcmd"
 )
 
 func main() {
@@ -16,14 +23,13 @@ func main() {
 	if len(args) > 0 && !startsWithDash(args[0]) {
 		sub, args = args[0], args[1:]
 	}
+	if code, ok := fetchcmd.Run(sub, args); ok {
+		os.Exit(code)
+	}
 	var err error
 	switch sub {
 	case "manager":
 		err = runManager(args)
-	case "fetch":
-		os.Exit(runFetch(args))
-	case "wait-for-model":
-		err = runWaitForModel(args)
 	default:
 		err = fmt.Errorf("unknown subcommand %q: want manager, fetch or wait-for-model", sub)
 	}

@@ -1,4 +1,4 @@
-package main
+package fetchcmd
 
 import (
 	"context"
@@ -15,11 +15,11 @@ import (
 	"github.com/modelserver-dev/modelserver-operator/internal/fetch"
 )
 
-// runFetch is the entry point of the model-fetch Job: `manager fetch`. It
-// leaves a one-line termination message for the operator and returns the
-// exit code that tells the Job whether to retry: 3 for a failure that
-// retrying cannot fix, 1 for any other.
-func runFetch(args []string) int {
+// Fetch is the model-fetch Job's command, `fetch`. It leaves a one-line
+// termination message for the operator and returns the exit code that
+// tells the Job whether to retry: 3 for a failure that retrying cannot
+// fix, 1 for any other.
+func Fetch(args []string) int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	return fetchCommand(ctx, args, os.Stdout, os.Stderr)

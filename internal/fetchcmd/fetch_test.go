@@ -1,4 +1,4 @@
-package main
+package fetchcmd
 
 import (
 	"bytes"

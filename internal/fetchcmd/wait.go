@@ -1,4 +1,4 @@
-package main
+package fetchcmd
 
 import (
 	"context"
@@ -13,12 +13,12 @@ import (
 	"time"
 )
 
-// runWaitForModel is the serving pods' init container: `manager
-// wait-for-model --file F [--file F ...]` returns once every file exists.
+// WaitForModel is the serving pods' init container's command,
+// `wait-for-model --file F [--file F ...]`: it returns once every file exists.
 // The files are the fetch manifests of the models the pods serve, written
 // last by each fetch, so the pods start together with the fetch and TF
 // Serving never sees a model directory that is not complete.
-func runWaitForModel(args []string) error {
+func WaitForModel(args []string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	return waitForModel(ctx, args, os.Stderr, 2*time.Second, time.Minute)
