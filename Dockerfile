@@ -1,4 +1,5 @@
-# Build the operator binary (it also runs the model-fetch Job: `manager fetch`).
+# Build the operator and the fetcher (the model-fetch Jobs and the serving
+# pods' wait-for-model run it) in one go build, so they share what they compile.
 FROM golang:1.26 AS builder
 ARG TARGETOS=linux
 ARG TARGETARCH=amd64
@@ -10,11 +11,11 @@ COPY cmd/ cmd/
 COPY controllers/ controllers/
 COPY helm-charts/ helm-charts/
 COPY internal/ internal/
-RUN CGO_ENABLED=0 GOOS=${TARGETOS} GOARCH=${TARGETARCH} go build -trimpath -ldflags="-s -w" -o manager ./cmd/manager
+RUN CGO_ENABLED=0 GOOS=${TARGETOS} GOARCH=${TARGETARCH} go build -trimpath -ldflags="-s -w" -o bin/ ./cmd/manager ./cmd/fetcher
 
-# A static binary on distroless: no shell, no package manager, non-root.
+# Two static binaries on distroless: no shell, no package manager, non-root.
 FROM gcr.io/distroless/static:nonroot
 WORKDIR /
-COPY --from=builder /workspace/manager .
+COPY --from=builder /workspace/bin/manager /workspace/bin/fetcher ./
 USER 65532:65532
 ENTRYPOINT ["/manager"]

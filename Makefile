@@ -143,7 +143,7 @@ vet-bench: ## Vet and unit-test the benchmark harness and its peer operator.
 bench: tools ## Benchmark the operator and the peer for BENCH_N ModelServers; results in test/bench/results.
 	cd test/bench && go run . -n '$(BENCH_N)' $(BENCH_FLAGS)
 
-# bench-fetch times `manager fetch` against s5cmd and rclone on the same
+# bench-fetch times the fetcher (`fetcher fetch`) against s5cmd and rclone on the same
 # models from the same versitygw (test/fetchbench, a module of its own). The
 # two clients are pinned in hack/tools/s3tools and built by one `go build`,
 # so the packages they share compile once, into a directory named after the
@@ -169,13 +169,14 @@ $(LOCALBIN)/s5cmd $(LOCALBIN)/rclone: $(S3TOOLS_DIR)/.built
 .PHONY: bench-fetch-tools
 bench-fetch-tools: $(LOCALBIN)/s5cmd $(LOCALBIN)/rclone ## Build s5cmd and rclone, the clients bench-fetch compares with, into bin/.
 
-# The operator binary and the harness are built into bin/fetchbench rather
-# than run with `go run`, which exits 1 on Ctrl-C whatever the program does.
+# The fetcher (built as the image builds it) and the harness are built into
+# bin/fetchbench rather than run with `go run`, which exits 1 on Ctrl-C
+# whatever the program does.
 .PHONY: bench-fetch
-bench-fetch: bench-fetch-tools $(LOCALBIN)/versitygw ## Time `manager fetch`, s5cmd and rclone fetching three model shapes from versitygw; results in test/bench/results.
-	CGO_ENABLED=0 go build -trimpath -o $(LOCALBIN)/fetchbench/manager ./cmd/manager
+bench-fetch: bench-fetch-tools $(LOCALBIN)/versitygw ## Time the fetcher, s5cmd and rclone fetching three model shapes from versitygw; results in test/bench/results.
+	CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o $(LOCALBIN)/fetchbench/fetcher ./cmd/fetcher
 	cd test/fetchbench && go build -o $(LOCALBIN)/fetchbench/fetchbench .
-	$(LOCALBIN)/fetchbench/fetchbench -bin $(LOCALBIN) -manager $(LOCALBIN)/fetchbench/manager -out test/bench/results $(FETCHBENCH_FLAGS)
+	$(LOCALBIN)/fetchbench/fetchbench -bin $(LOCALBIN) -fetcher $(LOCALBIN)/fetchbench/fetcher -out test/bench/results $(FETCHBENCH_FLAGS)
 
 # REAL_NODE=1 makes cluster-up run the real-node environment the real-node
 # tests use, which needs the node's Debian packages too. Built, not `go
@@ -190,8 +191,8 @@ cluster-up: tools $(if $(filter 1,$(REAL_NODE)),node-deps) ## Run a local contro
 ##@ Build
 
 .PHONY: build
-build: ## Build the operator binary into bin/manager.
-	CGO_ENABLED=0 go build -trimpath -o $(LOCALBIN)/manager ./cmd/manager
+build: ## Build the operator and the fetcher into bin/manager and bin/fetcher.
+	CGO_ENABLED=0 go build -trimpath -o $(LOCALBIN)/ ./cmd/manager ./cmd/fetcher
 
 .PHONY: run
 run: ## Run the operator against the cluster in $KUBECONFIG.

@@ -68,7 +68,8 @@ type ModelServerReconciler struct {
 	Recorder  events.EventRecorder
 	Releases  *release.Manager
 	Chart     *chart.Chart
-	// FetchImage runs `manager fetch` in the model-fetch Job.
+	// FetchImage is the operator's image, whose fetcher runs the model-fetch
+	// Jobs and the serving pods' wait for the model.
 	FetchImage string
 	// ProxyEnv is passed on to the serving and fetch containers.
 	ProxyEnv []corev1.EnvVar

@@ -566,6 +566,22 @@ func TestRenderModelServers(t *testing.T) {
 	}
 }
 
+// TestPodsMadeBeforeTheFetcherRenderAsTheyRun: a fetch Job or serving pod
+// made by an operator whose image had no fetcher runs the image's
+// entrypoint, and must render with no command, as it was made.
+func TestPodsMadeBeforeTheFetcherRenderAsTheyRun(t *testing.T) {
+	v := valuesFor(t, modelServer("resnet", nil), values.Inputs{})
+	if v.Serving.ModelWait == nil || len(v.Fetches) != 1 {
+		t.Fatalf("want a fetch and a wait-for-model, got %+v and %+v", v.Fetches, v.Serving.ModelWait)
+	}
+	if len(v.Fetches[0].Command) == 0 || len(v.Serving.ModelWait.Command) == 0 {
+		t.Fatalf("new pods run no fetcher: %q, %q", v.Fetches[0].Command, v.Serving.ModelWait.Command)
+	}
+	v.Fetches[0].Command, v.Serving.ModelWait.Command = nil, nil
+	objs := renderValues(t, v)
+	checkStack(t, modelServer("resnet", nil), v, objs)
+}
+
 // TestOnlyStartupSettingsRollPods: the serving pods carry a checksum of what
 // TF Serving reads only at start, so a change to it makes a new ReplicaSet;
 // a version policy or label is polled from the model config, and must leave
@@ -791,7 +807,8 @@ func TestSchemaRejectsBadValues(t *testing.T) {
 		"unknown top-level key":       func(m map[string]any) { m["replicas"] = 2 },
 		"unknown names key":           func(m map[string]any) { sub(m, "names")["secret"] = "x" },
 		"unknown model key":           func(m map[string]any) { first(m, "models")["version"] = 1 },
-		"unknown fetch key":           func(m map[string]any) { first(m, "fetches")["command"] = []any{"sh"} },
+		"unknown fetch key":           func(m map[string]any) { first(m, "fetches")["workingDir"] = "/" },
+		"empty fetch command":         func(m map[string]any) { first(m, "fetches")["command"] = []any{} },
 		"unknown volume key":          func(m map[string]any) { sub(m, "volume")["hostPath"] = "/data" },
 		"unknown serving key":         func(m map[string]any) { sub(m, "serving")["command"] = []any{"sh"} },
 		"unknown service key":         func(m map[string]any) { sub(m, "service")["nodePort"] = 30000 },
@@ -1138,8 +1155,8 @@ func checkJob(t *testing.T, v *values.Values, fetch values.Fetch, job *batchv1.J
 	if fc.Name != values.FetchContainerName || fc.Image != fetch.Image || fc.ImagePullPolicy != fetch.ImagePullPolicy {
 		t.Errorf("fetch container %q image %q %q", fc.Name, fc.Image, fc.ImagePullPolicy)
 	}
-	if fc.Command != nil || !slices.Equal(fc.Args, fetch.Args) {
-		t.Errorf("fetch command %q args %q, want the image's entrypoint with %q", fc.Command, fc.Args, fetch.Args)
+	if !slices.Equal(fc.Command, fetch.Command) || !slices.Equal(fc.Args, fetch.Args) {
+		t.Errorf("fetch command %q args %q, want %q %q", fc.Command, fc.Args, fetch.Command, fetch.Args)
 	}
 	if !equality.Semantic.DeepEqual(fc.Env, fetch.Env) {
 		t.Errorf("fetch env = %v, want the operator's proxy env %v", fc.Env, fetch.Env)
@@ -1189,8 +1206,10 @@ func checkModelWait(t *testing.T, v *values.Values, ps corev1.PodSpec) {
 		return
 	}
 	w, ic := v.Serving.ModelWait, ps.InitContainers[0]
-	if ic.Name != values.ModelWaitContainerName || ic.Image != w.Image || ic.ImagePullPolicy != w.ImagePullPolicy || !slices.Equal(ic.Args, w.Args) {
-		t.Errorf("init container %s %s %s %q, want wait-for-model %s %s %q", ic.Name, ic.Image, ic.ImagePullPolicy, ic.Args, w.Image, w.ImagePullPolicy, w.Args)
+	if ic.Name != values.ModelWaitContainerName || ic.Image != w.Image || ic.ImagePullPolicy != w.ImagePullPolicy ||
+		!slices.Equal(ic.Command, w.Command) || !slices.Equal(ic.Args, w.Args) {
+		t.Errorf("init container %s %s %s %q %q, want wait-for-model %s %s %q %q", ic.Name, ic.Image, ic.ImagePullPolicy, ic.Command, ic.Args,
+			w.Image, w.ImagePullPolicy, w.Command, w.Args)
 	}
 	for _, m := range v.Models {
 		if m.BasePath != "" && !slices.Contains(ic.Args, m.BasePath+"/"+fetchcontract.ManifestName) {

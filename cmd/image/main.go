@@ -1,7 +1,7 @@
 // Command image builds the operator's image without a container engine
 // (`make image`) and pushes it to a registry on this machine, or writes it
 // as an OCI image layout: the image the Dockerfile describes, from the
-// same build of the manager.
+// same build of the manager and the fetcher.
 package main
 
 import (
@@ -32,7 +32,7 @@ func main() {
 func run() error {
 	push := flag.String("push", "", "reference to push to, e.g. 127.0.0.1:5000/modelserver-operator:0.1.0 (a registry on this machine)")
 	layoutDir := flag.String("layout", "", "also write the image into this OCI image layout directory")
-	binary := flag.String("binary", "", "a static linux/amd64 manager to use instead of building ./cmd/manager")
+	binDir := flag.String("bin-dir", "", "a directory with static linux/amd64 builds of manager and fetcher to use instead of building ./cmd/manager and ./cmd/fetcher")
 	version := flag.String("version", "", "the image's "+ociimage.LabelVersion+" label (default: the tag of --push, else dev)")
 	flag.Parse()
 	if flag.NArg() > 0 {
@@ -48,19 +48,19 @@ func run() error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	if *binary == "" {
+	if *binDir == "" {
 		tmp, err := os.MkdirTemp("", "modelserver-operator-image-")
 		if err != nil {
 			return err
 		}
 		defer func() { _ = os.RemoveAll(tmp) }()
-		*binary = filepath.Join(tmp, "manager")
-		if err := buildManager(ctx, *binary); err != nil {
+		*binDir = tmp
+		if err := buildBinaries(ctx, *binDir); err != nil {
 			return err
 		}
 	}
 
-	spec, err := ociimage.Operator(*binary)
+	spec, err := ociimage.Operator(*binDir)
 	if err != nil {
 		return err
 	}
@@ -102,23 +102,24 @@ func run() error {
 	return nil
 }
 
-// buildManager runs the repository's one build of the manager
-// (ociimage.ManagerBuildArgs) from the module's root, wherever this runs.
-func buildManager(ctx context.Context, output string) error {
+// buildBinaries runs the repository's one build of the image's binaries
+// (ociimage.ImageBuildArgs) into dir from the module's root, wherever this
+// runs.
+func buildBinaries(ctx context.Context, dir string) error {
 	out, err := exec.CommandContext(ctx, "go", "env", "GOMOD").Output()
 	if err != nil {
 		return fmt.Errorf("find the module to build the manager in (go env GOMOD): %w", err)
 	}
 	gomod := strings.TrimSpace(string(out))
 	if gomod == "" || gomod == os.DevNull {
-		return errors.New("not inside the operator's module: run from the repository, or give --binary")
+		return errors.New("not inside the operator's module: run from the repository, or give --bin-dir")
 	}
-	cmd := ociimage.ManagerBuildCommand(ctx, filepath.Dir(gomod), output)
+	cmd := ociimage.ImageBuildCommand(ctx, filepath.Dir(gomod), dir)
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	fmt.Fprintf(os.Stderr, "building the manager: %s go %s\n",
-		strings.Join(ociimage.ManagerBuildEnv(), " "), strings.Join(cmd.Args[1:], " "))
+	fmt.Fprintf(os.Stderr, "building the manager and the fetcher: %s go %s\n",
+		strings.Join(ociimage.ImageBuildEnv(), " "), strings.Join(cmd.Args[1:], " "))
 	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("build the manager (%s): %w", ociimage.ManagerPackage, err)
+		return fmt.Errorf("build %s: %w", strings.Join(ociimage.ImagePackages(), " and "), err)
 	}
 	return nil
 }

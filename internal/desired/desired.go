@@ -71,7 +71,7 @@ func For(ms *servingv1alpha1.ModelServer, obs Observed, cfg Config) (*State, err
 		FetchImage:    cfg.FetchImage,
 		ProxyEnv:      cfg.ProxyEnv,
 		APIs:          obs.APIs,
-		JobImages:     jobImages(spec, obs.FetchJobs),
+		LiveJobs:      liveJobs(spec, obs.FetchJobs),
 		LiveModelWait: liveModelWait(obs.Deployment),
 		LiveReplicas:  liveReplicas(obs.Deployment),
 		Served:        status.Served(fetches),
@@ -103,10 +103,10 @@ func restURL(namespace string, vals *values.Values, model string) string {
 	return fmt.Sprintf("http://%s.%s.svc:%d/v1/models/%s", vals.Names.Service, namespace, vals.Serving.RESTPort, model)
 }
 
-// jobImages maps the fetch generation of each model whose Job exists to
-// the image that Job runs.
-func jobImages(spec *values.Spec, jobs map[string]*status.FetchJob) map[string]string {
-	images := map[string]string{}
+// liveJobs maps the fetch generation of each model whose Job exists to
+// what that Job's fetch container runs.
+func liveJobs(spec *values.Spec, jobs map[string]*status.FetchJob) map[string]values.Program {
+	progs := map[string]values.Program{}
 	for _, m := range spec.Models {
 		fj := jobs[m.FetchJob]
 		if fj == nil {
@@ -114,11 +114,11 @@ func jobImages(spec *values.Spec, jobs map[string]*status.FetchJob) map[string]s
 		}
 		for _, c := range fj.Job.Spec.Template.Spec.Containers {
 			if c.Name == values.FetchContainerName {
-				images[m.Generation] = c.Image
+				progs[m.Generation] = values.Program{Image: c.Image, Command: c.Command}
 			}
 		}
 	}
-	return images
+	return progs
 }
 
 // liveModelWait is the serving Deployment's wait-for-model init container.
@@ -128,7 +128,7 @@ func liveModelWait(d *appsv1.Deployment) *values.ModelWait {
 	}
 	for _, c := range d.Spec.Template.Spec.InitContainers {
 		if c.Name == values.ModelWaitContainerName {
-			return &values.ModelWait{Image: c.Image, Args: c.Args}
+			return &values.ModelWait{Image: c.Image, Command: c.Command, Args: c.Args}
 		}
 	}
 	return nil

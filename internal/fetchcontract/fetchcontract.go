@@ -10,6 +10,12 @@ package fetchcontract
 // pods' wait-for-model init container knows the model is complete.
 const ManifestName = ".modelserver-fetch.json"
 
-// PermanentFailureExitCode is the exit code of `manager fetch` for a
+// PermanentFailureExitCode is the exit code of `fetch` for a
 // failure that retrying cannot fix; the fetch Job fails at once on it.
 const PermanentFailureExitCode = 3
+
+// FetcherCommand is the fetcher's path in the operator's image: the
+// command of the fetch Jobs' and the serving pods' wait-for-model
+// containers. Pods made before the image had it run the image's
+// entrypoint, the manager, which serves the same subcommands.
+const FetcherCommand = "/fetcher"

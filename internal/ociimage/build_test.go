@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"os"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -14,16 +15,16 @@ import (
 )
 
 func TestTwoBuildsOfTheSameSpecHaveTheSameDigest(t *testing.T) {
-	manager := fakeManager(t, "not really a manager")
-	first := operatorImage(t, manager)
+	bins := fakeBinaries(t, "not really a manager")
+	first := operatorImage(t, bins)
 	// Another second on the clock, and files that were touched, must not
 	// show in the image.
 	time.Sleep(1100 * time.Millisecond)
 	now := time.Now()
-	if err := os.Chtimes(manager, now, now); err != nil {
+	if err := os.Chtimes(filepath.Join(bins, "manager"), now, now); err != nil {
 		t.Fatal(err)
 	}
-	second := operatorImage(t, manager)
+	second := operatorImage(t, bins)
 
 	d1, err := first.Digest()
 	if err != nil {
@@ -38,7 +39,7 @@ func TestTwoBuildsOfTheSameSpecHaveTheSameDigest(t *testing.T) {
 	}
 
 	// The order of the spec's files is not the order of the layer.
-	spec, err := Operator(manager)
+	spec, err := Operator(bins)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,14 +55,14 @@ func TestTwoBuildsOfTheSameSpecHaveTheSameDigest(t *testing.T) {
 	}
 
 	// And the content is: another binary is another image.
-	other, _ := operatorImage(t, fakeManager(t, "another manager")).Digest()
+	other, _ := operatorImage(t, fakeBinaries(t, "another manager")).Digest()
 	if other == d1 {
 		t.Errorf("another manager binary gives the same digest %s", d1)
 	}
 }
 
 func TestTheImageIsOCI(t *testing.T) {
-	img := operatorImage(t, fakeManager(t, "m"))
+	img := operatorImage(t, fakeBinaries(t, "m"))
 	m, err := img.Manifest()
 	if err != nil {
 		t.Fatal(err)
@@ -108,7 +109,7 @@ func TestTheImageIsOCI(t *testing.T) {
 }
 
 func TestTheOperatorImagesFiles(t *testing.T) {
-	img := operatorImage(t, fakeManager(t, "the manager"))
+	img := operatorImage(t, fakeBinaries(t, "the manager"))
 	files, order := readLayer(t, img)
 
 	if !sort.StringsAreSorted(order) {
@@ -179,14 +180,14 @@ func TestOperatorSaysHowToGetMissingCACertificates(t *testing.T) {
 	old := hostCACerts
 	hostCACerts = "/nonexistent/ca-certificates.crt"
 	defer func() { hostCACerts = old }()
-	_, err := Operator(fakeManager(t, "m"))
+	_, err := Operator(fakeBinaries(t, "m"))
 	if err == nil || !strings.Contains(err.Error(), "apt-get install ca-certificates") {
 		t.Errorf("Operator without CA certificates: %v, want an error saying apt-get install ca-certificates", err)
 	}
 }
 
 func TestBinaryImage(t *testing.T) {
-	bin := fakeManager(t, "a model server")
+	bin := filepath.Join(fakeBinaries(t, "a model server"), "manager")
 	img, err := Build(Binary(bin, "/usr/bin/tensorflow_model_server", "65532"))
 	if err != nil {
 		t.Fatal(err)

@@ -20,10 +20,11 @@ type Dockerfile struct {
 	User       string
 	// WorkingDir is the final stage's last WORKDIR, "" if it has none.
 	WorkingDir string
-	// Binary is where the final stage copies the output of the builder
-	// stage's go build to, and Build is that go build.
-	Binary string
-	Build  GoBuild
+	// Binaries maps each package of Build to where the final stage copies
+	// its binary, and Build is the one go build of an earlier stage that
+	// made them.
+	Binaries map[string]string
+	Build    GoBuild
 }
 
 // stage is what ParseDockerfile keeps of one FROM ... stage.
@@ -83,50 +84,89 @@ func ParseDockerfile(r io.Reader) (Dockerfile, error) {
 	final := stages[len(stages)-1]
 	df := Dockerfile{Entrypoint: final.entrypoint, User: final.user, WorkingDir: final.workdir}
 
-	var found []string
+	var builds []GoBuild
+	df.Binaries = map[string]string{}
 	for _, c := range final.copies {
 		builder := findStage(stages[:len(stages)-1], c.from)
-		if builder == nil || len(c.srcs) != 1 {
+		if builder == nil {
 			continue
 		}
 		for _, b := range builder.builds {
-			if dst, ok := c.destinationOf(b); ok {
-				df.Binary, df.Build = dst, b.build
-				found = append(found, dst)
+			copied := c.destinations(b)
+			if len(copied) == 0 {
+				continue
+			}
+			if !slices.ContainsFunc(builds, func(o GoBuild) bool { return o.equal(b.build) }) {
+				builds = append(builds, b.build)
+			}
+			for pkg, dst := range copied {
+				if other, ok := df.Binaries[pkg]; ok && other != dst {
+					return Dockerfile{}, fmt.Errorf("the Dockerfile's final stage copies the binary of %s twice, to %s and %s", pkg, other, dst)
+				}
+				df.Binaries[pkg] = dst
 			}
 		}
 	}
-	switch len(found) {
+	switch len(builds) {
 	case 0:
 		return Dockerfile{}, fmt.Errorf("the Dockerfile's final stage copies no binary that a go build of an earlier stage makes")
 	case 1:
+		df.Build = builds[0]
 		return df, nil
 	default:
-		return Dockerfile{}, fmt.Errorf("the Dockerfile's final stage copies more than one go build output: %v", found)
+		return Dockerfile{}, fmt.Errorf("the Dockerfile's final stage copies the output of %d go builds; the image is made from one", len(builds))
 	}
 }
 
-// destinationOf is where c puts what b builds, if c copies that (c has
-// one source).
-func (c stageCopy) destinationOf(b stageBuild) (string, bool) {
+// outputs is where b puts each package's binary: at its -o for one
+// package, or, when -o is a directory (it ends in a slash) or there are
+// several packages, in it under the package's last element, as go build
+// names them.
+func (b stageBuild) outputs() map[string]string {
 	out := b.build.Output
+	if out == "" {
+		out = "."
+	}
 	if !path.IsAbs(out) {
 		out = path.Join(orRoot(b.workdir), out)
 	}
-	// A COPY --from source is relative to the stage's root, not its
-	// WORKDIR.
-	if out != path.Join("/", c.srcs[0]) {
-		return "", false
+	outs := map[string]string{}
+	if len(b.build.Packages) == 1 && !strings.HasSuffix(b.build.Output, "/") && b.build.Output != "" {
+		outs[b.build.Packages[0]] = out
+		return outs
 	}
+	for _, pkg := range b.build.Packages {
+		outs[pkg] = path.Join(out, path.Base(pkg))
+	}
+	return outs
+}
+
+// destinations maps each package of b whose binary c copies to where c
+// puts it.
+func (c stageCopy) destinations(b stageBuild) map[string]string {
 	dst := c.dst
 	if !path.IsAbs(dst) {
 		dst = path.Join(orRoot(c.workdir), dst)
 	}
-	// "." and "dir/" name a directory the file goes into.
-	if strings.HasSuffix(c.dst, "/") || c.dst == "." || dst == orRoot(c.workdir) {
-		dst = path.Join(dst, path.Base(c.srcs[0]))
+	// "." and "dir/" name a directory the files go into, as does any
+	// destination of more than one source.
+	intoDir := len(c.srcs) > 1 || strings.HasSuffix(c.dst, "/") || c.dst == "." || dst == orRoot(c.workdir)
+	copied := map[string]string{}
+	for pkg, out := range b.outputs() {
+		for _, src := range c.srcs {
+			// A COPY --from source is relative to the stage's root, not
+			// its WORKDIR.
+			if out != path.Join("/", src) {
+				continue
+			}
+			if intoDir {
+				copied[pkg] = path.Join(dst, path.Base(src))
+			} else {
+				copied[pkg] = dst
+			}
+		}
 	}
-	return dst, true
+	return copied
 }
 
 func orRoot(dir string) string {

@@ -14,7 +14,7 @@ import (
 const repoDockerfile = "../../Dockerfile"
 
 // TestTheImageAndTheDockerfileAgree holds `make image` (Operator and
-// ManagerBuildArgs) and `make docker-build` (the Dockerfile) to the same
+// ImageBuildArgs) and `make docker-build` (the Dockerfile) to the same
 // image: a change to either alone fails here.
 func TestTheImageAndTheDockerfileAgree(t *testing.T) {
 	f, err := os.Open(repoDockerfile)
@@ -26,8 +26,8 @@ func TestTheImageAndTheDockerfileAgree(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	img := operatorImage(t, fakeManager(t, "the manager"))
-	for _, d := range disagreements(t, df, img, managerBuildWords("manager")) {
+	img := operatorImage(t, fakeBinaries(t, "the manager"))
+	for _, d := range disagreements(t, df, img, imageBuildWords("bin")) {
 		t.Error(d)
 	}
 }
@@ -39,12 +39,14 @@ func TestADockerfileChangeAloneIsADisagreement(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	img := operatorImage(t, fakeManager(t, "the manager"))
+	img := operatorImage(t, fakeBinaries(t, "the manager"))
 	for _, change := range [][2]string{
 		{`ENTRYPOINT ["/manager"]`, `ENTRYPOINT ["/manager", "--leader-elect"]`},
 		{"USER 65532:65532", "USER 65532"},
 		{"WORKDIR /\n", "WORKDIR /app\n"},
-		{"COPY --from=builder /workspace/manager .", "COPY --from=builder /workspace/manager /bin/"},
+		{"COPY --from=builder /workspace/bin/manager /workspace/bin/fetcher ./", "COPY --from=builder /workspace/bin/manager /workspace/bin/fetcher /bin/"},
+		{"COPY --from=builder /workspace/bin/manager /workspace/bin/fetcher ./", "COPY --from=builder /workspace/bin/manager ./"},
+		{" ./cmd/fetcher\n", "\n"},
 		{"CGO_ENABLED=0 ", "CGO_ENABLED=1 "},
 		{"-trimpath ", ""},
 		{`-ldflags="-s -w"`, `-ldflags="-s"`},
@@ -60,7 +62,7 @@ func TestADockerfileChangeAloneIsADisagreement(t *testing.T) {
 		if err != nil {
 			continue // a Dockerfile that does not parse fails the test too
 		}
-		if len(disagreements(t, df, img, managerBuildWords("manager"))) == 0 {
+		if len(disagreements(t, df, img, imageBuildWords("bin"))) == 0 {
 			t.Errorf("with %q for %q, the image and the Dockerfile still agree", change[1], change[0])
 		}
 	}
@@ -78,22 +80,20 @@ func TestAGoSideChangeAloneIsADisagreement(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	manager := fakeManager(t, "the manager")
-	build := managerBuildWords("manager")
+	bins := fakeBinaries(t, "the manager")
+	build := imageBuildWords("bin")
 
 	for name, edit := range map[string]func(*Spec){
-		"entrypoint":  func(s *Spec) { s.Entrypoint = []string{"/manager", "run"} },
-		"user":        func(s *Spec) { s.User = "65532" },
-		"working dir": func(s *Spec) { s.WorkingDir = "/home/nonroot" },
-		"binary path": func(s *Spec) {
-			for i := range s.Files {
-				if s.Files[i].Path == OperatorBinary {
-					s.Files[i].Path = "/bin/manager"
-				}
-			}
+		"entrypoint":     func(s *Spec) { s.Entrypoint = []string{"/manager", "run"} },
+		"user":           func(s *Spec) { s.User = "65532" },
+		"working dir":    func(s *Spec) { s.WorkingDir = "/home/nonroot" },
+		"manager's path": func(s *Spec) { moveFile(s, OperatorBinary, "/bin/manager") },
+		"fetcher's path": func(s *Spec) { moveFile(s, FetcherBinary, "/bin/fetcher") },
+		"no fetcher": func(s *Spec) {
+			s.Files = slices.DeleteFunc(s.Files, func(f File) bool { return f.Path == FetcherBinary })
 		},
 	} {
-		spec, err := Operator(manager)
+		spec, err := Operator(bins)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -107,14 +107,15 @@ func TestAGoSideChangeAloneIsADisagreement(t *testing.T) {
 		}
 	}
 
-	img := operatorImage(t, manager)
+	img := operatorImage(t, bins)
 	for name, words := range map[string][]string{
 		"no -trimpath":   slices.DeleteFunc(slices.Clone(build), func(w string) bool { return w == "-trimpath" }),
 		"other ldflags":  replaceWord(build, "-ldflags=-s -w", "-ldflags=-w"),
 		"CGO_ENABLED=1":  replaceWord(build, "CGO_ENABLED=0", "CGO_ENABLED=1"),
 		"other package":  replaceWord(build, ManagerPackage, "./cmd/demo"),
+		"no fetcher":     slices.DeleteFunc(slices.Clone(build), func(w string) bool { return w == FetcherPackage }),
 		"another GOARCH": replaceWord(build, "GOARCH=amd64", "GOARCH=arm64"),
-		"one more flag":  append(slices.Clone(build[:len(build)-1]), "-race", build[len(build)-1]),
+		"one more flag":  slices.Insert(slices.Clone(build), slices.Index(build, "build")+1, "-race"),
 	} {
 		if len(disagreements(t, df, img, words)) == 0 {
 			t.Errorf("with a build command of %s, the image and the Dockerfile still agree", name)
@@ -122,9 +123,19 @@ func TestAGoSideChangeAloneIsADisagreement(t *testing.T) {
 	}
 }
 
-// managerBuildWords is the repository's build command as words.
-func managerBuildWords(output string) []string {
-	return append(append(ManagerBuildEnv(), "go"), ManagerBuildArgs(output)...)
+// imageBuildWords is the repository's build command as words, building
+// into the directory dir.
+func imageBuildWords(dir string) []string {
+	return append(append(ImageBuildEnv(), "go"), ImageBuildArgs(dir)...)
+}
+
+// moveFile puts the spec's file at from at to instead.
+func moveFile(s *Spec, from, to string) {
+	for i := range s.Files {
+		if s.Files[i].Path == from {
+			s.Files[i].Path = to
+		}
+	}
 }
 
 func replaceWord(words []string, old, new string) []string {
@@ -156,8 +167,16 @@ func disagreements(t *testing.T, df Dockerfile, img v1.Image, buildWords []strin
 		out = append(out, fmt.Sprintf("working dir: image %q, Dockerfile %q", cfg.Config.WorkingDir, df.WorkingDir))
 	}
 	files, _ := readLayer(t, img)
-	if bin, ok := files[df.Binary]; !ok || string(bin.content) != "the manager" || bin.header.Mode&0o111 == 0 {
-		out = append(out, fmt.Sprintf("binary: the Dockerfile puts the manager at %s, which in the image is not the executable manager", df.Binary))
+	for pkg, content := range map[string]string{ManagerPackage: "the manager", FetcherPackage: "the fetcher"} {
+		at, copied := df.Binaries[pkg]
+		if bin, ok := files[at]; !copied || !ok || string(bin.content) != content || bin.header.Mode&0o111 == 0 {
+			out = append(out, fmt.Sprintf("binary: the Dockerfile puts the binary of %s at %q, where the image does not have it executable", pkg, at))
+		}
+	}
+	for pkg, at := range df.Binaries {
+		if pkg != ManagerPackage && pkg != FetcherPackage {
+			out = append(out, fmt.Sprintf("binary: the Dockerfile puts a binary of %s at %s, which the image does not have", pkg, at))
+		}
 	}
 
 	build, err := ParseGoBuild(buildWords)
@@ -204,7 +223,7 @@ ENTRYPOINT ["/srv/data/bin/app", "serve"]
 		t.Fatal(err)
 	}
 	if !slices.Equal(df.Entrypoint, []string{"/srv/data/bin/app", "serve"}) || df.User != "1000:1000" ||
-		df.WorkingDir != "/srv/data" || df.Binary != "/srv/data/bin/app" {
+		df.WorkingDir != "/srv/data" || !maps.Equal(df.Binaries, map[string]string{"./cmd/app": "/srv/data/bin/app"}) {
 		t.Errorf("parsed %+v", df)
 	}
 	want := GoBuild{

@@ -3,39 +3,51 @@ package ociimage
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"slices"
 	"strings"
 )
 
-// ManagerPackage is the operator's main package.
-const ManagerPackage = "./cmd/manager"
+// The image's main packages: the operator, and the fetcher its fetch Jobs
+// and serving pods run (a binary of its own so that they start without
+// the operator's controllers).
+const (
+	ManagerPackage = "./cmd/manager"
+	FetcherPackage = "./cmd/fetcher"
+)
 
-// ManagerBuildEnv and ManagerBuildArgs are the one build of the manager
-// that goes into the image: `CGO_ENABLED=0 GOOS=linux GOARCH=amd64 go
-// build -trimpath -ldflags=-s -w -o OUTPUT ./cmd/manager`, the Dockerfile's
-// builder stage (TestTheImageAndTheDockerfileAgree fails when they part).
-// GOOS and GOARCH are set because the image is linux/amd64 whatever the
-// machine that builds it.
-func ManagerBuildEnv() []string {
+// ImagePackages are the packages of the image's one go build, in the
+// Dockerfile's order.
+func ImagePackages() []string { return []string{ManagerPackage, FetcherPackage} }
+
+// ImageBuildEnv and ImageBuildArgs are the one build of the binaries that
+// go into the image: `CGO_ENABLED=0 GOOS=linux GOARCH=amd64 go build
+// -trimpath -ldflags=-s -w -o DIR/ ./cmd/manager ./cmd/fetcher`, the
+// Dockerfile's builder stage (TestTheImageAndTheDockerfileAgree fails when
+// they part). One build, so that the two share what they compile. GOOS
+// and GOARCH are set because the image is linux/amd64 whatever the machine
+// that builds it.
+func ImageBuildEnv() []string {
 	return []string{"CGO_ENABLED=0", "GOOS=linux", "GOARCH=amd64"}
 }
 
-// ManagerBuildArgs are the arguments of `go` that build the manager into
-// output; see ManagerBuildEnv.
-func ManagerBuildArgs(output string) []string {
-	return []string{"build", "-trimpath", "-ldflags=-s -w", "-o", output, ManagerPackage}
+// ImageBuildArgs are the arguments of `go` that build the image's
+// binaries into the directory dir, each named after its package (manager,
+// fetcher); see ImageBuildEnv.
+func ImageBuildArgs(dir string) []string {
+	return append([]string{"build", "-trimpath", "-ldflags=-s -w", "-o", strings.TrimSuffix(dir, "/") + "/"}, ImagePackages()...)
 }
 
-// ManagerBuildCommand is the manager's build, to run in the module's root
-// directory dir.
-func ManagerBuildCommand(ctx context.Context, dir, output string) *exec.Cmd {
-	cmd := exec.CommandContext(ctx, "go", ManagerBuildArgs(output)...)
-	cmd.Dir = dir
+// ImageBuildCommand is the image's build, to run in the module's root
+// directory moduleDir.
+func ImageBuildCommand(ctx context.Context, moduleDir, dir string) *exec.Cmd {
+	cmd := exec.CommandContext(ctx, "go", ImageBuildArgs(dir)...)
+	cmd.Dir = moduleDir
 	// Later entries win, so these override a GOOS or CGO_ENABLED of the
 	// caller's environment.
-	cmd.Env = append(os.Environ(), ManagerBuildEnv()...)
+	cmd.Env = append(os.Environ(), ImageBuildEnv()...)
 	return cmd
 }
 
@@ -109,4 +121,9 @@ func ParseGoBuild(words []string) (GoBuild, error) {
 	}
 	b.Packages = rest
 	return b, nil
+}
+
+// equal says whether b and o are the same build.
+func (b GoBuild) equal(o GoBuild) bool {
+	return maps.Equal(b.Env, o.Env) && maps.Equal(b.Flags, o.Flags) && b.Output == o.Output && slices.Equal(b.Packages, o.Packages)
 }

@@ -54,19 +54,23 @@ func readLayer(t *testing.T, img v1.Image) (map[string]layerFile, []string) {
 	return files, order
 }
 
-// fakeManager is a file that stands for the manager binary.
-func fakeManager(t *testing.T, content string) string {
+// fakeBinaries is a directory of files that stand for the image's
+// binaries, as ImageBuildArgs leaves them: manager, holding manager, and
+// fetcher, holding "the fetcher".
+func fakeBinaries(t *testing.T, manager string) string {
 	t.Helper()
-	p := filepath.Join(t.TempDir(), "manager")
-	if err := os.WriteFile(p, []byte(content), 0o755); err != nil {
-		t.Fatal(err)
+	dir := t.TempDir()
+	for name, content := range map[string]string{"manager": manager, "fetcher": "the fetcher"} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o755); err != nil {
+			t.Fatal(err)
+		}
 	}
-	return p
+	return dir
 }
 
-func operatorImage(t *testing.T, manager string) v1.Image {
+func operatorImage(t *testing.T, binDir string) v1.Image {
 	t.Helper()
-	spec, err := Operator(manager)
+	spec, err := Operator(binDir)
 	if err != nil {
 		t.Fatal(err)
 	}

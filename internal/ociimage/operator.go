@@ -5,6 +5,10 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path"
+	"path/filepath"
+
+	"github.com/modelserver-dev/modelserver-operator/internal/fetchcontract"
 )
 
 // The OCI annotation keys the operator image is labelled with.
@@ -15,10 +19,13 @@ const (
 )
 
 const (
-	// OperatorBinary is where the manager is in the image: the Dockerfile
-	// copies it to WORKDIR / (TestTheImageAndTheDockerfileAgree holds the
-	// two together).
+	// OperatorBinary is where the manager is in the image, and
+	// FetcherBinary the fetcher: the Dockerfile copies both to WORKDIR /
+	// (TestTheImageAndTheDockerfileAgree holds the two together). The
+	// fetch Jobs and serving pods name FetcherBinary as their command
+	// (fetchcontract.FetcherCommand).
 	OperatorBinary = "/manager"
+	FetcherBinary  = fetchcontract.FetcherCommand
 	// OperatorUser is the Dockerfile's USER: distroless's nonroot.
 	OperatorUser = "65532:65532"
 	// CACertsPath is where the image's CA bundle is, and where the host's
@@ -70,13 +77,16 @@ func baseDirs() []Dir {
 	}
 }
 
-// Operator is the image the repository's Dockerfile describes, with
-// managerBinary (a static linux/amd64 build, see ManagerBuildArgs) as its
-// /manager. The caller adds the LabelVersion label: only it knows the
-// version it builds.
-func Operator(managerBinary string) (Spec, error) {
-	if _, err := os.Stat(managerBinary); err != nil {
-		return Spec{}, fmt.Errorf("the manager binary for the image: %w", err)
+// Operator is the image the repository's Dockerfile describes, with the
+// binaries that ImageBuildArgs builds into binDir (static linux/amd64
+// builds) as its /manager and /fetcher. The caller adds the LabelVersion
+// label: only it knows the version it builds.
+func Operator(binDir string) (Spec, error) {
+	manager, fetcher := filepath.Join(binDir, path.Base(ManagerPackage)), filepath.Join(binDir, path.Base(FetcherPackage))
+	for _, bin := range []string{manager, fetcher} {
+		if _, err := os.Stat(bin); err != nil {
+			return Spec{}, fmt.Errorf("a binary for the image: %w", err)
+		}
 	}
 	if _, err := os.Stat(hostCACerts); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
@@ -85,7 +95,8 @@ func Operator(managerBinary string) (Spec, error) {
 		return Spec{}, fmt.Errorf("the CA certificates for the image: %w", err)
 	}
 	files := append(baseFiles(),
-		File{Path: OperatorBinary, Mode: 0o755, HostPath: managerBinary},
+		File{Path: OperatorBinary, Mode: 0o755, HostPath: manager},
+		File{Path: FetcherBinary, Mode: 0o755, HostPath: fetcher},
 		File{Path: CACertsPath, Mode: 0o644, HostPath: hostCACerts},
 	)
 	return Spec{

@@ -40,7 +40,7 @@ func startRegistry(t *testing.T) (*Registry, string) {
 
 func TestPushAndPullBack(t *testing.T) {
 	reg, blobs := startRegistry(t)
-	img := operatorImage(t, fakeManager(t, "the manager"))
+	img := operatorImage(t, fakeBinaries(t, "the manager"))
 	ref := reg.Addr() + "/modelserver-operator:0.0.0-test"
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -97,7 +97,7 @@ func TestPushAndPullBack(t *testing.T) {
 // checks the answers they rely on.
 func TestTheRegistryAnswersAsContainerdAsks(t *testing.T) {
 	reg, _ := startRegistry(t)
-	img := operatorImage(t, fakeManager(t, "m"))
+	img := operatorImage(t, fakeBinaries(t, "m"))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if err := Push(ctx, img, reg.Addr()+"/modelserver-operator:0.0.0-test"); err != nil {
@@ -168,7 +168,7 @@ func sha256Digest(b []byte) string {
 }
 
 func TestPushRefusesRegistriesElsewhere(t *testing.T) {
-	img := operatorImage(t, fakeManager(t, "m"))
+	img := operatorImage(t, fakeBinaries(t, "m"))
 	for _, ref := range []string{
 		"modelserver-operator:0.1.0", // Docker Hub
 		"ghcr.io/modelserver-dev/modelserver-operator:0.1.0",
@@ -191,7 +191,7 @@ func TestPushSaysWhenNoRegistryListens(t *testing.T) {
 	}
 	addr := ln.Addr().String()
 	_ = ln.Close()
-	err = Push(context.Background(), operatorImage(t, fakeManager(t, "m")), addr+"/modelserver-operator:x")
+	err = Push(context.Background(), operatorImage(t, fakeBinaries(t, "m")), addr+"/modelserver-operator:x")
 	if !errors.Is(err, ErrNoRegistry) || !strings.Contains(err.Error(), addr) {
 		t.Errorf("Push with nothing on %s: %v, want ErrNoRegistry naming the address", addr, err)
 	}
@@ -221,8 +221,8 @@ func TestStartRegistryRefusesAddressesElsewhere(t *testing.T) {
 
 func TestWriteLayout(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "layout")
-	first := operatorImage(t, fakeManager(t, "first"))
-	second := operatorImage(t, fakeManager(t, "second"))
+	first := operatorImage(t, fakeBinaries(t, "first"))
+	second := operatorImage(t, fakeBinaries(t, "second"))
 	for _, img := range []v1.Image{first, second} {
 		if err := WriteLayout(dir, img, "modelserver-operator:test"); err != nil {
 			t.Fatal(err)

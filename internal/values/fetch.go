@@ -7,6 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
+	"github.com/modelserver-dev/modelserver-operator/internal/fetchcontract"
 	"github.com/modelserver-dev/modelserver-operator/internal/names"
 )
 
@@ -14,8 +15,8 @@ import (
 // of but the operator's image. A Job's pod template is immutable, so a
 // change to any of it needs a new Job, and a new Job means the model is
 // fetched again. The image is left out so that upgrading the operator
-// fetches nothing again: a Job keeps the image it was made with
-// (Inputs.JobImages).
+// fetches nothing again: a Job keeps the image and command it was made
+// with (Inputs.LiveJobs).
 //
 // Two models with the same fetch inputs share a generation, and so one Job
 // and one copy of the data.
@@ -69,11 +70,17 @@ func fetchResources() corev1.ResourceRequirements {
 	}
 }
 
-// jobImage is the image of a fetch generation's Job: the one it runs if it
-// exists.
-func (in Inputs) jobImage(generation string) string {
-	if image := in.JobImages[generation]; image != "" {
-		return image
+// jobProgram is what a fetch generation's Job runs: what it runs if it
+// exists, else the fetcher of the operator's image.
+func (in Inputs) jobProgram(generation string) Program {
+	if p := in.LiveJobs[generation]; p.Image != "" {
+		return p
 	}
-	return in.FetchImage
+	return in.fetcher()
+}
+
+// fetcher is the fetcher of the operator's image, which new fetch Jobs and
+// serving pods run.
+func (in Inputs) fetcher() Program {
+	return Program{Image: in.FetchImage, Command: []string{fetchcontract.FetcherCommand}}
 }

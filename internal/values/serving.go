@@ -164,12 +164,13 @@ func modelWait(in Inputs, configs []ModelEntry) *ModelWait {
 	for _, c := range configs {
 		args = append(args, "--file", path.Join(c.BasePath, fetchcontract.ManifestName))
 	}
-	image := in.FetchImage
+	prog := in.fetcher()
 	if live := in.LiveModelWait; live != nil && live.Image != "" && slices.Equal(live.Args, args) {
-		image = live.Image
+		prog = Program{Image: live.Image, Command: live.Command}
 	}
 	return &ModelWait{
-		Image:           image,
+		Image:           prog.Image,
+		Command:         prog.Command,
 		ImagePullPolicy: corev1.PullIfNotPresent,
 		Args:            args,
 		Resources: corev1.ResourceRequirements{

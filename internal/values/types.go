@@ -105,8 +105,11 @@ type Fetch struct {
 	Generation      string            `json:"generation"`
 	Image           string            `json:"image"`
 	ImagePullPolicy corev1.PullPolicy `json:"imagePullPolicy"`
-	Args            []string          `json:"args"`
-	Env             []corev1.EnvVar   `json:"env,omitempty"`
+	// Command is nil for a Job made before the image had the fetcher: it
+	// runs the image's entrypoint, the manager, with the same Args.
+	Command []string        `json:"command,omitempty"`
+	Args    []string        `json:"args"`
+	Env     []corev1.EnvVar `json:"env,omitempty"`
 	// PermanentFailureExitCode is the fetcher's exit code for a failure
 	// that a retry cannot fix (a missing model, refused credentials).
 	PermanentFailureExitCode int32                       `json:"permanentFailureExitCode"`
@@ -177,10 +180,13 @@ const (
 // install and no upgrade; a model already on the volume lets it finish at
 // once.
 type ModelWait struct {
-	Image           string                      `json:"image"`
-	ImagePullPolicy corev1.PullPolicy           `json:"imagePullPolicy"`
-	Args            []string                    `json:"args"`
-	Resources       corev1.ResourceRequirements `json:"resources"`
+	Image           string            `json:"image"`
+	ImagePullPolicy corev1.PullPolicy `json:"imagePullPolicy"`
+	// Command is nil in pods made before the image had the fetcher (see
+	// Fetch.Command).
+	Command   []string                    `json:"command,omitempty"`
+	Args      []string                    `json:"args"`
+	Resources corev1.ResourceRequirements `json:"resources"`
 }
 
 // Service fronts the serving pods.
@@ -255,21 +261,29 @@ type NetworkPolicy struct {
 	Namespaces []string `json:"namespaces"`
 }
 
+// Program is what a container of the operator's image in a ModelServer's
+// pods runs: the image, and the command, nil for the image's entrypoint.
+type Program struct {
+	Image   string
+	Command []string
+}
+
 // Inputs are what the values depend on besides the ModelServer's spec.
 type Inputs struct {
 	// ChartVersion and AppVersion of the embedded chart, for labels.
 	ChartVersion, AppVersion string
-	// FetchImage is the operator's own image, which runs `manager fetch`
-	// in new fetch Jobs and waits for the model in new serving pods.
+	// FetchImage is the operator's own image, whose fetcher
+	// (fetchcontract.FetcherCommand) fetches the model in new fetch Jobs
+	// and waits for it in new serving pods.
 	FetchImage string
-	// JobImages maps a fetch generation whose Job exists to the image it
-	// runs: a Job's pod template cannot change, and after an operator
-	// upgrade the release must still render the Jobs as they are.
-	JobImages map[string]string
+	// LiveJobs maps a fetch generation whose Job exists to what its fetch
+	// container runs: a Job's pod template cannot change, and after an
+	// operator upgrade the release must still render the Jobs as they are.
+	LiveJobs map[string]Program
 	// LiveModelWait is the wait-for-model init container of the serving
 	// Deployment, nil if there is none. While its arguments stay the same
-	// it keeps its image, so that upgrading the operator restarts no
-	// serving pod.
+	// it keeps its image and command, so that upgrading the operator
+	// restarts no serving pod.
 	LiveModelWait *ModelWait
 	// Served maps a model's name to the fetch generation it is served
 	// from: the newest one that succeeded. A model of spec.models missing

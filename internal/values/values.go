@@ -169,10 +169,12 @@ func modelsAndFetches(sp *Spec, v *Values, in Inputs, pvcPath string) []ModelEnt
 		}
 		v.Models = append(v.Models, model)
 		if !slices.ContainsFunc(v.Fetches, func(f Fetch) bool { return f.Generation == generation }) {
+			prog := in.jobProgram(generation)
 			v.Fetches = append(v.Fetches, Fetch{
 				Name:                     jobName,
 				Generation:               generation,
-				Image:                    in.jobImage(generation),
+				Image:                    prog.Image,
+				Command:                  prog.Command,
 				ImagePullPolicy:          corev1.PullIfNotPresent,
 				Args:                     fetchArgs(m.ModelSpec, dest),
 				Env:                      in.ProxyEnv,

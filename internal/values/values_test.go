@@ -1,7 +1,9 @@
 package values
 
 import (
+	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
@@ -263,6 +265,13 @@ func expect[T comparable](t *testing.T, what string, got, want T) {
 	}
 }
 
+func expectStrings(t *testing.T, what string, got, want []string) {
+	t.Helper()
+	if !slices.Equal(got, want) {
+		t.Errorf("%s = %q, want %q", what, got, want)
+	}
+}
+
 // TestFirstFetchEndingChangesNoValue: a new ModelServer's release is
 // installed once. The fetch ending must leave the values, and so the
 // digest, as they were, or it would cost a Helm upgrade.
@@ -285,8 +294,9 @@ func TestFirstFetchEndingChangesNoValue(t *testing.T) {
 
 // TestAnOperatorUpgradeChangesNothingThatRuns: a new operator image (the
 // fetch image) must not fetch a model again, change a Job's immutable
-// pod template, or restart serving pods. What runs keeps its image; only
-// what is new takes the new one.
+// pod template, or restart serving pods. What runs keeps its image and
+// command, also when it was made before the image had the fetcher and runs
+// its entrypoint; only what is new takes the new image's fetcher.
 func TestAnOperatorUpgradeChangesNothingThatRuns(t *testing.T) {
 	ms := modelServer()
 	old := Inputs{ChartVersion: "0.1.0", AppVersion: "2.19.1", FetchImage: "example.com/op:1"}
@@ -297,31 +307,49 @@ func TestAnOperatorUpgradeChangesNothingThatRuns(t *testing.T) {
 	if before.Serving.ModelWait == nil {
 		t.Fatal("no wait-for-model container to keep")
 	}
-	upgraded := old
-	upgraded.FetchImage = "example.com/op:2"
-	upgraded.JobImages = map[string]string{before.Fetches[0].Generation: "example.com/op:1"}
-	upgraded.LiveModelWait = &ModelWait{Image: "example.com/op:1", Args: before.Serving.ModelWait.Args}
-	after, err := For(ms, upgraded)
-	if err != nil {
-		t.Fatal(err)
-	}
-	expect(t, "fetch generation", after.Fetches[0].Generation, before.Fetches[0].Generation)
-	expect(t, "the existing Job's image", after.Fetches[0].Image, "example.com/op:1")
-	expect(t, "the running wait-for-model image", after.Serving.ModelWait.Image, "example.com/op:1")
-	if Digest("0.1.0", before) != Digest("0.1.0", after) {
-		t.Error("the operator's new image alone changed the digest: every ModelServer would be upgraded")
-	}
+	fetcher := []string{fetchcontract.FetcherCommand}
+	expectStrings(t, "a new Job's command", before.Fetches[0].Command, fetcher)
+	expectStrings(t, "new pods' wait command", before.Serving.ModelWait.Command, fetcher)
 
-	// A new model is a new Job and new pods: those take the new image.
-	changed := modelServer(func(ms *servingv1alpha1.ModelServer) { ms.Spec.Model.StorageURI = "s3://other" })
-	fresh, err := For(changed, upgraded)
-	if err != nil {
-		t.Fatal(err)
+	for name, command := range map[string][]string{"the fetcher": fetcher, "the image's entrypoint": nil} {
+		t.Run("from an image whose pods run "+name, func(t *testing.T) {
+			upgraded := old
+			upgraded.FetchImage = "example.com/op:2"
+			upgraded.LiveJobs = map[string]Program{before.Fetches[0].Generation: {Image: "example.com/op:1", Command: command}}
+			upgraded.LiveModelWait = &ModelWait{Image: "example.com/op:1", Command: command, Args: before.Serving.ModelWait.Args}
+			after, err := For(ms, upgraded)
+			if err != nil {
+				t.Fatal(err)
+			}
+			expect(t, "fetch generation", after.Fetches[0].Generation, before.Fetches[0].Generation)
+			expect(t, "the existing Job's image", after.Fetches[0].Image, "example.com/op:1")
+			expectStrings(t, "the existing Job's command", after.Fetches[0].Command, command)
+			expect(t, "the running wait-for-model image", after.Serving.ModelWait.Image, "example.com/op:1")
+			expectStrings(t, "the running wait-for-model command", after.Serving.ModelWait.Command, command)
+			if command != nil && Digest("0.1.0", before) != Digest("0.1.0", after) {
+				t.Error("the operator's new image alone changed the digest: every ModelServer would be upgraded")
+			}
+			// Values without a command are what operators before the
+			// fetcher rendered, and so digested.
+			if raw, err := json.Marshal(after); err != nil || (command == nil && strings.Contains(string(raw), `"command"`)) {
+				t.Errorf("values with no command to keep still name one (%v): %s", err, raw)
+			}
+
+			// A new model is a new Job and new pods: those take the new
+			// image's fetcher.
+			changed := modelServer(func(ms *servingv1alpha1.ModelServer) { ms.Spec.Model.StorageURI = "s3://other" })
+			fresh, err := For(changed, upgraded)
+			if err != nil {
+				t.Fatal(err)
+			}
+			expect(t, "a new generation's Job image", fresh.Fetches[0].Image, "example.com/op:2")
+			expectStrings(t, "a new generation's Job command", fresh.Fetches[0].Command, fetcher)
+			upgraded.LiveModelWait.Args = []string{"wait-for-model", "--file", "/models/other"}
+			if fresh, err = For(ms, upgraded); err != nil {
+				t.Fatal(err)
+			}
+			expect(t, "the wait image of pods that roll anyway", fresh.Serving.ModelWait.Image, "example.com/op:2")
+			expectStrings(t, "the wait command of pods that roll anyway", fresh.Serving.ModelWait.Command, fetcher)
+		})
 	}
-	expect(t, "a new generation's Job image", fresh.Fetches[0].Image, "example.com/op:2")
-	upgraded.LiveModelWait.Args = []string{"wait-for-model", "--file", "/models/other"}
-	if fresh, err = For(ms, upgraded); err != nil {
-		t.Fatal(err)
-	}
-	expect(t, "the wait image of pods that roll anyway", fresh.Serving.ModelWait.Image, "example.com/op:2")
 }

@@ -1,4 +1,4 @@
-// Command fetchbench times the model fetcher (`manager fetch`, as the
+// Command fetchbench times the model fetcher (`fetcher fetch`, as the
 // model-fetch Job runs it) against s5cmd and rclone, two S3 clients users
 // tune for speed, on the same models from the same S3 server (versitygw on
 // loopback) into the same file system:
@@ -37,7 +37,7 @@ import (
 type config struct {
 	repo     string
 	bin      string
-	manager  string
+	fetcher  string
 	out      string
 	workdir  string
 	label    string
@@ -69,7 +69,7 @@ func parseFlags() (config, error) {
 	var shapeNames, toolNames string
 	flag.StringVar(&cfg.repo, "repo", ".", "The repository's root, whose hack/tools pin the tools' versions.")
 	flag.StringVar(&cfg.bin, "bin", "bin", "The directory holding versitygw, s5cmd and rclone (`make bench-fetch-tools`).")
-	flag.StringVar(&cfg.manager, "manager", "bin/manager", "The operator binary, whose `fetch` subcommand is ours.")
+	flag.StringVar(&cfg.fetcher, "fetcher", "bin/fetcher", "The fetcher binary (cmd/fetcher), whose `fetch` is ours.")
 	flag.StringVar(&cfg.out, "out", "test/bench/results", "Where the results go.")
 	flag.StringVar(&cfg.workdir, "workdir", os.TempDir(), "Where the server's data and the copies go: all on one file system.")
 	flag.StringVar(&cfg.label, "label", "", "Added to the results' file names: <date>-fetch-<label>.json.")
@@ -77,7 +77,7 @@ func parseFlags() (config, error) {
 	flag.StringVar(&shapeNames, "shapes", "", "Comma-separated shapes to run (default: all).")
 	flag.StringVar(&toolNames, "tools", "ours,s5cmd,rclone", "Comma-separated tools to run.")
 	flag.BoolVar(&cfg.keep, "keep", false, "Keep the work directory (the server's data and the logs).")
-	flag.IntVar(&cfg.settings.OursConcurrency, "ours-concurrency", cfg.settings.OursConcurrency, "manager fetch --concurrency.")
+	flag.IntVar(&cfg.settings.OursConcurrency, "ours-concurrency", cfg.settings.OursConcurrency, "fetcher fetch --concurrency.")
 	flag.IntVar(&cfg.settings.S5cmdWorkers, "s5cmd-numworkers", cfg.settings.S5cmdWorkers, "s5cmd --numworkers.")
 	flag.IntVar(&cfg.settings.S5cmdConcurrency, "s5cmd-concurrency", cfg.settings.S5cmdConcurrency, "s5cmd cp --concurrency (parts of one file at once).")
 	flag.IntVar(&cfg.settings.S5cmdPartSizeMiB, "s5cmd-part-size", cfg.settings.S5cmdPartSizeMiB, "s5cmd cp --part-size, in MiB.")
@@ -116,7 +116,7 @@ func parseFlags() (config, error) {
 }
 
 func run(ctx context.Context, cfg config, log *slog.Logger) error {
-	for _, p := range []*string{&cfg.repo, &cfg.bin, &cfg.manager, &cfg.out} {
+	for _, p := range []*string{&cfg.repo, &cfg.bin, &cfg.fetcher, &cfg.out} {
 		abs, err := filepath.Abs(*p)
 		if err != nil {
 			return err
@@ -151,7 +151,7 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 	}
 
 	var tools []*tool
-	for _, t := range newTools(srv, cfg.manager, cfg.bin, credsDir, cfg.settings) {
+	for _, t := range newTools(srv, cfg.fetcher, cfg.bin, credsDir, cfg.settings) {
 		if slices.Contains(cfg.tools, t.Name) {
 			tools = append(tools, t)
 		}

@@ -57,10 +57,10 @@ func defaultToolSettings() toolSettings {
 	}
 }
 
-// newTools describes ours (`manager fetch`, as the fetch Job runs it),
+// newTools describes ours (`fetcher fetch`, as the fetch Job runs it),
 // s5cmd and rclone against srv; credsDir is where ours finds its
 // credentials Secret, as the Job mounts it.
-func newTools(srv *server, manager, bin, credsDir string, s toolSettings) []*tool {
+func newTools(srv *server, fetcher, bin, credsDir string, s toolSettings) []*tool {
 	uri := func(sh string) string { return "s3://" + bucket + "/" + sh }
 	model := func(dest string) string { return filepath.Join(dest, "model") }
 	awsEnv := []string{
@@ -70,11 +70,11 @@ func newTools(srv *server, manager, bin, credsDir string, s toolSettings) []*too
 	}
 	ours := &tool{
 		Name:     "ours",
-		Binary:   manager,
+		Binary:   fetcher,
 		Settings: []string{"--concurrency=" + strconv.Itoa(s.OursConcurrency)},
 		Verifies: "sha256 of every file, recorded in its manifest; sizes against the listing",
 		command: func(sh, dest string) ([]string, []string) {
-			return []string{manager, "fetch", "--uri", uri(sh), "--dest", model(dest),
+			return []string{fetcher, "fetch", "--uri", uri(sh), "--dest", model(dest),
 				"--credentials-dir", credsDir, "--termination-log", "",
 				"--concurrency", strconv.Itoa(s.OursConcurrency)}, nil
 		},

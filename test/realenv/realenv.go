@@ -221,18 +221,18 @@ func (e *Env) pushOperatorImage(ctx context.Context) error {
 	return e.PushOperatorImage(ctx, e.Root, "", strings.TrimPrefix(image, "ghcr.io/"))
 }
 
-// PushOperatorImage builds the manager from the module in srcDir into the
-// image the Dockerfile describes, labelled with version unless it is "",
+// PushOperatorImage builds the manager and the fetcher from the module in
+// srcDir into the image the Dockerfile describes, labelled with version unless it is "",
 // and pushes it to the cluster's registry as ref (without registry host).
 func (e *Env) PushOperatorImage(ctx context.Context, srcDir, version, ref string) error {
-	bin := filepath.Join(e.Cluster.Dir, "manager")
+	bins := filepath.Join(e.Cluster.Dir, "image-bin")
 	if version != "" {
-		bin += "-" + version
+		bins += "-" + version
 	}
-	if out, err := ociimage.ManagerBuildCommand(ctx, srcDir, bin).CombinedOutput(); err != nil {
-		return fmt.Errorf("build the manager in %s: %v\n%s", srcDir, err, out)
+	if out, err := ociimage.ImageBuildCommand(ctx, srcDir, bins).CombinedOutput(); err != nil {
+		return fmt.Errorf("build the image's binaries in %s: %v\n%s", srcDir, err, out)
 	}
-	spec, err := ociimage.Operator(bin)
+	spec, err := ociimage.Operator(bins)
 	if err != nil {
 		return err
 	}
