@@ -193,6 +193,13 @@ func TestAModelFromS3IsFetchedAndServedThroughTheRealProbe(t *testing.T) {
 	if got := e.modelStatus(t, ns, "hp2", "half_plus_two"); got["123"] != "AVAILABLE" || len(got) != 1 {
 		t.Errorf("TF Serving (double) reports %v, want version 123 AVAILABLE", got)
 	}
+	// What fetched and waited is the image's fetcher, not its manager.
+	jobs := e.kubectl(t, "", "-n", ns, "get", "jobs", "-o", "jsonpath={.items[*].spec.template.spec.containers[0].command}")
+	waits := e.kubectl(t, "", "-n", ns, "get", "pods", "-l", values.LabelComponent+"=serving", "-o",
+		"jsonpath={.items[*].spec.initContainers[0].command}")
+	if fetcher := `["` + fetchcontract.FetcherCommand + `"]`; jobs != fetcher || strings.Count(waits, fetcher) != 2 {
+		t.Errorf("the fetch Job ran %s and the serving pods waited with %s, want %s", jobs, waits, fetcher)
+	}
 	logFetch(t, e, ns)
 }
 
