@@ -84,10 +84,22 @@ func ParseDockerfile(r io.Reader) (Dockerfile, error) {
 	final := stages[len(stages)-1]
 	df := Dockerfile{Entrypoint: final.entrypoint, User: final.user, WorkingDir: final.workdir}
 
+	binaries, build, err := copiedBinaries(final, stages[:len(stages)-1])
+	if err != nil {
+		return Dockerfile{}, err
+	}
+	df.Binaries, df.Build = binaries, build
+	return df, nil
+}
+
+// copiedBinaries maps each package whose binary the final stage copies from
+// one of the builders (the earlier stages) to where it goes, and returns
+// the one go build that made them all.
+func copiedBinaries(final *stage, builders []*stage) (map[string]string, GoBuild, error) {
 	var builds []GoBuild
-	df.Binaries = map[string]string{}
+	binaries := map[string]string{}
 	for _, c := range final.copies {
-		builder := findStage(stages[:len(stages)-1], c.from)
+		builder := findStage(builders, c.from)
 		if builder == nil {
 			continue
 		}
@@ -96,25 +108,24 @@ func ParseDockerfile(r io.Reader) (Dockerfile, error) {
 			if len(copied) == 0 {
 				continue
 			}
-			if !slices.ContainsFunc(builds, func(o GoBuild) bool { return o.equal(b.build) }) {
+			if !slices.ContainsFunc(builds, b.build.equal) {
 				builds = append(builds, b.build)
 			}
 			for pkg, dst := range copied {
-				if other, ok := df.Binaries[pkg]; ok && other != dst {
-					return Dockerfile{}, fmt.Errorf("the Dockerfile's final stage copies the binary of %s twice, to %s and %s", pkg, other, dst)
+				if other, ok := binaries[pkg]; ok && other != dst {
+					return nil, GoBuild{}, fmt.Errorf("the Dockerfile's final stage copies the binary of %s twice, to %s and %s", pkg, other, dst)
 				}
-				df.Binaries[pkg] = dst
+				binaries[pkg] = dst
 			}
 		}
 	}
 	switch len(builds) {
 	case 0:
-		return Dockerfile{}, fmt.Errorf("the Dockerfile's final stage copies no binary that a go build of an earlier stage makes")
+		return nil, GoBuild{}, fmt.Errorf("the Dockerfile's final stage copies no binary that a go build of an earlier stage makes")
 	case 1:
-		df.Build = builds[0]
-		return df, nil
+		return binaries, builds[0], nil
 	default:
-		return Dockerfile{}, fmt.Errorf("the Dockerfile's final stage copies the output of %d go builds; the image is made from one", len(builds))
+		return nil, GoBuild{}, fmt.Errorf("the Dockerfile's final stage copies the output of %d go builds; the image is made from one", len(builds))
 	}
 }
 

@@ -249,6 +249,33 @@ ENTRYPOINT ["/srv/data/bin/app", "serve"]
 	}
 }
 
+// TestParseDockerfileFollowsEachBinaryOfABuild: one go build of several
+// packages into a directory, copied one by one or together.
+func TestParseDockerfileFollowsEachBinaryOfABuild(t *testing.T) {
+	const dockerfile = `FROM golang AS build
+WORKDIR /src
+RUN go build -o out/ ./cmd/a ./cmd/b ./tools/c
+FROM scratch
+COPY --from=build /src/out/a /src/out/b /bin/
+COPY --from=build /src/out/c /usr/local/bin/tool
+ENTRYPOINT ["/bin/a"]
+`
+	df, err := ParseDockerfile(strings.NewReader(dockerfile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"./cmd/a": "/bin/a", "./cmd/b": "/bin/b", "./tools/c": "/usr/local/bin/tool"}
+	if !maps.Equal(df.Binaries, want) {
+		t.Errorf("binaries %v, want %v", df.Binaries, want)
+	}
+
+	twoBuilds := strings.Replace(dockerfile, "RUN go build -o out/ ./cmd/a ./cmd/b ./tools/c",
+		"RUN go build -o out/ ./cmd/a ./cmd/b\nRUN go build -o out/c ./tools/c", 1)
+	if _, err := ParseDockerfile(strings.NewReader(twoBuilds)); err == nil || !strings.Contains(err.Error(), "2 go builds") {
+		t.Errorf("binaries of two go builds: %v, want an error saying the image is made from one", err)
+	}
+}
+
 func TestParseGoBuildNormalizesSpellings(t *testing.T) {
 	a, err := ParseGoBuild([]string{"CGO_ENABLED=0", "go", "build", "-trimpath", "-ldflags", "-s -w", "-o", "m", "./cmd/manager"})
 	if err != nil {

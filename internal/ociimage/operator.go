@@ -19,13 +19,13 @@ const (
 )
 
 const (
-	// OperatorBinary is where the manager is in the image, and
-	// FetcherBinary the fetcher: the Dockerfile copies both to WORKDIR /
-	// (TestTheImageAndTheDockerfileAgree holds the two together). The
-	// fetch Jobs and serving pods name FetcherBinary as their command
-	// (fetchcontract.FetcherCommand).
+	// OperatorBinary is where the manager is in the image: the Dockerfile
+	// copies it to WORKDIR / (TestTheImageAndTheDockerfileAgree holds the
+	// two together).
 	OperatorBinary = "/manager"
-	FetcherBinary  = fetchcontract.FetcherCommand
+	// FetcherBinary is where the fetcher is, beside the manager: the
+	// command the fetch Jobs and serving pods name.
+	FetcherBinary = fetchcontract.FetcherCommand
 	// OperatorUser is the Dockerfile's USER: distroless's nonroot.
 	OperatorUser = "65532:65532"
 	// CACertsPath is where the image's CA bundle is, and where the host's
