@@ -222,8 +222,9 @@ func (e *Env) pushOperatorImage(ctx context.Context) error {
 }
 
 // PushOperatorImage builds the manager and the fetcher from the module in
-// srcDir into the image the Dockerfile describes, labelled with version unless it is "",
-// and pushes it to the cluster's registry as ref (without registry host).
+// srcDir into the image the Dockerfile describes, labelled with version
+// unless it is "", and pushes it to the cluster's registry as ref (without
+// registry host).
 func (e *Env) PushOperatorImage(ctx context.Context, srcDir, version, ref string) error {
 	bins := filepath.Join(e.Cluster.Dir, "image-bin")
 	if version != "" {
