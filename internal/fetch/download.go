@@ -1,7 +1,6 @@
 package fetch
 
 import (
-	"bufio"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -63,8 +62,7 @@ const DefaultPartSize int64 = 16 << 20
 const rangedMinParts = 4
 
 var (
-	bufPool    = sync.Pool{New: func() any { b := make([]byte, 256<<10); return &b }}
-	writerPool = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, 1<<20) }}
+	bufPool = sync.Pool{New: func() any { b := make([]byte, 1<<20); return &b }}
 )
 
 // errStalled ends an attempt on which no byte arrived for too long.
@@ -186,26 +184,13 @@ func (d *downloader) copyOnce(ctx context.Context, obj Object, target string) (r
 	return fileRecord{Size: counted, SHA256: hex.EncodeToString(sha.Sum(nil))}, nil
 }
 
-// writeBody copies body to dst through w, which counts, caps and hashes,
-// and a pooled 1 MiB buffer: one system call per MiB rather than per
-// network read.
+// writeBody copies body to dst through w, which counts, caps and hashes.
+// It fills a pooled 1 MiB buffer from the body before each write: one
+// system call per MiB rather than per network read, and no second copy of
+// the bytes. An attempt on which nothing arrives for d.stall is cancelled
+// (through cancel) and fails as worth a retry.
 func (d *downloader) writeBody(ctx context.Context, cancel context.CancelCauseFunc, body io.Reader, dst io.Writer, w capWriter, what string) error {
-	buffered := writerPool.Get().(*bufio.Writer)
-	buffered.Reset(dst)
-	defer func() { buffered.Reset(nil); writerPool.Put(buffered) }()
-	w.w = buffered
-	if err := d.copyBody(ctx, cancel, &w, body, what); err != nil {
-		return err
-	}
-	if err := buffered.Flush(); err != nil {
-		return classify(err, w.name)
-	}
-	return nil
-}
-
-// copyBody copies body to w. An attempt on which nothing arrives for
-// d.stall is cancelled (through cancel) and fails as worth a retry.
-func (d *downloader) copyBody(ctx context.Context, cancel context.CancelCauseFunc, w io.Writer, body io.Reader, what string) error {
+	w.w = dst
 	bp := bufPool.Get().(*[]byte)
 	defer bufPool.Put(bp)
 	buf := *bp
@@ -215,30 +200,38 @@ func (d *downloader) copyBody(ctx context.Context, cancel context.CancelCauseFun
 	}
 	watchdog := time.AfterFunc(stall, func() { cancel(errStalled) })
 	defer watchdog.Stop()
+	filled := 0
 	for {
-		n, rerr := body.Read(buf)
+		n, rerr := body.Read(buf[filled:])
 		if n > 0 {
 			watchdog.Reset(stall)
-			if _, err := w.Write(buf[:n]); err != nil {
+			filled += n
+		}
+		if filled == len(buf) || (rerr == io.EOF && filled > 0) {
+			if _, err := w.Write(buf[:filled]); err != nil {
 				return err
 			}
+			filled = 0
 		}
 		if rerr == io.EOF {
 			return nil
 		}
 		if rerr != nil {
-			if errors.Is(context.Cause(ctx), errStalled) {
-				return transientf(servingv1alpha1.ReasonFetchFailed, "%s: no data received for %s", what, stall)
-			}
-			return classify(rerr, what)
+			return d.failed(ctx, rerr, what, stall)
 		}
 		if err := ctx.Err(); err != nil {
-			if errors.Is(context.Cause(ctx), errStalled) {
-				return transientf(servingv1alpha1.ReasonFetchFailed, "%s: no data received for %s", what, stall)
-			}
-			return classify(err, what)
+			return d.failed(ctx, err, what, stall)
 		}
 	}
+}
+
+// failed is the error of an attempt whose read failed with err: a stall
+// is worth a retry.
+func (d *downloader) failed(ctx context.Context, err error, what string, stall time.Duration) error {
+	if errors.Is(context.Cause(ctx), errStalled) {
+		return transientf(servingv1alpha1.ReasonFetchFailed, "%s: no data received for %s", what, stall)
+	}
+	return classify(err, what)
 }
 
 // capWriter writes to a file, hashing (unless sha is nil), counting

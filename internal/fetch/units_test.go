@@ -1,7 +1,9 @@
 package fetch
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
@@ -289,5 +291,58 @@ func TestAModelThatDoesNotFitSaysHowMuchSpaceItNeeds(t *testing.T) {
 		if !strings.Contains(fe.Message, want) {
 			t.Errorf("message %q lacks %q", fe.Message, want)
 		}
+	}
+}
+
+// dripReader hands out its bytes a few KiB at a time, as a network body.
+type dripReader struct {
+	data []byte
+	step int
+}
+
+func (r *dripReader) Read(p []byte) (int, error) {
+	if len(r.data) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(p[:min(len(p), r.step)], r.data)
+	r.data = r.data[n:]
+	return n, nil
+}
+
+// writeSizes records the size of every write it is given.
+type writeSizes struct {
+	sizes []int
+	got   []byte
+}
+
+func (w *writeSizes) Write(p []byte) (int, error) {
+	w.sizes = append(w.sizes, len(p))
+	w.got = append(w.got, p...)
+	return len(p), nil
+}
+
+func TestABodyIsWrittenAMebibyteAtATimeHowEverItArrives(t *testing.T) {
+	data := make([]byte, 2<<20+3000)
+	for i := range data {
+		data[i] = byte(i * 13)
+	}
+	d := &downloader{maxBytes: 1 << 40, stall: time.Minute, prog: newProgress(1, int64(len(data)))}
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	var dst writeSizes
+	var counted int64
+	sha := sha256.New()
+	err := d.writeBody(ctx, cancel, &dripReader{data: data, step: 3000}, &dst, capWriter{d: d, name: "f", sha: sha, counted: &counted}, "f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []int{1 << 20, 1 << 20, 3000}; fmt.Sprint(dst.sizes) != fmt.Sprint(want) {
+		t.Errorf("writes of %v bytes; want %v", dst.sizes, want)
+	}
+	if !bytes.Equal(dst.got, data) || counted != int64(len(data)) {
+		t.Errorf("wrote %d bytes (counted %d), not the body's %d", len(dst.got), counted, len(data))
+	}
+	if want := sha256.Sum256(data); !bytes.Equal(sha.Sum(nil), want[:]) {
+		t.Error("the hash is not the body's")
 	}
 }
