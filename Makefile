@@ -127,17 +127,19 @@ reliability-report: tools ## Run the reliability suites and write docs/reliabili
 	go run ./hack/reliabilityreport -o docs/reliability.md -command "$(subst ",\",$(subst $$,$$$$,$(RELIABILITY_RUNS)))" < $$out
 
 ##@ Benchmark
-# The benchmark and the peer it compares against are Go modules of their
-# own (plotting and helm-operator-plugins stay out of go.mod). They are
-# vetted and their unit tests run with every `make test`, so they do not rot;
-# `make bench` itself takes from minutes (BENCH_N=1) to an hour.
+# The benchmark, the peer it compares against and the fetch benchmark are
+# Go modules of their own (plotting and helm-operator-plugins stay out of
+# go.mod). They are vetted and their unit tests run with every `make test`,
+# so they do not rot; `make bench` itself takes from minutes (BENCH_N=1) to
+# an hour.
 BENCH_N ?= 1,100,1000
 BENCH_FLAGS ?=
 
 .PHONY: vet-bench
-vet-bench: ## Vet and unit-test the benchmark harness and its peer operator.
+vet-bench: ## Vet and unit-test the benchmark harnesses and the peer operator.
 	cd test/bench && go vet ./... && go test -count=1 ./...
 	cd test/bench/peer && go vet ./...
+	cd test/fetchbench && go vet ./... && go test -count=1 ./...
 
 .PHONY: bench
 bench: tools ## Benchmark the operator and the peer for BENCH_N ModelServers; results in test/bench/results.
@@ -175,7 +177,7 @@ bench-fetch-tools: $(LOCALBIN)/s5cmd $(LOCALBIN)/rclone ## Build s5cmd and rclon
 .PHONY: bench-fetch
 bench-fetch: bench-fetch-tools $(LOCALBIN)/versitygw ## Time the fetcher, s5cmd and rclone fetching three model shapes from versitygw; results in test/bench/results.
 	CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o $(LOCALBIN)/fetchbench/fetcher ./cmd/fetcher
-	cd test/fetchbench && go build -o $(LOCALBIN)/fetchbench/fetchbench .
+	cd test/fetchbench && go build -o $(LOCALBIN)/fetchbench/ . ./spawn
 	$(LOCALBIN)/fetchbench/fetchbench -bin $(LOCALBIN) -fetcher $(LOCALBIN)/fetchbench/fetcher -out test/bench/results $(FETCHBENCH_FLAGS)
 
 # REAL_NODE=1 makes cluster-up run the real-node environment the real-node

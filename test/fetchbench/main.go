@@ -38,6 +38,7 @@ type config struct {
 	repo     string
 	bin      string
 	fetcher  string
+	spawn    string
 	out      string
 	workdir  string
 	label    string
@@ -70,6 +71,7 @@ func parseFlags() (config, error) {
 	flag.StringVar(&cfg.repo, "repo", ".", "The repository's root, whose hack/tools pin the tools' versions.")
 	flag.StringVar(&cfg.bin, "bin", "bin", "The directory holding versitygw, s5cmd and rclone (`make bench-fetch-tools`).")
 	flag.StringVar(&cfg.fetcher, "fetcher", "bin/fetcher", "The fetcher binary (cmd/fetcher), whose `fetch` is ours.")
+	flag.StringVar(&cfg.spawn, "spawn", "", "The spawn program (./spawn), which starts each tool and reports its usage. (default: spawn beside this program)")
 	flag.StringVar(&cfg.out, "out", "test/bench/results", "Where the results go.")
 	flag.StringVar(&cfg.workdir, "workdir", os.TempDir(), "Where the server's data and the copies go: all on one file system.")
 	flag.StringVar(&cfg.label, "label", "", "Added to the results' file names: <date>-fetch-<label>.json.")
@@ -116,7 +118,14 @@ func parseFlags() (config, error) {
 }
 
 func run(ctx context.Context, cfg config, log *slog.Logger) error {
-	for _, p := range []*string{&cfg.repo, &cfg.bin, &cfg.fetcher, &cfg.out} {
+	if cfg.spawn == "" {
+		self, err := os.Executable()
+		if err != nil {
+			return err
+		}
+		cfg.spawn = filepath.Join(filepath.Dir(self), "spawn")
+	}
+	for _, p := range []*string{&cfg.repo, &cfg.bin, &cfg.fetcher, &cfg.spawn, &cfg.out} {
 		abs, err := filepath.Abs(*p)
 		if err != nil {
 			return err
@@ -218,7 +227,7 @@ func runShape(ctx context.Context, cfg config, log *slog.Logger, work string, sh
 		for k := range tools {
 			i := (round + k) % len(tools)
 			t := tools[i]
-			s, err := runOnce(ctx, work, t, sh, want, round+1)
+			s, err := runOnce(ctx, cfg.spawn, work, t, sh, want, round+1)
 			if err != nil {
 				return res, err
 			}
@@ -235,7 +244,7 @@ func runShape(ctx context.Context, cfg config, log *slog.Logger, work string, sh
 // runOnce copies sh with t into a fresh directory, times the sync that
 // puts the copy on disk, checks the copy and removes it. Dirty pages of
 // earlier runs are written out first, so that no run pays for another's.
-func runOnce(ctx context.Context, work string, t *tool, sh shape, want map[string]fileSum, n int) (sample, error) {
+func runOnce(ctx context.Context, spawn, work string, t *tool, sh shape, want map[string]fileSum, n int) (sample, error) {
 	name := fmt.Sprintf("%s-%s-%d", t.Name, sh.Name, n)
 	dest := filepath.Join(work, "runs", name)
 	if err := os.MkdirAll(dest, 0o755); err != nil {
@@ -244,7 +253,7 @@ func runOnce(ctx context.Context, work string, t *tool, sh shape, want map[strin
 	defer func() { _ = os.RemoveAll(dest) }()
 	syscall.Sync()
 	args, env := t.command(sh.Name, dest)
-	s, err := measure(ctx, args, env, filepath.Join(work, "home"), filepath.Join(work, "logs", name+".log"))
+	s, err := measure(ctx, spawn, args, env, filepath.Join(work, "home"), filepath.Join(work, "logs", name+".log"))
 	if err != nil {
 		return s, fmt.Errorf("%s on %s: %w", t.Name, sh.Name, err)
 	}

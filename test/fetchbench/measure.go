@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"syscall"
@@ -25,38 +26,47 @@ type sample struct {
 }
 
 // measure runs args with env added to a bare PATH and HOME, its output to
-// logPath, and returns its wall time, CPU time and peak resident set from
-// the rusage the kernel reports when it exits. A non-zero exit is an
-// error naming the log.
-func measure(ctx context.Context, args, env []string, home, logPath string) (sample, error) {
+// logPath, through the spawn program (./spawn), which reports the
+// command's wall time, CPU time and peak resident set from the rusage the
+// kernel gives it when the command exits. A non-zero exit is an error
+// naming the log.
+func measure(ctx context.Context, spawn string, args, env []string, home, logPath string) (sample, error) {
 	logFile, err := os.Create(logPath)
 	if err != nil {
 		return sample{}, err
 	}
 	defer func() { _ = logFile.Close() }()
-	cmd := exec.CommandContext(ctx, args[0], args[1:]...)
+	usageR, usageW, err := os.Pipe()
+	if err != nil {
+		return sample{}, err
+	}
+	defer func() { _ = usageR.Close() }()
+	cmd := exec.CommandContext(ctx, spawn, args...)
 	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + home}, env...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.ExtraFiles = []*os.File{usageW} // its file descriptor 3
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM) }
 	cmd.WaitDelay = 10 * time.Second
-	start := time.Now()
-	err = cmd.Run()
-	wall := time.Since(start)
+	err = cmd.Start()
+	_ = usageW.Close()
 	if err != nil {
+		return sample{}, err
+	}
+	line, readErr := io.ReadAll(usageR)
+	if err := cmd.Wait(); err != nil {
 		return sample{}, fmt.Errorf("%s: %w (log: %s)", args[0], err, logPath)
 	}
-	ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage)
-	if !ok {
-		return sample{}, fmt.Errorf("%s: no resource usage", args[0])
+	var wall, user, sys float64
+	var maxRSSKiB int64
+	if _, err := fmt.Sscan(string(line), &wall, &user, &sys, &maxRSSKiB); err != nil || readErr != nil {
+		return sample{}, fmt.Errorf("%s: no resource usage from %s: %q", args[0], spawn, line)
 	}
-	user := time.Duration(ru.Utime.Nano()).Seconds()
-	sys := time.Duration(ru.Stime.Nano()).Seconds()
 	return sample{
-		Seconds:    round(wall.Seconds()),
+		Seconds:    round(wall),
 		UserCPU:    round(user),
 		SysCPU:     round(sys),
 		CPUSeconds: round(user + sys),
-		PeakRSSMiB: round(float64(ru.Maxrss) / kib), // Linux reports KiB
+		PeakRSSMiB: round(float64(maxRSSKiB) / kib),
 	}, nil
 }
