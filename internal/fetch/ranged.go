@@ -20,9 +20,9 @@ import (
 // (as many as the requests the downloader allows), each written in place
 // into the file, allocated to its full size first, and each retried on its
 // own: a broken connection costs one part, not the file. The file's sha256
-// needs its bytes in order, so it is computed by reading back the written
-// prefix of the file as it grows, from the page cache: memory stays a few
-// buffers whatever the file's size. Every part must come from the same
+// needs its bytes in order, so it is computed over the written prefix of
+// the file as it grows, where it lies in the page cache: memory stays a
+// few buffers whatever the file's size. Every part must come from the same
 // version of the object (its ETag, or GCS generation), so that a file
 // replaced during the download is not stitched together from both.
 
@@ -146,7 +146,7 @@ func (d *downloader) copyPart(ctx context.Context, src rangeSource, obj Object, 
 
 // hashInOrder returns the sha256 of the size bytes of f, whose parts of
 // partSize bytes are written in any order, each index sent on written once
-// it is. It reads each part back once every part before it is hashed.
+// it is. It hashes each part once every part before it is hashed.
 func hashInOrder(ctx context.Context, f *os.File, size, partSize int64, written <-chan int) (string, error) {
 	h := sha256.New()
 	bp := bufPool.Get().(*[]byte)
@@ -163,16 +163,24 @@ func hashInOrder(ctx context.Context, f *os.File, size, partSize int64, written 
 		for ; next < parts && ready[next]; next++ {
 			off := int64(next) * partSize
 			n := min(partSize, size-off)
-			got, err := io.CopyBuffer(h, io.NewSectionReader(f, off, n), *bp)
-			if err != nil {
+			if err := hashFileRange(h, f, off, n, *bp); err != nil {
 				return "", err
-			}
-			if got != n {
-				return "", fmt.Errorf("read back %d bytes of %d at %d", got, n, off)
 			}
 		}
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// readFileRange copies the n bytes of f at off to w through buf.
+func readFileRange(w io.Writer, f *os.File, off, n int64, buf []byte) error {
+	got, err := io.CopyBuffer(w, io.NewSectionReader(f, off, n), buf)
+	if err != nil {
+		return err
+	}
+	if got != n {
+		return fmt.Errorf("read back %d bytes of %d at %d", got, n, off)
+	}
+	return nil
 }
 
 // rangedFile is the file of a ranged download, written by one part at a

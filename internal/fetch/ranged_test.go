@@ -205,3 +205,50 @@ func TestHashInOrderHashesPartsWrittenInAnyOrder(t *testing.T) {
 		t.Errorf("sha256 %s; want %x", got, want)
 	}
 }
+
+// Parts of whole pages are hashed where they lie in the page cache; the
+// hash is the same.
+func TestHashInOrderHashesPageAlignedParts(t *testing.T) {
+	partSize := 2 * os.Getpagesize()
+	data := make([]byte, 5*partSize+17)
+	for i := range data {
+		data[i] = byte(i * 11)
+	}
+	f, err := os.Create(filepath.Join(t.TempDir(), "file"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = f.Close() }()
+	if _, err := f.Write(data); err != nil {
+		t.Fatal(err)
+	}
+	written := make(chan int, 6)
+	for _, i := range []int{3, 0, 5, 1, 4, 2} {
+		written <- i
+	}
+	got, err := hashInOrder(context.Background(), f, int64(len(data)), int64(partSize), written)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := sha256.Sum256(data); got != hex.EncodeToString(want[:]) {
+		t.Errorf("sha256 %s; want %x", got, want)
+	}
+}
+
+// A range the file does not hold is an error, not a crash.
+func TestHashingARangeBeyondTheFileFails(t *testing.T) {
+	f, err := os.Create(filepath.Join(t.TempDir(), "file"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = f.Close() }()
+	page := os.Getpagesize()
+	if _, err := f.Write(make([]byte, page)); err != nil {
+		t.Fatal(err)
+	}
+	err = hashFileRange(sha256.New(), f, 0, int64(3*page), make([]byte, page))
+	if err == nil {
+		t.Fatal("hashing 3 pages of a file of 1 succeeded")
+	}
+	t.Log(err)
+}

@@ -2,7 +2,10 @@
 
 package fetch
 
-import "os"
+import (
+	"io"
+	"os"
+)
 
 // preallocate makes f its full size, sparse: the parts of a ranged
 // download are then written in place.
@@ -13,3 +16,8 @@ func syncFileSystem(*os.File) (ok bool, err error) { return false, nil }
 
 // startWriteBack is left to the flush before publishing.
 func startWriteBack(*os.File, int64, int64) {}
+
+// hashFileRange adds the n bytes of f at off to h.
+func hashFileRange(h io.Writer, f *os.File, off, n int64, buf []byte) error {
+	return readFileRange(h, f, off, n, buf)
+}
