@@ -252,3 +252,27 @@ func TestHashingARangeBeyondTheFileFails(t *testing.T) {
 	}
 	t.Log(err)
 }
+
+// A range longer than the mapped window is hashed window by window.
+func TestHashingARangeOfManyWindows(t *testing.T) {
+	data := make([]byte, 9<<20+123)
+	for i := range data {
+		data[i] = byte(i * 5)
+	}
+	path := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = f.Close() }()
+	h := sha256.New()
+	if err := hashFileRange(h, f, 0, int64(len(data)), make([]byte, 4096)); err != nil {
+		t.Fatal(err)
+	}
+	if want := sha256.Sum256(data); !bytes.Equal(h.Sum(nil), want[:]) {
+		t.Error("the hash of the range is not the file's")
+	}
+}

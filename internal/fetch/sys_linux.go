@@ -41,15 +41,27 @@ func startWriteBack(f *os.File, off, n int64) {
 }
 
 // hashFileRange adds the n bytes of f at off to h. It hashes them where
-// they lie in the page cache, mapped rather than copied out by read(2):
-// on a ranged download the hash is the one part that cannot run in
-// parallel, and the copy was a tenth of it. A range the mapping cannot
-// serve is read instead; a fault while hashing (an I/O error behind the
-// mapping) is an error, not a crash.
-func hashFileRange(h io.Writer, f *os.File, off, n int64, buf []byte) (err error) {
-	if off%int64(os.Getpagesize()) != 0 || n == 0 {
+// they lie in the page cache, mapped a few MiB at a time rather than
+// copied out by read(2): on a ranged download the hash is the one part
+// that cannot run in parallel, and the copy was a tenth of it. A range the
+// mapping cannot serve is read instead; a fault while hashing (an I/O
+// error behind the mapping) is an error, not a crash.
+func hashFileRange(h io.Writer, f *os.File, off, n int64, buf []byte) error {
+	if off%int64(os.Getpagesize()) != 0 {
 		return readFileRange(h, f, off, n, buf)
 	}
+	// A window, not the whole range: a mapped page counts in the process's
+	// resident set while it is mapped.
+	const window = 4 << 20
+	for done := int64(0); done < n; done += window {
+		if err := hashMapped(h, f, off+done, min(window, n-done), buf); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func hashMapped(h io.Writer, f *os.File, off, n int64, buf []byte) (err error) {
 	m, err := unix.Mmap(int(f.Fd()), off, int(n), unix.PROT_READ, unix.MAP_SHARED)
 	if err != nil {
 		return readFileRange(h, f, off, n, buf)
