@@ -52,11 +52,13 @@ vet: ## Run go vet.
 # golangci-lint's linters and why each is on are in .golangci.yml.
 .PHONY: lint
 lint: vet vet-bench $(LOCALBIN)/golangci-lint ## Fail on unformatted code, vet and golangci-lint findings.
+	@echo ">> $(now) $@"
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "not gofmt-ed:"; echo "$$out"; exit 1; fi
 	golangci-lint run ./...
 
 .PHONY: verify-generated
 verify-generated: manifests generate docs-api ## Fail if generated files differ from what is committed.
+	@echo ">> $(now) $@"
 	@changed=$$(git status --porcelain -- config/ api/ docs/); if [ -n "$$changed" ]; then \
 		echo "generated files differ from the commit: run 'make manifests generate docs' and commit:"; echo "$$changed"; exit 1; fi
 
@@ -66,17 +68,23 @@ verify-generated: manifests generate docs-api ## Fail if generated files differ 
 CLUSTER_PKGS := ./internal/localcluster/... ./controllers/... ./test/e2e/... ./test/realnode/... ./test/olm/... ./test/olmv1/...
 UNIT_PKGS = $(shell go list ./... | grep -v -e /internal/localcluster -e /controllers -e /test/e2e -e /test/realnode -e '/test/olm$$' -e /test/olmv1)
 
+# now is the time of day, for the ">>" lines that mark where a build or a
+# test run spends its minutes in a CI log.
+now = $$(date -u +%T)
+
 .PHONY: test
 test: lint verify-generated verify-olm test-olm test-unit test-cluster ## Unit tests, then the suites that run against the local control plane.
 
 .PHONY: test-unit
 test-unit: ## Unit tests (no cluster).
+	@echo ">> $(now) $@"
 	go test $(UNIT_PKGS)
 
 .PHONY: test-cluster
 # The real-node suites take the machine's one real node in turn, so a
 # package's time includes waiting for the others.
 test-cluster: tools node-deps bundlegen ## Suites that start a local control plane (etcd, kube-*, kwok) and, where the machine can run containers, a real node.
+	@echo ">> $(now) $@"
 	go test -count=1 -timeout 60m $(CLUSTER_PKGS)
 
 .PHONY: test-e2e
@@ -158,7 +166,7 @@ RCLONE_VERSION = $(call modver,$(S3TOOLS_MOD)/go.mod,github.com/rclone/rclone)
 S3TOOLS_DIR := $(LOCALBIN)/s3tools-$(shell cat $(S3TOOLS_MOD)/go.mod $(S3TOOLS_MOD)/go.sum | sha256sum | cut -c1-12)
 $(S3TOOLS_DIR)/.built:
 	@mkdir -p $(LOCALBIN)
-	@echo ">> building s5cmd $(S5CMD_VERSION) and rclone $(RCLONE_VERSION)"
+	@echo ">> $(now) building s5cmd $(S5CMD_VERSION) and rclone $(RCLONE_VERSION)"
 	rm -rf $(@D).tmp
 	cd $(S3TOOLS_MOD) && CGO_ENABLED=0 go build -trimpath \
 		-ldflags '-X github.com/peak/s5cmd/v2/version.Version=$(S5CMD_VERSION) -X github.com/rclone/rclone/fs.Version=$(RCLONE_VERSION)' \
@@ -275,6 +283,7 @@ install-yaml: manifests bundlegen $(LOCALBIN)/kustomize ## Generate dist/install
 
 .PHONY: verify-olm
 verify-olm: ## Fail if bundle/, catalog/ or dist/install.yaml differ from what config/ generates.
+	@echo ">> $(now) $@"
 	$(MAKE) --no-print-directory bundle catalog install-yaml
 	@changed=$$(git status --porcelain -- $(OLM_ARTIFACTS)); if [ -n "$$changed" ]; then \
 		echo "OLM artifacts differ from the commit: run 'make bundle catalog install-yaml' and commit:"; echo "$$changed"; \
@@ -282,6 +291,7 @@ verify-olm: ## Fail if bundle/, catalog/ or dist/install.yaml differ from what c
 
 .PHONY: test-olm
 test-olm: $(LOCALBIN)/kustomize $(LOCALBIN)/operator-sdk ## Test the OLM artifacts: validators (ours and operator-sdk's, run from the root), catalog resolution, drift from config/ (hack/olm).
+	@echo ">> $(now) $@"
 	cd hack/olm && go vet ./... && go test -count=1 ./...
 
 .PHONY: bundle-build
@@ -323,7 +333,7 @@ KUBE_LDFLAGS := $(foreach pkg,k8s.io/component-base/version k8s.io/client-go/pkg
 define tool-rule
 $(LOCALBIN)/$(1)-$(2):
 	@mkdir -p $(LOCALBIN)
-	@echo ">> building $(1) $(2)"
+	@echo ">> $$(now) building $(1) $(2)"
 	cd $(3) && go build -ldflags '$(5)' -o $$@.tmp $(4) && mv $$@.tmp $$@
 $(LOCALBIN)/$(1): $(LOCALBIN)/$(1)-$(2)
 	ln -sf $(1)-$(2) $$@
@@ -341,7 +351,7 @@ HACK_TOOLS_PIN := $(shell cat hack/tools/go.mod hack/tools/go.sum | sha256sum | 
 HACK_TOOLS_DIR := $(LOCALBIN)/hack-tools-$(HACK_TOOLS_PIN)
 $(HACK_TOOLS_DIR)/.built:
 	@mkdir -p $(LOCALBIN)
-	@echo ">> building etcd $(ETCD_VERSION), Kubernetes $(KUBE_VERSION) (kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, kubelet, kube-proxy), controller-gen $(CONTROLLER_TOOLS_VERSION), kustomize $(KUSTOMIZE_VERSION)"
+	@echo ">> $(now) building etcd $(ETCD_VERSION), Kubernetes $(KUBE_VERSION) (kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, kubelet, kube-proxy), controller-gen $(CONTROLLER_TOOLS_VERSION), kustomize $(KUSTOMIZE_VERSION)"
 	rm -rf $(HACK_TOOLS_DIR).tmp
 	cd hack/tools && go build -ldflags '$(KUBE_LDFLAGS)' -o $(HACK_TOOLS_DIR).tmp/ $(HACK_TOOLS_PKGS)
 	mv $(HACK_TOOLS_DIR).tmp/server $(HACK_TOOLS_DIR).tmp/etcd
@@ -367,7 +377,7 @@ define module-tools-rule
 $(1)_DIR := $(LOCALBIN)/$(notdir $(2))-tools-$$(shell cat $(2)/go.mod $(2)/go.sum | sha256sum | cut -c1-12)
 $$($(1)_DIR)/.built:
 	@mkdir -p $(LOCALBIN)
-	@echo ">> building $(3)"
+	@echo ">> $$(now) building $(3)"
 	rm -rf $$(@D).tmp
 	cd $(2) && CGO_ENABLED=0 go build -trimpath -tags containers_image_openpgp -o $$(@D).tmp/ $(4)
 	touch $$(@D).tmp/.built
