@@ -177,15 +177,8 @@ func TestAnObjectReplacedDuringARangedDownloadIsNotStitched(t *testing.T) {
 }
 
 func TestHashInOrderHashesPartsWrittenInAnyOrder(t *testing.T) {
-	data := make([]byte, 5*1000+17)
-	for i := range data {
-		data[i] = byte(i * 7)
-	}
-	f, err := os.Create(filepath.Join(t.TempDir(), "file"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = f.Close() }()
+	data := patterned(5*1000+17, 7)
+	f := emptyFile(t)
 	const partSize = 1000
 	written := make(chan int, 6)
 	go func() {
@@ -210,15 +203,8 @@ func TestHashInOrderHashesPartsWrittenInAnyOrder(t *testing.T) {
 // hash is the same.
 func TestHashInOrderHashesPageAlignedParts(t *testing.T) {
 	partSize := 2 * os.Getpagesize()
-	data := make([]byte, 5*partSize+17)
-	for i := range data {
-		data[i] = byte(i * 11)
-	}
-	f, err := os.Create(filepath.Join(t.TempDir(), "file"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = f.Close() }()
+	data := patterned(5*partSize+17, 11)
+	f := emptyFile(t)
 	if _, err := f.Write(data); err != nil {
 		t.Fatal(err)
 	}
@@ -255,10 +241,7 @@ func TestHashingARangeBeyondTheFileFails(t *testing.T) {
 
 // A range longer than the mapped window is hashed window by window.
 func TestHashingARangeOfManyWindows(t *testing.T) {
-	data := make([]byte, 9<<20+123)
-	for i := range data {
-		data[i] = byte(i * 5)
-	}
+	data := patterned(9<<20+123, 5)
 	path := filepath.Join(t.TempDir(), "file")
 	if err := os.WriteFile(path, data, 0o644); err != nil {
 		t.Fatal(err)
@@ -275,4 +258,25 @@ func TestHashingARangeOfManyWindows(t *testing.T) {
 	if want := sha256.Sum256(data); !bytes.Equal(h.Sum(nil), want[:]) {
 		t.Error("the hash of the range is not the file's")
 	}
+}
+
+// patterned is n bytes, byte i being i*step: not all zeros, so a part left
+// unwritten changes the hash.
+func patterned(n, step int) []byte {
+	data := make([]byte, n)
+	for i := range data {
+		data[i] = byte(i * step)
+	}
+	return data
+}
+
+// emptyFile is a new file in the test's directory, closed when it ends.
+func emptyFile(t *testing.T) *os.File {
+	t.Helper()
+	f, err := os.Create(filepath.Join(t.TempDir(), "file"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = f.Close() })
+	return f
 }

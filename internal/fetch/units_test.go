@@ -322,10 +322,7 @@ func (w *writeSizes) Write(p []byte) (int, error) {
 }
 
 func TestABodyIsWrittenAMebibyteAtATimeHowEverItArrives(t *testing.T) {
-	data := make([]byte, 2<<20+3000)
-	for i := range data {
-		data[i] = byte(i * 13)
-	}
+	data := patterned(2<<20+3000, 13)
 	d := &downloader{maxBytes: 1 << 40, stall: time.Minute, prog: newProgress(1, int64(len(data)))}
 	ctx, cancel := context.WithCancelCause(context.Background())
 	defer cancel(nil)
