@@ -280,3 +280,17 @@ func emptyFile(t *testing.T) *os.File {
 	t.Cleanup(func() { _ = f.Close() })
 	return f
 }
+
+func TestPartsInFlightAreTheRequestsUpToFourPerCPU(t *testing.T) {
+	for _, c := range []struct{ requests, cpus, want int }{
+		{16, 2, 8},
+		{16, 8, 16},
+		{3, 2, 3},
+		{16, 1, 4},
+		{0, 2, 1},
+	} {
+		if got := partsInFlight(c.requests, c.cpus); got != c.want {
+			t.Errorf("partsInFlight(%d requests, %d CPUs) = %d; want %d", c.requests, c.cpus, got, c.want)
+		}
+	}
+}
