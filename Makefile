@@ -13,6 +13,15 @@ SHELL := /usr/bin/env bash -o pipefail
 LOCALBIN ?= $(CURDIR)/bin
 export PATH := $(LOCALBIN):$(PATH)
 
+# This module's code is vetted, tested and built as its image is built:
+# CGO_ENABLED=0 -trimpath. The binaries the suites build (the operator's
+# image, test servers, `go build` in tests) then reuse what `go vet` and
+# `go test` compiled; with the default cgo build, a cold cache compiled
+# every dependency twice: on two cores, vet, test binaries and the image
+# took 1,170 s, of which the image 393 s; built alike, 837 s, the image 8 s.
+export CGO_ENABLED := 0
+export GOFLAGS := $(strip $(GOFLAGS) -trimpath)
+
 ##@ General
 
 .PHONY: help
@@ -344,6 +353,7 @@ endef
 # packages they share (client-go, apiserver, ...) compile once: a cold build
 # of all nine takes about as long as kubelet and kube-apiserver alone. They
 # land in a directory named after the pins, so a bump rebuilds them all.
+# They keep Go's default cgo setting: upstream builds kubelet with cgo.
 HACK_TOOLS_PKGS := go.etcd.io/etcd/server/v3 \
 	$(foreach c,kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet kube-proxy,k8s.io/kubernetes/cmd/$(c)) \
 	sigs.k8s.io/controller-tools/cmd/controller-gen sigs.k8s.io/kustomize/kustomize/v5
@@ -353,7 +363,7 @@ $(HACK_TOOLS_DIR)/.built:
 	@mkdir -p $(LOCALBIN)
 	@echo ">> $(now) building etcd $(ETCD_VERSION), Kubernetes $(KUBE_VERSION) (kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, kubelet, kube-proxy), controller-gen $(CONTROLLER_TOOLS_VERSION), kustomize $(KUSTOMIZE_VERSION)"
 	rm -rf $(HACK_TOOLS_DIR).tmp
-	cd hack/tools && go build -ldflags '$(KUBE_LDFLAGS)' -o $(HACK_TOOLS_DIR).tmp/ $(HACK_TOOLS_PKGS)
+	cd hack/tools && env -u CGO_ENABLED go build -ldflags '$(KUBE_LDFLAGS)' -o $(HACK_TOOLS_DIR).tmp/ $(HACK_TOOLS_PKGS)
 	mv $(HACK_TOOLS_DIR).tmp/server $(HACK_TOOLS_DIR).tmp/etcd
 	touch $(HACK_TOOLS_DIR).tmp/.built
 	rm -rf $(HACK_TOOLS_DIR) && mv $(HACK_TOOLS_DIR).tmp $(HACK_TOOLS_DIR)
