@@ -37,10 +37,13 @@ func requireRealNode(t *testing.T) {
 }
 
 // probeImage builds testdata/apiprobe into an image in the cluster's
-// registry.
+// registry. The binary is built in the cluster's directory, not the
+// test's: a test binary killed on purpose (the reaper's test) never runs
+// its cleanups, and the reaper removes the cluster's directory.
 func probeImage(t *testing.T, c *localcluster.Cluster) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "apiprobe")
+	bin := filepath.Join(c.Dir, "apiprobe")
+	defer func() { _ = os.Remove(bin) }()
 	build := exec.Command("go", "build", "-trimpath", "-o", bin, "./testdata/apiprobe")
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := build.CombinedOutput(); err != nil {
