@@ -117,7 +117,7 @@ func (x *extractor) fileEntry(name string, size int64, r io.Reader) error {
 		return pathConflict(err, "archive entry "+name)
 	}
 	defer func() { _ = f.Close() }()
-	h := sha256.New()
+	h := newContentHash(size, false)
 	// One byte past the cap tells that the entry is over it.
 	n, err := io.Copy(io.MultiWriter(f, h), io.LimitReader(r, x.maxBytes-x.bytes+1))
 	x.bytes += n
@@ -141,7 +141,9 @@ func (x *extractor) fileEntry(name string, size int64, r io.Reader) error {
 	if err := f.Close(); err != nil {
 		return classify(err, target)
 	}
-	x.records[rel] = fileRecord{Path: rel, Size: n, SHA256: hex.EncodeToString(h.Sum(nil))}
+	rec := h.record(n)
+	rec.Path = rel
+	x.records[rel] = rec
 	x.prog.files.Store(int64(len(x.records)))
 	return nil
 }
@@ -263,8 +265,8 @@ func (b *bodyReader) Read(p []byte) (int, error) {
 // fetchArchive downloads an archive and extracts it into d.dir, retrying
 // the whole on a transient failure. A tar stream is extracted as it
 // arrives; a zip file, which is read from its end, is first downloaded
-// beside d.dir. sha256, when not empty, pins the archive's checksum.
-func (d *downloader) fetchArchive(ctx context.Context, obj Object, kind archiveKind, sha256Hex string, maxFiles int) ([]fileRecord, error) {
+// beside d.dir. d.pin, when not empty, pins the archive's sha256.
+func (d *downloader) fetchArchive(ctx context.Context, obj Object, kind archiveKind, maxFiles int) ([]fileRecord, error) {
 	var records []fileRecord
 	err := d.retry.do(ctx, d.src.Describe(obj.Key), func(ctx context.Context) error {
 		if err := emptyDir(d.dir); err != nil {
@@ -275,9 +277,9 @@ func (d *downloader) fetchArchive(ctx context.Context, obj Object, kind archiveK
 		x := newExtractor(d.dir, d.maxBytes, maxFiles, d.prog)
 		var err error
 		if kind == archiveZip {
-			err = d.unzipOnce(ctx, obj, x, sha256Hex)
+			err = d.unzipOnce(ctx, obj, x)
 		} else {
-			err = d.untarOnce(ctx, obj, kind, x, sha256Hex)
+			err = d.untarOnce(ctx, obj, kind, x)
 		}
 		records = x.list()
 		return err
@@ -285,7 +287,7 @@ func (d *downloader) fetchArchive(ctx context.Context, obj Object, kind archiveK
 	return records, err
 }
 
-func (d *downloader) untarOnce(ctx context.Context, obj Object, kind archiveKind, x *extractor, sha256Hex string) error {
+func (d *downloader) untarOnce(ctx context.Context, obj Object, kind archiveKind, x *extractor) error {
 	what := d.src.Describe(obj.Key)
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -334,20 +336,17 @@ func (d *downloader) untarOnce(ctx context.Context, obj Object, kind archiveKind
 	if size >= 0 && br.n != size {
 		return transientf(servingv1alpha1.ReasonFetchFailed, "%s: %d bytes announced but %d received", what, size, br.n)
 	}
-	return checkPinned(what, sha256Hex, br.sha)
+	return checkPinned(what, d.pin, br.sha)
 }
 
-func (d *downloader) unzipOnce(ctx context.Context, obj Object, x *extractor, sha256Hex string) error {
+func (d *downloader) unzipOnce(ctx context.Context, obj Object, x *extractor) error {
 	what := d.src.Describe(obj.Key)
 	tmp := d.dir + ".download"
 	defer func() { _ = os.Remove(tmp) }()
 	d.used.Store(0)
-	rec, err := d.copyOnce(ctx, obj, tmp)
+	rec, err := d.copyOnce(ctx, obj, tmp) // checks d.pin
 	if err != nil {
 		return err
-	}
-	if sha256Hex != "" && rec.SHA256 != sha256Hex {
-		return checksumMismatch(what, sha256Hex, rec.SHA256)
 	}
 	f, err := os.Open(tmp)
 	if err != nil {

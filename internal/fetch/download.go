@@ -2,11 +2,8 @@ package fetch
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"hash"
 	"io"
 	"os"
 	"path/filepath"
@@ -21,11 +18,16 @@ import (
 )
 
 // fileRecord is one file of a fetched model: its path below the model's
-// base directory, size and content digest.
+// base directory, size and content digest, one of two (digest.go).
 type fileRecord struct {
-	Path   string `json:"path"`
-	Size   int64  `json:"size"`
-	SHA256 string `json:"sha256"`
+	Path string `json:"path"`
+	Size int64  `json:"size"`
+	// SHA256 is the file's sha256: every file's in format 1, a file's
+	// below chunkedMinSize in format 2.
+	SHA256 string `json:"sha256,omitempty"`
+	// ChunkedSHA256 is the sha256 of the file's chunks' sha256 digests: a
+	// file's of chunkedMinSize or more in format 2.
+	ChunkedSHA256 string `json:"chunkedSha256,omitempty"`
 }
 
 // downloader copies a source's files into a directory, several at once,
@@ -45,6 +47,9 @@ type downloader struct {
 	// partSize is the size of a part of a ranged download (0: no ranged
 	// downloads); a file of at least rangedMinParts parts is ranged.
 	partSize int64
+	// pin, when not empty, is the sha256 a URI's #sha256 fragment pins
+	// the one file or archive downloaded to.
+	pin string
 	// requests holds a token for each request in flight; nil until the
 	// first download makes it, with room for concurrency tokens.
 	requests     chan struct{}
@@ -165,8 +170,12 @@ func (d *downloader) copyOnce(ctx context.Context, obj Object, target string) (r
 			d.prog.bytes.Add(-counted)
 		}
 	}()
-	sha := sha256.New()
-	if err := d.writeBody(ctx, cancel, body, f, capWriter{d: d, name: target, sha: sha, counted: &counted}, what); err != nil {
+	known := obj.Size
+	if known < 0 {
+		known = size
+	}
+	sum := newContentHash(known, d.pin != "")
+	if err := d.writeBody(ctx, cancel, body, f, capWriter{d: d, name: target, hash: sum, counted: &counted}, what); err != nil {
 		return rec, err
 	}
 	if obj.Size >= 0 && counted != obj.Size {
@@ -181,7 +190,10 @@ func (d *downloader) copyOnce(ctx context.Context, obj Object, target string) (r
 	if err := f.Close(); err != nil {
 		return rec, classify(err, target)
 	}
-	return fileRecord{Size: counted, SHA256: hex.EncodeToString(sha.Sum(nil))}, nil
+	if d.pin != "" && sum.sha256Hex() != d.pin {
+		return rec, checksumMismatch(what, d.pin, sum.sha256Hex())
+	}
+	return sum.record(counted), nil
 }
 
 // writeBody copies body to dst through w, which counts, caps and hashes.
@@ -234,13 +246,13 @@ func (d *downloader) failed(ctx context.Context, err error, what string, stall t
 	return classify(err, what)
 }
 
-// capWriter writes to a file, hashing (unless sha is nil), counting
+// capWriter writes to a file, hashing (unless hash is nil), counting
 // progress and holding the total to the downloader's cap.
 type capWriter struct {
 	d       *downloader
 	w       io.Writer
 	name    string
-	sha     hash.Hash
+	hash    *contentHash
 	counted *int64
 }
 
@@ -251,8 +263,8 @@ func (w *capWriter) Write(p []byte) (int, error) {
 	if w.d.used.Add(n) > w.d.maxBytes {
 		return 0, tooLarge(w.d.maxBytes)
 	}
-	if w.sha != nil {
-		w.sha.Write(p)
+	if w.hash != nil {
+		_, _ = w.hash.Write(p) // a hash's Write never fails
 	}
 	if _, err := w.w.Write(p); err != nil {
 		return 0, classify(err, w.name)

@@ -268,7 +268,7 @@ func (f *fetcher) download(ctx context.Context, src Source, l Listing, staging s
 		totalFiles = -1 // known once extracted
 	}
 	prog := newProgress(totalFiles, totalBytes)
-	d := &downloader{src: src, dir: staging, retry: f.retry, concurrency: f.o.Concurrency, maxBytes: f.o.MaxBytes, stall: f.o.StallTimeout, prog: prog, partSize: f.o.partSize}
+	d := &downloader{src: src, dir: staging, retry: f.retry, concurrency: f.o.Concurrency, maxBytes: f.o.MaxBytes, stall: f.o.StallTimeout, prog: prog, partSize: f.o.partSize, pin: f.loc.SHA256}
 	pctx, stop := context.WithCancel(ctx)
 	defer stop()
 	go prog.report(pctx, f.log, f.o.ProgressInterval)
@@ -280,19 +280,16 @@ func (f *fetcher) download(ctx context.Context, src Source, l Listing, staging s
 		}
 		if kind := archiveKindOf(obj.Key); kind != archiveNone {
 			f.log.Info("downloading and extracting an archive", "archive", src.Describe(obj.Key), "format", string(kind))
-			records, err := d.fetchArchive(ctx, obj, kind, f.loc.SHA256, f.o.MaxFiles)
+			records, err := d.fetchArchive(ctx, obj, kind, f.o.MaxFiles)
 			if err != nil {
 				return nil, true, err
 			}
 			prog.done(f.log, "archive extracted")
 			return records, true, nil
 		}
-		rec, err := d.fetchFile(ctx, obj, obj.Key)
+		rec, err := d.fetchFile(ctx, obj, obj.Key) // checks d.pin
 		if err != nil {
 			return nil, false, err
-		}
-		if f.loc.SHA256 != "" && rec.SHA256 != f.loc.SHA256 {
-			return nil, false, checksumMismatch(src.Describe(obj.Key), f.loc.SHA256, rec.SHA256)
 		}
 		prog.done(f.log, "download complete")
 		return []fileRecord{rec}, false, nil
@@ -377,7 +374,7 @@ func (f *fetcher) verifyInPlace(ctx context.Context) (Summary, error) {
 	pctx, stop := context.WithCancel(ctx)
 	defer stop()
 	go prog.report(pctx, f.log, f.o.ProgressInterval)
-	records, err := hashTree(ctx, f.dest, f.o.Concurrency, prog)
+	records, err := hashTree(ctx, f.dest, manifestFormat, f.o.Concurrency, prog)
 	if err != nil {
 		return Summary{}, err
 	}

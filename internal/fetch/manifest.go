@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"sync/atomic"
 
 	"golang.org/x/sync/errgroup"
 
@@ -19,7 +20,7 @@ import (
 )
 
 // ManifestName is the file, in a fetched model's base directory, that
-// records what was fetched: the URI and each file's size and sha256. A
+// records what was fetched: the URI and each file's size and digest. A
 // later fetch of the same URI into the same directory finds it and, when
 // every file still matches, downloads nothing.
 const ManifestName = fetchcontract.ManifestName
@@ -31,12 +32,15 @@ type Summary struct {
 	Files    int64   `json:"files"`
 	Bytes    int64   `json:"bytes"`
 	// Digest is "sha256:<hex>" over the sorted list of the model's files,
-	// each as its path, size and sha256: the same model always has the
-	// same digest, wherever and however it was fetched from.
+	// each as its path, size and content digest: the same model always has
+	// the same digest, wherever and however it was fetched from.
 	Digest string `json:"digest"`
 }
 
 type manifest struct {
+	// Format is how files are recorded (digest.go); 0 is format 1, whose
+	// manifests have no such field.
+	Format   int          `json:"format,omitempty"`
 	URI      string       `json:"uri"`
 	Versions []int64      `json:"versions"`
 	Bytes    int64        `json:"bytes"`
@@ -54,8 +58,10 @@ func newManifest(uri string, versions []int64, files []fileRecord) manifest {
 	for _, f := range files {
 		total += f.Size
 	}
-	return manifest{URI: uri, Versions: versions, Bytes: total, Digest: digestOf(files), Files: files}
+	return manifest{Format: manifestFormat, URI: uri, Versions: versions, Bytes: total, Digest: digestOf(files), Files: files}
 }
+
+func (m manifest) format() int { return max(m.Format, 1) }
 
 func sortedRecords(files []fileRecord) []fileRecord {
 	out := append([]fileRecord(nil), files...)
@@ -64,11 +70,17 @@ func sortedRecords(files []fileRecord) []fileRecord {
 }
 
 // digestOf hashes the sorted list of files: for each, its path, size and
-// content sha256, each line "path\x00size\x00sha256\n".
+// content digest, each line "path\x00size\x00sha256\n", or, for a file
+// recorded by its chunks, "path\x00size\x00chunked:sha256\n".
 func digestOf(files []fileRecord) string {
 	h := sha256.New()
 	for _, f := range sortedRecords(files) {
-		_, _ = fmt.Fprintf(h, "%s\x00%d\x00%s\n", f.Path, f.Size, f.SHA256) // a hash's Write never fails
+		// A hash's Write never fails.
+		if f.ChunkedSHA256 != "" {
+			_, _ = fmt.Fprintf(h, "%s\x00%d\x00chunked:%s\n", f.Path, f.Size, f.ChunkedSHA256)
+		} else {
+			_, _ = fmt.Fprintf(h, "%s\x00%d\x00%s\n", f.Path, f.Size, f.SHA256)
+		}
 	}
 	return "sha256:" + hex.EncodeToString(h.Sum(nil))
 }
@@ -104,40 +116,42 @@ func readManifest(dir string) (manifest, error) {
 }
 
 // hashTree lists every file below dir (following symbolic links to files,
-// leaving out the manifest at the top) with its size and sha256, reading
-// up to concurrency files at once.
-func hashTree(ctx context.Context, dir string, concurrency int, prog *progress) ([]fileRecord, error) {
-	var paths []string
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() {
-			return nil
-		}
-		rel, _ := filepath.Rel(dir, p)
-		if rel == ManifestName {
-			return nil
-		}
-		paths = append(paths, rel)
-		return nil
-	})
+// leaving out the manifest at the top) with its size and digest as format
+// records them, reading up to concurrency files, or chunks of a large
+// file, at once.
+func hashTree(ctx context.Context, dir string, format, concurrency int, prog *progress) ([]fileRecord, error) {
+	paths, err := listFiles(dir)
 	if err != nil {
-		return nil, classify(err, dir)
+		return nil, err
 	}
 	records := make([]fileRecord, len(paths))
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(max(concurrency, 1))
 	for i := range paths {
-		g.Go(func() error {
-			if gctx.Err() != nil {
-				return gctx.Err()
-			}
-			rec, err := hashFile(filepath.Join(dir, paths[i]), prog)
-			rec.Path = filepath.ToSlash(paths[i])
-			records[i] = rec
-			return err
-		})
+		if gctx.Err() != nil {
+			break
+		}
+		p := filepath.Join(dir, paths[i])
+		st, err := os.Stat(p)
+		if err != nil {
+			return nil, classify(err, p)
+		}
+		if !st.Mode().IsRegular() {
+			return nil, permanentf(servingv1alpha1.ReasonInvalidLayout, "%s is not a regular file", p)
+		}
+		records[i].Path = filepath.ToSlash(paths[i])
+		if format < 2 || st.Size() < chunkedMinSize {
+			g.Go(func() error {
+				sum, size, err := hashFile(p, 0, -1, prog)
+				if err != nil {
+					return err
+				}
+				records[i].Size, records[i].SHA256 = size, sum.sha256Hex()
+				return nil
+			})
+			continue
+		}
+		hashChunks(g, p, st.Size(), &records[i], prog)
 	}
 	if err := g.Wait(); err != nil {
 		if ctx.Err() != nil {
@@ -151,37 +165,94 @@ func hashTree(ctx context.Context, dir string, concurrency int, prog *progress) 
 	return records, nil
 }
 
-func hashFile(p string, prog *progress) (fileRecord, error) {
+// listFiles lists the paths, relative to dir, of the files below it but
+// the manifest at the top.
+func listFiles(dir string) ([]string, error) {
+	var paths []string
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			return nil
+		}
+		rel, _ := filepath.Rel(dir, p)
+		if rel != ManifestName {
+			paths = append(paths, rel)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, classify(err, dir)
+	}
+	return paths, nil
+}
+
+// hashChunks hashes each chunk of the large file p on its own, in g, and
+// fills rec (whose Path is set) once the last one is hashed.
+func hashChunks(g *errgroup.Group, p string, size int64, rec *fileRecord, prog *progress) {
+	sums := make([]byte, chunksOf(size)*sha256.Size)
+	var left atomic.Int64
+	left.Store(chunksOf(size))
+	for off := int64(0); off < size; off += digestChunkSize {
+		g.Go(func() error {
+			sum, _, err := hashFile(p, off, min(digestChunkSize, size-off), prog)
+			if err != nil {
+				return err
+			}
+			copy(sums[off/digestChunkSize*sha256.Size:], sum.chunkSums())
+			if left.Add(-1) == 0 {
+				whole := recordOf(size, "", sums)
+				rec.Size, rec.ChunkedSHA256 = whole.Size, whole.ChunkedSHA256
+				if prog != nil {
+					prog.files.Add(1)
+				}
+			}
+			return nil
+		})
+	}
+}
+
+// hashFile hashes the n bytes of the file p at off, a chunk of a large
+// file, or, when n < 0, the whole file for its sha256. It returns the
+// bytes hashed.
+func hashFile(p string, off, n int64, prog *progress) (*contentHash, int64, error) {
 	f, err := os.Open(p)
 	if err != nil {
-		return fileRecord{}, classify(err, p)
+		return nil, 0, classify(err, p)
 	}
 	defer func() { _ = f.Close() }()
-	st, err := f.Stat()
-	if err != nil {
-		return fileRecord{}, classify(err, p)
-	}
-	if !st.Mode().IsRegular() {
-		return fileRecord{}, permanentf(servingv1alpha1.ReasonInvalidLayout, "%s is not a regular file", p)
-	}
-	h := sha256.New()
 	bp := bufPool.Get().(*[]byte)
 	defer bufPool.Put(bp)
-	n, err := io.CopyBuffer(h, f, *bp)
-	if err != nil {
-		return fileRecord{}, classify(err, p)
+	if n < 0 {
+		h := newPlainHash()
+		got, err := io.CopyBuffer(h, f, *bp)
+		if err != nil {
+			return nil, 0, classify(err, p)
+		}
+		if prog != nil {
+			prog.bytes.Add(got)
+			prog.files.Add(1)
+		}
+		return h, got, nil
+	}
+	h := newChunksHash()
+	if err := readFileRange(h, f, off, n, *bp); err != nil {
+		return nil, 0, classify(err, p)
 	}
 	if prog != nil {
 		prog.bytes.Add(n)
-		prog.files.Add(1)
 	}
-	return fileRecord{Size: n, SHA256: hex.EncodeToString(h.Sum(nil))}, nil
+	return h, n, nil
 }
 
 // matches tells whether dir holds exactly the files of m, same sizes and
 // same content.
 func (m manifest) matches(ctx context.Context, dir string, concurrency int) (bool, string) {
-	have, err := hashTree(ctx, dir, concurrency, nil)
+	if m.format() > manifestFormat {
+		return false, fmt.Sprintf("the manifest has format %d, newer than this fetcher's %d", m.format(), manifestFormat)
+	}
+	have, err := hashTree(ctx, dir, m.format(), concurrency, nil)
 	if err != nil {
 		return false, err.Error()
 	}

@@ -3,7 +3,6 @@ package fetch
 import (
 	"context"
 	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"io"
 	"os"
@@ -20,12 +19,16 @@ import (
 // A large file is downloaded as parts of d.partSize bytes, several at once
 // (as many as the requests the downloader allows), each written in place
 // into the file, allocated to its full size first, and each retried on its
-// own: a broken connection costs one part, not the file. The file's sha256
-// needs its bytes in order, so it is computed over the written prefix of
-// the file as it grows, where it lies in the page cache: memory stays a
-// few buffers whatever the file's size. Every part must come from the same
-// version of the object (its ETag, or GCS generation), so that a file
-// replaced during the download is not stitched together from both.
+// own: a broken connection costs one part, not the file. A file of
+// chunkedMinSize or more is recorded by its chunks' digests (digest.go):
+// each part hashes its chunks from the buffers its bytes arrive in. A
+// smaller one (parts are small in tests), or a file whose sha256 a URI
+// pins, needs its bytes hashed in order: that is done over the written
+// prefix of the file as it grows, where it lies in the page cache, so
+// memory stays a few buffers whatever the file's size. Every part must
+// come from the same version of the object (its ETag, or GCS generation),
+// so that a file replaced during the download is not stitched together
+// from both.
 
 // fetchRanged downloads obj to target as ranges.
 func (d *downloader) fetchRanged(ctx context.Context, src rangeSource, obj Object, target string) (rec fileRecord, err error) {
@@ -55,16 +58,10 @@ func (d *downloader) fetchRanged(ctx context.Context, src rangeSource, obj Objec
 	parts := int((obj.Size + d.partSize - 1) / d.partSize)
 	versions := make([]string, parts)
 	var writing sync.Mutex
-	written := make(chan int, parts)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	hashed := make(chan error, 1)
-	go func() {
-		var err error
-		rec.SHA256, err = hashInOrder(ctx, f, obj.Size, d.partSize, written)
-		hashed <- err
-	}()
 
+	digest := d.newRangedDigest(ctx, f, obj.Size, parts)
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(partsInFlight(d.concurrency, runtime.GOMAXPROCS(0)))
 	for i := range parts {
@@ -77,23 +74,26 @@ func (d *downloader) fetchRanged(ctx context.Context, src rangeSource, obj Objec
 			part := fmt.Sprintf("%s (bytes %d-%d)", what, off, off+n-1)
 			err := d.retry.do(gctx, part, func(ctx context.Context) error {
 				var err error
-				versions[i], err = d.copyPart(ctx, src, obj, &rangedFile{file: f, mu: &writing}, off, n, part)
+				sums := digest.partHash()
+				versions[i], err = d.copyPart(ctx, src, obj, &rangedFile{file: f, mu: &writing}, off, n, sums, part)
+				if err == nil {
+					digest.partWritten(i, off, sums)
+				}
 				return err
 			})
 			if err != nil {
 				return err
 			}
 			counted.Add(n)
-			written <- i
 			return nil
 		})
 	}
 	if err := g.Wait(); err != nil {
 		cancel()
-		<-hashed //nolint:errcheck // the download's error is the one to report; the hasher only stops
+		digest.wait() //nolint:errcheck // the download's error is the one to report; the hasher only stops
 		return rec, err
 	}
-	if err := <-hashed; err != nil {
+	if err := digest.wait(); err != nil {
 		return rec, classify(err, target)
 	}
 	for _, v := range versions {
@@ -101,28 +101,99 @@ func (d *downloader) fetchRanged(ctx context.Context, src rangeSource, obj Objec
 			return rec, transientf(servingv1alpha1.ReasonFetchFailed, "%s: the object changed during the fetch (its parts have versions %q and %q)", what, versions[0], v)
 		}
 	}
+	if rec, err = digest.record(what); err != nil {
+		return rec, err
+	}
 	if err := f.Close(); err != nil {
 		return rec, classify(err, target)
 	}
-	rec.Size = obj.Size
 	return rec, nil
+}
+
+// rangedDigest computes the record of a file downloaded as ranges, and
+// checks the URI's pin, as its parts arrive.
+type rangedDigest struct {
+	size int64
+	pin  string
+	// chunkSums holds the digests of the file's chunks, each part's put in
+	// place by the part (nil: the parts do not hash).
+	chunkSums []byte
+	// inOrder hashes the file in order, as its parts are written (nil: not
+	// needed), told of each on written; its end is sent on hashed.
+	inOrder *contentHash
+	written chan int
+	hashed  chan error
+}
+
+func (d *downloader) newRangedDigest(ctx context.Context, f *os.File, size int64, parts int) *rangedDigest {
+	r := &rangedDigest{size: size, pin: d.pin, written: make(chan int, parts), hashed: make(chan error, 1)}
+	if size >= chunkedMinSize && d.partSize%digestChunkSize == 0 {
+		r.chunkSums = make([]byte, chunksOf(size)*sha256.Size)
+	}
+	switch {
+	case r.chunkSums == nil:
+		r.inOrder = newContentHash(size, d.pin != "")
+	case d.pin != "":
+		r.inOrder = newPlainHash()
+	}
+	if r.inOrder == nil {
+		r.hashed <- nil
+		return r
+	}
+	go func() { r.hashed <- hashInOrder(ctx, r.inOrder, f, size, d.partSize, r.written) }()
+	return r
+}
+
+// partHash is what an attempt at a part hashes its bytes into (nil:
+// nothing).
+func (r *rangedDigest) partHash() *contentHash {
+	if r.chunkSums == nil {
+		return nil
+	}
+	return newChunksHash()
+}
+
+// partWritten takes part i, at off, once written, with what it hashed.
+func (r *rangedDigest) partWritten(i int, off int64, h *contentHash) {
+	if h != nil {
+		copy(r.chunkSums[off/digestChunkSize*sha256.Size:], h.chunkSums())
+	}
+	if r.inOrder != nil {
+		r.written <- i
+	}
+}
+
+// wait waits for the hash in order, if any, to end.
+func (r *rangedDigest) wait() error { return <-r.hashed }
+
+// record is the file's record once every part is written and wait has
+// returned.
+func (r *rangedDigest) record(what string) (fileRecord, error) {
+	if r.pin != "" && r.inOrder.sha256Hex() != r.pin {
+		return fileRecord{}, checksumMismatch(what, r.pin, r.inOrder.sha256Hex())
+	}
+	if r.chunkSums != nil {
+		return recordOf(r.size, "", r.chunkSums), nil
+	}
+	return r.inOrder.record(r.size), nil
 }
 
 // partsInFlight is how many parts of one file are downloaded at once: as
 // many as the requests allowed, but at most four for each CPU the fetch may
 // use (GOMAXPROCS follows the container's CPU limit). Every byte of a part
-// is copied, and then hashed, on those CPUs; past that, more parts contend
-// for them rather than add to the throughput. On 2 CPUs, a 1 GiB file took
+// is copied and hashed on those CPUs; past that, more parts contend for
+// them rather than add to the throughput. On 2 CPUs, a 1 GiB file took
 // 2.35-2.52 s and 2.0-2.2 CPU-s with 8 parts at once, 2.8-3.1 s and
 // 3.5-3.7 CPU-s with 16 (docs/performance.md).
 func partsInFlight(requests, cpus int) int {
 	return max(1, min(requests, 4*cpus))
 }
 
-// copyPart is one attempt at downloading the n bytes of obj at off into f.
-// It returns the version of the object they came from. The bytes of a
-// failed attempt are taken back from the cap and the progress.
-func (d *downloader) copyPart(ctx context.Context, src rangeSource, obj Object, f *rangedFile, off, n int64, what string) (version string, err error) {
+// copyPart is one attempt at downloading the n bytes of obj at off into f,
+// hashing them into sums unless it is nil. It returns the version of the
+// object they came from. The bytes of a failed attempt are taken back from
+// the cap and the progress.
+func (d *downloader) copyPart(ctx context.Context, src rangeSource, obj Object, f *rangedFile, off, n int64, sums *contentHash, what string) (version string, err error) {
 	release, err := d.request(ctx)
 	if err != nil {
 		return "", classify(err, what)
@@ -145,7 +216,7 @@ func (d *downloader) copyPart(ctx context.Context, src rangeSource, obj Object, 
 			d.prog.bytes.Add(-counted)
 		}
 	}()
-	w := capWriter{d: d, name: f.file.Name(), counted: &counted}
+	w := capWriter{d: d, name: f.file.Name(), hash: sums, counted: &counted}
 	if err := d.writeBody(ctx, cancel, io.LimitReader(body, n+1), io.NewOffsetWriter(f, off), w, what); err != nil {
 		return "", err
 	}
@@ -156,11 +227,10 @@ func (d *downloader) copyPart(ctx context.Context, src rangeSource, obj Object, 
 	return info.Version, nil
 }
 
-// hashInOrder returns the sha256 of the size bytes of f, whose parts of
-// partSize bytes are written in any order, each index sent on written once
-// it is. It hashes each part once every part before it is hashed.
-func hashInOrder(ctx context.Context, f *os.File, size, partSize int64, written <-chan int) (string, error) {
-	h := sha256.New()
+// hashInOrder hashes into h the size bytes of f, whose parts of partSize
+// bytes are written in any order, each index sent on written once it is.
+// It hashes each part once every part before it is hashed.
+func hashInOrder(ctx context.Context, h io.Writer, f *os.File, size, partSize int64, written <-chan int) error {
 	bp := bufPool.Get().(*[]byte)
 	defer bufPool.Put(bp)
 	parts := int((size + partSize - 1) / partSize)
@@ -170,17 +240,17 @@ func hashInOrder(ctx context.Context, f *os.File, size, partSize int64, written 
 		case i := <-written:
 			ready[i] = true
 		case <-ctx.Done():
-			return "", ctx.Err()
+			return ctx.Err()
 		}
 		for ; next < parts && ready[next]; next++ {
 			off := int64(next) * partSize
 			n := min(partSize, size-off)
 			if err := hashFileRange(h, f, off, n, *bp); err != nil {
-				return "", err
+				return err
 			}
 		}
 	}
-	return hex.EncodeToString(h.Sum(nil)), nil
+	return nil
 }
 
 // readFileRange copies the n bytes of f at off to w through buf.
