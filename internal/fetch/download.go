@@ -47,8 +47,8 @@ type downloader struct {
 	// partSize is the size of a part of a ranged download (0: no ranged
 	// downloads); a file of at least rangedMinParts parts is ranged.
 	partSize int64
-	// pin, when not empty, is the sha256 a URI's #sha256 fragment pins
-	// the one file or archive downloaded to.
+	// pin, when not empty, is the sha256 that a URI's #sha256 fragment
+	// requires of the one file or archive the URI names.
 	pin string
 	// requests holds a token for each request in flight; nil until the
 	// first download makes it, with room for concurrency tokens.
