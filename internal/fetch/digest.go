@@ -98,9 +98,6 @@ func (h *contentHash) sha256Hex() string {
 
 // record is the format-2 record of the size bytes written.
 func (h *contentHash) record(size int64) fileRecord {
-	if h.chunk == nil {
-		return recordOf(size, h.sha256Hex(), nil)
-	}
 	return recordOf(size, h.sha256Hex(), h.chunkSums())
 }
 
@@ -114,7 +111,15 @@ func recordOf(size int64, sha256Hex string, chunkSums []byte) fileRecord {
 	return fileRecord{Size: size, SHA256: sha256Hex}
 }
 
-// chunksOf is how many chunks a file of size bytes has.
-func chunksOf(size int64) int64 {
-	return (size + digestChunkSize - 1) / digestChunkSize
+// chunkTable holds the digests of a large file's chunks, each put in its
+// place as the chunks are hashed, in any order and on any CPU.
+type chunkTable []byte
+
+func newChunkTable(size int64) chunkTable {
+	return make(chunkTable, (size+digestChunkSize-1)/digestChunkSize*sha256.Size)
+}
+
+// put places sums, the digests of the chunks from the one at off on.
+func (t chunkTable) put(off int64, sums []byte) {
+	copy(t[off/digestChunkSize*sha256.Size:], sums)
 }

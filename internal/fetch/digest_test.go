@@ -8,8 +8,6 @@ import (
 	"encoding/json"
 	"math/rand/v2"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -38,11 +36,6 @@ func chunkedSHA256(data []byte) string {
 	return hex.EncodeToString(s[:])
 }
 
-func plainSHA256(data []byte) string {
-	s := sha256.Sum256(data)
-	return hex.EncodeToString(s[:])
-}
-
 // hashInPieces writes data to h in pieces of step bytes.
 func hashInPieces(h *contentHash, data []byte, step int) {
 	for off := 0; off < len(data); off += step {
@@ -58,7 +51,7 @@ func TestAFileBelowTheChunkedSizeIsRecordedByItsSHA256(t *testing.T) {
 			h := newContentHash(known, false)
 			hashInPieces(h, data, 1<<20+7)
 			got := h.record(int64(size))
-			if got != (fileRecord{Size: int64(size), SHA256: plainSHA256(data)}) {
+			if got != (fileRecord{Size: int64(size), SHA256: sha256Hex(data)}) {
 				t.Errorf("%d bytes (size given %d): record %+v; want its sha256 alone", size, known, got)
 			}
 		}
@@ -81,8 +74,8 @@ func TestALargeFileIsRecordedByItsChunksDigests(t *testing.T) {
 		// A pin asks for the plain sha256 beside the chunks.
 		h := newContentHash(int64(size), true)
 		hashInPieces(h, data, 1<<20)
-		if h.sha256Hex() != plainSHA256(data) || h.record(int64(size)) != want {
-			t.Errorf("%d bytes with a pin: sha256 %s, record %+v; want %s and %+v", size, h.sha256Hex(), h.record(int64(size)), plainSHA256(data), want)
+		if h.sha256Hex() != sha256Hex(data) || h.record(int64(size)) != want {
+			t.Errorf("%d bytes with a pin: sha256 %s, record %+v; want %s and %+v", size, h.sha256Hex(), h.record(int64(size)), sha256Hex(data), want)
 		}
 	}
 }
@@ -133,7 +126,7 @@ func TestALargeFileHasOneDigestHoweverItIsFetched(t *testing.T) {
 		t.Errorf("manifest format %d; want %d", m.Format, manifestFormat)
 	}
 	for _, f := range m.Files {
-		want := fileRecord{Path: f.Path, Size: int64(len(files[f.Path])), SHA256: plainSHA256(files[f.Path])}
+		want := fileRecord{Path: f.Path, Size: int64(len(files[f.Path])), SHA256: sha256Hex(files[f.Path])}
 		if f.Path == largeFileKey {
 			want = fileRecord{Path: f.Path, Size: want.Size, ChunkedSHA256: chunkedSHA256(files[f.Path])}
 		}
@@ -186,13 +179,13 @@ func TestAPinnedLargeFileIsCheckedAgainstItsSHA256(t *testing.T) {
 	o, _ := testOptions(t, "s3://models/big/weights.bin#sha256="+strings.Repeat("0", 64), creds)
 	_, err := Run(context.Background(), o)
 	fe := wantFailure(t, err, servingv1alpha1.ReasonChecksumMismatch, ExitPermanent)
-	if !strings.Contains(fe.Message, plainSHA256(data)) {
+	if !strings.Contains(fe.Message, sha256Hex(data)) {
 		t.Errorf("message %q does not name the file's sha256", fe.Message)
 	}
 	assertNothingPublished(t, o.Dest)
 
 	// The right pin passes; the one file is then no SavedModel.
-	o, _ = testOptions(t, "s3://models/big/weights.bin#sha256="+plainSHA256(data), creds)
+	o, _ = testOptions(t, "s3://models/big/weights.bin#sha256="+sha256Hex(data), creds)
 	_, err = Run(context.Background(), o)
 	if fe := AsError(err); fe == nil || fe.Reason == servingv1alpha1.ReasonChecksumMismatch {
 		t.Errorf("with the file's own sha256 pinned: %v; want no checksum mismatch", err)
@@ -211,7 +204,7 @@ func TestAFormat1ManifestStillFindsTheModelFetched(t *testing.T) {
 	// its sha256, no format.
 	var records []fileRecord
 	for p, b := range files {
-		records = append(records, fileRecord{Path: p, Size: int64(len(b)), SHA256: plainSHA256(b)})
+		records = append(records, fileRecord{Path: p, Size: int64(len(b)), SHA256: sha256Hex(b)})
 	}
 	old := manifest{URI: "s3://models/m", Versions: []int64{1}, Bytes: 0, Digest: digestOf(records), Files: sortedRecords(records)}
 	b, err := json.Marshal(old)
@@ -221,7 +214,7 @@ func TestAFormat1ManifestStillFindsTheModelFetched(t *testing.T) {
 	if bytes.Contains(b, []byte(`"format"`)) || bytes.Contains(b, []byte(`chunkedSha256`)) {
 		t.Fatalf("a format-1 manifest reads %s", b)
 	}
-	writeFile(t, filepath.Join(o.Dest, ManifestName), b)
+	writeTree(t, o.Dest, map[string][]byte{ManifestName: b})
 	requests := len(s3.requests)
 
 	sum, err := Run(context.Background(), o)
@@ -241,7 +234,7 @@ func TestAFormat1ManifestStillFindsTheModelFetched(t *testing.T) {
 	// A manifest of a format this fetcher does not know is fetched again.
 	old.Format = manifestFormat + 1
 	b, _ = json.Marshal(old)
-	writeFile(t, filepath.Join(o.Dest, ManifestName), b)
+	writeTree(t, o.Dest, map[string][]byte{ManifestName: b})
 	if _, err := Run(context.Background(), o); err != nil {
 		t.Fatal(err)
 	}
@@ -250,12 +243,5 @@ func TestAFormat1ManifestStillFindsTheModelFetched(t *testing.T) {
 	}
 	if m, err := readManifest(o.Dest); err != nil || m.Format != manifestFormat {
 		t.Errorf("manifest format %d (%v) after fetching again; want %d", m.Format, err, manifestFormat)
-	}
-}
-
-func writeFile(t *testing.T, p string, b []byte) {
-	t.Helper()
-	if err := os.WriteFile(p, b, 0o644); err != nil {
-		t.Fatal(err)
 	}
 }

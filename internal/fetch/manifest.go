@@ -191,16 +191,16 @@ func listFiles(dir string) ([]string, error) {
 // hashChunks hashes each chunk of the large file p on its own, in g, and
 // fills rec (whose Path is set) once the last one is hashed.
 func hashChunks(g *errgroup.Group, p string, size int64, rec *fileRecord, prog *progress) {
-	sums := make([]byte, chunksOf(size)*sha256.Size)
+	sums := newChunkTable(size)
 	var left atomic.Int64
-	left.Store(chunksOf(size))
+	left.Store(int64(len(sums) / sha256.Size))
 	for off := int64(0); off < size; off += digestChunkSize {
 		g.Go(func() error {
 			sum, _, err := hashFile(p, off, min(digestChunkSize, size-off), prog)
 			if err != nil {
 				return err
 			}
-			copy(sums[off/digestChunkSize*sha256.Size:], sum.chunkSums())
+			sums.put(off, sum.chunkSums())
 			if left.Add(-1) == 0 {
 				whole := recordOf(size, "", sums)
 				rec.Size, rec.ChunkedSHA256 = whole.Size, whole.ChunkedSHA256

@@ -2,7 +2,6 @@ package fetch
 
 import (
 	"context"
-	"crypto/sha256"
 	"fmt"
 	"io"
 	"os"
@@ -117,7 +116,7 @@ type rangedDigest struct {
 	pin  string
 	// chunkSums holds the digests of the file's chunks, each part's put in
 	// place by the part (nil: the parts do not hash).
-	chunkSums []byte
+	chunkSums chunkTable
 	// inOrder hashes the file in order, as its parts are written (nil: not
 	// needed), told of each on written; its end is sent on hashed.
 	inOrder *contentHash
@@ -128,7 +127,7 @@ type rangedDigest struct {
 func (d *downloader) newRangedDigest(ctx context.Context, f *os.File, size int64, parts int) *rangedDigest {
 	r := &rangedDigest{size: size, pin: d.pin, written: make(chan int, parts), hashed: make(chan error, 1)}
 	if size >= chunkedMinSize && d.partSize%digestChunkSize == 0 {
-		r.chunkSums = make([]byte, chunksOf(size)*sha256.Size)
+		r.chunkSums = newChunkTable(size)
 	}
 	switch {
 	case r.chunkSums == nil:
@@ -156,7 +155,7 @@ func (r *rangedDigest) partHash() *contentHash {
 // partWritten takes part i, at off, once written, with what it hashed.
 func (r *rangedDigest) partWritten(i int, off int64, h *contentHash) {
 	if h != nil {
-		copy(r.chunkSums[off/digestChunkSize*sha256.Size:], h.chunkSums())
+		r.chunkSums.put(off, h.chunkSums())
 	}
 	if r.inOrder != nil {
 		r.written <- i
