@@ -66,6 +66,13 @@ lint: vet vet-bench $(LOCALBIN)/golangci-lint ## Fail on unformatted code, vet a
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "not gofmt-ed:"; echo "$$out"; exit 1; fi
 	golangci-lint run ./...
 
+.PHONY: verify-shared-deps
+verify-shared-deps: ## Fail if a package this module and hack/tools, kwok's or OLM's module or a benchmark module both compile is pinned at different versions (a cold build would compile it twice).
+	@echo ">> $(now) $@"
+	hack/verify-shared-deps.sh test/bench test/bench/peer test/fetchbench \
+		'hack/tools=$(subst $(space),$(comma),$(strip $(HACK_TOOLS_PKGS)))' hack/tools/kwok=sigs.k8s.io/kwok/cmd/kwok \
+		'hack/tools/olm=$(subst $(space),$(comma),$(strip $(OLM_TOOLS_PKGS)))'
+
 .PHONY: verify-generated
 verify-generated: manifests generate docs-api ## Fail if generated files differ from what is committed.
 	@echo ">> $(now) $@"
@@ -83,7 +90,7 @@ UNIT_PKGS = $(shell go list ./... | grep -v -e /internal/localcluster -e /contro
 now = $$(date -u +%T)
 
 .PHONY: test
-test: lint verify-generated verify-olm test-olm test-unit test-cluster ## Unit tests, then the suites that run against the local control plane.
+test: lint verify-generated verify-shared-deps verify-olm test-olm test-unit test-cluster ## Unit tests, then the suites that run against the local control plane.
 
 .PHONY: test-unit
 test-unit: ## Unit tests (no cluster).
@@ -314,11 +321,13 @@ catalog-build: ## Build the file-based catalog image (needs a container engine).
 
 ##@ Tools
 # Every tool is built from source through the Go module proxy at the version
-# pinned in hack/tools (kwok and crd-ref-docs in modules of their own under it), into bin/<tool>-<version>,
-# with bin/<tool> linking to it. A version bump builds the new one; otherwise
-# nothing is rebuilt.
+# pinned in hack/tools (some in modules of their own under it), into
+# bin/<tool>-<version> or, for the tools built by one `go build` of their
+# module, bin/<module>-tools-<hash of its pins>/, with bin/<tool> linking to
+# it. A change of pins builds the new one; otherwise nothing is rebuilt.
 
 comma := ,
+space := $(subst ,, )
 modver = $(shell awk '$$1 == "require" { $$1 = "" ; $$0 = $$0 } $$1 == "$(2)" && $$2 ~ /^v/ { print $$2; exit }' $(1))
 KUBE_VERSION := $(call modver,hack/tools/go.mod,k8s.io/kubernetes)
 ETCD_VERSION := $(call modver,hack/tools/go.mod,go.etcd.io/etcd/server/v3)
@@ -354,7 +363,12 @@ endef
 # packages they share (client-go, apiserver, ...) compile once: a cold build
 # of all nine takes about as long as kubelet and kube-apiserver alone. They
 # land in a directory named after the pins, so a bump rebuilds them all.
-# They keep Go's default cgo setting: upstream builds kubelet with cgo.
+# They build as this module does (CGO_ENABLED=0 -trimpath), and the modules
+# both compile are pinned at the same versions in the two go.mod files
+# (verify-shared-deps), so that vet and the tests reuse the 974 packages
+# the control plane's build compiled. kubelet is static too, as upstream's
+# KUBE_STATIC_OVERRIDES=kubelet builds it: the real node needs none of
+# what cgo would add (the host's name service and user lookups).
 HACK_TOOLS_PKGS := go.etcd.io/etcd/server/v3 \
 	$(foreach c,kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet kube-proxy,k8s.io/kubernetes/cmd/$(c)) \
 	sigs.k8s.io/controller-tools/cmd/controller-gen sigs.k8s.io/kustomize/kustomize/v5
@@ -364,7 +378,7 @@ $(HACK_TOOLS_DIR)/.built:
 	@mkdir -p $(LOCALBIN)
 	@echo ">> $(now) building etcd $(ETCD_VERSION), Kubernetes $(KUBE_VERSION) (kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, kubelet, kube-proxy), controller-gen $(CONTROLLER_TOOLS_VERSION), kustomize $(KUSTOMIZE_VERSION)"
 	rm -rf $(HACK_TOOLS_DIR).tmp
-	cd hack/tools && env -u CGO_ENABLED go build -ldflags '$(KUBE_LDFLAGS)' -o $(HACK_TOOLS_DIR).tmp/ $(HACK_TOOLS_PKGS)
+	cd hack/tools && go build -ldflags '$(KUBE_LDFLAGS)' -o $(HACK_TOOLS_DIR).tmp/ $(HACK_TOOLS_PKGS)
 	mv $(HACK_TOOLS_DIR).tmp/server $(HACK_TOOLS_DIR).tmp/etcd
 	touch $(HACK_TOOLS_DIR).tmp/.built
 	rm -rf $(HACK_TOOLS_DIR) && mv $(HACK_TOOLS_DIR).tmp $(HACK_TOOLS_DIR)
@@ -375,7 +389,6 @@ TOOLS += $(LOCALBIN)/$(1)
 endef
 $(foreach t,etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet kube-proxy controller-gen kustomize,$(eval $(call hack-tool-rule,$(t))))
 
-$(eval $(call tool-rule,kwok,$(KWOK_VERSION),hack/tools/kwok,sigs.k8s.io/kwok/cmd/kwok,))
 $(eval $(call tool-rule,crd-ref-docs,$(CRD_REF_DOCS_VERSION),hack/tools/crd-ref-docs,github.com/elastic/crd-ref-docs,))
 $(eval $(call tool-rule,versitygw,$(VERSITYGW_VERSION),hack/tools/versitygw,github.com/versity/versitygw/cmd/versitygw,))
 
@@ -406,13 +419,18 @@ OPM_VERSION := $(call modver,hack/tools/olm/go.mod,github.com/operator-framework
 GRPC_HEALTH_PROBE_VERSION := $(call modver,hack/tools/olm/go.mod,github.com/grpc-ecosystem/grpc-health-probe)
 OPERATOR_CONTROLLER_VERSION := $(call modver,hack/tools/olmv1/go.mod,github.com/operator-framework/operator-controller)
 OLM := github.com/operator-framework/operator-lifecycle-manager
+OLM_TOOLS_PKGS := $(OLM)/cmd/olm $(OLM)/cmd/catalog $(OLM)/cmd/package-server $(OLM)/util/cpb \
+	github.com/operator-framework/operator-registry/cmd/opm github.com/grpc-ecosystem/grpc-health-probe
 $(eval $(call module-tools-rule,OLM_TOOLS,hack/tools/olm,OLM $(OLM_VERSION) (olm-operator$(comma) catalog-operator$(comma) packageserver$(comma) cpb)$(comma) opm $(OPM_VERSION)$(comma) grpc_health_probe $(GRPC_HEALTH_PROBE_VERSION),\
-	$(OLM)/cmd/olm $(OLM)/cmd/catalog $(OLM)/cmd/package-server $(OLM)/util/cpb \
-	github.com/operator-framework/operator-registry/cmd/opm github.com/grpc-ecosystem/grpc-health-probe,\
+	$(OLM_TOOLS_PKGS),\
 	olm-operator:olm catalog-operator:catalog packageserver:package-server cpb:cpb opm:opm grpc_health_probe:grpc-health-probe))
 $(eval $(call module-tools-rule,OLMV1_TOOLS,hack/tools/olmv1,operator-controller and catalogd $(OPERATOR_CONTROLLER_VERSION),\
 	github.com/operator-framework/operator-controller/cmd/operator-controller github.com/operator-framework/operator-controller/cmd/catalogd,\
 	operator-controller:operator-controller catalogd:catalogd))
+
+# kwok, in a directory named after its module's pins: they follow the
+# operator's module (verify-shared-deps) and move without kwok's version.
+$(eval $(call module-tools-rule,KWOK_TOOLS,hack/tools/kwok,kwok $(KWOK_VERSION),sigs.k8s.io/kwok/cmd/kwok,kwok:kwok))
 
 # operator-sdk in a module of its own, with scorecard-test, the binary of the
 # image `operator-sdk scorecard` runs its basic and olm tests in (test/olm
