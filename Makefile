@@ -70,7 +70,7 @@ lint: vet vet-bench $(LOCALBIN)/golangci-lint ## Fail on unformatted code, vet a
 verify-shared-deps: ## Fail if a package this module and hack/tools, kwok's or OLM's module or a benchmark module both compile is pinned at different versions (a cold build would compile it twice).
 	@echo ">> $(now) $@"
 	hack/verify-shared-deps.sh test/bench test/bench/peer test/fetchbench \
-		'hack/tools=$(subst $(space),$(comma),$(strip $(HACK_TOOLS_PKGS)))' hack/tools/kwok=sigs.k8s.io/kwok/cmd/kwok \
+		'hack/tools=$(subst $(space),$(comma),$(strip $(HACK_TOOLS_PKGS)))' hack/tools/kwok=$(KWOK_PKG) \
 		'hack/tools/olm=$(subst $(space),$(comma),$(strip $(OLM_TOOLS_PKGS)))'
 
 .PHONY: verify-generated
@@ -430,7 +430,8 @@ $(eval $(call module-tools-rule,OLMV1_TOOLS,hack/tools/olmv1,operator-controller
 
 # kwok, in a directory named after its module's pins: they follow the
 # operator's module (verify-shared-deps) and move without kwok's version.
-$(eval $(call module-tools-rule,KWOK_TOOLS,hack/tools/kwok,kwok $(KWOK_VERSION),sigs.k8s.io/kwok/cmd/kwok,kwok:kwok))
+KWOK_PKG := sigs.k8s.io/kwok/cmd/kwok
+$(eval $(call module-tools-rule,KWOK_TOOLS,hack/tools/kwok,kwok $(KWOK_VERSION),$(KWOK_PKG),kwok:kwok))
 
 # operator-sdk in a module of its own, with scorecard-test, the binary of the
 # image `operator-sdk scorecard` runs its basic and olm tests in (test/olm

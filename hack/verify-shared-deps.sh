@@ -16,9 +16,10 @@ fmt='{{if .Module}}{{.ImportPath}} {{with .Module.Replace}}{{.Path}}@{{.Version}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-# Packages of the main module itself (a version of "" or a replace by
-# directory) are left out: they are the same source in every module.
-deps() { go list -deps -f "$fmt" "$@" | grep -v -e ' @$' -e ' \.[./]*@$' -e '^\[' | sort -u; }
+# Left out: the standard library (no module), the main module's packages
+# (no version: the module itself, or a replace by its directory), which are
+# the same source in every module, and test variants ("p [p.test]").
+deps() { go list -deps -f "$fmt" "$@" | grep -v -e '^$' -e '@$' -e ' \[' | sort -u; }
 
 deps -test ./... >"$tmp/main"
 failed=0
@@ -26,14 +27,15 @@ for arg in "$@"; do
   dir=${arg%%=*}
   if [ "$arg" = "$dir" ]; then pkgs=(-test ./...); else IFS=, read -ra pkgs <<<"${arg#*=}"; fi
   (cd "$dir" && deps "${pkgs[@]}") >"$tmp/other"
-  join "$tmp/main" "$tmp/other" | awk '$2 != $3 { print "  " $2, $3 }' | sort -u >"$tmp/differ"
+  join "$tmp/main" "$tmp/other" >"$tmp/both"
+  awk '$2 != $3 { print "  " $2, $3 }' "$tmp/both" | sort -u >"$tmp/differ"
   if [ -s "$tmp/differ" ]; then
     echo "$dir: packages both modules compile come from different versions (go.mod's, then $dir's);"
     echo "require the higher version in the other module:"
     cat "$tmp/differ"
     failed=1
   else
-    echo "$dir: the $(join "$tmp/main" "$tmp/other" | wc -l) packages both modules compile come from the same versions"
+    echo "$dir: the $(wc -l <"$tmp/both") packages both modules compile come from the same versions"
   fi
 done
 exit $failed
