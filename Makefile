@@ -20,8 +20,11 @@ export PATH := $(LOCALBIN):$(PATH)
 # every dependency twice: on two cores, vet, test binaries and the image
 # took 1,170 s, of which the image 393 s; built alike, 837 s, the image 8 s.
 # The pinned tools build so too, except the Kubernetes ones (below).
+# Binaries are linked without DWARF (-w), as Kubernetes' own release builds
+# are: stack traces and profiles need only the line tables Go keeps, and a
+# test binary links in two thirds of the time (controllers': 12.9 s, 8.6 s).
 export CGO_ENABLED := 0
-export GOFLAGS := $(strip $(GOFLAGS) -trimpath)
+export GOFLAGS := $(strip $(GOFLAGS) -trimpath -ldflags=-w)
 
 ##@ General
 
@@ -348,12 +351,18 @@ KUBE_LDFLAGS := $(foreach pkg,k8s.io/component-base/version k8s.io/client-go/pkg
 	-X $(pkg).gitMinor=$(word 2,$(subst ., ,$(KUBE_SEMVER))) \
 	-X $(pkg).gitTreeState=clean)
 
+# The tools are stripped (-s -w), as upstream's release builds are: the
+# nine of hack/tools link in half the time (43 s against 22 s warm) and are
+# 30 % smaller, and so are the images of OLM's that the OLM suites build,
+# push and pull.
+TOOL_LDFLAGS := -s -w
+
 # tool-rule NAME,VERSION,MODULE_DIR,PACKAGE,LDFLAGS
 define tool-rule
 $(LOCALBIN)/$(1)-$(2):
 	@mkdir -p $(LOCALBIN)
 	@echo ">> $$(now) building $(1) $(2)"
-	cd $(3) && go build -ldflags '$(5)' -o $$@.tmp $(4) && mv $$@.tmp $$@
+	cd $(3) && go build -ldflags '$(TOOL_LDFLAGS) $(5)' -o $$@.tmp $(4) && mv $$@.tmp $$@
 $(LOCALBIN)/$(1): $(LOCALBIN)/$(1)-$(2)
 	ln -sf $(1)-$(2) $$@
 TOOLS += $(LOCALBIN)/$(1)
@@ -362,7 +371,7 @@ endef
 # The tools pinned in hack/tools/go.mod are built by one `go build`, so the
 # packages they share (client-go, apiserver, ...) compile once: a cold build
 # of all nine takes about as long as kubelet and kube-apiserver alone. They
-# land in a directory named after the pins, so a bump rebuilds them all.
+# land in a directory named after the pins and link flags, so a bump rebuilds them all.
 # They build as this module does (CGO_ENABLED=0 -trimpath), and the modules
 # both compile are pinned at the same versions in the two go.mod files
 # (verify-shared-deps), so that vet and the tests reuse the 974 packages
@@ -372,13 +381,14 @@ endef
 HACK_TOOLS_PKGS := go.etcd.io/etcd/server/v3 \
 	$(foreach c,kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet kube-proxy,k8s.io/kubernetes/cmd/$(c)) \
 	sigs.k8s.io/controller-tools/cmd/controller-gen sigs.k8s.io/kustomize/kustomize/v5
-HACK_TOOLS_PIN := $(shell cat hack/tools/go.mod hack/tools/go.sum | sha256sum | cut -c1-12)
+HACK_TOOLS_LDFLAGS := $(TOOL_LDFLAGS) $(KUBE_LDFLAGS)
+HACK_TOOLS_PIN := $(shell (cat hack/tools/go.mod hack/tools/go.sum; echo '$(HACK_TOOLS_LDFLAGS)') | sha256sum | cut -c1-12)
 HACK_TOOLS_DIR := $(LOCALBIN)/hack-tools-$(HACK_TOOLS_PIN)
 $(HACK_TOOLS_DIR)/.built:
 	@mkdir -p $(LOCALBIN)
 	@echo ">> $(now) building etcd $(ETCD_VERSION), Kubernetes $(KUBE_VERSION) (kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, kubelet, kube-proxy), controller-gen $(CONTROLLER_TOOLS_VERSION), kustomize $(KUSTOMIZE_VERSION)"
 	rm -rf $(HACK_TOOLS_DIR).tmp
-	cd hack/tools && go build -ldflags '$(KUBE_LDFLAGS)' -o $(HACK_TOOLS_DIR).tmp/ $(HACK_TOOLS_PKGS)
+	cd hack/tools && go build -ldflags '$(HACK_TOOLS_LDFLAGS)' -o $(HACK_TOOLS_DIR).tmp/ $(HACK_TOOLS_PKGS)
 	mv $(HACK_TOOLS_DIR).tmp/server $(HACK_TOOLS_DIR).tmp/etcd
 	touch $(HACK_TOOLS_DIR).tmp/.built
 	rm -rf $(HACK_TOOLS_DIR) && mv $(HACK_TOOLS_DIR).tmp $(HACK_TOOLS_DIR)
@@ -394,16 +404,16 @@ $(eval $(call tool-rule,versitygw,$(VERSITYGW_VERSION),hack/tools/versitygw,gith
 
 # module-tools-rule VAR,MODULE_DIR,WHAT,PACKAGES,LINKS: every package of one
 # module in one `go build`, so that what they share compiles once, into a
-# directory named after the module's pins; LINKS are bin/<link>:<binary>.
+# directory named after the module's pins and the link flags; LINKS are bin/<link>:<binary>.
 # OLM's and operator-controller's image libraries need the pure-Go OpenPGP
 # tag without cgo, as their own builds use.
 define module-tools-rule
-$(1)_DIR := $(LOCALBIN)/$(notdir $(2))-tools-$$(shell cat $(2)/go.mod $(2)/go.sum | sha256sum | cut -c1-12)
+$(1)_DIR := $(LOCALBIN)/$(notdir $(2))-tools-$$(shell (cat $(2)/go.mod $(2)/go.sum; echo '$(TOOL_LDFLAGS)') | sha256sum | cut -c1-12)
 $$($(1)_DIR)/.built:
 	@mkdir -p $(LOCALBIN)
 	@echo ">> $$(now) building $(3)"
 	rm -rf $$(@D).tmp
-	cd $(2) && CGO_ENABLED=0 go build -trimpath -tags containers_image_openpgp -o $$(@D).tmp/ $(4)
+	cd $(2) && CGO_ENABLED=0 go build -trimpath -ldflags '$(TOOL_LDFLAGS)' -tags containers_image_openpgp -o $$(@D).tmp/ $(4)
 	touch $$(@D).tmp/.built
 	rm -rf $$(@D) && mv $$(@D).tmp $$(@D)
 $$(foreach l,$(5),$$(eval $$(call module-tool-link,$(1),$$(word 1,$$(subst :, ,$$(l))),$$(word 2,$$(subst :, ,$$(l))))))

@@ -83,6 +83,11 @@ func newClusterDir() (string, error) {
 	return os.MkdirTemp(root, fmt.Sprintf("%d-", os.Getpid()))
 }
 
+// ScratchDir makes a directory for work that goes with this process: its
+// caller removes it, or, if the process dies first, the next cluster's
+// start does (CleanStale), as it does a dead process's cluster.
+func ScratchDir() (string, error) { return newClusterDir() }
+
 // CleanStale removes the directories of clusters whose owning process is
 // gone, killing any component of theirs that is somehow still alive.
 func CleanStale() {

@@ -178,7 +178,7 @@ func (c *Cluster) startRealNode(ctx context.Context, certs *pki, cs kubernetes.I
 	}
 	c.opts.Logf("registry is serving on %s, and with TLS on %s", c.Registry, c.RegistryTLS)
 
-	pauseImg, err := ociimage.Build(ociimage.Binary(filepath.Join(c.opts.BinDir, pauseName), "/pause", ""))
+	pauseImg, err := ociimage.BuildLocal(ociimage.Binary(filepath.Join(c.opts.BinDir, pauseName), "/pause", ""))
 	if err != nil {
 		return fmt.Errorf("pause image: %w", err)
 	}

@@ -2,6 +2,7 @@ package ociimage
 
 import (
 	"bytes"
+	"compress/gzip"
 	"fmt"
 	"io"
 	"maps"
@@ -21,7 +22,15 @@ var epoch = time.Unix(0, 0).UTC()
 
 // Build makes the image of spec: an OCI manifest and config over one
 // gzip'd tar layer, from nothing. The files at HostPaths are read now.
-func Build(spec Spec) (v1.Image, error) {
+func Build(spec Spec) (v1.Image, error) { return build(spec, gzip.DefaultCompression) }
+
+// BuildLocal makes the same image with its layer gzip'd at the fastest
+// level, for a registry on this machine: over loopback, compressing costs
+// more than the bytes it saves. (OLM's four binaries, 426 MB: 19.0 s at
+// the default level, 5.7 s and 8 % larger at the fastest, on 2 CPUs.)
+func BuildLocal(spec Spec) (v1.Image, error) { return build(spec, gzip.BestSpeed) }
+
+func build(spec Spec, level int) (v1.Image, error) {
 	entries, err := collectEntries(spec)
 	if err != nil {
 		return nil, err
@@ -30,7 +39,7 @@ func Build(spec Spec) (v1.Image, error) {
 	if err := writeTar(&tarBuf, entries); err != nil {
 		return nil, err
 	}
-	gz, err := gzipDeterministic(tarBuf.Bytes())
+	gz, err := gzipDeterministic(tarBuf.Bytes(), level)
 	if err != nil {
 		return nil, err
 	}

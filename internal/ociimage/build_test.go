@@ -61,6 +61,36 @@ func TestTwoBuildsOfTheSameSpecHaveTheSameDigest(t *testing.T) {
 	}
 }
 
+func TestBuildLocalHoldsWhatBuildHoldsLessCompressed(t *testing.T) {
+	spec, err := Operator(fakeBinaries(t, strings.Repeat("a manager that compresses ", 1<<14)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	published, err := Build(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	local, err := BuildLocal(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The diff IDs are the digests of the uncompressed tar.
+	pc, _ := published.ConfigFile()
+	lc, _ := local.ConfigFile()
+	if !slices.Equal(pc.RootFS.DiffIDs, lc.RootFS.DiffIDs) {
+		t.Errorf("diff IDs %v (Build) and %v (BuildLocal): the layers hold different files", pc.RootFS.DiffIDs, lc.RootFS.DiffIDs)
+	}
+	pd, _ := published.Digest()
+	ld, _ := local.Digest()
+	if pd == ld {
+		t.Errorf("Build and BuildLocal gave the same image %s: the level made no difference", pd)
+	}
+	again, _ := BuildLocal(spec)
+	if d, _ := again.Digest(); d != ld {
+		t.Errorf("two BuildLocal of one spec: %s and %s", ld, d)
+	}
+}
+
 func TestTheImageIsOCI(t *testing.T) {
 	img := operatorImage(t, fakeBinaries(t, "m"))
 	m, err := img.Manifest()

@@ -150,13 +150,14 @@ func writeTar(w io.Writer, entries []entry) error {
 	return nil
 }
 
-// gzipDeterministic compresses with a header that holds no name or time,
-// so the layer digest depends on the tar alone (for a given Go release:
-// compress/flate's output may change between releases). The default level
-// is within 1% of the best on the manager, at a third of the time.
-func gzipDeterministic(b []byte) ([]byte, error) {
+// gzipDeterministic compresses at level with a header that holds no name
+// or time, so the layer digest depends on the tar and the level alone (for
+// a given Go release: compress/flate's output may change between
+// releases). The default level is within 1% of the best on the manager, at
+// a third of the time.
+func gzipDeterministic(b []byte, level int) ([]byte, error) {
 	var out bytes.Buffer
-	zw, err := gzip.NewWriterLevel(&out, gzip.DefaultCompression)
+	zw, err := gzip.NewWriterLevel(&out, level)
 	if err != nil {
 		return nil, err
 	}

@@ -52,7 +52,7 @@ func start(t *testing.T) (*olmenv.Env, error) {
 	// The machine runs one real node at a time: this may wait for another.
 	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Minute)
 	defer cancel()
-	e, err := olmenv.Start(ctx, realenv.Options{Logf: t.Logf, NoBigModel: true})
+	e, err := olmenv.Start(ctx, realenv.Options{Logf: t.Logf, NoBigModel: true}, nextVersion)
 	if err != nil {
 		return nil, fmt.Errorf("real-node environment: %w", err)
 	}
@@ -70,16 +70,19 @@ var release struct {
 	err  error
 }
 
-// nextRelease is the operator's next release (0.2.0), made once.
+// nextVersion is the operator's next release, which the upgrades go to.
+const nextVersion = "0.2.0"
+
+// nextRelease is the operator's next release, built with the environment.
 func nextRelease(t *testing.T, e *olmenv.Env) *olmenv.Release {
 	t.Helper()
 	release.once.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 		defer cancel()
-		release.next, release.err = e.MakeRelease(ctx, "0.2.0")
+		release.next, release.err = e.MakeRelease(ctx, nextVersion)
 	})
 	if release.err != nil {
-		t.Fatalf("make release 0.2.0: %v", release.err)
+		t.Fatalf("make release %s: %v", nextVersion, release.err)
 	}
 	return release.next
 }

@@ -250,7 +250,7 @@ func publicRef(repo, tag string) string { return PublicRegistry + "/" + repo + "
 
 // pushSpec builds spec and pushes it as ref (without registry host).
 func (e *Env) pushSpec(ctx context.Context, spec ociimage.Spec, ref string) (string, error) {
-	img, err := ociimage.Build(spec)
+	img, err := ociimage.BuildLocal(spec)
 	if err != nil {
 		return "", fmt.Errorf("build %s: %w", ref, err)
 	}

@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/modelserver-dev/modelserver-operator/internal/localcluster"
 	"github.com/modelserver-dev/modelserver-operator/internal/ociimage"
 	"github.com/modelserver-dev/modelserver-operator/test/realenv"
 )
@@ -43,84 +44,111 @@ type Env struct {
 	// name; BundleImage the bundle built from bundle/.
 	CatalogImage, BundleImage string
 	work                      string
+	// releases are the next releases Start built, by version.
+	releases map[string]*Release
 }
 
-// Start brings up the real-node environment (see realenv) and pushes the
-// images every OLM path uses.
-func Start(ctx context.Context, opts realenv.Options) (_ *Env, err error) {
+// Start brings up the real-node environment (see realenv) with the images
+// every OLM path uses in its registry, and each next release of versions
+// (see MakeRelease). The images are built before the machine's real node is
+// taken, which another suite may still hold.
+func Start(ctx context.Context, opts realenv.Options, versions ...string) (_ *Env, err error) {
+	root, err := localcluster.RepositoryRoot()
+	if err != nil {
+		return nil, err
+	}
+	if err := localcluster.RealNodeSupport(""); err != nil {
+		return nil, err
+	}
+	binDir := filepath.Join(root, "bin")
+	for _, tool := range []string{"opm", "grpc_health_probe", "cpb", "olm-operator", "catalog-operator", "packageserver"} {
+		if _, err := os.Stat(filepath.Join(binDir, tool)); err != nil {
+			return nil, fmt.Errorf("%s: run `make tools`", filepath.Join(binDir, tool))
+		}
+	}
+	work, err := localcluster.ScratchDir()
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = os.RemoveAll(work) }()
+	step := time.Now()
+	images, err := olmImages(ctx, root, binDir, work)
+	if err != nil {
+		return nil, err
+	}
+	releases := map[string]*Release{}
+	for _, v := range versions {
+		r, imgs, err := buildRelease(ctx, root, binDir, filepath.Join(work, "release-"+v), v)
+		if err != nil {
+			return nil, fmt.Errorf("release %s: %w", v, err)
+		}
+		releases[v] = r
+		images = append(images, imgs...)
+	}
+	opts.Logf("built the opm, OLM, bundle and catalog images, and those of the releases %q, before taking the real node (%.1fs)", versions, time.Since(step).Seconds())
+	opts.Images = append(opts.Images, images...)
 	base, err := realenv.Start(ctx, opts)
 	if err != nil {
 		return nil, err
 	}
-	defer func() {
-		if err != nil {
-			base.Cluster.Stop()
-		}
-	}()
-	e := &Env{Env: base, BinDir: filepath.Join(base.Root, "bin"), work: filepath.Join(base.Cluster.Dir, "olm")}
+	e := &Env{Env: base, BinDir: binDir, work: filepath.Join(base.Cluster.Dir, "olm"), releases: releases}
 	if err := os.MkdirAll(e.work, 0o755); err != nil {
+		base.Cluster.Stop()
 		return nil, err
 	}
-	for _, tool := range []string{"opm", "grpc_health_probe", "cpb", "olm-operator", "catalog-operator", "packageserver"} {
-		if _, err := os.Stat(filepath.Join(e.BinDir, tool)); err != nil {
-			return nil, fmt.Errorf("%s: run `make tools`", filepath.Join(e.BinDir, tool))
+	e.OPMImage, e.IndexImage, e.OLMImage = base.Pushed[OPMRepo+":test"], base.Pushed[IndexRepo+":test"], base.Pushed[OLMRepo+":test"]
+	e.BundleImage = publicRef(BundleRepo, "v"+CurrentVersion)
+	e.CatalogImage = publicRef(CatalogRepo, catalogImageTag)
+	return e, nil
+}
+
+// olmImages builds the images OLM runs (opm; OLM's operators, also as
+// operator-sdk's decompression image), the empty index operator-sdk run
+// bundle takes, and the bundle and catalog of this tree at root.
+func olmImages(ctx context.Context, root, binDir, work string) ([]realenv.Image, error) {
+	var out []realenv.Image
+	add := func(spec ociimage.Spec, refs ...string) error {
+		img, err := ociimage.BuildLocal(spec)
+		if err != nil {
+			return fmt.Errorf("build %s: %w", refs[0], err)
 		}
+		for _, ref := range refs {
+			out = append(out, realenv.Image{Ref: ref, Image: img})
+		}
+		return nil
 	}
-	step := time.Now()
-	if e.OPMImage, err = e.pushSpec(ctx, OPMImage(e.BinDir), OPMRepo+":test"); err != nil {
+	if err := add(OPMImage(binDir), OPMRepo+":test"); err != nil {
 		return nil, err
 	}
-	index := OPMImage(e.BinDir)
+	index := OPMImage(binDir)
 	index.Labels = catalogLabels()
 	index.Dirs = append(index.Dirs, ociimage.Dir{Path: catalogConfigsDir})
-	if e.IndexImage, err = e.pushSpec(ctx, index, IndexRepo+":test"); err != nil {
+	if err := add(index, IndexRepo+":test"); err != nil {
 		return nil, err
 	}
-	olm, err := OLMImage(e.BinDir)
+	olm, err := OLMImage(binDir)
 	if err != nil {
-		return nil, err
-	}
-	if e.OLMImage, err = e.pushSpec(ctx, olm, OLMRepo+":test"); err != nil {
 		return nil, err
 	}
 	// operator-sdk run bundle-upgrade has no flag for its decompression
 	// image: OLM's image (busybox's sh, cat and gzip) stands in under the
 	// name it pulls, as a mirror of it would in an air-gapped cluster.
-	if _, err = e.pushSpec(ctx, olm, SDKDecompressionRepo); err != nil {
+	if err := add(olm, OLMRepo+":test", SDKDecompressionRepo); err != nil {
 		return nil, err
 	}
-	if e.BundleImage, err = e.PushBundle(ctx, filepath.Join(e.Root, "bundle"), "v"+CurrentVersion); err != nil {
-		return nil, err
-	}
-	if e.CatalogImage, err = e.PushCatalog(ctx, filepath.Join(e.Root, "catalog"), catalogImageTag); err != nil {
-		return nil, err
-	}
-	opts.Logf("built and pushed the opm, OLM, bundle and catalog images (%.1fs)", time.Since(step).Seconds())
-	return e, nil
-}
-
-// PushBundle builds the bundle image of bundleDir and pushes it under the
-// project's public bundle name with tag; it returns that public name.
-func (e *Env) PushBundle(ctx context.Context, bundleDir, tag string) (string, error) {
-	spec, err := BundleImage(bundleDir)
+	bundle, err := BundleImage(filepath.Join(root, "bundle"))
 	if err != nil {
-		return "", err
+		return nil, err
 	}
-	if _, err := e.pushSpec(ctx, spec, BundleRepo+":"+tag); err != nil {
-		return "", err
+	if err := add(bundle, BundleRepo+":v"+CurrentVersion); err != nil {
+		return nil, err
 	}
-	return publicRef(BundleRepo, tag), nil
-}
-
-// PushCatalog builds the catalog image of configsDir and pushes it under
-// the project's public catalog name with tag; it returns that public name.
-func (e *Env) PushCatalog(ctx context.Context, configsDir, tag string) (string, error) {
-	spec, err := CatalogImage(ctx, e.BinDir, configsDir, e.work)
+	catalog, err := CatalogImage(ctx, binDir, filepath.Join(root, "catalog"), work)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
-	if _, err := e.pushSpec(ctx, spec, CatalogRepo+":"+tag); err != nil {
-		return "", err
+	if err := add(catalog, CatalogRepo+":"+catalogImageTag); err != nil {
+		return nil, err
 	}
-	return publicRef(CatalogRepo, tag), nil
+	return out, nil
 }

@@ -8,6 +8,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+
+	"github.com/modelserver-dev/modelserver-operator/internal/ociimage"
+	"github.com/modelserver-dev/modelserver-operator/test/realenv"
 )
 
 // Release is a next release of the operator, made from this tree the way
@@ -27,55 +30,89 @@ type Release struct {
 // chart a release was made with.
 const ChartVersionAnnotation = "modelserver.dev/chart-version"
 
-// MakeRelease copies this tree, changes its chart (a new chart version and
-// an annotation on the Service, nothing the serving pods see), builds the
-// operator's image from the copy, generates the bundle for version with
-// bundlegen (replacing this tree's CSV, and skipping every version below
-// it) and adds it to a copy of catalog/, then pushes the operator, bundle
-// and catalog images.
+// MakeRelease returns the next release for version: the one Start built,
+// or one it builds and pushes now (see buildRelease).
 func (e *Env) MakeRelease(ctx context.Context, version string) (*Release, error) {
-	src := filepath.Join(e.work, "release-"+version)
-	if err := copyTree(e.Root, src); err != nil {
+	if r, ok := e.releases[version]; ok {
+		return r, nil
+	}
+	r, images, err := buildRelease(ctx, e.Root, e.BinDir, filepath.Join(e.work, "release-"+version), version)
+	if err != nil {
 		return nil, err
+	}
+	for _, im := range images {
+		if _, err := e.Cluster.PushImage(ctx, im.Image, im.Ref); err != nil {
+			return nil, err
+		}
+	}
+	return r, nil
+}
+
+// buildRelease copies the tree at root to src, changes its chart (a new
+// chart version and an annotation on the Service, nothing the serving pods
+// see), builds the operator's image from the copy, generates the bundle for
+// version with bundlegen (replacing this tree's CSV, and skipping every
+// version below it) and adds it to a copy of catalog/, and returns the
+// release with its operator, bundle and catalog images, to push.
+func buildRelease(ctx context.Context, root, binDir, src, version string) (*Release, []realenv.Image, error) {
+	if err := copyTree(root, src); err != nil {
+		return nil, nil, err
 	}
 	if err := changeChart(src, version); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
+	bundleTag := "v" + version
 	r := &Release{
 		Version:       version,
 		CSV:           Package + ".v" + version,
 		OperatorImage: publicRef(OperatorRepo, version),
+		BundleImage:   publicRef(BundleRepo, bundleTag),
+		CatalogImage:  publicRef(CatalogRepo, bundleTag),
 	}
-	if err := e.PushOperatorImage(ctx, src, version, OperatorRepo+":"+version); err != nil {
-		return nil, err
+	operator, err := realenv.BuildOperatorImage(ctx, src, filepath.Join(src, "image-bin"), version)
+	if err != nil {
+		return nil, nil, err
 	}
 
-	bundlegen, kustomize := filepath.Join(e.BinDir, "bundlegen"), filepath.Join(e.BinDir, "kustomize")
+	bundlegen, kustomize := filepath.Join(binDir, "bundlegen"), filepath.Join(binDir, "kustomize")
 	for _, bin := range []string{bundlegen, kustomize} {
 		if _, err := os.Stat(bin); err != nil {
-			return nil, fmt.Errorf("%s: run `make bundlegen tools`", bin)
+			return nil, nil, fmt.Errorf("%s: run `make bundlegen tools`", bin)
 		}
 	}
 	kustomized, err := run(ctx, src, "", kustomize, "build", "config/default")
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if _, err := run(ctx, src, kustomized, bundlegen, "bundle", "--root", src, "--kustomized", "-",
 		"--version", version, "--image", r.OperatorImage,
 		"--replaces", CurrentCSV, "--skip-range", ">=0.0.0 <"+version); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	bundleTag := "v" + version
-	if _, err := run(ctx, src, "", bundlegen, "catalog", "--root", src, "--bundle-image", publicRef(BundleRepo, bundleTag)); err != nil {
-		return nil, err
+	if _, err := run(ctx, src, "", bundlegen, "catalog", "--root", src, "--bundle-image", r.BundleImage); err != nil {
+		return nil, nil, err
 	}
-	if r.BundleImage, err = e.PushBundle(ctx, filepath.Join(src, "bundle"), bundleTag); err != nil {
-		return nil, err
+	bundleSpec, err := BundleImage(filepath.Join(src, "bundle"))
+	if err != nil {
+		return nil, nil, err
 	}
-	if r.CatalogImage, err = e.PushCatalog(ctx, filepath.Join(src, "catalog"), bundleTag); err != nil {
-		return nil, err
+	bundle, err := ociimage.BuildLocal(bundleSpec)
+	if err != nil {
+		return nil, nil, err
 	}
-	return r, nil
+	catalogSpec, err := CatalogImage(ctx, binDir, filepath.Join(src, "catalog"), src)
+	if err != nil {
+		return nil, nil, err
+	}
+	catalog, err := ociimage.BuildLocal(catalogSpec)
+	if err != nil {
+		return nil, nil, err
+	}
+	return r, []realenv.Image{
+		{Ref: OperatorRepo + ":" + version, Image: operator},
+		{Ref: BundleRepo + ":" + bundleTag, Image: bundle},
+		{Ref: CatalogRepo + ":" + bundleTag, Image: catalog},
+	}, nil
 }
 
 // changeChart gives the chart in the tree at src a new version and has its

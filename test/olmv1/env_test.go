@@ -45,7 +45,7 @@ func startOLMv1(t *testing.T) (*olmenv.Env, *olmenv.OLMv1) {
 		// The real node's lock may be held by another package's whole suite.
 		ctx, cancel := context.WithTimeout(context.Background(), 45*time.Minute)
 		defer cancel()
-		e, err := olmenv.Start(ctx, realenv.Options{Logf: t.Logf, NoBigModel: true})
+		e, err := olmenv.Start(ctx, realenv.Options{Logf: t.Logf, NoBigModel: true}, nextVersion)
 		if err != nil {
 			return olmv1{}, err
 		}

@@ -18,6 +18,10 @@ const (
 	sampleName = "half-plus-two"
 )
 
+// nextVersion is the operator's next release, which the upgrade goes to;
+// the environment builds it before taking the real node.
+const nextVersion = "0.2.0"
+
 // installer is the installer ServiceAccount as kubectl impersonates it.
 const installer = "system:serviceaccount:" + installNS + ":" + installerSA
 
@@ -105,9 +109,9 @@ func TestOLMv1InstallsAndUpgradesTheOperator(t *testing.T) {
 	t.Run("a version constraint upgrades the operator to the next release", func(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 		defer cancel()
-		next, err := e.MakeRelease(ctx, "0.2.0")
+		next, err := e.MakeRelease(ctx, nextVersion)
 		if err != nil {
-			t.Fatalf("make release 0.2.0: %v", err)
+			t.Fatalf("make release %s: %v", nextVersion, err)
 		}
 		readySince := readyTransition(t, e)
 

@@ -20,6 +20,8 @@ import (
 	"strings"
 	"time"
 
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+
 	"github.com/modelserver-dev/modelserver-operator/internal/localcluster"
 	"github.com/modelserver-dev/modelserver-operator/internal/ociimage"
 	"github.com/modelserver-dev/modelserver-operator/test/s3server"
@@ -49,6 +51,16 @@ type Options struct {
 	// NoBigModel skips loading BigModel (200 MiB), which only the test of
 	// an interrupted fetch needs.
 	NoBigModel bool
+	// Images are more images to serve from the cluster's registry, pushed
+	// with the environment's own once the real node is up.
+	Images []Image
+}
+
+// Image is an image to push to the cluster's registry.
+type Image struct {
+	// Ref is repository:tag, without the registry's host.
+	Ref   string
+	Image v1.Image
 }
 
 // Env is a running real-node environment.
@@ -64,7 +76,10 @@ type Env struct {
 	S3Endpoint string
 	S3Creds    s3server.Credentials
 	S3Process  *localcluster.Process
-	opts       Options
+	// Pushed maps the Ref of each image pushed, the environment's own and
+	// Options.Images, to the name the node pulls it by.
+	Pushed map[string]string
+	opts   Options
 }
 
 // Start brings the environment up; Stop (the cluster's) takes it down.
@@ -76,6 +91,18 @@ func Start(ctx context.Context, opts Options) (_ *Env, err error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := localcluster.RealNodeSupport(""); err != nil {
+		return nil, err
+	}
+	// The machine has one real node, which the suites take in turn: what
+	// needs no cluster is built before taking it, beside another suite's
+	// use of it rather than while holding it.
+	step := time.Now()
+	images, err := buildImages(ctx, root)
+	if err != nil {
+		return nil, err
+	}
+	opts.Logf("built the operator's and the TF Serving double's images before taking the real node (%.1fs)", time.Since(step).Seconds())
 	c, err := localcluster.Start(ctx, localcluster.Options{RealNode: true, Logf: opts.Logf})
 	if err != nil {
 		return nil, err
@@ -85,15 +112,17 @@ func Start(ctx context.Context, opts Options) (_ *Env, err error) {
 			c.Stop()
 		}
 	}()
-	e := &Env{Cluster: c, Root: root, KubectlBin: filepath.Join(root, "bin", "kubectl"), opts: opts}
-	step := time.Now()
-	if err := e.pushOperatorImage(ctx); err != nil {
-		return nil, fmt.Errorf("operator image: %w", err)
+	e := &Env{Cluster: c, Root: root, KubectlBin: filepath.Join(root, "bin", "kubectl"), Pushed: map[string]string{}, opts: opts}
+	step = time.Now()
+	for _, im := range append(images, opts.Images...) {
+		full, err := c.PushImage(ctx, im.Image, im.Ref)
+		if err != nil {
+			return nil, fmt.Errorf("push %s: %w", im.Ref, err)
+		}
+		e.Pushed[im.Ref] = full
 	}
-	opts.Logf("built the operator's image and pushed it to the cluster's registry (%.1fs)", time.Since(step).Seconds())
-	if e.DoubleImage, err = e.pushDoubleImage(ctx); err != nil {
-		return nil, fmt.Errorf("TF Serving double image: %w", err)
-	}
+	e.DoubleImage = e.Pushed[doubleRef]
+	opts.Logf("pushed %d images to the cluster's registry (%.1fs)", len(e.Pushed), time.Since(step).Seconds())
 	step = time.Now()
 	if err := e.startObjectStore(ctx); err != nil {
 		return nil, fmt.Errorf("S3 server: %w", err)
@@ -210,57 +239,59 @@ func installedImage(root string) (string, error) {
 	return string(m[1]), nil
 }
 
-// pushOperatorImage builds the image the Dockerfile describes, from this
-// tree, and pushes it under the name dist/install.yaml uses: the node
-// pulls ghcr.io images from the cluster's registry.
-func (e *Env) pushOperatorImage(ctx context.Context) error {
-	image, err := installedImage(e.Root)
+// doubleRef is where the TF Serving double's image is pushed.
+const doubleRef = "localcluster/tfserving-double:test"
+
+// buildImages builds the operator's image from the tree at root (under
+// the name dist/install.yaml uses: the node pulls ghcr.io images from the
+// cluster's registry) and the TF Serving double's.
+func buildImages(ctx context.Context, root string) ([]Image, error) {
+	image, err := installedImage(root)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	return e.PushOperatorImage(ctx, e.Root, "", strings.TrimPrefix(image, "ghcr.io/"))
+	work, err := localcluster.ScratchDir()
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = os.RemoveAll(work) }()
+	operator, err := BuildOperatorImage(ctx, root, filepath.Join(work, "operator"), "")
+	if err != nil {
+		return nil, fmt.Errorf("operator image: %w", err)
+	}
+	double, err := buildDoubleImage(ctx, root, filepath.Join(work, "double"))
+	if err != nil {
+		return nil, fmt.Errorf("TF Serving double image: %w", err)
+	}
+	return []Image{{strings.TrimPrefix(image, "ghcr.io/"), operator}, {doubleRef, double}}, nil
 }
 
-// PushOperatorImage builds the manager and the fetcher from the module in
-// srcDir into the image the Dockerfile describes, labelled with version
-// unless it is "", and pushes it to the cluster's registry as ref (without
-// registry host).
-func (e *Env) PushOperatorImage(ctx context.Context, srcDir, version, ref string) error {
-	bins := filepath.Join(e.Cluster.Dir, "image-bin")
-	if version != "" {
-		bins += "-" + version
+// BuildOperatorImage builds the manager and the fetcher from the module in
+// srcDir, into binDir, and makes the image the Dockerfile describes of
+// them, labelled with version unless it is "".
+func BuildOperatorImage(ctx context.Context, srcDir, binDir, version string) (v1.Image, error) {
+	if out, err := ociimage.ImageBuildCommand(ctx, srcDir, binDir).CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("build the image's binaries in %s: %v\n%s", srcDir, err, out)
 	}
-	if out, err := ociimage.ImageBuildCommand(ctx, srcDir, bins).CombinedOutput(); err != nil {
-		return fmt.Errorf("build the image's binaries in %s: %v\n%s", srcDir, err, out)
-	}
-	spec, err := ociimage.Operator(bins)
+	spec, err := ociimage.Operator(binDir)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if version != "" {
 		spec.Labels[ociimage.LabelVersion] = version
 	}
-	img, err := ociimage.Build(spec)
-	if err != nil {
-		return err
-	}
-	_, err = e.Cluster.PushImage(ctx, img, ref)
-	return err
+	return ociimage.BuildLocal(spec)
 }
 
-func (e *Env) pushDoubleImage(ctx context.Context) (string, error) {
-	bin := filepath.Join(e.Cluster.Dir, "tensorflow_model_server")
+func buildDoubleImage(ctx context.Context, root, dir string) (v1.Image, error) {
+	bin := filepath.Join(dir, "tensorflow_model_server")
 	build := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", bin, "./test/tfservingdouble")
-	build.Dir = e.Root
+	build.Dir = root
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := build.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("build the double: %v\n%s", err, out)
+		return nil, fmt.Errorf("build the double: %v\n%s", err, out)
 	}
-	img, err := ociimage.Build(ociimage.Binary(bin, "/usr/bin/tensorflow_model_server", "65532:65532"))
-	if err != nil {
-		return "", err
-	}
-	return e.Cluster.PushImage(ctx, img, "localcluster/tfserving-double:test")
+	return ociimage.BuildLocal(ociimage.Binary(bin, "/usr/bin/tensorflow_model_server", "65532:65532"))
 }
 
 // startObjectStore runs versitygw on the host's bridge address, where
