@@ -371,7 +371,8 @@ endef
 # The tools pinned in hack/tools/go.mod are built by one `go build`, so the
 # packages they share (client-go, apiserver, ...) compile once: a cold build
 # of all nine takes about as long as kubelet and kube-apiserver alone. They
-# land in a directory named after the pins and link flags, so a bump rebuilds them all.
+# land in a directory named after the pins and link flags, so a bump
+# rebuilds them all.
 # They build as this module does (CGO_ENABLED=0 -trimpath), and the modules
 # both compile are pinned at the same versions in the two go.mod files
 # (verify-shared-deps), so that vet and the tests reuse the 974 packages
@@ -404,7 +405,8 @@ $(eval $(call tool-rule,versitygw,$(VERSITYGW_VERSION),hack/tools/versitygw,gith
 
 # module-tools-rule VAR,MODULE_DIR,WHAT,PACKAGES,LINKS: every package of one
 # module in one `go build`, so that what they share compiles once, into a
-# directory named after the module's pins and the link flags; LINKS are bin/<link>:<binary>.
+# directory named after the module's pins and the link flags; LINKS are
+# bin/<link>:<binary>.
 # OLM's and operator-controller's image libraries need the pure-Go OpenPGP
 # tag without cgo, as their own builds use.
 define module-tools-rule
