@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/modelserver-dev/modelserver-operator/internal/ociimage"
+	"github.com/modelserver-dev/modelserver-operator/test/realenv"
 )
 
 // The repositories of the project's published images. The catalog and the
@@ -254,5 +255,8 @@ func (e *Env) pushSpec(ctx context.Context, spec ociimage.Spec, ref string) (str
 	if err != nil {
 		return "", fmt.Errorf("build %s: %w", ref, err)
 	}
-	return e.Cluster.PushImage(ctx, img, ref)
+	if err := e.Push(ctx, realenv.Image{Ref: ref, Image: img}); err != nil {
+		return "", err
+	}
+	return e.Pushed[ref], nil
 }

@@ -52,7 +52,7 @@ type Env struct {
 // every OLM path uses in its registry, and each next release of versions
 // (see MakeRelease). The images are built before the machine's real node is
 // taken, which another suite may still hold.
-func Start(ctx context.Context, opts realenv.Options, versions ...string) (_ *Env, err error) {
+func Start(ctx context.Context, opts realenv.Options, versions ...string) (*Env, error) {
 	root, err := localcluster.RepositoryRoot()
 	if err != nil {
 		return nil, err

@@ -40,10 +40,8 @@ func (e *Env) MakeRelease(ctx context.Context, version string) (*Release, error)
 	if err != nil {
 		return nil, err
 	}
-	for _, im := range images {
-		if _, err := e.Cluster.PushImage(ctx, im.Image, im.Ref); err != nil {
-			return nil, err
-		}
+	if err := e.Push(ctx, images...); err != nil {
+		return nil, err
 	}
 	return r, nil
 }

@@ -114,12 +114,8 @@ func Start(ctx context.Context, opts Options) (_ *Env, err error) {
 	}()
 	e := &Env{Cluster: c, Root: root, KubectlBin: filepath.Join(root, "bin", "kubectl"), Pushed: map[string]string{}, opts: opts}
 	step = time.Now()
-	for _, im := range append(images, opts.Images...) {
-		full, err := c.PushImage(ctx, im.Image, im.Ref)
-		if err != nil {
-			return nil, fmt.Errorf("push %s: %w", im.Ref, err)
-		}
-		e.Pushed[im.Ref] = full
+	if err := e.Push(ctx, append(images, opts.Images...)...); err != nil {
+		return nil, err
 	}
 	e.DoubleImage = e.Pushed[doubleRef]
 	opts.Logf("pushed %d images to the cluster's registry (%.1fs)", len(e.Pushed), time.Since(step).Seconds())
@@ -237,6 +233,19 @@ func installedImage(root string) (string, error) {
 		return "", fmt.Errorf("no ghcr.io image in dist/install.yaml")
 	}
 	return string(m[1]), nil
+}
+
+// Push pushes images to the cluster's registry and records in Pushed the
+// name the node pulls each by.
+func (e *Env) Push(ctx context.Context, images ...Image) error {
+	for _, im := range images {
+		full, err := e.Cluster.PushImage(ctx, im.Image, im.Ref)
+		if err != nil {
+			return fmt.Errorf("push %s: %w", im.Ref, err)
+		}
+		e.Pushed[im.Ref] = full
+	}
+	return nil
 }
 
 // doubleRef is where the TF Serving double's image is pushed.
