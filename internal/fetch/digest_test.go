@@ -6,11 +6,14 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"math/rand/v2"
 	"net/http"
 	"strings"
 	"sync/atomic"
 	"testing"
+
+	"github.com/zeebo/blake3"
 
 	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
 )
@@ -26,13 +29,23 @@ func randomBytes(n int, seed uint64) []byte {
 
 // chunkedSHA256 is format 2's digest of a large file, computed as the
 // format states it: the sha256 of its 16 MiB chunks' sha256 digests.
-func chunkedSHA256(data []byte) string {
+func chunkedSHA256(data []byte) string { return chunked(data, sha256.Sum256) }
+
+// chunkedBLAKE3 is format 3's: the BLAKE3 of its chunks' BLAKE3 digests.
+func chunkedBLAKE3(data []byte) string { return chunked(data, blake3.Sum256) }
+
+func chunked(data []byte, sum func([]byte) [32]byte) string {
 	var sums []byte
 	for off := 0; off < len(data); off += int(digestChunkSize) {
-		s := sha256.Sum256(data[off:min(off+int(digestChunkSize), len(data))])
+		s := sum(data[off:min(off+int(digestChunkSize), len(data))])
 		sums = append(sums, s[:]...)
 	}
-	s := sha256.Sum256(sums)
+	s := sum(sums)
+	return hex.EncodeToString(s[:])
+}
+
+func blake3Hex(b []byte) string {
+	s := blake3.Sum256(b)
 	return hex.EncodeToString(s[:])
 }
 
@@ -43,16 +56,15 @@ func hashInPieces(h *contentHash, data []byte, step int) {
 	}
 }
 
-func TestAFileBelowTheChunkedSizeIsRecordedByItsSHA256(t *testing.T) {
-	// So a model of small files has the digest it had in format 1.
+func TestAFileBelowTheChunkedSizeIsRecordedByItsBLAKE3(t *testing.T) {
 	for _, size := range []int{0, 1, int(digestChunkSize) + 5, int(chunkedMinSize) - 1} {
 		data := randomBytes(size, 1)
 		for _, known := range []int64{int64(size), -1} {
 			h := newContentHash(known, false)
 			hashInPieces(h, data, 1<<20+7)
 			got := h.record(int64(size))
-			if got != (fileRecord{Size: int64(size), SHA256: sha256Hex(data)}) {
-				t.Errorf("%d bytes (size given %d): record %+v; want its sha256 alone", size, known, got)
+			if got != (fileRecord{Size: int64(size), BLAKE3: blake3Hex(data)}) {
+				t.Errorf("%d bytes (size given %d): record %+v; want its BLAKE3 alone", size, known, got)
 			}
 		}
 	}
@@ -61,7 +73,7 @@ func TestAFileBelowTheChunkedSizeIsRecordedByItsSHA256(t *testing.T) {
 func TestALargeFileIsRecordedByItsChunksDigests(t *testing.T) {
 	for _, size := range []int{int(chunkedMinSize), int(chunkedMinSize) + 123} {
 		data := randomBytes(size, 2)
-		want := fileRecord{Size: int64(size), ChunkedSHA256: chunkedSHA256(data)}
+		want := fileRecord{Size: int64(size), ChunkedBLAKE3: chunkedBLAKE3(data)}
 		for _, step := range []int{1 << 20, 3<<20 + 11} {
 			for _, known := range []int64{int64(size), -1} {
 				h := newContentHash(known, false)
@@ -74,17 +86,26 @@ func TestALargeFileIsRecordedByItsChunksDigests(t *testing.T) {
 		// A pin asks for the plain sha256 beside the chunks.
 		h := newContentHash(int64(size), true)
 		hashInPieces(h, data, 1<<20)
-		if h.sha256Hex() != sha256Hex(data) || h.record(int64(size)) != want {
-			t.Errorf("%d bytes with a pin: sha256 %s, record %+v; want %s and %+v", size, h.sha256Hex(), h.record(int64(size)), sha256Hex(data), want)
+		if h.pinnedSHA256() != sha256Hex(data) || h.record(int64(size)) != want {
+			t.Errorf("%d bytes with a pin: sha256 %s, record %+v; want %s and %+v", size, h.pinnedSHA256(), h.record(int64(size)), sha256Hex(data), want)
 		}
 	}
 }
 
-func TestAChunkedRecordIsNotTakenForAPlainOne(t *testing.T) {
-	plain := []fileRecord{{Path: "1/v", Size: chunkedMinSize, SHA256: "ab"}}
-	chunked := []fileRecord{{Path: "1/v", Size: chunkedMinSize, ChunkedSHA256: "ab"}}
-	if digestOf(plain) == digestOf(chunked) {
-		t.Error("a file's chunked digest and a sha256 of the same hex give the same model digest")
+func TestNoKindOfRecordIsTakenForAnother(t *testing.T) {
+	kinds := map[string]fileRecord{
+		"sha256":         {Path: "1/v", Size: chunkedMinSize, SHA256: "ab"},
+		"chunked sha256": {Path: "1/v", Size: chunkedMinSize, ChunkedSHA256: "ab"},
+		"blake3":         {Path: "1/v", Size: chunkedMinSize, BLAKE3: "ab"},
+		"chunked blake3": {Path: "1/v", Size: chunkedMinSize, ChunkedBLAKE3: "ab"},
+	}
+	seen := map[string]string{}
+	for kind, rec := range kinds {
+		d := digestOf([]fileRecord{rec})
+		if other, ok := seen[d]; ok {
+			t.Errorf("a file's %s and its %s of the same hex give the same model digest", kind, other)
+		}
+		seen[d] = kind
 	}
 }
 
@@ -126,9 +147,9 @@ func TestALargeFileHasOneDigestHoweverItIsFetched(t *testing.T) {
 		t.Errorf("manifest format %d; want %d", m.Format, manifestFormat)
 	}
 	for _, f := range m.Files {
-		want := fileRecord{Path: f.Path, Size: int64(len(files[f.Path])), SHA256: sha256Hex(files[f.Path])}
+		want := fileRecord{Path: f.Path, Size: int64(len(files[f.Path])), BLAKE3: blake3Hex(files[f.Path])}
 		if f.Path == largeFileKey {
-			want = fileRecord{Path: f.Path, Size: want.Size, ChunkedSHA256: chunkedSHA256(files[f.Path])}
+			want = fileRecord{Path: f.Path, Size: want.Size, ChunkedBLAKE3: chunkedBLAKE3(files[f.Path])}
 		}
 		if f != want {
 			t.Errorf("manifest records %+v; want %+v", f, want)
@@ -192,56 +213,87 @@ func TestAPinnedLargeFileIsCheckedAgainstItsSHA256(t *testing.T) {
 	}
 }
 
-func TestAFormat1ManifestStillFindsTheModelFetched(t *testing.T) {
-	s3 := newFakeS3(t)
-	files := largeS3Model()
-	s3.put(t, "m", files)
-	o, logs := testOptions(t, "s3://models/m", s3.creds(t, testAccessKey, testSecretKey))
-	if _, err := Run(context.Background(), o); err != nil {
-		t.Fatal(err)
+func TestAManifestOfAnEarlierFormatStillFindsTheModelFetched(t *testing.T) {
+	// Each record as the fetchers of that format wrote it.
+	formats := map[int]func(path string, b []byte) fileRecord{
+		1: func(p string, b []byte) fileRecord {
+			return fileRecord{Path: p, Size: int64(len(b)), SHA256: sha256Hex(b)}
+		},
+		2: func(p string, b []byte) fileRecord {
+			if int64(len(b)) >= chunkedMinSize {
+				return fileRecord{Path: p, Size: int64(len(b)), ChunkedSHA256: chunkedSHA256(b)}
+			}
+			return fileRecord{Path: p, Size: int64(len(b)), SHA256: sha256Hex(b)}
+		},
 	}
-	// The manifest as a fetcher before format 2 wrote it: every file by
-	// its sha256, no format.
-	var records []fileRecord
-	for p, b := range files {
-		records = append(records, fileRecord{Path: p, Size: int64(len(b)), SHA256: sha256Hex(b)})
-	}
-	old := manifest{URI: "s3://models/m", Versions: []int64{1}, Bytes: 0, Digest: digestOf(records), Files: sortedRecords(records)}
-	b, err := json.Marshal(old)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if bytes.Contains(b, []byte(`"format"`)) || bytes.Contains(b, []byte(`chunkedSha256`)) {
-		t.Fatalf("a format-1 manifest reads %s", b)
-	}
-	writeTree(t, o.Dest, map[string][]byte{ManifestName: b})
-	requests := len(s3.requests)
+	for format, recordOf := range formats {
+		t.Run(fmt.Sprintf("format %d", format), func(t *testing.T) {
+			s3 := newFakeS3(t)
+			files := largeS3Model()
+			s3.put(t, "m", files)
+			o, logs := testOptions(t, "s3://models/m", s3.creds(t, testAccessKey, testSecretKey))
+			if _, err := Run(context.Background(), o); err != nil {
+				t.Fatal(err)
+			}
+			var records []fileRecord
+			for p, b := range files {
+				records = append(records, recordOf(p, b))
+			}
+			old := manifest{URI: "s3://models/m", Versions: []int64{1}, Bytes: 0, Digest: digestOf(records), Files: sortedRecords(records)}
+			if format > 1 {
+				old.Format = format // format 1 wrote none
+			}
+			b, err := json.Marshal(old)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if format == 1 && (bytes.Contains(b, []byte(`"format"`)) || bytes.Contains(b, []byte(`chunkedSha256`))) {
+				t.Fatalf("a format-1 manifest reads %s", b)
+			}
+			writeTree(t, o.Dest, map[string][]byte{ManifestName: b})
+			requests := len(s3.requests)
 
-	sum, err := Run(context.Background(), o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if n := len(s3.requests) - requests; n != 0 {
-		t.Errorf("%d requests; want none: the model is fetched", n)
-	}
-	if sum.Digest != old.Digest {
-		t.Errorf("digest %s; want the manifest's %s", sum.Digest, old.Digest)
-	}
-	if !strings.Contains(logs.String(), "nothing to download") {
-		t.Error("the run did not say it skipped the download")
-	}
+			sum, err := Run(context.Background(), o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n := len(s3.requests) - requests; n != 0 {
+				t.Errorf("%d requests; want none: the model is fetched", n)
+			}
+			if sum.Digest != old.Digest {
+				t.Errorf("digest %s; want the manifest's %s", sum.Digest, old.Digest)
+			}
+			if !strings.Contains(logs.String(), "nothing to download") {
+				t.Error("the run did not say it skipped the download")
+			}
 
-	// A manifest of a format this fetcher does not know is fetched again.
-	old.Format = manifestFormat + 1
-	b, _ = json.Marshal(old)
-	writeTree(t, o.Dest, map[string][]byte{ManifestName: b})
-	if _, err := Run(context.Background(), o); err != nil {
-		t.Fatal(err)
-	}
-	if len(s3.requests) == requests {
-		t.Error("a manifest of an unknown format was trusted")
-	}
-	if m, err := readManifest(o.Dest); err != nil || m.Format != manifestFormat {
-		t.Errorf("manifest format %d (%v) after fetching again; want %d", m.Format, err, manifestFormat)
+			// The files are checked against it, by its format's hash: a
+			// changed byte of the large file is found.
+			damaged := append([]byte(nil), files[largeFileKey]...)
+			damaged[len(damaged)/2] ^= 1
+			writeTree(t, o.Dest, map[string][]byte{largeFileKey: damaged})
+			if _, err := Run(context.Background(), o); err != nil {
+				t.Fatal(err)
+			}
+			if len(s3.requests) == requests {
+				t.Fatal("a damaged file passed the manifest's check")
+			}
+			assertTree(t, o.Dest, files)
+
+			// A manifest of a format this fetcher does not know is fetched again.
+			old.Format = manifestFormat + 1
+			b, _ = json.Marshal(old)
+			writeTree(t, o.Dest, map[string][]byte{ManifestName: b})
+			requests = len(s3.requests)
+			if _, err := Run(context.Background(), o); err != nil {
+				t.Fatal(err)
+			}
+			if len(s3.requests) == requests {
+				t.Error("a manifest of an unknown format was trusted")
+			}
+			if m, err := readManifest(o.Dest); err != nil || m.Format != manifestFormat {
+				t.Errorf("manifest format %d (%v) after fetching again; want %d", m.Format, err, manifestFormat)
+			}
+		})
 	}
 }

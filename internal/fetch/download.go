@@ -18,7 +18,7 @@ import (
 )
 
 // fileRecord is one file of a fetched model: its path below the model's
-// base directory, size and content digest, one of two (digest.go).
+// base directory, size and content digest, one of four (digest.go).
 type fileRecord struct {
 	Path string `json:"path"`
 	Size int64  `json:"size"`
@@ -28,6 +28,12 @@ type fileRecord struct {
 	// ChunkedSHA256 is the sha256 of the file's chunks' sha256 digests: a
 	// file's of chunkedMinSize or more in format 2.
 	ChunkedSHA256 string `json:"chunkedSha256,omitempty"`
+	// BLAKE3 is the file's BLAKE3: a file's below chunkedMinSize in
+	// format 3.
+	BLAKE3 string `json:"blake3,omitempty"`
+	// ChunkedBLAKE3 is the BLAKE3 of the file's chunks' BLAKE3 digests: a
+	// file's of chunkedMinSize or more in format 3.
+	ChunkedBLAKE3 string `json:"chunkedBlake3,omitempty"`
 }
 
 // downloader copies a source's files into a directory, several at once,
@@ -190,8 +196,8 @@ func (d *downloader) copyOnce(ctx context.Context, obj Object, target string) (r
 	if err := f.Close(); err != nil {
 		return rec, classify(err, target)
 	}
-	if d.pin != "" && sum.sha256Hex() != d.pin {
-		return rec, checksumMismatch(what, d.pin, sum.sha256Hex())
+	if d.pin != "" && sum.pinnedSHA256() != d.pin {
+		return rec, checksumMismatch(what, d.pin, sum.pinnedSHA256())
 	}
 	return sum.record(counted), nil
 }

@@ -70,15 +70,22 @@ func sortedRecords(files []fileRecord) []fileRecord {
 }
 
 // digestOf hashes the sorted list of files: for each, its path, size and
-// content digest, each line "path\x00size\x00sha256\n", or, for a file
-// recorded by its chunks, "path\x00size\x00chunked:sha256\n".
+// content digest, each line "path\x00size\x00digest\n", where digest is as
+// the record holds it: "<sha256>", "chunked:<sha256>" (format 2),
+// "blake3:<blake3>" or "chunked-blake3:<blake3>" (format 3). So a model
+// keeps the digest it was given in the format it was fetched in.
 func digestOf(files []fileRecord) string {
 	h := sha256.New()
 	for _, f := range sortedRecords(files) {
 		// A hash's Write never fails.
-		if f.ChunkedSHA256 != "" {
+		switch {
+		case f.ChunkedBLAKE3 != "":
+			_, _ = fmt.Fprintf(h, "%s\x00%d\x00chunked-blake3:%s\n", f.Path, f.Size, f.ChunkedBLAKE3)
+		case f.BLAKE3 != "":
+			_, _ = fmt.Fprintf(h, "%s\x00%d\x00blake3:%s\n", f.Path, f.Size, f.BLAKE3)
+		case f.ChunkedSHA256 != "":
 			_, _ = fmt.Fprintf(h, "%s\x00%d\x00chunked:%s\n", f.Path, f.Size, f.ChunkedSHA256)
-		} else {
+		default:
 			_, _ = fmt.Fprintf(h, "%s\x00%d\x00%s\n", f.Path, f.Size, f.SHA256)
 		}
 	}
@@ -142,16 +149,16 @@ func hashTree(ctx context.Context, dir string, format, concurrency int, prog *pr
 		records[i].Path = filepath.ToSlash(paths[i])
 		if format < 2 || st.Size() < chunkedMinSize {
 			g.Go(func() error {
-				sum, size, err := hashFile(p, 0, -1, prog)
+				sum, size, err := hashFile(p, 0, -1, format, prog)
 				if err != nil {
 					return err
 				}
-				records[i].Size, records[i].SHA256 = size, sum.sha256Hex()
+				records[i] = withPath(sum.record(size), records[i].Path)
 				return nil
 			})
 			continue
 		}
-		hashChunks(g, p, st.Size(), &records[i], prog)
+		hashChunks(g, p, st.Size(), format, &records[i], prog)
 	}
 	if err := g.Wait(); err != nil {
 		if ctx.Err() != nil {
@@ -188,22 +195,28 @@ func listFiles(dir string) ([]string, error) {
 	return paths, nil
 }
 
+// withPath is rec with its path set.
+func withPath(rec fileRecord, path string) fileRecord {
+	rec.Path = path
+	return rec
+}
+
 // hashChunks hashes each chunk of the large file p on its own, in g, and
-// fills rec (whose Path is set) once the last one is hashed.
-func hashChunks(g *errgroup.Group, p string, size int64, rec *fileRecord, prog *progress) {
+// fills rec (whose Path is set) as format records it once the last one is
+// hashed.
+func hashChunks(g *errgroup.Group, p string, size int64, format int, rec *fileRecord, prog *progress) {
 	sums := newChunkTable(size)
 	var left atomic.Int64
-	left.Store(int64(len(sums) / sha256.Size))
+	left.Store(int64(len(sums) / digestSize))
 	for off := int64(0); off < size; off += digestChunkSize {
 		g.Go(func() error {
-			sum, _, err := hashFile(p, off, min(digestChunkSize, size-off), prog)
+			sum, _, err := hashFile(p, off, min(digestChunkSize, size-off), format, prog)
 			if err != nil {
 				return err
 			}
 			sums.put(off, sum.chunkSums())
 			if left.Add(-1) == 0 {
-				whole := recordOf(size, "", sums)
-				rec.Size, rec.ChunkedSHA256 = whole.Size, whole.ChunkedSHA256
+				*rec = withPath(recordOf(format, size, "", sums), rec.Path)
 				if prog != nil {
 					prog.files.Add(1)
 				}
@@ -213,10 +226,10 @@ func hashChunks(g *errgroup.Group, p string, size int64, rec *fileRecord, prog *
 	}
 }
 
-// hashFile hashes the n bytes of the file p at off, a chunk of a large
-// file, or, when n < 0, the whole file for its sha256. It returns the
-// bytes hashed.
-func hashFile(p string, off, n int64, prog *progress) (*contentHash, int64, error) {
+// hashFile hashes, as format records them, the n bytes of the file p at
+// off, a chunk of a large file, or, when n < 0, the whole file. It returns
+// the bytes hashed.
+func hashFile(p string, off, n int64, format int, prog *progress) (*contentHash, int64, error) {
 	f, err := os.Open(p)
 	if err != nil {
 		return nil, 0, classify(err, p)
@@ -225,7 +238,7 @@ func hashFile(p string, off, n int64, prog *progress) (*contentHash, int64, erro
 	bp := bufPool.Get().(*[]byte)
 	defer bufPool.Put(bp)
 	if n < 0 {
-		h := newPlainHash()
+		h := newWholeHash(format)
 		got, err := io.CopyBuffer(h, f, *bp)
 		if err != nil {
 			return nil, 0, classify(err, p)
@@ -236,7 +249,7 @@ func hashFile(p string, off, n int64, prog *progress) (*contentHash, int64, erro
 		}
 		return h, got, nil
 	}
-	h := newChunksHash()
+	h := newChunksHash(format)
 	if err := readFileRange(h, f, off, n, *bp); err != nil {
 		return nil, 0, classify(err, p)
 	}

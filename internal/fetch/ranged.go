@@ -133,7 +133,7 @@ func (d *downloader) newRangedDigest(ctx context.Context, f *os.File, size int64
 	case r.chunkSums == nil:
 		r.inOrder = newContentHash(size, d.pin != "")
 	case d.pin != "":
-		r.inOrder = newPlainHash()
+		r.inOrder = newPinHash()
 	}
 	if r.inOrder == nil {
 		r.hashed <- nil
@@ -149,7 +149,7 @@ func (r *rangedDigest) partHash() *contentHash {
 	if r.chunkSums == nil {
 		return nil
 	}
-	return newChunksHash()
+	return newChunksHash(manifestFormat)
 }
 
 // partWritten takes part i, at off, once written, with what it hashed.
@@ -168,11 +168,11 @@ func (r *rangedDigest) wait() error { return <-r.hashed }
 // record is the file's record once every part is written and wait has
 // returned.
 func (r *rangedDigest) record(what string) (fileRecord, error) {
-	if r.pin != "" && r.inOrder.sha256Hex() != r.pin {
-		return fileRecord{}, checksumMismatch(what, r.pin, r.inOrder.sha256Hex())
+	if r.pin != "" && r.inOrder.pinnedSHA256() != r.pin {
+		return fileRecord{}, checksumMismatch(what, r.pin, r.inOrder.pinnedSHA256())
 	}
 	if r.chunkSums != nil {
-		return recordOf(r.size, "", r.chunkSums), nil
+		return recordOf(manifestFormat, r.size, "", r.chunkSums), nil
 	}
 	return r.inOrder.record(r.size), nil
 }

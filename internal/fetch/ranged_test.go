@@ -88,10 +88,10 @@ func TestALargeFileIsFetchedAsRangesAndReassembled(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := sha256.Sum256(files[largeFileKey])
+	want := blake3Hex(files[largeFileKey])
 	for _, f := range m.Files {
-		if f.Path == largeFileKey && f.SHA256 != hex.EncodeToString(want[:]) {
-			t.Errorf("manifest sha256 %s; want %x", f.SHA256, want)
+		if f.Path == largeFileKey && f.BLAKE3 != want {
+			t.Errorf("manifest BLAKE3 %s; want %s", f.BLAKE3, want)
 		}
 	}
 	o2, _ := testOptions(t, "s3://models/m", s3.creds(t, testAccessKey, testSecretKey))

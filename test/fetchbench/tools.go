@@ -72,7 +72,7 @@ func newTools(srv *server, fetcher, bin, credsDir string, s toolSettings) []*too
 		Name:     "ours",
 		Binary:   fetcher,
 		Settings: []string{"--concurrency=" + strconv.Itoa(s.OursConcurrency)},
-		Verifies: "sha256 of every byte (a file of 64 MiB or more by its 16 MiB chunks), recorded in its manifest; sizes against the listing",
+		Verifies: "BLAKE3 of every byte (a file of 64 MiB or more by its 16 MiB chunks), recorded in its manifest; sizes against the listing",
 		command: func(sh, dest string) ([]string, []string) {
 			return []string{fetcher, "fetch", "--uri", uri(sh), "--dest", model(dest),
 				"--credentials-dir", credsDir, "--termination-log", "",
