@@ -26,8 +26,8 @@ import (
 // without SHA instructions (Intel's before Ice Lake, still common among
 // cloud nodes) sha256 hashes 0.2–0.3 GB/s on a core: 4 CPU-seconds per GiB,
 // more than the download itself, so the fetch was bound by its hash. BLAKE3
-// hashes 2–2.4 GB/s on the same core with AVX2 or AVX-512, which every
-// linux/amd64 node the image runs on has.
+// hashes 2–2.4 GB/s on the same core with AVX2, which x86 CPUs have had
+// since 2013 (the library falls back to SSE4.1, then to plain Go).
 //
 // The rule depends on the size alone, never on how a file was fetched:
 // the same model has the same digest from S3 in ranges, from HTTP in one
