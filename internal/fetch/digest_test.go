@@ -227,73 +227,75 @@ func TestAManifestOfAnEarlierFormatStillFindsTheModelFetched(t *testing.T) {
 		},
 	}
 	for format, recordOf := range formats {
-		t.Run(fmt.Sprintf("format %d", format), func(t *testing.T) {
-			s3 := newFakeS3(t)
-			files := largeS3Model()
-			s3.put(t, "m", files)
-			o, logs := testOptions(t, "s3://models/m", s3.creds(t, testAccessKey, testSecretKey))
-			if _, err := Run(context.Background(), o); err != nil {
-				t.Fatal(err)
-			}
-			var records []fileRecord
-			for p, b := range files {
-				records = append(records, recordOf(p, b))
-			}
-			old := manifest{URI: "s3://models/m", Versions: []int64{1}, Bytes: 0, Digest: digestOf(records), Files: sortedRecords(records)}
-			if format > 1 {
-				old.Format = format // format 1 wrote none
-			}
-			b, err := json.Marshal(old)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if format == 1 && (bytes.Contains(b, []byte(`"format"`)) || bytes.Contains(b, []byte(`chunkedSha256`))) {
-				t.Fatalf("a format-1 manifest reads %s", b)
-			}
-			writeTree(t, o.Dest, map[string][]byte{ManifestName: b})
-			requests := len(s3.requests)
+		t.Run(fmt.Sprintf("format %d", format), func(t *testing.T) { checkEarlierFormat(t, format, recordOf) })
+	}
+}
 
-			sum, err := Run(context.Background(), o)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if n := len(s3.requests) - requests; n != 0 {
-				t.Errorf("%d requests; want none: the model is fetched", n)
-			}
-			if sum.Digest != old.Digest {
-				t.Errorf("digest %s; want the manifest's %s", sum.Digest, old.Digest)
-			}
-			if !strings.Contains(logs.String(), "nothing to download") {
-				t.Error("the run did not say it skipped the download")
-			}
+func checkEarlierFormat(t *testing.T, format int, recordOf func(path string, b []byte) fileRecord) {
+	s3 := newFakeS3(t)
+	files := largeS3Model()
+	s3.put(t, "m", files)
+	o, logs := testOptions(t, "s3://models/m", s3.creds(t, testAccessKey, testSecretKey))
+	if _, err := Run(context.Background(), o); err != nil {
+		t.Fatal(err)
+	}
+	var records []fileRecord
+	for p, b := range files {
+		records = append(records, recordOf(p, b))
+	}
+	old := manifest{URI: "s3://models/m", Versions: []int64{1}, Bytes: 0, Digest: digestOf(records), Files: sortedRecords(records)}
+	if format > 1 {
+		old.Format = format // format 1 wrote none
+	}
+	b, err := json.Marshal(old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if format == 1 && (bytes.Contains(b, []byte(`"format"`)) || bytes.Contains(b, []byte(`chunkedSha256`))) {
+		t.Fatalf("a format-1 manifest reads %s", b)
+	}
+	writeTree(t, o.Dest, map[string][]byte{ManifestName: b})
+	requests := len(s3.requests)
 
-			// The files are checked against it, by its format's hash: a
-			// changed byte of the large file is found.
-			damaged := append([]byte(nil), files[largeFileKey]...)
-			damaged[len(damaged)/2] ^= 1
-			writeTree(t, o.Dest, map[string][]byte{largeFileKey: damaged})
-			if _, err := Run(context.Background(), o); err != nil {
-				t.Fatal(err)
-			}
-			if len(s3.requests) == requests {
-				t.Fatal("a damaged file passed the manifest's check")
-			}
-			assertTree(t, o.Dest, files)
+	sum, err := Run(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(s3.requests) - requests; n != 0 {
+		t.Errorf("%d requests; want none: the model is fetched", n)
+	}
+	if sum.Digest != old.Digest {
+		t.Errorf("digest %s; want the manifest's %s", sum.Digest, old.Digest)
+	}
+	if !strings.Contains(logs.String(), "nothing to download") {
+		t.Error("the run did not say it skipped the download")
+	}
 
-			// A manifest of a format this fetcher does not know is fetched again.
-			old.Format = manifestFormat + 1
-			b, _ = json.Marshal(old)
-			writeTree(t, o.Dest, map[string][]byte{ManifestName: b})
-			requests = len(s3.requests)
-			if _, err := Run(context.Background(), o); err != nil {
-				t.Fatal(err)
-			}
-			if len(s3.requests) == requests {
-				t.Error("a manifest of an unknown format was trusted")
-			}
-			if m, err := readManifest(o.Dest); err != nil || m.Format != manifestFormat {
-				t.Errorf("manifest format %d (%v) after fetching again; want %d", m.Format, err, manifestFormat)
-			}
-		})
+	// The files are checked against it, by its format's hash: a changed
+	// byte of the large file is found.
+	damaged := append([]byte(nil), files[largeFileKey]...)
+	damaged[len(damaged)/2] ^= 1
+	writeTree(t, o.Dest, map[string][]byte{largeFileKey: damaged})
+	if _, err := Run(context.Background(), o); err != nil {
+		t.Fatal(err)
+	}
+	if len(s3.requests) == requests {
+		t.Fatal("a damaged file passed the manifest's check")
+	}
+	assertTree(t, o.Dest, files)
+
+	// A manifest of a format this fetcher does not know is fetched again.
+	old.Format = manifestFormat + 1
+	b, _ = json.Marshal(old)
+	writeTree(t, o.Dest, map[string][]byte{ManifestName: b})
+	requests = len(s3.requests)
+	if _, err := Run(context.Background(), o); err != nil {
+		t.Fatal(err)
+	}
+	if len(s3.requests) == requests {
+		t.Error("a manifest of an unknown format was trusted")
+	}
+	if m, err := readManifest(o.Dest); err != nil || m.Format != manifestFormat {
+		t.Errorf("manifest format %d (%v) after fetching again; want %d", m.Format, err, manifestFormat)
 	}
 }
