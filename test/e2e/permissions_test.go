@@ -81,10 +81,9 @@ func testCSVPermissions(t *testing.T, allNamespaces bool) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if out, err := kubectlWith(c, "apply", "--server-side", "-f", repoPath("config/crd/bases")); err != nil {
-		t.Fatalf("install CRDs: %v: %s", err, out)
+	if err := installCRDs(c); err != nil {
+		t.Fatal(err)
 	}
-	kubectl(t, c, "wait", "--for=condition=Established", "crd/modelservers.serving.modelserver.dev", "--timeout=30s")
 
 	operatorNS := kubectlNamespace(t, c)
 	workloadNS := operatorNS

@@ -49,10 +49,9 @@ func dedicatedCluster(t *testing.T) *localcluster.Cluster {
 	c := localcluster.ForTest(t, localcluster.Options{
 		NodePools: []localcluster.NodePool{{Name: "node", Count: 2, CPU: "16", Memory: "64Gi", Pods: 110}},
 	})
-	if out, err := kubectlWith(c, "apply", "--server-side", "-f", repoPath("config/crd/bases")); err != nil {
-		t.Fatalf("install CRDs: %v: %s", err, out)
+	if err := installCRDs(c); err != nil {
+		t.Fatal(err)
 	}
-	kubectl(t, c, "wait", "--for=condition=Established", "crd/modelservers.serving.modelserver.dev", "--timeout=30s")
 	return c
 }
 
