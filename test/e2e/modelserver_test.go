@@ -39,7 +39,7 @@ func runningOperator(t *testing.T) (*localcluster.Cluster, kubernetes.Interface)
 			return
 		}
 		operator.cluster = c
-		if err := installCRDs(c); err != nil {
+		if err := c.InstallCRDs(context.Background(), repoPath("config/crd/bases")); err != nil {
 			operator.err = err
 			return
 		}
@@ -285,28 +285,6 @@ func kubectlWith(c *localcluster.Cluster, args ...string) (string, error) {
 	cmd := exec.Command(repoPath("bin/kubectl"), append([]string{"--kubeconfig", c.Kubeconfig}, args...)...)
 	out, err := cmd.CombinedOutput()
 	return string(out), err
-}
-
-// installCRDs applies the operator's CRDs and waits until the apiserver
-// serves ModelServers. It polls the condition rather than run kubectl wait,
-// which fails at once, instead of waiting, on a CRD whose status has no
-// conditions yet: the state of one created a moment before.
-func installCRDs(c *localcluster.Cluster) error {
-	if out, err := kubectlWith(c, "apply", "--server-side", "-f", repoPath("config/crd/bases")); err != nil {
-		return fmt.Errorf("install CRDs: %v: %s", err, out)
-	}
-	const crd = "crd/modelservers.serving.modelserver.dev"
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		out, err := kubectlWith(c, "get", crd, "-o", `jsonpath={.status.conditions[?(@.type=="Established")].status}`)
-		if err == nil && strings.TrimSpace(out) == "True" {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("%s not Established after 30s: %v %s", crd, err, out)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
 }
 
 // repoPath resolves a path from the repository root (tests run in test/e2e).

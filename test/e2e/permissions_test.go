@@ -81,7 +81,7 @@ func testCSVPermissions(t *testing.T, allNamespaces bool) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := installCRDs(c); err != nil {
+	if err := c.InstallCRDs(context.Background(), repoPath("config/crd/bases")); err != nil {
 		t.Fatal(err)
 	}
 

@@ -49,7 +49,7 @@ func dedicatedCluster(t *testing.T) *localcluster.Cluster {
 	c := localcluster.ForTest(t, localcluster.Options{
 		NodePools: []localcluster.NodePool{{Name: "node", Count: 2, CPU: "16", Memory: "64Gi", Pods: 110}},
 	})
-	if err := installCRDs(c); err != nil {
+	if err := c.InstallCRDs(context.Background(), repoPath("config/crd/bases")); err != nil {
 		t.Fatal(err)
 	}
 	return c
