@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -26,6 +27,7 @@ func (c *Cluster) InstallCRDs(ctx context.Context, dir string) error {
 	if err != nil || len(files) == 0 {
 		return fmt.Errorf("no CRDs in %s: %v", dir, err)
 	}
+	var names []string
 	for _, f := range files {
 		raw, err := os.ReadFile(f)
 		if err != nil {
@@ -38,21 +40,58 @@ func (c *Cluster) InstallCRDs(ctx context.Context, dir string) error {
 		if _, err := cs.ApiextensionsV1().CustomResourceDefinitions().Create(ctx, crd, metav1.CreateOptions{}); err != nil {
 			return fmt.Errorf("create CRD %s: %w", crd.Name, err)
 		}
-		err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-			got, err := cs.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, crd.Name, metav1.GetOptions{})
-			if err != nil {
-				return false, nil
-			}
-			for _, cond := range got.Status.Conditions {
-				if cond.Type == apiextensionsv1.Established && cond.Status == apiextensionsv1.ConditionTrue {
-					return true, nil
-				}
-			}
-			return false, nil
-		})
+		names = append(names, crd.Name)
+	}
+	return c.WaitForCRDs(ctx, 30*time.Second, names...)
+}
+
+// WaitForCRDs polls until each named CRD, or with no names every CRD in the
+// cluster, is Established. It polls the condition rather than run kubectl
+// wait, which fails at once, instead of waiting, on a CRD created a moment
+// before: its status has no conditions yet.
+func (c *Cluster) WaitForCRDs(ctx context.Context, timeout time.Duration, names ...string) error {
+	cs, err := apiextensionsclient.NewForConfig(c.Config)
+	if err != nil {
+		return err
+	}
+	var pending []string
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		list, err := cs.ApiextensionsV1().CustomResourceDefinitions().List(ctx, metav1.ListOptions{})
 		if err != nil {
-			return fmt.Errorf("CRD %s not established: %w", crd.Name, err)
+			return false, nil
 		}
+		pending = notEstablished(list.Items, names)
+		return len(pending) == 0 && (len(names) > 0 || len(list.Items) > 0), nil
+	})
+	if err != nil {
+		return fmt.Errorf("CRDs not Established after %s: %v: %w", timeout, pending, err)
 	}
 	return nil
+}
+
+// notEstablished returns the names among want (all of crds when want is
+// empty) that are missing from crds or not yet Established.
+func notEstablished(crds []apiextensionsv1.CustomResourceDefinition, want []string) []string {
+	established := map[string]bool{}
+	for _, crd := range crds {
+		established[crd.Name] = false
+		for _, cond := range crd.Status.Conditions {
+			if cond.Type == apiextensionsv1.Established && cond.Status == apiextensionsv1.ConditionTrue {
+				established[crd.Name] = true
+			}
+		}
+	}
+	if len(want) == 0 {
+		for name := range established {
+			want = append(want, name)
+		}
+	}
+	var pending []string
+	for _, name := range want {
+		if !established[name] {
+			pending = append(pending, name)
+		}
+	}
+	sort.Strings(pending)
+	return pending
 }

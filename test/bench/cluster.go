@@ -54,7 +54,7 @@ func startCluster(ctx context.Context, repo string, n int, log *slog.Logger) (*l
 // (conditions without observedGeneration, deployedRelease) is not the
 // operator's, the status schema is opened as an Operator SDK Helm
 // operator's CRD has it.
-func installCRD(ctx context.Context, repo string, cfg *rest.Config, openStatus bool) error {
+func installCRD(ctx context.Context, repo string, c *localcluster.Cluster, openStatus bool) error {
 	crd, err := readCRD(repo)
 	if err != nil {
 		return err
@@ -69,25 +69,14 @@ func installCRD(ctx context.Context, repo string, cfg *rest.Config, openStatus b
 			}
 		}
 	}
-	cs, err := apiextensionsclient.NewForConfig(cfg)
+	cs, err := apiextensionsclient.NewForConfig(c.Config)
 	if err != nil {
 		return err
 	}
 	if _, err := cs.ApiextensionsV1().CustomResourceDefinitions().Create(ctx, crd, metav1.CreateOptions{}); err != nil {
 		return err
 	}
-	return wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		got, err := cs.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, crd.Name, metav1.GetOptions{})
-		if err != nil {
-			return false, nil
-		}
-		for _, c := range got.Status.Conditions {
-			if c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue {
-				return true, nil
-			}
-		}
-		return false, nil
-	})
+	return c.WaitForCRDs(ctx, time.Minute, crd.Name)
 }
 
 // readCRD reads the ModelServer CRD from the repository.

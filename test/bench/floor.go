@@ -65,7 +65,7 @@ func runFloor(ctx context.Context, cfg config, n int, log *slog.Logger) (*floorR
 		return nil, err
 	}
 	defer c.Stop()
-	if err := installCRD(ctx, cfg.repo, c.Config, false); err != nil {
+	if err := installCRD(ctx, cfg.repo, c, false); err != nil {
 		return nil, err
 	}
 	if err := createNamespace(ctx, c, benchNamespace); err != nil {

@@ -115,7 +115,7 @@ func runOperator(ctx context.Context, cfg config, spec operatorSpec, n int, log 
 		return nil, err
 	}
 	defer c.Stop()
-	if err := installCRD(ctx, cfg.repo, c.Config, spec.openStatus); err != nil {
+	if err := installCRD(ctx, cfg.repo, c, spec.openStatus); err != nil {
 		return nil, fmt.Errorf("install CRD: %w", err)
 	}
 	if err := createNamespace(ctx, c, benchNamespace); err != nil {

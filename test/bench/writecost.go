@@ -43,7 +43,7 @@ func runWriteCosts(ctx context.Context, cfg config, n int, log *slog.Logger) ([]
 		return nil, err
 	}
 	defer c.Stop()
-	if err := installCRD(ctx, cfg.repo, c.Config, false); err != nil {
+	if err := installCRD(ctx, cfg.repo, c, false); err != nil {
 		return nil, fmt.Errorf("install the CRD: %w", err)
 	}
 	if err := createNamespace(ctx, c, benchNamespace); err != nil {

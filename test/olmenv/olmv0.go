@@ -45,7 +45,7 @@ func (e *Env) StartOLMv0(ctx context.Context) error {
 	if _, err := e.Kubectl("", args...); err != nil {
 		return err
 	}
-	if err := e.waitCRDsEstablished(60 * time.Second); err != nil {
+	if err := e.Cluster.WaitForCRDs(ctx, time.Minute); err != nil {
 		return err
 	}
 	cert, err := newServingCert("packageserver-service." + OLMNamespace + ".svc")
@@ -370,28 +370,3 @@ spec:
   grpcPodConfig:
     securityContextConfig: restricted
 `
-
-// waitCRDsEstablished waits until every CRD in the cluster is Established.
-// It polls rather than run kubectl wait, which fails at once, instead of
-// waiting, on a CRD whose status has no conditions yet: the state of one
-// created a moment before.
-func (e *Env) waitCRDsEstablished(timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	for {
-		out, err := e.Kubectl("", "get", "crd", "-o",
-			`jsonpath={range .items[*]}{.metadata.name}={.status.conditions[?(@.type=="Established")].status}{"\n"}{end}`)
-		var pending []string
-		for _, line := range strings.Fields(out) {
-			if !strings.HasSuffix(line, "=True") {
-				pending = append(pending, strings.TrimSuffix(line, "="))
-			}
-		}
-		if err == nil && out != "" && len(pending) == 0 {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("CRDs not Established after %s: %v %v", timeout, pending, err)
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
-}
