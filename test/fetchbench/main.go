@@ -193,7 +193,7 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 		if err != nil {
 			return fmt.Errorf("upload %s: %w", sh.Name, err)
 		}
-		res, err := runShape(ctx, cfg, log, work, sh, want, tools)
+		res, err := runShape(ctx, cfg, log, work, srv, sh, want, tools)
 		if err != nil {
 			return err
 		}
@@ -220,18 +220,18 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 
 // runShape runs every tool cfg.runs times on sh, starting each round with
 // the next tool so that none always runs first.
-func runShape(ctx context.Context, cfg config, log *slog.Logger, work string, sh shape, want map[string]fileSum, tools []*tool) (shapeResult, error) {
+func runShape(ctx context.Context, cfg config, log *slog.Logger, work string, srv *server, sh shape, want map[string]fileSum, tools []*tool) (shapeResult, error) {
 	res := shapeResult{Name: sh.Name, About: sh.About, Files: len(sh.Files), Bytes: sh.Bytes()}
 	samples := make([][]sample, len(tools))
 	for round := range cfg.runs {
 		for k := range tools {
 			i := (round + k) % len(tools)
 			t := tools[i]
-			s, err := runOnce(ctx, cfg.spawn, work, t, sh, want, round+1)
+			s, err := runOnce(ctx, cfg.spawn, work, srv, t, sh, want, round+1)
 			if err != nil {
 				return res, err
 			}
-			log.Info("run", "shape", sh.Name, "tool", t.Name, "run", round+1, "seconds", s.Seconds, "durableSeconds", s.DurableSeconds, "mibPerSecond", s.MiBps, "cpuSeconds", s.CPUSeconds, "peakRssMiB", s.PeakRSSMiB)
+			log.Info("run", "shape", sh.Name, "tool", t.Name, "run", round+1, "seconds", s.Seconds, "durableSeconds", s.DurableSeconds, "mibPerSecond", s.MiBps, "cpuSeconds", s.CPUSeconds, "serverCpuSeconds", s.ServerCPU, "peakRssMiB", s.PeakRSSMiB)
 			samples[i] = append(samples[i], s)
 		}
 	}
@@ -244,7 +244,7 @@ func runShape(ctx context.Context, cfg config, log *slog.Logger, work string, sh
 // runOnce copies sh with t into a fresh directory, times the sync that
 // puts the copy on disk, checks the copy and removes it. Dirty pages of
 // earlier runs are written out first, so that no run pays for another's.
-func runOnce(ctx context.Context, spawn, work string, t *tool, sh shape, want map[string]fileSum, n int) (sample, error) {
+func runOnce(ctx context.Context, spawn, work string, srv *server, t *tool, sh shape, want map[string]fileSum, n int) (sample, error) {
 	name := fmt.Sprintf("%s-%s-%d", t.Name, sh.Name, n)
 	dest := filepath.Join(work, "runs", name)
 	if err := os.MkdirAll(dest, 0o755); err != nil {
@@ -253,10 +253,19 @@ func runOnce(ctx context.Context, spawn, work string, t *tool, sh shape, want ma
 	defer func() { _ = os.RemoveAll(dest) }()
 	syscall.Sync()
 	args, env := t.command(sh.Name, dest)
+	serverBefore, err := srv.cpuSeconds()
+	if err != nil {
+		return sample{}, err
+	}
 	s, err := measure(ctx, spawn, args, env, filepath.Join(work, "home"), filepath.Join(work, "logs", name+".log"))
 	if err != nil {
 		return s, fmt.Errorf("%s on %s: %w", t.Name, sh.Name, err)
 	}
+	serverAfter, err := srv.cpuSeconds()
+	if err != nil {
+		return s, err
+	}
+	s.ServerCPU = round(serverAfter - serverBefore)
 	// Ours flushes the model before it exits; the others leave their
 	// writes in the page cache. The time of a sync after each tells what
 	// a durable copy costs them.

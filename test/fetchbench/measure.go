@@ -23,6 +23,9 @@ type sample struct {
 	SysCPU         float64 `json:"sysCpuSeconds"`
 	CPUSeconds     float64 `json:"cpuSeconds"`
 	PeakRSSMiB     float64 `json:"peakRssMiB"`
+	// ServerCPU is the CPU time the S3 server used during the run: with
+	// CPUSeconds, what the copy cost the machine.
+	ServerCPU float64 `json:"serverCpuSeconds"`
 }
 
 // measure runs args with env added to a bare PATH and HOME, its output to

@@ -40,6 +40,7 @@ type toolResult struct {
 	Durable    summary  `json:"durableSeconds"`
 	MiBps      summary  `json:"mibPerSecond"`
 	CPUSeconds summary  `json:"cpuSeconds"`
+	ServerCPU  summary  `json:"serverCpuSeconds"`
 	PeakRSSMiB summary  `json:"peakRssMiB"`
 	Samples    []sample `json:"samples"`
 }
@@ -58,6 +59,7 @@ func resultOf(name string, samples []sample) toolResult {
 		Durable:    pick(func(s sample) float64 { return s.DurableSeconds }),
 		MiBps:      pick(func(s sample) float64 { return s.MiBps }),
 		CPUSeconds: pick(func(s sample) float64 { return s.CPUSeconds }),
+		ServerCPU:  pick(func(s sample) float64 { return s.ServerCPU }),
 		PeakRSSMiB: pick(func(s sample) float64 { return s.PeakRSSMiB }),
 		Samples:    samples,
 	}
@@ -108,11 +110,11 @@ func writeJSON(r *report, path string) error {
 func printTable(w io.Writer, r *report) {
 	_, _ = fmt.Fprintf(w, "%d runs each; %d CPUs (%s), %s, %s\n", r.Runs, r.Machine.CPUs, r.Machine.CPUModel, r.Machine.FileSystem, r.Server)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	_, _ = fmt.Fprintln(tw, "shape\ttool\tmedian s\tmin s\tmedian MiB/s\tbest MiB/s\tmedian s to disk\tmedian CPU s\tmedian RSS MiB\tmax RSS MiB\t")
+	_, _ = fmt.Fprintln(tw, "shape\ttool\tmedian s\tmin s\tmedian MiB/s\tbest MiB/s\tmedian s to disk\tmedian CPU s\tmedian server CPU s\tmedian RSS MiB\tmax RSS MiB\t")
 	for _, sh := range r.Shapes {
 		for _, t := range sh.Results {
-			_, _ = fmt.Fprintf(tw, "%s\t%s\t%.2f\t%.2f\t%.0f\t%.0f\t%.2f\t%.2f\t%.0f\t%.0f\t\n", sh.Name, t.Tool,
-				t.Seconds.Median, t.Seconds.Min, t.MiBps.Median, t.MiBps.Max, t.Durable.Median, t.CPUSeconds.Median, t.PeakRSSMiB.Median, t.PeakRSSMiB.Max)
+			_, _ = fmt.Fprintf(tw, "%s\t%s\t%.2f\t%.2f\t%.0f\t%.0f\t%.2f\t%.2f\t%.2f\t%.0f\t%.0f\t\n", sh.Name, t.Tool,
+				t.Seconds.Median, t.Seconds.Min, t.MiBps.Median, t.MiBps.Max, t.Durable.Median, t.CPUSeconds.Median, t.ServerCPU.Median, t.PeakRSSMiB.Median, t.PeakRSSMiB.Max)
 		}
 	}
 	_ = tw.Flush()

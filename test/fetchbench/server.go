@@ -75,6 +75,11 @@ func startServer(ctx context.Context, binary, dataDir, logPath string) (*server,
 	return s, nil
 }
 
+// cpuSeconds is the CPU time the server has used since it started.
+func (s *server) cpuSeconds() (float64, error) {
+	return processCPUSeconds(s.cmd.Process.Pid)
+}
+
 // stop ends the server and waits for it.
 func (s *server) stop() {
 	select {
