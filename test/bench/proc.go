@@ -9,35 +9,8 @@ import (
 	"strings"
 
 	"github.com/modelserver-dev/modelserver-operator/internal/localcluster"
+	"github.com/modelserver-dev/modelserver-operator/test/machine"
 )
-
-// clockTicks is USER_HZ, the unit of the CPU times in /proc/<pid>/stat;
-// 100 on every Linux this runs on.
-const clockTicks = 100
-
-// cpuSeconds is the user and system CPU time the process has used.
-func cpuSeconds(pid int) (float64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, err
-	}
-	// The command name may hold spaces; the fields after it do not.
-	s := string(b)
-	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-	// fields[0] is field 3 (state); utime and stime are fields 14 and 15.
-	if len(fields) < 13 {
-		return 0, fmt.Errorf("short /proc/%d/stat", pid)
-	}
-	utime, err := strconv.ParseFloat(fields[11], 64)
-	if err != nil {
-		return 0, err
-	}
-	stime, err := strconv.ParseFloat(fields[12], 64)
-	if err != nil {
-		return 0, err
-	}
-	return (utime + stime) / clockTicks, nil
-}
 
 // peakRSSMiB is the process's high-water resident set size (VmHWM).
 func peakRSSMiB(pid int) (float64, error) {
@@ -85,7 +58,7 @@ func (m *cpuMeter) read() map[string]float64 {
 	out := map[string]float64{}
 	for _, name := range append(slices.Clone(localcluster.Binaries), harness) {
 		if pid, ok := m.pids[name]; ok {
-			if s, err := cpuSeconds(pid); err == nil {
+			if s, err := machine.ProcessCPUSeconds(pid); err == nil {
 				out[name] = s
 			}
 		}

@@ -16,6 +16,7 @@ import (
 
 	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
 	"github.com/modelserver-dev/modelserver-operator/internal/localcluster"
+	"github.com/modelserver-dev/modelserver-operator/test/machine"
 )
 
 // benchNamespace holds every ModelServer of a run.
@@ -212,7 +213,7 @@ func runOperator(ctx context.Context, cfg config, spec operatorSpec, n int, log 
 	res.RequestsTotal, res.WritesTotal = res.Requests.Total(), res.Requests.Writes()
 	res.RequestsPerCR = round(float64(res.RequestsTotal) / float64(n))
 	res.WritesPerCR = round(float64(res.WritesTotal) / float64(n))
-	if res.CPUSeconds, err = cpuSeconds(op.Pid()); err != nil {
+	if res.CPUSeconds, err = machine.ProcessCPUSeconds(op.Pid()); err != nil {
 		return nil, err
 	}
 	if res.PeakRSSMiB, err = peakRSSMiB(op.Pid()); err != nil {
@@ -250,7 +251,7 @@ func runOperator(ctx context.Context, cfg config, spec operatorSpec, n int, log 
 	// The idle window.
 	log.Info("idle window", "duration", cfg.idle)
 	idleStart := proxy.Snapshot()
-	cpu0, err := cpuSeconds(op.Pid())
+	cpu0, err := machine.ProcessCPUSeconds(op.Pid())
 	if err != nil {
 		return nil, err
 	}
@@ -261,7 +262,7 @@ func runOperator(ctx context.Context, cfg config, spec operatorSpec, n int, log 
 	case <-time.After(cfg.idle):
 	}
 	elapsed := time.Since(t1)
-	cpu1, err := cpuSeconds(op.Pid())
+	cpu1, err := machine.ProcessCPUSeconds(op.Pid())
 	if err != nil {
 		return nil, err
 	}

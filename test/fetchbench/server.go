@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/modelserver-dev/modelserver-operator/test/machine"
 	"github.com/modelserver-dev/modelserver-operator/test/s3server"
 )
 
@@ -77,7 +78,7 @@ func startServer(ctx context.Context, binary, dataDir, logPath string) (*server,
 
 // cpuSeconds is the CPU time the server has used since it started.
 func (s *server) cpuSeconds() (float64, error) {
-	return processCPUSeconds(s.cmd.Process.Pid)
+	return machine.ProcessCPUSeconds(s.cmd.Process.Pid)
 }
 
 // stop ends the server and waits for it.

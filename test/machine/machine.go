@@ -1,6 +1,7 @@
 // Package machine describes the machine a benchmark ran on, in the same
 // fields in the results of every benchmark (test/bench, test/fetchbench),
-// so that a result says which CPU its figures come from.
+// so that a result says which CPU its figures come from, and reads the CPU
+// time a process has used of it.
 package machine
 
 import (

@@ -1,4 +1,4 @@
-package main
+package machine
 
 import (
 	"crypto/sha256"
@@ -27,7 +27,7 @@ func TestParseStatCPUAddsUserAndSystemTimeAfterAnyName(t *testing.T) {
 
 // Hashing for a while shows as CPU time, however busy the machine is.
 func TestProcessCPUSecondsGrowsWithWork(t *testing.T) {
-	before, err := processCPUSeconds(os.Getpid())
+	before, err := ProcessCPUSeconds(os.Getpid())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,7 +36,7 @@ func TestProcessCPUSecondsGrowsWithWork(t *testing.T) {
 		for range 50 {
 			sha256.Sum256(buf)
 		}
-		now, err := processCPUSeconds(os.Getpid())
+		now, err := ProcessCPUSeconds(os.Getpid())
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,4 +1,4 @@
-package main
+package machine
 
 import (
 	"bytes"
@@ -12,9 +12,9 @@ import (
 // Linux fixes at 100 for everything it reports to user space.
 const userHZ = 100
 
-// processCPUSeconds is the CPU time, user and system, that process pid and
+// ProcessCPUSeconds is the CPU time, user and system, that process pid and
 // all its threads have used so far.
-func processCPUSeconds(pid int) (float64, error) {
+func ProcessCPUSeconds(pid int) (float64, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
 		return 0, err
