@@ -20,32 +20,40 @@ var toolColors = map[string]color.Color{
 	"rclone": color.RGBA{R: 0x2c, G: 0xa0, B: 0x2c, A: 0xff},
 }
 
-// writePlot draws, for each shape, the tools' median throughput (top row)
-// and median peak resident set (bottom row), each bar labelled with its
-// value. Each shape has its own scale: 4 KiB files move far fewer MiB/s
-// than a 1 GiB one.
+// writePlot draws, for each shape, the tools' median throughput (top row),
+// the median CPU time a copy cost the machine, the tool's and the S3
+// server's together (middle row), and the median peak resident set
+// (bottom row), each bar labelled with its value. Each shape has its own
+// scale: 4 KiB files move far fewer MiB/s than a 1 GiB one.
 func writePlot(r *report, path string) error {
 	if len(r.Shapes) == 0 {
 		return nil
 	}
-	rows := [][]*plot.Plot{make([]*plot.Plot, len(r.Shapes)), make([]*plot.Plot, len(r.Shapes))}
-	for j, sh := range r.Shapes {
-		var err error
-		rows[0][j], err = barPlot(sh, "MiB/s (median of "+strconv.Itoa(r.Runs)+")", "%.0f", func(t toolResult) float64 { return t.MiBps.Median })
-		if err != nil {
-			return err
+	median := " (median of " + strconv.Itoa(r.Runs) + ")"
+	panels := []struct {
+		title, yLabel string
+		value         func(toolResult) float64
+	}{
+		{"throughput", "MiB/s" + median, func(t toolResult) float64 { return t.MiBps.Median }},
+		{"CPU, tool + server", "CPU seconds" + median, func(t toolResult) float64 { return t.CPUSeconds.Median + t.ServerCPU.Median }},
+		{"memory", "peak RSS, MiB" + median, func(t toolResult) float64 { return t.PeakRSSMiB.Median }},
+	}
+	rows := make([][]*plot.Plot, len(panels))
+	for i, panel := range panels {
+		rows[i] = make([]*plot.Plot, len(r.Shapes))
+		for j, sh := range r.Shapes {
+			p, err := barPlot(sh, panel.yLabel, panel.value)
+			if err != nil {
+				return err
+			}
+			p.Title.Text = sh.Name + ": " + panel.title
+			rows[i][j] = p
 		}
-		rows[0][j].Title.Text = sh.Name + ": throughput"
-		rows[1][j], err = barPlot(sh, "peak RSS, MiB (median)", "%.0f", func(t toolResult) float64 { return t.PeakRSSMiB.Median })
-		if err != nil {
-			return err
-		}
-		rows[1][j].Title.Text = sh.Name + ": memory"
 	}
 	const w, h = 5 * vg.Inch, 4 * vg.Inch
-	img := vgimg.New(vg.Length(len(r.Shapes))*w, 2*h)
+	img := vgimg.New(vg.Length(len(r.Shapes))*w, vg.Length(len(rows))*h)
 	dc := draw.New(img)
-	tiles := draw.Tiles{Rows: 2, Cols: len(r.Shapes), PadX: vg.Points(24), PadY: vg.Points(24),
+	tiles := draw.Tiles{Rows: len(rows), Cols: len(r.Shapes), PadX: vg.Points(24), PadY: vg.Points(24),
 		PadTop: vg.Points(12), PadBottom: vg.Points(12), PadLeft: vg.Points(12), PadRight: vg.Points(12)}
 	canvases := plot.Align(rows, tiles, dc)
 	for i := range rows {
@@ -64,18 +72,25 @@ func writePlot(r *report, path string) error {
 	return f.Close()
 }
 
-// barPlot has one bar per tool, its height value(result).
-func barPlot(sh shapeResult, yLabel, format string, value func(toolResult) float64) (*plot.Plot, error) {
+// barPlot has one bar per tool, its height value(result), labelled with
+// whole numbers, or two decimals where the tallest bar is below 10.
+func barPlot(sh shapeResult, yLabel string, value func(toolResult) float64) (*plot.Plot, error) {
 	p := plot.New()
 	p.Y.Label.Text = yLabel
 	p.Add(plotter.NewGrid())
 	names := make([]string, len(sh.Results))
 	highest := 0.0
 	var labels plotter.XYLabels
+	for _, t := range sh.Results {
+		highest = max(highest, value(t))
+	}
+	format := "%.0f"
+	if highest < 10 {
+		format = "%.2f"
+	}
 	for i, t := range sh.Results {
 		names[i] = t.Tool
 		v := value(t)
-		highest = max(highest, v)
 		b, err := plotter.NewBarChart(plotter.Values{v}, vg.Points(40))
 		if err != nil {
 			return nil, err
