@@ -19,15 +19,11 @@ import (
 // would, and waits until each is established: served, so that the next
 // request for its kind does not fail.
 func (c *Cluster) InstallCRDs(ctx context.Context, dir string) error {
-	cs, err := apiextensionsclient.NewForConfig(c.Config)
-	if err != nil {
-		return err
-	}
 	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
 	if err != nil || len(files) == 0 {
 		return fmt.Errorf("no CRDs in %s: %v", dir, err)
 	}
-	var names []string
+	crds := make([]*apiextensionsv1.CustomResourceDefinition, 0, len(files))
 	for _, f := range files {
 		raw, err := os.ReadFile(f)
 		if err != nil {
@@ -37,12 +33,26 @@ func (c *Cluster) InstallCRDs(ctx context.Context, dir string) error {
 		if err := yaml.UnmarshalStrict(raw, crd); err != nil {
 			return fmt.Errorf("%s: %w", f, err)
 		}
+		crds = append(crds, crd)
+	}
+	return c.CreateCRDs(ctx, 30*time.Second, crds...)
+}
+
+// CreateCRDs creates crds and waits up to timeout until each is
+// established.
+func (c *Cluster) CreateCRDs(ctx context.Context, timeout time.Duration, crds ...*apiextensionsv1.CustomResourceDefinition) error {
+	cs, err := apiextensionsclient.NewForConfig(c.Config)
+	if err != nil {
+		return err
+	}
+	names := make([]string, 0, len(crds))
+	for _, crd := range crds {
 		if _, err := cs.ApiextensionsV1().CustomResourceDefinitions().Create(ctx, crd, metav1.CreateOptions{}); err != nil {
 			return fmt.Errorf("create CRD %s: %w", crd.Name, err)
 		}
 		names = append(names, crd.Name)
 	}
-	return c.WaitForCRDs(ctx, 30*time.Second, names...)
+	return c.WaitForCRDs(ctx, timeout, names...)
 }
 
 // WaitForCRDs polls until each named CRD, or with no names every CRD in the

@@ -11,7 +11,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
@@ -69,14 +68,7 @@ func installCRD(ctx context.Context, repo string, c *localcluster.Cluster, openS
 			}
 		}
 	}
-	cs, err := apiextensionsclient.NewForConfig(c.Config)
-	if err != nil {
-		return err
-	}
-	if _, err := cs.ApiextensionsV1().CustomResourceDefinitions().Create(ctx, crd, metav1.CreateOptions{}); err != nil {
-		return err
-	}
-	return c.WaitForCRDs(ctx, time.Minute, crd.Name)
+	return c.CreateCRDs(ctx, time.Minute, crd)
 }
 
 // readCRD reads the ModelServer CRD from the repository.
