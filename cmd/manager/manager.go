@@ -25,6 +25,7 @@ import (
 	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
 	"github.com/modelserver-dev/modelserver-operator/controllers"
 	helmcharts "github.com/modelserver-dev/modelserver-operator/helm-charts"
+	"github.com/modelserver-dev/modelserver-operator/internal/memlimit"
 	"github.com/modelserver-dev/modelserver-operator/internal/owned"
 	"github.com/modelserver-dev/modelserver-operator/internal/release"
 	"github.com/modelserver-dev/modelserver-operator/internal/values"
@@ -87,6 +88,14 @@ func runManager(args []string) error {
 	}
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
 	log := ctrl.Log.WithName("setup")
+	// A heap sized past the container's memory limit (more ModelServers
+	// than the limit was set for) slows the operator down under a soft
+	// limit rather than having it killed, restarted and killed again.
+	if cgroupLimit, goLimit, err := memlimit.Set("/"); err != nil {
+		log.Error(err, "read the cgroup's memory limit; Go's memory limit is not set")
+	} else if goLimit > 0 {
+		log.Info("Go memory limit set below the cgroup's", "cgroupLimitBytes", cgroupLimit, "goLimitBytes", goLimit)
+	}
 
 	if kubeconfig != "" {
 		if err := os.Setenv("KUBECONFIG", kubeconfig); err != nil {

@@ -26,6 +26,8 @@ import (
 	"syscall"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/resource"
+
 	"github.com/modelserver-dev/modelserver-operator/test/machine"
 )
 
@@ -39,6 +41,7 @@ type config struct {
 	qps               float64
 	burst             int
 	oursArgs          []string
+	oursMemoryMax     int64
 	out               string
 	label             string
 	readyTimeout      time.Duration
@@ -83,7 +86,7 @@ func main() {
 
 func parseFlags() (config, error) {
 	var cfg config
-	var ns, systems, oursArgs string
+	var ns, systems, oursArgs, oursMemoryMax string
 	flag.StringVar(&cfg.repo, "repo", "../..", "The repository's root.")
 	flag.StringVar(&ns, "n", envOr("BENCH_N", "1,100,1000"), "Comma-separated numbers of ModelServers (default $BENCH_N, else 1,100,1000).")
 	flag.StringVar(&systems, "systems", "ours,peer,floor", "What to run: ours, peer, floor; writes (what each of the operator's writes costs the control plane).")
@@ -93,6 +96,7 @@ func parseFlags() (config, error) {
 	flag.Float64Var(&cfg.qps, "kube-api-qps", 0, "Passed to both operators (0: the operator's default).")
 	flag.IntVar(&cfg.burst, "kube-api-burst", 0, "Passed to both operators (0: the operator's default).")
 	flag.StringVar(&oursArgs, "ours-args", "", "More flags for the ModelServer operator, space-separated.")
+	flag.StringVar(&oursMemoryMax, "ours-memory-max", "", "Run the ModelServer operator in a cgroup with this memory limit (a quantity: 256Mi), as a container limited to it; needs root.")
 	flag.StringVar(&cfg.out, "out", "results", "Directory for the JSON and PNG results.")
 	flag.StringVar(&cfg.label, "label", "", "Suffix of the result files' names, e.g. before.")
 	flag.DurationVar(&cfg.readyTimeout, "ready-timeout", 20*time.Minute, "How long to wait for all to be Ready.")
@@ -115,6 +119,13 @@ func parseFlags() (config, error) {
 		}
 	}
 	cfg.oursArgs = strings.Fields(oursArgs)
+	if oursMemoryMax != "" {
+		q, err := resource.ParseQuantity(oursMemoryMax)
+		if err != nil || q.Value() <= 0 {
+			return cfg, fmt.Errorf("-ours-memory-max: %q is not a positive quantity of bytes", oursMemoryMax)
+		}
+		cfg.oursMemoryMax = q.Value()
+	}
 	repo, err := filepath.Abs(cfg.repo)
 	cfg.repo = repo
 	return cfg, err
@@ -145,9 +156,10 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 		tuning = append(tuning, fmt.Sprintf("--kube-api-burst=%d", cfg.burst))
 	}
 	ours := operatorSpec{
-		name:   "modelserver-operator",
-		binary: manager,
-		args:   append(append(append([]string{"manager", "--fetch-image=example.com/modelserver-operator:bench"}, common...), tuning...), cfg.oursArgs...),
+		name:      "modelserver-operator",
+		binary:    manager,
+		args:      append(append(append([]string{"manager", "--fetch-image=example.com/modelserver-operator:bench"}, common...), tuning...), cfg.oursArgs...),
+		memoryMax: cfg.oursMemoryMax,
 	}
 	peerSpec := operatorSpec{
 		name:                "helm-operator-plugins",

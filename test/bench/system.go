@@ -59,8 +59,12 @@ type operatorRun struct {
 	// were Ready, by component, and the harness's own (not in "total").
 	ControlPlaneCPUSeconds map[string]float64 `json:"controlPlaneCPUSeconds"`
 	PeakRSSMiB             float64            `json:"peakRSSMiB"`
-	ReleaseSecrets         int                `json:"releaseSecrets"`
-	ReleaseBytesPerCR      float64            `json:"releaseSecretBytesPerCR"`
+	// With -ours-memory-max: the limit of the cgroup the operator ran in,
+	// and how many times the kernel killed it there for passing it.
+	MemoryMaxMiB      float64 `json:"memoryMaxMiB,omitempty"`
+	OOMKills          int     `json:"oomKills,omitempty"`
+	ReleaseSecrets    int     `json:"releaseSecrets"`
+	ReleaseBytesPerCR float64 `json:"releaseSecretBytesPerCR"`
 
 	Resync resyncWindow `json:"resync"`
 	Idle   idleWindow   `json:"idle"`
@@ -97,6 +101,9 @@ type operatorSpec struct {
 	name   string
 	binary string
 	args   []string
+	// memoryMax, if not 0, runs the operator in a cgroup with that memory
+	// limit, as a container with that limit runs it.
+	memoryMax int64
 	// readyFromDeployment: the operator has no Ready condition; Ready is
 	// its Deployment's ready replicas reaching the desired count.
 	readyFromDeployment bool
@@ -137,8 +144,31 @@ func runOperator(ctx context.Context, cfg config, spec operatorSpec, n int, log 
 	if len(spec.args) > 0 && !strings.HasPrefix(spec.args[0], "-") {
 		args = append([]string{spec.args[0], "--kubeconfig=" + kubeconfig}, spec.args[1:]...)
 	}
+	binary := spec.binary
+	oomKills := func() (int, error) { return 0, nil }
+	// exited says why the operator stopped before its time.
+	exited := func(p *localcluster.Process, what string) error {
+		if kills, _ := oomKills(); kills > 0 {
+			what += fmt.Sprintf(", killed for passing its cgroup's memory limit (%d OOM kills)", kills)
+		}
+		return fmt.Errorf("%s %s; log:\n%s", spec.name, what, logTail(p.LogFile()))
+	}
+	if spec.memoryMax > 0 {
+		cg, err := machine.NewMemoryCgroup(spec.memoryMax)
+		if err != nil {
+			return nil, err
+		}
+		// Empty once the cluster has stopped the operator.
+		defer func() {
+			c.Stop()
+			_ = cg.Remove()
+		}()
+		res.MemoryMaxMiB = round(float64(spec.memoryMax) / (1 << 20))
+		binary, args = cg.Wrap(binary, args)
+		oomKills = cg.OOMKills
+	}
 	start := func(name string) (*localcluster.Process, error) {
-		p, err := c.StartProcess(name, spec.binary, args, nil)
+		p, err := c.StartProcess(name, binary, args, nil)
 		if err != nil {
 			return nil, err
 		}
@@ -147,7 +177,7 @@ func runOperator(ctx context.Context, cfg config, spec operatorSpec, n int, log 
 			return proxy.Snapshot()["watch modelservers"] > 0 || !running(p)
 		})
 		if !ok || !running(p) {
-			return nil, fmt.Errorf("%s did not start; log:\n%s", spec.name, logTail(p.LogFile()))
+			return nil, exited(p, "did not start")
 		}
 		return p, nil
 	}
@@ -189,7 +219,7 @@ func runOperator(ctx context.Context, cfg config, spec operatorSpec, n int, log 
 		return d == n && r == n
 	}) && running(op)
 	if !running(op) {
-		return nil, fmt.Errorf("%s exited; log:\n%s", spec.name, logTail(op.LogFile()))
+		return nil, exited(op, "exited")
 	}
 	res.ControlPlaneCPUSeconds = meter.used()
 	deployed, lastDeployed := tr.since(tr.deployed)
@@ -220,6 +250,9 @@ func runOperator(ctx context.Context, cfg config, spec operatorSpec, n int, log 
 		return nil, err
 	}
 	res.PeakRSSMiB = round(res.PeakRSSMiB)
+	if res.OOMKills, err = oomKills(); err != nil {
+		return nil, err
+	}
 	res.ReleaseSecrets, res.ReleaseBytesPerCR, err = releaseSecretBytes(ctx, cs, n)
 	if err != nil {
 		return nil, err

@@ -1,0 +1,129 @@
+package memlimit_test
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelserver-dev/modelserver-operator/internal/memlimit"
+	"github.com/modelserver-dev/modelserver-operator/test/machine"
+)
+
+// The helper process's modes, in helperEnv.
+const (
+	helperEnv    = "MEMLIMIT_TEST_HELPER"
+	reportLimits = "report"
+	churn        = "churn"
+)
+
+// Sizes of the churn: a live heap, and garbage allocated beside it, more
+// than enough to pass the cgroup's limit at GOGC=100 if nothing stops the
+// heap from growing to twice the live heap.
+const (
+	liveHeap    = 96 << 20
+	cgroupLimit = 160 << 20
+	garbage     = 2 << 30
+)
+
+// TestHelperProcess is not a test: the tests below run the test binary again
+// in a cgroup, and this is what it does there.
+func TestHelperProcess(t *testing.T) {
+	mode := os.Getenv(helperEnv)
+	if mode == "" {
+		t.Skip("run by the tests below")
+	}
+	cg, goLimit, err := memlimit.Set("/")
+	if err != nil {
+		fmt.Println("error:", err)
+		os.Exit(2)
+	}
+	if mode == churn {
+		live := make([][]byte, 0, liveHeap>>20)
+		for range liveHeap >> 20 {
+			live = append(live, touched(1<<20))
+		}
+		var sink []byte
+		for range garbage >> 20 {
+			sink = touched(1 << 20)
+		}
+		runtime.KeepAlive(live)
+		runtime.KeepAlive(sink)
+	}
+	fmt.Printf("cgroup %d go %d\n", cg, goLimit)
+	os.Exit(0)
+}
+
+// touched allocates n bytes and writes to every page, so that they count
+// against the cgroup.
+func touched(n int) []byte {
+	b := make([]byte, n)
+	for i := 0; i < n; i += 4096 {
+		b[i] = 1
+	}
+	return b
+}
+
+// inCgroup runs the helper in a new cgroup limited to limit bytes.
+func inCgroup(t *testing.T, limit int64, mode string, env ...string) (string, error, int) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("making a cgroup needs root")
+	}
+	cg, err := machine.NewMemoryCgroup(limit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin, args := cg.Wrap(os.Args[0], []string{"-test.run=^TestHelperProcess$", "-test.count=1"})
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(append(os.Environ(), helperEnv+"="+mode, "GOGC=100"), env...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	runErr := cmd.Run()
+	kills, err := cg.OOMKills()
+	if err != nil {
+		t.Error(err)
+	}
+	// The cgroup empties as its last process is reaped; give the kernel a moment.
+	deadline := time.Now().Add(5 * time.Second)
+	for err := cg.Remove(); err != nil; err = cg.Remove() {
+		if time.Now().After(deadline) {
+			t.Errorf("remove %s: %v", cg.Dir(), err)
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return out.String(), runErr, kills
+}
+
+func TestAProcessReadsTheLimitOfTheCgroupItRunsIn(t *testing.T) {
+	out, err, _ := inCgroup(t, 200<<20, reportLimits)
+	if err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	want := fmt.Sprintf("cgroup %d go %d", 200<<20, memlimit.GoLimit(200<<20))
+	if !strings.Contains(out, want) {
+		t.Fatalf("helper said %q; want %q", out, want)
+	}
+}
+
+// The point of the limit: a heap whose collector would let it grow past
+// the cgroup's limit stays below it, where without it the kernel kills the
+// process.
+func TestTheGoLimitKeepsAChurningHeapInsideTheCgroup(t *testing.T) {
+	out, err, kills := inCgroup(t, cgroupLimit, churn)
+	if err != nil || kills != 0 {
+		t.Fatalf("with the limit: %v, %d OOM kills: %s", err, kills, out)
+	}
+	if want := fmt.Sprintf("cgroup %d go %d", cgroupLimit, memlimit.GoLimit(cgroupLimit)); !strings.Contains(out, want) {
+		t.Fatalf("helper said %q; want %q", out, want)
+	}
+	out, err, kills = inCgroup(t, cgroupLimit, churn, "GOMEMLIMIT=off")
+	if err == nil || kills == 0 {
+		t.Fatalf("with GOMEMLIMIT=off the helper was not killed (%v, %d OOM kills): %s", err, kills, out)
+	}
+}
