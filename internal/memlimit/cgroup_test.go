@@ -71,12 +71,14 @@ func touched(n int) []byte {
 // inCgroup runs the helper in a new cgroup limited to limit bytes.
 func inCgroup(t *testing.T, limit int64, mode string, env ...string) (string, error, int) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("making a cgroup needs root")
-	}
 	cg, err := machine.NewMemoryCgroup(limit)
 	if err != nil {
-		t.Fatal(err)
+		// Where the real node must run (CI, as root), so must this: the
+		// kubelet makes cgroups as this does.
+		if os.Getenv("LOCALCLUSTER_REQUIRE_REAL_NODE") != "" {
+			t.Fatalf("LOCALCLUSTER_REQUIRE_REAL_NODE is set, but %v", err)
+		}
+		t.Skipf("no memory cgroup can be made here: %v", err)
 	}
 	bin, args := cg.Wrap(os.Args[0], []string{"-test.run=^TestHelperProcess$", "-test.count=1"})
 	cmd := exec.Command(bin, args...)

@@ -60,11 +60,15 @@ type operatorRun struct {
 	ControlPlaneCPUSeconds map[string]float64 `json:"controlPlaneCPUSeconds"`
 	PeakRSSMiB             float64            `json:"peakRSSMiB"`
 	// With -ours-memory-max: the limit of the cgroup the operator ran in,
-	// and how many times the kernel killed it there for passing it.
-	MemoryMaxMiB      float64 `json:"memoryMaxMiB,omitempty"`
-	OOMKills          int     `json:"oomKills,omitempty"`
-	ReleaseSecrets    int     `json:"releaseSecrets"`
-	ReleaseBytesPerCR float64 `json:"releaseSecretBytesPerCR"`
+	// the most memory charged to it there until all were Ready (the
+	// process's anonymous memory, and the kernel's on its behalf, but not
+	// the pages of its binary, which the harness's build put in the page
+	// cache), and how many times the kernel killed it for passing the limit.
+	MemoryMaxMiB        float64 `json:"memoryMaxMiB,omitempty"`
+	MemoryPeakChargeMiB float64 `json:"memoryPeakChargeMiB,omitempty"`
+	OOMKills            int     `json:"oomKills,omitempty"`
+	ReleaseSecrets      int     `json:"releaseSecrets"`
+	ReleaseBytesPerCR   float64 `json:"releaseSecretBytesPerCR"`
 
 	Resync resyncWindow `json:"resync"`
 	Idle   idleWindow   `json:"idle"`
@@ -146,6 +150,7 @@ func runOperator(ctx context.Context, cfg config, spec operatorSpec, n int, log 
 	}
 	binary := spec.binary
 	oomKills := func() (int, error) { return 0, nil }
+	peakCharge := func() (int64, error) { return 0, nil }
 	// exited says why the operator stopped before its time.
 	exited := func(p *localcluster.Process, what string) error {
 		if kills, _ := oomKills(); kills > 0 {
@@ -165,7 +170,7 @@ func runOperator(ctx context.Context, cfg config, spec operatorSpec, n int, log 
 		}()
 		res.MemoryMaxMiB = round(float64(spec.memoryMax) / (1 << 20))
 		binary, args = cg.Wrap(binary, args)
-		oomKills = cg.OOMKills
+		oomKills, peakCharge = cg.OOMKills, cg.PeakBytes
 	}
 	start := func(name string) (*localcluster.Process, error) {
 		p, err := c.StartProcess(name, binary, args, nil)
@@ -253,6 +258,11 @@ func runOperator(ctx context.Context, cfg config, spec operatorSpec, n int, log 
 	if res.OOMKills, err = oomKills(); err != nil {
 		return nil, err
 	}
+	charged, err := peakCharge()
+	if err != nil {
+		return nil, err
+	}
+	res.MemoryPeakChargeMiB = round(float64(charged) / (1 << 20))
 	res.ReleaseSecrets, res.ReleaseBytesPerCR, err = releaseSecretBytes(ctx, cs, n)
 	if err != nil {
 		return nil, err

@@ -92,6 +92,20 @@ func (c *MemoryCgroup) OOMKills() (int, error) {
 	return 0, fmt.Errorf("no %s in %s", key, f.Name())
 }
 
+// PeakBytes is the most memory charged to the cgroup at any time since it
+// was made: what a container's limit must allow for.
+func (c *MemoryCgroup) PeakBytes() (int64, error) {
+	file := "memory.max_usage_in_bytes"
+	if c.version == "v2" {
+		file = "memory.peak" // Linux 5.19 and later
+	}
+	b, err := os.ReadFile(filepath.Join(c.dir, file))
+	if err != nil {
+		return 0, err
+	}
+	return strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+}
+
 // Remove removes the cgroup once no process is left in it.
 func (c *MemoryCgroup) Remove() error {
 	return os.Remove(c.dir)
