@@ -69,7 +69,7 @@ func touched(n int) []byte {
 }
 
 // inCgroup runs the helper in a new cgroup limited to limit bytes.
-func inCgroup(t *testing.T, limit int64, mode string, env ...string) (string, error, int) {
+func inCgroup(t *testing.T, limit int64, mode string, env ...string) (out string, oomKills int, err error) {
 	t.Helper()
 	cg, err := machine.NewMemoryCgroup(limit)
 	if err != nil {
@@ -83,8 +83,8 @@ func inCgroup(t *testing.T, limit int64, mode string, env ...string) (string, er
 	bin, args := cg.Wrap(os.Args[0], []string{"-test.run=^TestHelperProcess$", "-test.count=1"})
 	cmd := exec.Command(bin, args...)
 	cmd.Env = append(append(os.Environ(), helperEnv+"="+mode, "GOGC=100"), env...)
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
+	var buf bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &buf, &buf
 	runErr := cmd.Run()
 	kills, err := cg.OOMKills()
 	if err != nil {
@@ -99,11 +99,11 @@ func inCgroup(t *testing.T, limit int64, mode string, env ...string) (string, er
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	return out.String(), runErr, kills
+	return buf.String(), kills, runErr
 }
 
 func TestAProcessReadsTheLimitOfTheCgroupItRunsIn(t *testing.T) {
-	out, err, _ := inCgroup(t, 200<<20, reportLimits)
+	out, _, err := inCgroup(t, 200<<20, reportLimits)
 	if err != nil {
 		t.Fatalf("%v: %s", err, out)
 	}
@@ -117,14 +117,14 @@ func TestAProcessReadsTheLimitOfTheCgroupItRunsIn(t *testing.T) {
 // the cgroup's limit stays below it, where without it the kernel kills the
 // process.
 func TestTheGoLimitKeepsAChurningHeapInsideTheCgroup(t *testing.T) {
-	out, err, kills := inCgroup(t, cgroupLimit, churn)
+	out, kills, err := inCgroup(t, cgroupLimit, churn)
 	if err != nil || kills != 0 {
 		t.Fatalf("with the limit: %v, %d OOM kills: %s", err, kills, out)
 	}
 	if want := fmt.Sprintf("cgroup %d go %d", cgroupLimit, memlimit.GoLimit(cgroupLimit)); !strings.Contains(out, want) {
 		t.Fatalf("helper said %q; want %q", out, want)
 	}
-	out, err, kills = inCgroup(t, cgroupLimit, churn, "GOMEMLIMIT=off")
+	out, kills, err = inCgroup(t, cgroupLimit, churn, "GOMEMLIMIT=off")
 	if err == nil || kills == 0 {
 		t.Fatalf("with GOMEMLIMIT=off the helper was not killed (%v, %d OOM kills): %s", err, kills, out)
 	}

@@ -1,7 +1,6 @@
 package machine
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"os"
@@ -75,21 +74,17 @@ func (c *MemoryCgroup) OOMKills() (int, error) {
 	if c.version == "v2" {
 		file = "memory.events"
 	}
-	f, err := os.Open(filepath.Join(c.dir, file))
+	name := filepath.Join(c.dir, file)
+	b, err := os.ReadFile(name)
 	if err != nil {
 		return 0, err
 	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), key+" "); ok {
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, key+" "); ok {
 			return strconv.Atoi(strings.TrimSpace(v))
 		}
 	}
-	if err := sc.Err(); err != nil {
-		return 0, err
-	}
-	return 0, fmt.Errorf("no %s in %s", key, f.Name())
+	return 0, fmt.Errorf("no %s in %s", key, name)
 }
 
 // PeakBytes is the most memory charged to the cgroup at any time since it
