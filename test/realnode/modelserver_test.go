@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -26,6 +27,7 @@ import (
 
 	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
 	"github.com/modelserver-dev/modelserver-operator/internal/fetchcontract"
+	"github.com/modelserver-dev/modelserver-operator/internal/memlimit"
 	"github.com/modelserver-dev/modelserver-operator/internal/values"
 	"github.com/modelserver-dev/modelserver-operator/test/realenv"
 )
@@ -166,9 +168,29 @@ func TestTheOperatorRunsFromItsImageWithItsOwnIdentity(t *testing.T) {
 	e.kubectl(t, "", "create", "clusterrolebinding", "rn-scraper", "--clusterrole=modelserver-metrics-reader", "--serviceaccount="+operatorNS+":scraper")
 	t.Cleanup(func() { _, _ = e.Kubectl("", "delete", "clusterrolebinding", "rn-scraper") })
 	token = strings.TrimSpace(e.kubectl(t, "", "-n", operatorNS, "create", "token", "scraper"))
-	if code, body := scrape(t, url, token); code != http.StatusOK || !strings.Contains(body, "controller_runtime_reconcile_total") {
+	code, body := scrape(t, url, token)
+	if code != http.StatusOK || !strings.Contains(body, "controller_runtime_reconcile_total") {
 		t.Errorf("authorized scrape: %d, controller-runtime metrics present: %v", code, strings.Contains(body, "controller_runtime_reconcile_total"))
 	}
+	// Go's memory limit follows the container's, read from its cgroup.
+	limit := pod.Spec.Containers[0].Resources.Limits.Memory().Value()
+	if got, want := gauge(body, "go_gc_gomemlimit_bytes"), float64(memlimit.GoLimit(limit)); limit == 0 || got != want {
+		t.Errorf("go_gc_gomemlimit_bytes = %g with a container memory limit of %d bytes; want %g", got, limit, want)
+	}
+}
+
+// gauge is the value of an unlabelled metric in a Prometheus text
+// exposition, or -1 if it is not there.
+func gauge(body, name string) float64 {
+	for line := range strings.SplitSeq(body, "\n") {
+		if v, ok := strings.CutPrefix(line, name+" "); ok {
+			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			if err == nil {
+				return f
+			}
+		}
+	}
+	return -1
 }
 
 func TestAModelFromS3IsFetchedAndServedThroughTheRealProbe(t *testing.T) {
