@@ -20,6 +20,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/modelserver-dev/modelserver-operator/internal/localcluster"
+	"github.com/modelserver-dev/modelserver-operator/internal/mountinfo"
 	"github.com/modelserver-dev/modelserver-operator/internal/ociimage"
 )
 
@@ -354,12 +355,11 @@ func pidsNaming(dir string) []string {
 }
 
 func mountsUnder(dir string) []string {
-	data, _ := os.ReadFile("/proc/self/mountinfo")
+	mounts, _ := mountinfo.Read()
 	var out []string
-	for _, line := range strings.Split(string(data), "\n") {
-		f := strings.Fields(line)
-		if len(f) > 4 && strings.HasPrefix(f[4], dir) {
-			out = append(out, f[4])
+	for _, m := range mounts {
+		if strings.HasPrefix(m.MountPoint, dir) {
+			out = append(out, m.MountPoint)
 		}
 	}
 	return out

@@ -10,8 +10,6 @@
 package memlimit
 
 import (
-	"bufio"
-	"bytes"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -20,8 +18,11 @@ import (
 	"path"
 	"path/filepath"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/modelserver-dev/modelserver-operator/internal/mountinfo"
 )
 
 // Fraction of the cgroup's limit given to the Go runtime. The rest is for
@@ -149,7 +150,7 @@ func (h *hierarchy) relative() string {
 // memoryHierarchy finds the hierarchy with the memory controller from the
 // contents of /proc/self/cgroup and /proc/self/mountinfo; nil if none is
 // mounted.
-func memoryHierarchy(cgroups, mountinfo []byte) (*hierarchy, error) {
+func memoryHierarchy(cgroups, mounts []byte) (*hierarchy, error) {
 	var v1, v2 string
 	var hasV1, hasV2 bool
 	for line := range strings.SplitSeq(strings.TrimSpace(string(cgroups)), "\n") {
@@ -162,69 +163,24 @@ func memoryHierarchy(cgroups, mountinfo []byte) (*hierarchy, error) {
 		switch {
 		case id == "0" && controllers == "":
 			v2, hasV2 = p, true
-		case hasController(controllers, ","):
+		case slices.Contains(strings.Split(controllers, ","), "memory"):
 			v1, hasV1 = p, true
 		}
 	}
 	if !hasV1 && !hasV2 {
 		return nil, nil
 	}
-	sc := bufio.NewScanner(bytes.NewReader(mountinfo))
-	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
-	for sc.Scan() {
-		// id parent major:minor root mount-point options [optional...] - fstype source super-options
-		f := strings.Fields(sc.Text())
-		sep := -1
-		for i, s := range f {
-			if s == "-" {
-				sep = i
-				break
-			}
-		}
-		if sep < 5 || len(f) < sep+4 {
-			continue
-		}
-		root, point, fstype, super := unescape(f[3]), unescape(f[4]), f[sep+1], f[sep+3]
+	for _, m := range mountinfo.Parse(mounts) {
 		// A v1 memory hierarchy takes the controller from v2's, so it is
 		// the one to read where both are mounted.
-		if hasV1 && fstype == "cgroup" && hasController(super, ",") {
-			return &hierarchy{cgroup: v1, mountRoot: root, mountPoint: point, limitFile: "memory.limit_in_bytes"}, nil
+		if hasV1 && m.FSType == "cgroup" && slices.Contains(m.SuperOptions, "memory") {
+			return &hierarchy{cgroup: v1, mountRoot: m.Root, mountPoint: m.MountPoint, limitFile: "memory.limit_in_bytes"}, nil
 		}
-		if !hasV1 && hasV2 && fstype == "cgroup2" {
-			return &hierarchy{cgroup: v2, mountRoot: root, mountPoint: point, limitFile: "memory.max"}, nil
-		}
-	}
-	return nil, sc.Err()
-}
-
-// hasController says whether a list of controllers (or of mount options)
-// names the memory controller.
-func hasController(list, sep string) bool {
-	for c := range strings.SplitSeq(list, sep) {
-		if c == "memory" {
-			return true
+		if !hasV1 && hasV2 && m.FSType == "cgroup2" {
+			return &hierarchy{cgroup: v2, mountRoot: m.Root, mountPoint: m.MountPoint, limitFile: "memory.max"}, nil
 		}
 	}
-	return false
-}
-
-// unescape undoes mountinfo's octal escapes (\040 for a space, and so on).
-func unescape(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
+	return nil, nil
 }
 
 // readLimit reads a cgroup's memory limit file: has is false for no limit
