@@ -149,18 +149,9 @@ func runOperator(ctx context.Context, cfg config, spec operatorSpec, n int, log 
 		args = append([]string{spec.args[0], "--kubeconfig=" + kubeconfig}, spec.args[1:]...)
 	}
 	binary := spec.binary
-	oomKills := func() (int, error) { return 0, nil }
-	peakCharge := func() (int64, error) { return 0, nil }
-	// exited says why the operator stopped before its time.
-	exited := func(p *localcluster.Process, what string) error {
-		if kills, _ := oomKills(); kills > 0 {
-			what += fmt.Sprintf(", killed for passing its cgroup's memory limit (%d OOM kills)", kills)
-		}
-		return fmt.Errorf("%s %s; log:\n%s", spec.name, what, logTail(p.LogFile()))
-	}
+	var cg *machine.MemoryCgroup // nil: no memory limit
 	if spec.memoryMax > 0 {
-		cg, err := machine.NewMemoryCgroup(spec.memoryMax)
-		if err != nil {
+		if cg, err = machine.NewMemoryCgroup(spec.memoryMax); err != nil {
 			return nil, err
 		}
 		// Empty once the cluster has stopped the operator.
@@ -170,7 +161,15 @@ func runOperator(ctx context.Context, cfg config, spec operatorSpec, n int, log 
 		}()
 		res.MemoryMaxMiB = round(float64(spec.memoryMax) / (1 << 20))
 		binary, args = cg.Wrap(binary, args)
-		oomKills, peakCharge = cg.OOMKills, cg.PeakBytes
+	}
+	// exited says why the operator stopped before its time.
+	exited := func(p *localcluster.Process, what string) error {
+		if cg != nil {
+			if kills, _ := cg.OOMKills(); kills > 0 {
+				what += fmt.Sprintf(", killed for passing its cgroup's memory limit (%d OOM kills)", kills)
+			}
+		}
+		return fmt.Errorf("%s %s; log:\n%s", spec.name, what, logTail(p.LogFile()))
 	}
 	start := func(name string) (*localcluster.Process, error) {
 		p, err := c.StartProcess(name, binary, args, nil)
@@ -255,14 +254,16 @@ func runOperator(ctx context.Context, cfg config, spec operatorSpec, n int, log 
 		return nil, err
 	}
 	res.PeakRSSMiB = round(res.PeakRSSMiB)
-	if res.OOMKills, err = oomKills(); err != nil {
-		return nil, err
+	if cg != nil {
+		if res.OOMKills, err = cg.OOMKills(); err != nil {
+			return nil, err
+		}
+		charged, err := cg.PeakBytes()
+		if err != nil {
+			return nil, err
+		}
+		res.MemoryPeakChargeMiB = round(float64(charged) / (1 << 20))
 	}
-	charged, err := peakCharge()
-	if err != nil {
-		return nil, err
-	}
-	res.MemoryPeakChargeMiB = round(float64(charged) / (1 << 20))
 	res.ReleaseSecrets, res.ReleaseBytesPerCR, err = releaseSecretBytes(ctx, cs, n)
 	if err != nil {
 		return nil, err

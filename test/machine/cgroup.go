@@ -48,12 +48,16 @@ func NewMemoryCgroup(limit int64) (*MemoryCgroup, error) {
 	return c, nil
 }
 
-// removeStale removes the cgroups that runs killed before they could remove
-// their own; a cgroup with a process still in it stays.
+// removeStale removes the cgroups of runs killed before they could remove
+// their own: those named after a process that no longer exists. Another
+// live run's cgroup stays, even while it is still empty.
 func removeStale(parent string) {
 	stale, _ := filepath.Glob(filepath.Join(parent, cgroupPrefix+"*"))
 	for _, d := range stale {
-		_ = os.Remove(d)
+		pid := strings.TrimPrefix(filepath.Base(d), cgroupPrefix)
+		if _, err := os.Stat(filepath.Join("/proc", pid)); errors.Is(err, os.ErrNotExist) {
+			_ = os.Remove(d)
+		}
 	}
 }
 
