@@ -71,7 +71,7 @@ func touched(n int) []byte {
 // inCgroup runs the helper in a new cgroup limited to limit bytes.
 func inCgroup(t *testing.T, limit int64, mode string, env ...string) (out string, oomKills int, err error) {
 	t.Helper()
-	cg, err := machine.NewMemoryCgroup(limit)
+	cg, err := machine.NewCgroup(machine.Limits{MemoryBytes: limit})
 	if err != nil {
 		// Not root, or cgroup v2 without the memory controller delegated
 		// to this process's cgroup.
@@ -91,7 +91,7 @@ func inCgroup(t *testing.T, limit int64, mode string, env ...string) (out string
 	deadline := time.Now().Add(5 * time.Second)
 	for err := cg.Remove(); err != nil; err = cg.Remove() {
 		if time.Now().After(deadline) {
-			t.Errorf("remove %s: %v", cg.Dir(), err)
+			t.Errorf("remove %s: %v", cg.Dirs(), err)
 			break
 		}
 		time.Sleep(50 * time.Millisecond)

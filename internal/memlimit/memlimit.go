@@ -15,14 +15,12 @@ import (
 	"io/fs"
 	"math"
 	"os"
-	"path"
 	"path/filepath"
 	"runtime/debug"
-	"slices"
 	"strconv"
 	"strings"
 
-	"github.com/modelserver-dev/modelserver-operator/internal/mountinfo"
+	"github.com/modelserver-dev/modelserver-operator/internal/cgroup"
 )
 
 // Fraction of the cgroup's limit given to the Go runtime. The rest is for
@@ -59,128 +57,35 @@ func GoLimit(cgroupLimit int64) int64 {
 }
 
 // CgroupLimit is the memory limit, in bytes, of the cgroup this process
-// runs in: the lowest of its own and its ancestors' that it can see. ok is
-// false when none of them has one. root is where the file system is
-// mounted ("/"; elsewhere in tests).
-//
-// The memory controller is in cgroup v2's unified hierarchy, or, on a host
-// that still mounts cgroup v1 (alone or beside v2, "hybrid"), in v1's
-// memory hierarchy: /proc/self/cgroup names the process's cgroup in the
-// hierarchy that has it, and /proc/self/mountinfo where that hierarchy is
-// mounted. In a container the mount's root is the container's own cgroup,
-// so the path is taken relative to it.
+// runs in: the lowest of its own and its ancestors' that it can see (a
+// parent's limit bounds its children's, and Kubernetes sets one on the
+// pod's cgroup as well as on the container's). ok is false when none of
+// them has one. root is where the file system is mounted ("/"; elsewhere
+// in tests).
 func CgroupLimit(root string) (limit int64, ok bool, err error) {
-	cg, err := Find(root)
-	if err != nil || cg == nil {
+	d, err := cgroup.Find(root, "memory")
+	if err != nil || d == nil {
 		return 0, false, err
 	}
-	return cg.Limit()
-}
-
-// Cgroup is the cgroup of this process in the hierarchy that has the
-// memory controller.
-type Cgroup struct {
-	// Dir is its directory, LimitFile the name of the file in it that
-	// holds its memory limit: memory.max (v2) or memory.limit_in_bytes (v1).
-	Dir, LimitFile string
-	top            string // the hierarchy's mount point: Dir or an ancestor
-}
-
-// Find locates this process's cgroup in the hierarchy with the memory
-// controller; nil when there is none (not Linux, or no memory controller
-// mounted).
-func Find(root string) (*Cgroup, error) {
-	cgroups, err := os.ReadFile(filepath.Join(root, "proc/self/cgroup"))
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	mounts, err := os.ReadFile(filepath.Join(root, "proc/self/mountinfo"))
-	if err != nil {
-		return nil, err
-	}
-	h, err := memoryHierarchy(cgroups, mounts)
-	if err != nil || h == nil {
-		return nil, err
-	}
-	top := filepath.Join(root, h.mountPoint)
-	return &Cgroup{Dir: filepath.Join(top, h.relative()), LimitFile: h.limitFile, top: top}, nil
-}
-
-// Limit is the lowest memory limit of the cgroup and of its ancestors up to
-// the hierarchy's mount point: a parent's limit bounds its children's, and
-// Kubernetes sets one on the pod's cgroup as well as on the container's.
-func (c *Cgroup) Limit() (limit int64, ok bool, err error) {
-	for dir := c.Dir; ; dir = filepath.Dir(dir) {
-		l, has, err := readLimit(filepath.Join(dir, c.LimitFile))
+	for _, dir := range d.Ancestry() {
+		l, has, err := readLimit(filepath.Join(dir, LimitFile(d.V2)))
 		if err != nil {
 			return 0, false, err
 		}
 		if has && (!ok || l < limit) {
 			limit, ok = l, true
 		}
-		if dir == c.top || dir == filepath.Dir(dir) {
-			return limit, ok, nil
-		}
 	}
+	return limit, ok, nil
 }
 
-// hierarchy is where the cgroup hierarchy that has the memory controller
-// is mounted, and the process's cgroup in it.
-type hierarchy struct {
-	cgroup     string // the process's cgroup, as /proc/self/cgroup names it
-	mountRoot  string // the cgroup the mount shows at its mount point
-	mountPoint string
-	limitFile  string // memory.max (v2) or memory.limit_in_bytes (v1)
-}
-
-// relative is the process's cgroup as a path under the mount point: "/"
-// when the cgroup is not under the mount's root, where only the root's
-// limit can be read.
-func (h *hierarchy) relative() string {
-	r, ok := strings.CutPrefix(h.cgroup, h.mountRoot)
-	if !ok || (h.mountRoot != "/" && r != "" && !strings.HasPrefix(r, "/")) {
-		return "/"
+// LimitFile is the name of the file that holds a memory cgroup's limit, in
+// cgroup v2 or v1.
+func LimitFile(v2 bool) string {
+	if v2 {
+		return "memory.max"
 	}
-	return path.Clean("/" + r)
-}
-
-// memoryHierarchy finds the hierarchy with the memory controller from the
-// contents of /proc/self/cgroup and /proc/self/mountinfo; nil if none is
-// mounted.
-func memoryHierarchy(cgroups, mounts []byte) (*hierarchy, error) {
-	var v1, v2 string
-	var hasV1, hasV2 bool
-	for line := range strings.SplitSeq(strings.TrimSpace(string(cgroups)), "\n") {
-		// hierarchy-ID:controller-list:cgroup-path
-		id, rest, ok1 := strings.Cut(line, ":")
-		controllers, p, ok2 := strings.Cut(rest, ":")
-		if !ok1 || !ok2 {
-			return nil, fmt.Errorf("read /proc/self/cgroup: unexpected line %q", line)
-		}
-		switch {
-		case id == "0" && controllers == "":
-			v2, hasV2 = p, true
-		case slices.Contains(strings.Split(controllers, ","), "memory"):
-			v1, hasV1 = p, true
-		}
-	}
-	if !hasV1 && !hasV2 {
-		return nil, nil
-	}
-	for _, m := range mountinfo.Parse(mounts) {
-		// A v1 memory hierarchy takes the controller from v2's, so it is
-		// the one to read where both are mounted.
-		if hasV1 && m.FSType == "cgroup" && slices.Contains(m.SuperOptions, "memory") {
-			return &hierarchy{cgroup: v1, mountRoot: m.Root, mountPoint: m.MountPoint, limitFile: "memory.limit_in_bytes"}, nil
-		}
-		if !hasV1 && hasV2 && m.FSType == "cgroup2" {
-			return &hierarchy{cgroup: v2, mountRoot: m.Root, mountPoint: m.MountPoint, limitFile: "memory.max"}, nil
-		}
-	}
-	return nil, nil
+	return "memory.limit_in_bytes"
 }
 
 // readLimit reads a cgroup's memory limit file: has is false for no limit

@@ -41,7 +41,7 @@ type config struct {
 	qps               float64
 	burst             int
 	oursArgs          []string
-	oursMemoryMax     int64
+	oursLimits        machine.Limits
 	out               string
 	label             string
 	readyTimeout      time.Duration
@@ -86,7 +86,7 @@ func main() {
 
 func parseFlags() (config, error) {
 	var cfg config
-	var ns, systems, oursArgs, oursMemoryMax string
+	var ns, systems, oursArgs, oursMemoryMax, oursCPUs string
 	flag.StringVar(&cfg.repo, "repo", "../..", "The repository's root.")
 	flag.StringVar(&ns, "n", envOr("BENCH_N", "1,100,1000"), "Comma-separated numbers of ModelServers (default $BENCH_N, else 1,100,1000).")
 	flag.StringVar(&systems, "systems", "ours,peer,floor", "What to run: ours, peer, floor; writes (what each of the operator's writes costs the control plane).")
@@ -97,6 +97,7 @@ func parseFlags() (config, error) {
 	flag.IntVar(&cfg.burst, "kube-api-burst", 0, "Passed to both operators (0: the operator's default).")
 	flag.StringVar(&oursArgs, "ours-args", "", "More flags for the ModelServer operator, space-separated.")
 	flag.StringVar(&oursMemoryMax, "ours-memory-max", "", "Run the ModelServer operator in a cgroup with this memory limit (a quantity: 256Mi), as a container limited to it; needs root.")
+	flag.StringVar(&oursCPUs, "ours-cpus", "", "Run the ModelServer operator in a cgroup with this CPU limit (a quantity: 500m, 1), as a container limited to it; needs root.")
 	flag.StringVar(&cfg.out, "out", "results", "Directory for the JSON and PNG results.")
 	flag.StringVar(&cfg.label, "label", "", "Suffix of the result files' names, e.g. before.")
 	flag.DurationVar(&cfg.readyTimeout, "ready-timeout", 20*time.Minute, "How long to wait for all to be Ready.")
@@ -124,7 +125,14 @@ func parseFlags() (config, error) {
 		if err != nil || q.Value() <= 0 {
 			return cfg, fmt.Errorf("-ours-memory-max: %q is not a positive quantity of bytes", oursMemoryMax)
 		}
-		cfg.oursMemoryMax = q.Value()
+		cfg.oursLimits.MemoryBytes = q.Value()
+	}
+	if oursCPUs != "" {
+		q, err := resource.ParseQuantity(oursCPUs)
+		if err != nil || q.Sign() <= 0 {
+			return cfg, fmt.Errorf("-ours-cpus: %q is not a positive quantity of CPUs", oursCPUs)
+		}
+		cfg.oursLimits.CPUs = q.AsApproximateFloat64()
 	}
 	repo, err := filepath.Abs(cfg.repo)
 	cfg.repo = repo
@@ -159,7 +167,7 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 		name:      "modelserver-operator",
 		binary:    manager,
 		args:      append(append(append([]string{"manager", "--fetch-image=example.com/modelserver-operator:bench"}, common...), tuning...), cfg.oursArgs...),
-		memoryMax: cfg.oursMemoryMax,
+		limits:    cfg.oursLimits,
 	}
 	peerSpec := operatorSpec{
 		name:                "helm-operator-plugins",

@@ -67,6 +67,14 @@ type operatorRun struct {
 	MemoryMaxMiB        float64 `json:"memoryMaxMiB,omitempty"`
 	MemoryPeakChargeMiB float64 `json:"memoryPeakChargeMiB,omitempty"`
 	OOMKills            int     `json:"oomKills,omitempty"`
+	// With -ours-cpus: the CPU limit of the cgroup the operator ran in, in
+	// CPUs, and until all were Ready the 100 ms periods in which it ran,
+	// those in which it used up its quota and waited, and the time it
+	// waited.
+	CPUMax              float64 `json:"cpuMax,omitempty"`
+	CPUPeriods          int64   `json:"cpuPeriods,omitempty"`
+	CPUThrottledPeriods int64   `json:"cpuThrottledPeriods,omitempty"`
+	CPUThrottledSeconds float64 `json:"cpuThrottledSeconds,omitempty"`
 	ReleaseSecrets      int     `json:"releaseSecrets"`
 	ReleaseBytesPerCR   float64 `json:"releaseSecretBytesPerCR"`
 
@@ -105,9 +113,9 @@ type operatorSpec struct {
 	name   string
 	binary string
 	args   []string
-	// memoryMax, if not 0, runs the operator in a cgroup with that memory
-	// limit, as a container with that limit runs it.
-	memoryMax int64
+	// limits, where not zero, run the operator in a cgroup with them, as a
+	// container with those limits runs it.
+	limits machine.Limits
 	// readyFromDeployment: the operator has no Ready condition; Ready is
 	// its Deployment's ready replicas reaching the desired count.
 	readyFromDeployment bool
@@ -149,9 +157,9 @@ func runOperator(ctx context.Context, cfg config, spec operatorSpec, n int, log 
 		args = append([]string{spec.args[0], "--kubeconfig=" + kubeconfig}, spec.args[1:]...)
 	}
 	binary := spec.binary
-	var cg *machine.MemoryCgroup // nil: no memory limit
-	if spec.memoryMax > 0 {
-		if cg, err = machine.NewMemoryCgroup(spec.memoryMax); err != nil {
+	var cg *machine.Cgroup // nil: no limits
+	if spec.limits != (machine.Limits{}) {
+		if cg, err = machine.NewCgroup(spec.limits); err != nil {
 			return nil, err
 		}
 		// Empty once the cluster has stopped the operator.
@@ -159,7 +167,8 @@ func runOperator(ctx context.Context, cfg config, spec operatorSpec, n int, log 
 			c.Stop()
 			_ = cg.Remove()
 		}()
-		res.MemoryMaxMiB = round(float64(spec.memoryMax) / (1 << 20))
+		res.MemoryMaxMiB = round(float64(spec.limits.MemoryBytes) / (1 << 20))
+		res.CPUMax = spec.limits.CPUs
 		binary, args = cg.Wrap(binary, args)
 	}
 	// exited says why the operator stopped before its time.
@@ -254,7 +263,7 @@ func runOperator(ctx context.Context, cfg config, spec operatorSpec, n int, log 
 		return nil, err
 	}
 	res.PeakRSSMiB = round(res.PeakRSSMiB)
-	if cg != nil {
+	if cg != nil && spec.limits.MemoryBytes > 0 {
 		if res.OOMKills, err = cg.OOMKills(); err != nil {
 			return nil, err
 		}
@@ -263,6 +272,13 @@ func runOperator(ctx context.Context, cfg config, spec operatorSpec, n int, log 
 			return nil, err
 		}
 		res.MemoryPeakChargeMiB = round(float64(charged) / (1 << 20))
+	}
+	if cg != nil && spec.limits.CPUs > 0 {
+		t, err := cg.CPUThrottling()
+		if err != nil {
+			return nil, err
+		}
+		res.CPUPeriods, res.CPUThrottledPeriods, res.CPUThrottledSeconds = t.Periods, t.Throttled, round(t.Waited)
 	}
 	res.ReleaseSecrets, res.ReleaseBytesPerCR, err = releaseSecretBytes(ctx, cs, n)
 	if err != nil {

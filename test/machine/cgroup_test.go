@@ -1,0 +1,77 @@
+package machine
+
+import (
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+)
+
+const spinEnv = "MACHINE_TEST_SPIN"
+
+// TestHelperSpin, run by the tests below in a cgroup, keeps one CPU busy
+// for the wall time its environment names.
+func TestHelperSpin(t *testing.T) {
+	d, err := time.ParseDuration(os.Getenv(spinEnv))
+	if err != nil {
+		t.Skip("run by the cgroup tests")
+	}
+	for end := time.Now().Add(d); time.Now().Before(end); {
+	}
+}
+
+func TestACPULimitThrottlesTheCommandItWraps(t *testing.T) {
+	cg, err := NewCgroup(Limits{CPUs: 0.2, MemoryBytes: 256 << 20})
+	if err != nil {
+		t.Skipf("no cgroup can be made here (not root, or cgroup v2 without the controllers delegated): %v", err)
+	}
+	t.Cleanup(func() { removeWhenEmpty(t, cg) })
+	bin, args := cg.Wrap(os.Args[0], []string{"-test.run=^TestHelperSpin$", "-test.count=1"})
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), spinEnv+"=1500ms", "GOMAXPROCS=1")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	used := cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
+	thr, err := cg.CPUThrottling()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("used %v of CPU; throttled in %d of %d periods, %.2fs", used, thr.Throttled, thr.Periods, thr.Waited)
+	// Unlimited, the spin would use its 1.5 s of wall time in CPU; at 0.2
+	// CPUs it gets about 0.3 s of it, and waits out most periods.
+	if used > time.Second || thr.Throttled == 0 || thr.Waited < 0.5 {
+		t.Errorf("at 0.2 CPUs a 1.5 s spin used %v of CPU, throttled in %d of %d periods for %.2fs; want under 1s, throttled for over 0.5s",
+			used, thr.Throttled, thr.Periods, thr.Waited)
+	}
+	if kills, err := cg.OOMKills(); err != nil || kills != 0 {
+		t.Errorf("OOM kills %d, %v; want 0", kills, err)
+	}
+	if peak, err := cg.PeakBytes(); err != nil || peak <= 0 {
+		t.Errorf("peak charge %d, %v; want the helper's memory", peak, err)
+	}
+}
+
+func TestWrapQuotesTheCgroupsPaths(t *testing.T) {
+	c := &Cgroup{memory: "/sys/fs/cgroup/memory/a b", cpu: "/sys/fs/cgroup/cpu/it's"}
+	bin, args := c.Wrap("/bin/true", []string{"x"})
+	got := strings.Join(append([]string{bin}, args...), " | ")
+	want := `/bin/sh | -c | echo $$ > '/sys/fs/cgroup/memory/a b/cgroup.procs' && echo $$ > '/sys/fs/cgroup/cpu/it'\''s/cgroup.procs' && exec "$0" "$@" | /bin/true | x`
+	if got != want {
+		t.Errorf("Wrap:\n got %s\nwant %s", got, want)
+	}
+}
+
+// removeWhenEmpty removes the cgroup once the kernel has reaped its last
+// process.
+func removeWhenEmpty(t *testing.T, cg *Cgroup) {
+	deadline := time.Now().Add(5 * time.Second)
+	for err := cg.Remove(); err != nil; err = cg.Remove() {
+		if time.Now().After(deadline) {
+			t.Errorf("remove %v: %v", cg.Dirs(), err)
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
