@@ -164,10 +164,10 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 		tuning = append(tuning, fmt.Sprintf("--kube-api-burst=%d", cfg.burst))
 	}
 	ours := operatorSpec{
-		name:      "modelserver-operator",
-		binary:    manager,
-		args:      append(append(append([]string{"manager", "--fetch-image=example.com/modelserver-operator:bench"}, common...), tuning...), cfg.oursArgs...),
-		limits:    cfg.oursLimits,
+		name:   "modelserver-operator",
+		binary: manager,
+		args:   append(append(append([]string{"manager", "--fetch-image=example.com/modelserver-operator:bench"}, common...), tuning...), cfg.oursArgs...),
+		limits: cfg.oursLimits,
 	}
 	peerSpec := operatorSpec{
 		name:                "helm-operator-plugins",
