@@ -11,12 +11,19 @@ package fetchcmd
 
 import (
 	"fmt"
+	"io"
+	"log/slog"
 	"os"
+
+	"github.com/modelserver-dev/modelserver-operator/internal/memlimit"
 )
 
 // Run runs the command sub with args and returns the process's exit code,
 // and false if sub is neither of the two.
 func Run(sub string, args []string) (code int, ok bool) {
+	if sub == "fetch" || sub == "wait-for-model" {
+		setMemoryLimit(os.Stderr)
+	}
 	switch sub {
 	case "fetch":
 		return Fetch(args), true
@@ -28,4 +35,18 @@ func Run(sub string, args []string) (code int, ok bool) {
 		return 0, true
 	}
 	return 0, false
+}
+
+// setMemoryLimit gives Go a soft memory limit below the container's. A
+// fetch's memory is bounded by its requests in flight, not by the model,
+// but a user may give its container less than the chart does: near the
+// limit the collector then works harder, rather than the kernel killing
+// the fetch.
+func setMemoryLimit(stderr io.Writer) {
+	log := slog.New(slog.NewJSONHandler(stderr, nil))
+	if cgroupLimit, goLimit, err := memlimit.Set("/"); err != nil {
+		log.Warn("read the cgroup's memory limit; Go's memory limit is not set", "error", err.Error())
+	} else if goLimit > 0 {
+		log.Info("Go memory limit set below the cgroup's", "cgroupLimitBytes", cgroupLimit, "goLimitBytes", goLimit)
+	}
 }

@@ -1,6 +1,7 @@
 package realnode
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"encoding/json"
@@ -221,6 +222,17 @@ func TestAModelFromS3IsFetchedAndServedThroughTheRealProbe(t *testing.T) {
 		"jsonpath={.items[*].spec.initContainers[0].command}")
 	if fetcher := `["` + fetchcontract.FetcherCommand + `"]`; jobs != fetcher || strings.Count(waits, fetcher) != 2 {
 		t.Errorf("the fetch Job ran %s and the serving pods waited with %s, want %s", jobs, waits, fetcher)
+	}
+	// Each set Go's memory limit from its container's: the fetch's 512 Mi,
+	// the wait's 64 Mi (the chart's defaults).
+	for _, c := range []struct {
+		component, container string
+		limit                int64
+	}{{values.ComponentFetch, "", 512 << 20}, {"serving", "wait-for-model", 64 << 20}} {
+		logs := e.kubectl(t, "", "-n", ns, "logs", "-l", values.LabelComponent+"="+c.component, "-c", cmp.Or(c.container, "fetch"), "--tail=-1")
+		if want := fmt.Sprintf(`"goLimitBytes":%d`, memlimit.GoLimit(c.limit)); !strings.Contains(logs, want) {
+			t.Errorf("the %s pods' log does not say %s:\n%s", c.component, want, logs)
+		}
 	}
 	logFetch(t, e, ns)
 }
