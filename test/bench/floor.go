@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/dynamic"
 
 	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
 	helmcharts "github.com/modelserver-dev/modelserver-operator/helm-charts"
@@ -84,24 +85,7 @@ func runFloor(ctx context.Context, cfg config, n int, log *slog.Logger) (*floorR
 		if err := watchAsOperator(watchCtx, admin); err != nil {
 			return nil, err
 		}
-		// Each name comes once, so n never blocks; the workers end with the
-		// watch, and nothing closes the channel a late event could send on.
-		served := make(chan string, n)
-		tr.onServed = func(name string) { served <- name }
-		for range res.Parallelism {
-			go func() {
-				for {
-					select {
-					case <-watchCtx.Done():
-						return
-					case name := <-served:
-						if err := extra.afterServed(watchCtx, name); err != nil {
-							errs <- err
-						}
-					}
-				}
-			}()
-		}
+		writeAfterServed(watchCtx, tr, extra, n, res.Parallelism, errs)
 	}
 	tr.watch(watchCtx, dyn, cs, benchNamespace)
 
@@ -114,52 +98,22 @@ func runFloor(ctx context.Context, cfg config, n int, log *slog.Logger) (*floorR
 	if err != nil {
 		return nil, err
 	}
-	work := make([][]*unstructured.Unstructured, n)
-	for i := range n {
-		u, err := dyn.Resource(servingv1alpha1.GroupVersion.WithResource("modelservers")).Namespace(benchNamespace).
-			Get(ctx, crName(i), metav1.GetOptions{})
-		if err != nil {
-			return nil, err
-		}
-		if work[i], err = render(u, ch.Metadata.Version, ch.Metadata.AppVersion); err != nil {
-			return nil, err
-		}
-		res.Objects += len(work[i])
+	work, err := renderAll(ctx, dyn, n, ch.Metadata.Version, ch.Metadata.AppVersion)
+	if err != nil {
+		return nil, err
+	}
+	for _, objs := range work {
+		res.Objects += len(objs)
 	}
 
 	log.Info("creating objects", "objects", res.Objects, "parallelism", res.Parallelism)
 	meter := newCPUMeter(c)
 	t0 := time.Now()
-	jobs := make(chan int)
-	var wg sync.WaitGroup
-	for range res.Parallelism {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range jobs {
-				name := crName(i)
-				tr.setCreated(name, t0)
-				for _, obj := range work[i] {
-					gvr, _ := meta.UnsafeGuessKindToResource(obj.GroupVersionKind())
-					if _, err := dyn.Resource(gvr).Namespace(benchNamespace).Create(ctx, obj, metav1.CreateOptions{}); err != nil {
-						errs <- fmt.Errorf("create %s %s: %w", obj.GetKind(), obj.GetName(), err)
-						break
-					}
-				}
-				if cfg.floorWrites {
-					if err := extra.afterCreate(ctx, name); err != nil {
-						errs <- err
-					}
-				}
-				tr.record(tr.deployed, name)
-			}
-		}()
+	var after *operatorWrites // nil: the objects alone
+	if cfg.floorWrites {
+		after = &extra
 	}
-	for i := range n {
-		jobs <- i
-	}
-	close(jobs)
-	wg.Wait()
+	createAll(ctx, dyn, work, res.Parallelism, tr, t0, after, errs)
 	if err := errors.Join(drain(errs)...); err != nil {
 		return nil, err
 	}
@@ -187,6 +141,82 @@ func runFloor(ctx context.Context, cfg config, n int, log *slog.Logger) (*floorR
 	res.LoadAverage[1] = loadAverage()
 	log.Info("floor", "allCreated", res.AllCreatedSeconds, "allReady", res.AllReadySeconds, "complete", res.Complete, "controlPlaneCPU", res.ControlPlaneCPUSeconds)
 	return res, nil
+}
+
+// writeAfterServed makes, from parallelism workers, the writes the
+// operator makes once a ModelServer's pods are ready.
+func writeAfterServed(ctx context.Context, tr *tracker, extra operatorWrites, n, parallelism int, errs chan<- error) {
+	// Each name comes once, so n never blocks; the workers end with the
+	// watch, and nothing closes the channel a late event could send on.
+	served := make(chan string, n)
+	tr.onServed = func(name string) { served <- name }
+	for range parallelism {
+		go func() {
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case name := <-served:
+					if err := extra.afterServed(ctx, name); err != nil {
+						errs <- err
+					}
+				}
+			}
+		}()
+	}
+}
+
+// renderAll renders the objects of each of the n ModelServers.
+func renderAll(ctx context.Context, dyn dynamic.Interface, n int, chartVersion, appVersion string) ([][]*unstructured.Unstructured, error) {
+	work := make([][]*unstructured.Unstructured, n)
+	for i := range n {
+		u, err := dyn.Resource(servingv1alpha1.GroupVersion.WithResource("modelservers")).Namespace(benchNamespace).
+			Get(ctx, crName(i), metav1.GetOptions{})
+		if err != nil {
+			return nil, err
+		}
+		if work[i], err = render(u, chartVersion, appVersion); err != nil {
+			return nil, err
+		}
+	}
+	return work, nil
+}
+
+// createAll creates each ModelServer's objects from parallelism workers,
+// then the operator's writes after them unless extra is nil, and returns
+// when all are done; what fails goes to errs.
+func createAll(ctx context.Context, dyn dynamic.Interface, work [][]*unstructured.Unstructured, parallelism int,
+	tr *tracker, t0 time.Time, extra *operatorWrites, errs chan<- error) {
+	jobs := make(chan int)
+	var wg sync.WaitGroup
+	for range parallelism {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range jobs {
+				name := crName(i)
+				tr.setCreated(name, t0)
+				for _, obj := range work[i] {
+					gvr, _ := meta.UnsafeGuessKindToResource(obj.GroupVersionKind())
+					if _, err := dyn.Resource(gvr).Namespace(benchNamespace).Create(ctx, obj, metav1.CreateOptions{}); err != nil {
+						errs <- fmt.Errorf("create %s %s: %w", obj.GetKind(), obj.GetName(), err)
+						break
+					}
+				}
+				if extra != nil {
+					if err := extra.afterCreate(ctx, name); err != nil {
+						errs <- err
+					}
+				}
+				tr.record(tr.deployed, name)
+			}
+		}()
+	}
+	for i := range len(work) {
+		jobs <- i
+	}
+	close(jobs)
+	wg.Wait()
 }
 
 // render gives the objects the chart renders for a ModelServer whose

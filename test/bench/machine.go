@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -51,7 +50,7 @@ func modVersions(path string) map[string]string {
 	if err != nil {
 		return out
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }() // read only
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
 		fields := strings.Fields(strings.TrimPrefix(strings.TrimSpace(sc.Text()), "require "))
@@ -79,7 +78,7 @@ func defaultMaxConcurrent(manager string) int {
 	return max(n, 1)
 }
 
-func printReport(w io.Writer, r *report) {
+func printReport(w *strings.Builder, r *report) {
 	fmt.Fprintf(w, "\n=== N = %d  (%s, %d CPUs, load %s) ===\n", r.N, r.Date, r.Machine.CPUs, loads(r))
 	if r.Ours != nil || r.Peer != nil || r.Floor != nil {
 		printRuns(w, r)
@@ -89,7 +88,7 @@ func printReport(w io.Writer, r *report) {
 	}
 }
 
-func printRuns(w io.Writer, r *report) {
+func printRuns(w *strings.Builder, r *report) {
 	const none = "-"
 	row := func(name string, op func(*operatorRun) string, floor func(*floorRun) string) {
 		fmt.Fprintf(w, "%-36s", name)
@@ -167,7 +166,7 @@ func printRuns(w io.Writer, r *report) {
 	}
 }
 
-func printWriteCosts(w io.Writer, costs []writeCost) {
+func printWriteCosts(w *strings.Builder, costs []writeCost) {
 	columns := cpuColumns()
 	fmt.Fprintf(w, "\nCPU ms per write %-40s", "")
 	for _, c := range columns {

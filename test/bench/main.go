@@ -144,7 +144,7 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(tmp)
+	defer func() { _ = os.RemoveAll(tmp) }()
 	log.Info("building the operator and the peer")
 	manager, peer, err := buildBinaries(cfg.repo, tmp)
 	if err != nil {
@@ -180,47 +180,71 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 		return err
 	}
 	for _, n := range cfg.ns {
-		r := &report{Date: time.Now().UTC().Format("2006-01-02"), N: n, Label: cfg.label, Machine: machine.Describe(), Ratios: map[string]float64{}}
-		r.Versions = describeVersions(cfg.repo)
-		if cfg.systems["ours"] {
-			if r.Ours, err = runOperator(ctx, cfg, ours, n, log); err != nil {
-				return fmt.Errorf("ours at N=%d: %w", n, err)
-			}
-		}
-		if cfg.systems["peer"] {
-			if r.Peer, err = runOperator(ctx, cfg, peerSpec, n, log); err != nil {
-				return fmt.Errorf("peer at N=%d: %w", n, err)
-			}
-		}
-		if cfg.systems["floor"] {
-			if r.Floor, err = runFloor(ctx, cfg, n, log); err != nil {
-				return fmt.Errorf("floor at N=%d: %w", n, err)
-			}
-		}
-		if cfg.systems["writes"] {
-			r.WriteCostsLoad = loadAverage()
-			if r.WriteCosts, err = runWriteCosts(ctx, cfg, n, log); err != nil {
-				return fmt.Errorf("write costs at N=%d: %w", n, err)
-			}
-		}
-		r.computeRatios()
-		base := filepath.Join(cfg.out, r.Date+"-"+strconv.Itoa(n))
-		if cfg.label != "" {
-			base += "-" + cfg.label
-		}
-		b, err := json.MarshalIndent(r, "", "  ")
+		r, err := runSystems(ctx, cfg, n, ours, peerSpec, log)
 		if err != nil {
 			return err
 		}
-		if err := os.WriteFile(base+".json", append(b, '\n'), 0o644); err != nil {
+		if err := writeReport(r, cfg.out, log); err != nil {
 			return err
 		}
-		if err := writePlots(r, base); err != nil {
-			return fmt.Errorf("plot: %w", err)
-		}
-		printReport(os.Stdout, r)
-		log.Info("wrote results", "json", base+".json")
 	}
+	return nil
+}
+
+// runSystems runs each system -systems names for n ModelServers, one
+// after another.
+func runSystems(ctx context.Context, cfg config, n int, ours, peer operatorSpec, log *slog.Logger) (*report, error) {
+	var err error
+	r := &report{Date: time.Now().UTC().Format("2006-01-02"), N: n, Label: cfg.label, Machine: machine.Describe(), Ratios: map[string]float64{}}
+	r.Versions = describeVersions(cfg.repo)
+	if cfg.systems["ours"] {
+		if r.Ours, err = runOperator(ctx, cfg, ours, n, log); err != nil {
+			return nil, fmt.Errorf("ours at N=%d: %w", n, err)
+		}
+	}
+	if cfg.systems["peer"] {
+		if r.Peer, err = runOperator(ctx, cfg, peer, n, log); err != nil {
+			return nil, fmt.Errorf("peer at N=%d: %w", n, err)
+		}
+	}
+	if cfg.systems["floor"] {
+		if r.Floor, err = runFloor(ctx, cfg, n, log); err != nil {
+			return nil, fmt.Errorf("floor at N=%d: %w", n, err)
+		}
+	}
+	if cfg.systems["writes"] {
+		r.WriteCostsLoad = loadAverage()
+		if r.WriteCosts, err = runWriteCosts(ctx, cfg, n, log); err != nil {
+			return nil, fmt.Errorf("write costs at N=%d: %w", n, err)
+		}
+	}
+	r.computeRatios()
+	return r, nil
+}
+
+// writeReport writes a run's JSON and plots under dir, and prints its
+// table.
+func writeReport(r *report, dir string, log *slog.Logger) error {
+	base := filepath.Join(dir, r.Date+"-"+strconv.Itoa(r.N))
+	if r.Label != "" {
+		base += "-" + r.Label
+	}
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(base+".json", append(b, '\n'), 0o644); err != nil {
+		return err
+	}
+	if err := writePlots(r, base); err != nil {
+		return fmt.Errorf("plot: %w", err)
+	}
+	var table strings.Builder
+	printReport(&table, r)
+	if _, err := os.Stdout.WriteString(table.String()); err != nil {
+		return err
+	}
+	log.Info("wrote results", "json", base+".json")
 	return nil
 }
 

@@ -25,6 +25,17 @@ func writePlots(r *report, base string) error {
 	if r.Ours == nil && r.Peer == nil && r.Floor == nil {
 		return nil
 	}
+	if err := writeReadyCDF(r, base+"-ready-cdf.png"); err != nil {
+		return err
+	}
+	if r.Ours == nil && r.Peer == nil {
+		return nil // the floor makes no requests but its creates
+	}
+	return writeRequestBars(r, base+"-requests.png")
+}
+
+// writeReadyCDF plots each system's time to Ready as a distribution.
+func writeReadyCDF(r *report, file string) error {
 	cdf := plot.New()
 	cdf.Title.Text = "Time to Ready, N = " + strconv.Itoa(r.N)
 	cdf.X.Label.Text = "seconds from create"
@@ -84,14 +95,12 @@ func writePlots(r *report, base string) error {
 	cdf.X.Tick.Marker = secondsTicks{}
 	cdf.Y.Tick.Marker = fractionTicks{}
 	readable(cdf)
-	if err := cdf.Save(8*vg.Inch, 5*vg.Inch, base+"-ready-cdf.png"); err != nil {
-		return err
-	}
-	if r.Ours == nil && r.Peer == nil {
-		return nil // the floor makes no requests but its creates
-	}
+	return cdf.Save(8*vg.Inch, 5*vg.Inch, file)
+}
 
-	// Requests per ModelServer by verb, both operators side by side.
+// writeRequestBars plots the requests per ModelServer by verb, both
+// operators side by side.
+func writeRequestBars(r *report, file string) error {
 	verbs := []string{"get", "list", "watch", "create", "update", "patch", "delete"}
 	perVerb := func(o *operatorRun) plotter.Values {
 		v := make(plotter.Values, len(verbs))
@@ -138,7 +147,7 @@ func writePlots(r *report, base string) error {
 	bars.Y.Min, bars.Y.Max = 0, highest*1.25
 	bars.NominalX(verbs...)
 	readable(bars)
-	return bars.Save(8*vg.Inch, 5*vg.Inch, base+"-requests.png")
+	return bars.Save(8*vg.Inch, 5*vg.Inch, file)
 }
 
 // readable sets type sizes that stay legible when the image is shown at

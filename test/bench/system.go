@@ -171,30 +171,8 @@ func runOperator(ctx context.Context, cfg config, spec operatorSpec, n int, log 
 		res.CPUMax = spec.limits.CPUs
 		binary, args = cg.Wrap(binary, args)
 	}
-	// exited says why the operator stopped before its time.
-	exited := func(p *localcluster.Process, what string) error {
-		if cg != nil {
-			if kills, _ := cg.OOMKills(); kills > 0 {
-				what += fmt.Sprintf(", killed for passing its cgroup's memory limit (%d OOM kills)", kills)
-			}
-		}
-		return fmt.Errorf("%s %s; log:\n%s", spec.name, what, logTail(p.LogFile()))
-	}
-	start := func(name string) (*localcluster.Process, error) {
-		p, err := c.StartProcess(name, binary, args, nil)
-		if err != nil {
-			return nil, err
-		}
-		// Started means its ModelServer informer is watching.
-		ok := waitUntil(ctx, 2*time.Minute, func() bool {
-			return proxy.Snapshot()["watch modelservers"] > 0 || !running(p)
-		})
-		if !ok || !running(p) {
-			return nil, exited(p, "did not start")
-		}
-		return p, nil
-	}
-	op, err := start(spec.name)
+	l := &launcher{c: c, proxy: proxy, cg: cg, name: spec.name, binary: binary, args: args}
+	op, err := l.start(ctx, spec.name)
 	if err != nil {
 		return nil, err
 	}
@@ -219,35 +197,18 @@ func runOperator(ctx context.Context, cfg config, spec operatorSpec, n int, log 
 	if spec.readyFromDeployment {
 		readyMap = tr.served
 	}
-	lastLog := time.Now()
-	res.Complete = tr.wait(ctx, cfg.readyTimeout, func() bool {
-		if !running(op) {
-			return true
-		}
-		d, r := tr.count(tr.deployed), tr.count(readyMap)
-		if time.Since(lastLog) > 10*time.Second {
-			log.Info("progress", "deployed", d, "ready", r, "elapsed", time.Since(t0).Round(time.Second))
-			lastLog = time.Now()
-		}
-		return d == n && r == n
-	}) && running(op)
+	res.Complete = waitForAll(ctx, tr, readyMap, op, n, cfg.readyTimeout, t0, log)
 	if !running(op) {
-		return nil, exited(op, "exited")
+		return nil, l.exited(op, "exited")
 	}
 	res.ControlPlaneCPUSeconds = meter.used()
 	deployed, lastDeployed := tr.since(tr.deployed)
 	ready, lastReady := tr.since(readyMap)
 	res.Deployed, res.Ready = distributionOf(deployed), distributionOf(ready)
 	if !spec.readyFromDeployment {
-		lag := distributionOf(tr.between(tr.served, tr.ready))
-		res.ReadyAfterServing = &lag
-		ends, err := fetchEnds(ctx, cs, benchNamespace)
-		if err != nil {
+		if err := res.readLags(ctx, tr, cs); err != nil {
 			return nil, err
 		}
-		lagBoth, fetchLast := tr.afterBoth(ends)
-		both := distributionOf(lagBoth)
-		res.ReadyAfterFetchAndServing, res.FetchEndedLast = &both, &fetchLast
 	}
 	res.AllDeployedSeconds = round(lastDeployed.Sub(t0).Seconds())
 	res.AllReadySeconds = round(lastReady.Sub(t0).Seconds())
@@ -263,22 +224,10 @@ func runOperator(ctx context.Context, cfg config, spec operatorSpec, n int, log 
 		return nil, err
 	}
 	res.PeakRSSMiB = round(res.PeakRSSMiB)
-	if cg != nil && spec.limits.MemoryBytes > 0 {
-		if res.OOMKills, err = cg.OOMKills(); err != nil {
+	if cg != nil {
+		if err := res.readCgroup(cg, spec.limits); err != nil {
 			return nil, err
 		}
-		charged, err := cg.PeakBytes()
-		if err != nil {
-			return nil, err
-		}
-		res.MemoryPeakChargeMiB = round(float64(charged) / (1 << 20))
-	}
-	if cg != nil && spec.limits.CPUs > 0 {
-		t, err := cg.CPUThrottling()
-		if err != nil {
-			return nil, err
-		}
-		res.CPUPeriods, res.CPUThrottledPeriods, res.CPUThrottledSeconds = t.Periods, t.Throttled, round(t.Waited)
 	}
 	res.ReleaseSecrets, res.ReleaseBytesPerCR, err = releaseSecretBytes(ctx, cs, n)
 	if err != nil {
@@ -292,47 +241,17 @@ func runOperator(ctx context.Context, cfg config, spec operatorSpec, n int, log 
 	op.Stop(30 * time.Second)
 	before := proxy.Snapshot()
 	rs := time.Now()
-	if op, err = start(spec.name + "-restarted"); err != nil {
+	if op, err = l.start(ctx, spec.name+"-restarted"); err != nil {
 		return nil, err
 	}
-	quietFor := 15 * time.Second
-	lastTotal, lastChange := int64(-1), time.Now()
-	waitUntil(ctx, 5*time.Minute, func() bool {
-		if total := proxy.Snapshot().Total(); total != lastTotal {
-			lastTotal, lastChange = total, time.Now()
-		}
-		return time.Since(lastChange) >= quietFor
-	})
-	res.Resync.Requests = proxy.Snapshot().Sub(before)
-	res.Resync.Total, res.Resync.Writes = res.Resync.Requests.Total(), res.Resync.Requests.Writes()
-	res.Resync.Seconds = round(lastChange.Sub(rs).Seconds())
+	res.Resync = untilQuiet(ctx, proxy, before, rs)
 	log.Info("resynced", "seconds", res.Resync.Seconds, "requests", res.Resync.Total, "writes", res.Resync.Writes)
 
 	// The idle window.
 	log.Info("idle window", "duration", cfg.idle)
-	idleStart := proxy.Snapshot()
-	cpu0, err := machine.ProcessCPUSeconds(op.Pid())
-	if err != nil {
+	if res.Idle, err = idleFor(ctx, proxy, op.Pid(), cfg.idle, n); err != nil {
 		return nil, err
 	}
-	t1 := time.Now()
-	select {
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	case <-time.After(cfg.idle):
-	}
-	elapsed := time.Since(t1)
-	cpu1, err := machine.ProcessCPUSeconds(op.Pid())
-	if err != nil {
-		return nil, err
-	}
-	res.Idle.Seconds = round(elapsed.Seconds())
-	res.Idle.Requests = proxy.Snapshot().Sub(idleStart)
-	res.Idle.Total, res.Idle.Writes = res.Idle.Requests.Total(), res.Idle.Requests.Writes()
-	res.Idle.RequestsPerMinute = round(float64(res.Idle.Total) / elapsed.Minutes())
-	res.Idle.RequestsPerCRPer10Min = round(float64(res.Idle.Total) / float64(n) / elapsed.Minutes() * 10)
-	res.Idle.CPUSeconds = round(cpu1 - cpu0)
-	res.Idle.CPUPercentOfCore = round(100 * (cpu1 - cpu0) / elapsed.Seconds())
 	// The peak RSS is the larger of both processes'.
 	if rss, err := peakRSSMiB(op.Pid()); err == nil && rss > res.PeakRSSMiB {
 		res.PeakRSSMiB = round(rss)
@@ -341,6 +260,146 @@ func runOperator(ctx context.Context, cfg config, spec operatorSpec, n int, log 
 	log.Info("idle", "requests", res.Idle.Total, "writes", res.Idle.Writes, "cpuPercent", res.Idle.CPUPercentOfCore)
 	op.Stop(30 * time.Second)
 	return res, nil
+}
+
+// waitForAll waits until the n ModelServers are Deployed and in readyMap,
+// or op has stopped, logging progress every 10 s; it returns whether all
+// are, with op still running.
+func waitForAll(ctx context.Context, tr *tracker, readyMap map[string]time.Time, op *localcluster.Process, n int,
+	timeout time.Duration, t0 time.Time, log *slog.Logger) bool {
+	lastLog := time.Now()
+	return tr.wait(ctx, timeout, func() bool {
+		if !running(op) {
+			return true
+		}
+		d, r := tr.count(tr.deployed), tr.count(readyMap)
+		if time.Since(lastLog) > 10*time.Second {
+			log.Info("progress", "deployed", d, "ready", r, "elapsed", time.Since(t0).Round(time.Second))
+			lastLog = time.Now()
+		}
+		return d == n && r == n
+	}) && running(op)
+}
+
+// launcher starts the operator's process.
+type launcher struct {
+	c            *localcluster.Cluster
+	proxy        *countingProxy
+	cg           *machine.Cgroup // nil: no limits
+	name, binary string
+	args         []string
+}
+
+// start starts the operator as name and returns once its ModelServer
+// informer is watching.
+func (l *launcher) start(ctx context.Context, name string) (*localcluster.Process, error) {
+	p, err := l.c.StartProcess(name, l.binary, l.args, nil)
+	if err != nil {
+		return nil, err
+	}
+	ok := waitUntil(ctx, 2*time.Minute, func() bool {
+		return l.proxy.Snapshot()["watch modelservers"] > 0 || !running(p)
+	})
+	if !ok || !running(p) {
+		return nil, l.exited(p, "did not start")
+	}
+	return p, nil
+}
+
+// exited says why the operator stopped before its time.
+func (l *launcher) exited(p *localcluster.Process, what string) error {
+	if l.cg != nil {
+		if kills, _ := l.cg.OOMKills(); kills > 0 {
+			what += fmt.Sprintf(", killed for passing its cgroup's memory limit (%d OOM kills)", kills)
+		}
+	}
+	return fmt.Errorf("%s %s; log:\n%s", l.name, what, logTail(p.LogFile()))
+}
+
+// readLags records how long after its pods were ready, and after the later
+// of that and its fetch pod's exit, each ModelServer was Ready.
+func (res *operatorRun) readLags(ctx context.Context, tr *tracker, cs kubernetes.Interface) error {
+	lag := distributionOf(tr.between(tr.served, tr.ready))
+	res.ReadyAfterServing = &lag
+	ends, err := fetchEnds(ctx, cs, benchNamespace)
+	if err != nil {
+		return err
+	}
+	lagBoth, fetchLast := tr.afterBoth(ends)
+	both := distributionOf(lagBoth)
+	res.ReadyAfterFetchAndServing, res.FetchEndedLast = &both, &fetchLast
+	return nil
+}
+
+// readCgroup records what the cgroup the operator ran in, with limits,
+// says of its memory and CPU.
+func (res *operatorRun) readCgroup(cg *machine.Cgroup, limits machine.Limits) error {
+	if limits.MemoryBytes > 0 {
+		kills, err := cg.OOMKills()
+		if err != nil {
+			return err
+		}
+		charged, err := cg.PeakBytes()
+		if err != nil {
+			return err
+		}
+		res.OOMKills, res.MemoryPeakChargeMiB = kills, round(float64(charged)/(1<<20))
+	}
+	if limits.CPUs > 0 {
+		t, err := cg.CPUThrottling()
+		if err != nil {
+			return err
+		}
+		res.CPUPeriods, res.CPUThrottledPeriods, res.CPUThrottledSeconds = t.Periods, t.Throttled, round(t.Waited)
+	}
+	return nil
+}
+
+// untilQuiet waits until the requests through proxy have stopped for
+// 15 s (5 minutes at most) and returns those made since before, started at
+// start.
+func untilQuiet(ctx context.Context, proxy *countingProxy, before counts, start time.Time) resyncWindow {
+	quietFor := 15 * time.Second
+	lastTotal, lastChange := int64(-1), time.Now()
+	waitUntil(ctx, 5*time.Minute, func() bool {
+		if total := proxy.Snapshot().Total(); total != lastTotal {
+			lastTotal, lastChange = total, time.Now()
+		}
+		return time.Since(lastChange) >= quietFor
+	})
+	w := resyncWindow{Requests: proxy.Snapshot().Sub(before), Seconds: round(lastChange.Sub(start).Seconds())}
+	w.Total, w.Writes = w.Requests.Total(), w.Requests.Writes()
+	return w
+}
+
+// idleFor counts the requests through proxy and the CPU of the process
+// pid for d, with nothing changing in the cluster of n ModelServers.
+func idleFor(ctx context.Context, proxy *countingProxy, pid int, d time.Duration, n int) (idleWindow, error) {
+	var w idleWindow
+	start := proxy.Snapshot()
+	cpu0, err := machine.ProcessCPUSeconds(pid)
+	if err != nil {
+		return w, err
+	}
+	t1 := time.Now()
+	select {
+	case <-ctx.Done():
+		return w, ctx.Err()
+	case <-time.After(d):
+	}
+	elapsed := time.Since(t1)
+	cpu1, err := machine.ProcessCPUSeconds(pid)
+	if err != nil {
+		return w, err
+	}
+	w.Seconds = round(elapsed.Seconds())
+	w.Requests = proxy.Snapshot().Sub(start)
+	w.Total, w.Writes = w.Requests.Total(), w.Requests.Writes()
+	w.RequestsPerMinute = round(float64(w.Total) / elapsed.Minutes())
+	w.RequestsPerCRPer10Min = round(float64(w.Total) / float64(n) / elapsed.Minutes() * 10)
+	w.CPUSeconds = round(cpu1 - cpu0)
+	w.CPUPercentOfCore = round(100 * (cpu1 - cpu0) / elapsed.Seconds())
+	return w, nil
 }
 
 // createModelServers creates bench-0000 … with parallel workers, each
