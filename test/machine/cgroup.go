@@ -84,7 +84,8 @@ func makeChild(controller string) (dir string, v2 bool, err error) {
 	}
 	removeStale(own.Path)
 	dir = filepath.Join(own.Path, cgroupPrefix+strconv.Itoa(os.Getpid()))
-	if err := os.Mkdir(dir, 0o755); err != nil && !(own.V2 && errors.Is(err, os.ErrExist)) {
+	// On v2, where one cgroup has both limits, the first call made it.
+	if err := os.Mkdir(dir, 0o755); err != nil && (!own.V2 || !errors.Is(err, os.ErrExist)) {
 		return "", false, fmt.Errorf("make a cgroup: %w", err)
 	}
 	return dir, own.V2, nil
