@@ -87,14 +87,8 @@ func inCgroup(t *testing.T, limit int64, mode string, env ...string) (out string
 	if err != nil {
 		t.Error(err)
 	}
-	// The cgroup empties as its last process is reaped; give the kernel a moment.
-	deadline := time.Now().Add(5 * time.Second)
-	for err := cg.Remove(); err != nil; err = cg.Remove() {
-		if time.Now().After(deadline) {
-			t.Errorf("remove %s: %v", cg.Dirs(), err)
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
+	if err := cg.RemoveWhenEmpty(5 * time.Second); err != nil {
+		t.Errorf("remove %v: %v", cg.Dirs(), err)
 	}
 	return buf.String(), kills, runErr
 }

@@ -165,7 +165,7 @@ func runOperator(ctx context.Context, cfg config, spec operatorSpec, n int, log 
 		// Empty once the cluster has stopped the operator.
 		defer func() {
 			c.Stop()
-			_ = cg.Remove()
+			_ = cg.RemoveWhenEmpty(5 * time.Second)
 		}()
 		res.MemoryMaxMiB = round(float64(spec.limits.MemoryBytes) / (1 << 20))
 		res.CPUMax = spec.limits.CPUs

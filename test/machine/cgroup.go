@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/modelserver-dev/modelserver-operator/internal/cgroup"
 	"github.com/modelserver-dev/modelserver-operator/internal/memlimit"
@@ -220,6 +221,20 @@ func readStat(file string) (map[string]int64, error) {
 		}
 	}
 	return stat, nil
+}
+
+// RemoveWhenEmpty removes the cgroup once the kernel has reaped its last
+// process, which may be a moment after that process was waited for; it
+// gives up after timeout.
+func (c *Cgroup) RemoveWhenEmpty(timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		err := c.Remove()
+		if err == nil || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 // Remove removes the cgroup once no process is left in it.

@@ -26,7 +26,11 @@ func TestACPULimitThrottlesTheCommandItWraps(t *testing.T) {
 	if err != nil {
 		t.Skipf("no cgroup can be made here (not root, or cgroup v2 without the controllers delegated): %v", err)
 	}
-	t.Cleanup(func() { removeWhenEmpty(t, cg) })
+	t.Cleanup(func() {
+		if err := cg.RemoveWhenEmpty(5 * time.Second); err != nil {
+			t.Errorf("remove %v: %v", cg.Dirs(), err)
+		}
+	})
 	bin, args := cg.Wrap(os.Args[0], []string{"-test.run=^TestHelperSpin$", "-test.count=1"})
 	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), spinEnv+"=1500ms", "GOMAXPROCS=1")
@@ -60,18 +64,5 @@ func TestWrapQuotesTheCgroupsPaths(t *testing.T) {
 	want := `/bin/sh | -c | echo $$ > '/sys/fs/cgroup/memory/a b/cgroup.procs' && echo $$ > '/sys/fs/cgroup/cpu/it'\''s/cgroup.procs' && exec "$0" "$@" | /bin/true | x`
 	if got != want {
 		t.Errorf("Wrap:\n got %s\nwant %s", got, want)
-	}
-}
-
-// removeWhenEmpty removes the cgroup once the kernel has reaped its last
-// process.
-func removeWhenEmpty(t *testing.T, cg *Cgroup) {
-	deadline := time.Now().Add(5 * time.Second)
-	for err := cg.Remove(); err != nil; err = cg.Remove() {
-		if time.Now().After(deadline) {
-			t.Errorf("remove %v: %v", cg.Dirs(), err)
-			return
-		}
-		time.Sleep(50 * time.Millisecond)
 	}
 }
