@@ -225,7 +225,7 @@ func runOperator(ctx context.Context, cfg config, spec operatorSpec, n int, log 
 	}
 	res.PeakRSSMiB = round(res.PeakRSSMiB)
 	if cg != nil {
-		if err := res.readCgroup(cg, spec.limits); err != nil {
+		if err := res.readCgroup(cg); err != nil {
 			return nil, err
 		}
 	}
@@ -331,27 +331,23 @@ func (res *operatorRun) readLags(ctx context.Context, tr *tracker, cs kubernetes
 	return nil
 }
 
-// readCgroup records what the cgroup the operator ran in, with limits,
-// says of its memory and CPU.
-func (res *operatorRun) readCgroup(cg *machine.Cgroup, limits machine.Limits) error {
-	if limits.MemoryBytes > 0 {
-		kills, err := cg.OOMKills()
-		if err != nil {
-			return err
-		}
-		charged, err := cg.PeakBytes()
-		if err != nil {
-			return err
-		}
-		res.OOMKills, res.MemoryPeakChargeMiB = kills, round(float64(charged)/(1<<20))
+// readCgroup records what the cgroup the operator ran in says of its
+// memory and CPU; zero for a resource it did not limit.
+func (res *operatorRun) readCgroup(cg *machine.Cgroup) error {
+	kills, err := cg.OOMKills()
+	if err != nil {
+		return err
 	}
-	if limits.CPUs > 0 {
-		t, err := cg.CPUThrottling()
-		if err != nil {
-			return err
-		}
-		res.CPUPeriods, res.CPUThrottledPeriods, res.CPUThrottledSeconds = t.Periods, t.Throttled, round(t.Waited)
+	charged, err := cg.PeakBytes()
+	if err != nil {
+		return err
 	}
+	t, err := cg.CPUThrottling()
+	if err != nil {
+		return err
+	}
+	res.OOMKills, res.MemoryPeakChargeMiB = kills, round(float64(charged)/(1<<20))
+	res.CPUPeriods, res.CPUThrottledPeriods, res.CPUThrottledSeconds = t.Periods, t.Throttled, round(t.Waited)
 	return nil
 }
 

@@ -144,7 +144,7 @@ func shellQuote(s string) string {
 }
 
 // OOMKills is how many processes the kernel has killed in the cgroup for
-// passing its memory limit.
+// passing its memory limit; 0 for a cgroup without one.
 func (c *Cgroup) OOMKills() (int, error) {
 	if c.memory == "" {
 		return 0, nil
@@ -165,8 +165,12 @@ func (c *Cgroup) OOMKills() (int, error) {
 }
 
 // PeakBytes is the most memory charged to the cgroup at any time since it
-// was made: what a container's limit must allow for.
+// was made: what a container's limit must allow for. It is 0 for a cgroup
+// without a memory limit, which is not in the memory hierarchy.
 func (c *Cgroup) PeakBytes() (int64, error) {
+	if c.memory == "" {
+		return 0, nil
+	}
 	file := "memory.max_usage_in_bytes"
 	if c.v2 {
 		file = "memory.peak" // Linux 5.19 and later
@@ -186,7 +190,8 @@ type Throttling struct {
 	Waited             float64 // seconds
 }
 
-// CPUThrottling reads the cgroup's throttling since it was made.
+// CPUThrottling reads the cgroup's throttling since it was made; zero for
+// a cgroup without a CPU limit.
 func (c *Cgroup) CPUThrottling() (Throttling, error) {
 	if c.cpu == "" {
 		return Throttling{}, nil

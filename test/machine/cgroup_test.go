@@ -66,3 +66,18 @@ func TestWrapQuotesTheCgroupsPaths(t *testing.T) {
 		t.Errorf("Wrap:\n got %s\nwant %s", got, want)
 	}
 }
+
+// The bench reads every figure of the cgroup it ran in; those of a
+// resource the cgroup does not limit are zero, not an error.
+func TestAResourceWithoutALimitReadsAsZero(t *testing.T) {
+	cpuOnly, memoryOnly := &Cgroup{cpu: t.TempDir()}, &Cgroup{memory: t.TempDir()}
+	if kills, err := cpuOnly.OOMKills(); kills != 0 || err != nil {
+		t.Errorf("OOMKills without a memory limit = %d, %v; want 0, nil", kills, err)
+	}
+	if peak, err := cpuOnly.PeakBytes(); peak != 0 || err != nil {
+		t.Errorf("PeakBytes without a memory limit = %d, %v; want 0, nil", peak, err)
+	}
+	if thr, err := memoryOnly.CPUThrottling(); thr != (Throttling{}) || err != nil {
+		t.Errorf("CPUThrottling without a CPU limit = %+v, %v; want zero, nil", thr, err)
+	}
+}
