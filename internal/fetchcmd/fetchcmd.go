@@ -21,13 +21,12 @@ import (
 // Run runs the command sub with args and returns the process's exit code,
 // and false if sub is neither of the two.
 func Run(sub string, args []string) (code int, ok bool) {
-	if sub == "fetch" || sub == "wait-for-model" {
-		setMemoryLimit(os.Stderr)
-	}
 	switch sub {
 	case "fetch":
+		setMemoryLimit(os.Stderr)
 		return Fetch(args), true
 	case "wait-for-model":
+		setMemoryLimit(os.Stderr)
 		if err := WaitForModel(args); err != nil {
 			fmt.Fprintln(os.Stderr, "error:", err)
 			return 1, true
