@@ -62,18 +62,21 @@ fmt: ## Run gofmt on the code.
 vet: ## Run go vet.
 	go vet ./...
 
+# The benchmarks' modules, each with its own go.mod.
+BENCH_MODULES := test/bench test/bench/peer test/fetchbench
+
 # golangci-lint's linters and why each is on are in .golangci.yml.
 .PHONY: lint
 lint: vet vet-bench $(LOCALBIN)/golangci-lint ## Fail on unformatted code, vet and golangci-lint findings, in this module and the benchmarks'.
 	@echo ">> $(now) $@"
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "not gofmt-ed:"; echo "$$out"; exit 1; fi
 	golangci-lint run ./...
-	for m in test/bench test/bench/peer test/fetchbench; do (cd $$m && golangci-lint run ./...) || exit 1; done
+	for m in $(BENCH_MODULES); do (cd $$m && golangci-lint run ./...) || exit 1; done
 
 .PHONY: verify-shared-deps
 verify-shared-deps: ## Fail if a package this module and hack/tools, kwok's or OLM's module or a benchmark module both compile is pinned at different versions (a cold build would compile it twice).
 	@echo ">> $(now) $@"
-	hack/verify-shared-deps.sh test/bench test/bench/peer test/fetchbench \
+	hack/verify-shared-deps.sh $(BENCH_MODULES) \
 		'hack/tools=$(subst $(space),$(comma),$(strip $(HACK_TOOLS_PKGS)))' hack/tools/kwok=$(KWOK_PKG) \
 		'hack/tools/olm=$(subst $(space),$(comma),$(strip $(OLM_TOOLS_PKGS)))'
 
