@@ -125,6 +125,12 @@ func printRuns(w *strings.Builder, r *report) {
 	row("idle: requests per minute", func(o *operatorRun) string { return fmt.Sprint(o.Idle.RequestsPerMinute) }, nil)
 	row("idle: requests per CR per 10 min", func(o *operatorRun) string { return fmt.Sprint(o.Idle.RequestsPerCRPer10Min) }, nil)
 	row("idle: CPU % of a core", func(o *operatorRun) string { return fmt.Sprint(o.Idle.CPUPercentOfCore) }, nil)
+	row("CPU limit / throttled periods", func(o *operatorRun) string {
+		if o.CPUMax == 0 {
+			return "none"
+		}
+		return fmt.Sprintf("%g / %d of %d", o.CPUMax, o.CPUThrottledPeriods, o.CPUPeriods)
+	}, nil)
 	row("CPU seconds to all Ready", func(o *operatorRun) string { return fmt.Sprint(o.CPUSeconds) }, nil)
 	row("peak RSS MiB", func(o *operatorRun) string { return fmt.Sprint(o.PeakRSSMiB) }, nil)
 	row("Ready after serving p50/p90/p99/max s", func(o *operatorRun) string {

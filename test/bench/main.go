@@ -42,6 +42,7 @@ type config struct {
 	burst             int
 	oursArgs          []string
 	oursLimits        machine.Limits
+	peerLimits        machine.Limits
 	out               string
 	label             string
 	readyTimeout      time.Duration
@@ -86,7 +87,7 @@ func main() {
 
 func parseFlags() (config, error) {
 	var cfg config
-	var ns, systems, oursArgs, oursMemoryMax, oursCPUs string
+	var ns, systems, oursArgs, oursMemoryMax, oursCPUs, operatorCPUs string
 	flag.StringVar(&cfg.repo, "repo", "../..", "The repository's root.")
 	flag.StringVar(&ns, "n", envOr("BENCH_N", "1,100,1000"), "Comma-separated numbers of ModelServers (default $BENCH_N, else 1,100,1000).")
 	flag.StringVar(&systems, "systems", "ours,peer,floor", "What to run: ours, peer, floor; writes (what each of the operator's writes costs the control plane).")
@@ -97,7 +98,8 @@ func parseFlags() (config, error) {
 	flag.IntVar(&cfg.burst, "kube-api-burst", 0, "Passed to both operators (0: the operator's default).")
 	flag.StringVar(&oursArgs, "ours-args", "", "More flags for the ModelServer operator, space-separated.")
 	flag.StringVar(&oursMemoryMax, "ours-memory-max", "", "Run the ModelServer operator in a cgroup with this memory limit (a quantity: 256Mi), as a container limited to it; needs root.")
-	flag.StringVar(&oursCPUs, "ours-cpus", "", "Run the ModelServer operator in a cgroup with this CPU limit (a quantity: 500m, 1), as a container limited to it; needs root.")
+	flag.StringVar(&operatorCPUs, "operator-cpus", "1", "Run each operator, ours and the peer, in a cgroup of its own with this CPU limit (a quantity: 500m, 1), as the kubelet runs an operator's container limited to it; 1 is the example Deployment's limit. Needs root; 0 runs them as bare processes.")
+	flag.StringVar(&oursCPUs, "ours-cpus", "", "The ModelServer operator's CPU limit, in place of -operator-cpus's.")
 	flag.StringVar(&cfg.out, "out", "results", "Directory for the JSON and PNG results.")
 	flag.StringVar(&cfg.label, "label", "", "Suffix of the result files' names, e.g. before.")
 	flag.DurationVar(&cfg.readyTimeout, "ready-timeout", 20*time.Minute, "How long to wait for all to be Ready.")
@@ -127,16 +129,28 @@ func parseFlags() (config, error) {
 		}
 		cfg.oursLimits.MemoryBytes = q.Value()
 	}
+	cpus, err := parseCPUs("-operator-cpus", operatorCPUs)
+	if err != nil {
+		return cfg, err
+	}
+	cfg.peerLimits.CPUs, cfg.oursLimits.CPUs = cpus, cpus
 	if oursCPUs != "" {
-		q, err := resource.ParseQuantity(oursCPUs)
-		if err != nil || q.Sign() <= 0 {
-			return cfg, fmt.Errorf("-ours-cpus: %q is not a positive quantity of CPUs", oursCPUs)
+		if cfg.oursLimits.CPUs, err = parseCPUs("-ours-cpus", oursCPUs); err != nil {
+			return cfg, err
 		}
-		cfg.oursLimits.CPUs = q.AsApproximateFloat64()
 	}
 	repo, err := filepath.Abs(cfg.repo)
 	cfg.repo = repo
 	return cfg, err
+}
+
+// parseCPUs reads a CPU limit; 0 is none.
+func parseCPUs(flagName, v string) (float64, error) {
+	q, err := resource.ParseQuantity(v)
+	if err != nil || q.Sign() < 0 {
+		return 0, fmt.Errorf("%s: %q is not a quantity of CPUs", flagName, v)
+	}
+	return q.AsApproximateFloat64(), nil
 }
 
 func run(ctx context.Context, cfg config, log *slog.Logger) error {
@@ -173,6 +187,7 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 		name:                "helm-operator-plugins",
 		binary:              peer,
 		args:                append([]string{"--fetch-image=example.com/modelserver-operator:bench"}, peerTuning(manager, tuning)...),
+		limits:              cfg.peerLimits,
 		readyFromDeployment: true,
 		openStatus:          true,
 	}
