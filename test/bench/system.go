@@ -59,18 +59,19 @@ type operatorRun struct {
 	// were Ready, by component, and the harness's own (not in "total").
 	ControlPlaneCPUSeconds map[string]float64 `json:"controlPlaneCPUSeconds"`
 	PeakRSSMiB             float64            `json:"peakRSSMiB"`
-	// With a memory limit (-ours-memory-max): the limit of the cgroup the operator ran in,
-	// the most memory charged to it there until all were Ready (the
-	// process's anonymous memory, and the kernel's on its behalf, but not
-	// the pages of its binary, which the harness's build put in the page
-	// cache), and how many times the kernel killed it for passing the limit.
+	// With a memory limit (-ours-memory-max): the limit of the cgroup the
+	// operator ran in, the most memory charged to it there until all were
+	// Ready (the process's anonymous memory, and the kernel's on its
+	// behalf, but not the pages of its binary, which the harness's build
+	// put in the page cache), and how many times the kernel killed it for
+	// passing the limit.
 	MemoryMaxMiB        float64 `json:"memoryMaxMiB,omitempty"`
 	MemoryPeakChargeMiB float64 `json:"memoryPeakChargeMiB,omitempty"`
 	OOMKills            int     `json:"oomKills,omitempty"`
-	// With a CPU limit (-operator-cpus, -ours-cpus): the CPU limit of the cgroup the operator ran in, in
-	// CPUs, and until all were Ready the 100 ms periods in which it ran,
-	// those in which it used up its quota and waited, and the time it
-	// waited.
+	// With a CPU limit (-operator-cpus, -ours-cpus): the CPU limit of the
+	// cgroup the operator ran in, in CPUs, and until all were Ready the
+	// 100 ms periods in which it ran, those in which it used up its quota
+	// and waited, and the time it waited.
 	CPUMax              float64 `json:"cpuMax,omitempty"`
 	CPUPeriods          int64   `json:"cpuPeriods,omitempty"`
 	CPUThrottledPeriods int64   `json:"cpuThrottledPeriods,omitempty"`
@@ -160,7 +161,7 @@ func runOperator(ctx context.Context, cfg config, spec operatorSpec, n int, log 
 	var cg *machine.Cgroup // nil: no limits
 	if spec.limits != (machine.Limits{}) {
 		if cg, err = machine.NewCgroup(spec.limits); err != nil {
-			return nil, fmt.Errorf("a cgroup for %s (-operator-cpus=0 runs the operators as bare processes): %w", spec.name, err)
+			return nil, fmt.Errorf("a cgroup for %s (needs root; -operator-cpus=0 without -ours-memory-max runs the operators as bare processes): %w", spec.name, err)
 		}
 		// Empty once the cluster has stopped the operator.
 		defer func() {
