@@ -121,8 +121,8 @@ func changeChart(src, version string) error {
 		return err
 	}
 	return replaceOnce(filepath.Join(chartDir, "templates", "service.yaml"),
-		"  {{- with .Values.service.annotations }}\n  annotations:\n    {{- toYaml . | nindent 4 }}\n  {{- end }}\n",
-		"  annotations:\n    "+ChartVersionAnnotation+": {{ .Chart.Version | quote }}\n    {{- with .Values.service.annotations }}\n    {{- toYaml . | nindent 4 }}\n    {{- end }}\n")
+		"  {{- with .Values.service.annotations }}\n  annotations:\n    {{- include \"modelserver.stringMap\" . | nindent 4 }}\n  {{- end }}\n",
+		"  annotations:\n    "+ChartVersionAnnotation+": {{ .Chart.Version | quote }}\n    {{- with .Values.service.annotations }}\n    {{- include \"modelserver.stringMap\" . | nindent 4 }}\n    {{- end }}\n")
 }
 
 func replaceOnce(file, old, new string) error {
