@@ -125,7 +125,9 @@ func CatalogImage(ctx context.Context, binDir, configsDir, workDir string) (ocii
 	if err := os.RemoveAll(cache); err != nil {
 		return ociimage.Spec{}, err
 	}
-	cmd := exec.CommandContext(ctx, filepath.Join(binDir, "opm"), "serve", configsDir, "--cache-dir="+cache, "--cache-only")
+	// No profiling endpoint: opm's default, localhost:6060, is one port for
+	// every suite building a catalog at once, and the second fails to bind.
+	cmd := exec.CommandContext(ctx, filepath.Join(binDir, "opm"), "serve", configsDir, "--cache-dir="+cache, "--cache-only", "--pprof-addr=")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return ociimage.Spec{}, fmt.Errorf("opm serve --cache-only %s: %v\n%s", configsDir, err, out)
 	}
