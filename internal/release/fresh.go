@@ -76,13 +76,9 @@ func (m *Manager) Install(ctx context.Context, namespace, name string, ch *chart
 // records it. It returns errNotFresh, with the objects it created, when
 // anything already exists.
 func (m *Manager) installFresh(ctx context.Context, cfg *action.Configuration, namespace, name string, ch *chart.Chart, vals map[string]any, digest string) (*helmrelease.Release, kube.ResourceList, error) {
-	rel, err := m.render(ctx, namespace, name, ch, vals, digest)
+	rel, resources, err := m.renderAndBuild(ctx, cfg, namespace, name, ch, vals, digest)
 	if err != nil {
-		return rel, nil, fmt.Errorf("install release %s/%s: %w", namespace, name, err)
-	}
-	resources, err := cfg.KubeClient.Build(bytes.NewBufferString(rel.Manifest), false)
-	if err != nil {
-		return rel, nil, fmt.Errorf("install release %s/%s: build objects: %w", namespace, name, err)
+		return rel, nil, err
 	}
 	if err := resources.Visit(markOwnership(name, namespace)); err != nil {
 		return rel, nil, fmt.Errorf("install release %s/%s: %w", namespace, name, err)
@@ -112,6 +108,27 @@ func (m *Manager) installFresh(ctx context.Context, cfg *action.Configuration, n
 		return rel, created, fmt.Errorf("install release %s/%s: record the release: %w", namespace, name, err)
 	}
 	return rel, created, nil
+}
+
+// renderAndBuild makes revision 1 of the release and the objects of its
+// manifest, parsing the manifest once where it can (renderParsedOnce),
+// and with Helm's install and Build where that cannot.
+func (m *Manager) renderAndBuild(ctx context.Context, cfg *action.Configuration, namespace, name string, ch *chart.Chart, vals map[string]any, digest string) (*helmrelease.Release, kube.ResourceList, error) {
+	rel, resources, ok, err := m.renderParsedOnce(cfg, namespace, name, ch, vals, digest)
+	if !ok {
+		rel, err = m.render(ctx, namespace, name, ch, vals, digest)
+	}
+	if err != nil {
+		return rel, nil, fmt.Errorf("install release %s/%s: %w", namespace, name, err)
+	}
+	if ok {
+		return rel, resources, nil
+	}
+	resources, err = cfg.KubeClient.Build(bytes.NewBufferString(rel.Manifest), false)
+	if err != nil {
+		return rel, nil, fmt.Errorf("install release %s/%s: build objects: %w", namespace, name, err)
+	}
+	return rel, resources, nil
 }
 
 // render makes revision 1 of the release without touching the cluster:

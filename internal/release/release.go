@@ -414,11 +414,12 @@ func (m *Manager) config(namespace string, owner *metav1.OwnerReference) (*actio
 	kc := kube.New(getter)
 	kc.Namespace = namespace
 	kc.Log = debug
-	secrets := driver.NewSecrets(ownedBy(m.clientset.CoreV1().Secrets(namespace), owner))
+	records := ownedBy(m.clientset.CoreV1().Secrets(namespace), owner)
+	secrets := driver.NewSecrets(records)
 	secrets.Log = debug
 	return &action.Configuration{
 		RESTClientGetter: getter,
-		Releases:         storage.Init(&pendingWrittenOnce{Driver: chartByVersion{retryingUpdates{secrets}}}),
+		Releases:         storage.Init(&pendingWrittenOnce{Driver: chartByVersion{retryingUpdates{newRecords{secrets, records}}}}),
 		KubeClient:       knownReachable{kc},
 		Capabilities:     caps,
 		Log:              debug,
