@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"reflect"
 	"slices"
 	"testing"
@@ -98,6 +99,9 @@ func TestParsedOnceIsHelmsRender(t *testing.T) {
 			rel.Info.FirstDeployed, rel.Info.LastDeployed = want.Info.FirstDeployed, want.Info.LastDeployed
 			if g, w := mustJSON(t, rel), mustJSON(t, want); g != w {
 				t.Errorf("release:\n%s\nHelm's:\n%s", g, w)
+			}
+			if !maps.Equal(rel.Labels, want.Labels) { // not in the JSON: the record's labels
+				t.Errorf("release labels %v, Helm's %v", rel.Labels, want.Labels)
 			}
 			wantObjs, err := cfg.KubeClient.Build(bytes.NewBufferString(want.Manifest), false)
 			if err != nil {
