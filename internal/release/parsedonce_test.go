@@ -58,23 +58,11 @@ func fullValues(tb testing.TB) map[string]any {
 	ms.Spec.NetworkPolicy = &servingv1alpha1.NetworkPolicySpec{AllowedNamespaces: []string{"apps"}}
 	ms.Spec.PodTemplate.Labels = map[string]string{"gpu": "true", "nothing": "null", "mode": "0755", "empty": ""}
 	ms.Spec.PodTemplate.Annotations = map[string]string{"note": "line one\nline two: \"quoted\" # not a comment", "tilde": "~"}
-	spec, err := values.Validate(ms)
-	if err != nil {
-		tb.Fatal(err)
-	}
 	apis := map[string]bool{}
 	for _, gvk := range []schema.GroupVersionKind{values.HTTPRouteKind, values.GRPCRouteKind, values.ServiceMonitorKind} {
 		apis[values.APIKey(gvk)] = true
 	}
-	v, err := spec.Values(values.Inputs{ChartVersion: "0.1.0", AppVersion: "2.19.1", FetchImage: "x", Served: spec.AllFetched(), APIs: apis})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	m, err := v.Map()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return m
+	return valuesOf(tb, ms, apis)
 }
 
 // TestParsedOnceIsHelmsRender: the release and the objects made with one

@@ -25,11 +25,19 @@ func chartValues(tb testing.TB) (*chart.Chart, map[string]any) {
 	ms.Spec.Model = &servingv1alpha1.ModelSpec{StorageURI: "s3://models/m"}
 	one := int32(1)
 	ms.Spec.Replicas = &one
+	return ch, valuesOf(tb, ms, nil)
+}
+
+// valuesOf returns the values the operator computes for ms once its
+// models are fetched, in a cluster that serves the optional kinds apis
+// names (values.Inputs.APIs).
+func valuesOf(tb testing.TB, ms *servingv1alpha1.ModelServer, apis map[string]bool) map[string]any {
+	tb.Helper()
 	spec, err := values.Validate(ms)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	v, err := spec.Values(values.Inputs{ChartVersion: "0.1.0", AppVersion: "2.19.1", FetchImage: "x", Served: spec.AllFetched()})
+	v, err := spec.Values(values.Inputs{ChartVersion: "0.1.0", AppVersion: "2.19.1", FetchImage: "x", Served: spec.AllFetched(), APIs: apis})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -37,7 +45,7 @@ func chartValues(tb testing.TB) (*chart.Chart, map[string]any) {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	return ch, m
+	return m
 }
 
 // helmCheck is the check Helm's install and upgrade make.
