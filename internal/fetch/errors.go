@@ -13,12 +13,10 @@ import (
 	"strings"
 	"syscall"
 
-	"cloud.google.com/go/storage"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/smithy-go"
 	"gocloud.dev/gcerrors"
 	"golang.org/x/oauth2"
-	"google.golang.org/api/googleapi"
 
 	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
 	"github.com/modelserver-dev/modelserver-operator/internal/fetchcontract"
@@ -146,19 +144,9 @@ func classify(err error, what string) *Error {
 	}
 
 	// Google Cloud Storage.
-	switch {
-	case errors.Is(err, storage.ErrBucketNotExist):
-		return e(servingv1alpha1.ReasonNotFound, true, "the bucket does not exist")
-	case errors.Is(err, storage.ErrObjectNotExist):
-		return e(servingv1alpha1.ReasonNotFound, true, "the object does not exist")
-	}
-	var ge *googleapi.Error
+	var ge *gcsError
 	if errors.As(err, &ge) {
-		detail := fmt.Sprintf("HTTP %d", ge.Code)
-		if ge.Message != "" {
-			detail += ": " + ge.Message
-		}
-		return byStatus(ge.Code, err, prefix, detail)
+		return byStatus(ge.code, err, prefix, ge.Error())
 	}
 
 	// Plain HTTP (the http(s):// source).

@@ -1,6 +1,8 @@
 package fetch
 
 import (
+	"bytes"
+	"compress/gzip"
 	"context"
 	"crypto/rand"
 	"crypto/rsa"
@@ -8,19 +10,24 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"encoding/pem"
+	"fmt"
 	"io"
 	"log"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"reflect"
+	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
 	"github.com/fsouza/fake-gcs-server/fakestorage"
 
 	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
+	"github.com/modelserver-dev/modelserver-operator/internal/storageuri"
 )
 
 // fakeGCS is fake-gcs-server behind a handler that, when a token is
@@ -31,6 +38,8 @@ type fakeGCS struct {
 	store         *fakestorage.Server
 	requiredToken string
 	requests      atomic.Int32
+	// seen, when set, sees every request before the store does.
+	seen func(*http.Request)
 }
 
 func newFakeGCS(t *testing.T) *fakeGCS {
@@ -48,6 +57,9 @@ func newFakeGCS(t *testing.T) *fakeGCS {
 	handler := store.HTTPHandler()
 	f.Server = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		f.requests.Add(1)
+		if f.seen != nil {
+			f.seen(r)
+		}
 		if f.requiredToken != "" && r.Header.Get("Authorization") != "Bearer "+f.requiredToken {
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusUnauthorized)
@@ -192,4 +204,157 @@ func TestMissingGCSModelIsNotFound(t *testing.T) {
 
 func jwtPart(s string) ([]byte, error) {
 	return base64.RawURLEncoding.DecodeString(s)
+}
+
+func TestALargeGCSFileIsFetchedAsRanges(t *testing.T) {
+	gcs := newFakeGCS(t)
+	files := largeModel()
+	gcs.put("m", files)
+	var seen rangesOf
+	gcs.seen = func(r *http.Request) {
+		if r.URL.Query().Get("alt") == "media" && strings.HasSuffix(r.URL.Path, "/m/"+largeFileKey) {
+			seen.mu.Lock()
+			defer seen.mu.Unlock()
+			seen.ranges = append(seen.ranges, r.Header.Get("Range"))
+		}
+	}
+	o, _ := testOptions(t, "gs://models/m", secretDir(t, map[string]string{KeyGCSEndpointURL: gcs.URL}))
+	o.partSize = testPartSize
+	if _, err := Run(context.Background(), o); err != nil {
+		t.Fatal(err)
+	}
+	assertTree(t, o.Dest, files)
+	if len(seen.ranges) != 11 {
+		t.Fatalf("%d requests for the large file (%q); want one for each of its 11 parts", len(seen.ranges), seen.ranges)
+	}
+	if seen.count("bytes=655360-655482") != 1 {
+		t.Errorf("the last part was not asked for once: %q", seen.ranges)
+	}
+}
+
+func TestAGCSObjectReplacedDuringARangedDownloadIsNotStitched(t *testing.T) {
+	gcs := newFakeGCS(t)
+	files := largeModel()
+	gcs.put("m", files)
+	var (
+		mu    sync.Mutex
+		parts int
+	)
+	gcs.seen = func(r *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		if r.URL.Query().Get("alt") == "media" && strings.HasSuffix(r.URL.Path, "/m/"+largeFileKey) {
+			if parts++; parts == 4 {
+				gcs.put("m", map[string][]byte{largeFileKey: bytes.Repeat([]byte{7}, len(files[largeFileKey]))})
+			}
+		}
+	}
+	o, _ := testOptions(t, "gs://models/m", secretDir(t, map[string]string{KeyGCSEndpointURL: gcs.URL}))
+	o.partSize = testPartSize
+	o.Concurrency = 1 // the parts in order: three of one generation, the rest of the next
+	_, err := Run(context.Background(), o)
+	fe := wantFailure(t, err, servingv1alpha1.ReasonFetchFailed, ExitTransient)
+	if !strings.Contains(fe.Message, "changed during the fetch") {
+		t.Errorf("message %q does not say the object changed", fe.Message)
+	}
+	assertNothingPublished(t, o.Dest)
+}
+
+// Object names are one segment of the JSON API's URL: every character a
+// URL gives a meaning to must arrive as part of the name.
+func TestGCSObjectNamesWithURLCharactersAreFetched(t *testing.T) {
+	gcs := newFakeGCS(t)
+	files := model(1)
+	for _, name := range []string{"1/assets/vocab #1?.txt", "1/assets/100%+50%.txt", "1/assets/é ü.txt", "1/assets/a;b=c&d.txt"} {
+		files[name] = []byte(name)
+	}
+	gcs.put("odd names/m", files)
+	o, _ := testOptions(t, "gs://models/odd names/m", secretDir(t, map[string]string{KeyGCSEndpointURL: gcs.URL}))
+	if _, err := Run(context.Background(), o); err != nil {
+		t.Fatal(err)
+	}
+	assertTree(t, o.Dest, files)
+}
+
+func TestAGCSListingOfManyPagesListsEveryObject(t *testing.T) {
+	gcs := newFakeGCS(t)
+	files := model(1, 2)
+	for i := range 7 {
+		files[fmt.Sprintf("2/assets/%d.txt", i)] = []byte{byte(i)}
+	}
+	gcs.put("m", files)
+	gcs.put("m2", model(3)) // beside the prefix, not below it
+	var pages atomic.Int32
+	gcs.seen = func(r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/b/models/o") {
+			pages.Add(1)
+		}
+	}
+	creds, err := LoadCredentials(secretDir(t, map[string]string{KeyGCSEndpointURL: gcs.URL}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	loc, err := storageuri.Parse("gs://models/m")
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := newGCSSource(context.Background(), loc, creds, http.DefaultTransport, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src.(*gcsSource).pageSize = 3
+	l, err := src.List(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, obj := range l.Objects {
+		got = append(got, obj.Key)
+		if obj.Size != int64(len(files[obj.Key])) {
+			t.Errorf("%s listed with %d bytes; want %d", obj.Key, obj.Size, len(files[obj.Key]))
+		}
+	}
+	slices.Sort(got)
+	want := slices.Sorted(maps.Keys(files))
+	if !slices.Equal(got, want) {
+		t.Errorf("listed %q; want %q", got, want)
+	}
+	if n := int(pages.Load()); n != (len(files)+2)/3 {
+		t.Errorf("%d listing requests; want %d pages of 3", n, (len(files)+2)/3)
+	}
+}
+
+func TestAGCSObjectAtThePrefixIsFetchedAsAnArchive(t *testing.T) {
+	gcs := newFakeGCS(t)
+	files := model(1)
+	gcs.store.CreateObject(fakestorage.Object{
+		ObjectAttrs: fakestorage.ObjectAttrs{BucketName: testBucket, Name: "exports/m.tar.gz"},
+		Content:     tarball(t, true, entries(files)),
+	})
+	o, _ := testOptions(t, "gs://models/exports/m.tar.gz", secretDir(t, map[string]string{KeyGCSEndpointURL: gcs.URL}))
+	if _, err := Run(context.Background(), o); err != nil {
+		t.Fatal(err)
+	}
+	assertTree(t, o.Dest, files)
+}
+
+func TestAGzipEncodedGCSObjectIsRefusedByName(t *testing.T) {
+	gcs := newFakeGCS(t)
+	files := model(1)
+	gcs.put("m", files)
+	var zipped bytes.Buffer
+	zw := gzip.NewWriter(&zipped)
+	_, _ = zw.Write([]byte("vocabulary"))
+	_ = zw.Close()
+	gcs.store.CreateObject(fakestorage.Object{
+		ObjectAttrs: fakestorage.ObjectAttrs{BucketName: testBucket, Name: "m/1/assets/vocab.txt", ContentEncoding: "gzip"},
+		Content:     zipped.Bytes(),
+	})
+	o, _ := testOptions(t, "gs://models/m", secretDir(t, map[string]string{KeyGCSEndpointURL: gcs.URL}))
+	_, err := Run(context.Background(), o)
+	fe := wantFailure(t, err, servingv1alpha1.ReasonFetchFailed, ExitPermanent)
+	if !strings.Contains(fe.Message, "gs://models/m/1/assets/vocab.txt is stored with Content-Encoding gzip") {
+		t.Errorf("message %q does not name the object and its encoding", fe.Message)
+	}
+	assertNothingPublished(t, o.Dest)
 }

@@ -4,22 +4,17 @@ import (
 	"context"
 	"errors"
 	"io"
-	"path"
-	"strconv"
-	"strings"
 
-	"cloud.google.com/go/storage"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"gocloud.dev/blob"
 	"gocloud.dev/gcerrors"
 
-	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
 	"github.com/modelserver-dev/modelserver-operator/internal/storageuri"
 )
 
-// blobSource is a bucket of an object store (S3 or GCS, through
-// gocloud.dev/blob) and a prefix in it.
+// blobSource is an S3 bucket, through gocloud.dev/blob, and a prefix in
+// it.
 type blobSource struct {
 	bucket   *blob.Bucket
 	scheme   storageuri.Scheme
@@ -29,65 +24,39 @@ type blobSource struct {
 	maxFiles int
 }
 
-func (s *blobSource) listPrefix() string {
-	if s.prefix == "" {
-		return ""
-	}
-	return s.prefix + "/"
-}
-
 func (s *blobSource) List(ctx context.Context) (Listing, error) {
-	var l Listing
-	p := s.listPrefix()
-	it := s.bucket.List(&blob.ListOptions{Prefix: p})
+	keys := newKeyListing(s.scheme, s.name, s.prefix, s.maxFiles)
+	it := s.bucket.List(&blob.ListOptions{Prefix: keys.listPrefix()})
 	for {
 		obj, err := it.Next(ctx)
 		if errors.Is(err, io.EOF) {
 			break
 		}
 		if err != nil {
-			return Listing{}, classify(err, s.Describe(""))
+			return Listing{}, classify(err, keys.describePrefix())
 		}
-		rel := strings.TrimPrefix(obj.Key, p)
-		// A key ending in "/" is a folder marker, as the S3 console's
-		// "Create folder" leaves; one for the prefix itself ("prefix/")
-		// is left empty once the prefix is cut off.
-		if rel == "" || strings.HasSuffix(rel, "/") {
-			if rel = strings.TrimSuffix(rel, "/"); rel != "" && storageuri.SafeRelPath(rel) {
-				l.Dirs = append(l.Dirs, rel)
-			}
-			continue
-		}
-		if !storageuri.SafeRelPath(rel) {
-			return Listing{}, permanentf(servingv1alpha1.ReasonInvalidLayout, "%s: the object key %q has empty, . or .. path segments", s.Describe(""), obj.Key)
-		}
-		l.Objects = append(l.Objects, Object{Key: rel, Size: obj.Size})
-		if len(l.Objects) > s.maxFiles {
-			return Listing{}, permanentf(servingv1alpha1.ReasonTooLarge, "%s holds more than %d files", s.Describe(""), s.maxFiles)
+		if err := keys.add(obj.Key, obj.Size); err != nil {
+			return Listing{}, err
 		}
 	}
-	if len(l.Objects) > 0 {
-		return l, nil
-	}
-	// Nothing below prefix/: the prefix may name one object (an archive).
-	if s.prefix != "" {
+	l, err := keys.done(func() (int64, bool, error) {
 		attrs, err := s.bucket.Attributes(ctx, s.prefix)
-		if err == nil {
-			s.single = s.prefix
-			return Listing{Single: true, Objects: []Object{{Key: path.Base(s.prefix), Size: attrs.Size}}}, nil
+		switch {
+		case err == nil:
+			return attrs.Size, true, nil
+		case gcerrors.Code(err) == gcerrors.NotFound:
+			return 0, false, nil
 		}
-		if gcerrors.Code(err) != gcerrors.NotFound {
-			return Listing{}, classify(err, s.Describe(""))
-		}
+		return 0, false, classify(err, keys.describePrefix())
+	})
+	if l.Single {
+		s.single = s.prefix
 	}
-	return Listing{}, permanentf(servingv1alpha1.ReasonNotFound, "no objects under %s (check spec.model.storageUri)", s.Describe(""))
+	return l, err
 }
 
 func (s *blobSource) key(rel string) string {
-	if s.single != "" {
-		return s.single
-	}
-	return s.listPrefix() + rel
+	return objectKey(s.prefix, s.single, rel)
 }
 
 func (s *blobSource) Open(ctx context.Context, rel string) (io.ReadCloser, int64, error) {
@@ -106,25 +75,18 @@ func (s *blobSource) OpenRange(ctx context.Context, rel string, offset, length i
 	return r, rangeInfo{Size: r.Size(), Version: objectVersion(r)}, nil
 }
 
-// objectVersion is what identifies the content r reads: S3's ETag, GCS's
-// generation; "" for a store that tells neither.
+// objectVersion is what identifies the content r reads: S3's ETag; "" for
+// a store that does not tell it.
 func objectVersion(r *blob.Reader) string {
 	var s3Object s3.GetObjectOutput
 	if r.As(&s3Object) {
 		return aws.ToString(s3Object.ETag)
 	}
-	var gcsObject *storage.Reader
-	if r.As(&gcsObject) && gcsObject != nil {
-		return strconv.FormatInt(gcsObject.Attrs.Generation, 10)
-	}
 	return ""
 }
 
 func (s *blobSource) Describe(rel string) string {
-	if rel == "" {
-		return string(s.scheme) + "://" + s.name + "/" + s.listPrefix()
-	}
-	return string(s.scheme) + "://" + s.name + "/" + s.key(rel)
+	return describeKey(s.scheme, s.name, s.prefix, s.single, rel)
 }
 
 func (s *blobSource) Close() error { return s.bucket.Close() }

@@ -2,61 +2,275 @@ package fetch
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 
-	"cloud.google.com/go/storage"
-	"gocloud.dev/blob/gcsblob"
-	"gocloud.dev/gcp"
 	"golang.org/x/oauth2"
 	"golang.org/x/oauth2/google"
-	"google.golang.org/api/option"
 
 	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
 	"github.com/modelserver-dev/modelserver-operator/internal/storageuri"
 )
 
+// gcsReadOnlyScope is the OAuth scope a service account key's tokens are
+// asked for: reading objects, nothing else.
+const gcsReadOnlyScope = "https://www.googleapis.com/auth/devstorage.read_only"
+
+// defaultGCSAPI is the Cloud Storage JSON API's base URL.
+const defaultGCSAPI = "https://storage.googleapis.com/storage/v1/"
+
+// gcsSource is a Cloud Storage bucket and a prefix in it, read through the
+// JSON API on the fetcher's own transport: a listing, an object's size,
+// and media downloads, whole or as ranges. It needs four requests of one
+// API; Google's client library would have linked gRPC, xDS and
+// OpenTelemetry into the fetcher, whose initialisation alone took longer
+// than the rest of its start (docs/performance.md).
+type gcsSource struct {
+	client   *http.Client
+	api      *url.URL // the JSON API's base, its path ending in "/"
+	bucket   string
+	prefix   string // no leading or trailing slash; "" for the whole bucket
+	single   string // the object's name, when the prefix names one
+	maxFiles int
+	// pageSize is how many objects a listing page asks for; 0 leaves it
+	// to the service (1,000).
+	pageSize int
+}
+
 // newGCSSource opens a Cloud Storage bucket with the service account key
 // of the credentials Secret, or anonymously (public buckets) when it has
 // none. Application default credentials are never looked for.
 func newGCSSource(ctx context.Context, loc storageuri.Location, creds Credentials, transport http.RoundTripper, maxFiles int) (Source, error) {
-	var client *gcp.HTTPClient
+	client := &http.Client{Transport: transport}
 	if key := creds.values[KeyGCSServiceAccount]; strings.TrimSpace(key) != "" {
 		// Tokens are fetched through the same transport (proxy, trust).
 		tokenCtx := context.WithValue(ctx, oauth2.HTTPClient, &http.Client{Transport: transport})
-		c, err := google.CredentialsFromJSONWithType(tokenCtx, []byte(key), google.ServiceAccount, storage.ScopeReadOnly)
+		c, err := google.CredentialsFromJSONWithType(tokenCtx, []byte(key), google.ServiceAccount, gcsReadOnlyScope)
 		if err != nil {
 			return nil, permanentf(servingv1alpha1.ReasonAccessDenied, "credentials key %s is not a service account key: %s", KeyGCSServiceAccount, creds.Redact(err.Error()))
 		}
-		if client, err = gcp.NewHTTPClient(transport, c.TokenSource); err != nil {
-			return nil, permanentf(servingv1alpha1.ReasonAccessDenied, "credentials key %s: %s", KeyGCSServiceAccount, creds.Redact(err.Error()))
-		}
-	} else {
-		client = gcp.NewAnonymousHTTPClient(transport)
+		client = &http.Client{Transport: &oauth2.Transport{Source: c.TokenSource, Base: transport}}
 	}
-	// The client above authenticates: the storage library must not look
-	// for credentials of its own (that would probe a metadata server).
-	opts := &gcsblob.Options{ClientOptions: []option.ClientOption{option.WithoutAuthentication()}}
+	api, err := url.Parse(defaultGCSAPI)
+	if err != nil {
+		return nil, err
+	}
 	if ep := creds.Get(KeyGCSEndpointURL); ep != "" {
-		u, err := url.Parse(ep)
-		if err != nil || u.Host == "" {
+		if api, err = url.Parse(ep); err != nil || api.Host == "" {
 			return nil, permanentf(servingv1alpha1.ReasonInvalidURI, "credentials key %s is not a URL", KeyGCSEndpointURL)
 		}
-		if u.Path == "" || u.Path == "/" {
-			u.Path = "/storage/v1/"
+		if api.Path == "" || api.Path == "/" {
+			api.Path, api.RawPath = "/storage/v1/", ""
 		}
-		opts.ClientOptions = append(opts.ClientOptions, option.WithEndpoint(u.String()))
 	}
-	bucket, err := gcsblob.OpenBucket(ctx, client, loc.Bucket, opts)
+	if !strings.HasSuffix(api.Path, "/") {
+		api.Path += "/"
+		if api.RawPath != "" {
+			api.RawPath += "/"
+		}
+	}
+	return &gcsSource{client: client, api: api, bucket: loc.Bucket, prefix: loc.Prefix, maxFiles: maxFiles}, nil
+}
+
+// objectURL is the JSON API's URL of an object, the bucket's objects
+// when name is "". An object's name is one path segment of the URL: its
+// slashes are escaped.
+func (s *gcsSource) objectURL(name string, query url.Values) string {
+	u := *s.api
+	raw := u.EscapedPath() + "b/" + url.PathEscape(s.bucket) + "/o"
+	if name != "" {
+		raw += "/" + url.PathEscape(name)
+	}
+	u.Path, _ = url.PathUnescape(raw)
+	u.RawPath = raw
+	u.RawQuery = query.Encode()
+	return u.String()
+}
+
+// get sends a GET and returns its response if its status is one of ok;
+// any other status is a *gcsError, and its body is read and closed.
+func (s *gcsSource) get(ctx context.Context, target string, header http.Header, ok ...int) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, target, nil)
 	if err != nil {
-		return nil, classify(err, "gs://"+loc.Bucket)
+		return nil, err
 	}
-	// The fetcher retries with its own policy; the library's retries would
-	// multiply attempts.
-	var sc *storage.Client
-	if bucket.As(&sc) {
-		sc.SetRetry(storage.WithPolicy(storage.RetryNever))
+	for k, v := range header {
+		req.Header[k] = v
 	}
-	return &blobSource{bucket: bucket, scheme: storageuri.SchemeGCS, name: loc.Bucket, prefix: loc.Prefix, maxFiles: maxFiles}, nil
+	resp, err := s.client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	for _, code := range ok {
+		if resp.StatusCode == code {
+			return resp, nil
+		}
+	}
+	defer func() { _ = resp.Body.Close() }()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	return nil, newGCSError(resp.StatusCode, body)
+}
+
+func (s *gcsSource) List(ctx context.Context) (Listing, error) {
+	keys := newKeyListing(storageuri.SchemeGCS, s.bucket, s.prefix, s.maxFiles)
+	query := url.Values{"prefix": {keys.listPrefix()}, "fields": {"items(name,size),nextPageToken"}}
+	if s.pageSize > 0 {
+		query.Set("maxResults", strconv.Itoa(s.pageSize))
+	}
+	for {
+		var page struct {
+			Items []struct {
+				Name string `json:"name"`
+				Size int64  `json:"size,string"`
+			} `json:"items"`
+			NextPageToken string `json:"nextPageToken"`
+		}
+		if err := s.getJSON(ctx, s.objectURL("", query), &page); err != nil {
+			if isGCSNotFound(err) {
+				// A prefix with nothing below it lists empty: a 404 is the bucket's.
+				return Listing{}, permanentf(servingv1alpha1.ReasonNotFound, "%s: the bucket does not exist", keys.describePrefix())
+			}
+			return Listing{}, classify(err, keys.describePrefix())
+		}
+		for _, it := range page.Items {
+			if err := keys.add(it.Name, it.Size); err != nil {
+				return Listing{}, err
+			}
+		}
+		if page.NextPageToken == "" {
+			break
+		}
+		query.Set("pageToken", page.NextPageToken)
+	}
+	l, err := keys.done(func() (int64, bool, error) {
+		var attrs struct {
+			Size int64 `json:"size,string"`
+		}
+		err := s.getJSON(ctx, s.objectURL(s.prefix, url.Values{"fields": {"size"}}), &attrs)
+		switch {
+		case err == nil:
+			return attrs.Size, true, nil
+		case isGCSNotFound(err):
+			return 0, false, nil
+		}
+		return 0, false, classify(err, keys.describePrefix())
+	})
+	if l.Single {
+		s.single = s.prefix
+	}
+	return l, err
+}
+
+// getJSON decodes the JSON of a GET's 200 response into v.
+func (s *gcsSource) getJSON(ctx context.Context, target string, v any) error {
+	resp, err := s.get(ctx, target, nil, http.StatusOK)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
+		return fmt.Errorf("decoding the response of %s: %w", resp.Request.URL.Redacted(), err)
+	}
+	return nil
+}
+
+// media starts the download of an object's bytes as stored, those of the
+// range header's when it is not "".
+func (s *gcsSource) media(ctx context.Context, rel, byteRange string) (*http.Response, error) {
+	header := http.Header{"Accept-Encoding": {"identity"}}
+	if byteRange != "" {
+		header.Set("Range", byteRange)
+	}
+	resp, err := s.get(ctx, s.objectURL(s.key(rel), url.Values{"alt": {"media"}}), header, http.StatusOK, http.StatusPartialContent)
+	if isGCSNotFound(err) {
+		return nil, permanentf(servingv1alpha1.ReasonNotFound, "%s: the object does not exist", s.Describe(rel))
+	}
+	if err != nil {
+		return nil, classify(err, s.Describe(rel))
+	}
+	// An object stored gzip-encoded is served decompressed, whole whatever
+	// the range asked: neither its listed size nor its parts would be what
+	// arrives.
+	if enc := resp.Header.Get("X-Goog-Stored-Content-Encoding"); enc != "" && enc != "identity" {
+		_ = resp.Body.Close()
+		return nil, permanentf(servingv1alpha1.ReasonFetchFailed, "%s is stored with Content-Encoding %s; store the model's files without an encoding", s.Describe(rel), enc)
+	}
+	if byteRange != "" && resp.StatusCode != http.StatusPartialContent {
+		_ = resp.Body.Close()
+		return nil, transientf(servingv1alpha1.ReasonFetchFailed, "%s: HTTP %d to a request for %s; want 206 Partial Content", s.Describe(rel), resp.StatusCode, byteRange)
+	}
+	return resp, nil
+}
+
+func (s *gcsSource) Open(ctx context.Context, rel string) (io.ReadCloser, int64, error) {
+	resp, err := s.media(ctx, rel, "")
+	if err != nil {
+		return nil, 0, err
+	}
+	return resp.Body, resp.ContentLength, nil
+}
+
+func (s *gcsSource) OpenRange(ctx context.Context, rel string, offset, length int64) (io.ReadCloser, rangeInfo, error) {
+	resp, err := s.media(ctx, rel, fmt.Sprintf("bytes=%d-%d", offset, offset+length-1))
+	if err != nil {
+		return nil, rangeInfo{}, err
+	}
+	info := rangeInfo{Size: -1, Version: resp.Header.Get("X-Goog-Generation")}
+	// Content-Range: bytes first-last/size
+	if _, size, ok := strings.Cut(resp.Header.Get("Content-Range"), "/"); ok {
+		if n, err := strconv.ParseInt(size, 10, 64); err == nil {
+			info.Size = n
+		}
+	}
+	return resp.Body, info, nil
+}
+
+func (s *gcsSource) key(rel string) string { return objectKey(s.prefix, s.single, rel) }
+
+func (s *gcsSource) Describe(rel string) string {
+	return describeKey(storageuri.SchemeGCS, s.bucket, s.prefix, s.single, rel)
+}
+
+func (s *gcsSource) Close() error {
+	s.client.CloseIdleConnections()
+	return nil
+}
+
+// gcsError is an unexpected status from Cloud Storage, with the message
+// of its JSON error body when it has one.
+type gcsError struct {
+	code    int
+	message string
+}
+
+func newGCSError(code int, body []byte) *gcsError {
+	var parsed struct {
+		Error struct {
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	e := &gcsError{code: code}
+	if json.Unmarshal(body, &parsed) == nil {
+		e.message = firstLineOf(parsed.Error.Message)
+	}
+	return e
+}
+
+func isGCSNotFound(err error) bool {
+	var ge *gcsError
+	return errors.As(err, &ge) && ge.code == http.StatusNotFound
+}
+
+func (e *gcsError) Error() string {
+	s := "HTTP " + strconv.Itoa(e.code)
+	if e.message != "" {
+		s += ": " + e.message
+	}
+	return s
 }

@@ -21,7 +21,6 @@ import (
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/smithy-go"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
-	"google.golang.org/api/googleapi"
 
 	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
 )
@@ -51,9 +50,11 @@ func TestClassify(t *testing.T) {
 		{respErr(503), servingv1alpha1.ReasonFetchFailed, false},
 		{respErr(429), servingv1alpha1.ReasonFetchFailed, false},
 		{respErr(400), servingv1alpha1.ReasonFetchFailed, true},
-		{&googleapi.Error{Code: 404}, servingv1alpha1.ReasonNotFound, true},
-		{&googleapi.Error{Code: 403}, servingv1alpha1.ReasonAccessDenied, true},
-		{&googleapi.Error{Code: 500}, servingv1alpha1.ReasonFetchFailed, false},
+		{&gcsError{code: 404}, servingv1alpha1.ReasonNotFound, true},
+		{&gcsError{code: 403}, servingv1alpha1.ReasonAccessDenied, true},
+		{&gcsError{code: 401, message: "Anonymous caller does not have storage.objects.list access"}, servingv1alpha1.ReasonAccessDenied, true},
+		{&gcsError{code: 500}, servingv1alpha1.ReasonFetchFailed, false},
+		{&gcsError{code: 429}, servingv1alpha1.ReasonFetchFailed, false},
 		{&statusError{code: 408, status: "408"}, servingv1alpha1.ReasonFetchFailed, false},
 		{fmt.Errorf("read: %w", syscall.ECONNRESET), servingv1alpha1.ReasonFetchFailed, false},
 		{&net.OpError{Op: "dial", Err: syscall.ECONNREFUSED}, servingv1alpha1.ReasonFetchFailed, false},
