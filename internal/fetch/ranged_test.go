@@ -166,8 +166,17 @@ func TestAnObjectReplacedDuringARangedDownloadIsNotStitched(t *testing.T) {
 		return 0
 	})
 	o, _ := testOptions(t, "s3://models/m", s3.creds(t, testAccessKey, testSecretKey))
+	wantNoStitch(t, o)
+}
+
+// wantNoStitch fetches a model whose large file the source replaces
+// when its fourth part is asked for, one part at a time (three parts of
+// one version, the rest of the other), and checks that the fetch fails
+// and publishes nothing.
+func wantNoStitch(t *testing.T, o Options) {
+	t.Helper()
 	o.partSize = testPartSize
-	o.Concurrency = 1 // the parts in order: three of one version, the rest of the other
+	o.Concurrency = 1
 	_, err := Run(context.Background(), o)
 	fe := wantFailure(t, err, servingv1alpha1.ReasonFetchFailed, ExitTransient)
 	if !strings.Contains(fe.Message, "changed during the fetch") {
