@@ -351,3 +351,15 @@ func TestAGzipEncodedGCSObjectIsRefusedByName(t *testing.T) {
 	}
 	assertNothingPublished(t, o.Dest)
 }
+
+func TestEscapeSegmentLeavesOnlyUnreservedBytes(t *testing.T) {
+	for name, want := range map[string]string{
+		"m/1/saved_model.pb":      "m%2F1%2Fsaved_model.pb",
+		"a b+c;d=e&f?g#h%i~j-k.l": "a%20b%2Bc%3Bd%3De%26f%3Fg%23h%25i~j-k.l",
+		"é":                       "%C3%A9",
+	} {
+		if got := escapeSegment(name); got != want {
+			t.Errorf("escapeSegment(%q) = %q; want %q", name, got, want)
+		}
+	}
+}

@@ -79,18 +79,25 @@ func newGCSSource(ctx context.Context, loc storageuri.Location, creds Credential
 }
 
 // objectURL is the JSON API's URL of an object, the bucket's objects
-// when name is "". An object's name is one path segment of the URL: its
-// slashes are escaped.
+// when name is "". An object's name is one path segment of the URL.
 func (s *gcsSource) objectURL(name string, query url.Values) string {
 	u := *s.api
-	raw := u.EscapedPath() + "b/" + url.PathEscape(s.bucket) + "/o"
+	raw := u.EscapedPath() + "b/" + escapeSegment(s.bucket) + "/o"
 	if name != "" {
-		raw += "/" + url.PathEscape(name)
+		raw += "/" + escapeSegment(name)
 	}
 	u.Path, _ = url.PathUnescape(raw)
 	u.RawPath = raw
 	u.RawQuery = query.Encode()
 	return u.String()
+}
+
+// escapeSegment percent-encodes every byte of s but the unreserved ones
+// (letters, digits, "-._~"), its slashes too: a reserved character such
+// as "+" or ";" means one thing to a server and another to a proxy, and
+// escaped it means only itself.
+func escapeSegment(s string) string {
+	return strings.ReplaceAll(url.QueryEscape(s), "+", "%20")
 }
 
 // get sends a GET and returns its response if its status is one of ok;
