@@ -143,13 +143,7 @@ func classify(err error, what string) *Error {
 		return byStatus(re.HTTPStatusCode(), err, prefix, fmt.Sprintf("HTTP %d %s", re.HTTPStatusCode(), http.StatusText(re.HTTPStatusCode())))
 	}
 
-	// Google Cloud Storage.
-	var ge *gcsError
-	if errors.As(err, &ge) {
-		return byStatus(ge.code, err, prefix, ge.Error())
-	}
-
-	// Plain HTTP (the http(s):// source).
+	// Plain HTTP: the http(s):// source, Cloud Storage.
 	var se *statusError
 	if errors.As(err, &se) {
 		return byStatus(se.code, err, prefix, se.Error())
@@ -226,7 +220,8 @@ func byStatus(code int, err error, prefix, detail string) *Error {
 	return e(servingv1alpha1.ReasonFetchFailed, false, detail)
 }
 
-// statusError is an unexpected HTTP status from the http(s):// source.
+// statusError is an unexpected HTTP status from the http(s):// source or
+// Cloud Storage.
 type statusError struct {
 	code   int
 	status string

@@ -184,7 +184,10 @@ func TestFetchingFromGCSWithAServiceAccount(t *testing.T) {
 	t.Run("no key", func(t *testing.T) {
 		o, _ := testOptions(t, "gs://models/private/m", secretDir(t, map[string]string{KeyGCSEndpointURL: gcs.URL}))
 		_, err := Run(context.Background(), o)
-		wantFailure(t, err, servingv1alpha1.ReasonAccessDenied, ExitPermanent)
+		fe := wantFailure(t, err, servingv1alpha1.ReasonAccessDenied, ExitPermanent)
+		if !strings.Contains(fe.Message, "HTTP 401 Unauthorized: Anonymous caller does not have storage.objects.list access") {
+			t.Errorf("message %q does not give the service's words", fe.Message)
+		}
 	})
 }
 
@@ -212,10 +215,8 @@ func TestALargeGCSFileIsFetchedAsRanges(t *testing.T) {
 	gcs.put("m", files)
 	var seen rangesOf
 	gcs.seen = func(r *http.Request) {
-		if r.URL.Query().Get("alt") == "media" && strings.HasSuffix(r.URL.Path, "/m/"+largeFileKey) {
-			seen.mu.Lock()
-			defer seen.mu.Unlock()
-			seen.ranges = append(seen.ranges, r.Header.Get("Range"))
+		if isLargeFileDownload(r) {
+			seen.add(r.Header.Get("Range"))
 		}
 	}
 	o, _ := testOptions(t, "gs://models/m", secretDir(t, map[string]string{KeyGCSEndpointURL: gcs.URL}))
@@ -243,7 +244,7 @@ func TestAGCSObjectReplacedDuringARangedDownloadIsNotStitched(t *testing.T) {
 	gcs.seen = func(r *http.Request) {
 		mu.Lock()
 		defer mu.Unlock()
-		if r.URL.Query().Get("alt") == "media" && strings.HasSuffix(r.URL.Path, "/m/"+largeFileKey) {
+		if isLargeFileDownload(r) {
 			if parts++; parts == 4 {
 				gcs.put("m", map[string][]byte{largeFileKey: bytes.Repeat([]byte{7}, len(files[largeFileKey]))})
 			}
@@ -251,6 +252,12 @@ func TestAGCSObjectReplacedDuringARangedDownloadIsNotStitched(t *testing.T) {
 	}
 	o, _ := testOptions(t, "gs://models/m", secretDir(t, map[string]string{KeyGCSEndpointURL: gcs.URL}))
 	wantNoStitch(t, o)
+}
+
+// isLargeFileDownload: r downloads largeModel's large file from below the
+// prefix "m".
+func isLargeFileDownload(r *http.Request) bool {
+	return r.URL.Query().Get("alt") == "media" && strings.HasSuffix(r.URL.Path, "/m/"+largeFileKey)
 }
 
 // Object names are one segment of the JSON API's URL: every character a

@@ -8,40 +8,62 @@ import (
 	"github.com/modelserver-dev/modelserver-operator/internal/storageuri"
 )
 
-// keyListing turns the keys an object store lists below a prefix into a
-// Listing, by the rules every store's source follows: keys relative to
-// the prefix, folder markers kept as directories, unsafe paths refused,
-// and at most maxFiles files.
-type keyListing struct {
-	l        Listing
+// bucketPrefix is an object store's bucket and the prefix a model URI
+// names in it: what the S3 and GCS sources share, how they name keys and
+// how they list them.
+type bucketPrefix struct {
 	scheme   storageuri.Scheme
-	bucket   string
+	name     string // the bucket
 	prefix   string // no leading or trailing slash; "" for the whole bucket
+	single   string // the key of the one object, when the prefix names one
 	maxFiles int
 }
 
-func newKeyListing(scheme storageuri.Scheme, bucket, prefix string, maxFiles int) *keyListing {
-	return &keyListing{scheme: scheme, bucket: bucket, prefix: prefix, maxFiles: maxFiles}
+func newBucketPrefix(scheme storageuri.Scheme, loc storageuri.Location, maxFiles int) bucketPrefix {
+	return bucketPrefix{scheme: scheme, name: loc.Bucket, prefix: loc.Prefix, maxFiles: maxFiles}
 }
 
 // listPrefix is what the store is asked to list: the prefix as a
 // directory, so that "m" does not list "m2/…".
-func (k *keyListing) listPrefix() string {
-	if k.prefix == "" {
+func (b *bucketPrefix) listPrefix() string {
+	if b.prefix == "" {
 		return ""
 	}
-	return k.prefix + "/"
+	return b.prefix + "/"
 }
 
-// describePrefix names the listed prefix for messages.
-func (k *keyListing) describePrefix() string {
-	return describeKey(k.scheme, k.bucket, k.prefix, "", "")
+// key is the key of the listed file rel: the one object when the prefix
+// names one.
+func (b *bucketPrefix) key(rel string) string {
+	if b.single != "" {
+		return b.single
+	}
+	return b.listPrefix() + rel
 }
+
+// Describe names the file rel, or the prefix when rel is "", for
+// messages: scheme://bucket/key.
+func (b *bucketPrefix) Describe(rel string) string {
+	if rel == "" {
+		return string(b.scheme) + "://" + b.name + "/" + b.listPrefix()
+	}
+	return string(b.scheme) + "://" + b.name + "/" + b.key(rel)
+}
+
+// keyListing turns the keys a store lists below b's prefix into a
+// Listing, by the rules every store's source follows: keys relative to
+// the prefix, folder markers kept as directories, unsafe paths refused,
+// and at most maxFiles files.
+type keyListing struct {
+	b *bucketPrefix
+	l Listing
+}
+
+func (b *bucketPrefix) listing() *keyListing { return &keyListing{b: b} }
 
 // add takes one listed key and its size.
 func (k *keyListing) add(key string, size int64) error {
-	p := k.listPrefix()
-	rel := strings.TrimPrefix(key, p)
+	rel := strings.TrimPrefix(key, k.b.listPrefix())
 	// A key ending in "/" is a folder marker, as the S3 console's "Create
 	// folder" leaves; one for the prefix itself ("prefix/") is left empty
 	// once the prefix is cut off.
@@ -52,55 +74,32 @@ func (k *keyListing) add(key string, size int64) error {
 		return nil
 	}
 	if !storageuri.SafeRelPath(rel) {
-		return permanentf(servingv1alpha1.ReasonInvalidLayout, "%s: the object key %q has empty, . or .. path segments", k.describePrefix(), key)
+		return permanentf(servingv1alpha1.ReasonInvalidLayout, "%s: the object key %q has empty, . or .. path segments", k.b.Describe(""), key)
 	}
 	k.l.Objects = append(k.l.Objects, Object{Key: rel, Size: size})
-	if len(k.l.Objects) > k.maxFiles {
-		return permanentf(servingv1alpha1.ReasonTooLarge, "%s holds more than %d files", k.describePrefix(), k.maxFiles)
+	if len(k.l.Objects) > k.b.maxFiles {
+		return permanentf(servingv1alpha1.ReasonTooLarge, "%s holds more than %d files", k.b.Describe(""), k.b.maxFiles)
 	}
 	return nil
 }
 
 // done is the listing once every key is added. With no file below the
 // prefix, the prefix may name one object (an archive): lookup tells
-// whether it does, and its size.
+// whether it does, and its size, and the object's key is kept for the
+// download.
 func (k *keyListing) done(lookup func() (size int64, found bool, err error)) (Listing, error) {
 	if len(k.l.Objects) > 0 {
 		return k.l, nil
 	}
-	if k.prefix != "" {
+	if k.b.prefix != "" {
 		size, found, err := lookup()
 		if err != nil {
 			return Listing{}, err
 		}
 		if found {
-			return Listing{Single: true, Objects: []Object{{Key: path.Base(k.prefix), Size: size}}}, nil
+			k.b.single = k.b.prefix
+			return Listing{Single: true, Objects: []Object{{Key: path.Base(k.b.prefix), Size: size}}}, nil
 		}
 	}
-	return Listing{}, permanentf(servingv1alpha1.ReasonNotFound, "no objects under %s (check spec.model.storageUri)", k.describePrefix())
-}
-
-// objectKey is the key of the file rel of a listing below prefix, or
-// single when the prefix named one object.
-func objectKey(prefix, single, rel string) string {
-	if single != "" {
-		return single
-	}
-	if prefix == "" {
-		return rel
-	}
-	return prefix + "/" + rel
-}
-
-// describeKey names the file rel (the prefix itself when rel is "") for
-// messages: scheme://bucket/key.
-func describeKey(scheme storageuri.Scheme, bucket, prefix, single, rel string) string {
-	if rel == "" {
-		p := prefix
-		if p != "" {
-			p += "/"
-		}
-		return string(scheme) + "://" + bucket + "/" + p
-	}
-	return string(scheme) + "://" + bucket + "/" + objectKey(prefix, single, rel)
+	return Listing{}, permanentf(servingv1alpha1.ReasonNotFound, "no objects under %s (check spec.model.storageUri)", k.b.Describe(""))
 }

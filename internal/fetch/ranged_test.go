@@ -43,10 +43,14 @@ type rangesOf struct {
 
 func (r *rangesOf) record(req *http.Request) {
 	if req.Method == http.MethodGet && req.URL.Path == largeFilePath {
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		r.ranges = append(r.ranges, req.Header.Get("Range"))
+		r.add(req.Header.Get("Range"))
 	}
+}
+
+func (r *rangesOf) add(rng string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.ranges = append(r.ranges, rng)
 }
 
 func (r *rangesOf) count(rng string) int {

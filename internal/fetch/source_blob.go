@@ -9,37 +9,31 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"gocloud.dev/blob"
 	"gocloud.dev/gcerrors"
-
-	"github.com/modelserver-dev/modelserver-operator/internal/storageuri"
 )
 
 // blobSource is an S3 bucket, through gocloud.dev/blob, and a prefix in
 // it.
 type blobSource struct {
-	bucket   *blob.Bucket
-	scheme   storageuri.Scheme
-	name     string // the bucket
-	prefix   string // no leading or trailing slash; "" for the whole bucket
-	single   string // the key of the one object, when the prefix names one
-	maxFiles int
+	bucketPrefix
+	bucket *blob.Bucket
 }
 
 func (s *blobSource) List(ctx context.Context) (Listing, error) {
-	keys := newKeyListing(s.scheme, s.name, s.prefix, s.maxFiles)
-	it := s.bucket.List(&blob.ListOptions{Prefix: keys.listPrefix()})
+	keys := s.listing()
+	it := s.bucket.List(&blob.ListOptions{Prefix: s.listPrefix()})
 	for {
 		obj, err := it.Next(ctx)
 		if errors.Is(err, io.EOF) {
 			break
 		}
 		if err != nil {
-			return Listing{}, classify(err, keys.describePrefix())
+			return Listing{}, classify(err, s.Describe(""))
 		}
 		if err := keys.add(obj.Key, obj.Size); err != nil {
 			return Listing{}, err
 		}
 	}
-	l, err := keys.done(func() (int64, bool, error) {
+	return keys.done(func() (int64, bool, error) {
 		attrs, err := s.bucket.Attributes(ctx, s.prefix)
 		switch {
 		case err == nil:
@@ -47,16 +41,8 @@ func (s *blobSource) List(ctx context.Context) (Listing, error) {
 		case gcerrors.Code(err) == gcerrors.NotFound:
 			return 0, false, nil
 		}
-		return 0, false, classify(err, keys.describePrefix())
+		return 0, false, classify(err, s.Describe(""))
 	})
-	if l.Single {
-		s.single = s.prefix
-	}
-	return l, err
-}
-
-func (s *blobSource) key(rel string) string {
-	return objectKey(s.prefix, s.single, rel)
 }
 
 func (s *blobSource) Open(ctx context.Context, rel string) (io.ReadCloser, int64, error) {
@@ -83,10 +69,6 @@ func objectVersion(r *blob.Reader) string {
 		return aws.ToString(s3Object.ETag)
 	}
 	return ""
-}
-
-func (s *blobSource) Describe(rel string) string {
-	return describeKey(s.scheme, s.name, s.prefix, s.single, rel)
 }
 
 func (s *blobSource) Close() error { return s.bucket.Close() }

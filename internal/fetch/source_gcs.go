@@ -32,12 +32,9 @@ const defaultGCSAPI = "https://storage.googleapis.com/storage/v1/"
 // OpenTelemetry into the fetcher, whose initialisation alone took longer
 // than the rest of its start (docs/performance.md).
 type gcsSource struct {
-	client   *http.Client
-	api      *url.URL // the JSON API's base, its path ending in "/"
-	bucket   string
-	prefix   string // no leading or trailing slash; "" for the whole bucket
-	single   string // the object's name, when the prefix names one
-	maxFiles int
+	bucketPrefix
+	client *http.Client
+	api    *url.URL // the JSON API's base, its path ending in "/"
 	// pageSize is how many objects a listing page asks for; 0 leaves it
 	// to the service (1,000).
 	pageSize int
@@ -75,14 +72,14 @@ func newGCSSource(ctx context.Context, loc storageuri.Location, creds Credential
 			api.RawPath += "/"
 		}
 	}
-	return &gcsSource{client: client, api: api, bucket: loc.Bucket, prefix: loc.Prefix, maxFiles: maxFiles}, nil
+	return &gcsSource{bucketPrefix: newBucketPrefix(storageuri.SchemeGCS, loc, maxFiles), client: client, api: api}, nil
 }
 
 // objectURL is the JSON API's URL of an object, the bucket's objects
 // when name is "". An object's name is one path segment of the URL.
 func (s *gcsSource) objectURL(name string, query url.Values) string {
 	u := *s.api
-	raw := u.EscapedPath() + "b/" + escapeSegment(s.bucket) + "/o"
+	raw := u.EscapedPath() + "b/" + escapeSegment(s.name) + "/o"
 	if name != "" {
 		raw += "/" + escapeSegment(name)
 	}
@@ -100,15 +97,16 @@ func escapeSegment(s string) string {
 	return strings.ReplaceAll(url.QueryEscape(s), "+", "%20")
 }
 
-// get sends a GET and returns its response if its status is one of ok;
-// any other status is a *gcsError, and its body is read and closed.
+// get sends a GET with header (nil for none) and returns its response if
+// its status is one of ok; any other status is a *statusError, and its
+// body is read and closed.
 func (s *gcsSource) get(ctx context.Context, target string, header http.Header, ok ...int) (*http.Response, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, target, nil)
 	if err != nil {
 		return nil, err
 	}
-	for k, v := range header {
-		req.Header[k] = v
+	if header != nil {
+		req.Header = header
 	}
 	resp, err := s.client.Do(req)
 	if err != nil {
@@ -121,12 +119,12 @@ func (s *gcsSource) get(ctx context.Context, target string, header http.Header, 
 	}
 	defer func() { _ = resp.Body.Close() }()
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-	return nil, newGCSError(resp.StatusCode, body)
+	return nil, gcsStatusError(resp, body)
 }
 
 func (s *gcsSource) List(ctx context.Context) (Listing, error) {
-	keys := newKeyListing(storageuri.SchemeGCS, s.bucket, s.prefix, s.maxFiles)
-	query := url.Values{"prefix": {keys.listPrefix()}, "fields": {"items(name,size),nextPageToken"}}
+	keys := s.listing()
+	query := url.Values{"prefix": {s.listPrefix()}, "fields": {"items(name,size),nextPageToken"}}
 	if s.pageSize > 0 {
 		query.Set("maxResults", strconv.Itoa(s.pageSize))
 	}
@@ -141,9 +139,9 @@ func (s *gcsSource) List(ctx context.Context) (Listing, error) {
 		if err := s.getJSON(ctx, s.objectURL("", query), &page); err != nil {
 			if isGCSNotFound(err) {
 				// A prefix with nothing below it lists empty: a 404 is the bucket's.
-				return Listing{}, permanentf(servingv1alpha1.ReasonNotFound, "%s: the bucket does not exist", keys.describePrefix())
+				return Listing{}, permanentf(servingv1alpha1.ReasonNotFound, "%s: the bucket does not exist", s.Describe(""))
 			}
-			return Listing{}, classify(err, keys.describePrefix())
+			return Listing{}, classify(err, s.Describe(""))
 		}
 		for _, it := range page.Items {
 			if err := keys.add(it.Name, it.Size); err != nil {
@@ -155,7 +153,7 @@ func (s *gcsSource) List(ctx context.Context) (Listing, error) {
 		}
 		query.Set("pageToken", page.NextPageToken)
 	}
-	l, err := keys.done(func() (int64, bool, error) {
+	return keys.done(func() (int64, bool, error) {
 		var attrs struct {
 			Size int64 `json:"size,string"`
 		}
@@ -166,12 +164,8 @@ func (s *gcsSource) List(ctx context.Context) (Listing, error) {
 		case isGCSNotFound(err):
 			return 0, false, nil
 		}
-		return 0, false, classify(err, keys.describePrefix())
+		return 0, false, classify(err, s.Describe(""))
 	})
-	if l.Single {
-		s.single = s.prefix
-	}
-	return l, err
 }
 
 // getJSON decodes the JSON of a GET's 200 response into v.
@@ -238,46 +232,27 @@ func (s *gcsSource) OpenRange(ctx context.Context, rel string, offset, length in
 	return resp.Body, info, nil
 }
 
-func (s *gcsSource) key(rel string) string { return objectKey(s.prefix, s.single, rel) }
-
-func (s *gcsSource) Describe(rel string) string {
-	return describeKey(storageuri.SchemeGCS, s.bucket, s.prefix, s.single, rel)
-}
-
 func (s *gcsSource) Close() error {
 	s.client.CloseIdleConnections()
 	return nil
 }
 
-// gcsError is an unexpected status from Cloud Storage, with the message
-// of its JSON error body when it has one.
-type gcsError struct {
-	code    int
-	message string
-}
-
-func newGCSError(code int, body []byte) *gcsError {
+// gcsStatusError is an unexpected status from Cloud Storage, with the
+// message of its JSON error body when it has one.
+func gcsStatusError(resp *http.Response, body []byte) *statusError {
 	var parsed struct {
 		Error struct {
 			Message string `json:"message"`
 		} `json:"error"`
 	}
-	e := &gcsError{code: code}
-	if json.Unmarshal(body, &parsed) == nil {
-		e.message = firstLineOf(parsed.Error.Message)
+	e := &statusError{code: resp.StatusCode, status: resp.Status}
+	if json.Unmarshal(body, &parsed) == nil && parsed.Error.Message != "" {
+		e.status += ": " + firstLineOf(parsed.Error.Message)
 	}
 	return e
 }
 
 func isGCSNotFound(err error) bool {
-	var ge *gcsError
-	return errors.As(err, &ge) && ge.code == http.StatusNotFound
-}
-
-func (e *gcsError) Error() string {
-	s := "HTTP " + strconv.Itoa(e.code)
-	if e.message != "" {
-		s += ": " + e.message
-	}
-	return s
+	var se *statusError
+	return errors.As(err, &se) && se.code == http.StatusNotFound
 }

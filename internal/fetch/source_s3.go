@@ -56,5 +56,5 @@ func newS3Source(ctx context.Context, loc storageuri.Location, creds Credentials
 	if err != nil {
 		return nil, classify(err, "s3://"+loc.Bucket)
 	}
-	return &blobSource{bucket: bucket, scheme: storageuri.SchemeS3, name: loc.Bucket, prefix: loc.Prefix, maxFiles: maxFiles}, nil
+	return &blobSource{bucketPrefix: newBucketPrefix(storageuri.SchemeS3, loc, maxFiles), bucket: bucket}, nil
 }
