@@ -59,8 +59,9 @@ fmt: ## Run gofmt on the code.
 	gofmt -w $$(git ls-files '*.go')
 
 .PHONY: vet
-vet: ## Run go vet.
+vet: ## Run go vet, also over the fetcher's benchmark variants (bench-fetch).
 	go vet ./...
+	go vet -tags fetchbench_nohash,fetchbench_noflush ./internal/fetch ./cmd/fetcher
 
 # The benchmarks' modules, each with its own go.mod.
 BENCH_MODULES := test/bench test/bench/peer test/fetchbench
@@ -205,10 +206,15 @@ bench-fetch-tools: $(LOCALBIN)/s5cmd $(LOCALBIN)/rclone ## Build s5cmd and rclon
 
 # The fetcher (built as the image builds it) and the harness are built into
 # bin/fetchbench rather than run with `go run`, which exits 1 on Ctrl-C
-# whatever the program does.
+# whatever the program does. Beside the fetcher, the variants the harness's
+# ours-* tools run: suffix:tags, as test/fetchbench/tools.go names them.
+FETCHBENCH_VARIANTS := nohash:fetchbench_nohash noflush:fetchbench_noflush bare:fetchbench_nohash,fetchbench_noflush
 .PHONY: bench-fetch
 bench-fetch: bench-fetch-tools $(LOCALBIN)/versitygw ## Time the fetcher, s5cmd and rclone fetching three model shapes from versitygw; results in test/bench/results.
 	CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o $(LOCALBIN)/fetchbench/fetcher ./cmd/fetcher
+	for v in $(FETCHBENCH_VARIANTS); do \
+		CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -tags $${v#*:} -o $(LOCALBIN)/fetchbench/fetcher-$${v%%:*} ./cmd/fetcher || exit 1; \
+	done
 	cd test/fetchbench && go build -o $(LOCALBIN)/fetchbench/ . ./spawn
 	$(LOCALBIN)/fetchbench/fetchbench -bin $(LOCALBIN) -fetcher $(LOCALBIN)/fetchbench/fetcher -out test/bench/results $(FETCHBENCH_FLAGS)
 

@@ -37,6 +37,9 @@ func syncFileSystem(dir *os.File) (ok bool, err error) {
 // startWriteBack starts writing the n bytes of f at off to disk, without
 // waiting: the flush before publishing then has little left to wait for.
 func startWriteBack(f *os.File, off, n int64) {
+	if skipFlush {
+		return
+	}
 	_ = unix.SyncFileRange(int(f.Fd()), off, n, unix.SYNC_FILE_RANGE_WRITE)
 }
 

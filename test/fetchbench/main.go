@@ -67,17 +67,17 @@ func main() {
 
 func parseFlags() (config, error) {
 	cfg := config{settings: defaultToolSettings()}
-	var shapeNames, toolNames string
+	var shapeNames, toolList string
 	flag.StringVar(&cfg.repo, "repo", ".", "The repository's root, whose hack/tools pin the tools' versions.")
 	flag.StringVar(&cfg.bin, "bin", "bin", "The directory holding versitygw, s5cmd and rclone (`make bench-fetch-tools`).")
-	flag.StringVar(&cfg.fetcher, "fetcher", "bin/fetcher", "The fetcher binary (cmd/fetcher), whose `fetch` is ours.")
+	flag.StringVar(&cfg.fetcher, "fetcher", "bin/fetcher", "The fetcher binary (cmd/fetcher), whose `fetch` is ours; the ours-* variants are the binaries beside it named with their suffix (fetcher-nohash, fetcher-noflush, fetcher-bare).")
 	flag.StringVar(&cfg.spawn, "spawn", "", "The spawn program (./spawn), which starts each tool and reports its usage. (default: spawn beside this program)")
 	flag.StringVar(&cfg.out, "out", "test/bench/results", "Where the results go.")
 	flag.StringVar(&cfg.workdir, "workdir", os.TempDir(), "Where the server's data and the copies go: all on one file system.")
 	flag.StringVar(&cfg.label, "label", "", "Added to the results' file names: <date>-fetch-<label>.json.")
 	flag.IntVar(&cfg.runs, "runs", 5, "Runs of each tool on each shape.")
 	flag.StringVar(&shapeNames, "shapes", "", "Comma-separated shapes to run (default: all).")
-	flag.StringVar(&toolNames, "tools", "ours,s5cmd,rclone", "Comma-separated tools to run.")
+	flag.StringVar(&toolList, "tools", "ours,s5cmd,rclone", "Comma-separated tools to run: ours, s5cmd, rclone, and ours without its hash or its flush or both (ours-nohash, ours-noflush, ours-bare).")
 	flag.BoolVar(&cfg.keep, "keep", false, "Keep the work directory (the server's data and the logs).")
 	flag.IntVar(&cfg.settings.OursConcurrency, "ours-concurrency", cfg.settings.OursConcurrency, "fetcher fetch --concurrency.")
 	flag.IntVar(&cfg.settings.S5cmdWorkers, "s5cmd-numworkers", cfg.settings.S5cmdWorkers, "s5cmd --numworkers.")
@@ -110,11 +110,11 @@ func parseFlags() (config, error) {
 	if shapeNames != "" {
 		cfg.shapes = strings.Split(shapeNames, ",")
 	}
-	cfg.tools = strings.Split(toolNames, ",")
+	cfg.tools = strings.Split(toolList, ",")
 	if err := known("shape", cfg.shapes, all); err != nil {
 		return cfg, err
 	}
-	return cfg, known("tool", cfg.tools, []string{"ours", "s5cmd", "rclone"})
+	return cfg, known("tool", cfg.tools, toolNames())
 }
 
 func run(ctx context.Context, cfg config, log *slog.Logger) error {
@@ -159,20 +159,10 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 		return err
 	}
 
-	var tools []*tool
-	for _, t := range newTools(srv, cfg.fetcher, cfg.bin, credsDir, cfg.settings) {
-		if slices.Contains(cfg.tools, t.Name) {
-			tools = append(tools, t)
-		}
-	}
 	pins := filepath.Join(cfg.repo, "hack", "tools")
-	versions := map[string]string{
-		"ours":   "the working tree",
-		"s5cmd":  moduleVersion(filepath.Join(pins, "s3tools", "go.mod"), "github.com/peak/s5cmd/v2"),
-		"rclone": moduleVersion(filepath.Join(pins, "s3tools", "go.mod"), "github.com/rclone/rclone"),
-	}
-	for _, t := range tools {
-		t.Version = versions[t.Name]
+	tools, err := selectTools(newTools(srv, cfg.fetcher, cfg.bin, credsDir, cfg.settings), cfg.tools, pins)
+	if err != nil {
+		return err
 	}
 
 	r := &report{
@@ -216,6 +206,30 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 	printTable(os.Stdout, r)
 	log.Info("results written", "json", base+".json", "plot", base+".png")
 	return nil
+}
+
+// selectTools keeps the tools of all that names lists, each with its
+// version, failing for one whose binary is missing.
+func selectTools(all []*tool, names []string, pins string) ([]*tool, error) {
+	versions := map[string]string{
+		"s5cmd":  moduleVersion(filepath.Join(pins, "s3tools", "go.mod"), "github.com/peak/s5cmd/v2"),
+		"rclone": moduleVersion(filepath.Join(pins, "s3tools", "go.mod"), "github.com/rclone/rclone"),
+	}
+	var tools []*tool
+	for _, t := range all {
+		if !slices.Contains(names, t.Name) {
+			continue
+		}
+		if _, err := os.Stat(t.Binary); err != nil {
+			return nil, fmt.Errorf("%s: %w (make bench-fetch builds it)", t.Name, err)
+		}
+		t.Version = versions[t.Name]
+		if t.Name == "ours" || strings.HasPrefix(t.Name, "ours-") {
+			t.Version = "the working tree"
+		}
+		tools = append(tools, t)
+	}
+	return tools, nil
 }
 
 // runShape runs every tool cfg.runs times on sh, starting each round with

@@ -18,6 +18,10 @@ var toolColors = map[string]color.Color{
 	"ours":   color.RGBA{R: 0x1f, G: 0x77, B: 0xb4, A: 0xff},
 	"s5cmd":  color.RGBA{R: 0xff, G: 0x7f, B: 0x0e, A: 0xff},
 	"rclone": color.RGBA{R: 0x2c, G: 0xa0, B: 0x2c, A: 0xff},
+	// ours without part of its work: paler blues.
+	"ours-nohash":  color.RGBA{R: 0x4f, G: 0x9b, B: 0xd9, A: 0xff},
+	"ours-noflush": color.RGBA{R: 0x7f, G: 0xb8, B: 0xe6, A: 0xff},
+	"ours-bare":    color.RGBA{R: 0xae, G: 0xd4, B: 0xf2, A: 0xff},
 }
 
 // writePlot draws, for each shape, the tools' median throughput (top row),

@@ -31,6 +31,26 @@ type tool struct {
 	ignore   []string
 }
 
+// oursVariants are builds of the fetcher that leave out work s5cmd does
+// not do, so that a run shows what each part of ours' costs: `make
+// bench-fetch` builds each beside the fetcher, named with its suffix, from
+// the build tags that turn the hash or the flush off (internal/fetch,
+// benchvariant*.go). None is ever shipped.
+var oursVariants = []struct{ name, suffix, tags, verifies string }{
+	{"ours-nohash", "-nohash", "fetchbench_nohash", "sizes against the listing; hashes nothing (build tag fetchbench_nohash), still flushes before it exits"},
+	{"ours-noflush", "-noflush", "fetchbench_noflush", "as ours, but leaves its writes in the page cache (build tag fetchbench_noflush)"},
+	{"ours-bare", "-bare", "fetchbench_nohash,fetchbench_noflush", "sizes against the listing; hashes nothing and leaves its writes in the page cache, as s5cmd"},
+}
+
+// toolNames are the tools -tools may name.
+func toolNames() []string {
+	names := []string{"ours"}
+	for _, v := range oursVariants {
+		names = append(names, v.name)
+	}
+	return append(names, "s5cmd", "rclone")
+}
+
 // toolSettings are the knobs each tool is given, flags as their users
 // would pass them.
 type toolSettings struct {
@@ -68,18 +88,24 @@ func newTools(srv *server, fetcher, bin, credsDir string, s toolSettings) []*too
 		"AWS_SECRET_ACCESS_KEY=" + srv.Creds.SecretKey,
 		"AWS_REGION=" + s3server.Region,
 	}
-	ours := &tool{
-		Name:     "ours",
-		Binary:   fetcher,
-		Settings: []string{"--concurrency=" + strconv.Itoa(s.OursConcurrency)},
-		Verifies: "BLAKE3 of every byte (a file of 64 MiB or more by its 16 MiB chunks), recorded in its manifest; sizes against the listing",
-		command: func(sh, dest string) ([]string, []string) {
-			return []string{fetcher, "fetch", "--uri", uri(sh), "--dest", model(dest),
-				"--credentials-dir", credsDir, "--termination-log", "",
-				"--concurrency", strconv.Itoa(s.OursConcurrency)}, nil
-		},
-		modelDir: model,
-		ignore:   []string{fetchcontract.ManifestName},
+	oursTool := func(name, binary, verifies string) *tool {
+		return &tool{
+			Name:     name,
+			Binary:   binary,
+			Settings: []string{"--concurrency=" + strconv.Itoa(s.OursConcurrency)},
+			Verifies: verifies,
+			command: func(sh, dest string) ([]string, []string) {
+				return []string{binary, "fetch", "--uri", uri(sh), "--dest", model(dest),
+					"--credentials-dir", credsDir, "--termination-log", "",
+					"--concurrency", strconv.Itoa(s.OursConcurrency)}, nil
+			},
+			modelDir: model,
+			ignore:   []string{fetchcontract.ManifestName},
+		}
+	}
+	tools := []*tool{oursTool("ours", fetcher, "BLAKE3 of every byte (a file of 64 MiB or more by its 16 MiB chunks), recorded in its manifest; sizes against the listing")}
+	for _, v := range oursVariants {
+		tools = append(tools, oursTool(v.name, fetcher+v.suffix, v.verifies))
 	}
 	s5cmdBin := filepath.Join(bin, "s5cmd")
 	s5cmdSettings := []string{"--numworkers=" + strconv.Itoa(s.S5cmdWorkers), "cp",
@@ -127,7 +153,7 @@ func newTools(srv *server, fetcher, bin, credsDir string, s toolSettings) []*too
 		},
 		modelDir: model,
 	}
-	return []*tool{ours, s5cmd, rclone}
+	return append(tools, s5cmd, rclone)
 }
 
 // writeCredentials writes the Secret the fetch Job would mount for srv.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -17,5 +18,28 @@ func TestModuleVersion(t *testing.T) {
 		if got := moduleVersion(p, module); got != want {
 			t.Errorf("moduleVersion(%s) = %s, want %s", module, got, want)
 		}
+	}
+}
+
+func TestSelectTools(t *testing.T) {
+	dir := t.TempDir()
+	fetcher := filepath.Join(dir, "fetcher")
+	write(t, fetcher, "")
+	write(t, fetcher+"-bare", "")
+	all := newTools(&server{Endpoint: "http://127.0.0.1:1"}, fetcher, dir, dir, defaultToolSettings())
+
+	got, err := selectTools(all, []string{"ours-bare", "ours"}, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got[0].Name != "ours" || got[1].Name != "ours-bare" {
+		t.Fatalf("selected %v, want ours and ours-bare in that order", got)
+	}
+	if got[1].Binary != fetcher+"-bare" || got[1].Version != "the working tree" {
+		t.Errorf("ours-bare: binary %s, version %q", got[1].Binary, got[1].Version)
+	}
+
+	if _, err := selectTools(all, []string{"ours-nohash"}, dir); err == nil || !strings.Contains(err.Error(), "make bench-fetch builds it") {
+		t.Errorf("a variant not built: err = %v, want one saying make bench-fetch builds it", err)
 	}
 }

@@ -1,0 +1,5 @@
+//go:build fetchbench_noflush
+
+package fetch
+
+const skipFlush = true

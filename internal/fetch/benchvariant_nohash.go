@@ -1,0 +1,5 @@
+//go:build fetchbench_nohash
+
+package fetch
+
+const skipHash = true
