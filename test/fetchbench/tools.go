@@ -36,11 +36,14 @@ type tool struct {
 // bench-fetch` builds each beside the fetcher, named with its suffix, from
 // the build tags that turn the hash or the flush off (internal/fetch,
 // benchvariant*.go). None is ever shipped.
-var oursVariants = []struct{ name, suffix, tags, verifies string }{
-	{"ours-nohash", "-nohash", "fetchbench_nohash", "sizes against the listing; hashes nothing (build tag fetchbench_nohash), still flushes before it exits"},
-	{"ours-noflush", "-noflush", "fetchbench_noflush", "as ours, but leaves its writes in the page cache (build tag fetchbench_noflush)"},
-	{"ours-bare", "-bare", "fetchbench_nohash,fetchbench_noflush", "sizes against the listing; hashes nothing and leaves its writes in the page cache, as s5cmd"},
+var oursVariants = []struct{ name, suffix, verifies string }{
+	{"ours-nohash", "-nohash", "sizes against the listing; hashes nothing (build tag fetchbench_nohash), still flushes before it exits"},
+	{"ours-noflush", "-noflush", oursVerifies + "; leaves its writes in the page cache (build tag fetchbench_noflush)"},
+	{"ours-bare", "-bare", "sizes against the listing; hashes nothing and leaves its writes in the page cache, as s5cmd (both build tags)"},
 }
+
+// oursVerifies is what the shipped fetcher checks of what it copies.
+const oursVerifies = "BLAKE3 of every byte (a file of 64 MiB or more by its 16 MiB chunks), recorded in its manifest; sizes against the listing"
 
 // toolNames are the tools -tools may name.
 func toolNames() []string {
@@ -103,7 +106,7 @@ func newTools(srv *server, fetcher, bin, credsDir string, s toolSettings) []*too
 			ignore:   []string{fetchcontract.ManifestName},
 		}
 	}
-	tools := []*tool{oursTool("ours", fetcher, "BLAKE3 of every byte (a file of 64 MiB or more by its 16 MiB chunks), recorded in its manifest; sizes against the listing")}
+	tools := []*tool{oursTool("ours", fetcher, oursVerifies)}
 	for _, v := range oursVariants {
 		tools = append(tools, oursTool(v.name, fetcher+v.suffix, v.verifies))
 	}
