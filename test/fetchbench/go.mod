@@ -10,6 +10,7 @@ require (
 	github.com/modelserver-dev/modelserver-operator v0.0.0
 	golang.org/x/sync v0.23.0
 	gonum.org/v1/plot v0.17.0
+	k8s.io/apimachinery v0.37.2
 )
 
 require (
@@ -129,7 +130,6 @@ require (
 	gopkg.in/inf.v0 v0.9.1 // indirect
 	k8s.io/api v0.37.2 // indirect
 	k8s.io/apiextensions-apiserver v0.37.2 // indirect
-	k8s.io/apimachinery v0.37.2 // indirect
 	k8s.io/client-go v0.37.2 // indirect
 	k8s.io/klog/v2 v2.140.0 // indirect
 	k8s.io/kube-openapi v0.0.0-20260721132016-d427ff9ee9ad // indirect

@@ -32,6 +32,10 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/modelserver-dev/modelserver-operator/test/machine"
 )
 
 type config struct {
@@ -47,6 +51,9 @@ type config struct {
 	tools    []string
 	keep     bool
 	settings toolSettings
+	// memoryMax, when not 0, is the memory limit of a cgroup each tool
+	// runs in, as the fetch Job's container would limit it.
+	memoryMax int64
 }
 
 func main() {
@@ -67,7 +74,7 @@ func main() {
 
 func parseFlags() (config, error) {
 	cfg := config{settings: defaultToolSettings()}
-	var shapeNames, toolList string
+	var shapeNames, toolList, memoryMax string
 	flag.StringVar(&cfg.repo, "repo", ".", "The repository's root, whose hack/tools pin the tools' versions.")
 	flag.StringVar(&cfg.bin, "bin", "bin", "The directory holding versitygw, s5cmd and rclone (`make bench-fetch-tools`).")
 	flag.StringVar(&cfg.fetcher, "fetcher", "bin/fetcher", "The fetcher binary (cmd/fetcher), whose `fetch` is ours; the ours-* variants are the binaries beside it named with their suffix (fetcher-nohash, fetcher-noflush, fetcher-bare).")
@@ -79,6 +86,7 @@ func parseFlags() (config, error) {
 	flag.StringVar(&shapeNames, "shapes", "", "Comma-separated shapes to run (default: all).")
 	flag.StringVar(&toolList, "tools", "ours,s5cmd,rclone", "Comma-separated tools to run: ours, s5cmd, rclone, and ours without its hash or its flush or both (ours-nohash, ours-noflush, ours-bare).")
 	flag.BoolVar(&cfg.keep, "keep", false, "Keep the work directory (the server's data and the logs).")
+	flag.StringVar(&memoryMax, "memory-max", "", "Run each tool in a cgroup with this memory limit (a quantity: 512Mi, the fetch Job's default), as the Job's container runs; its writes in the page cache count against it. Needs root.")
 	flag.IntVar(&cfg.settings.OursConcurrency, "ours-concurrency", cfg.settings.OursConcurrency, "fetcher fetch --concurrency.")
 	flag.IntVar(&cfg.settings.S5cmdWorkers, "s5cmd-numworkers", cfg.settings.S5cmdWorkers, "s5cmd --numworkers.")
 	flag.IntVar(&cfg.settings.S5cmdConcurrency, "s5cmd-concurrency", cfg.settings.S5cmdConcurrency, "s5cmd cp --concurrency (parts of one file at once).")
@@ -93,6 +101,13 @@ func parseFlags() (config, error) {
 	}
 	if cfg.runs < 1 {
 		return cfg, errors.New("-runs must be at least 1")
+	}
+	if memoryMax != "" {
+		q, err := resource.ParseQuantity(memoryMax)
+		if err != nil || q.Value() <= 0 {
+			return cfg, fmt.Errorf("-memory-max: %q is not a positive quantity of bytes", memoryMax)
+		}
+		cfg.memoryMax = q.Value()
 	}
 	known := func(kind string, names []string, valid []string) error {
 		for _, n := range names {
@@ -166,13 +181,14 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 	}
 
 	r := &report{
-		Date:     time.Now().UTC().Format("2006-01-02"),
-		Label:    cfg.label,
-		Machine:  describeHost(cfg.workdir),
-		Server:   "versitygw " + moduleVersion(filepath.Join(pins, "versitygw", "go.mod"), "github.com/versity/versitygw") + " --keep-alive",
-		Runs:     cfg.runs,
-		Tools:    tools,
-		Settings: cfg.settings,
+		Date:      time.Now().UTC().Format("2006-01-02"),
+		Label:     cfg.label,
+		Machine:   describeHost(cfg.workdir),
+		Server:    "versitygw " + moduleVersion(filepath.Join(pins, "versitygw", "go.mod"), "github.com/versity/versitygw") + " --keep-alive",
+		Runs:      cfg.runs,
+		MemoryMax: cfg.memoryMax,
+		Tools:     tools,
+		Settings:  cfg.settings,
 	}
 	for _, sh := range shapes() {
 		if !slices.Contains(cfg.shapes, sh.Name) {
@@ -208,6 +224,55 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 	return nil
 }
 
+// limited is a command line, in a memory cgroup of its own when it has a
+// limit.
+type limited struct {
+	args []string
+	cg   *machine.Cgroup // nil: no limit
+}
+
+// limitMemory puts args in a new cgroup with memoryMax bytes of memory;
+// with 0, it leaves them as they are.
+func limitMemory(memoryMax int64, args []string) (limited, error) {
+	if memoryMax <= 0 {
+		return limited{args: args}, nil
+	}
+	cg, err := machine.NewCgroup(machine.Limits{MemoryBytes: memoryMax})
+	if err != nil {
+		return limited{}, fmt.Errorf("-memory-max: %w", err)
+	}
+	bin, rest := cg.Wrap(args[0], args[1:])
+	return limited{args: append([]string{bin}, rest...), cg: cg}, nil
+}
+
+func (l limited) remove() {
+	if l.cg != nil {
+		_ = l.cg.Remove()
+	}
+}
+
+// peakMiB is the most memory the cgroup was charged, page cache included;
+// 0 without a limit.
+func (l limited) peakMiB() (float64, error) {
+	if l.cg == nil {
+		return 0, nil
+	}
+	b, err := l.cg.PeakBytes()
+	return round(float64(b) / mib), err
+}
+
+// oomKilled says, after a failed run, whether the kernel killed the tool
+// for its memory limit.
+func (l limited) oomKilled() string {
+	if l.cg == nil {
+		return ""
+	}
+	if n, err := l.cg.OOMKills(); err == nil && n > 0 {
+		return " (killed for passing its memory limit)"
+	}
+	return ""
+}
+
 // selectTools keeps the tools of all that names lists, each with its
 // version, failing for one whose binary is missing.
 func selectTools(all []*tool, names []string, pins string) ([]*tool, error) {
@@ -241,11 +306,11 @@ func runShape(ctx context.Context, cfg config, log *slog.Logger, work string, sr
 		for k := range tools {
 			i := (round + k) % len(tools)
 			t := tools[i]
-			s, err := runOnce(ctx, cfg.spawn, work, srv, t, sh, want, round+1)
+			s, err := runOnce(ctx, cfg.spawn, cfg.memoryMax, work, srv, t, sh, want, round+1)
 			if err != nil {
 				return res, err
 			}
-			log.Info("run", "shape", sh.Name, "tool", t.Name, "run", round+1, "seconds", s.Seconds, "durableSeconds", s.DurableSeconds, "mibPerSecond", s.MiBps, "cpuSeconds", s.CPUSeconds, "serverCpuSeconds", s.ServerCPU, "peakRssMiB", s.PeakRSSMiB)
+			log.Info("run", "shape", sh.Name, "tool", t.Name, "run", round+1, "seconds", s.Seconds, "durableSeconds", s.DurableSeconds, "mibPerSecond", s.MiBps, "cpuSeconds", s.CPUSeconds, "serverCpuSeconds", s.ServerCPU, "peakRssMiB", s.PeakRSSMiB, "cgroupPeakMiB", s.CgroupPeakMiB)
 			samples[i] = append(samples[i], s)
 		}
 	}
@@ -258,7 +323,8 @@ func runShape(ctx context.Context, cfg config, log *slog.Logger, work string, sr
 // runOnce copies sh with t into a fresh directory, times the sync that
 // puts the copy on disk, checks the copy and removes it. Dirty pages of
 // earlier runs are written out first, so that no run pays for another's.
-func runOnce(ctx context.Context, spawn, work string, srv *server, t *tool, sh shape, want map[string]fileSum, n int) (sample, error) {
+// With memoryMax, the tool runs in a cgroup of its own with that limit.
+func runOnce(ctx context.Context, spawn string, memoryMax int64, work string, srv *server, t *tool, sh shape, want map[string]fileSum, n int) (sample, error) {
 	name := fmt.Sprintf("%s-%s-%d", t.Name, sh.Name, n)
 	dest := filepath.Join(work, "runs", name)
 	if err := os.MkdirAll(dest, 0o755); err != nil {
@@ -267,13 +333,21 @@ func runOnce(ctx context.Context, spawn, work string, srv *server, t *tool, sh s
 	defer func() { _ = os.RemoveAll(dest) }()
 	syscall.Sync()
 	args, env := t.command(sh.Name, dest)
+	cg, err := limitMemory(memoryMax, args)
+	if err != nil {
+		return sample{}, err
+	}
+	defer cg.remove()
 	serverBefore, err := srv.cpuSeconds()
 	if err != nil {
 		return sample{}, err
 	}
-	s, err := measure(ctx, spawn, args, env, filepath.Join(work, "home"), filepath.Join(work, "logs", name+".log"))
+	s, err := measure(ctx, spawn, cg.args, env, filepath.Join(work, "home"), filepath.Join(work, "logs", name+".log"))
 	if err != nil {
-		return s, fmt.Errorf("%s on %s: %w", t.Name, sh.Name, err)
+		return s, fmt.Errorf("%s on %s: %w%s", t.Name, sh.Name, err, cg.oomKilled())
+	}
+	if s.CgroupPeakMiB, err = cg.peakMiB(); err != nil {
+		return s, err
 	}
 	serverAfter, err := srv.cpuSeconds()
 	if err != nil {

@@ -26,6 +26,9 @@ type sample struct {
 	// ServerCPU is the CPU time the S3 server used during the run: with
 	// CPUSeconds, what the copy cost the machine.
 	ServerCPU float64 `json:"serverCpuSeconds"`
+	// CgroupPeakMiB is the most memory the tool's cgroup was charged,
+	// its writes in the page cache included (-memory-max; 0 without).
+	CgroupPeakMiB float64 `json:"cgroupPeakMiB,omitempty"`
 }
 
 // measure runs args with env added to a bare PATH and HOME, its output to

@@ -26,7 +26,8 @@ var toolColors = map[string]color.Color{
 
 // writePlot draws, for each shape, the tools' median throughput (top row),
 // the median CPU time a copy cost the machine, the tool's and the S3
-// server's together (middle row), and the median peak resident set
+// server's together (second row), the median peak resident set
+// (third row), and with -memory-max the peak charge of the tool's cgroup
 // (bottom row), each bar labelled with its value. Each shape has its own
 // scale: 4 KiB files move far fewer MiB/s than a 1 GiB one.
 func writePlot(r *report, path string) error {
@@ -34,13 +35,19 @@ func writePlot(r *report, path string) error {
 		return nil
 	}
 	median := " (median of " + strconv.Itoa(r.Runs) + ")"
-	panels := []struct {
+	type panel struct {
 		title, yLabel string
 		value         func(toolResult) float64
-	}{
+	}
+	panels := []panel{
 		{"throughput", "MiB/s" + median, func(t toolResult) float64 { return t.MiBps.Median }},
 		{"CPU, tool + server", "CPU seconds" + median, func(t toolResult) float64 { return t.CPUSeconds.Median + t.ServerCPU.Median }},
 		{"memory", "peak RSS, MiB" + median, func(t toolResult) float64 { return t.PeakRSSMiB.Median }},
+	}
+	if r.MemoryMax > 0 {
+		limit := strconv.FormatInt(r.MemoryMax>>20, 10) + " MiB"
+		panels[0].title += ", limit " + limit
+		panels = append(panels, panel{"memory charged, limit " + limit, "cgroup's peak with page cache, MiB" + median, func(t toolResult) float64 { return t.CgroupPeakMiB.Median }})
 	}
 	rows := make([][]*plot.Plot, len(panels))
 	for i, panel := range panels {

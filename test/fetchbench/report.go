@@ -14,14 +14,17 @@ import (
 
 // report is one results/<date>-fetch.json.
 type report struct {
-	Date     string        `json:"date"`
-	Label    string        `json:"label,omitempty"`
-	Machine  host          `json:"machine"`
-	Server   string        `json:"server"`
-	Runs     int           `json:"runs"`
-	Tools    []*tool       `json:"tools"`
-	Settings toolSettings  `json:"settings"`
-	Shapes   []shapeResult `json:"shapes"`
+	Date    string `json:"date"`
+	Label   string `json:"label,omitempty"`
+	Machine host   `json:"machine"`
+	Server  string `json:"server"`
+	Runs    int    `json:"runs"`
+	// MemoryMax is the memory limit of each tool's cgroup, in bytes; 0:
+	// none.
+	MemoryMax int64         `json:"memoryMaxBytes,omitempty"`
+	Tools     []*tool       `json:"tools"`
+	Settings  toolSettings  `json:"settings"`
+	Shapes    []shapeResult `json:"shapes"`
 }
 
 type shapeResult struct {
@@ -35,14 +38,16 @@ type shapeResult struct {
 // toolResult is a tool's runs on a shape: the median and extremes of each
 // measure. Throughput's best is its max, every other measure's its min.
 type toolResult struct {
-	Tool       string   `json:"tool"`
-	Seconds    summary  `json:"seconds"`
-	Durable    summary  `json:"durableSeconds"`
-	MiBps      summary  `json:"mibPerSecond"`
-	CPUSeconds summary  `json:"cpuSeconds"`
-	ServerCPU  summary  `json:"serverCpuSeconds"`
-	PeakRSSMiB summary  `json:"peakRssMiB"`
-	Samples    []sample `json:"samples"`
+	Tool       string  `json:"tool"`
+	Seconds    summary `json:"seconds"`
+	Durable    summary `json:"durableSeconds"`
+	MiBps      summary `json:"mibPerSecond"`
+	CPUSeconds summary `json:"cpuSeconds"`
+	ServerCPU  summary `json:"serverCpuSeconds"`
+	PeakRSSMiB summary `json:"peakRssMiB"`
+	// CgroupPeakMiB is the peak charge of the tool's cgroup (-memory-max).
+	CgroupPeakMiB summary  `json:"cgroupPeakMiB"`
+	Samples       []sample `json:"samples"`
 }
 
 func resultOf(name string, samples []sample) toolResult {
@@ -54,14 +59,15 @@ func resultOf(name string, samples []sample) toolResult {
 		return summarize(vs)
 	}
 	return toolResult{
-		Tool:       name,
-		Seconds:    pick(func(s sample) float64 { return s.Seconds }),
-		Durable:    pick(func(s sample) float64 { return s.DurableSeconds }),
-		MiBps:      pick(func(s sample) float64 { return s.MiBps }),
-		CPUSeconds: pick(func(s sample) float64 { return s.CPUSeconds }),
-		ServerCPU:  pick(func(s sample) float64 { return s.ServerCPU }),
-		PeakRSSMiB: pick(func(s sample) float64 { return s.PeakRSSMiB }),
-		Samples:    samples,
+		Tool:          name,
+		Seconds:       pick(func(s sample) float64 { return s.Seconds }),
+		Durable:       pick(func(s sample) float64 { return s.DurableSeconds }),
+		MiBps:         pick(func(s sample) float64 { return s.MiBps }),
+		CPUSeconds:    pick(func(s sample) float64 { return s.CPUSeconds }),
+		ServerCPU:     pick(func(s sample) float64 { return s.ServerCPU }),
+		PeakRSSMiB:    pick(func(s sample) float64 { return s.PeakRSSMiB }),
+		CgroupPeakMiB: pick(func(s sample) float64 { return s.CgroupPeakMiB }),
+		Samples:       samples,
 	}
 }
 
@@ -109,12 +115,23 @@ func writeJSON(r *report, path string) error {
 // measures.
 func printTable(w io.Writer, r *report) {
 	_, _ = fmt.Fprintf(w, "%d runs each; %d CPUs (%s), %s, %s\n", r.Runs, r.Machine.CPUs, r.Machine.CPUModel, r.Machine.FileSystem, r.Server)
+	if r.MemoryMax > 0 {
+		_, _ = fmt.Fprintf(w, "each tool in a cgroup with a memory limit of %.0f MiB, page cache included; its peak charge in the last columns\n", float64(r.MemoryMax)/mib)
+	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	_, _ = fmt.Fprintln(tw, "shape\ttool\tmedian s\tmin s\tmedian MiB/s\tbest MiB/s\tmedian s to disk\tmedian CPU s\tmedian server CPU s\tmedian RSS MiB\tmax RSS MiB\t")
+	header := "shape\ttool\tmedian s\tmin s\tmedian MiB/s\tbest MiB/s\tmedian s to disk\tmedian CPU s\tmedian server CPU s\tmedian RSS MiB\tmax RSS MiB\t"
+	if r.MemoryMax > 0 {
+		header += "median cgroup MiB\tmax cgroup MiB\t"
+	}
+	_, _ = fmt.Fprintln(tw, header)
 	for _, sh := range r.Shapes {
 		for _, t := range sh.Results {
-			_, _ = fmt.Fprintf(tw, "%s\t%s\t%.2f\t%.2f\t%.0f\t%.0f\t%.2f\t%.2f\t%.2f\t%.0f\t%.0f\t\n", sh.Name, t.Tool,
+			_, _ = fmt.Fprintf(tw, "%s\t%s\t%.2f\t%.2f\t%.0f\t%.0f\t%.2f\t%.2f\t%.2f\t%.0f\t%.0f\t", sh.Name, t.Tool,
 				t.Seconds.Median, t.Seconds.Min, t.MiBps.Median, t.MiBps.Max, t.Durable.Median, t.CPUSeconds.Median, t.ServerCPU.Median, t.PeakRSSMiB.Median, t.PeakRSSMiB.Max)
+			if r.MemoryMax > 0 {
+				_, _ = fmt.Fprintf(tw, "%.0f\t%.0f\t", t.CgroupPeakMiB.Median, t.CgroupPeakMiB.Max)
+			}
+			_, _ = fmt.Fprintln(tw)
 		}
 	}
 	_ = tw.Flush()
