@@ -289,7 +289,7 @@ func selectTools(all []*tool, names []string, pins string) ([]*tool, error) {
 			return nil, fmt.Errorf("%s: %w (make bench-fetch builds it)", t.Name, err)
 		}
 		t.Version = versions[t.Name]
-		if t.Name == "ours" || strings.HasPrefix(t.Name, "ours-") {
+		if strings.HasPrefix(t.Name, "ours") {
 			t.Version = "the working tree"
 		}
 		tools = append(tools, t)

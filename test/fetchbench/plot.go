@@ -45,7 +45,7 @@ func writePlot(r *report, path string) error {
 		{"memory", "peak RSS, MiB" + median, func(t toolResult) float64 { return t.PeakRSSMiB.Median }},
 	}
 	if r.MemoryMax > 0 {
-		limit := strconv.FormatInt(r.MemoryMax>>20, 10) + " MiB"
+		limit := r.memoryLimit()
 		panels[0].title += ", limit " + limit
 		panels = append(panels, panel{"memory charged, limit " + limit, "cgroup's peak with page cache, MiB" + median, func(t toolResult) float64 { return t.CgroupPeakMiB.Median }})
 	}

@@ -111,12 +111,17 @@ func writeJSON(r *report, path string) error {
 	return os.WriteFile(path, append(b, '\n'), 0o644)
 }
 
+// memoryLimit is MemoryMax as the table and the plot show it.
+func (r *report) memoryLimit() string {
+	return fmt.Sprintf("%.0f MiB", float64(r.MemoryMax)/mib)
+}
+
 // printTable shows, for each shape and tool, the median and best of the
 // measures.
 func printTable(w io.Writer, r *report) {
 	_, _ = fmt.Fprintf(w, "%d runs each; %d CPUs (%s), %s, %s\n", r.Runs, r.Machine.CPUs, r.Machine.CPUModel, r.Machine.FileSystem, r.Server)
 	if r.MemoryMax > 0 {
-		_, _ = fmt.Fprintf(w, "each tool in a cgroup with a memory limit of %.0f MiB, page cache included; its peak charge in the last columns\n", float64(r.MemoryMax)/mib)
+		_, _ = fmt.Fprintf(w, "each tool in a cgroup with a memory limit of %s, page cache included; its peak charge in the last columns\n", r.memoryLimit())
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	header := "shape\ttool\tmedian s\tmin s\tmedian MiB/s\tbest MiB/s\tmedian s to disk\tmedian CPU s\tmedian server CPU s\tmedian RSS MiB\tmax RSS MiB\t"
