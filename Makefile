@@ -178,6 +178,16 @@ vet-bench: ## Vet and unit-test the benchmark harnesses and the peer operator.
 bench: tools ## Benchmark the operator and the peer for BENCH_N ModelServers; results in test/bench/results.
 	cd test/bench && go run . -n '$(BENCH_N)' $(BENCH_FLAGS)
 
+# bench-real-node times what kwok's pods cannot show: a ModelServer (2
+# replicas, a 12 kB model from the real S3 server) from `kubectl apply` to
+# Ready on the real node, through real containers and the kubelet's probes,
+# step by step, REAL_NODE_RUNS times one after another. Needs root, like
+# the real-node suites.
+REAL_NODE_RUNS ?= 8
+.PHONY: bench-real-node
+bench-real-node: tools node-deps ## Time a ModelServer from kubectl apply to Ready on the real node, step by step; prints each step's median.
+	go test -count=1 -run '^$$' -bench ApplyToReady -benchtime $(REAL_NODE_RUNS)x -v -timeout 30m ./test/realnode
+
 # bench-fetch times the fetcher (`fetcher fetch`) against s5cmd and rclone on the same
 # models from the same versitygw (test/fetchbench, a module of its own). The
 # two clients are pinned in hack/tools/s3tools and built by one `go build`,

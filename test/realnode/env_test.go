@@ -48,7 +48,7 @@ func TestMain(m *testing.M) {
 
 // realNode returns the shared environment, starting it on first use, or
 // skips the test in one line where the machine cannot run containers.
-func realNode(t *testing.T) *env {
+func realNode(t testing.TB) *env {
 	t.Helper()
 	e := shared.Get(t, func() (*env, error) { return startEnv(t) })
 	t.Cleanup(func() {
@@ -60,7 +60,7 @@ func realNode(t *testing.T) *env {
 	return e
 }
 
-func startEnv(t *testing.T) (*env, error) {
+func startEnv(t testing.TB) (*env, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	re, err := realenv.Start(ctx, realenv.Options{Logf: t.Logf})
@@ -81,7 +81,7 @@ func startEnv(t *testing.T) (*env, error) {
 	return &env{Env: re, cs: cs}, nil
 }
 
-func (e *env) kubectl(t *testing.T, stdin string, args ...string) string {
+func (e *env) kubectl(t testing.TB, stdin string, args ...string) string {
 	t.Helper()
 	out, err := e.Kubectl(stdin, args...)
 	if err != nil {

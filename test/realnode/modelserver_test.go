@@ -49,7 +49,7 @@ func (e *env) namespace(t *testing.T) string {
 
 var nonDNS = regexp.MustCompile(`[^a-z0-9-]+`)
 
-func (e *env) secret(t *testing.T, ns, name, secretKey string) {
+func (e *env) secret(t testing.TB, ns, name, secretKey string) {
 	t.Helper()
 	e.kubectl(t, e.CredentialsSecret(name, secretKey), "-n", ns, "apply", "-f", "-")
 }

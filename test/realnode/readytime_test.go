@@ -1,0 +1,288 @@
+package realnode
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/dynamic"
+
+	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
+	"github.com/modelserver-dev/modelserver-operator/internal/values"
+)
+
+// A step on the way from `kubectl apply` to a Ready ModelServer, as a watch
+// of its pods and of the ModelServer sees it. A serving step is reached
+// when the last serving pod reaches it.
+type step int
+
+const (
+	fetchPodCreated step = iota
+	fetchRunning
+	fetchExited
+	servingPodsCreated
+	modelSeen      // every serving pod's wait-for-model exited
+	servingRunning // every serving container runs
+	probePassed    // every serving container passed its startup probe
+	podsReady
+	modelServerReady
+	steps
+)
+
+var stepNames = [steps]string{
+	"fetch-pod-created", "fetch-running", "fetch-exited", "serving-pods-created",
+	"model-seen", "serving-running", "startup-probe-passed", "pods-ready", "modelserver-ready",
+}
+
+// BenchmarkApplyToReady times what a user waits for on a real node: from
+// `kubectl apply` of a ModelServer (2 replicas, a model of 12 kB from S3) to
+// its Ready condition, step by step. Each iteration is a ModelServer in a
+// namespace of its own, deleted, with what it made, before the next. Run it
+// as `make bench-real-node`; it prints the median of each step's time since
+// the apply, and each iteration's.
+func BenchmarkApplyToReady(b *testing.B) {
+	e := realNode(b)
+	dyn, err := dynamic.NewForConfig(e.Cluster.Config)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var runs [][steps]time.Duration
+	b.ResetTimer()
+	for i := range b.N {
+		b.StopTimer()
+		ns := fmt.Sprintf("rn-ready-%d", i)
+		e.kubectl(b, "", "create", "namespace", ns)
+		e.secret(b, ns, "s3-creds", "")
+		b.StartTimer()
+		runs = append(runs, e.applyToReady(b, dyn, ns))
+		b.StopTimer()
+		e.kubectl(b, "", "delete", "namespace", ns, "--timeout=2m")
+	}
+	for s := range steps {
+		var at []float64
+		for _, r := range runs {
+			at = append(at, r[s].Seconds())
+		}
+		slices.Sort(at)
+		b.ReportMetric(at[len(at)/2], "s-"+stepNames[s])
+	}
+	var table strings.Builder
+	fmt.Fprintf(&table, "seconds since kubectl apply, by iteration:\n%-22s", "step")
+	for i := range runs {
+		fmt.Fprintf(&table, " %6d", i+1)
+	}
+	for s := range steps {
+		fmt.Fprintf(&table, "\n%-22s", stepNames[s])
+		for _, r := range runs {
+			fmt.Fprintf(&table, " %6.2f", r[s].Seconds())
+		}
+	}
+	b.Log(table.String())
+}
+
+var modelServersResource = schema.GroupVersionResource{Group: servingv1alpha1.GroupVersion.Group, Version: servingv1alpha1.GroupVersion.Version, Resource: "modelservers"}
+
+// applyToReady applies a ModelServer in ns and returns when each step was
+// first seen, counted from just before the apply.
+func (e *env) applyToReady(b *testing.B, dyn dynamic.Interface, ns string) [steps]time.Duration {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	pods, err := e.cs.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer pods.Stop()
+	servers, err := dyn.Resource(modelServersResource).Namespace(ns).Watch(ctx, metav1.ListOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer servers.Stop()
+
+	const replicas = 2
+	tl := newTimeline(replicas)
+	start := time.Now()
+	e.kubectl(b, e.modelServer("ready", halfPlusTwo, replicas, "64Mi", ""), "-n", ns, "apply", "-f", "-")
+	var wg sync.WaitGroup
+	wg.Go(func() { watchPods(ctx, pods, tl) })
+	wg.Go(func() { watchReady(ctx, servers, tl) })
+	err = wait.PollUntilContextCancel(ctx, 20*time.Millisecond, true, func(context.Context) (bool, error) {
+		return tl.complete(), nil
+	})
+	cancel()
+	wg.Wait()
+	if err != nil {
+		b.Fatalf("ModelServer %s/ready: not every step seen in 5 minutes: %v\n%s", ns, tl.since(start),
+			e.kubectlOut("-n", ns, "get", "modelserver,pods,jobs", "-o", "wide"))
+	}
+	return tl.since(start)
+}
+
+// timeline records when each step was first seen.
+type timeline struct {
+	mu       sync.Mutex
+	replicas int
+	fetch    map[step]time.Time
+	serving  map[string]map[step]time.Time // by pod name
+	ready    time.Time
+}
+
+func newTimeline(replicas int) *timeline {
+	return &timeline{replicas: replicas, fetch: map[step]time.Time{}, serving: map[string]map[step]time.Time{}}
+}
+
+func watchPods(ctx context.Context, w watch.Interface, tl *timeline) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				return
+			}
+			if pod, isPod := ev.Object.(*corev1.Pod); isPod {
+				tl.sawPod(pod, time.Now())
+			}
+		}
+	}
+}
+
+func watchReady(ctx context.Context, w watch.Interface, tl *timeline) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				return
+			}
+			if u, isObj := ev.Object.(*unstructured.Unstructured); isObj && readyCondition(u) {
+				tl.sawReady(time.Now())
+			}
+		}
+	}
+}
+
+func readyCondition(u *unstructured.Unstructured) bool {
+	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+	for _, c := range conds {
+		if m, ok := c.(map[string]any); ok && m["type"] == servingv1alpha1.ConditionReady && m["status"] == string(metav1.ConditionTrue) {
+			return true
+		}
+	}
+	return false
+}
+
+// sawPod records the steps pod has reached.
+func (tl *timeline) sawPod(pod *corev1.Pod, now time.Time) {
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	first := func(m map[step]time.Time, s step) {
+		if _, ok := m[s]; !ok {
+			m[s] = now
+		}
+	}
+	switch pod.Labels[values.LabelComponent] {
+	case values.ComponentFetch:
+		first(tl.fetch, fetchPodCreated)
+		for _, c := range pod.Status.ContainerStatuses {
+			if c.State.Running != nil || c.State.Terminated != nil {
+				first(tl.fetch, fetchRunning)
+			}
+			if t := c.State.Terminated; t != nil && t.ExitCode == 0 {
+				first(tl.fetch, fetchExited)
+			}
+		}
+	case "serving":
+		m := tl.serving[pod.Name]
+		if m == nil {
+			m = map[step]time.Time{}
+			tl.serving[pod.Name] = m
+		}
+		first(m, servingPodsCreated)
+		for _, c := range pod.Status.InitContainerStatuses {
+			if t := c.State.Terminated; t != nil && t.ExitCode == 0 {
+				first(m, modelSeen)
+			}
+		}
+		for _, c := range pod.Status.ContainerStatuses {
+			if c.State.Running != nil {
+				first(m, servingRunning)
+			}
+			if c.Started != nil && *c.Started {
+				first(m, probePassed)
+			}
+			if c.Ready {
+				first(m, podsReady)
+			}
+		}
+	}
+}
+
+func (tl *timeline) sawReady(now time.Time) {
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	if tl.ready.IsZero() {
+		tl.ready = now
+	}
+}
+
+// at is when step s was first seen: for a serving step, when the last of
+// the replicas reached it; zero if not yet.
+func (tl *timeline) at(s step) time.Time {
+	switch {
+	case s == modelServerReady:
+		return tl.ready
+	case s < servingPodsCreated:
+		return tl.fetch[s]
+	}
+	if len(tl.serving) < tl.replicas {
+		return time.Time{}
+	}
+	var last time.Time
+	for _, m := range tl.serving {
+		t, ok := m[s]
+		if !ok {
+			return time.Time{}
+		}
+		if t.After(last) {
+			last = t
+		}
+	}
+	return last
+}
+
+func (tl *timeline) complete() bool {
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	for s := range steps {
+		if tl.at(s).IsZero() {
+			return false
+		}
+	}
+	return true
+}
+
+// since is each step's time from start; -1 s for a step not seen.
+func (tl *timeline) since(start time.Time) [steps]time.Duration {
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	var out [steps]time.Duration
+	for s := range steps {
+		if t := tl.at(s); t.IsZero() {
+			out[s] = -time.Second
+		} else {
+			out[s] = t.Sub(start)
+		}
+	}
+	return out
+}
