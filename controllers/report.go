@@ -62,9 +62,9 @@ func (r *ModelServerReconciler) writeStatus(ctx context.Context, ms *servingv1al
 }
 
 // progressHold is how long a step between two steps on the way to Ready
-// (Fetching, Deploying) waits before it is written: the startup probe's
-// period. Once the model is in place, serving pods that load it quickly
-// pass the next probe within that time, and one write says both the fetch
+// (Fetching, Deploying) waits before it is written. Once the model is in
+// place, serving pods that load it within that time pass their startup
+// probe (every second) and are Ready, and one write says both the fetch
 // done and Ready, where a write per step would cost one more per
 // ModelServer. A slower start still shows as Deploying, 10 seconds late.
 // Ready, a failure, a new generation and the release's own steps are

@@ -1046,7 +1046,7 @@ func checkStack(t *testing.T, ms *servingv1alpha1.ModelServer, v *values.Values,
 	if p := c.ReadinessProbe; p == nil || !equality.Semantic.DeepEqual(p.ProbeHandler, wantReadiness) || p.PeriodSeconds != 5 || p.FailureThreshold != 3 {
 		t.Errorf("readiness probe = %+v, want GET %s on http every 5s", p, v.Serving.ReadinessPath)
 	}
-	if p := c.StartupProbe; p == nil || p.TCPSocket == nil || p.TCPSocket.Port != intstr.FromString("http") || p.PeriodSeconds != 10 || p.FailureThreshold != 60 {
+	if p := c.StartupProbe; p == nil || p.TCPSocket == nil || p.TCPSocket.Port != intstr.FromString("http") || p.PeriodSeconds != 1 || p.FailureThreshold != 600 {
 		t.Errorf("startup probe = %+v", p)
 	}
 	if p := c.LivenessProbe; p == nil || p.TCPSocket == nil || p.TCPSocket.Port != intstr.FromString("grpc") || p.PeriodSeconds != 10 || p.FailureThreshold != 3 {

@@ -24,13 +24,24 @@ func WaitForModel(args []string) error {
 	return waitForModel(ctx, args, os.Stderr, 2*time.Second, time.Minute)
 }
 
+// nextPoll is how long to wait before looking for the files again, having
+// waited so far: a tenth of that, between a twentieth of most and most.
+// The serving pods start with the fetch, so a small model's fetch ends a
+// second or two into their wait and is seen within a tenth of a second,
+// not up to a whole poll later (2 s at most, once on every pod start); a
+// long fetch costs no more stats than a fixed poll of most, which matters
+// on a network file system, where each stat is a round trip.
+func nextPoll(waited, most time.Duration) time.Duration {
+	return min(most, max(most/20, waited/10))
+}
+
 type fileList []string
 
 func (f *fileList) String() string     { return fmt.Sprint(*f) }
 func (f *fileList) Set(v string) error { *f = append(*f, v); return nil }
 
-// waitForModel polls for the files every poll, and logs those still
-// missing every report.
+// waitForModel polls for the files, at most poll apart (nextPoll), and
+// logs those still missing every report.
 func waitForModel(ctx context.Context, args []string, stderr io.Writer, poll, report time.Duration) error {
 	fs := flag.NewFlagSet("wait-for-model", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -65,7 +76,7 @@ func waitForModel(ctx context.Context, args []string, stderr io.Writer, poll, re
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("wait-for-model: stopped while waiting for %v", missing)
-		case <-time.After(poll):
+		case <-time.After(nextPoll(time.Since(start), poll)):
 		}
 	}
 }

@@ -59,3 +59,18 @@ func TestWaitForModelStopsOnSignalAndRefusesNoFiles(t *testing.T) {
 		t.Error("no --file was accepted")
 	}
 }
+
+func TestTheWaitLooksOftenAtFirstAndNeverMoreSeldomThanItsPoll(t *testing.T) {
+	const most = 2 * time.Second
+	for _, c := range []struct{ waited, want time.Duration }{
+		{0, 100 * time.Millisecond},
+		{500 * time.Millisecond, 100 * time.Millisecond},
+		{3 * time.Second, 300 * time.Millisecond},
+		{20 * time.Second, most},
+		{time.Hour, most},
+	} {
+		if got := nextPoll(c.waited, most); got != c.want {
+			t.Errorf("after %s: next look in %s, want %s", c.waited, got, c.want)
+		}
+	}
+}
