@@ -186,46 +186,61 @@ func readyCondition(u *unstructured.Unstructured) bool {
 func (tl *timeline) sawPod(pod *corev1.Pod, now time.Time) {
 	tl.mu.Lock()
 	defer tl.mu.Unlock()
-	first := func(m map[step]time.Time, s step) {
-		if _, ok := m[s]; !ok {
-			m[s] = now
-		}
-	}
+	var seen map[step]time.Time
+	var reached []step
 	switch pod.Labels[values.LabelComponent] {
 	case values.ComponentFetch:
-		first(tl.fetch, fetchPodCreated)
-		for _, c := range pod.Status.ContainerStatuses {
-			if c.State.Running != nil || c.State.Terminated != nil {
-				first(tl.fetch, fetchRunning)
-			}
-			if t := c.State.Terminated; t != nil && t.ExitCode == 0 {
-				first(tl.fetch, fetchExited)
-			}
-		}
+		seen, reached = tl.fetch, fetchSteps(pod)
 	case "serving":
-		m := tl.serving[pod.Name]
-		if m == nil {
-			m = map[step]time.Time{}
-			tl.serving[pod.Name] = m
+		if seen = tl.serving[pod.Name]; seen == nil {
+			seen = map[step]time.Time{}
+			tl.serving[pod.Name] = seen
 		}
-		first(m, servingPodsCreated)
-		for _, c := range pod.Status.InitContainerStatuses {
-			if t := c.State.Terminated; t != nil && t.ExitCode == 0 {
-				first(m, modelSeen)
-			}
-		}
-		for _, c := range pod.Status.ContainerStatuses {
-			if c.State.Running != nil {
-				first(m, servingRunning)
-			}
-			if c.Started != nil && *c.Started {
-				first(m, probePassed)
-			}
-			if c.Ready {
-				first(m, podsReady)
-			}
+		reached = servingSteps(pod)
+	default:
+		return
+	}
+	for _, s := range reached {
+		if _, ok := seen[s]; !ok {
+			seen[s] = now
 		}
 	}
+}
+
+// fetchSteps are the steps a fetch pod's status shows reached.
+func fetchSteps(pod *corev1.Pod) []step {
+	reached := []step{fetchPodCreated}
+	for _, c := range pod.Status.ContainerStatuses {
+		if c.State.Running != nil || c.State.Terminated != nil {
+			reached = append(reached, fetchRunning)
+		}
+		if t := c.State.Terminated; t != nil && t.ExitCode == 0 {
+			reached = append(reached, fetchExited)
+		}
+	}
+	return reached
+}
+
+// servingSteps are the steps a serving pod's status shows reached.
+func servingSteps(pod *corev1.Pod) []step {
+	reached := []step{servingPodsCreated}
+	for _, c := range pod.Status.InitContainerStatuses {
+		if t := c.State.Terminated; t != nil && t.ExitCode == 0 {
+			reached = append(reached, modelSeen)
+		}
+	}
+	for _, c := range pod.Status.ContainerStatuses {
+		if c.State.Running != nil {
+			reached = append(reached, servingRunning)
+		}
+		if c.Started != nil && *c.Started {
+			reached = append(reached, probePassed)
+		}
+		if c.Ready {
+			reached = append(reached, podsReady)
+		}
+	}
+	return reached
 }
 
 func (tl *timeline) sawReady(now time.Time) {
