@@ -217,7 +217,8 @@ bench-fetch-tools: $(LOCALBIN)/s5cmd $(LOCALBIN)/rclone ## Build s5cmd and rclon
 # The fetcher (built as the image builds it) and the harness are built into
 # bin/fetchbench rather than run with `go run`, which exits 1 on Ctrl-C
 # whatever the program does. Beside the fetcher, the variants the harness's
-# ours-* tools run: suffix:tags, as test/fetchbench/tools.go names them.
+# ours-* tools run: suffix:tags, as test/fetchbench/tools.go names them (a
+# test there fails if the two lists part).
 FETCHBENCH_VARIANTS := nohash:fetchbench_nohash noflush:fetchbench_noflush bare:fetchbench_nohash,fetchbench_noflush
 .PHONY: bench-fetch
 bench-fetch: bench-fetch-tools $(LOCALBIN)/versitygw ## Time the fetcher, s5cmd and rclone fetching three model shapes from versitygw; results in test/bench/results.

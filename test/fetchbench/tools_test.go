@@ -1,7 +1,9 @@
 package main
 
 import (
+	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -41,5 +43,36 @@ func TestSelectTools(t *testing.T) {
 
 	if _, err := selectTools(all, []string{"ours-nohash"}, dir); err == nil || !strings.Contains(err.Error(), "make bench-fetch builds it") {
 		t.Errorf("a variant not built: err = %v, want one saying make bench-fetch builds it", err)
+	}
+}
+
+// The Makefile builds the variants and this harness names them: the two
+// lists are kept apart (make has no Go to read), so this test keeps them
+// equal.
+func TestMakeBuildsEveryVariantTheHarnessRuns(t *testing.T) {
+	makefile, err := os.ReadFile(filepath.Join("..", "..", "Makefile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var built []string
+	for line := range strings.SplitSeq(string(makefile), "\n") {
+		if list, ok := strings.CutPrefix(line, "FETCHBENCH_VARIANTS := "); ok {
+			for _, v := range strings.Fields(list) {
+				suffix, tags, _ := strings.Cut(v, ":")
+				if tags == "" {
+					t.Errorf("FETCHBENCH_VARIANTS entry %q has no build tags", v)
+				}
+				built = append(built, "-"+suffix)
+			}
+		}
+	}
+	var run []string
+	for _, v := range oursVariants {
+		run = append(run, v.suffix)
+	}
+	slices.Sort(built)
+	slices.Sort(run)
+	if !slices.Equal(built, run) {
+		t.Errorf("the Makefile's FETCHBENCH_VARIANTS build %v, the harness runs %v", built, run)
 	}
 }
