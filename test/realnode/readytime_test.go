@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
@@ -113,8 +114,20 @@ func (e *env) applyToReady(b *testing.B, dyn dynamic.Interface, ns string) [step
 	start := time.Now()
 	e.kubectl(b, e.modelServer("ready", halfPlusTwo, replicas, "64Mi", ""), "-n", ns, "apply", "-f", "-")
 	var wg sync.WaitGroup
-	wg.Go(func() { watchPods(ctx, pods, tl) })
-	wg.Go(func() { watchReady(ctx, servers, tl) })
+	wg.Go(func() {
+		follow(ctx, pods, func(o runtime.Object, at time.Time) {
+			if pod, ok := o.(*corev1.Pod); ok {
+				tl.sawPod(pod, at)
+			}
+		})
+	})
+	wg.Go(func() {
+		follow(ctx, servers, func(o runtime.Object, at time.Time) {
+			if u, ok := o.(*unstructured.Unstructured); ok && readyCondition(u) {
+				tl.sawReady(at)
+			}
+		})
+	})
 	err = wait.PollUntilContextCancel(ctx, 20*time.Millisecond, true, func(context.Context) (bool, error) {
 		return tl.complete(), nil
 	})
@@ -140,7 +153,9 @@ func newTimeline(replicas int) *timeline {
 	return &timeline{replicas: replicas, fetch: map[step]time.Time{}, serving: map[string]map[step]time.Time{}}
 }
 
-func watchPods(ctx context.Context, w watch.Interface, tl *timeline) {
+// follow hands each object w delivers to saw, with when it arrived, until
+// ctx ends or the watch does.
+func follow(ctx context.Context, w watch.Interface, saw func(runtime.Object, time.Time)) {
 	for {
 		select {
 		case <-ctx.Done():
@@ -149,25 +164,7 @@ func watchPods(ctx context.Context, w watch.Interface, tl *timeline) {
 			if !ok {
 				return
 			}
-			if pod, isPod := ev.Object.(*corev1.Pod); isPod {
-				tl.sawPod(pod, time.Now())
-			}
-		}
-	}
-}
-
-func watchReady(ctx context.Context, w watch.Interface, tl *timeline) {
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case ev, ok := <-w.ResultChan():
-			if !ok {
-				return
-			}
-			if u, isObj := ev.Object.(*unstructured.Unstructured); isObj && readyCondition(u) {
-				tl.sawReady(time.Now())
-			}
+			saw(ev.Object, time.Now())
 		}
 	}
 }
