@@ -70,7 +70,7 @@ func (e *env) get(t *testing.T, ns, name string) *servingv1alpha1.ModelServer {
 	return &ms
 }
 
-func (e *env) waitReady(t *testing.T, ns, name string, timeout time.Duration) {
+func (e *env) waitReady(t testing.TB, ns, name string, timeout time.Duration) {
 	t.Helper()
 	if _, err := e.Kubectl("", "-n", ns, "wait", "--for=condition=Ready", "modelserver/"+name, fmt.Sprintf("--timeout=%s", timeout)); err != nil {
 		t.Fatalf("%v\nstatus: %s\n%s", err, e.kubectlOut("-n", ns, "get", "modelserver", name, "-o", "jsonpath={.status}"),

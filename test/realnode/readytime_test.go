@@ -51,12 +51,23 @@ var stepNames = [steps]string{
 // namespace of its own, deleted, with what it made, before the next. Run it
 // as `make bench-real-node`; it prints the median of each step's time since
 // the apply, and each iteration's.
-func BenchmarkApplyToReady(b *testing.B) {
+func BenchmarkApplyToReady(b *testing.B) { benchmarkReady(b, false) }
+
+// BenchmarkModelChangeToReady times an upgrade of the model: from `kubectl
+// apply` of a new storageUri to a ModelServer that is Ready (2 replicas) to
+// its Ready condition at the new generation: the new model fetched beside
+// the old, then the pods rolled one at a time without losing capacity. The
+// serving steps are the new pods'.
+func BenchmarkModelChangeToReady(b *testing.B) { benchmarkReady(b, true) }
+
+func benchmarkReady(b *testing.B, change bool) {
 	e := realNode(b)
 	dyn, err := dynamic.NewForConfig(e.Cluster.Config)
 	if err != nil {
 		b.Fatal(err)
 	}
+	const replicas = 2
+	first := e.modelServer("ready", halfPlusTwo, replicas, "64Mi", "")
 	var runs [][steps]time.Duration
 	b.ResetTimer()
 	for i := range b.N {
@@ -64,8 +75,15 @@ func BenchmarkApplyToReady(b *testing.B) {
 		ns := fmt.Sprintf("rn-ready-%d", i)
 		e.kubectl(b, "", "create", "namespace", ns)
 		e.secret(b, ns, "s3-creds", "")
+		apply, before := first, map[string]bool{}
+		if change {
+			e.kubectl(b, first, "-n", ns, "apply", "-f", "-")
+			e.waitReady(b, ns, "ready", 5*time.Minute)
+			before = e.podNames(b, ns)
+			apply = e.modelServer("ready", twoVersions, replicas, "64Mi", "    versionPolicy: {all: {}}\n")
+		}
 		b.StartTimer()
-		runs = append(runs, e.applyToReady(b, dyn, ns))
+		runs = append(runs, e.timeToReady(b, dyn, ns, apply, newTimeline(replicas, before)))
 		b.StopTimer()
 		e.kubectl(b, "", "delete", "namespace", ns, "--timeout=2m")
 	}
@@ -91,11 +109,24 @@ func BenchmarkApplyToReady(b *testing.B) {
 	b.Log(table.String())
 }
 
+// podNames are the names of the pods in ns now.
+func (e *env) podNames(b *testing.B, ns string) map[string]bool {
+	pods, err := e.cs.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	names := map[string]bool{}
+	for _, p := range pods.Items {
+		names[p.Name] = true
+	}
+	return names
+}
+
 var modelServersResource = schema.GroupVersionResource{Group: servingv1alpha1.GroupVersion.Group, Version: servingv1alpha1.GroupVersion.Version, Resource: "modelservers"}
 
-// applyToReady applies a ModelServer in ns and returns when each step was
-// first seen, counted from just before the apply.
-func (e *env) applyToReady(b *testing.B, dyn dynamic.Interface, ns string) [steps]time.Duration {
+// timeToReady applies a ModelServer's YAML in ns and returns when tl saw
+// each step, counted from just before the apply.
+func (e *env) timeToReady(b *testing.B, dyn dynamic.Interface, ns, yaml string, tl *timeline) [steps]time.Duration {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	pods, err := e.cs.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{})
@@ -109,10 +140,8 @@ func (e *env) applyToReady(b *testing.B, dyn dynamic.Interface, ns string) [step
 	}
 	defer servers.Stop()
 
-	const replicas = 2
-	tl := newTimeline(replicas)
 	start := time.Now()
-	e.kubectl(b, e.modelServer("ready", halfPlusTwo, replicas, "64Mi", ""), "-n", ns, "apply", "-f", "-")
+	e.kubectl(b, yaml, "-n", ns, "apply", "-f", "-")
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		follow(ctx, pods, func(o runtime.Object, at time.Time) {
@@ -123,7 +152,7 @@ func (e *env) applyToReady(b *testing.B, dyn dynamic.Interface, ns string) [step
 	})
 	wg.Go(func() {
 		follow(ctx, servers, func(o runtime.Object, at time.Time) {
-			if u, ok := o.(*unstructured.Unstructured); ok && readyCondition(u) {
+			if u, ok := o.(*unstructured.Unstructured); ok && readyNow(u) {
 				tl.sawReady(at)
 			}
 		})
@@ -140,17 +169,19 @@ func (e *env) applyToReady(b *testing.B, dyn dynamic.Interface, ns string) [step
 	return tl.since(start)
 }
 
-// timeline records when each step was first seen.
+// timeline records when each step was first seen, by pods other than
+// those it was told were there before.
 type timeline struct {
 	mu       sync.Mutex
 	replicas int
+	before   map[string]bool
 	fetch    map[step]time.Time
 	serving  map[string]map[step]time.Time // by pod name
 	ready    time.Time
 }
 
-func newTimeline(replicas int) *timeline {
-	return &timeline{replicas: replicas, fetch: map[step]time.Time{}, serving: map[string]map[step]time.Time{}}
+func newTimeline(replicas int, before map[string]bool) *timeline {
+	return &timeline{replicas: replicas, before: before, fetch: map[step]time.Time{}, serving: map[string]map[step]time.Time{}}
 }
 
 // follow hands each object w delivers to saw, with when it arrived, until
@@ -169,7 +200,14 @@ func follow(ctx context.Context, w watch.Interface, saw func(runtime.Object, tim
 	}
 }
 
-func readyCondition(u *unstructured.Unstructured) bool {
+// readyNow says whether a ModelServer is Ready at its current generation:
+// after a change, its Ready condition stays True for the old one until the
+// operator has seen the change.
+func readyNow(u *unstructured.Unstructured) bool {
+	observed, _, _ := unstructured.NestedInt64(u.Object, "status", "observedGeneration")
+	if observed != u.GetGeneration() {
+		return false
+	}
 	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
 	for _, c := range conds {
 		if m, ok := c.(map[string]any); ok && m["type"] == servingv1alpha1.ConditionReady && m["status"] == string(metav1.ConditionTrue) {
@@ -183,6 +221,9 @@ func readyCondition(u *unstructured.Unstructured) bool {
 func (tl *timeline) sawPod(pod *corev1.Pod, now time.Time) {
 	tl.mu.Lock()
 	defer tl.mu.Unlock()
+	if tl.before[pod.Name] {
+		return
+	}
 	var seen map[step]time.Time
 	var reached []step
 	switch pod.Labels[values.LabelComponent] {

@@ -6,6 +6,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/utils/ptr"
 
 	"github.com/modelserver-dev/modelserver-operator/internal/values"
@@ -23,7 +24,7 @@ func TestATimelineStepIsReachedWhenTheLastReplicaReachesIt(t *testing.T) {
 		return corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: code}}
 	}
 
-	tl := newTimeline(2)
+	tl := newTimeline(2, map[string]bool{"old": true})
 	fetch := pod("f", values.ComponentFetch)
 	tl.sawPod(fetch, at(0.1))
 	fetch.Status.ContainerStatuses = []corev1.ContainerStatus{{State: exited(1)}}
@@ -48,6 +49,11 @@ func TestATimelineStepIsReachedWhenTheLastReplicaReachesIt(t *testing.T) {
 	b.Status.ContainerStatuses[0].Ready = true
 	tl.sawPod(b, at(6))
 	tl.sawPod(b, at(7)) // a later event moves nothing
+	// A pod there before the apply (an old replica, going) counts for
+	// nothing.
+	old := pod("old", "serving")
+	old.Status.ContainerStatuses = []corev1.ContainerStatus{{State: running, Started: ptr.To(true), Ready: true}}
+	tl.sawPod(old, at(8))
 	if tl.complete() {
 		t.Fatal("complete before the ModelServer was Ready")
 	}
@@ -62,5 +68,22 @@ func TestATimelineStepIsReachedWhenTheLastReplicaReachesIt(t *testing.T) {
 	}
 	if !tl.complete() {
 		t.Error("not complete with every step seen")
+	}
+}
+
+func TestReadyCountsOnlyAtTheCurrentGeneration(t *testing.T) {
+	ms := &unstructured.Unstructured{Object: map[string]any{
+		"metadata": map[string]any{"generation": int64(2)},
+		"status": map[string]any{
+			"observedGeneration": int64(1),
+			"conditions":         []any{map[string]any{"type": "Ready", "status": "True"}},
+		},
+	}}
+	if readyNow(ms) {
+		t.Error("Ready at generation 1 counted for generation 2")
+	}
+	ms.Object["status"].(map[string]any)["observedGeneration"] = int64(2)
+	if !readyNow(ms) {
+		t.Error("Ready at the current generation not counted")
 	}
 }
