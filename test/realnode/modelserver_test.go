@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -341,9 +342,16 @@ func TestAFetchKilledMidDownloadIsRetriedAndNeverPublishesAPartialModel(t *testi
 	if !partialSeen.Load() {
 		t.Fatal("the download finished before it could be interrupted: no staging directory with 8 MiB in it was seen")
 	}
-	jobs, _ := e.cs.BatchV1().Jobs(ns).List(context.Background(), metav1.ListOptions{})
-	if len(jobs.Items) != 1 || jobs.Items[0].Status.Failed < 1 || jobs.Items[0].Status.Succeeded != 1 {
-		t.Errorf("fetch Job: want one failed (killed) pod and one that succeeded; got %+v", jobs.Items)
+	// The operator goes by the fetch pod's exit, so the ModelServer can be
+	// Ready before the Job controller has counted the success.
+	var jobs *batchv1.JobList
+	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		var err error
+		jobs, err = e.cs.BatchV1().Jobs(ns).List(ctx, metav1.ListOptions{})
+		return err == nil && len(jobs.Items) == 1 && jobs.Items[0].Status.Succeeded == 1, nil
+	})
+	if err != nil || jobs.Items[0].Status.Failed < 1 {
+		t.Errorf("fetch Job: want one failed (killed) pod and one that succeeded; got %+v", jobs)
 	}
 	m := e.get(t, ns, "big").Status.Model
 	if m == nil || m.SizeBytes < bigAssetBytes {

@@ -69,6 +69,7 @@ func benchmarkReady(b *testing.B, change bool) {
 	const replicas = 2
 	first := e.modelServer("ready", halfPlusTwo, replicas, "64Mi", "")
 	var runs [][steps]time.Duration
+	var failures []float64 // probe failures per run
 	b.ResetTimer()
 	for i := range b.N {
 		b.StopTimer()
@@ -85,6 +86,7 @@ func benchmarkReady(b *testing.B, change bool) {
 		b.StartTimer()
 		runs = append(runs, e.timeToReady(b, dyn, ns, apply, newTimeline(replicas, before)))
 		b.StopTimer()
+		failures = append(failures, float64(e.probeFailures(b, ns)))
 		e.kubectl(b, "", "delete", "namespace", ns, "--timeout=2m")
 	}
 	for s := range steps {
@@ -92,9 +94,9 @@ func benchmarkReady(b *testing.B, change bool) {
 		for _, r := range runs {
 			at = append(at, r[s].Seconds())
 		}
-		slices.Sort(at)
-		b.ReportMetric(at[len(at)/2], "s-"+stepNames[s])
+		b.ReportMetric(median(at), "s-"+stepNames[s])
 	}
+	b.ReportMetric(median(failures), "probe-failures")
 	var table strings.Builder
 	fmt.Fprintf(&table, "seconds since kubectl apply, by iteration:\n%-22s", "step")
 	for i := range runs {
@@ -106,7 +108,33 @@ func benchmarkReady(b *testing.B, change bool) {
 			fmt.Fprintf(&table, " %6.2f", r[s].Seconds())
 		}
 	}
+	fmt.Fprintf(&table, "\n%-22s", "probe failures")
+	for _, f := range failures {
+		fmt.Fprintf(&table, " %6.0f", f)
+	}
 	b.Log(table.String())
+}
+
+// probeFailures counts the kubelet's reports of failed probes in ns: each
+// is an Event written (or its count raised) while the spam filter lets it.
+// The kubelet writes them as it goes; a second is given for the last.
+func (e *env) probeFailures(b *testing.B, ns string) int32 {
+	time.Sleep(time.Second)
+	events, err := e.cs.CoreV1().Events(ns).List(context.Background(), metav1.ListOptions{FieldSelector: "reason=Unhealthy"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	var n int32
+	for _, ev := range events.Items {
+		n += max(ev.Count, 1)
+	}
+	return n
+}
+
+func median(xs []float64) float64 {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	return s[len(s)/2]
 }
 
 // podNames are the names of the pods in ns now.
