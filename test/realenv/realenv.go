@@ -178,6 +178,8 @@ type ModelServer struct {
 	Storage string
 	// ModelExtra are more spec.model lines, indented by four spaces.
 	ModelExtra string
+	// SpecExtra are more spec lines, indented by two spaces.
+	SpecExtra string
 }
 
 // ModelServerYAML is the ModelServer as a user writes it.
@@ -204,7 +206,7 @@ spec:
   image: %s
   storage:
     size: %s
-`, m.Name, ModelName, m.URI, m.Secret, m.ModelExtra, m.Replicas, e.DoubleImage, m.Storage)
+%s`, m.Name, ModelName, m.URI, m.Secret, m.ModelExtra, m.Replicas, e.DoubleImage, m.Storage, m.SpecExtra)
 }
 
 // Kubectl runs the pinned kubectl against the cluster, with stdin if

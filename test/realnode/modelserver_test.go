@@ -61,7 +61,7 @@ func (e *env) modelServer(name, uri string, replicas int, storage, extra string)
 	return e.ModelServerYAML(realenv.ModelServer{Name: name, URI: uri, Replicas: replicas, Storage: storage, ModelExtra: extra})
 }
 
-func (e *env) get(t *testing.T, ns, name string) *servingv1alpha1.ModelServer {
+func (e *env) get(t testing.TB, ns, name string) *servingv1alpha1.ModelServer {
 	t.Helper()
 	out := e.kubectl(t, "", "-n", ns, "get", "modelserver", name, "-o", "json")
 	var ms servingv1alpha1.ModelServer

@@ -24,7 +24,7 @@ func TestATimelineStepIsReachedWhenTheLastReplicaReachesIt(t *testing.T) {
 		return corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: code}}
 	}
 
-	tl := newTimeline(2, map[string]bool{"old": true})
+	tl := newTimeline(2, map[string]bool{"old": true}, 1)
 	fetch := pod("f", values.ComponentFetch)
 	tl.sawPod(fetch, at(0.1))
 	fetch.Status.ContainerStatuses = []corev1.ContainerStatus{{State: exited(1)}}
@@ -57,7 +57,19 @@ func TestATimelineStepIsReachedWhenTheLastReplicaReachesIt(t *testing.T) {
 	if tl.complete() {
 		t.Fatal("complete before the ModelServer was Ready")
 	}
-	tl.sawReady(at(6.5))
+	ms := func(generation, observed int64) *unstructured.Unstructured {
+		return &unstructured.Unstructured{Object: map[string]any{
+			"metadata": map[string]any{"generation": generation},
+			"status": map[string]any{
+				"observedGeneration": observed,
+				"conditions":         []any{map[string]any{"type": "Ready", "status": "True"}},
+			},
+		}}
+	}
+	tl.sawModelServer(ms(0, 0), at(0.05)) // Ready before the generation waited for
+	tl.sawModelServer(ms(1, 0), at(6.2))  // not yet seen by the operator
+	tl.sawModelServer(ms(1, 1), at(6.5))
+	tl.sawModelServer(ms(1, 1), at(6.6))
 
 	got := tl.since(start)
 	want := [steps]float64{0.1, 1, 2, 0.3, 4, 4, 5, 6, 6.5}

@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"time"
 )
 
 type flagKind int
@@ -216,6 +217,9 @@ func usage() string {
 
 // options are the flags the double acts on.
 type options struct {
+	// extraLoad is how much longer the first load takes (loadSecondsEnv),
+	// not a flag: TF Serving has none.
+	extraLoad              time.Duration
 	grpcPort               int
 	grpcSocketPath         string
 	restPort               int

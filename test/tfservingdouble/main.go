@@ -16,6 +16,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strconv"
 	"sync"
 	"syscall"
 	"time"
@@ -34,6 +35,11 @@ var bindHost = ""
 // SIGTERM and is killed at the end of the grace period; otherwise it dies
 // at once.
 const sigtermEnv = "TFSERVINGDOUBLE_SIGTERM"
+
+// loadSecondsEnv, if set to a number of seconds, makes the first load of
+// the models take that much longer: the double's models load at once, a
+// large TF Serving model's take minutes, with the ports closed all along.
+const loadSecondsEnv = "TFSERVINGDOUBLE_LOAD_SECONDS"
 
 func main() {
 	ctx, stop := shutdownContext(os.Getenv(sigtermEnv), os.Getpid())
@@ -70,6 +76,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if opts.version {
 		_, _ = fmt.Fprintf(stdout, "TensorFlow ModelServer: %s\nTensorFlow Library: none\n", version)
 		return 0
+	}
+	if v := os.Getenv(loadSecondsEnv); v != "" {
+		secs, err := strconv.ParseFloat(v, 64)
+		if err != nil || secs < 0 {
+			_, _ = fmt.Fprintf(stderr, "%s=%q: want a number of seconds\n", loadSecondsEnv, v)
+			return 1
+		}
+		opts.extraLoad = time.Duration(secs * float64(time.Second))
 	}
 	log := newLogger(stderr)
 	s, err := start(ctx, opts, log)
@@ -125,6 +139,13 @@ func start(ctx context.Context, opts options, log *logger) (*server, error) {
 	s.spawn(func() { s.core.runSource(bg, time.Duration(opts.fsPollSeconds)*time.Second) })
 	if err := s.core.reloadConfig(ctx, cfg); err != nil {
 		return fail(err)
+	}
+	if opts.extraLoad > 0 {
+		select {
+		case <-ctx.Done():
+			return fail(ctx.Err())
+		case <-time.After(opts.extraLoad):
+		}
 	}
 	if opts.modelConfigFile != "" && opts.configPollSeconds > 0 {
 		every := time.Duration(opts.configPollSeconds) * time.Second

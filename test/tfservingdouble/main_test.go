@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -189,6 +190,31 @@ func TestPortsOpenOnceTheModelsAreLoaded(t *testing.T) {
 	eventually(t, "readiness", 5*time.Second, func() bool { code, _ := get(d.rest + "/v1/models/m"); return code == 200 })
 	if !strings.Contains(d.stderr.String(), "Building single TensorFlow model file config:  model_name: m model_base_path: "+base) {
 		t.Errorf("log:\n%s", d.stderr)
+	}
+}
+
+// A slow first load (TFSERVINGDOUBLE_LOAD_SECONDS) keeps the ports closed
+// after the models are loaded, as a large model's load keeps TF Serving's.
+func TestASlowLoadKeepsThePortsClosed(t *testing.T) {
+	t.Setenv(loadSecondsEnv, "3")
+	base := t.TempDir()
+	addVersion(t, base, "00000001")
+	grpcPort, restPort := freePort(t), freePort(t)
+	d := startDouble(t, context.Background(), restPort, "--model_name=m", "--model_base_path="+base,
+		fmt.Sprintf("--port=%d", grpcPort), fmt.Sprintf("--rest_api_port=%d", restPort))
+	eventually(t, "the load", 5*time.Second, func() bool {
+		return strings.Contains(d.stderr.String(), "Successfully loaded servable version {name: m version: 1}")
+	})
+	if code, body := get(d.rest + "/v1/models/m"); code != -1 {
+		t.Fatalf("REST answers before the slow load is over: %d %s", code, body)
+	}
+	eventually(t, "readiness", 10*time.Second, func() bool { code, _ := get(d.rest + "/v1/models/m"); return code == 200 })
+
+	t.Setenv(loadSecondsEnv, "soon")
+	var stderr bytes.Buffer
+	if code := run(context.Background(), []string{"--model_name=m", "--model_base_path=" + base}, io.Discard, &stderr); code != 1 ||
+		!strings.Contains(stderr.String(), loadSecondsEnv) {
+		t.Errorf("%s=soon: exit %d, %q; want 1 and a message naming it", loadSecondsEnv, code, stderr.String())
 	}
 }
 
