@@ -28,9 +28,9 @@ func WaitForModel(args []string) error {
 // waited so far: a tenth of that, between a twentieth of most and most.
 // The serving pods start with the fetch, so a small model's fetch ends a
 // second or two into their wait and is seen within a tenth of a second,
-// not up to a whole poll later (2 s at most, once on every pod start); a
-// long fetch costs no more stats than a fixed poll of most, which matters
-// on a network file system, where each stat is a round trip.
+// not up to a whole poll later. A long fetch costs 42 stats in its first
+// 20 s rather than 10, then one per poll as before: on a network file
+// system each stat is a round trip.
 func nextPoll(waited, most time.Duration) time.Duration {
 	return min(most, max(most/20, waited/10))
 }
