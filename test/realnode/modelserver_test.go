@@ -278,9 +278,23 @@ func TestChangingTheModelFetchesItBesideTheOldOneAndRollsWithoutLosingCapacity(t
 	if !slices.Equal(ms.Status.Model.Versions, []int64{123, 124}) {
 		t.Errorf("status.model.versions %v, want [123 124]", ms.Status.Model.Versions)
 	}
-	got := e.modelStatus(t, ns, "roll", "half_plus_two")
-	if got["123"] != "AVAILABLE" || got["124"] != "AVAILABLE" {
-		t.Errorf("TF Serving (double) reports %v, want versions 123 and 124 AVAILABLE", got)
+	// Through the Service: Ready says the new pods serve, while the last
+	// old pod drains (drainSeconds, 5 s) and may answer until kube-proxy has
+	// dropped it. Within 15 s, ten answers in a row (kube-proxy picks a pod
+	// per connection) must all come from the new model.
+	var got map[string]string
+	inARow := 0
+	for deadline := time.Now().Add(15 * time.Second); inARow < 10 && time.Now().Before(deadline); {
+		got = e.modelStatus(t, ns, "roll", "half_plus_two")
+		if got["123"] == "AVAILABLE" && got["124"] == "AVAILABLE" {
+			inARow++
+		} else {
+			inARow = 0
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+	if inARow < 10 {
+		t.Errorf("TF Serving (double) still reports %v 15 s after Ready, want versions 123 and 124 AVAILABLE", got)
 	}
 }
 
