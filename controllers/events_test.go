@@ -21,7 +21,7 @@ func TestEventsReadLikeSentencesAndAreNotRepeatedOnEveryReconcile(t *testing.T) 
 	ns := ensureUnmanagedNamespace(t)
 	ctx := context.Background()
 	rec := &recordedEvents{}
-	r := newProcessReconciler(t, "")
+	r := newProcessReconciler(t, nil)
 	r.Recorder = rec
 
 	// A ModelServer whose ConfigMap name is taken by someone else's object:

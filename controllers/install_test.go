@@ -95,7 +95,7 @@ func TestAnInstallCutShortBeforeItsRecordIsTakenOver(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = env.client.Delete(context.Background(), ms) })
-	first := newProcessReconciler(t, "")
+	first := newProcessReconciler(t, nil)
 	reconcileUntilReady(t, first, ms)
 	deployUID := get(t, ns, names.Deployment("cut-short"), &appsv1.Deployment{}).UID
 
@@ -111,7 +111,7 @@ func TestAnInstallCutShortBeforeItsRecordIsTakenOver(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	after := reconcileUntilReady(t, newProcessReconciler(t, ""), ms)
+	after := reconcileUntilReady(t, newProcessReconciler(t, nil), ms)
 	cfg := helmConfig(t, ns)
 	last, err := cfg.Releases.Last("cut-short")
 	if err != nil {

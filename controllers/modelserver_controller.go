@@ -29,6 +29,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
+	helmcharts "github.com/modelserver-dev/modelserver-operator/helm-charts"
 	"github.com/modelserver-dev/modelserver-operator/internal/desired"
 	"github.com/modelserver-dev/modelserver-operator/internal/metrics"
 	"github.com/modelserver-dev/modelserver-operator/internal/owned"
@@ -106,6 +107,10 @@ type ModelServerReconciler struct {
 	// addIndexes: SetupWithManager adds them, and Client must then be
 	// the manager's.
 	indexed bool
+	// chartOnce names Chart for the digest the first time it is needed:
+	// hashing the chart's files on every reconcile would be wasted work.
+	chartOnce sync.Once
+	chartName string
 }
 
 // +kubebuilder:rbac:groups=serving.modelserver.dev,resources=modelservers,verbs=get;list;watch;update;patch
@@ -255,7 +260,9 @@ func desiredReplicas(ms *servingv1alpha1.ModelServer, want *desired.State, d *ap
 }
 
 func (r *ModelServerReconciler) config() desired.Config {
+	r.chartOnce.Do(func() { r.chartName = r.Chart.Metadata.Version + "+" + helmcharts.Fingerprint(r.Chart) })
 	return desired.Config{
+		Chart:        r.chartName,
 		ChartVersion: r.Chart.Metadata.Version,
 		AppVersion:   r.Chart.Metadata.AppVersion,
 		FetchImage:   r.FetchImage,

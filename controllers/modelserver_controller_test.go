@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"helm.sh/helm/v3/pkg/action"
+	"helm.sh/helm/v3/pkg/chart"
 	helmrelease "helm.sh/helm/v3/pkg/release"
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
@@ -342,7 +343,7 @@ func helmConfig(t *testing.T, ns string) *action.Configuration {
 func TestAnOperatorUpgradeUpgradesEachReleaseOnlyWhenTheChartChanged(t *testing.T) {
 	ns := ensureUnmanagedNamespace(t)
 	ctx := context.Background()
-	first := newProcessReconciler(t, "")
+	first := newProcessReconciler(t, nil)
 	var servers []*servingv1alpha1.ModelServer
 	revisions := map[string]int{}
 	pods := map[string]string{}
@@ -358,7 +359,7 @@ func TestAnOperatorUpgradeUpgradesEachReleaseOnlyWhenTheChartChanged(t *testing.
 
 	// A restarted operator with the same chart: it reads each release
 	// once and leaves it alone.
-	restarted := newProcessReconciler(t, "")
+	restarted := newProcessReconciler(t, nil)
 	reconcileAll(t, restarted, servers, 2)
 	for _, ms := range servers {
 		if rev := latestRevision(t, ns, ms.Name); rev != revisions[ms.Name] {
@@ -369,13 +370,40 @@ func TestAnOperatorUpgradeUpgradesEachReleaseOnlyWhenTheChartChanged(t *testing.
 		}
 	}
 
-	// A new build whose chart version changed: each release is upgraded
-	// exactly once, however often it is reconciled, and its pods stay.
-	upgraded := newProcessReconciler(t, "0.1.0-next")
-	reconcileAll(t, upgraded, servers, 3)
+	// A new build whose chart's templates changed but whose version was
+	// not raised: the change still reaches each release, exactly once.
+	changedTemplate := func(ch *chart.Chart) {
+		i := slices.IndexFunc(ch.Templates, func(f *chart.File) bool { return f.Name == "templates/service.yaml" })
+		text := strings.Replace(string(ch.Templates[i].Data), "\nspec:\n", "\nspec:\n  sessionAffinity: ClientIP\n", 1)
+		ch.Templates[i] = &chart.File{Name: ch.Templates[i].Name, Data: []byte(text)}
+	}
+	reconcileAll(t, newProcessReconciler(t, changedTemplate), servers, 3)
 	for _, ms := range servers {
 		if rev := latestRevision(t, ns, ms.Name); rev != revisions[ms.Name]+1 {
-			t.Errorf("%s: revision %d after the chart changed, want exactly %d", ms.Name, rev, revisions[ms.Name]+1)
+			t.Errorf("%s: revision %d after a template changed, want exactly %d", ms.Name, rev, revisions[ms.Name]+1)
+		}
+		var svc corev1.Service
+		if err := env.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: ms.Name}, &svc); err != nil {
+			t.Fatal(err)
+		}
+		if svc.Spec.SessionAffinity != corev1.ServiceAffinityClientIP {
+			t.Errorf("%s: the changed template did not reach the Service: sessionAffinity %q", ms.Name, svc.Spec.SessionAffinity)
+		}
+		if p := podNames(t, ns, ms.Name); p != pods[ms.Name] {
+			t.Errorf("%s: a Service template change restarted the pods: %s → %s", ms.Name, pods[ms.Name], p)
+		}
+	}
+
+	// Then a new chart version: each release is upgraded exactly once,
+	// however often it is reconciled, and its pods stay.
+	upgraded := newProcessReconciler(t, func(ch *chart.Chart) {
+		changedTemplate(ch)
+		ch.Metadata.Version = "0.1.0-next"
+	})
+	reconcileAll(t, upgraded, servers, 3)
+	for _, ms := range servers {
+		if rev := latestRevision(t, ns, ms.Name); rev != revisions[ms.Name]+2 {
+			t.Errorf("%s: revision %d after the chart version changed, want exactly %d", ms.Name, rev, revisions[ms.Name]+2)
 		}
 		if p := podNames(t, ns, ms.Name); p != pods[ms.Name] {
 			t.Errorf("%s: a new chart version restarted the pods: %s → %s", ms.Name, pods[ms.Name], p)
@@ -385,16 +413,16 @@ func TestAnOperatorUpgradeUpgradesEachReleaseOnlyWhenTheChartChanged(t *testing.
 
 // newProcessReconciler is a reconciler as a freshly started operator
 // process has it: nothing remembered, reading straight from the apiserver.
-// A non-empty chartVersion stands for a build that embeds a different
-// chart. The test calls its Reconcile itself.
-func newProcessReconciler(t *testing.T, chartVersion string) *controllers.ModelServerReconciler {
+// A non-nil change makes the embedded chart that of another build. The
+// test calls its Reconcile itself.
+func newProcessReconciler(t *testing.T, change func(*chart.Chart)) *controllers.ModelServerReconciler {
 	t.Helper()
 	ch, err := helmcharts.ModelServer()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if chartVersion != "" {
-		ch.Metadata.Version = chartVersion
+	if change != nil {
+		change(ch)
 	}
 	r := env.reconciler
 	return &controllers.ModelServerReconciler{

@@ -20,7 +20,7 @@ import (
 func TestHelmRollsBackTheOperatorsReleasesFromTheirRecords(t *testing.T) {
 	ns := ensureUnmanagedNamespace(t)
 	ctx := context.Background()
-	r := newProcessReconciler(t, "")
+	r := newProcessReconciler(t, nil)
 	ms := newModelServer(ns, "rollback")
 	if err := env.client.Create(ctx, ms); err != nil {
 		t.Fatal(err)

@@ -621,8 +621,9 @@ type ReleaseStatus struct {
 	Revision int `json:"revision"`
 	// chartVersion of the embedded chart deployed.
 	ChartVersion string `json:"chartVersion"`
-	// valuesDigest is a digest of the chart version and values deployed; an
-	// unchanged digest means there is nothing to upgrade.
+	// valuesDigest is a digest of the chart (its version and its files) and
+	// the values deployed; an unchanged digest means there is nothing to
+	// upgrade.
 	ValuesDigest string `json:"valuesDigest"`
 }
 

@@ -18,8 +18,11 @@ import (
 
 // Config is what the operator brings to every ModelServer.
 type Config struct {
-	// ChartVersion and AppVersion of the embedded chart.
+	// ChartVersion and AppVersion of the embedded chart, for its labels.
 	ChartVersion, AppVersion string
+	// Chart names the embedded chart for the digest: its version and
+	// fingerprint.
+	Chart string
 	// FetchImage is the operator's own image (see values.Inputs).
 	FetchImage string
 	// ProxyEnv is passed on to the serving and fetch containers.
@@ -47,7 +50,7 @@ type State struct {
 	// Fetches say how each model's current fetch went, in spec order.
 	Fetches []status.ModelFetch
 	// Values are the chart values, and Digest their digest with the
-	// chart's version.
+	// chart's version and fingerprint.
 	Values *values.Values
 	Digest string
 	// Selector selects the serving pods, for the scale subresource.
@@ -85,7 +88,7 @@ func For(ms *servingv1alpha1.ModelServer, obs Observed, cfg Config) (*State, err
 		Spec:     spec,
 		Fetches:  fetches,
 		Values:   vals,
-		Digest:   values.Digest(cfg.ChartVersion, vals),
+		Digest:   values.Digest(cfg.Chart, vals),
 		Selector: labels.SelectorFromSet(vals.Labels.Selector).String(),
 		Endpoints: &servingv1alpha1.Endpoints{
 			GRPC: fmt.Sprintf("%s.%s.svc:%d", vals.Names.Service, ms.Namespace, vals.Serving.GRPCPort),

@@ -16,7 +16,7 @@ import (
 	"github.com/modelserver-dev/modelserver-operator/internal/values"
 )
 
-var cfg = Config{ChartVersion: "0.1.0", AppVersion: "2.19.1", FetchImage: "example.com/op:2"}
+var cfg = Config{ChartVersion: "0.1.0", AppVersion: "2.19.1", Chart: "0.1.0+0123456789abcdef", FetchImage: "example.com/op:2"}
 
 func modelServer() *servingv1alpha1.ModelServer {
 	return &servingv1alpha1.ModelServer{

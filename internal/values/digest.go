@@ -7,19 +7,21 @@ import (
 	"fmt"
 )
 
-// Digest is the digest of a chart version and values: equal digests mean a
-// Helm upgrade would change nothing the operator decides. It is 40 hex
-// digits (160 bits of SHA-256), short enough to be a label value on the
-// release record. An autoscaled replica count is left out: the autoscaler
-// changing it is no reason to upgrade.
-func Digest(chartVersion string, v *Values) string {
+// Digest is the digest of a chart and values: equal digests mean a Helm
+// upgrade would change nothing the operator decides. chart names the chart
+// by its version and its fingerprint (helmcharts.Fingerprint), so a build
+// whose chart changed upgrades each release even if the version was not
+// raised. It is 40 hex digits (160 bits of SHA-256), short enough to be a
+// label value on the release record. An autoscaled replica count is left
+// out: the autoscaler changing it is no reason to upgrade.
+func Digest(chart string, v *Values) string {
 	if v.Autoscaling != nil {
 		c := *v
 		c.Serving.Replicas = 0
 		v = &c
 	}
 	h := sha256.New()
-	h.Write([]byte(chartVersion))
+	h.Write([]byte(chart))
 	h.Write([]byte{0})
 	h.Write([]byte(canonical(v)))
 	return hex.EncodeToString(h.Sum(nil))[:40]

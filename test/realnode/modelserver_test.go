@@ -106,14 +106,24 @@ func (e *env) waitFetchFailed(t *testing.T, ns, name, reason string) string {
 // kube-proxy's rules are on the path.
 func (e *env) modelStatus(t *testing.T, ns, svc, model string) map[string]string {
 	t.Helper()
-	s, err := e.cs.CoreV1().Services(ns).Get(context.Background(), svc, metav1.GetOptions{})
+	st, err := e.askModelStatus(ns, svc, model)
 	if err != nil {
 		t.Fatal(err)
+	}
+	return st
+}
+
+// askModelStatus is modelStatus for a caller that can try again: while a
+// pod drains, a connection kube-proxy still sends to it can be refused.
+func (e *env) askModelStatus(ns, svc, model string) (map[string]string, error) {
+	s, err := e.cs.CoreV1().Services(ns).Get(context.Background(), svc, metav1.GetOptions{})
+	if err != nil {
+		return nil, err
 	}
 	url := "http://" + net.JoinHostPort(s.Spec.ClusterIP, "8501") + "/v1/models/" + model
 	resp, err := (&http.Client{Timeout: 5 * time.Second}).Get(url)
 	if err != nil {
-		t.Fatalf("GET %s: %v", url, err)
+		return nil, fmt.Errorf("GET %s: %w", url, err)
 	}
 	defer func() { _ = resp.Body.Close() }()
 	body, _ := io.ReadAll(resp.Body)
@@ -124,13 +134,13 @@ func (e *env) modelStatus(t *testing.T, ns, svc, model string) map[string]string
 		} `json:"model_version_status"`
 	}
 	if err := json.Unmarshal(body, &st); err != nil {
-		t.Fatalf("GET %s: %s: %s", url, resp.Status, body)
+		return nil, fmt.Errorf("GET %s: %s: %s", url, resp.Status, body)
 	}
 	out := map[string]string{}
 	for _, v := range st.ModelVersionStatus {
 		out[v.Version] = v.State
 	}
-	return out
+	return out, nil
 }
 
 func TestTheOperatorRunsFromItsImageWithItsOwnIdentity(t *testing.T) {
@@ -280,21 +290,26 @@ func TestChangingTheModelFetchesItBesideTheOldOneAndRollsWithoutLosingCapacity(t
 	}
 	// Through the Service: Ready says the new pods serve, while the last
 	// old pod drains (drainSeconds, 5 s) and may answer until kube-proxy has
-	// dropped it. Within 15 s, ten answers in a row (kube-proxy picks a pod
-	// per connection) must all come from the new model.
-	var got map[string]string
+	// dropped it, or refuse a connection once it has stopped. Within 15 s,
+	// ten answers in a row (kube-proxy picks a pod per connection) must all
+	// come from the new model.
+	var last string
 	inARow := 0
 	for deadline := time.Now().Add(15 * time.Second); inARow < 10 && time.Now().Before(deadline); {
-		got = e.modelStatus(t, ns, "roll", "half_plus_two")
-		if got["123"] == "AVAILABLE" && got["124"] == "AVAILABLE" {
+		got, err := e.askModelStatus(ns, "roll", "half_plus_two")
+		if err == nil && got["123"] == "AVAILABLE" && got["124"] == "AVAILABLE" {
 			inARow++
-		} else {
-			inARow = 0
-			time.Sleep(200 * time.Millisecond)
+			continue
 		}
+		inARow = 0
+		last = fmt.Sprintf("%v", got)
+		if err != nil {
+			last = err.Error()
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 	if inARow < 10 {
-		t.Errorf("TF Serving (double) still reports %v 15 s after Ready, want versions 123 and 124 AVAILABLE", got)
+		t.Errorf("TF Serving (double) still answers %s 15 s after Ready, want versions 123 and 124 AVAILABLE", last)
 	}
 }
 
