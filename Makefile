@@ -182,8 +182,9 @@ bench: tools ## Benchmark the operator and the peer for BENCH_N ModelServers; re
 # replicas, a 12 kB model from the real S3 server) from `kubectl apply` to
 # Ready on the real node, through real containers and the kubelet's probes,
 # step by step, REAL_NODE_RUNS times one after another; then a change of its
-# model, to Ready with the new one; then a model that takes 20 s to load.
-# Needs root, like the real-node suites.
+# model, to Ready with the new one; then a model that takes 20 s to load
+# (REALNODE_LOAD_SECONDS=60 for another time). Needs root, like the
+# real-node suites.
 REAL_NODE_RUNS ?= 8
 .PHONY: bench-real-node
 bench-real-node: tools node-deps ## Time ModelServers from kubectl apply to Ready on the real node, step by step: new, a new model, a slow load.

@@ -3,6 +3,7 @@ package realnode
 import (
 	"context"
 	"fmt"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -66,7 +67,19 @@ func BenchmarkModelChangeToReady(b *testing.B) { benchmarkReady(b, readyCase{cha
 // 20 s to load, as a large model does in TF Serving, its ports closed all
 // along (the double's TFSERVINGDOUBLE_LOAD_SECONDS): what the startup
 // probe's period costs in time, and in failed probes the kubelet reports.
-func BenchmarkSlowLoadToReady(b *testing.B) { benchmarkReady(b, readyCase{loadSeconds: 20}) }
+// REALNODE_LOAD_SECONDS sets another load time, to see how the reports
+// grow with it.
+func BenchmarkSlowLoadToReady(b *testing.B) {
+	load := 20
+	if v := os.Getenv("REALNODE_LOAD_SECONDS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			b.Fatalf("REALNODE_LOAD_SECONDS=%q: want a whole number of seconds, at least 1", v)
+		}
+		load = n
+	}
+	benchmarkReady(b, readyCase{loadSeconds: load})
+}
 
 // readyCase is what a benchmark of the time to Ready applies.
 type readyCase struct {
