@@ -14,10 +14,10 @@ import (
 // values, and an upgrade renders the chart it is given. This chart is the
 // one compiled into the operator, which the chart version in the metadata
 // names (and the values digest label, which covers the chart's
-// fingerprint, tells apart from another build's). Left out, they make the record a quarter of its size (5.7 kB
-// instead of 21.7 kB, for a default ModelServer), which every write
-// sends and etcd keeps for each revision, and its encoding 1.0 ms of CPU
-// instead of 3.1 ms (BenchmarkEncodeRecord*).
+// fingerprint, tells apart from another build's). Left out, they make the
+// record a quarter of its size (5.7 kB instead of 21.7 kB, for a default
+// ModelServer), which every write sends and etcd keeps for each revision,
+// and its encoding 1.0 ms of CPU instead of 3.1 ms (BenchmarkEncodeRecord*).
 type chartByVersion struct {
 	driver.Driver
 }
