@@ -156,6 +156,9 @@ func printRuns(w *strings.Builder, r *report) {
 			func(f *floorRun) string { return fmt.Sprint(f.ControlPlaneCPUSeconds[name]) })
 	}
 	row("release Secret bytes per CR", func(o *operatorRun) string { return fmt.Sprint(o.ReleaseBytesPerCR) }, nil)
+	if (r.Ours != nil && r.Ours.Upgrade != nil) || (r.Peer != nil && r.Peer.Upgrade != nil) {
+		printUpgrades(row, none)
+	}
 	keys := make([]string, 0, len(r.Ratios))
 	for k := range r.Ratios {
 		keys = append(keys, k)
@@ -170,6 +173,28 @@ func printRuns(w *strings.Builder, r *report) {
 	if r.Peer != nil {
 		fmt.Fprintf(w, "peer by verb and resource: %s\n", topCounts(r.Peer.Requests))
 	}
+}
+
+// printUpgrades prints the rows of the -upgrade window.
+func printUpgrades(row func(string, func(*operatorRun) string, func(*floorRun) string), none string) {
+	up := func(f func(u *upgradeWindow) string) func(*operatorRun) string {
+		return func(o *operatorRun) string {
+			if o.Upgrade == nil {
+				return none
+			}
+			return f(o.Upgrade)
+		}
+	}
+	row("upgrade: chart version", up(func(u *upgradeWindow) string { return u.ChartVersion }), nil)
+	row("upgrade: releases upgraded", up(func(u *upgradeWindow) string { return fmt.Sprint(u.Upgraded) }), nil)
+	row("upgrade: time p50/p90/p99/max s", up(func(u *upgradeWindow) string { return dist(u.TimeToUpgraded) }), nil)
+	row("upgrade: quiet after s", up(func(u *upgradeWindow) string { return fmt.Sprint(u.Seconds) }), nil)
+	row("upgrade: requests / writes per CR", up(func(u *upgradeWindow) string {
+		return fmt.Sprintf("%g / %g", u.RequestsPerCR, u.WritesPerCR)
+	}), nil)
+	row("upgrade: CPU s / peak RSS MiB", up(func(u *upgradeWindow) string { return fmt.Sprintf("%g / %g", u.CPUSeconds, u.PeakRSSMiB) }), nil)
+	row("upgrade: Deployments rolled", up(func(u *upgradeWindow) string { return fmt.Sprint(u.DeploymentsRolled) }), nil)
+	row("upgrade: left Ready", up(func(u *upgradeWindow) string { return fmt.Sprint(u.LeftReady) }), nil)
 }
 
 func printWriteCosts(w *strings.Builder, costs []writeCost) {

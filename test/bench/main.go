@@ -47,6 +47,7 @@ type config struct {
 	label             string
 	readyTimeout      time.Duration
 	floorWrites       bool
+	upgrade           bool
 }
 
 // report is one results/<date>-<n>.json.
@@ -104,6 +105,7 @@ func parseFlags() (config, error) {
 	flag.StringVar(&cfg.label, "label", "", "Suffix of the result files' names, e.g. before.")
 	flag.DurationVar(&cfg.readyTimeout, "ready-timeout", 20*time.Minute, "How long to wait for all to be Ready.")
 	flag.BoolVar(&cfg.floorWrites, "floor-operator-writes", false, "The floor also makes the operator's other writes (a release record, two status writes, the Ready Event), and its Ready is the ModelServer's Ready condition.")
+	flag.BoolVar(&cfg.upgrade, "upgrade", false, "After the idle window, replace each operator with a build of the next release, whose chart has the next version and a new Service annotation, and measure the upgrade of every release.")
 	flag.Parse()
 	for s := range strings.SplitSeq(ns, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(s))
@@ -190,6 +192,15 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 		limits:              cfg.peerLimits,
 		readyFromDeployment: true,
 		openStatus:          true,
+	}
+	if cfg.upgrade {
+		log.Info("building the next release of the operator and the peer")
+		nextManager, nextPeer, version, err := buildNext(cfg.repo, tmp)
+		if err != nil {
+			return fmt.Errorf("the next release: %w", err)
+		}
+		ours.next = &nextBuild{binary: nextManager, version: version}
+		peerSpec.next = &nextBuild{binary: nextPeer, version: version}
 	}
 	if err := os.MkdirAll(cfg.out, 0o755); err != nil {
 		return err

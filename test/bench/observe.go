@@ -30,7 +30,10 @@ type tracker struct {
 	deployed map[string]time.Time
 	ready    map[string]time.Time // the ModelServer's Ready condition
 	served   map[string]time.Time // its Deployment's ready replicas reached the desired count
-	changed  chan struct{}
+	// lostReady, once startCountingLostReady has made it, holds the
+	// ModelServers whose Ready condition has since been other than True.
+	lostReady map[string]time.Time
+	changed   chan struct{}
 	// onServed, if set before watch, is called once for each ModelServer
 	// when its Deployment first has its ready replicas.
 	onServed func(name string)
@@ -59,6 +62,9 @@ func (t *tracker) watch(ctx context.Context, dyn dynamic.Interface, cs kubernete
 		for _, c := range conds {
 			m, _ := c.(map[string]any)
 			if m["status"] != string(metav1.ConditionTrue) {
+				if m["type"] == "Ready" {
+					t.loseReady(u.GetName())
+				}
 				continue
 			}
 			switch m["type"] {
@@ -114,6 +120,29 @@ func (t *tracker) record(m map[string]time.Time, name string) bool {
 	default:
 	}
 	return true
+}
+
+// startCountingLostReady counts, from now on, the ModelServers whose
+// Ready condition is seen other than True.
+func (t *tracker) startCountingLostReady() {
+	t.mu.Lock()
+	t.lostReady = map[string]time.Time{}
+	t.mu.Unlock()
+}
+
+func (t *tracker) loseReady(name string) {
+	t.mu.Lock()
+	lost := t.lostReady
+	t.mu.Unlock()
+	if lost != nil {
+		t.record(lost, name)
+	}
+}
+
+func (t *tracker) lostReadyCount() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.lostReady)
 }
 
 func (t *tracker) setCreated(name string, at time.Time) {

@@ -79,8 +79,9 @@ type operatorRun struct {
 	ReleaseSecrets      int     `json:"releaseSecrets"`
 	ReleaseBytesPerCR   float64 `json:"releaseSecretBytesPerCR"`
 
-	Resync resyncWindow `json:"resync"`
-	Idle   idleWindow   `json:"idle"`
+	Resync  resyncWindow   `json:"resync"`
+	Idle    idleWindow     `json:"idle"`
+	Upgrade *upgradeWindow `json:"upgrade,omitempty"`
 
 	LoadAverage [2]float64 `json:"loadAverage1mStartEnd"`
 
@@ -121,6 +122,14 @@ type operatorSpec struct {
 	// its Deployment's ready replicas reaching the desired count.
 	readyFromDeployment bool
 	openStatus          bool
+	// next, if set, is the next release's build of this operator, which
+	// replaces it after the idle window (-upgrade).
+	next *nextBuild
+}
+
+// nextBuild is an operator's binary built from the next release's tree.
+type nextBuild struct {
+	binary, version string
 }
 
 func runOperator(ctx context.Context, cfg config, spec operatorSpec, n int, log *slog.Logger) (*operatorRun, error) {
@@ -157,7 +166,7 @@ func runOperator(ctx context.Context, cfg config, spec operatorSpec, n int, log 
 	if len(spec.args) > 0 && !strings.HasPrefix(spec.args[0], "-") {
 		args = append([]string{spec.args[0], "--kubeconfig=" + kubeconfig}, spec.args[1:]...)
 	}
-	binary := spec.binary
+	binary, nextArgs := spec.binary, args
 	var cg *machine.Cgroup // nil: no limits
 	if spec.limits != (machine.Limits{}) {
 		if cg, err = machine.NewCgroup(spec.limits); err != nil {
@@ -245,7 +254,7 @@ func runOperator(ctx context.Context, cfg config, spec operatorSpec, n int, log 
 	if op, err = l.start(ctx, spec.name+"-restarted"); err != nil {
 		return nil, err
 	}
-	res.Resync = untilQuiet(ctx, proxy, before, rs)
+	res.Resync = untilQuiet(ctx, proxy, before, rs, 5*time.Minute)
 	log.Info("resynced", "seconds", res.Resync.Seconds, "requests", res.Resync.Total, "writes", res.Resync.Writes)
 
 	// The idle window.
@@ -259,7 +268,23 @@ func runOperator(ctx context.Context, cfg config, spec operatorSpec, n int, log 
 	}
 	res.LoadAverage[1] = loadAverage()
 	log.Info("idle", "requests", res.Idle.Total, "writes", res.Idle.Writes, "cpuPercent", res.Idle.CPUPercentOfCore)
-	op.Stop(30 * time.Second)
+	if spec.next == nil {
+		op.Stop(30 * time.Second)
+		return res, nil
+	}
+
+	log.Info("upgrading the operator", "chartVersion", spec.next.version)
+	l.binary, l.args = spec.next.binary, nextArgs
+	if cg != nil {
+		l.binary, l.args = cg.Wrap(spec.next.binary, nextArgs)
+	}
+	up, err := upgrade(ctx, l, op, cs, tr, spec.next.version, n, cfg.readyTimeout)
+	if err != nil {
+		return nil, err
+	}
+	res.Upgrade = &up
+	log.Info("upgraded", "upgraded", up.Upgraded, "allUpgraded", up.AllUpgradedSeconds, "quietAfter", up.Seconds,
+		"requests", up.Total, "writes", up.Writes, "deploymentsRolled", up.DeploymentsRolled, "leftReady", up.LeftReady)
 	return res, nil
 }
 
@@ -353,12 +378,12 @@ func (res *operatorRun) readCgroup(cg *machine.Cgroup) error {
 }
 
 // untilQuiet waits until the requests through proxy have stopped for
-// 15 s (5 minutes at most) and returns those made since before, started at
+// 15 s (limit at most) and returns those made since before, started at
 // start.
-func untilQuiet(ctx context.Context, proxy *countingProxy, before counts, start time.Time) resyncWindow {
+func untilQuiet(ctx context.Context, proxy *countingProxy, before counts, start time.Time, limit time.Duration) resyncWindow {
 	quietFor := 15 * time.Second
 	lastTotal, lastChange := int64(-1), time.Now()
-	waitUntil(ctx, 5*time.Minute, func() bool {
+	waitUntil(ctx, limit, func() bool {
 		if total := proxy.Snapshot().Total(); total != lastTotal {
 			lastTotal, lastChange = total, time.Now()
 		}

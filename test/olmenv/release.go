@@ -3,13 +3,13 @@ package olmenv
 import (
 	"context"
 	"fmt"
-	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 
 	"github.com/modelserver-dev/modelserver-operator/internal/ociimage"
+	"github.com/modelserver-dev/modelserver-operator/test/nextchart"
 	"github.com/modelserver-dev/modelserver-operator/test/realenv"
 )
 
@@ -26,9 +26,8 @@ type Release struct {
 }
 
 // ChartVersionAnnotation is what the next release's chart adds to the
-// Service it renders: the chart's version, so that a test sees which
-// chart a release was made with.
-const ChartVersionAnnotation = "modelserver.dev/chart-version"
+// Service it renders (see nextchart.Change).
+const ChartVersionAnnotation = nextchart.VersionAnnotation
 
 // MakeRelease returns the next release for version: the one Start built,
 // or one it builds and pushes now (see buildRelease).
@@ -53,10 +52,10 @@ func (e *Env) MakeRelease(ctx context.Context, version string) (*Release, error)
 // version below it) and adds it to a copy of catalog/, and returns the
 // release with its operator, bundle and catalog images, to push.
 func buildRelease(ctx context.Context, root, binDir, src, version string) (*Release, []realenv.Image, error) {
-	if err := copyTree(root, src); err != nil {
+	if err := nextchart.CopyTree(root, src); err != nil {
 		return nil, nil, err
 	}
-	if err := changeChart(src, version); err != nil {
+	if err := nextchart.Change(src, CurrentVersion, version); err != nil {
 		return nil, nil, err
 	}
 	bundleTag := "v" + version
@@ -111,63 +110,6 @@ func buildRelease(ctx context.Context, root, binDir, src, version string) (*Rele
 		{Ref: BundleRepo + ":" + bundleTag, Image: bundle},
 		{Ref: CatalogRepo + ":" + bundleTag, Image: catalog},
 	}, nil
-}
-
-// changeChart gives the chart in the tree at src a new version and has its
-// Service carry that version.
-func changeChart(src, version string) error {
-	chartDir := filepath.Join(src, "helm-charts", "modelserver")
-	if err := replaceOnce(filepath.Join(chartDir, "Chart.yaml"), "\nversion: "+CurrentVersion+"\n", "\nversion: "+version+"\n"); err != nil {
-		return err
-	}
-	return replaceOnce(filepath.Join(chartDir, "templates", "service.yaml"),
-		"  {{- with .Values.service.annotations }}\n  annotations:\n    {{- include \"modelserver.stringMap\" . | nindent 4 }}\n  {{- end }}\n",
-		"  annotations:\n    "+ChartVersionAnnotation+": {{ .Chart.Version | quote }}\n    {{- with .Values.service.annotations }}\n    {{- include \"modelserver.stringMap\" . | nindent 4 }}\n    {{- end }}\n")
-}
-
-func replaceOnce(file, old, new string) error {
-	data, err := os.ReadFile(file)
-	if err != nil {
-		return err
-	}
-	if strings.Count(string(data), old) != 1 {
-		return fmt.Errorf("%s: expected exactly one %q to change; has the file changed?", file, old)
-	}
-	return os.WriteFile(file, []byte(strings.Replace(string(data), old, new, 1)), 0o644)
-}
-
-// copyTree copies the repository's sources (not bin/ or .git) to dst.
-func copyTree(root, dst string) error {
-	if err := os.RemoveAll(dst); err != nil {
-		return err
-	}
-	return filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, err := filepath.Rel(root, p)
-		if err != nil {
-			return err
-		}
-		if d.IsDir() {
-			if rel == "bin" || rel == ".git" {
-				return filepath.SkipDir
-			}
-			return os.MkdirAll(filepath.Join(dst, rel), 0o755)
-		}
-		if !d.Type().IsRegular() {
-			return nil
-		}
-		data, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		info, err := d.Info()
-		if err != nil {
-			return err
-		}
-		return os.WriteFile(filepath.Join(dst, rel), data, info.Mode().Perm())
-	})
 }
 
 // run runs a command in dir with stdin, and returns its standard output.

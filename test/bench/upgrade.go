@@ -1,0 +1,189 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+
+	helmcharts "github.com/modelserver-dev/modelserver-operator/helm-charts"
+	"github.com/modelserver-dev/modelserver-operator/internal/localcluster"
+	"github.com/modelserver-dev/modelserver-operator/test/machine"
+	"github.com/modelserver-dev/modelserver-operator/test/nextchart"
+)
+
+// upgradeWindow follows the idle window (-upgrade): the operator is
+// replaced by a build of the next release, whose chart has the next
+// version and a new annotation on the Service (nextchart.Change), as an
+// operator upgrade replaces the image of its Deployment. Every release
+// must then be upgraded, with no pod restarted, since the change is
+// nothing the pods see.
+type upgradeWindow struct {
+	ChartVersion string `json:"chartVersion"`
+	// Releases whose live Service carries the new chart version.
+	Upgraded int `json:"upgraded"`
+	// Per release, seconds from the new process's start to its Service
+	// carrying the new version; and to the last of them.
+	TimeToUpgraded     distribution `json:"timeToUpgraded"`
+	AllUpgradedSeconds float64      `json:"allUpgradedSeconds"`
+	// Until no request has been made for 15 s.
+	Seconds       float64 `json:"seconds"`
+	Requests      counts  `json:"requests"`
+	Total         int64   `json:"total"`
+	Writes        int64   `json:"writes"`
+	RequestsPerCR float64 `json:"requestsPerCR"`
+	WritesPerCR   float64 `json:"writesPerCR"`
+	CPUSeconds    float64 `json:"cpuSeconds"`
+	PeakRSSMiB    float64 `json:"peakRSSMiB"`
+	// Deployments whose generation moved: their pods were replaced.
+	DeploymentsRolled int `json:"deploymentsRolled"`
+	// ModelServers whose Ready condition was not True at some time during
+	// the upgrade (none for the peer, which has no Ready condition).
+	LeftReady int `json:"leftReady"`
+}
+
+// buildNext builds the operator and the peer of the next release from a
+// copy of the tree at repo, and returns them with the chart version they
+// carry.
+func buildNext(repo, dir string) (manager, peer, version string, err error) {
+	ch, err := helmcharts.ModelServer()
+	if err != nil {
+		return "", "", "", err
+	}
+	if version, err = nextPatch(ch.Metadata.Version); err != nil {
+		return "", "", "", err
+	}
+	src := filepath.Join(dir, "next")
+	if err := nextchart.CopyTree(repo, src); err != nil {
+		return "", "", "", err
+	}
+	if err := nextchart.Change(src, ch.Metadata.Version, version); err != nil {
+		return "", "", "", err
+	}
+	manager, peer, err = buildBinaries(src, filepath.Join(dir, "next-bin"))
+	return manager, peer, version, err
+}
+
+// nextPatch is version with its patch number one higher: 0.1.0 → 0.1.1.
+func nextPatch(version string) (string, error) {
+	parts := strings.Split(version, ".")
+	patch, err := strconv.Atoi(parts[len(parts)-1])
+	if len(parts) != 3 || err != nil {
+		return "", fmt.Errorf("chart version %q is not major.minor.patch", version)
+	}
+	parts[2] = strconv.Itoa(patch + 1)
+	return strings.Join(parts, "."), nil
+}
+
+// upgrade stops op, starts the next release's operator (l.binary and
+// l.args already name it) and measures until every release is upgraded
+// and the requests have stopped (timeout at most).
+func upgrade(ctx context.Context, l *launcher, op *localcluster.Process, cs kubernetes.Interface, tr *tracker, version string, n int, timeout time.Duration) (upgradeWindow, error) {
+	w := upgradeWindow{ChartVersion: version}
+	gens, err := deploymentGenerations(ctx, cs)
+	if err != nil {
+		return w, err
+	}
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	svc := watchServiceVersions(watchCtx, cs, version)
+	tr.startCountingLostReady()
+
+	op.Stop(30 * time.Second)
+	before := l.proxy.Snapshot()
+	start := time.Now()
+	next, err := l.start(ctx, l.name+"-upgraded")
+	if err != nil {
+		return w, err
+	}
+	defer next.Stop(30 * time.Second)
+	quiet := untilQuiet(ctx, l.proxy, before, start, timeout)
+	if !running(next) {
+		return w, l.exited(next, "exited during the upgrade")
+	}
+	w.Seconds, w.Requests, w.Total, w.Writes = quiet.Seconds, quiet.Requests, quiet.Total, quiet.Writes
+	w.RequestsPerCR, w.WritesPerCR = round(float64(w.Total)/float64(n)), round(float64(w.Writes)/float64(n))
+
+	times := svc.since(start)
+	w.Upgraded, w.TimeToUpgraded = len(times), distributionOf(times)
+	w.AllUpgradedSeconds = w.TimeToUpgraded.Max
+	w.LeftReady = tr.lostReadyCount()
+	after, err := deploymentGenerations(ctx, cs)
+	if err != nil {
+		return w, err
+	}
+	for name, g := range gens {
+		if after[name] != g {
+			w.DeploymentsRolled++
+		}
+	}
+	if w.CPUSeconds, err = machine.ProcessCPUSeconds(next.Pid()); err != nil {
+		return w, err
+	}
+	rss, err := peakRSSMiB(next.Pid())
+	w.CPUSeconds, w.PeakRSSMiB = round(w.CPUSeconds), round(rss)
+	return w, err
+}
+
+// deploymentGenerations maps each Deployment of the run to its
+// generation, which moves when its pod template does.
+func deploymentGenerations(ctx context.Context, cs kubernetes.Interface) (map[string]int64, error) {
+	list, err := cs.AppsV1().Deployments(benchNamespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	gens := make(map[string]int64, len(list.Items))
+	for _, d := range list.Items {
+		gens[d.Name] = d.Generation
+	}
+	return gens, nil
+}
+
+// serviceVersions records when each Service first carried the chart
+// version the upgrade brings.
+type serviceVersions struct {
+	mu sync.Mutex
+	at map[string]time.Time
+}
+
+func watchServiceVersions(ctx context.Context, cs kubernetes.Interface, version string) *serviceVersions {
+	s := &serviceVersions{at: map[string]time.Time{}}
+	f := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace(benchNamespace))
+	inf := f.Core().V1().Services().Informer()
+	on := func(obj any) {
+		svc, ok := obj.(*corev1.Service)
+		if !ok || svc.Annotations[nextchart.VersionAnnotation] != version {
+			return
+		}
+		now := time.Now()
+		s.mu.Lock()
+		if _, seen := s.at[svc.Name]; !seen {
+			s.at[svc.Name] = now
+		}
+		s.mu.Unlock()
+	}
+	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: on, UpdateFunc: func(_, obj any) { on(obj) }})
+	f.Start(ctx.Done())
+	cache.WaitForCacheSync(ctx.Done(), inf.HasSynced)
+	return s
+}
+
+// since is, for each Service upgraded, the time from start.
+func (s *serviceVersions) since(start time.Time) []time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]time.Duration, 0, len(s.at))
+	for _, at := range s.at {
+		out = append(out, at.Sub(start))
+	}
+	return out
+}
