@@ -193,6 +193,9 @@ func printUpgrades(row func(string, func(*operatorRun) string, func(*floorRun) s
 		return fmt.Sprintf("%g / %g", u.RequestsPerCR, u.WritesPerCR)
 	}), nil)
 	row("upgrade: CPU s / peak RSS MiB", up(func(u *upgradeWindow) string { return fmt.Sprintf("%g / %g", u.CPUSeconds, u.PeakRSSMiB) }), nil)
+	row("upgrade: control plane CPU s", up(func(u *upgradeWindow) string {
+		return fmt.Sprintf("%g (apiserver %g)", u.ControlPlaneCPUSeconds["total"], u.ControlPlaneCPUSeconds["kube-apiserver"])
+	}), nil)
 	row("upgrade: Deployments rolled", up(func(u *upgradeWindow) string { return fmt.Sprint(u.DeploymentsRolled) }), nil)
 	row("upgrade: left Ready", up(func(u *upgradeWindow) string { return fmt.Sprint(u.LeftReady) }), nil)
 }

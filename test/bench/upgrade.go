@@ -44,6 +44,9 @@ type upgradeWindow struct {
 	WritesPerCR   float64 `json:"writesPerCR"`
 	CPUSeconds    float64 `json:"cpuSeconds"`
 	PeakRSSMiB    float64 `json:"peakRSSMiB"`
+	// The control plane's CPU seconds over the same window, by component
+	// and in total, and the harness's own (not in the total).
+	ControlPlaneCPUSeconds map[string]float64 `json:"controlPlaneCPUSeconds"`
 	// Deployments whose generation moved: their pods were replaced.
 	DeploymentsRolled int `json:"deploymentsRolled"`
 	// ModelServers whose Ready condition was not True at some time during
@@ -99,6 +102,7 @@ func upgrade(ctx context.Context, l *launcher, op *localcluster.Process, cs kube
 	tr.startCountingLostReady()
 
 	op.Stop(30 * time.Second)
+	meter := newCPUMeter(l.c)
 	before := l.proxy.Snapshot()
 	start := time.Now()
 	next, err := l.start(ctx, l.name+"-upgraded")
@@ -107,6 +111,7 @@ func upgrade(ctx context.Context, l *launcher, op *localcluster.Process, cs kube
 	}
 	defer next.Stop(30 * time.Second)
 	quiet := untilQuiet(ctx, l.proxy, before, start, timeout)
+	w.ControlPlaneCPUSeconds = meter.used()
 	if !running(next) {
 		return w, l.exited(next, "exited during the upgrade")
 	}
