@@ -51,7 +51,7 @@ type releasePlan struct {
 	// last is the latest revision as read by the decision (nil: none), so
 	// that applying it does not read it again. Unset for a fresh install
 	// and for a release trusted from the status.
-	last *helmrelease.Release
+	last *release.Latest
 	read bool
 	// deployed is the release as found deployed with the current digest,
 	// when the status did not say so yet.
@@ -60,7 +60,7 @@ type releasePlan struct {
 
 // planFor plans what brings the release from its latest revision last
 // (nil: none) to the current values, for the reason why.
-func planFor(last *helmrelease.Release, why string) releasePlan {
+func planFor(last *release.Latest, why string) releasePlan {
 	p := releasePlan{last: last, read: true, why: why}
 	switch {
 	case last == nil || last.Info.Status == helmrelease.StatusUninstalled:
@@ -123,7 +123,7 @@ func (r *ModelServerReconciler) planRelease(ctx context.Context, ms *servingv1al
 	return r.planDrift(ctx, ms, want, releasePlan{last: last, read: true})
 }
 
-func deployedWith(last *helmrelease.Release, digest string) bool {
+func deployedWith(last *release.Latest, digest string) bool {
 	return last != nil && last.Info.Status == helmrelease.StatusDeployed && last.Labels[release.LabelValuesDigest] == digest
 }
 

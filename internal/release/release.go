@@ -155,32 +155,30 @@ func observe(start time.Time, op *Op, err *error) {
 	metrics.HelmOperation(string(*op), result, time.Since(start))
 }
 
-// Get returns the latest revision of the release, or nil if there is none.
-func (m *Manager) Get(namespace, name string) (*helmrelease.Release, error) {
+// Get returns the latest revision of the release, or nil if there is none,
+// from one list of its records.
+func (m *Manager) Get(namespace, name string) (*Latest, error) {
 	cfg, err := m.config(namespace, nil)
 	if err != nil {
 		return nil, err
 	}
-	return latestRevision(cfg, namespace, name)
-}
-
-func latestRevision(cfg *action.Configuration, namespace, name string) (*helmrelease.Release, error) {
-	rel, err := cfg.Releases.Last(name)
+	revisions, err := cfg.Releases.History(name)
 	if errors.Is(err, driver.ErrReleaseNotFound) {
 		return nil, nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("read release %s/%s: %w", namespace, name, err)
 	}
-	return rel, nil
+	return latestOf(revisions), nil
 }
 
 // Apply makes the release deployed with vals: an install if there is none,
 // an upgrade otherwise. last is the latest revision as the caller has just
-// read it with Get (nil for none); it is not read again. A latest revision
+// read it with Get (nil for none); neither it nor the release's history is
+// read again (knownHistory). A latest revision
 // left pending by an interrupted operation is first marked failed, which
 // lets the upgrade proceed from it.
-func (m *Manager) Apply(ctx context.Context, namespace, name string, ch *chart.Chart, vals map[string]any, digest string, last *helmrelease.Release) (_ *helmrelease.Release, op Op, err error) {
+func (m *Manager) Apply(ctx context.Context, namespace, name string, ch *chart.Chart, vals map[string]any, digest string, last *Latest) (_ *helmrelease.Release, op Op, err error) {
 	defer observe(time.Now(), &op, &err)
 	cfg, err := m.config(namespace, ownerOf(vals))
 	if err != nil {
@@ -200,6 +198,8 @@ func (m *Manager) Apply(ctx context.Context, namespace, name string, ch *chart.C
 		// Helm's install lists the release's records to check that the
 		// name is free; the caller has just done so.
 		cfg.Releases.Driver = absentRelease{Driver: cfg.Releases.Driver, name: name}
+	} else {
+		cfg.Releases.Driver = newKnownHistory(cfg.Releases.Driver, last)
 	}
 	if installing {
 		install := action.NewInstall(cfg)
@@ -221,7 +221,7 @@ func (m *Manager) Apply(ctx context.Context, namespace, name string, ch *chart.C
 
 	op = OpUpgrade
 	if last.Info.Status.IsPending() || last.Info.Status == helmrelease.StatusUninstalling {
-		if err := m.markFailed(cfg, last); err != nil {
+		if err := m.markFailed(cfg, last.Release); err != nil {
 			return nil, OpRecovered, err
 		}
 		op = OpRecovered
