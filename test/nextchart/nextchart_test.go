@@ -6,51 +6,51 @@ import (
 	"strings"
 	"testing"
 
+	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/chart/loader"
 
 	helmcharts "github.com/modelserver-dev/modelserver-operator/helm-charts"
 )
 
 // thisChartsTree copies this tree's chart into a tree of its own, and
-// returns that tree's root and the chart's version.
-func thisChartsTree(t *testing.T) (string, string) {
+// returns that tree's root and the compiled-in chart.
+func thisChartsTree(t *testing.T) (string, *chart.Chart) {
 	t.Helper()
 	src := t.TempDir()
 	if err := CopyTree(filepath.Join("..", "..", "helm-charts"), filepath.Join(src, "helm-charts")); err != nil {
-		t.Fatal(err)
-	}
-	ch, err := helmcharts.ModelServer()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return src, ch.Metadata.Version
-}
-
-func TestChangeGivesAChartOfTheNewVersionWhoseServiceCarriesIt(t *testing.T) {
-	src, current := thisChartsTree(t)
-	before, err := loader.LoadDir(filepath.Join(src, "helm-charts", "modelserver"))
-	if err != nil {
 		t.Fatal(err)
 	}
 	this, err := helmcharts.ModelServer()
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Else a fingerprint that differs below says nothing of the change.
-	if helmcharts.Fingerprint(before) != helmcharts.Fingerprint(this) {
-		t.Fatal("the copy of this chart, loaded from its directory, has a fingerprint other than the compiled-in chart's")
-	}
-	if err := Change(src, current, "9.9.9"); err != nil {
-		t.Fatal(err)
-	}
-	after, err := loader.LoadDir(filepath.Join(src, "helm-charts", "modelserver"))
+	return src, this
+}
+
+// chartIn loads the chart of the tree at src from its directory.
+func chartIn(t *testing.T, src string) *chart.Chart {
+	t.Helper()
+	ch, err := loader.LoadDir(filepath.Join(src, "helm-charts", "modelserver"))
 	if err != nil {
 		t.Fatal(err)
 	}
+	return ch
+}
+
+func TestChangeGivesAChartOfTheNewVersionWhoseServiceCarriesIt(t *testing.T) {
+	src, this := thisChartsTree(t)
+	// Else a fingerprint that differs below says nothing of the change.
+	if helmcharts.Fingerprint(chartIn(t, src)) != helmcharts.Fingerprint(this) {
+		t.Fatal("the copy of this chart, loaded from its directory, has a fingerprint other than the compiled-in chart's")
+	}
+	if err := Change(src, this.Metadata.Version, "9.9.9"); err != nil {
+		t.Fatal(err)
+	}
+	after := chartIn(t, src)
 	if after.Metadata.Version != "9.9.9" {
 		t.Errorf("version %q after the change, want 9.9.9", after.Metadata.Version)
 	}
-	if helmcharts.Fingerprint(after) == helmcharts.Fingerprint(before) {
+	if helmcharts.Fingerprint(after) == helmcharts.Fingerprint(this) {
 		t.Error("the changed chart has the fingerprint of this one")
 	}
 	service, err := os.ReadFile(filepath.Join(src, "helm-charts", "modelserver", "templates", "service.yaml"))
@@ -65,18 +65,12 @@ func TestChangeGivesAChartOfTheNewVersionWhoseServiceCarriesIt(t *testing.T) {
 // A build whose templates changed at the same chart version is an upgrade
 // too: its fingerprint differs.
 func TestChangeAtTheSameVersionChangesOnlyTheTemplates(t *testing.T) {
-	src, current := thisChartsTree(t)
+	src, this := thisChartsTree(t)
+	current := this.Metadata.Version
 	if err := Change(src, current, current); err != nil {
 		t.Fatal(err)
 	}
-	after, err := loader.LoadDir(filepath.Join(src, "helm-charts", "modelserver"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	this, err := helmcharts.ModelServer()
-	if err != nil {
-		t.Fatal(err)
-	}
+	after := chartIn(t, src)
 	if after.Metadata.Version != current || helmcharts.Fingerprint(after) == helmcharts.Fingerprint(this) {
 		t.Errorf("version %q (want %q) and fingerprint %s (want other than %s)",
 			after.Metadata.Version, current, helmcharts.Fingerprint(after), helmcharts.Fingerprint(this))
@@ -86,8 +80,8 @@ func TestChangeAtTheSameVersionChangesOnlyTheTemplates(t *testing.T) {
 // A chart that has moved on from what Change expects fails loudly instead
 // of passing unchanged.
 func TestChangeFailsOnAChartItDoesNotKnow(t *testing.T) {
-	src, current := thisChartsTree(t)
-	if err := Change(src, current, "9.9.9"); err != nil {
+	src, this := thisChartsTree(t)
+	if err := Change(src, this.Metadata.Version, "9.9.9"); err != nil {
 		t.Fatal(err)
 	}
 	err := Change(src, "9.9.9", "9.9.10")
