@@ -272,13 +272,8 @@ func runOperator(ctx context.Context, cfg config, spec operatorSpec, n int, log 
 		op.Stop(30 * time.Second)
 		return res, nil
 	}
-
 	log.Info("upgrading the operator", "chartVersion", spec.next.version)
-	l.binary, l.args = spec.next.binary, nextArgs
-	if cg != nil {
-		l.binary, l.args = cg.Wrap(spec.next.binary, nextArgs)
-	}
-	up, err := upgrade(ctx, l, op, cs, tr, spec.next.version, n, cfg.readyTimeout)
+	up, err := upgrade(ctx, l, op, spec.next, nextArgs, cs, tr, n, cfg.readyTimeout)
 	if err != nil {
 		return nil, err
 	}

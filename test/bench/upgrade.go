@@ -87,11 +87,17 @@ func nextPatch(version string) (string, error) {
 	return strings.Join(parts, "."), nil
 }
 
-// upgrade stops op, starts the next release's operator (l.binary and
-// l.args already name it) and measures until every release is upgraded
-// and the requests have stopped (timeout at most).
-func upgrade(ctx context.Context, l *launcher, op *localcluster.Process, cs kubernetes.Interface, tr *tracker, version string, n int, timeout time.Duration) (upgradeWindow, error) {
+// upgrade stops op and starts next with args in its place (in the same
+// cgroup), and measures until every release is upgraded and the requests
+// have stopped (timeout at most).
+func upgrade(ctx context.Context, l *launcher, op *localcluster.Process, next *nextBuild, args []string,
+	cs kubernetes.Interface, tr *tracker, n int, timeout time.Duration) (upgradeWindow, error) {
+	version := next.version
 	w := upgradeWindow{ChartVersion: version}
+	l.binary, l.args = next.binary, args
+	if l.cg != nil {
+		l.binary, l.args = l.cg.Wrap(next.binary, args)
+	}
 	gens, err := deploymentGenerations(ctx, cs)
 	if err != nil {
 		return w, err
@@ -105,15 +111,15 @@ func upgrade(ctx context.Context, l *launcher, op *localcluster.Process, cs kube
 	meter := newCPUMeter(l.c)
 	before := l.proxy.Snapshot()
 	start := time.Now()
-	next, err := l.start(ctx, l.name+"-upgraded")
+	proc, err := l.start(ctx, l.name+"-upgraded")
 	if err != nil {
 		return w, err
 	}
-	defer next.Stop(30 * time.Second)
+	defer proc.Stop(30 * time.Second)
 	quiet := untilQuiet(ctx, l.proxy, before, start, timeout)
 	w.ControlPlaneCPUSeconds = meter.used()
-	if !running(next) {
-		return w, l.exited(next, "exited during the upgrade")
+	if !running(proc) {
+		return w, l.exited(proc, "exited during the upgrade")
 	}
 	w.Seconds, w.Requests, w.Total, w.Writes = quiet.Seconds, quiet.Requests, quiet.Total, quiet.Writes
 	w.RequestsPerCR, w.WritesPerCR = round(float64(w.Total)/float64(n)), round(float64(w.Writes)/float64(n))
@@ -131,10 +137,10 @@ func upgrade(ctx context.Context, l *launcher, op *localcluster.Process, cs kube
 			w.DeploymentsRolled++
 		}
 	}
-	if w.CPUSeconds, err = machine.ProcessCPUSeconds(next.Pid()); err != nil {
+	if w.CPUSeconds, err = machine.ProcessCPUSeconds(proc.Pid()); err != nil {
 		return w, err
 	}
-	rss, err := peakRSSMiB(next.Pid())
+	rss, err := peakRSSMiB(proc.Pid())
 	w.CPUSeconds, w.PeakRSSMiB = round(w.CPUSeconds), round(rss)
 	return w, err
 }
