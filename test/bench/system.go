@@ -272,15 +272,8 @@ func runOperator(ctx context.Context, cfg config, spec operatorSpec, n int, log 
 		op.Stop(30 * time.Second)
 		return res, nil
 	}
-	log.Info("upgrading the operator", "chartVersion", spec.next.version)
-	up, err := upgrade(ctx, l, op, spec.next, nextArgs, cs, tr, n, cfg.readyTimeout)
-	if err != nil {
-		return nil, err
-	}
-	res.Upgrade = &up
-	log.Info("upgraded", "upgraded", up.Upgraded, "allUpgraded", up.AllUpgradedSeconds, "quietAfter", up.Seconds,
-		"requests", up.Total, "writes", up.Writes, "deploymentsRolled", up.DeploymentsRolled, "leftReady", up.LeftReady)
-	return res, nil
+	res.Upgrade, err = upgrade(ctx, l, op, spec.next, nextArgs, cs, tr, n, cfg.readyTimeout, log)
+	return res, err
 }
 
 // waitForAll waits until the n ModelServers are Deployed and in readyMap,

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -91,6 +92,18 @@ func nextPatch(version string) (string, error) {
 // cgroup), and measures until every release is upgraded and the requests
 // have stopped (timeout at most).
 func upgrade(ctx context.Context, l *launcher, op *localcluster.Process, next *nextBuild, args []string,
+	cs kubernetes.Interface, tr *tracker, n int, timeout time.Duration, log *slog.Logger) (*upgradeWindow, error) {
+	log.Info("upgrading the operator", "chartVersion", next.version)
+	w, err := measureUpgrade(ctx, l, op, next, args, cs, tr, n, timeout)
+	if err != nil {
+		return nil, err
+	}
+	log.Info("upgraded", "upgraded", w.Upgraded, "allUpgraded", w.AllUpgradedSeconds, "quietAfter", w.Seconds,
+		"requests", w.Total, "writes", w.Writes, "deploymentsRolled", w.DeploymentsRolled, "leftReady", w.LeftReady)
+	return &w, nil
+}
+
+func measureUpgrade(ctx context.Context, l *launcher, op *localcluster.Process, next *nextBuild, args []string,
 	cs kubernetes.Interface, tr *tracker, n int, timeout time.Duration) (upgradeWindow, error) {
 	version := next.version
 	w := upgradeWindow{ChartVersion: version}
