@@ -30,9 +30,11 @@ type tracker struct {
 	deployed map[string]time.Time
 	ready    map[string]time.Time // the ModelServer's Ready condition
 	served   map[string]time.Time // its Deployment's ready replicas reached the desired count
-	// lostReady, once startCountingLostReady has made it, holds the
-	// ModelServers whose Ready condition has since been other than True.
+	// Once startUpgrade has made them: the ModelServers whose Ready
+	// condition has since been other than True, and those whose Service
+	// carries the upgrade's chart version (watchUpgradedServices).
 	lostReady map[string]time.Time
+	upgraded  map[string]time.Time
 	changed   chan struct{}
 	// onServed, if set before watch, is called once for each ModelServer
 	// when its Deployment first has its ready replicas.
@@ -122,11 +124,11 @@ func (t *tracker) record(m map[string]time.Time, name string) bool {
 	return true
 }
 
-// startCountingLostReady counts, from now on, the ModelServers whose
-// Ready condition is seen other than True.
-func (t *tracker) startCountingLostReady() {
+// startUpgrade counts, from now on, the ModelServers whose Ready
+// condition is seen other than True, and makes the map of those upgraded.
+func (t *tracker) startUpgrade() {
 	t.mu.Lock()
-	t.lostReady = map[string]time.Time{}
+	t.lostReady, t.upgraded = map[string]time.Time{}, map[string]time.Time{}
 	t.mu.Unlock()
 }
 
@@ -177,6 +179,18 @@ func (t *tracker) since(m map[string]time.Time) ([]time.Duration, time.Time) {
 		}
 	}
 	return out, last
+}
+
+// after returns, for each ModelServer that reached the state in m, the
+// time from start.
+func (t *tracker) after(m map[string]time.Time, start time.Time) []time.Duration {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := make([]time.Duration, 0, len(m))
+	for _, at := range m {
+		out = append(out, at.Sub(start))
+	}
+	return out
 }
 
 // between returns, for each ModelServer that reached both states, the

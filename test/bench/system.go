@@ -166,7 +166,6 @@ func runOperator(ctx context.Context, cfg config, spec operatorSpec, n int, log 
 	if len(spec.args) > 0 && !strings.HasPrefix(spec.args[0], "-") {
 		args = append([]string{spec.args[0], "--kubeconfig=" + kubeconfig}, spec.args[1:]...)
 	}
-	binary, nextArgs := spec.binary, args
 	var cg *machine.Cgroup // nil: no limits
 	if spec.limits != (machine.Limits{}) {
 		if cg, err = machine.NewCgroup(spec.limits); err != nil {
@@ -179,9 +178,8 @@ func runOperator(ctx context.Context, cfg config, spec operatorSpec, n int, log 
 		}()
 		res.MemoryMaxMiB = round(float64(spec.limits.MemoryBytes) / (1 << 20))
 		res.CPUMax = spec.limits.CPUs
-		binary, args = cg.Wrap(binary, args)
 	}
-	l := &launcher{c: c, proxy: proxy, cg: cg, name: spec.name, binary: binary, args: args}
+	l := &launcher{c: c, proxy: proxy, cg: cg, name: spec.name, binary: spec.binary, args: args}
 	op, err := l.start(ctx, spec.name)
 	if err != nil {
 		return nil, err
@@ -272,7 +270,7 @@ func runOperator(ctx context.Context, cfg config, spec operatorSpec, n int, log 
 		op.Stop(30 * time.Second)
 		return res, nil
 	}
-	res.Upgrade, err = upgrade(ctx, l, op, spec.next, nextArgs, cs, tr, n, cfg.readyTimeout, log)
+	res.Upgrade, err = upgrade(ctx, l, op, spec.next, cs, tr, n, cfg.readyTimeout, log)
 	return res, err
 }
 
@@ -297,9 +295,10 @@ func waitForAll(ctx context.Context, tr *tracker, readyMap map[string]time.Time,
 
 // launcher starts the operator's process.
 type launcher struct {
-	c            *localcluster.Cluster
-	proxy        *countingProxy
-	cg           *machine.Cgroup // nil: no limits
+	c     *localcluster.Cluster
+	proxy *countingProxy
+	// cg, if not nil, is the cgroup each process starts in.
+	cg           *machine.Cgroup
 	name, binary string
 	args         []string
 }
@@ -307,7 +306,11 @@ type launcher struct {
 // start starts the operator as name and returns once its ModelServer
 // informer is watching.
 func (l *launcher) start(ctx context.Context, name string) (*localcluster.Process, error) {
-	p, err := l.c.StartProcess(name, l.binary, l.args, nil)
+	binary, args := l.binary, l.args
+	if l.cg != nil {
+		binary, args = l.cg.Wrap(binary, args)
+	}
+	p, err := l.c.StartProcess(name, binary, args, nil)
 	if err != nil {
 		return nil, err
 	}

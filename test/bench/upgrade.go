@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -88,13 +87,13 @@ func nextPatch(version string) (string, error) {
 	return strings.Join(parts, "."), nil
 }
 
-// upgrade stops op and starts next with args in its place (in the same
-// cgroup), and measures until every release is upgraded and the requests
+// upgrade stops op and starts next in its place (with the same arguments,
+// in the same cgroup), and measures until every release is upgraded and the requests
 // have stopped (timeout at most).
-func upgrade(ctx context.Context, l *launcher, op *localcluster.Process, next *nextBuild, args []string,
+func upgrade(ctx context.Context, l *launcher, op *localcluster.Process, next *nextBuild,
 	cs kubernetes.Interface, tr *tracker, n int, timeout time.Duration, log *slog.Logger) (*upgradeWindow, error) {
 	log.Info("upgrading the operator", "chartVersion", next.version)
-	w, err := measureUpgrade(ctx, l, op, next, args, cs, tr, n, timeout)
+	w, err := measureUpgrade(ctx, l, op, next, cs, tr, n, timeout)
 	if err != nil {
 		return nil, err
 	}
@@ -103,22 +102,19 @@ func upgrade(ctx context.Context, l *launcher, op *localcluster.Process, next *n
 	return &w, nil
 }
 
-func measureUpgrade(ctx context.Context, l *launcher, op *localcluster.Process, next *nextBuild, args []string,
+func measureUpgrade(ctx context.Context, l *launcher, op *localcluster.Process, next *nextBuild,
 	cs kubernetes.Interface, tr *tracker, n int, timeout time.Duration) (upgradeWindow, error) {
 	version := next.version
 	w := upgradeWindow{ChartVersion: version}
-	l.binary, l.args = next.binary, args
-	if l.cg != nil {
-		l.binary, l.args = l.cg.Wrap(next.binary, args)
-	}
+	l.binary = next.binary
 	gens, err := deploymentGenerations(ctx, cs)
 	if err != nil {
 		return w, err
 	}
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
-	svc := watchServiceVersions(watchCtx, cs, version)
-	tr.startCountingLostReady()
+	tr.startUpgrade()
+	tr.watchUpgradedServices(watchCtx, cs, version)
 
 	op.Stop(30 * time.Second)
 	meter := newCPUMeter(l.c)
@@ -137,7 +133,7 @@ func measureUpgrade(ctx context.Context, l *launcher, op *localcluster.Process, 
 	w.Seconds, w.Requests, w.Total, w.Writes = quiet.Seconds, quiet.Requests, quiet.Total, quiet.Writes
 	w.RequestsPerCR, w.WritesPerCR = round(float64(w.Total)/float64(n)), round(float64(w.Writes)/float64(n))
 
-	times := svc.since(start)
+	times := tr.after(tr.upgraded, start)
 	w.Upgraded, w.TimeToUpgraded = len(times), distributionOf(times)
 	w.AllUpgradedSeconds = w.TimeToUpgraded.Max
 	w.LeftReady = tr.lostReadyCount()
@@ -172,42 +168,18 @@ func deploymentGenerations(ctx context.Context, cs kubernetes.Interface) (map[st
 	return gens, nil
 }
 
-// serviceVersions records when each Service first carried the chart
-// version the upgrade brings.
-type serviceVersions struct {
-	mu sync.Mutex
-	at map[string]time.Time
-}
-
-func watchServiceVersions(ctx context.Context, cs kubernetes.Interface, version string) *serviceVersions {
-	s := &serviceVersions{at: map[string]time.Time{}}
+// watchUpgradedServices records in t.upgraded the first time each
+// ModelServer's Service carries the chart version the upgrade brings.
+func (t *tracker) watchUpgradedServices(ctx context.Context, cs kubernetes.Interface, version string) {
+	upgraded := t.upgraded
 	f := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace(benchNamespace))
 	inf := f.Core().V1().Services().Informer()
 	on := func(obj any) {
-		svc, ok := obj.(*corev1.Service)
-		if !ok || svc.Annotations[nextchart.VersionAnnotation] != version {
-			return
+		if svc, ok := obj.(*corev1.Service); ok && svc.Annotations[nextchart.VersionAnnotation] == version {
+			t.record(upgraded, svc.Name)
 		}
-		now := time.Now()
-		s.mu.Lock()
-		if _, seen := s.at[svc.Name]; !seen {
-			s.at[svc.Name] = now
-		}
-		s.mu.Unlock()
 	}
 	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: on, UpdateFunc: func(_, obj any) { on(obj) }})
 	f.Start(ctx.Done())
 	cache.WaitForCacheSync(ctx.Done(), inf.HasSynced)
-	return s
-}
-
-// since is, for each Service upgraded, the time from start.
-func (s *serviceVersions) since(start time.Time) []time.Duration {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := make([]time.Duration, 0, len(s.at))
-	for _, at := range s.at {
-		out = append(out, at.Sub(start))
-	}
-	return out
 }
