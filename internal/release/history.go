@@ -7,6 +7,7 @@ import (
 
 	helmrelease "helm.sh/helm/v3/pkg/release"
 	"helm.sh/helm/v3/pkg/storage/driver"
+	"k8s.io/apimachinery/pkg/labels"
 )
 
 // Latest is the latest revision of a release, as Get read it, with every
@@ -62,16 +63,18 @@ func newKnownHistory(d driver.Driver, last *Latest) *knownHistory {
 	return k
 }
 
-func (k *knownHistory) Query(labels map[string]string) ([]*helmrelease.Release, error) {
-	if labels["name"] != k.name {
-		return k.Driver.Query(labels)
+func (k *knownHistory) Query(query map[string]string) ([]*helmrelease.Release, error) {
+	if query["name"] != k.name {
+		return k.Driver.Query(query)
 	}
+	// The selector the Secrets driver lists with.
+	selector := labels.SelectorFromSet(query)
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	var found []*helmrelease.Release
 	for _, r := range k.revisions {
 		stored := storedLabels(r)
-		if matches(stored, labels) {
+		if selector.Matches(labels.Set(stored)) {
 			// A copy, as each list decodes its own: Helm changes the
 			// status of what it reads before writing it back.
 			c, info := *r, *r.Info
@@ -130,13 +133,4 @@ func storedLabels(r *helmrelease.Release) map[string]string {
 	}
 	l["name"], l["owner"], l["status"], l["version"] = r.Name, "helm", r.Info.Status.String(), strconv.Itoa(r.Version)
 	return l
-}
-
-func matches(stored, selector map[string]string) bool {
-	for k, v := range selector {
-		if stored[k] != v {
-			return false
-		}
-	}
-	return true
 }
