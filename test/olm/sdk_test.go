@@ -2,6 +2,7 @@ package olm
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,7 +18,14 @@ import (
 // registry's certificate.
 func operatorSDK(t *testing.T, e *olmenv.Env, args ...string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	if err := tryOperatorSDK(t, e, 8*time.Minute, args...); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func tryOperatorSDK(t *testing.T, e *olmenv.Env, limit time.Duration, args ...string) error {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, filepath.Join(e.BinDir, "operator-sdk"), append(args, "--kubeconfig", e.Cluster.Kubeconfig)...)
 	cmd.Dir = e.Root
@@ -25,8 +33,28 @@ func operatorSDK(t *testing.T, e *olmenv.Env, args ...string) {
 	out, err := cmd.CombinedOutput()
 	t.Logf("operator-sdk %s:\n%s", strings.Join(args, " "), out)
 	if err != nil {
-		t.Fatalf("operator-sdk %s: %v", strings.Join(args, " "), err)
+		return fmt.Errorf("operator-sdk %s: %w", strings.Join(args, " "), err)
 	}
+	return nil
+}
+
+// csvCleanupState is what shows why a CSV's deletion waits: its
+// finalizers, OLM's pods and what olm-operator logged of the finalizer.
+func csvCleanupState(e *olmenv.Env, ns string) string {
+	csvs, _ := e.Kubectl("", "-n", ns, "get", "csv", "-o",
+		"custom-columns=NAME:.metadata.name,DELETING:.metadata.deletionTimestamp,FINALIZERS:.metadata.finalizers,PHASE:.status.phase")
+	pods, _ := e.Kubectl("", "-n", olmenv.OLMNamespace, "get", "pods", "-o", "wide")
+	logs, _ := e.Kubectl("", "-n", olmenv.OLMNamespace, "logs", "deploy/olm-operator")
+	var finalizer []string
+	for _, line := range strings.Split(logs, "\n") {
+		if strings.Contains(line, "finalizer") || strings.Contains(line, "CSV deletion") {
+			finalizer = append(finalizer, line)
+		}
+	}
+	if len(finalizer) > 40 {
+		finalizer = finalizer[len(finalizer)-40:]
+	}
+	return fmt.Sprintf("CSVs in %s:\n%s\nOLM's pods:\n%s\nolm-operator on the finalizer:\n%s", ns, csvs, pods, strings.Join(finalizer, "\n"))
 }
 
 // TestOperatorSDKRunsUpgradesAndCleansUpTheBundle is the developer's loop
@@ -69,7 +97,22 @@ func TestOperatorSDKRunsUpgradesAndCleansUpTheBundle(t *testing.T) {
 
 	// Without --delete-all=false, cleanup deletes the CRD too, and with it
 	// every ModelServer of the cluster (docs/olm.md).
-	operatorSDK(t, e, "cleanup", olmenv.Package, "--namespace", ns, "--delete-all=false", "--delete-operator-groups", "--timeout", "3m")
+	//
+	// cleanup waits for the CSV to go, which waits for OLM's finalizer on it
+	// (operators.coreos.com/csv-cleanup): olm-operator deletes the CSV's
+	// ClusterRoles and bindings and checks they left its cache. It retries
+	// a CSV that fails 8 times within about a second, and after that only
+	// at its next resync, 5 minutes ±20 %; so the timeout is past that.
+	start = time.Now()
+	if err := tryOperatorSDK(t, e, 10*time.Minute, "cleanup", olmenv.Package, "--namespace", ns,
+		"--delete-all=false", "--delete-operator-groups", "--timeout", "7m"); err != nil {
+		t.Fatalf("%v\n%s", err, csvCleanupState(e, ns))
+	}
+	if took := time.Since(start); took > time.Minute {
+		t.Logf("operator-sdk cleanup took %.1fs, waiting for OLM's resync:\n%s", took.Seconds(), csvCleanupState(e, ns))
+	} else {
+		t.Logf("operator-sdk cleanup: %.1fs", took.Seconds())
+	}
 	kubectl(t, e, "", "-n", ns, "wait", "--for=delete", "deployment/modelserver-controller-manager", "--timeout=2m")
 	for _, kind := range []string{"csv", "subscription", "catalogsource", "operatorgroup"} {
 		if out := kubectl(t, e, "", "-n", ns, "get", kind, "-o", "name"); out != "" {

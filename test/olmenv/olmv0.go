@@ -71,6 +71,18 @@ func (e *Env) StartOLMv0(ctx context.Context) error {
 	if _, err := e.Kubectl("", "wait", "--for=condition=Available", "--timeout=2m", "apiservice/v1.packages.operators.coreos.com"); err != nil {
 		return fmt.Errorf("%w\n%s", err, e.Describe("", "apiservice/v1.packages.operators.coreos.com"))
 	}
+	// The catalog-operator resolves a namespace against every global
+	// catalog, so one not yet serving fails the resolution; when it comes
+	// up, only the namespaces whose Subscriptions name it are resolved
+	// again. A namespace subscribed to a catalog of its own (operator-sdk
+	// run bundle's) would wait for the next resync, minutes later.
+	if _, err := e.Kubectl("", "-n", OLMNamespace, "wait", "--for=jsonpath={.status.connectionState.lastObservedState}=READY",
+		"--timeout=3m", "catalogsource/"+CatalogSource); err != nil {
+		return fmt.Errorf("%w\n%s", err, e.Describe(OLMNamespace, "catalogsource/"+CatalogSource))
+	}
+	if _, err := e.Kubectl("", "-n", OLMNamespace, "wait", "--for=create", "--timeout=2m", "packagemanifest/"+Package); err != nil {
+		return fmt.Errorf("%w\n%s", err, e.Describe(OLMNamespace, "catalogsource/"+CatalogSource))
+	}
 	return nil
 }
 
