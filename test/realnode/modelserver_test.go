@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -103,14 +104,26 @@ func (e *env) waitFetchFailed(t *testing.T, ns, name, reason string) string {
 
 // modelStatus asks a serving pod, as the kubelet's probe does, what TF
 // Serving reports for the model; through the Service's cluster IP, so
-// kube-proxy's rules are on the path.
+// kube-proxy's rules are on the path. Ready is the serving pods' readiness,
+// which the EndpointSlice controller and then kube-proxy pass on after it:
+// right after Ready a connection can still be refused, as a client would
+// find, so a refusal is tried again for a while, and the wait logged.
 func (e *env) modelStatus(t *testing.T, ns, svc, model string) map[string]string {
 	t.Helper()
-	st, err := e.askModelStatus(ns, svc, model)
-	if err != nil {
-		t.Fatal(err)
+	start := time.Now()
+	for {
+		st, err := e.askModelStatus(ns, svc, model)
+		if err == nil {
+			if waited := time.Since(start); waited > 50*time.Millisecond {
+				t.Logf("the Service answered %.2fs after the first try", waited.Seconds())
+			}
+			return st
+		}
+		if !errors.Is(err, syscall.ECONNREFUSED) || time.Since(start) > 30*time.Second {
+			t.Fatal(err)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
-	return st
 }
 
 // askModelStatus is modelStatus for a caller that can try again: while a
@@ -159,13 +172,21 @@ func TestTheOperatorRunsFromItsImageWithItsOwnIdentity(t *testing.T) {
 	}
 	// The Lease is held by this pod: in-cluster config and its
 	// ServiceAccount token reach the apiserver through the kubernetes
-	// Service.
-	lease, err := e.cs.CoordinationV1().Leases(operatorNS).Get(ctx, "modelserver-operator.serving.modelserver.dev", metav1.GetOptions{})
+	// Service. The pod is ready before it is the leader: its probes do not
+	// wait for the election.
+	var holder string
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		lease, err := e.cs.CoordinationV1().Leases(operatorNS).Get(ctx, "modelserver-operator.serving.modelserver.dev", metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return false, nil
+		} else if err != nil {
+			return false, err
+		}
+		holder = ptr.Deref(lease.Spec.HolderIdentity, "")
+		return strings.HasPrefix(holder, pod.Name), nil
+	})
 	if err != nil {
-		t.Fatal(err)
-	}
-	if holder := ptr.Deref(lease.Spec.HolderIdentity, ""); !strings.HasPrefix(holder, pod.Name) {
-		t.Errorf("leader Lease held by %q, want the operator pod %s", holder, pod.Name)
+		t.Errorf("leader Lease held by %q, want the operator pod %s: %v", holder, pod.Name, err)
 	}
 	// Metrics: TLS, and only for callers the apiserver authorizes.
 	url := "https://" + net.JoinHostPort(pod.Status.PodIP, "8443") + "/metrics"
