@@ -2,6 +2,7 @@ package controllers_test
 
 import (
 	"context"
+	"fmt"
 	"net/url"
 	"slices"
 	"strings"
@@ -183,4 +184,64 @@ func assertGone(t *testing.T, ns, name string, obj client.Object) {
 	case obj.GetDeletionTimestamp() == nil:
 		t.Errorf("%T %s was left behind by the conflicting install", obj, name)
 	}
+}
+
+// An upgrade reads each object of the release at most once. Helm's kube
+// client reads each two or three times back to back; the repeats are
+// served from the first read, and a write starts afresh.
+func TestAnUpgradeReadsEachObjectOnce(t *testing.T) {
+	ns := newNamespace(t)
+	ctx := context.Background()
+	ms := newModelServer(ns, "reads")
+	if err := env.client.Create(ctx, ms); err != nil {
+		t.Fatal(err)
+	}
+	before := waitReady(t, ms).Status.Release.Revision
+	_, from := env.requests.requestsSince(0)
+
+	patch := client.MergeFrom(ms.DeepCopy())
+	ms.Spec.Image = "tensorflow/serving:2.18.0"
+	if err := env.client.Patch(ctx, ms, patch); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, time.Minute, "the upgrade", func(ctx context.Context) (bool, string) {
+		got := get(t, ns, "reads", &servingv1alpha1.ModelServer{})
+		return got.Status.Release.Revision == before+1, fmt.Sprintf("revision %d", got.Status.Release.Revision)
+	})
+	waitReady(t, ms)
+	all, _ := env.requests.requestsSince(from)
+
+	prefix := "/namespaces/" + ns + "/"
+	reads, patches := map[string]int{}, 0
+	for _, req := range all {
+		method, uri, _ := strings.Cut(req, " ")
+		u, err := url.Parse(uri)
+		if err != nil || !strings.Contains(u.Path, prefix) {
+			continue
+		}
+		// One object: <resource>/<name>, not a list (which has no name)
+		// nor a subresource.
+		resource, name, _ := strings.Cut(u.Path[strings.Index(u.Path, prefix)+len(prefix):], "/")
+		if name == "" || strings.Contains(name, "/") {
+			continue
+		}
+		switch method {
+		case "GET":
+			reads[resource+"/"+name]++
+		case "PATCH":
+			patches++
+		}
+	}
+	if patches == 0 {
+		t.Fatalf("no object patched by the upgrade: %v", all)
+	}
+	if len(reads) == 0 {
+		t.Fatalf("no object read by the upgrade: %v", all)
+	}
+	for object, n := range reads {
+		if n > 1 {
+			t.Errorf("%s read %d times by one upgrade, want once", object, n)
+		}
+	}
+	t.Logf("the upgrade read %d objects and patched %d", len(reads), patches)
 }

@@ -407,7 +407,7 @@ func (m *Manager) config(namespace string, owner *metav1.OwnerReference) (*actio
 	if err != nil {
 		return nil, err
 	}
-	getter := &restGetter{config: m.restConfig, discovery: m.discovery, mapper: m.mapper, namespace: namespace}
+	getter := &restGetter{config: m.restConfig, discovery: m.discovery, mapper: m.mapper, namespace: namespace, reads: newReadOnce()}
 	debug := func(format string, args ...any) {
 		m.opts.Log.V(2).Info(fmt.Sprintf(format, args...), "namespace", namespace)
 	}
@@ -452,15 +452,23 @@ func (m *Manager) capabilities() (*chartutil.Capabilities, error) {
 }
 
 // restGetter hands Helm the operator's REST config and shared discovery
-// cache instead of a kubeconfig file.
+// cache instead of a kubeconfig file, and has the operation's clients
+// share their reads (readOnce).
 type restGetter struct {
 	config    *rest.Config
 	discovery discovery.CachedDiscoveryInterface
 	mapper    meta.RESTMapper
 	namespace string
+	reads     *readOnce
 }
 
-func (g *restGetter) ToRESTConfig() (*rest.Config, error) { return rest.CopyConfig(g.config), nil }
+func (g *restGetter) ToRESTConfig() (*rest.Config, error) {
+	cfg := rest.CopyConfig(g.config)
+	if g.reads != nil {
+		cfg.Wrap(g.reads.wrap)
+	}
+	return cfg, nil
+}
 func (g *restGetter) ToDiscoveryClient() (discovery.CachedDiscoveryInterface, error) {
 	return g.discovery, nil
 }
