@@ -70,7 +70,7 @@ func (t readOnceTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 		return resp, err
 	}
 	body, err := io.ReadAll(resp.Body)
-	resp.Body.Close()
+	_ = resp.Body.Close()
 	if err != nil {
 		return nil, err
 	}

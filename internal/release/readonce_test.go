@@ -41,7 +41,7 @@ func TestReadOnceServesARepeatedReadUntilAWrite(t *testing.T) {
 	services := &http.Client{Transport: reads.wrap(http.DefaultTransport)}
 	deployments := &http.Client{Transport: reads.wrap(http.DefaultTransport)}
 
-	do := func(c *http.Client, method, path, accept string) (int, string) {
+	do := func(c *http.Client, method, path, accept string) string {
 		t.Helper()
 		req, err := http.NewRequest(method, ts.URL+path, nil)
 		if err != nil {
@@ -54,27 +54,27 @@ func TestReadOnceServesARepeatedReadUntilAWrite(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer resp.Body.Close()
+		defer func() { _ = resp.Body.Close() }()
 		body, err := io.ReadAll(resp.Body)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return resp.StatusCode, string(body)
+		return string(body)
 	}
 
 	const svc = "/api/v1/namespaces/ns/services/a"
-	_, first := do(services, "GET", svc, "application/json")
-	_, again := do(services, "GET", svc, "application/json")
-	_, third := do(deployments, "GET", svc, "application/json")
+	first := do(services, "GET", svc, "application/json")
+	again := do(services, "GET", svc, "application/json")
+	third := do(deployments, "GET", svc, "application/json")
 	if again != first || third != first {
 		t.Errorf("repeated reads %q, %q; want the first's %q", again, third, first)
 	}
-	if _, other := do(services, "GET", svc, "application/vnd.kubernetes.protobuf"); other == first {
+	if other := do(services, "GET", svc, "application/vnd.kubernetes.protobuf"); other == first {
 		t.Error("a read in another encoding was served the JSON one's")
 	}
 
 	do(services, "PATCH", svc, "")
-	if _, after := do(services, "GET", svc, "application/json"); after == first {
+	if after := do(services, "GET", svc, "application/json"); after == first {
 		t.Errorf("the read after a write was served from before it: %q", after)
 	}
 	// Any write of the operation starts afresh, not only one to the object.
