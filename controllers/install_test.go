@@ -2,7 +2,6 @@ package controllers_test
 
 import (
 	"context"
-	"fmt"
 	"net/url"
 	"slices"
 	"strings"
@@ -27,6 +26,25 @@ import (
 // the Secrets its record is kept in.
 var releaseKinds = []string{"configmaps", "services", "persistentvolumeclaims", "jobs", "deployments", "secrets"}
 
+// inNamespace splits a request the counter logged ("METHOD path?query")
+// into its method and the resource and name after namespaces/ns/ (name
+// is empty for a list, and holds "/" for a subresource); ok is false for
+// a request outside ns.
+func inNamespace(req, ns string) (method, resource, name string, ok bool) {
+	method, uri, _ := strings.Cut(req, " ")
+	u, err := url.Parse(uri)
+	if err != nil {
+		return "", "", "", false
+	}
+	prefix := "/namespaces/" + ns + "/"
+	i := strings.Index(u.Path, prefix)
+	if i < 0 {
+		return "", "", "", false
+	}
+	resource, name, _ = strings.Cut(u.Path[i+len(prefix):], "/")
+	return method, resource, name, true
+}
+
 // A new ModelServer is installed without Helm's look-before-you-create:
 // no read of the release's history and no GET of each object before it is
 // created. Each object is created once, and the release record once; the
@@ -41,16 +59,13 @@ func TestANewModelServerIsInstalledWithoutReadingFirst(t *testing.T) {
 	waitReady(t, ms)
 	all, _ := env.requests.requestsSince(from)
 
-	prefix := "/namespaces/" + ns + "/"
 	posts, podLists := map[string]int{}, 0
 	recorded := false
 	for _, req := range all {
-		method, uri, _ := strings.Cut(req, " ")
-		u, err := url.Parse(uri)
-		if err != nil || !strings.Contains(u.Path, prefix) {
+		method, resource, _, ok := inNamespace(req, ns)
+		if !ok {
 			continue
 		}
-		resource, _, _ := strings.Cut(u.Path[strings.Index(u.Path, prefix)+len(prefix):], "/")
 		if resource == "pods" {
 			podLists++
 		}
@@ -191,38 +206,17 @@ func assertGone(t *testing.T, ns, name string, obj client.Object) {
 // served from the first read, and a write starts afresh.
 func TestAnUpgradeReadsEachObjectOnce(t *testing.T) {
 	ns := newNamespace(t)
-	ctx := context.Background()
-	ms := newModelServer(ns, "reads")
-	if err := env.client.Create(ctx, ms); err != nil {
-		t.Fatal(err)
-	}
-	before := waitReady(t, ms).Status.Release.Revision
+	ms := readyModelServer(t, ns, "reads")
 	_, from := env.requests.requestsSince(0)
-
-	patch := client.MergeFrom(ms.DeepCopy())
-	ms.Spec.Image = "tensorflow/serving:2.18.0"
-	if err := env.client.Patch(ctx, ms, patch); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, time.Minute, "the upgrade", func(ctx context.Context) (bool, string) {
-		got := get(t, ns, "reads", &servingv1alpha1.ModelServer{})
-		return got.Status.Release.Revision == before+1, fmt.Sprintf("revision %d", got.Status.Release.Revision)
-	})
-	waitReady(t, ms)
+	changeImage(t, ms, "tensorflow/serving:2.18.0")
 	all, _ := env.requests.requestsSince(from)
 
-	prefix := "/namespaces/" + ns + "/"
 	reads, patches := map[string]int{}, 0
 	for _, req := range all {
-		method, uri, _ := strings.Cut(req, " ")
-		u, err := url.Parse(uri)
-		if err != nil || !strings.Contains(u.Path, prefix) {
-			continue
-		}
+		method, resource, name, ok := inNamespace(req, ns)
 		// One object: <resource>/<name>, not a list (which has no name)
 		// nor a subresource.
-		resource, name, _ := strings.Cut(u.Path[strings.Index(u.Path, prefix)+len(prefix):], "/")
-		if name == "" || strings.Contains(name, "/") {
+		if !ok || name == "" || strings.Contains(name, "/") {
 			continue
 		}
 		switch method {

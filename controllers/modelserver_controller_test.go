@@ -70,24 +70,38 @@ func TestCreatingAModelServerInstallsAReleaseThatBecomesReady(t *testing.T) {
 	}
 }
 
-func TestChangingTheSpecUpgradesAndAnIdleModelServerCostsNoWrites(t *testing.T) {
-	ns := newNamespace(t)
-	ctx := context.Background()
-	ms := newModelServer(ns, "upgrade")
-	if err := env.client.Create(ctx, ms); err != nil {
+// readyModelServer creates a default ModelServer and returns it Ready.
+func readyModelServer(t *testing.T, ns, name string) *servingv1alpha1.ModelServer {
+	t.Helper()
+	ms := newModelServer(ns, name)
+	if err := env.client.Create(context.Background(), ms); err != nil {
 		t.Fatal(err)
 	}
-	before := waitReady(t, ms).Status.Release.Revision
+	return waitReady(t, ms)
+}
 
+// changeImage sets a Ready ModelServer's image, and returns it Ready
+// again, failing unless that took one upgrade.
+func changeImage(t *testing.T, ms *servingv1alpha1.ModelServer, image string) *servingv1alpha1.ModelServer {
+	t.Helper()
+	before := ms.Status.Release.Revision
 	patch := client.MergeFrom(ms.DeepCopy())
-	ms.Spec.Image = "tensorflow/serving:2.18.0"
-	if err := env.client.Patch(ctx, ms, patch); err != nil {
+	ms.Spec.Image = image
+	if err := env.client.Patch(context.Background(), ms, patch); err != nil {
 		t.Fatal(err)
 	}
 	after := waitReady(t, ms)
 	if after.Status.Release.Revision != before+1 {
 		t.Errorf("revision %d after an image change, want %d", after.Status.Release.Revision, before+1)
 	}
+	return after
+}
+
+func TestChangingTheSpecUpgradesAndAnIdleModelServerCostsNoWrites(t *testing.T) {
+	ns := newNamespace(t)
+	ctx := context.Background()
+	ms := readyModelServer(t, ns, "upgrade")
+	after := changeImage(t, ms, "tensorflow/serving:2.18.0")
 	d := get(t, ns, "upgrade", &appsv1.Deployment{})
 	if img := d.Spec.Template.Spec.Containers[0].Image; img != "tensorflow/serving:2.18.0" {
 		t.Errorf("deployment image %s", img)
