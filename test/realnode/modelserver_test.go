@@ -104,23 +104,35 @@ func (e *env) waitFetchFailed(t *testing.T, ns, name, reason string) string {
 
 // modelStatus asks a serving pod, as the kubelet's probe does, what TF
 // Serving reports for the model; through the Service's cluster IP, so
-// kube-proxy's rules are on the path. Ready is the serving pods' readiness,
-// which the EndpointSlice controller and then kube-proxy pass on after it:
-// right after Ready a connection can still be refused, as a client would
-// find, so a refusal is tried again for a while, and the wait logged.
+// kube-proxy's rules are on the path.
 func (e *env) modelStatus(t *testing.T, ns, svc, model string) map[string]string {
+	t.Helper()
+	var st map[string]string
+	err := untilAccepted(t, "the Service", func() (err error) {
+		st, err = e.askModelStatus(ns, svc, model)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// untilAccepted calls try again while it fails on a refused connection,
+// for up to 30 s, as a client would, and logs the wait. Ready is not every
+// listener up: a Service's rules follow its pods' readiness (the
+// EndpointSlice controller, then kube-proxy), and the operator's pod is
+// ready before its metrics server listens.
+func untilAccepted(t *testing.T, what string, try func() error) error {
 	t.Helper()
 	start := time.Now()
 	for {
-		st, err := e.askModelStatus(ns, svc, model)
-		if err == nil {
-			if waited := time.Since(start); waited > 50*time.Millisecond {
-				t.Logf("the Service answered %.2fs after the first try", waited.Seconds())
+		err := try()
+		if err == nil || !errors.Is(err, syscall.ECONNREFUSED) || time.Since(start) > 30*time.Second {
+			if waited := time.Since(start); err == nil && waited > 50*time.Millisecond {
+				t.Logf("%s accepted a connection %.2fs after the first try", what, waited.Seconds())
 			}
-			return st
-		}
-		if !errors.Is(err, syscall.ECONNREFUSED) || time.Since(start) > 30*time.Second {
-			t.Fatal(err)
+			return err
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -620,7 +632,11 @@ func scrape(t *testing.T, url, token string) (int, string) {
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
-	resp, err := client.Do(req)
+	var resp *http.Response
+	err = untilAccepted(t, "the metrics endpoint", func() (err error) {
+		resp, err = client.Do(req) //nolint:bodyclose // closed below, once a try succeeds
+		return err
+	})
 	if err != nil {
 		t.Fatalf("GET %s: %v", url, err)
 	}
