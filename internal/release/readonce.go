@@ -49,13 +49,15 @@ type readOnceTransport struct {
 
 func (t readOnceTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	r := t.reads
-	if req.Method != http.MethodGet && req.Method != http.MethodHead {
+	switch {
+	case req.Method == http.MethodGet && req.URL.RawQuery == "":
+		// A plain GET of an object: answered below.
+	case req.Method == http.MethodGet || req.Method == http.MethodHead:
+		return t.next.RoundTrip(req)
+	default:
 		// Before and after: a GET overlapping the write keeps nothing.
 		r.wrote()
 		defer r.wrote()
-		return t.next.RoundTrip(req)
-	}
-	if req.Method != http.MethodGet || req.URL.RawQuery != "" {
 		return t.next.RoundTrip(req)
 	}
 	key := readKey{req.URL.Path, req.Header.Get("Accept")}

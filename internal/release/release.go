@@ -464,9 +464,7 @@ type restGetter struct {
 
 func (g *restGetter) ToRESTConfig() (*rest.Config, error) {
 	cfg := rest.CopyConfig(g.config)
-	if g.reads != nil {
-		cfg.Wrap(g.reads.wrap)
-	}
+	cfg.Wrap(g.reads.wrap)
 	return cfg, nil
 }
 func (g *restGetter) ToDiscoveryClient() (discovery.CachedDiscoveryInterface, error) {
