@@ -124,6 +124,8 @@ func runManager(args []string) error {
 	if secureMetrics {
 		metricsOpts.FilterProvider = filters.WithAuthenticationAndAuthorization
 	}
+	metrics := &listening{what: "the metrics server"}
+	metricsOpts.ListenConfig.Control = metrics.control
 
 	mgr, err := ctrl.NewManager(restConfig, ctrl.Options{
 		Scheme:                        scheme,
@@ -150,6 +152,11 @@ func runManager(args []string) error {
 	}
 	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
 		return err
+	}
+	if metricsAddr != "0" {
+		if err := mgr.AddReadyzCheck("metrics", metrics.check); err != nil {
+			return err
+		}
 	}
 
 	ch, err := helmcharts.ModelServer()

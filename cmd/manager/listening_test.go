@@ -1,0 +1,60 @@
+package main
+
+import (
+	"context"
+	"net"
+	"testing"
+	"time"
+
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+)
+
+// The secure metrics server as the manager runs it (a self-signed
+// certificate made at start): its check fails until then, and once it
+// passes, a connection to the port is accepted at once.
+func TestTheMetricsCheckPassesOnlyOnceThePortAccepts(t *testing.T) {
+	metrics := &listening{what: "the metrics server"}
+	opts := metricsserver.Options{BindAddress: "127.0.0.1:0", SecureServing: true, CertDir: t.TempDir()}
+	opts.ListenConfig.Control = metrics.control
+	srv, err := metricsserver.NewServer(opts, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := metrics.check(nil); err == nil {
+		t.Fatal("the check passed before the server started")
+	} else if err.Error() != "the metrics server is not listening yet" {
+		t.Errorf("check before start: %q", err)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Start(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("metrics server: %v", err)
+		}
+	})
+
+	deadline := time.Now().Add(30 * time.Second)
+	for metrics.check(nil) != nil {
+		if time.Now().After(deadline) {
+			t.Fatal("the check did not pass within 30 s of the server's start")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	// The bound port is known only once the listener exists; the check
+	// passes a moment before that, while bind and listen run.
+	bound := srv.(interface{ GetBindAddr() string })
+	for bound.GetBindAddr() == "" {
+		if time.Now().After(deadline) {
+			t.Fatal("the server reported no bound address")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	conn, err := net.DialTimeout("tcp", bound.GetBindAddr(), 5*time.Second)
+	if err != nil {
+		t.Fatalf("the check passed, but the metrics port refuses: %v", err)
+	}
+	_ = conn.Close()
+}
