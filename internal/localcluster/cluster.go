@@ -80,6 +80,9 @@ type Cluster struct {
 	RegistryTLS string
 	// CACertFile is the cluster's CA certificate (PEM).
 	CACertFile string
+	// EtcdURL is etcd's client URL (plain HTTP on loopback), for reading
+	// its metrics.
+	EtcdURL string
 
 	opts     Options
 	mu       sync.Mutex // guards procs
@@ -235,6 +238,7 @@ func boot(ctx context.Context, opts Options, lock *os.File) (_ *Cluster, err err
 	if err := waitHTTP(ctx, etcd, http.DefaultClient, etcdURL+"/health"); err != nil {
 		return nil, err
 	}
+	c.EtcdURL = etcdURL
 	opts.Logf("etcd is serving on %s", etcdURL)
 
 	apiURL := fmt.Sprintf("https://%s:%d", listenAddr, apiPort)

@@ -49,6 +49,10 @@ type floorRun struct {
 	// The control plane's CPU seconds from the first create until all
 	// were Ready, by component, and the harness's own (not in "total").
 	ControlPlaneCPUSeconds map[string]float64 `json:"controlPlaneCPUSeconds"`
+	// As an operator's run has them: the control plane's peak RSS, and
+	// what the ModelServers and their objects left in etcd.
+	ControlPlanePeakRSSMiB map[string]float64 `json:"controlPlanePeakRSSMiB,omitempty"`
+	Etcd                   *storage           `json:"etcd,omitempty"`
 	LoadAverage            [2]float64         `json:"loadAverage1mStartEnd"`
 
 	readySeconds []float64
@@ -89,6 +93,11 @@ func runFloor(ctx context.Context, cfg config, n int, log *slog.Logger) (*floorR
 	}
 	tr.watch(watchCtx, dyn, cs, benchNamespace)
 
+	store := newEtcdStore(c.EtcdURL)
+	storeBase, err := store.baseline(ctx)
+	if err != nil {
+		return nil, err
+	}
 	// The ModelServers exist first, so the objects can be owned by them as
 	// the operator's are; rendering is done before the clock starts.
 	if err := createModelServers(ctx, dyn, n, cfg.createParallelism, newTracker()); err != nil {
@@ -126,9 +135,15 @@ func runFloor(ctx context.Context, cfg config, n int, log *slog.Logger) (*floorR
 	}
 	res.Complete = tr.wait(ctx, cfg.readyTimeout, func() bool { return tr.count(readyMap) == n })
 	res.ControlPlaneCPUSeconds = meter.used()
+	res.ControlPlanePeakRSSMiB = controlPlanePeakRSSMiB(c)
 	if err := errors.Join(drain(errs)...); err != nil {
 		return nil, err
 	}
+	etcd, err := store.since(ctx, storeBase, n)
+	if err != nil {
+		return nil, err
+	}
+	res.Etcd = &etcd
 	ready, lastReady := tr.since(readyMap)
 	res.Ready = distributionOf(ready)
 	res.readySeconds = seconds(ready)

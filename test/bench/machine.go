@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/modelserver-dev/modelserver-operator/internal/localcluster"
 )
 
 type versions struct {
@@ -156,6 +158,12 @@ func printRuns(w *strings.Builder, r *report) {
 			func(f *floorRun) string { return fmt.Sprint(f.ControlPlaneCPUSeconds[name]) })
 	}
 	row("release Secret bytes per CR", func(o *operatorRun) string { return fmt.Sprint(o.ReleaseBytesPerCR) }, nil)
+	for _, name := range localcluster.Binaries {
+		row("peak RSS MiB, "+name, func(o *operatorRun) string { return fmt.Sprint(o.ControlPlanePeakRSSMiB[name]) },
+			func(f *floorRun) string { return fmt.Sprint(f.ControlPlanePeakRSSMiB[name]) })
+	}
+	row("etcd: keys / bytes per CR, live", func(o *operatorRun) string { return o.Etcd.live() }, func(f *floorRun) string { return f.Etcd.live() })
+	row("etcd: bytes per CR with history", func(o *operatorRun) string { return o.Etcd.withHistory() }, func(f *floorRun) string { return f.Etcd.withHistory() })
 	if (r.Ours != nil && r.Ours.Upgrade != nil) || (r.Peer != nil && r.Peer.Upgrade != nil) {
 		printUpgrades(row, none)
 	}

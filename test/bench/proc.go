@@ -29,6 +29,18 @@ func peakRSSMiB(pid int) (float64, error) {
 	return 0, fmt.Errorf("no VmHWM in /proc/%d/status", pid)
 }
 
+// controlPlanePeakRSSMiB is the high-water RSS of each of the cluster's
+// processes. Each run has a cluster of its own, so it is that run's peak.
+func controlPlanePeakRSSMiB(c *localcluster.Cluster) map[string]float64 {
+	out := map[string]float64{}
+	for name, pid := range c.Pids() {
+		if mib, err := peakRSSMiB(pid); err == nil {
+			out[name] = round(mib)
+		}
+	}
+	return out
+}
+
 // loadAverage is the 1-minute load average: how busy other work kept the
 // machine while the run was going on.
 func loadAverage() float64 {

@@ -58,6 +58,10 @@ type operatorRun struct {
 	// The control plane's CPU seconds from the first create until all
 	// were Ready, by component, and the harness's own (not in "total").
 	ControlPlaneCPUSeconds map[string]float64 `json:"controlPlaneCPUSeconds"`
+	// The control plane's processes' peak RSS, once all were Ready, and
+	// what the ModelServers left in etcd.
+	ControlPlanePeakRSSMiB map[string]float64 `json:"controlPlanePeakRSSMiB,omitempty"`
+	Etcd                   *storage           `json:"etcd,omitempty"`
 	PeakRSSMiB             float64            `json:"peakRSSMiB"`
 	// With a memory limit (-ours-memory-max): the limit of the cgroup the
 	// operator ran in, the most memory charged to it there until all were
@@ -132,6 +136,30 @@ type nextBuild struct {
 	binary, version string
 }
 
+// withKubeconfig puts --kubeconfig into an operator's arguments: after the
+// subcommand, if there is one, since the flags that follow a positional
+// argument are not parsed.
+func withKubeconfig(kubeconfig string, args []string) []string {
+	flag := "--kubeconfig=" + kubeconfig
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		return append([]string{args[0], flag}, args[1:]...)
+	}
+	return append([]string{flag}, args...)
+}
+
+// readStorage reads what the ModelServers left in the cluster's storage:
+// Helm's release records, and everything in etcd since base.
+func (res *operatorRun) readStorage(ctx context.Context, cs kubernetes.Interface, store etcdStore, base map[string]float64, n int) error {
+	var err error
+	res.ReleaseSecrets, res.ReleaseBytesPerCR, err = releaseSecretBytes(ctx, cs, n)
+	if err != nil {
+		return err
+	}
+	etcd, err := store.since(ctx, base, n)
+	res.Etcd = &etcd
+	return err
+}
+
 func runOperator(ctx context.Context, cfg config, spec operatorSpec, n int, log *slog.Logger) (*operatorRun, error) {
 	log = log.With("operator", spec.name, "n", n)
 	res := &operatorRun{Name: spec.name, Args: spec.args, ReadyMeans: "the ModelServer's Ready condition is True"}
@@ -160,12 +188,7 @@ func runOperator(ctx context.Context, cfg config, spec operatorSpec, n int, log 
 	if err != nil {
 		return nil, err
 	}
-	// After the subcommand, if there is one: the flags that follow a
-	// positional argument are not parsed.
-	args := append([]string{"--kubeconfig=" + kubeconfig}, spec.args...)
-	if len(spec.args) > 0 && !strings.HasPrefix(spec.args[0], "-") {
-		args = append([]string{spec.args[0], "--kubeconfig=" + kubeconfig}, spec.args[1:]...)
-	}
+	args := withKubeconfig(kubeconfig, spec.args)
 	var cg *machine.Cgroup // nil: no limits
 	if spec.limits != (machine.Limits{}) {
 		if cg, err = machine.NewCgroup(spec.limits); err != nil {
@@ -195,6 +218,11 @@ func runOperator(ctx context.Context, cfg config, spec operatorSpec, n int, log 
 	tr.watch(watchCtx, dyn, cs, benchNamespace)
 
 	// Create the ModelServers.
+	store := newEtcdStore(c.EtcdURL)
+	storeBase, err := store.baseline(ctx)
+	if err != nil {
+		return nil, err
+	}
 	log.Info("creating ModelServers")
 	meter := newCPUMeter(c)
 	t0 := time.Now()
@@ -210,6 +238,7 @@ func runOperator(ctx context.Context, cfg config, spec operatorSpec, n int, log 
 		return nil, l.exited(op, "exited")
 	}
 	res.ControlPlaneCPUSeconds = meter.used()
+	res.ControlPlanePeakRSSMiB = controlPlanePeakRSSMiB(c)
 	deployed, lastDeployed := tr.since(tr.deployed)
 	ready, lastReady := tr.since(readyMap)
 	res.Deployed, res.Ready = distributionOf(deployed), distributionOf(ready)
@@ -237,8 +266,7 @@ func runOperator(ctx context.Context, cfg config, spec operatorSpec, n int, log 
 			return nil, err
 		}
 	}
-	res.ReleaseSecrets, res.ReleaseBytesPerCR, err = releaseSecretBytes(ctx, cs, n)
-	if err != nil {
+	if err := res.readStorage(ctx, cs, store, storeBase, n); err != nil {
 		return nil, err
 	}
 	log.Info("all ready", "complete", res.Complete, "allDeployed", res.AllDeployedSeconds, "allReady", res.AllReadySeconds,

@@ -1,0 +1,174 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// What a platform team sizes etcd by (its quota, its disk, how long a
+// defragmentation takes): the keys and the bytes the ModelServers and
+// everything made for them leave in it. Read from etcd's own metrics.
+const (
+	metricKeys     = "etcd_debugging_mvcc_keys_total"
+	metricInUse    = "etcd_mvcc_db_total_size_in_use_in_bytes"
+	metricRevision = "etcd_debugging_mvcc_current_revision"
+)
+
+// storage is what the N ModelServers added to etcd, per ModelServer.
+type storage struct {
+	// KeysPerCR are live keys: objects, Events and Helm's records.
+	KeysPerCR float64 `json:"keysPerCR"`
+	// BytesPerCR is the database in use once the history before the
+	// current revision is compacted away: what the live objects take.
+	BytesPerCR float64 `json:"bytesPerCR"`
+	// WithHistoryBytesPerCR is the same before that compaction: every
+	// revision written since the start (each status patch stores the
+	// whole object again), which is what etcd holds until the apiserver
+	// next compacts, every 5 minutes by default.
+	WithHistoryBytesPerCR float64 `json:"withHistoryBytesPerCR"`
+}
+
+// live and withHistory are the report's cells; "-" for a run without
+// the figures (results from before they were read).
+func (s *storage) live() string {
+	if s == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%g / %g", s.KeysPerCR, s.BytesPerCR)
+}
+
+func (s *storage) withHistory() string {
+	if s == nil {
+		return "-"
+	}
+	return fmt.Sprint(s.WithHistoryBytesPerCR)
+}
+
+// etcdStore reads etcd's figures at its client URL.
+type etcdStore struct {
+	url    string
+	client *http.Client
+}
+
+func newEtcdStore(url string) etcdStore {
+	return etcdStore{url: url, client: &http.Client{Timeout: 30 * time.Second}}
+}
+
+// baseline compacts etcd's history and reads what is then in use: the
+// state before any ModelServer, to subtract.
+func (s etcdStore) baseline(ctx context.Context) (map[string]float64, error) {
+	if err := s.compact(ctx); err != nil {
+		return nil, err
+	}
+	return s.metrics(ctx)
+}
+
+// since is what etcd gained from base, per each of n ModelServers. It
+// compacts the history to tell the live bytes from the rest.
+func (s etcdStore) since(ctx context.Context, base map[string]float64, n int) (storage, error) {
+	withHistory, err := s.metrics(ctx)
+	if err != nil {
+		return storage{}, err
+	}
+	if err := s.compact(ctx); err != nil {
+		return storage{}, err
+	}
+	live, err := s.metrics(ctx)
+	if err != nil {
+		return storage{}, err
+	}
+	per := func(after map[string]float64, name string) float64 {
+		return round((after[name] - base[name]) / float64(n))
+	}
+	return storage{
+		KeysPerCR:             per(live, metricKeys),
+		BytesPerCR:            per(live, metricInUse),
+		WithHistoryBytesPerCR: per(withHistory, metricInUse),
+	}, nil
+}
+
+// compact discards every revision before the current one, and waits for
+// the database to have freed their pages (physical), so that what is in
+// use afterwards is the live keys alone.
+func (s etcdStore) compact(ctx context.Context) error {
+	m, err := s.metrics(ctx)
+	if err != nil {
+		return err
+	}
+	rev := int64(m[metricRevision])
+	body, _ := json.Marshal(map[string]any{"revision": strconv.FormatInt(rev, 10), "physical": true})
+	if _, err := s.do(ctx, http.MethodPost, "/v3/kv/compaction", body); err != nil {
+		return fmt.Errorf("compact etcd at revision %d: %w", rev, err)
+	}
+	return nil
+}
+
+// metrics reads the figures above from etcd's /metrics.
+func (s etcdStore) metrics(ctx context.Context) (map[string]float64, error) {
+	text, err := s.do(ctx, http.MethodGet, "/metrics", nil)
+	if err != nil {
+		return nil, err
+	}
+	return parseMetrics(text, metricKeys, metricInUse, metricRevision)
+}
+
+func (s etcdStore) do(ctx context.Context, method, path string, body []byte) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, method, s.url+path, bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	resp, err := s.client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = resp.Body.Close() }() // read only
+	out, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("%s %s: %s: %s", method, path, resp.Status, bytes.TrimSpace(out))
+	}
+	return out, nil
+}
+
+// parseMetrics picks the named unlabelled samples out of Prometheus's
+// text format; each must be there.
+func parseMetrics(text []byte, names ...string) (map[string]float64, error) {
+	want := map[string]bool{}
+	for _, n := range names {
+		want[n] = true
+	}
+	out := map[string]float64{}
+	sc := bufio.NewScanner(bytes.NewReader(text))
+	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
+	for sc.Scan() {
+		name, value, ok := strings.Cut(sc.Text(), " ")
+		if !ok || !want[name] {
+			continue
+		}
+		v, err := strconv.ParseFloat(strings.TrimSpace(value), 64)
+		if err != nil || math.IsNaN(v) {
+			return nil, fmt.Errorf("metric %s: value %q", name, value)
+		}
+		out[name] = v
+	}
+	if err := sc.Err(); err != nil {
+		return nil, err
+	}
+	for _, n := range names {
+		if _, ok := out[n]; !ok {
+			return nil, fmt.Errorf("etcd's metrics have no %s", n)
+		}
+	}
+	return out, nil
+}

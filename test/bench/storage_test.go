@@ -1,0 +1,27 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestParseMetricsPicksTheUnlabelledSamples(t *testing.T) {
+	text := `# HELP etcd_mvcc_db_total_size_in_use_in_bytes Total size of the underlying database logically in use in bytes.
+# TYPE etcd_mvcc_db_total_size_in_use_in_bytes gauge
+etcd_mvcc_db_total_size_in_use_in_bytes 1.2345678e+07
+etcd_debugging_mvcc_keys_total 5012
+etcd_debugging_mvcc_keys_total_other 1
+etcd_server_proposals_committed_total{x="y"} 9
+`
+	got, err := parseMetrics([]byte(text), metricKeys, metricInUse)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got[metricInUse] != 12345678 || got[metricKeys] != 5012 || len(got) != 2 {
+		t.Errorf("parsed %v", got)
+	}
+	_, err = parseMetrics([]byte(text), metricRevision)
+	if err == nil || !strings.Contains(err.Error(), metricRevision) {
+		t.Errorf("a missing metric: %v, want an error naming it", err)
+	}
+}
