@@ -217,12 +217,12 @@ func runOperator(ctx context.Context, cfg config, spec operatorSpec, n int, log 
 	tr := newTracker()
 	tr.watch(watchCtx, dyn, cs, benchNamespace)
 
-	// Create the ModelServers.
 	store := newEtcdStore(c.EtcdURL)
 	storeBase, err := store.baseline(ctx)
 	if err != nil {
 		return nil, err
 	}
+	// Create the ModelServers.
 	log.Info("creating ModelServers")
 	meter := newCPUMeter(c)
 	t0 := time.Now()
