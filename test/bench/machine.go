@@ -164,6 +164,9 @@ func printRuns(w *strings.Builder, r *report) {
 	}
 	row("etcd: keys / bytes per CR, live", func(o *operatorRun) string { return o.Etcd.live() }, func(f *floorRun) string { return f.Etcd.live() })
 	row("etcd: bytes per CR with history", func(o *operatorRun) string { return o.Etcd.withHistory() }, func(f *floorRun) string { return f.Etcd.withHistory() })
+	for _, res := range storedResources(r) {
+		row("etcd: keys / bytes per CR, "+res, func(o *operatorRun) string { return o.Etcd.resource(res) }, func(f *floorRun) string { return f.Etcd.resource(res) })
+	}
 	if (r.Ours != nil && r.Ours.Upgrade != nil) || (r.Peer != nil && r.Peer.Upgrade != nil) {
 		printUpgrades(row, none)
 	}

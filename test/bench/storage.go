@@ -3,12 +3,16 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -35,6 +39,25 @@ type storage struct {
 	// whole object again), which is what etcd holds until the apiserver
 	// next compacts, every 5 minutes by default.
 	WithHistoryBytesPerCR float64 `json:"withHistoryBytesPerCR"`
+	// ByResource splits the live keys by the resource they store, with
+	// the bytes of their values (the pages' own room not counted).
+	ByResource map[string]resourceUse `json:"byResource,omitempty"`
+}
+
+// resourceUse is one resource's share of what a ModelServer left in etcd.
+type resourceUse struct {
+	KeysPerCR  float64 `json:"keysPerCR"`
+	BytesPerCR float64 `json:"bytesPerCR"`
+}
+
+// keysAndBytes is what etcd holds of one resource, in all.
+type keysAndBytes struct{ keys, bytes float64 }
+
+// baselineUse is what etcd held before the first create: its metrics,
+// and its keys and bytes by resource.
+type baselineUse struct {
+	metrics    map[string]float64
+	byResource map[string]keysAndBytes
 }
 
 // live and withHistory are the report's cells; "-" for a run without
@@ -53,6 +76,42 @@ func (s *storage) withHistory() string {
 	return fmt.Sprint(s.WithHistoryBytesPerCR)
 }
 
+func (s *storage) resource(name string) string {
+	if s == nil {
+		return "-"
+	}
+	u, ok := s.ByResource[name]
+	if !ok {
+		return "0"
+	}
+	return fmt.Sprintf("%g / %g", u.KeysPerCR, u.BytesPerCR)
+}
+
+// storedResources are the resources any run of r left keys of in etcd,
+// the largest first (by the most bytes per CR of any run).
+func storedResources(r *report) []string {
+	most := map[string]float64{}
+	add := func(s *storage) {
+		if s == nil {
+			return
+		}
+		for name, u := range s.ByResource {
+			most[name] = max(most[name], u.BytesPerCR)
+		}
+	}
+	for _, o := range []*operatorRun{r.Ours, r.Peer} {
+		if o != nil {
+			add(o.Etcd)
+		}
+	}
+	if r.Floor != nil {
+		add(r.Floor.Etcd)
+	}
+	names := slices.Collect(maps.Keys(most))
+	slices.SortFunc(names, func(a, b string) int { return cmp.Or(cmp.Compare(most[b], most[a]), cmp.Compare(a, b)) })
+	return names
+}
+
 // etcdStore reads etcd's figures at its client URL.
 type etcdStore struct {
 	url    string
@@ -65,16 +124,21 @@ func newEtcdStore(url string) etcdStore {
 
 // baseline compacts etcd's history and reads what is then in use: the
 // state before any ModelServer, to subtract.
-func (s etcdStore) baseline(ctx context.Context) (map[string]float64, error) {
+func (s etcdStore) baseline(ctx context.Context) (baselineUse, error) {
 	if err := s.compact(ctx); err != nil {
-		return nil, err
+		return baselineUse{}, err
 	}
-	return s.metrics(ctx)
+	m, err := s.metrics(ctx)
+	if err != nil {
+		return baselineUse{}, err
+	}
+	byResource, err := s.byResource(ctx)
+	return baselineUse{metrics: m, byResource: byResource}, err
 }
 
 // since is what etcd gained from base, per each of n ModelServers. It
 // compacts the history to tell the live bytes from the rest.
-func (s etcdStore) since(ctx context.Context, base map[string]float64, n int) (storage, error) {
+func (s etcdStore) since(ctx context.Context, base baselineUse, n int) (storage, error) {
 	withHistory, err := s.metrics(ctx)
 	if err != nil {
 		return storage{}, err
@@ -86,14 +150,80 @@ func (s etcdStore) since(ctx context.Context, base map[string]float64, n int) (s
 	if err != nil {
 		return storage{}, err
 	}
-	per := func(after map[string]float64, name string) float64 {
-		return round((after[name] - base[name]) / float64(n))
+	byResource, err := s.byResource(ctx)
+	if err != nil {
+		return storage{}, err
 	}
-	return storage{
+	per := func(after map[string]float64, name string) float64 {
+		return round((after[name] - base.metrics[name]) / float64(n))
+	}
+	st := storage{
 		KeysPerCR:             per(live, metricKeys),
 		BytesPerCR:            per(live, metricInUse),
 		WithHistoryBytesPerCR: per(withHistory, metricInUse),
-	}, nil
+		ByResource:            map[string]resourceUse{},
+	}
+	for r, u := range byResource {
+		if was := base.byResource[r]; u != was {
+			st.ByResource[r] = resourceUse{
+				KeysPerCR:  round((u.keys - was.keys) / float64(n)),
+				BytesPerCR: round((u.bytes - was.bytes) / float64(n)),
+			}
+		}
+	}
+	return st, nil
+}
+
+// byResource reads every key under /registry/, in pages, and sums keys
+// and value bytes by the resource each stores.
+func (s etcdStore) byResource(ctx context.Context) (map[string]keysAndBytes, error) {
+	const prefix, end = "/registry/", "/registry0" // '0' follows '/'
+	out := map[string]keysAndBytes{}
+	from := prefix
+	for {
+		req, _ := json.Marshal(map[string]any{
+			"key":       base64.StdEncoding.EncodeToString([]byte(from)),
+			"range_end": base64.StdEncoding.EncodeToString([]byte(end)),
+			"limit":     "500",
+		})
+		body, err := s.do(ctx, http.MethodPost, "/v3/kv/range", req)
+		if err != nil {
+			return nil, fmt.Errorf("read etcd's keys: %w", err)
+		}
+		var page struct {
+			Kvs []struct {
+				Key   []byte `json:"key"`
+				Value []byte `json:"value"`
+			} `json:"kvs"`
+			More bool `json:"more"`
+		}
+		if err := json.Unmarshal(body, &page); err != nil {
+			return nil, fmt.Errorf("read etcd's keys: %w", err)
+		}
+		for _, kv := range page.Kvs {
+			r := resourceOf(strings.TrimPrefix(string(kv.Key), prefix))
+			u := out[r]
+			u.keys++
+			u.bytes += float64(len(kv.Value))
+			out[r] = u
+		}
+		if !page.More || len(page.Kvs) == 0 {
+			return out, nil
+		}
+		from = string(page.Kvs[len(page.Kvs)-1].Key) + "\x00"
+	}
+}
+
+// resourceOf names the resource a key under /registry/ stores:
+// "pods" for "pods/<ns>/<name>", and for a group's resource stored under
+// its group, "modelservers.serving.modelserver.dev" for
+// "serving.modelserver.dev/modelservers/<ns>/<name>".
+func resourceOf(key string) string {
+	parts := strings.SplitN(key, "/", 3)
+	if len(parts) >= 2 && strings.Contains(parts[0], ".") {
+		return parts[1] + "." + parts[0]
+	}
+	return parts[0]
 }
 
 // compact discards every revision before the current one, and waits for

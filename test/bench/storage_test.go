@@ -25,3 +25,17 @@ etcd_server_proposals_committed_total{x="y"} 9
 		t.Errorf("a missing metric: %v, want an error naming it", err)
 	}
 }
+
+func TestResourceOfNamesCoreAndGroupResources(t *testing.T) {
+	for key, want := range map[string]string{
+		"pods/bench/ms-1-abc":                            "pods",
+		"deployments/bench/ms-1":                         "deployments",
+		"serving.modelserver.dev/modelservers/bench/m-1": "modelservers.serving.modelserver.dev",
+		"apiextensions.k8s.io/customresourcedefinitions/modelservers.serving.modelserver.dev": "customresourcedefinitions.apiextensions.k8s.io",
+		"ranges/serviceips": "ranges",
+	} {
+		if got := resourceOf(key); got != want {
+			t.Errorf("resourceOf(%q) = %q, want %q", key, got, want)
+		}
+	}
+}

@@ -149,7 +149,7 @@ func withKubeconfig(kubeconfig string, args []string) []string {
 
 // readStorage reads what the ModelServers left in the cluster's storage:
 // Helm's release records, and everything in etcd since base.
-func (res *operatorRun) readStorage(ctx context.Context, cs kubernetes.Interface, store etcdStore, base map[string]float64, n int) error {
+func (res *operatorRun) readStorage(ctx context.Context, cs kubernetes.Interface, store etcdStore, base baselineUse, n int) error {
 	var err error
 	res.ReleaseSecrets, res.ReleaseBytesPerCR, err = releaseSecretBytes(ctx, cs, n)
 	if err != nil {
