@@ -53,9 +53,9 @@ type resourceUse struct {
 // keysAndBytes is what etcd holds of one resource, in all.
 type keysAndBytes struct{ keys, bytes float64 }
 
-// baselineUse is what etcd held before the first create: its metrics,
+// liveUse is what etcd holds once its history is compacted: its metrics,
 // and its keys and bytes by resource.
-type baselineUse struct {
+type liveUse struct {
 	metrics    map[string]float64
 	byResource map[string]keysAndBytes
 }
@@ -122,35 +122,28 @@ func newEtcdStore(url string) etcdStore {
 	return etcdStore{url: url, client: &http.Client{Timeout: 30 * time.Second}}
 }
 
-// baseline compacts etcd's history and reads what is then in use: the
-// state before any ModelServer, to subtract.
-func (s etcdStore) baseline(ctx context.Context) (baselineUse, error) {
+// live compacts etcd's history and reads what is then in use: the live
+// keys alone. Before the first create it is the baseline to subtract.
+func (s etcdStore) live(ctx context.Context) (liveUse, error) {
 	if err := s.compact(ctx); err != nil {
-		return baselineUse{}, err
+		return liveUse{}, err
 	}
 	m, err := s.metrics(ctx)
 	if err != nil {
-		return baselineUse{}, err
+		return liveUse{}, err
 	}
 	byResource, err := s.byResource(ctx)
-	return baselineUse{metrics: m, byResource: byResource}, err
+	return liveUse{metrics: m, byResource: byResource}, err
 }
 
-// since is what etcd gained from base, per each of n ModelServers. It
-// compacts the history to tell the live bytes from the rest.
-func (s etcdStore) since(ctx context.Context, base baselineUse, n int) (storage, error) {
+// since is what etcd gained from base, per each of n ModelServers: with
+// the history written since, then live.
+func (s etcdStore) since(ctx context.Context, base liveUse, n int) (storage, error) {
 	withHistory, err := s.metrics(ctx)
 	if err != nil {
 		return storage{}, err
 	}
-	if err := s.compact(ctx); err != nil {
-		return storage{}, err
-	}
-	live, err := s.metrics(ctx)
-	if err != nil {
-		return storage{}, err
-	}
-	byResource, err := s.byResource(ctx)
+	now, err := s.live(ctx)
 	if err != nil {
 		return storage{}, err
 	}
@@ -158,12 +151,12 @@ func (s etcdStore) since(ctx context.Context, base baselineUse, n int) (storage,
 		return round((after[name] - base.metrics[name]) / float64(n))
 	}
 	st := storage{
-		KeysPerCR:             per(live, metricKeys),
-		BytesPerCR:            per(live, metricInUse),
+		KeysPerCR:             per(now.metrics, metricKeys),
+		BytesPerCR:            per(now.metrics, metricInUse),
 		WithHistoryBytesPerCR: per(withHistory, metricInUse),
 		ByResource:            map[string]resourceUse{},
 	}
-	for r, u := range byResource {
+	for r, u := range now.byResource {
 		if was := base.byResource[r]; u != was {
 			st.ByResource[r] = resourceUse{
 				KeysPerCR:  round((u.keys - was.keys) / float64(n)),

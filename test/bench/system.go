@@ -149,7 +149,7 @@ func withKubeconfig(kubeconfig string, args []string) []string {
 
 // readStorage reads what the ModelServers left in the cluster's storage:
 // Helm's release records, and everything in etcd since base.
-func (res *operatorRun) readStorage(ctx context.Context, cs kubernetes.Interface, store etcdStore, base baselineUse, n int) error {
+func (res *operatorRun) readStorage(ctx context.Context, cs kubernetes.Interface, store etcdStore, base liveUse, n int) error {
 	var err error
 	res.ReleaseSecrets, res.ReleaseBytesPerCR, err = releaseSecretBytes(ctx, cs, n)
 	if err != nil {
@@ -218,7 +218,7 @@ func runOperator(ctx context.Context, cfg config, spec operatorSpec, n int, log 
 	tr.watch(watchCtx, dyn, cs, benchNamespace)
 
 	store := newEtcdStore(c.EtcdURL)
-	storeBase, err := store.baseline(ctx)
+	storeBase, err := store.live(ctx)
 	if err != nil {
 		return nil, err
 	}
