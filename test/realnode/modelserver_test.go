@@ -104,34 +104,23 @@ func (e *env) waitFetchFailed(t *testing.T, ns, name, reason string) string {
 
 // modelStatus asks a serving pod, as the kubelet's probe does, what TF
 // Serving reports for the model; through the Service's cluster IP, so
-// kube-proxy's rules are on the path.
+// kube-proxy's rules are on the path. A ModelServer's Ready is its pods'
+// readiness, and the Service's rules follow that (the EndpointSlice
+// controller, then kube-proxy): a refused connection is tried again for
+// up to 30 s, as a client would, and the wait logged.
 func (e *env) modelStatus(t *testing.T, ns, svc, model string) map[string]string {
-	t.Helper()
-	var st map[string]string
-	err := untilAccepted(t, "the Service", func() (err error) {
-		st, err = e.askModelStatus(ns, svc, model)
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return st
-}
-
-// untilAccepted calls try again while it fails on a refused connection,
-// for up to 30 s, as a client would, and logs the wait. A ModelServer's
-// Ready is its pods' readiness, and a Service's rules follow that (the
-// EndpointSlice controller, then kube-proxy).
-func untilAccepted(t *testing.T, what string, try func() error) error {
 	t.Helper()
 	start := time.Now()
 	for {
-		err := try()
-		if err == nil || !errors.Is(err, syscall.ECONNREFUSED) || time.Since(start) > 30*time.Second {
-			if waited := time.Since(start); err == nil && waited > 50*time.Millisecond {
-				t.Logf("%s accepted a connection %.2fs after the first try", what, waited.Seconds())
+		st, err := e.askModelStatus(ns, svc, model)
+		if err == nil {
+			if waited := time.Since(start); waited > 50*time.Millisecond {
+				t.Logf("the Service accepted a connection %.2fs after the first try", waited.Seconds())
 			}
-			return err
+			return st
+		}
+		if !errors.Is(err, syscall.ECONNREFUSED) || time.Since(start) > 30*time.Second {
+			t.Fatal(err)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -182,13 +171,13 @@ func TestTheOperatorRunsFromItsImageWithItsOwnIdentity(t *testing.T) {
 		t.Errorf("operator image ID %q: want a digest pulled by containerd", id)
 	}
 	// Its readiness counts the metrics server's listener.
-	if code, body := get(t, "http://"+net.JoinHostPort(pod.Status.PodIP, "8081")+"/readyz?verbose"); code != http.StatusOK || !strings.Contains(body, "[+]metrics ok") {
+	if code, body := get(t, "http://"+net.JoinHostPort(pod.Status.PodIP, "8081")+"/readyz?verbose", ""); code != http.StatusOK || !strings.Contains(body, "[+]metrics ok") {
 		t.Errorf("GET /readyz?verbose: %d\n%s\nwant 200 and the metrics check passed", code, body)
 	}
 	// Metrics: TLS, and only for callers the apiserver authorizes. First
 	// of all, while the pod may have just become ready.
 	url := "https://" + net.JoinHostPort(pod.Status.PodIP, "8443") + "/metrics"
-	if code, _ := scrape(t, url, ""); code != http.StatusUnauthorized {
+	if code, _ := get(t, url, ""); code != http.StatusUnauthorized {
 		t.Errorf("anonymous scrape of %s: %d, want 401", url, code)
 	}
 	// The Lease is held by this pod: in-cluster config and its
@@ -210,14 +199,14 @@ func TestTheOperatorRunsFromItsImageWithItsOwnIdentity(t *testing.T) {
 		t.Errorf("leader Lease held by %q, want the operator pod %s: %v", holder, pod.Name, err)
 	}
 	token := strings.TrimSpace(e.kubectl(t, "", "-n", operatorNS, "create", "token", "modelserver-controller-manager"))
-	if code, _ := scrape(t, url, token); code != http.StatusForbidden {
+	if code, _ := get(t, url, token); code != http.StatusForbidden {
 		t.Errorf("scrape without the metrics-reader role: %d, want 403", code)
 	}
 	e.kubectl(t, "", "create", "serviceaccount", "scraper", "-n", operatorNS)
 	e.kubectl(t, "", "create", "clusterrolebinding", "rn-scraper", "--clusterrole=modelserver-metrics-reader", "--serviceaccount="+operatorNS+":scraper")
 	t.Cleanup(func() { _, _ = e.Kubectl("", "delete", "clusterrolebinding", "rn-scraper") })
 	token = strings.TrimSpace(e.kubectl(t, "", "-n", operatorNS, "create", "token", "scraper"))
-	code, body := scrape(t, url, token)
+	code, body := get(t, url, token)
 	if code != http.StatusOK || !strings.Contains(body, "controller_runtime_reconcile_total") {
 		t.Errorf("authorized scrape: %d, controller-runtime metrics present: %v", code, strings.Contains(body, "controller_runtime_reconcile_total"))
 	}
@@ -622,21 +611,9 @@ func logFetch(t *testing.T, e *env, ns string) {
 	}
 }
 
-// get GETs a plain HTTP URL and gives the status code and the body.
-func get(t *testing.T, url string) (int, string) {
-	t.Helper()
-	resp, err := (&http.Client{Timeout: 10 * time.Second}).Get(url)
-	if err != nil {
-		t.Fatalf("GET %s: %v", url, err)
-	}
-	defer func() { _ = resp.Body.Close() }()
-	body, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(body)
-}
-
-// scrape GETs a metrics URL over TLS (the operator's certificate is its
-// own, self-signed) with a bearer token, if any.
-func scrape(t *testing.T, url, token string) (int, string) {
+// get GETs a URL of the operator's pod, with a bearer token if any; over
+// TLS it trusts the operator's own, self-signed, certificate.
+func get(t *testing.T, url, token string) (int, string) {
 	t.Helper()
 	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
 		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // the operator's self-signed serving certificate
@@ -648,8 +625,9 @@ func scrape(t *testing.T, url, token string) (int, string) {
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
-	// No second try: the pod's readiness waits for the metrics server to
-	// listen, so a refused connection here is a readiness that lies.
+	// No second try: the pod is ready, and its readiness waits for the
+	// metrics server to listen, so a refused connection is a readiness
+	// that lies.
 	resp, err := client.Do(req)
 	if err != nil {
 		t.Fatalf("GET %s: %v", url, err)
