@@ -94,7 +94,7 @@ func runFloor(ctx context.Context, cfg config, n int, log *slog.Logger) (*floorR
 	tr.watch(watchCtx, dyn, cs, benchNamespace)
 
 	store := newEtcdStore(c.EtcdURL)
-	storeBase, err := store.live(ctx)
+	storeBase, err := store.baseline(ctx)
 	if err != nil {
 		return nil, err
 	}

@@ -164,6 +164,7 @@ func printRuns(w *strings.Builder, r *report) {
 	}
 	row("etcd: keys / bytes per CR, live", func(o *operatorRun) string { return o.Etcd.live() }, func(f *floorRun) string { return f.Etcd.live() })
 	row("etcd: bytes per CR with history", func(o *operatorRun) string { return o.Etcd.withHistory() }, func(f *floorRun) string { return f.Etcd.withHistory() })
+	row("etcd: file growth per CR (what the quota counts)", func(o *operatorRun) string { return o.Etcd.file() }, func(f *floorRun) string { return f.Etcd.file() })
 	for _, res := range storedResources(r) {
 		row("etcd: keys / bytes per CR, "+res, func(o *operatorRun) string { return o.Etcd.resource(res) }, func(f *floorRun) string { return f.Etcd.resource(res) })
 	}

@@ -24,6 +24,7 @@ import (
 const (
 	metricKeys     = "etcd_debugging_mvcc_keys_total"
 	metricInUse    = "etcd_mvcc_db_total_size_in_use_in_bytes"
+	metricFile     = "etcd_mvcc_db_total_size_in_bytes"
 	metricRevision = "etcd_debugging_mvcc_current_revision"
 )
 
@@ -34,11 +35,17 @@ type storage struct {
 	// BytesPerCR is the database in use once the history before the
 	// current revision is compacted away: what the live objects take.
 	BytesPerCR float64 `json:"bytesPerCR"`
-	// WithHistoryBytesPerCR is the same before that compaction: every
-	// revision written since the start (each status patch stores the
-	// whole object again), which is what etcd holds until the apiserver
-	// next compacts, every 5 minutes by default.
+	// WithHistoryBytesPerCR is the same before that compaction: the
+	// revisions written since the apiserver last compacted (it does every
+	// 5 minutes by default), each status patch storing the whole object
+	// again. In a run shorter than that, everything written since the start.
 	WithHistoryBytesPerCR float64 `json:"withHistoryBytesPerCR"`
+	// FileBytesPerCR is how much the database's file grew, which is what
+	// etcd's quota (2 GiB by default) is checked against. A compaction
+	// frees pages inside the file but does not shrink it; only a
+	// defragmentation does. So the file keeps the run's high-water mark:
+	// the live objects and the history not yet compacted at that moment.
+	FileBytesPerCR float64 `json:"fileBytesPerCR"`
 	// ByResource splits the live keys by the resource they store, with
 	// the bytes of their values (the pages' own room not counted).
 	ByResource map[string]resourceUse `json:"byResource,omitempty"`
@@ -74,6 +81,13 @@ func (s *storage) withHistory() string {
 		return "-"
 	}
 	return fmt.Sprint(s.WithHistoryBytesPerCR)
+}
+
+func (s *storage) file() string {
+	if s == nil || s.FileBytesPerCR == 0 {
+		return "-"
+	}
+	return fmt.Sprint(s.FileBytesPerCR)
 }
 
 func (s *storage) resource(name string) string {
@@ -122,12 +136,30 @@ func newEtcdStore(url string) etcdStore {
 	return etcdStore{url: url, client: &http.Client{Timeout: 30 * time.Second}}
 }
 
+// baseline is what etcd holds before the first create, to subtract: its
+// history compacted and its file defragmented, so that the file's growth
+// from here is the run's alone, not pages freed before it and reused.
+func (s etcdStore) baseline(ctx context.Context) (liveUse, error) {
+	if err := s.compact(ctx); err != nil {
+		return liveUse{}, err
+	}
+	if _, err := s.do(ctx, http.MethodPost, "/v3/maintenance/defragment", []byte("{}")); err != nil {
+		return liveUse{}, fmt.Errorf("defragment etcd: %w", err)
+	}
+	return s.read(ctx)
+}
+
 // live compacts etcd's history and reads what is then in use: the live
-// keys alone. Before the first create it is the baseline to subtract.
+// keys alone.
 func (s etcdStore) live(ctx context.Context) (liveUse, error) {
 	if err := s.compact(ctx); err != nil {
 		return liveUse{}, err
 	}
+	return s.read(ctx)
+}
+
+// read reads etcd's metrics and its keys by resource.
+func (s etcdStore) read(ctx context.Context) (liveUse, error) {
 	m, err := s.metrics(ctx)
 	if err != nil {
 		return liveUse{}, err
@@ -154,6 +186,7 @@ func (s etcdStore) since(ctx context.Context, base liveUse, n int) (storage, err
 		KeysPerCR:             per(now.metrics, metricKeys),
 		BytesPerCR:            per(now.metrics, metricInUse),
 		WithHistoryBytesPerCR: per(withHistory, metricInUse),
+		FileBytesPerCR:        per(withHistory, metricFile),
 		ByResource:            map[string]resourceUse{},
 	}
 	for r, u := range now.byResource {
@@ -241,7 +274,7 @@ func (s etcdStore) metrics(ctx context.Context) (map[string]float64, error) {
 	if err != nil {
 		return nil, err
 	}
-	return parseMetrics(text, metricKeys, metricInUse, metricRevision)
+	return parseMetrics(text, metricKeys, metricInUse, metricFile, metricRevision)
 }
 
 func (s etcdStore) do(ctx context.Context, method, path string, body []byte) ([]byte, error) {

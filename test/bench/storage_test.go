@@ -9,15 +9,16 @@ func TestParseMetricsPicksTheUnlabelledSamples(t *testing.T) {
 	text := `# HELP etcd_mvcc_db_total_size_in_use_in_bytes Total size of the underlying database logically in use in bytes.
 # TYPE etcd_mvcc_db_total_size_in_use_in_bytes gauge
 etcd_mvcc_db_total_size_in_use_in_bytes 1.2345678e+07
+etcd_mvcc_db_total_size_in_bytes 2.5e+07
 etcd_debugging_mvcc_keys_total 5012
 etcd_debugging_mvcc_keys_total_other 1
 etcd_server_proposals_committed_total{x="y"} 9
 `
-	got, err := parseMetrics([]byte(text), metricKeys, metricInUse)
+	got, err := parseMetrics([]byte(text), metricKeys, metricInUse, metricFile)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got[metricInUse] != 12345678 || got[metricKeys] != 5012 || len(got) != 2 {
+	if got[metricInUse] != 12345678 || got[metricFile] != 25e6 || got[metricKeys] != 5012 || len(got) != 3 {
 		t.Errorf("parsed %v", got)
 	}
 	_, err = parseMetrics([]byte(text), metricRevision)

@@ -218,7 +218,7 @@ func runOperator(ctx context.Context, cfg config, spec operatorSpec, n int, log 
 	tr.watch(watchCtx, dyn, cs, benchNamespace)
 
 	store := newEtcdStore(c.EtcdURL)
-	storeBase, err := store.live(ctx)
+	storeBase, err := store.baseline(ctx)
 	if err != nil {
 		return nil, err
 	}
