@@ -55,6 +55,12 @@ type Options struct {
 	// RealNodeLockTimeout bounds the wait for another real node on this
 	// machine to stop. Default: 30 minutes.
 	RealNodeLockTimeout time.Duration
+	// AuditedUser, if set, has the apiserver write a line to AuditLog for
+	// each request this user makes (its metadata: verb, resource, user,
+	// response code), and none for anyone else's. A benchmark counts a
+	// client's requests from it without standing between the client and
+	// the apiserver. UserKubeconfig gives a client such a user.
+	AuditedUser string
 	// Logf, if set, receives a line per start-up step.
 	Logf func(format string, args ...any)
 }
@@ -83,8 +89,12 @@ type Cluster struct {
 	// EtcdURL is etcd's client URL (plain HTTP on loopback), for reading
 	// its metrics.
 	EtcdURL string
+	// AuditLog is the file of Options.AuditedUser's requests, one JSON
+	// object (an audit.k8s.io/v1 Event) per line; empty without one.
+	AuditLog string
 
 	opts     Options
+	certs    *pki
 	mu       sync.Mutex // guards procs
 	procs    []*Process
 	stopOnce sync.Once
@@ -211,6 +221,7 @@ func boot(ctx context.Context, opts Options, lock *os.File) (_ *Cluster, err err
 		return nil, err
 	}
 	c.CACertFile = certs.caCertFile
+	c.certs = certs
 	ports, err := freePorts(5)
 	if err != nil {
 		return nil, err
@@ -284,6 +295,13 @@ func boot(ctx context.Context, opts Options, lock *os.File) (_ *Cluster, err err
 		// reaches the apiserver through the kubernetes Service without a
 		// real node.
 		apiArgs = append(apiArgs, "--endpoint-reconciler-type=none")
+	}
+	if opts.AuditedUser != "" {
+		auditArgs, err := c.auditOneUser(opts.AuditedUser)
+		if err != nil {
+			return nil, err
+		}
+		apiArgs = append(apiArgs, auditArgs...)
 	}
 	apiserver, err := c.start(apiserverName, apiArgs)
 	if err != nil {

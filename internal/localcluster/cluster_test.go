@@ -44,7 +44,7 @@ func TestMain(m *testing.M) {
 func sharedCluster(t *testing.T) kubernetes.Interface {
 	t.Helper()
 	shared.once.Do(func() {
-		shared.cluster, shared.err = localcluster.Start(context.Background(), localcluster.Options{Logf: t.Logf})
+		shared.cluster, shared.err = localcluster.Start(context.Background(), localcluster.Options{AuditedUser: auditedUser, Logf: t.Logf})
 	})
 	if shared.err != nil {
 		t.Fatalf("start shared cluster: %v", shared.err)

@@ -16,8 +16,6 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/yaml"
 
 	"github.com/modelserver-dev/modelserver-operator/internal/localcluster"
@@ -39,6 +37,8 @@ func startCluster(ctx context.Context, repo string, n int, log *slog.Logger) (*l
 		// The controllers and scheduler must not be what limits the time
 		// to Ready; the same settings serve both operators and the floor.
 		ComponentQPS: 400,
+		// Each operator's requests are counted from the audit log.
+		AuditedUser:  operatorUser,
 		StartTimeout: 5 * time.Minute,
 		Logf:         func(format string, args ...any) { log.Debug(fmt.Sprintf(format, args...)) },
 	})
@@ -98,18 +98,6 @@ func createNamespace(ctx context.Context, c *localcluster.Cluster, name string) 
 		_, err := cs.CoreV1().ServiceAccounts(name).Get(ctx, "default", metav1.GetOptions{})
 		return err == nil, nil
 	})
-}
-
-// proxyKubeconfig writes a kubeconfig that sends the operator through the
-// counting proxy, which holds the admin credentials.
-func proxyKubeconfig(dir, url string) (string, error) {
-	cfg := clientcmdapi.NewConfig()
-	cfg.Clusters["proxy"] = &clientcmdapi.Cluster{Server: url}
-	cfg.AuthInfos["proxy"] = &clientcmdapi.AuthInfo{}
-	cfg.Contexts["proxy"] = &clientcmdapi.Context{Cluster: "proxy", AuthInfo: "proxy", Namespace: "default"}
-	cfg.CurrentContext = "proxy"
-	path := filepath.Join(dir, "operator.kubeconfig")
-	return path, clientcmd.WriteToFile(*cfg, path)
 }
 
 // buildBinaries builds the operator and the peer into dir.

@@ -85,8 +85,8 @@ func cpuColumns() []string {
 }
 
 // harness is this process in a cpuMeter's figures: the clients that
-// create and watch, the counting proxy, and for the floor everything the
-// operator would do. It is not part of the control plane's total.
+// create and watch, and for the floor everything the operator would do.
+// It is not part of the control plane's total.
 const harness = "harness"
 
 // used returns each component's CPU seconds since the meter was made, and

@@ -179,12 +179,12 @@ func runOperator(ctx context.Context, cfg config, spec operatorSpec, n int, log 
 	if err := createNamespace(ctx, c, benchNamespace); err != nil {
 		return nil, err
 	}
-	proxy, err := startCountingProxy(c.Config)
+	requests, err := openRequestLog(c.AuditLog, operatorUser)
 	if err != nil {
 		return nil, err
 	}
-	defer proxy.Close()
-	kubeconfig, err := proxyKubeconfig(c.Dir, proxy.URL)
+	defer requests.Close()
+	kubeconfig, err := c.UserKubeconfig(operatorUser, "system:masters")
 	if err != nil {
 		return nil, err
 	}
@@ -202,7 +202,7 @@ func runOperator(ctx context.Context, cfg config, spec operatorSpec, n int, log 
 		res.MemoryMaxMiB = round(float64(spec.limits.MemoryBytes) / (1 << 20))
 		res.CPUMax = spec.limits.CPUs
 	}
-	l := &launcher{c: c, proxy: proxy, cg: cg, name: spec.name, binary: spec.binary, args: args}
+	l := &launcher{c: c, requests: requests, cg: cg, name: spec.name, binary: spec.binary, args: args}
 	op, err := l.start(ctx, spec.name)
 	if err != nil {
 		return nil, err
@@ -250,7 +250,7 @@ func runOperator(ctx context.Context, cfg config, spec operatorSpec, n int, log 
 	res.AllDeployedSeconds = round(lastDeployed.Sub(t0).Seconds())
 	res.AllReadySeconds = round(lastReady.Sub(t0).Seconds())
 	res.readySeconds = seconds(ready)
-	res.Requests = proxy.Snapshot()
+	res.Requests = requests.Snapshot()
 	res.RequestsTotal, res.WritesTotal = res.Requests.Total(), res.Requests.Writes()
 	res.RequestsPerCR = round(float64(res.RequestsTotal) / float64(n))
 	res.WritesPerCR = round(float64(res.WritesTotal) / float64(n))
@@ -275,17 +275,17 @@ func runOperator(ctx context.Context, cfg config, spec operatorSpec, n int, log 
 	// A forced full resync: restart the operator; it reads everything
 	// again and reconciles every ModelServer.
 	op.Stop(30 * time.Second)
-	before := proxy.Snapshot()
+	before := requests.Snapshot()
 	rs := time.Now()
 	if op, err = l.start(ctx, spec.name+"-restarted"); err != nil {
 		return nil, err
 	}
-	res.Resync = untilQuiet(ctx, proxy, before, rs, 5*time.Minute)
+	res.Resync = untilQuiet(ctx, requests, before, rs, 5*time.Minute)
 	log.Info("resynced", "seconds", res.Resync.Seconds, "requests", res.Resync.Total, "writes", res.Resync.Writes)
 
 	// The idle window.
 	log.Info("idle window", "duration", cfg.idle)
-	if res.Idle, err = idleFor(ctx, proxy, op.Pid(), cfg.idle, n); err != nil {
+	if res.Idle, err = idleFor(ctx, requests, op.Pid(), cfg.idle, n); err != nil {
 		return nil, err
 	}
 	// The peak RSS is the larger of both processes'.
@@ -323,8 +323,8 @@ func waitForAll(ctx context.Context, tr *tracker, readyMap map[string]time.Time,
 
 // launcher starts the operator's process.
 type launcher struct {
-	c     *localcluster.Cluster
-	proxy *countingProxy
+	c        *localcluster.Cluster
+	requests *requestLog
 	// cg, if not nil, is the cgroup each process starts in.
 	cg           *machine.Cgroup
 	name, binary string
@@ -343,7 +343,7 @@ func (l *launcher) start(ctx context.Context, name string) (*localcluster.Proces
 		return nil, err
 	}
 	ok := waitUntil(ctx, 2*time.Minute, func() bool {
-		return l.proxy.Snapshot()["watch modelservers"] > 0 || !running(p)
+		return l.requests.Snapshot()["watch modelservers"] > 0 || !running(p)
 	})
 	if !ok || !running(p) {
 		return nil, l.exited(p, "did not start")
@@ -396,28 +396,28 @@ func (res *operatorRun) readCgroup(cg *machine.Cgroup) error {
 	return nil
 }
 
-// untilQuiet waits until the requests through proxy have stopped for
+// untilQuiet waits until the operator's requests have stopped for
 // 15 s (limit at most) and returns those made since before, started at
 // start.
-func untilQuiet(ctx context.Context, proxy *countingProxy, before counts, start time.Time, limit time.Duration) resyncWindow {
+func untilQuiet(ctx context.Context, requests *requestLog, before counts, start time.Time, limit time.Duration) resyncWindow {
 	quietFor := 15 * time.Second
 	lastTotal, lastChange := int64(-1), time.Now()
 	waitUntil(ctx, limit, func() bool {
-		if total := proxy.Snapshot().Total(); total != lastTotal {
+		if total := requests.Snapshot().Total(); total != lastTotal {
 			lastTotal, lastChange = total, time.Now()
 		}
 		return time.Since(lastChange) >= quietFor
 	})
-	w := resyncWindow{Requests: proxy.Snapshot().Sub(before), Seconds: round(lastChange.Sub(start).Seconds())}
+	w := resyncWindow{Requests: requests.Snapshot().Sub(before), Seconds: round(lastChange.Sub(start).Seconds())}
 	w.Total, w.Writes = w.Requests.Total(), w.Requests.Writes()
 	return w
 }
 
-// idleFor counts the requests through proxy and the CPU of the process
+// idleFor counts the operator's requests and the CPU of its process
 // pid for d, with nothing changing in the cluster of n ModelServers.
-func idleFor(ctx context.Context, proxy *countingProxy, pid int, d time.Duration, n int) (idleWindow, error) {
+func idleFor(ctx context.Context, requests *requestLog, pid int, d time.Duration, n int) (idleWindow, error) {
 	var w idleWindow
-	start := proxy.Snapshot()
+	start := requests.Snapshot()
 	cpu0, err := machine.ProcessCPUSeconds(pid)
 	if err != nil {
 		return w, err
@@ -434,7 +434,7 @@ func idleFor(ctx context.Context, proxy *countingProxy, pid int, d time.Duration
 		return w, err
 	}
 	w.Seconds = round(elapsed.Seconds())
-	w.Requests = proxy.Snapshot().Sub(start)
+	w.Requests = requests.Snapshot().Sub(start)
 	w.Total, w.Writes = w.Requests.Total(), w.Requests.Writes()
 	w.RequestsPerMinute = round(float64(w.Total) / elapsed.Minutes())
 	w.RequestsPerCRPer10Min = round(float64(w.Total) / float64(n) / elapsed.Minutes() * 10)

@@ -118,14 +118,14 @@ func measureUpgrade(ctx context.Context, l *launcher, op *localcluster.Process, 
 
 	op.Stop(30 * time.Second)
 	meter := newCPUMeter(l.c)
-	before := l.proxy.Snapshot()
+	before := l.requests.Snapshot()
 	start := time.Now()
 	proc, err := l.start(ctx, l.name+"-upgraded")
 	if err != nil {
 		return w, err
 	}
 	defer proc.Stop(30 * time.Second)
-	quiet := untilQuiet(ctx, l.proxy, before, start, timeout)
+	quiet := untilQuiet(ctx, l.requests, before, start, timeout)
 	w.ControlPlaneCPUSeconds = meter.used()
 	if !running(proc) {
 		return w, l.exited(proc, "exited during the upgrade")
