@@ -26,6 +26,7 @@ type requestLog struct {
 
 	mu      sync.Mutex
 	f       *os.File
+	buf     []byte
 	partial []byte          // the start of a line not yet written in full
 	started map[string]bool // watches counted when they began to stream
 	counts  counts
@@ -36,7 +37,7 @@ func openRequestLog(path, user string) (*requestLog, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &requestLog{user: user, f: f, started: map[string]bool{}, counts: counts{}}, nil
+	return &requestLog{user: user, f: f, buf: make([]byte, 256<<10), started: map[string]bool{}, counts: counts{}}, nil
 }
 
 func (l *requestLog) Close() { _ = l.f.Close() }
@@ -45,10 +46,9 @@ func (l *requestLog) Close() { _ = l.f.Close() }
 func (l *requestLog) Snapshot() counts {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	buf := make([]byte, 256<<10)
 	for {
-		n, err := l.f.Read(buf)
-		l.partial = append(l.partial, buf[:n]...)
+		n, err := l.f.Read(l.buf)
+		l.partial = append(l.partial, l.buf[:n]...)
 		if n == 0 || err != nil {
 			break
 		}
@@ -61,6 +61,8 @@ func (l *requestLog) Snapshot() counts {
 		l.count(line)
 		l.partial = rest
 	}
+	// The next append then copies the unfinished line alone, and the lines
+	// read before it are freed.
 	l.partial = slices.Clip(l.partial)
 	return maps.Clone(l.counts)
 }
