@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
@@ -135,9 +136,42 @@ func (w operatorWrites) createReadyEvent(ctx context.Context, name string) error
 	return nil
 }
 
-// patchStatus writes a status shaped as the operator's: Fetching with the
-// release deployed, or Ready with the fetched model.
+// patchStatus writes a status shaped as the operator's, as a merge patch.
 func (w operatorWrites) patchStatus(ctx context.Context, name string, ready bool) error {
+	body, err := json.Marshal(map[string]any{"status": operatorStatus(name, ready)})
+	if err != nil {
+		return err
+	}
+	_, err = w.dyn.Resource(servingv1alpha1.GroupVersion.WithResource("modelservers")).Namespace(benchNamespace).
+		Patch(ctx, name, types.MergePatchType, body, metav1.PatchOptions{}, "status")
+	if err != nil {
+		return fmt.Errorf("write the status of %s: %w", name, err)
+	}
+	return nil
+}
+
+// updateStatus writes the same status as patchStatus by replacing it
+// whole (a PUT of the status subresource), on ms as last read; ms takes
+// what the apiserver returns, so that the next update needs no read.
+func (w operatorWrites) updateStatus(ctx context.Context, ms *unstructured.Unstructured, ready bool) error {
+	st := operatorStatus(ms.GetName(), ready)
+	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&st)
+	if err != nil {
+		return err
+	}
+	ms.Object["status"] = obj
+	out, err := w.dyn.Resource(servingv1alpha1.GroupVersion.WithResource("modelservers")).Namespace(benchNamespace).
+		UpdateStatus(ctx, ms, metav1.UpdateOptions{})
+	if err != nil {
+		return fmt.Errorf("write the status of %s: %w", ms.GetName(), err)
+	}
+	*ms = *out
+	return nil
+}
+
+// operatorStatus is a status shaped as the operator's: Fetching with the
+// release deployed, or Ready with the fetched model.
+func operatorStatus(name string, ready bool) servingv1alpha1.ModelServerStatus {
 	now := metav1.NewTime(time.Now().Truncate(time.Second))
 	cond := func(typ string, ok bool, reason, message string) metav1.Condition {
 		status := metav1.ConditionFalse
@@ -176,14 +210,5 @@ func (w operatorWrites) patchStatus(ctx context.Context, name string, ready bool
 			cond(servingv1alpha1.ConditionReady, true, servingv1alpha1.ReasonReady, "serving "+name+" version 1"),
 		}
 	}
-	body, err := json.Marshal(map[string]any{"status": st})
-	if err != nil {
-		return err
-	}
-	_, err = w.dyn.Resource(servingv1alpha1.GroupVersion.WithResource("modelservers")).Namespace(benchNamespace).
-		Patch(ctx, name, types.MergePatchType, body, metav1.PatchOptions{}, "status")
-	if err != nil {
-		return fmt.Errorf("write the status of %s: %w", name, err)
-	}
-	return nil
+	return st
 }

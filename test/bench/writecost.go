@@ -11,6 +11,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
@@ -123,6 +124,34 @@ func runWriteCosts(ctx context.Context, cfg config, n int, log *slog.Logger) ([]
 		})
 	}
 	if err := again("with CEL rules"); err != nil {
+		return out, err
+	}
+	// The same two writes as whole-status updates (PUT), which the
+	// apiserver takes without reading, encoding and patching the stored
+	// object first. The objects are read once, before the clock starts;
+	// each update returns the object the next one writes on.
+	list, err := modelServers.List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return out, err
+	}
+	byName := map[string]*unstructured.Unstructured{}
+	for i := range list.Items {
+		byName[list.Items[i].GetName()] = &list.Items[i]
+	}
+	byIndex := make([]*unstructured.Unstructured, n)
+	for i := range n {
+		if byIndex[i] = byName[crName(i)]; byIndex[i] == nil {
+			return out, fmt.Errorf("ModelServer %s not listed", crName(i))
+		}
+	}
+	if err := measure("status update (PUT): Ready to Fetching, with CEL rules", func(ctx context.Context, i int) error {
+		return w.updateStatus(ctx, byIndex[i], false)
+	}); err != nil {
+		return out, err
+	}
+	if err := measure("status update (PUT): Fetching to Ready, with CEL rules", func(ctx context.Context, i int) error {
+		return w.updateStatus(ctx, byIndex[i], true)
+	}); err != nil {
 		return out, err
 	}
 	if err := removeCELRules(ctx, admin, modelServers); err != nil {
