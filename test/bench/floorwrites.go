@@ -48,6 +48,7 @@ type operatorWrites struct {
 func watchAsOperator(ctx context.Context, admin *rest.Config) error {
 	cfg := rest.CopyConfig(admin)
 	cfg.ContentType = runtime.ContentTypeProtobuf
+	cfg.DisableCompression = true // as the operator's clients ask
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return err
