@@ -185,8 +185,7 @@ func writeAfterServed(ctx context.Context, tr *tracker, extra operatorWrites, n,
 func renderAll(ctx context.Context, dyn dynamic.Interface, n int, chartVersion, appVersion string) ([][]*unstructured.Unstructured, error) {
 	work := make([][]*unstructured.Unstructured, n)
 	for i := range n {
-		u, err := dyn.Resource(servingv1alpha1.GroupVersion.WithResource("modelservers")).Namespace(benchNamespace).
-			Get(ctx, crName(i), metav1.GetOptions{})
+		u, err := benchModelServers(dyn).Get(ctx, crName(i), metav1.GetOptions{})
 		if err != nil {
 			return nil, err
 		}

@@ -143,8 +143,7 @@ func (w operatorWrites) patchStatus(ctx context.Context, name string, ready bool
 	if err != nil {
 		return err
 	}
-	_, err = w.dyn.Resource(servingv1alpha1.GroupVersion.WithResource("modelservers")).Namespace(benchNamespace).
-		Patch(ctx, name, types.MergePatchType, body, metav1.PatchOptions{}, "status")
+	_, err = benchModelServers(w.dyn).Patch(ctx, name, types.MergePatchType, body, metav1.PatchOptions{}, "status")
 	if err != nil {
 		return fmt.Errorf("write the status of %s: %w", name, err)
 	}
@@ -161,13 +160,17 @@ func (w operatorWrites) updateStatus(ctx context.Context, ms *unstructured.Unstr
 		return err
 	}
 	ms.Object["status"] = obj
-	out, err := w.dyn.Resource(servingv1alpha1.GroupVersion.WithResource("modelservers")).Namespace(benchNamespace).
-		UpdateStatus(ctx, ms, metav1.UpdateOptions{})
+	out, err := benchModelServers(w.dyn).UpdateStatus(ctx, ms, metav1.UpdateOptions{})
 	if err != nil {
 		return fmt.Errorf("write the status of %s: %w", ms.GetName(), err)
 	}
 	*ms = *out
 	return nil
+}
+
+// benchModelServers is the ModelServers of the benchmark's namespace.
+func benchModelServers(dyn dynamic.Interface) dynamic.ResourceInterface {
+	return dyn.Resource(servingv1alpha1.GroupVersion.WithResource("modelservers")).Namespace(benchNamespace)
 }
 
 // operatorStatus is a status shaped as the operator's: Fetching with the

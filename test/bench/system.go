@@ -447,7 +447,7 @@ func idleFor(ctx context.Context, requests *requestLog, pid int, d time.Duration
 // with one replica and a model whose fetch Job completes at once (kwok
 // completes the Job's pod).
 func createModelServers(ctx context.Context, dyn dynamic.Interface, n, parallelism int, tr *tracker) error {
-	modelServers := dyn.Resource(servingv1alpha1.GroupVersion.WithResource("modelservers")).Namespace(benchNamespace)
+	modelServers := benchModelServers(dyn)
 	return forEach(ctx, n, parallelism, func(ctx context.Context, i int) error {
 		name := crName(i)
 		at := time.Now()

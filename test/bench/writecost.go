@@ -37,7 +37,8 @@ type writeCost struct {
 // does not make), and a ConfigMap's create and patch for scale: n of each,
 // made by as many workers as the floor's creates. Then the two status
 // writes again, before and after the CRD's CEL rules are removed, to show
-// what the rules cost the apiserver.
+// what the rules cost the apiserver, and between those as whole-status
+// updates, to show what a patch costs beyond them.
 func runWriteCosts(ctx context.Context, cfg config, n int, log *slog.Logger) ([]writeCost, error) {
 	c, err := startCluster(ctx, cfg.repo, 1, log)
 	if err != nil {
@@ -55,7 +56,7 @@ func runWriteCosts(ctx context.Context, cfg config, n int, log *slog.Logger) ([]
 		return nil, err
 	}
 	w := operatorWrites{dyn: dyn, cs: cs}
-	modelServers := dyn.Resource(servingv1alpha1.GroupVersion.WithResource("modelservers")).Namespace(benchNamespace)
+	modelServers := benchModelServers(dyn)
 	configMap := func(i int) string { return fmt.Sprintf("write-cost-%04d", i) }
 
 	var out []writeCost
@@ -111,25 +112,27 @@ func runWriteCosts(ctx context.Context, cfg config, n int, log *slog.Logger) ([]
 			return out, err
 		}
 	}
-	// The same two status writes again, with and without the CRD's CEL
-	// rules, so that both see the same objects.
-	again := func(suffix string) error {
-		if err := measure("status patch: Ready to Fetching, "+suffix, func(ctx context.Context, i int) error {
-			return w.patchStatus(ctx, crName(i), false)
+	// The two status writes again, Ready to Fetching and back: as merge
+	// patches with and without the CRD's CEL rules, so that both see the
+	// same objects, and between those as whole-status updates (PUT), which
+	// the apiserver takes without reading, encoding and patching the
+	// stored object first.
+	bothWays := func(how, suffix string, write func(ctx context.Context, i int, ready bool) error) error {
+		if err := measure(how+": Ready to Fetching, "+suffix, func(ctx context.Context, i int) error {
+			return write(ctx, i, false)
 		}); err != nil {
 			return err
 		}
-		return measure("status patch: Fetching to Ready, "+suffix, func(ctx context.Context, i int) error {
-			return w.patchStatus(ctx, crName(i), true)
+		return measure(how+": Fetching to Ready, "+suffix, func(ctx context.Context, i int) error {
+			return write(ctx, i, true)
 		})
 	}
-	if err := again("with CEL rules"); err != nil {
+	patch := func(ctx context.Context, i int, ready bool) error { return w.patchStatus(ctx, crName(i), ready) }
+	if err := bothWays("status patch", "with CEL rules", patch); err != nil {
 		return out, err
 	}
-	// The same two writes as whole-status updates (PUT), which the
-	// apiserver takes without reading, encoding and patching the stored
-	// object first. The objects are read once, before the clock starts;
-	// each update returns the object the next one writes on.
+	// The objects are read once, before the clock starts; each update
+	// returns the object the next one writes on.
 	list, err := modelServers.List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return out, err
@@ -144,20 +147,15 @@ func runWriteCosts(ctx context.Context, cfg config, n int, log *slog.Logger) ([]
 			return out, fmt.Errorf("ModelServer %s not listed", crName(i))
 		}
 	}
-	if err := measure("status update (PUT): Ready to Fetching, with CEL rules", func(ctx context.Context, i int) error {
-		return w.updateStatus(ctx, byIndex[i], false)
-	}); err != nil {
-		return out, err
-	}
-	if err := measure("status update (PUT): Fetching to Ready, with CEL rules", func(ctx context.Context, i int) error {
-		return w.updateStatus(ctx, byIndex[i], true)
+	if err := bothWays("status update (PUT)", "with CEL rules", func(ctx context.Context, i int, ready bool) error {
+		return w.updateStatus(ctx, byIndex[i], ready)
 	}); err != nil {
 		return out, err
 	}
 	if err := removeCELRules(ctx, admin, modelServers); err != nil {
 		return out, err
 	}
-	return out, again("CRD without CEL rules")
+	return out, bothWays("status patch", "CRD without CEL rules", patch)
 }
 
 // removeCELRules takes every CEL rule out of the ModelServer CRD, and
