@@ -119,6 +119,7 @@ func printRuns(w *strings.Builder, r *report) {
 	row("time to Ready p50/p90/p99/max s", func(o *operatorRun) string { return dist(o.Ready) }, func(f *floorRun) string { return dist(f.Ready) })
 	row("all Deployed s", func(o *operatorRun) string { return fmt.Sprint(o.AllDeployedSeconds) }, func(f *floorRun) string { return fmt.Sprint(f.AllCreatedSeconds) })
 	row("all Ready s", func(o *operatorRun) string { return fmt.Sprint(o.AllReadySeconds) }, func(f *floorRun) string { return fmt.Sprint(f.AllReadySeconds) })
+	row("all pods ready / and fetched s", (*operatorRun).servedFigures, func(f *floorRun) string { return fmt.Sprint(f.AllReadySeconds) })
 	row("API requests total", func(o *operatorRun) string { return fmt.Sprint(o.RequestsTotal) }, func(f *floorRun) string { return fmt.Sprint(f.WritesTotal) })
 	row("API requests per CR", func(o *operatorRun) string { return fmt.Sprint(o.RequestsPerCR) }, func(f *floorRun) string { return fmt.Sprint(f.WritesPerCR) })
 	row("API writes per CR", func(o *operatorRun) string { return fmt.Sprint(o.WritesPerCR) }, func(f *floorRun) string { return fmt.Sprint(f.WritesPerCR) })
@@ -257,4 +258,13 @@ func topCounts(c counts) string {
 		parts = append(parts, fmt.Sprintf("%s=%d", k, c[k]))
 	}
 	return strings.Join(parts, ", ")
+}
+
+// servedFigures is when the cluster had done its part for every
+// ModelServer: all pods ready, and that and every fetch ended.
+func (o *operatorRun) servedFigures() string {
+	if o.AllServedSeconds == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%g / %g", o.AllServedSeconds, o.AllServedAndFetchedSeconds)
 }

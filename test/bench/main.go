@@ -296,6 +296,7 @@ func (r *report) computeRatios() {
 	if r.Ours != nil && r.Floor != nil {
 		r.Ratios["oursAllDeployedOverFloor"] = ratio(r.Ours.AllDeployedSeconds, r.Floor.AllCreatedSeconds)
 		r.Ratios["oursAllReadyOverFloorReady"] = ratio(r.Ours.AllReadySeconds, r.Floor.AllReadySeconds)
+		r.Ratios["oursAllServedOverFloorReady"] = ratio(r.Ours.AllServedSeconds, r.Floor.AllReadySeconds)
 		r.Ratios["oursReadyP50OverFloorP50"] = ratio(r.Ours.Ready.P50, r.Floor.Ready.P50)
 		r.Ratios["oursReadyP90OverFloorP90"] = ratio(r.Ours.Ready.P90, r.Floor.Ready.P90)
 		r.Ratios["oursMachineCPUOverFloor"] = ratio(machineCPU(r.Ours.ControlPlaneCPUSeconds)+r.Ours.CPUSeconds,

@@ -233,6 +233,33 @@ func (t *tracker) afterBoth(fetchEnds map[string]time.Time) ([]time.Duration, in
 	return out, fetchLast
 }
 
+// lastOfBoth is when the last ModelServer had both its pods ready and its
+// fetch pod exited, by fetchEnds; a ModelServer missing either is left
+// out.
+func (t *tracker) lastOfBoth(fetchEnds map[string]time.Time) time.Time {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var last time.Time
+	for name, served := range t.served {
+		end, known := fetchEnds[name]
+		if !known {
+			continue
+		}
+		last = latest(last, served, end)
+	}
+	return last
+}
+
+func latest(times ...time.Time) time.Time {
+	var l time.Time
+	for _, t := range times {
+		if t.After(l) {
+			l = t
+		}
+	}
+	return l
+}
+
 // fetchEnds reads, once the run is over, when each ModelServer's fetch pod
 // exited: the finishedAt kwok wrote, which counts whole seconds. A list
 // after the run, rather than a watch during it, adds nothing to the load

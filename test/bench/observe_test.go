@@ -38,3 +38,19 @@ func TestAfterBothStartsFromWhicheverOfServingAndFetchEndedLast(t *testing.T) {
 		}
 	}
 }
+
+func TestTheClusterIsDoneWithTheLastOfServingAndFetchEnds(t *testing.T) {
+	t0 := time.Date(2026, 11, 28, 10, 0, 0, 0, time.UTC)
+	at := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
+	tr := newTracker()
+	// a's fetch ends last of all; b is served last; c's fetch end is not
+	// known, so its later serving does not count.
+	tr.served["a"], tr.served["b"], tr.served["c"] = at(5), at(9), at(30)
+	ends := map[string]time.Time{"a": at(12), "b": at(3)}
+	if got := tr.lastOfBoth(ends); !got.Equal(at(12)) {
+		t.Errorf("last of both at %v, want 12 s", got.Sub(t0))
+	}
+	if got := newTracker().lastOfBoth(ends); !got.IsZero() {
+		t.Errorf("with nothing served, last of both at %v, want none", got)
+	}
+}

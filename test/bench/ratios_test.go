@@ -25,3 +25,20 @@ func TestCPURatiosAgainstTheFloor(t *testing.T) {
 		}
 	}
 }
+
+// The floor's Ready is its Deployment's pods ready; ours' figure for the
+// same moment is set beside it, apart from ours' Ready.
+func TestOursPodsReadyAgainstTheFloorsReady(t *testing.T) {
+	r := &report{
+		Ours:   &operatorRun{AllReadySeconds: 170, AllServedSeconds: 160},
+		Floor:  &floorRun{AllReadySeconds: 150},
+		Ratios: map[string]float64{},
+	}
+	r.computeRatios()
+	if got := r.Ratios["oursAllServedOverFloorReady"]; got != 1.067 {
+		t.Errorf("oursAllServedOverFloorReady = %v, want 1.067 (160 / 150)", got)
+	}
+	if got := r.Ratios["oursAllReadyOverFloorReady"]; got != 1.133 {
+		t.Errorf("oursAllReadyOverFloorReady = %v, want 1.133 (170 / 150)", got)
+	}
+}

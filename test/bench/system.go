@@ -46,7 +46,16 @@ type operatorRun struct {
 	// From the first create request to the last ModelServer reaching it.
 	AllDeployedSeconds float64 `json:"allDeployedSeconds"`
 	AllReadySeconds    float64 `json:"allReadySeconds"`
-	Complete           bool    `json:"complete"`
+	// For an operator with a Ready condition of its own, from the first
+	// create request until the cluster had done its part for every
+	// ModelServer: until the last Deployment had all its pods ready (the
+	// floor's Ready), and until the last of those and the fetch pods'
+	// exits (kwok's finishedAt, whole seconds). Ours' Ready waits for
+	// both; kwok, unlike a real node, readies serving pods whose model is
+	// still being fetched.
+	AllServedSeconds           float64 `json:"allServedSeconds,omitempty"`
+	AllServedAndFetchedSeconds float64 `json:"allServedAndFetchedSeconds,omitempty"`
+	Complete                   bool    `json:"complete"`
 
 	// API requests from the operator's start until all were Ready.
 	Requests      counts  `json:"requests"`
@@ -243,7 +252,7 @@ func runOperator(ctx context.Context, cfg config, spec operatorSpec, n int, log 
 	ready, lastReady := tr.since(readyMap)
 	res.Deployed, res.Ready = distributionOf(deployed), distributionOf(ready)
 	if !spec.readyFromDeployment {
-		if err := res.readLags(ctx, tr, cs); err != nil {
+		if err := res.readLags(ctx, tr, cs, t0); err != nil {
 			return nil, err
 		}
 	}
@@ -363,7 +372,7 @@ func (l *launcher) exited(p *localcluster.Process, what string) error {
 
 // readLags records how long after its pods were ready, and after the later
 // of that and its fetch pod's exit, each ModelServer was Ready.
-func (res *operatorRun) readLags(ctx context.Context, tr *tracker, cs kubernetes.Interface) error {
+func (res *operatorRun) readLags(ctx context.Context, tr *tracker, cs kubernetes.Interface, t0 time.Time) error {
 	lag := distributionOf(tr.between(tr.served, tr.ready))
 	res.ReadyAfterServing = &lag
 	ends, err := fetchEnds(ctx, cs, benchNamespace)
@@ -373,6 +382,11 @@ func (res *operatorRun) readLags(ctx context.Context, tr *tracker, cs kubernetes
 	lagBoth, fetchLast := tr.afterBoth(ends)
 	both := distributionOf(lagBoth)
 	res.ReadyAfterFetchAndServing, res.FetchEndedLast = &both, &fetchLast
+	_, lastServed := tr.since(tr.served)
+	res.AllServedSeconds = round(lastServed.Sub(t0).Seconds())
+	if last := tr.lastOfBoth(ends); !last.IsZero() {
+		res.AllServedAndFetchedSeconds = round(last.Sub(t0).Seconds())
+	}
 	return nil
 }
 
