@@ -371,7 +371,8 @@ func (l *launcher) exited(p *localcluster.Process, what string) error {
 }
 
 // readLags records how long after its pods were ready, and after the later
-// of that and its fetch pod's exit, each ModelServer was Ready.
+// of that and its fetch pod's exit, each ModelServer was Ready; and when,
+// from t0, the last of them had its pods ready, and had both.
 func (res *operatorRun) readLags(ctx context.Context, tr *tracker, cs kubernetes.Interface, t0 time.Time) error {
 	lag := distributionOf(tr.between(tr.served, tr.ready))
 	res.ReadyAfterServing = &lag
