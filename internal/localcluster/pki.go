@@ -16,9 +16,8 @@ import (
 )
 
 // pki is the set of credentials one cluster needs: a CA that signs the
-// apiserver's serving certificate and an admin client certificate, a CA of
-// the front proxy's own, and the key pair the apiserver signs and verifies
-// ServiceAccount tokens with.
+// apiserver's serving certificate and an admin client certificate, and the
+// key pair the apiserver signs and verifies ServiceAccount tokens with.
 type pki struct {
 	caCertFile      string
 	caKeyFile       string
@@ -28,10 +27,8 @@ type pki struct {
 	adminKeyFile    string
 	saKeyFile       string
 	saPubFile       string
-	// The aggregator's client certificate and its CA, which extension
-	// apiservers (OLM's packageserver) trust through
-	// requestheader-client-ca-file.
-	frontProxyCAFile   string
+	// The aggregator's client certificate, which extension apiservers
+	// (OLM's packageserver) trust through requestheader-client-ca-file.
 	frontProxyCertFile string
 	frontProxyKeyFile  string
 
@@ -61,13 +58,24 @@ func newPKI(dir string) (*pki, error) {
 		adminKeyFile:       filepath.Join(dir, "admin.key"),
 		saKeyFile:          filepath.Join(dir, "sa.key"),
 		saPubFile:          filepath.Join(dir, "sa.pub"),
-		frontProxyCAFile:   filepath.Join(dir, "front-proxy-ca.crt"),
 		frontProxyCertFile: filepath.Join(dir, "front-proxy-client.crt"),
 		frontProxyKeyFile:  filepath.Join(dir, "front-proxy-client.key"),
 		dir:                dir,
 	}
 
-	caCert, caKey, caDER, err := newCA("localcluster-ca")
+	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, err
+	}
+	caTmpl := certTemplate(pkix.Name{CommonName: "localcluster-ca"})
+	caTmpl.IsCA = true
+	caTmpl.BasicConstraintsValid = true
+	caTmpl.KeyUsage = x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		return nil, fmt.Errorf("create CA: %w", err)
+	}
+	caCert, err := x509.ParseCertificate(caDER)
 	if err != nil {
 		return nil, err
 	}
@@ -104,23 +112,11 @@ func newPKI(dir string) (*pki, error) {
 		return nil, fmt.Errorf("issue admin certificate: %w", err)
 	}
 
-	// The aggregator's identity has a CA of its own, as kubeadm gives it.
-	// The apiserver checks every request's client certificate against the
-	// front proxy's CA before its client CA; were they one CA, every
-	// client's certificate would pass that check's signature verification
-	// only to fail on its name, and the apiserver would verify each
-	// request's certificate twice (some 3 % of its CPU during a burst of
-	// installs).
-	fpCA, fpKey, fpDER, err := newCA("localcluster-front-proxy-ca")
-	if err != nil {
-		return nil, err
-	}
-	if err := os.WriteFile(p.frontProxyCAFile, pemBlock("CERTIFICATE", fpDER), 0o600); err != nil {
-		return nil, err
-	}
+	// One CA for the aggregator's identity too: requestheader-allowed-names
+	// keeps other certificates of this CA from asserting a user in headers.
 	frontProxy := certTemplate(pkix.Name{CommonName: frontProxyClientName})
 	frontProxy.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}
-	if _, _, err := p.issue(frontProxy, fpCA, fpKey, p.frontProxyCertFile, p.frontProxyKeyFile); err != nil {
+	if _, _, err := p.issue(frontProxy, caCert, caKey, p.frontProxyCertFile, p.frontProxyKeyFile); err != nil {
 		return nil, fmt.Errorf("issue front-proxy client certificate: %w", err)
 	}
 
@@ -177,27 +173,6 @@ func (p *pki) issue(tmpl, ca *x509.Certificate, caKey *ecdsa.PrivateKey, certFil
 		return nil, nil, err
 	}
 	return certPEM, keyPEM, nil
-}
-
-// newCA makes a self-signed CA.
-func newCA(name string) (*x509.Certificate, *ecdsa.PrivateKey, []byte, error) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	tmpl := certTemplate(pkix.Name{CommonName: name})
-	tmpl.IsCA = true
-	tmpl.BasicConstraintsValid = true
-	tmpl.KeyUsage = x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		return nil, nil, nil, fmt.Errorf("create CA %s: %w", name, err)
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	return cert, key, der, nil
 }
 
 func certTemplate(subject pkix.Name) *x509.Certificate {
