@@ -301,7 +301,13 @@ func (r *report) computeRatios() {
 		r.Ratios["oursReadyP90OverFloorP90"] = ratio(r.Ours.Ready.P90, r.Floor.Ready.P90)
 		r.Ratios["oursMachineCPUOverFloor"] = ratio(machineCPU(r.Ours.ControlPlaneCPUSeconds)+r.Ours.CPUSeconds,
 			machineCPU(r.Floor.ControlPlaneCPUSeconds))
-		r.Ratios["oursSameWorkCPUOverFloor"] = ratio(sameWorkCPU(r.Ours.ControlPlaneCPUSeconds), sameWorkCPU(r.Floor.ControlPlaneCPUSeconds))
+		oursSame, floorSame := sameWorkCPU(r.Ours.ControlPlaneCPUSeconds), sameWorkCPU(r.Floor.ControlPlaneCPUSeconds)
+		r.Ratios["oursSameWorkCPUOverFloor"] = ratio(oursSame, floorSame)
+		// The all Ready ratio as it would be had the same work cost ours'
+		// run what it cost the floor's: over many runs the time ratio
+		// follows the same work's CPU ratio, so one run's figure read at
+		// equal cost is the operator's, not the machine's.
+		r.Ratios["oursAllReadyOverFloorReadyAtEqualCost"] = ratio(r.Ours.AllReadySeconds*floorSame, r.Floor.AllReadySeconds*oursSame)
 	}
 	if r.Peer != nil && r.Floor != nil {
 		r.Ratios["peerAllDeployedOverFloor"] = ratio(r.Peer.AllDeployedSeconds, r.Floor.AllCreatedSeconds)

@@ -4,13 +4,14 @@ import "testing"
 
 // The machine's CPU counts the operator and the harness with the control
 // plane; the same work's counts only the components that do the same in
-// both runs, however much the apiserver and etcd differ.
+// both runs, however much the apiserver and etcd differ; the all Ready
+// ratio at equal cost divides by the same work's.
 func TestCPURatiosAgainstTheFloor(t *testing.T) {
 	r := &report{
-		Ours: &operatorRun{CPUSeconds: 20, ControlPlaneCPUSeconds: map[string]float64{
+		Ours: &operatorRun{CPUSeconds: 20, AllReadySeconds: 170, ControlPlaneCPUSeconds: map[string]float64{
 			"kube-apiserver": 150, "etcd": 30, "kube-controller-manager": 50, "kube-scheduler": 30, "kwok": 20,
 			"total": 280, "harness": 3}},
-		Floor: &floorRun{ControlPlaneCPUSeconds: map[string]float64{
+		Floor: &floorRun{AllReadySeconds: 150, ControlPlaneCPUSeconds: map[string]float64{
 			"kube-apiserver": 100, "etcd": 20, "kube-controller-manager": 40, "kube-scheduler": 25, "kwok": 15,
 			"total": 200, "harness": 6}},
 		Ratios: map[string]float64{},
@@ -19,6 +20,9 @@ func TestCPURatiosAgainstTheFloor(t *testing.T) {
 	for name, want := range map[string]float64{
 		"oursMachineCPUOverFloor":  1.471, // (280 + 3 + 20) / (200 + 6)
 		"oursSameWorkCPUOverFloor": 1.25,  // (50 + 30 + 20) / (40 + 25 + 15)
+		// (170 / 150) / 1.25: ours took 13 % longer, with the same work 25 %
+		// dearer in its run.
+		"oursAllReadyOverFloorReadyAtEqualCost": 0.907,
 	} {
 		if got := r.Ratios[name]; got != want {
 			t.Errorf("%s = %v, want %v", name, got, want)
