@@ -70,9 +70,8 @@ func (m *Manager) renderParsedOnce(cfg *action.Configuration, namespace, name st
 	if err != nil {
 		return nil, nil, false, nil
 	}
-	var e engine.Engine
-	files, err := e.Render(ch, toRender)
-	if err != nil {
+	files, ok := m.renderTemplates(ch, toRender)
+	if !ok {
 		return nil, nil, false, nil
 	}
 
@@ -117,6 +116,19 @@ func (m *Manager) renderParsedOnce(cfg *action.Configuration, namespace, name st
 	}
 	rel.SetStatus(helmrelease.StatusPendingInstall, "Dry run complete")
 	return rel, resources, true, nil
+}
+
+// renderTemplates renders ch's templates with vals: from the templates
+// parsed once where it can, else with Helm's engine.
+func (m *Manager) renderTemplates(ch *chart.Chart, vals chartutil.Values) (map[string]string, bool) {
+	if p := m.templates.of(ch); p != nil {
+		if files, ok := p.render(ch, vals); ok {
+			return files, true
+		}
+	}
+	var e engine.Engine
+	files, err := e.Render(ch, vals)
+	return files, err == nil
 }
 
 // clientOnlyCapabilities are the capabilities Helm's install renders with

@@ -64,6 +64,8 @@ type Manager struct {
 	mapper     meta.RESTMapper
 
 	clientset kubernetes.Interface
+	// templates are the charts' templates, parsed once each.
+	templates chartTemplates
 
 	mu   sync.Mutex // guards caps and lastRefresh
 	caps *chartutil.Capabilities
