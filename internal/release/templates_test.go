@@ -2,6 +2,7 @@ package release
 
 import (
 	"maps"
+	"sync"
 	"testing"
 
 	"helm.sh/helm/v3/pkg/chart"
@@ -52,6 +53,44 @@ func TestTemplatesParsedOnceRenderAsHelms(t *testing.T) {
 			}
 		})
 	}
+}
+
+// Every ModelServer's reconcile renders from the same parse at once.
+func TestTemplatesParsedOnceRenderConcurrently(t *testing.T) {
+	ch, small := chartValues(t)
+	parsed := parseTemplates(ch)
+	if parsed == nil {
+		t.Fatal("the operator's chart is left to Helm's engine")
+	}
+	cases := []map[string]any{small, fullValues(t)}
+	want := make([]map[string]string, len(cases))
+	for i, vals := range cases {
+		var err error
+		if want[i], err = (engine.Engine{}).Render(ch, renderValues(t, ch, vals)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const goroutines, renders = 8, 20
+	inputs := make([][]chartutil.Values, goroutines)
+	for g := range inputs {
+		for range renders {
+			inputs[g] = append(inputs[g], renderValues(t, ch, cases[g%len(cases)]))
+		}
+	}
+	var wg sync.WaitGroup
+	for g := range goroutines {
+		wg.Go(func() {
+			for _, vals := range inputs[g] {
+				i := g % len(cases)
+				got, ok := parsed.render(ch, vals)
+				if !ok || !maps.Equal(got, want[i]) {
+					t.Errorf("goroutine %d rendered other text than Helm's engine", g)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
 }
 
 // A chart whose templates this path cannot render as Helm's engine does is
