@@ -3,6 +3,7 @@ package release
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"path"
 	"slices"
 	"strings"
@@ -84,10 +85,7 @@ func parseTemplates(ch *chart.Chart) *parsedTemplates {
 		}
 		texts[path.Join(base, t.Name)] = text
 	}
-	names := make([]string, 0, len(texts))
-	for name := range texts {
-		names = append(names, name)
-	}
+	names := slices.Collect(maps.Keys(texts))
 	slices.SortFunc(names, func(a, b string) int {
 		if da, db := strings.Count(a, "/"), strings.Count(b, "/"); da != db {
 			return db - da

@@ -2,6 +2,7 @@ package release
 
 import (
 	"maps"
+	"slices"
 	"sync"
 	"testing"
 
@@ -49,7 +50,7 @@ func TestTemplatesParsedOnceRenderAsHelms(t *testing.T) {
 						t.Errorf("%s:\n%s\nHelm's:\n%s", file, got[file], text)
 					}
 				}
-				t.Fatalf("files %v, Helm's %v", keysOf(got), keysOf(want))
+				t.Fatalf("files %v, Helm's %v", slices.Sorted(maps.Keys(got)), slices.Sorted(maps.Keys(want)))
 			}
 		})
 	}
@@ -97,13 +98,6 @@ func TestTemplatesParsedOnceRenderConcurrently(t *testing.T) {
 // rendered by Helm's engine, and so is a render that fails, whose error is
 // then Helm's.
 func TestTemplatesParsedOnceLeaveTheRestToHelm(t *testing.T) {
-	chartOf := func(files map[string]string) *chart.Chart {
-		ch := &chart.Chart{Metadata: &chart.Metadata{Name: "c", Version: "0.1.0", APIVersion: chart.APIVersionV2}}
-		for name, text := range files {
-			ch.Templates = append(ch.Templates, &chart.File{Name: "templates/" + name, Data: []byte(text)})
-		}
-		return ch
-	}
 	for name, files := range map[string]map[string]string{
 		"tpl":      {"a.yaml": `{{ tpl "x: {{ .Values.x }}" . }}`},
 		"required": {"a.yaml": `{{ required "x is required" .Values.x }}`},
@@ -140,16 +134,13 @@ func TestTemplatesParsedOnceLeaveTheRestToHelm(t *testing.T) {
 // Two files that define the same name: the define parsed last wins, in
 // Helm's order of parsing, and a missing key prints as nothing.
 func TestTemplatesParsedOnceInHelmsOrder(t *testing.T) {
-	ch := &chart.Chart{Metadata: &chart.Metadata{Name: "c", Version: "0.1.0", APIVersion: chart.APIVersionV2}}
-	for name, text := range map[string]string{
-		"templates/_a.tpl":        `{{ define "who" }}a{{ end }}`,
-		"templates/_b.tpl":        `{{ define "who" }}b{{ end }}`,
-		"templates/sub/_c.tpl":    `{{ define "who" }}c{{ end }}`,
-		"templates/out.yaml":      `who: {{ include "who" . }} missing: {{ .Values.missing }}{{ index .Values "none" }} template: {{ .Template.Name }} {{ .Template.BasePath }} chart: {{ .Chart.Name }} {{ .Chart.IsRoot }} release: {{ .Release.Name }} {{ toYaml .Values.list | nindent 2 }}`,
-		"templates/sub/more.yaml": `{{ include "who" . | quote }}`,
-	} {
-		ch.Templates = append(ch.Templates, &chart.File{Name: name, Data: []byte(text)})
-	}
+	ch := chartOf(map[string]string{
+		"_a.tpl":        `{{ define "who" }}a{{ end }}`,
+		"_b.tpl":        `{{ define "who" }}b{{ end }}`,
+		"sub/_c.tpl":    `{{ define "who" }}c{{ end }}`,
+		"out.yaml":      `who: {{ include "who" . }} missing: {{ .Values.missing }}{{ index .Values "none" }} template: {{ .Template.Name }} {{ .Template.BasePath }} chart: {{ .Chart.Name }} {{ .Chart.IsRoot }} release: {{ .Release.Name }} {{ toYaml .Values.list | nindent 2 }}`,
+		"sub/more.yaml": `{{ include "who" . | quote }}`,
+	})
 	vals := renderValues(t, ch, map[string]any{"list": []any{"x", map[string]any{"y": 1}}})
 	want, err := engine.Engine{}.Render(ch, vals)
 	if err != nil {
@@ -161,10 +152,11 @@ func TestTemplatesParsedOnceInHelmsOrder(t *testing.T) {
 	}
 }
 
-func keysOf(m map[string]string) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
+// chartOf is a chart of the given templates, named as under templates/.
+func chartOf(files map[string]string) *chart.Chart {
+	ch := &chart.Chart{Metadata: &chart.Metadata{Name: "c", Version: "0.1.0", APIVersion: chart.APIVersionV2}}
+	for name, text := range files {
+		ch.Templates = append(ch.Templates, &chart.File{Name: "templates/" + name, Data: []byte(text)})
 	}
-	return out
+	return ch
 }
