@@ -16,10 +16,8 @@ import (
 	"helm.sh/helm/v3/pkg/releaseutil"
 	"helm.sh/helm/v3/pkg/storage/driver"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/cli-runtime/pkg/resource"
 	"k8s.io/client-go/rest"
-	"sigs.k8s.io/yaml"
 )
 
 // renderParsedOnce makes revision 1 of a release, and the objects of its
@@ -50,7 +48,7 @@ func (m *Manager) renderParsedOnce(cfg *action.Configuration, namespace, name st
 	if err != nil {
 		return nil, nil, false, nil
 	}
-	checked, err := checkValues(ch, vals)
+	merged, checked, err := checkedValues(ch, vals)
 	if err != nil {
 		return nil, nil, true, err
 	}
@@ -66,7 +64,12 @@ func (m *Manager) renderParsedOnce(cfg *action.Configuration, namespace, name st
 		return nil, nil, false, nil
 	}
 	options := chartutil.ReleaseOptions{Name: name, Namespace: namespace, Revision: 1, IsInstall: true}
-	toRender, err := chartutil.ToRenderValuesWithSchemaValidation(ch, vals, options, caps, true)
+	if merged == nil {
+		if merged, err = chartutil.CoalesceValues(ch, vals); err != nil {
+			return nil, nil, false, nil
+		}
+	}
+	toRender, err := renderValues(ch, merged, options, caps)
 	if err != nil {
 		return nil, nil, false, nil
 	}
@@ -116,6 +119,21 @@ func (m *Manager) renderParsedOnce(cfg *action.Configuration, namespace, name st
 	}
 	rel.SetStatus(helmrelease.StatusPendingInstall, "Dry run complete")
 	return rel, resources, true, nil
+}
+
+// renderValues is what Helm's engine renders ch with: its release,
+// capabilities and chart, and as .Values vals already merged into the
+// chart's defaults. Helm's ToRenderValues merges them itself; given a copy
+// of the chart without values it merges nothing, so the values are merged
+// (a deep copy of the whole tree) once per install, not twice, and the
+// rest stays laid out as Helm lays it out.
+func renderValues(ch *chart.Chart, merged chartutil.Values, options chartutil.ReleaseOptions, caps *chartutil.Capabilities) (chartutil.Values, error) {
+	top, err := chartutil.ToRenderValuesWithSchemaValidation(&chart.Chart{Metadata: ch.Metadata}, nil, options, caps, true)
+	if err != nil {
+		return nil, err
+	}
+	top["Values"] = merged
+	return top, nil
 }
 
 // renderTemplates renders ch's templates with vals: from the templates
@@ -202,20 +220,15 @@ func parseDoc(file, text string) (parsedDoc, bool) {
 	}
 	// Build reads the document from the manifest, where a newline follows
 	// it: a block scalar at its end keeps that newline.
-	js, err := yaml.YAMLToJSON([]byte(text + "\n"))
-	if err != nil {
+	obj, ok := decodeDoc([]byte(text + "\n"))
+	if !ok {
 		return parsedDoc{}, false
 	}
 	d := parsedDoc{file: file, text: text}
-	if string(js) == "null" {
+	if obj == nil {
 		return d, true
 	}
-	decoded, err := runtime.Decode(unstructured.UnstructuredJSONScheme, js)
-	if err != nil {
-		return parsedDoc{}, false
-	}
-	obj, isObject := decoded.(*unstructured.Unstructured)
-	if !isObject || obj.IsList() || obj.GetAPIVersion() == "" {
+	if obj.IsList() || obj.GetAPIVersion() == "" {
 		return parsedDoc{}, false
 	}
 	// Helm reads the head of each document as strings; anything else

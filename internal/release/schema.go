@@ -39,27 +39,35 @@ type compiledSchema struct {
 // checkValues checks vals against ch's schema as Helm's install and
 // upgrade would. handled says whether it did: if not, Helm must.
 func checkValues(ch *chart.Chart, vals map[string]any) (handled bool, err error) {
+	_, handled, err = checkedValues(ch, vals)
+	return handled, err
+}
+
+// checkedValues is checkValues that also returns vals merged into ch's
+// defaults, as it checked them; nil where the chart has no schema, so
+// nothing was merged.
+func checkedValues(ch *chart.Chart, vals map[string]any) (merged chartutil.Values, handled bool, err error) {
 	if len(ch.Dependencies()) > 0 {
-		return false, nil
+		return nil, false, nil
 	}
 	if ch.Schema == nil {
-		return true, nil
+		return nil, true, nil
 	}
 	entry, _ := compiledSchemas.LoadOrStore(string(ch.Schema), &compiledSchema{})
 	c := entry.(*compiledSchema)
 	c.once.Do(func() { c.schema = compile(ch.Schema) })
 	if c.schema == nil {
-		return false, nil
+		return nil, false, nil
 	}
-	merged, err := chartutil.CoalesceValues(ch, vals)
+	merged, err = chartutil.CoalesceValues(ch, vals)
 	if err != nil {
-		return true, err
+		return nil, true, err
 	}
 	if err := c.schema.Validate(merged.AsMap()); err != nil {
 		msg := strings.TrimPrefix(err.Error(), "jsonschema validation failed with '"+schemaURL+"#'\n")
-		return true, fmt.Errorf("values don't meet the specifications of the schema(s) in the following chart(s):\n%s:\n%s", ch.Name(), msg)
+		return nil, true, fmt.Errorf("values don't meet the specifications of the schema(s) in the following chart(s):\n%s:\n%s", ch.Name(), msg)
 	}
-	return true, nil
+	return merged, true, nil
 }
 
 // compile compiles a schema that refers to nothing outside itself; nil if

@@ -2,6 +2,7 @@ package release
 
 import (
 	"maps"
+	"reflect"
 	"slices"
 	"sync"
 	"testing"
@@ -11,9 +12,9 @@ import (
 	"helm.sh/helm/v3/pkg/engine"
 )
 
-// renderValues are the values Helm's engine is given for a first install
+// helmRenderValues are the values Helm's engine is given for a first install
 // of ch with vals.
-func renderValues(tb testing.TB, ch *chart.Chart, vals map[string]any) chartutil.Values {
+func helmRenderValues(tb testing.TB, ch *chart.Chart, vals map[string]any) chartutil.Values {
 	tb.Helper()
 	caps := clientOnlyCapabilities(&chartutil.Capabilities{KubeVersion: *clientOnlyInstall().KubeVersion})
 	options := chartutil.ReleaseOptions{Name: "m", Namespace: "ns", Revision: 1, IsInstall: true}
@@ -22,6 +23,30 @@ func renderValues(tb testing.TB, ch *chart.Chart, vals map[string]any) chartutil
 		tb.Fatal(err)
 	}
 	return out
+}
+
+// The values merged once, as the schema's check merged them, are laid out
+// for the render as Helm's ToRenderValues lays out the values it merges
+// itself.
+func TestRenderValuesAreHelms(t *testing.T) {
+	ch, small := chartValues(t)
+	caps := clientOnlyCapabilities(&chartutil.Capabilities{KubeVersion: *clientOnlyInstall().KubeVersion})
+	options := chartutil.ReleaseOptions{Name: "m", Namespace: "ns", Revision: 1, IsInstall: true}
+	for name, vals := range map[string]map[string]any{"small": small, "every kind": fullValues(t)} {
+		t.Run(name, func(t *testing.T) {
+			merged, handled, err := checkedValues(ch, vals)
+			if err != nil || !handled || merged == nil {
+				t.Fatalf("checked: %v, %v, merged %v", handled, err, merged != nil)
+			}
+			got, err := renderValues(ch, merged, options, caps)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := helmRenderValues(t, ch, vals); !reflect.DeepEqual(got, want) {
+				t.Errorf("render values:\n%#v\nHelm's:\n%#v", got, want)
+			}
+		})
+	}
 }
 
 // The operator's chart, parsed once and executed for each release, renders
@@ -35,7 +60,7 @@ func TestTemplatesParsedOnceRenderAsHelms(t *testing.T) {
 	}
 	for name, vals := range map[string]map[string]any{"small": small, "every kind": fullValues(t), "small again": small} {
 		t.Run(name, func(t *testing.T) {
-			toRender := renderValues(t, ch, vals)
+			toRender := helmRenderValues(t, ch, vals)
 			want, err := engine.Engine{}.Render(ch, toRender)
 			if err != nil {
 				t.Fatal(err)
@@ -67,7 +92,7 @@ func TestTemplatesParsedOnceRenderConcurrently(t *testing.T) {
 	want := make([]map[string]string, len(cases))
 	for i, vals := range cases {
 		var err error
-		if want[i], err = (engine.Engine{}).Render(ch, renderValues(t, ch, vals)); err != nil {
+		if want[i], err = (engine.Engine{}).Render(ch, helmRenderValues(t, ch, vals)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -75,7 +100,7 @@ func TestTemplatesParsedOnceRenderConcurrently(t *testing.T) {
 	inputs := make([][]chartutil.Values, goroutines)
 	for g := range inputs {
 		for range renders {
-			inputs[g] = append(inputs[g], renderValues(t, ch, cases[g%len(cases)]))
+			inputs[g] = append(inputs[g], helmRenderValues(t, ch, cases[g%len(cases)]))
 		}
 	}
 	var wg sync.WaitGroup
@@ -117,7 +142,7 @@ func TestTemplatesParsedOnceLeaveTheRestToHelm(t *testing.T) {
 	if parsed == nil {
 		t.Fatal("a chart of sprig's functions and include is left to Helm's engine")
 	}
-	vals := renderValues(t, ch, map[string]any{})
+	vals := helmRenderValues(t, ch, map[string]any{})
 	if _, ok := parsed.render(ch, vals); ok {
 		t.Error("a template that includes what is not defined rendered")
 	}
@@ -126,7 +151,7 @@ func TestTemplatesParsedOnceLeaveTheRestToHelm(t *testing.T) {
 		t.Error("renderTemplates rendered what Helm's engine fails on")
 	}
 	loop := chartOf(map[string]string{"_h.tpl": `{{ define "loop" }}{{ include "loop" . }}{{ end }}`, "a.yaml": `{{ include "loop" . }}`})
-	if _, ok := parseTemplates(loop).render(loop, renderValues(t, loop, map[string]any{})); ok {
+	if _, ok := parseTemplates(loop).render(loop, helmRenderValues(t, loop, map[string]any{})); ok {
 		t.Error("a template that includes itself rendered")
 	}
 }
@@ -141,7 +166,7 @@ func TestTemplatesParsedOnceInHelmsOrder(t *testing.T) {
 		"out.yaml":      `who: {{ include "who" . }} missing: {{ .Values.missing }}{{ index .Values "none" }} template: {{ .Template.Name }} {{ .Template.BasePath }} chart: {{ .Chart.Name }} {{ .Chart.IsRoot }} release: {{ .Release.Name }} {{ toYaml .Values.list | nindent 2 }}`,
 		"sub/more.yaml": `{{ include "who" . | quote }}`,
 	})
-	vals := renderValues(t, ch, map[string]any{"list": []any{"x", map[string]any{"y": 1}}})
+	vals := helmRenderValues(t, ch, map[string]any{"list": []any{"x", map[string]any{"y": 1}}})
 	want, err := engine.Engine{}.Render(ch, vals)
 	if err != nil {
 		t.Fatal(err)
