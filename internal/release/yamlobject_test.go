@@ -1,6 +1,7 @@
 package release
 
 import (
+	"maps"
 	"reflect"
 	"strings"
 	"testing"
@@ -52,29 +53,29 @@ func TestTheChartsDocumentsAreConvertedDirectly(t *testing.T) {
 		if !ok {
 			t.Fatal("the templates parsed once did not render")
 		}
-		docs := 0
-		for file, text := range files {
-			if strings.TrimSpace(text) == "" || strings.HasSuffix(file, "NOTES.txt") {
+		maps.DeleteFunc(files, func(file, _ string) bool { return strings.HasSuffix(file, "NOTES.txt") })
+		docs, ok := parseManifests(files)
+		if !ok {
+			t.Fatal("the rendered files did not parse")
+		}
+		objects := 0
+		for _, d := range docs {
+			y := []byte(d.text + "\n")
+			m, null, direct := yamlObject(y)
+			if !direct {
+				t.Errorf("%s, %s: not converted directly:\n%s", name, d.file, d.text)
 				continue
 			}
-			for _, doc := range splitManifest(text) {
-				y := []byte(doc + "\n")
-				m, null, direct := yamlObject(y)
-				if !direct {
-					t.Errorf("%s, %s: not converted directly:\n%s", name, file, doc)
-					continue
-				}
-				if null { // only comments
-					continue
-				}
-				if want, _ := decodeThroughJSON(y); !reflect.DeepEqual(m, want.Object) {
-					t.Errorf("%s, %s: %v, through JSON %v", name, file, m, want.Object)
-				}
-				docs++
+			if null { // only comments
+				continue
 			}
+			if want, _ := decodeThroughJSON(y); !reflect.DeepEqual(m, want.Object) {
+				t.Errorf("%s, %s: %v, through JSON %v", name, d.file, m, want.Object)
+			}
+			objects++
 		}
-		if docs < 4 {
-			t.Errorf("%s: %d documents", name, docs)
+		if objects < 4 {
+			t.Errorf("%s: %d objects", name, objects)
 		}
 	}
 }
