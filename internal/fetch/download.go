@@ -213,10 +213,11 @@ func (d *downloader) copyOnce(ctx context.Context, obj Object, target string) (r
 }
 
 // writeBody copies body to dst through w, which counts, caps and hashes.
-// It fills a pooled 1 MiB buffer from the body before each write to w: a
-// few system calls per MiB (fileWriteSize) rather than one per network
-// read, and no second copy of the bytes. An attempt on which nothing arrives for d.stall is cancelled
-// (through cancel) and fails as worth a retry.
+// It fills a pooled 1 MiB buffer from the body before each write to w:
+// eight system calls per MiB (fileWriteSize) rather than one per network
+// read, and no second copy of the bytes. An attempt on which nothing
+// arrives for d.stall is cancelled (through cancel) and fails as worth a
+// retry.
 func (d *downloader) writeBody(ctx context.Context, cancel context.CancelCauseFunc, body io.Reader, dst io.Writer, w capWriter, what string) error {
 	w.w = dst
 	bp := bufPool.Get().(*[]byte)
