@@ -61,7 +61,7 @@ fmt: ## Run gofmt on the code.
 .PHONY: vet
 vet: ## Run go vet, also over the fetcher's benchmark variants (bench-fetch).
 	go vet ./...
-	go vet -tags fetchbench_nohash,fetchbench_noflush ./internal/fetch ./cmd/fetcher
+	go vet -tags fetchbench_nohash,fetchbench_noflush,fetchbench_xxh3 ./internal/fetch ./cmd/fetcher
 
 # The benchmarks' modules, each with its own go.mod.
 BENCH_MODULES := test/bench test/bench/peer test/fetchbench
@@ -221,7 +221,7 @@ bench-fetch-tools: $(LOCALBIN)/s5cmd $(LOCALBIN)/rclone ## Build s5cmd and rclon
 # whatever the program does. Beside the fetcher, the variants the harness's
 # ours-* tools run: suffix:tags, as test/fetchbench/tools.go names them (a
 # test there fails if the two lists part).
-FETCHBENCH_VARIANTS := nohash:fetchbench_nohash noflush:fetchbench_noflush bare:fetchbench_nohash,fetchbench_noflush
+FETCHBENCH_VARIANTS := nohash:fetchbench_nohash noflush:fetchbench_noflush bare:fetchbench_nohash,fetchbench_noflush xxh3:fetchbench_xxh3
 .PHONY: bench-fetch
 bench-fetch: bench-fetch-tools $(LOCALBIN)/versitygw ## Time the fetcher, s5cmd and rclone fetching three model shapes from versitygw; results in test/bench/results.
 	CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o $(LOCALBIN)/fetchbench/fetcher ./cmd/fetcher

@@ -4,8 +4,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"hash"
-
-	"github.com/zeebo/blake3"
 )
 
 // A file's record in the manifest names its content by a digest.
@@ -46,7 +44,7 @@ const (
 // newFormatHash is the hash a manifest of the format records files by.
 func newFormatHash(format int) hash.Hash {
 	if format >= 3 {
-		return blake3.New()
+		return newBLAKE3()
 	}
 	return sha256.New()
 }

@@ -84,7 +84,7 @@ func parseFlags() (config, error) {
 	flag.StringVar(&cfg.label, "label", "", "Added to the results' file names: <date>-fetch-<label>.json.")
 	flag.IntVar(&cfg.runs, "runs", 5, "Runs of each tool on each shape.")
 	flag.StringVar(&shapeNames, "shapes", "", "Comma-separated shapes to run (default: all).")
-	flag.StringVar(&toolList, "tools", "ours,s5cmd,rclone", "Comma-separated tools to run: ours, s5cmd, rclone, and ours without its hash or its flush or both (ours-nohash, ours-noflush, ours-bare).")
+	flag.StringVar(&toolList, "tools", "ours,s5cmd,rclone", "Comma-separated tools to run: ours, s5cmd, rclone, and ours without its hash or its flush or both (ours-nohash, ours-noflush, ours-bare), or hashing with XXH3 in place of BLAKE3 (ours-xxh3).")
 	flag.BoolVar(&cfg.keep, "keep", false, "Keep the work directory (the server's data and the logs).")
 	flag.StringVar(&memoryMax, "memory-max", "", "Run each tool in a cgroup with this memory limit (a quantity: 512Mi, the fetch Job's default), as the Job's container runs; its writes in the page cache count against it. Needs root.")
 	flag.IntVar(&cfg.settings.OursConcurrency, "ours-concurrency", cfg.settings.OursConcurrency, "fetcher fetch --concurrency.")

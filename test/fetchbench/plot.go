@@ -22,6 +22,8 @@ var toolColors = map[string]color.Color{
 	"ours-nohash":  color.RGBA{R: 0x4f, G: 0x9b, B: 0xd9, A: 0xff},
 	"ours-noflush": color.RGBA{R: 0x7f, G: 0xb8, B: 0xe6, A: 0xff},
 	"ours-bare":    color.RGBA{R: 0xae, G: 0xd4, B: 0xf2, A: 0xff},
+	// ours with another hash: a purple.
+	"ours-xxh3": color.RGBA{R: 0x75, G: 0x6b, B: 0xb1, A: 0xff},
 }
 
 // writePlot draws, for each shape, the tools' median throughput (top row),

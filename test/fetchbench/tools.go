@@ -32,14 +32,16 @@ type tool struct {
 }
 
 // oursVariants are builds of the fetcher that leave out work s5cmd does
-// not do, so that a run shows what each part of ours' costs: `make
+// not do, or hash with XXH3, which is not cryptographic, in place of
+// BLAKE3, so that a run shows what each part of ours' costs: `make
 // bench-fetch` builds each beside the fetcher, named with its suffix, from
-// the build tags that turn the hash or the flush off (internal/fetch,
-// benchvariant*.go). None is ever shipped.
+// the build tags that turn the hash or the flush off or swap the hash
+// (internal/fetch, benchvariant*.go). None is ever shipped.
 var oursVariants = []struct{ name, suffix, verifies string }{
 	{"ours-nohash", "-nohash", "sizes against the listing; hashes nothing (build tag fetchbench_nohash), still flushes before it exits"},
 	{"ours-noflush", "-noflush", oursVerifies + "; leaves its writes in the page cache (build tag fetchbench_noflush)"},
 	{"ours-bare", "-bare", "sizes against the listing; hashes nothing and leaves its writes in the page cache, as s5cmd (both build tags)"},
+	{"ours-xxh3", "-xxh3", "XXH3-128 of every byte in place of BLAKE3, not a cryptographic hash (build tag fetchbench_xxh3); sizes against the listing; flushes as ours"},
 }
 
 // oursVerifies is what the shipped fetcher checks of what it copies.
