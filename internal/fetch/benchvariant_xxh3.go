@@ -8,8 +8,8 @@ import (
 	"github.com/zeebo/xxh3"
 )
 
-// newBLAKE3 hashes with XXH3-128 instead: see benchvariant_blake3.go.
-func newBLAKE3() hash.Hash { return xxh3Padded{xxh3.New()} }
+// newFormat3Hash hashes with XXH3-128 instead: see benchvariant_blake3.go.
+func newFormat3Hash() hash.Hash { return xxh3Padded{xxh3.New()} }
 
 // xxh3Padded gives XXH3's 128-bit digest the 32 bytes of BLAKE3's, zeros
 // after it, so that the manifest's records keep the length they are

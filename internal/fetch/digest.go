@@ -44,7 +44,7 @@ const (
 // newFormatHash is the hash a manifest of the format records files by.
 func newFormatHash(format int) hash.Hash {
 	if format >= 3 {
-		return newBLAKE3()
+		return newFormat3Hash()
 	}
 	return sha256.New()
 }
