@@ -175,6 +175,7 @@ func (f *fetcher) run(ctx context.Context) (Summary, error) {
 		return Summary{}, classify(err, staging)
 	}
 	defer func() { _ = stagingDir.Close() }()
+	pendingBefore := pendingWrites()
 
 	src, err := f.openSource(ctx)
 	if err != nil {
@@ -213,7 +214,13 @@ func (f *fetcher) run(ctx context.Context) (Summary, error) {
 	if err := writeManifest(staging, m); err != nil {
 		return Summary{}, err
 	}
-	if err := publish(stagingDir, f.dest, f.log); err != nil {
+	pendingNow := pendingWrites()
+	how := chooseFlush(pendingBefore, pendingNow, m.Bytes)
+	if how == flushEachFile && pendingBefore >= 0 && pendingNow >= 0 {
+		f.log.Info("the node has other writes pending: syncing the model's files one by one, not its whole file system",
+			"pendingBytesAtStart", pendingBefore, "pendingBytesNow", pendingNow, "modelBytes", m.Bytes)
+	}
+	if err := publish(stagingDir, f.dest, how, f.log); err != nil {
 		return Summary{}, err
 	}
 	published = true

@@ -54,11 +54,11 @@ func newStaging(dest string) (string, error) {
 }
 
 // publish makes staging (the open directory) the destination, once
-// everything in it is on disk: anything already at dest (a stale or
-// incomplete model) is moved aside first, then removed.
-func publish(stagingDir *os.File, dest string, log *slog.Logger) error {
+// everything in it is on disk (flushed as how says): anything already at
+// dest (a stale or incomplete model) is moved aside first, then removed.
+func publish(stagingDir *os.File, dest string, how flushMethod, log *slog.Logger) error {
 	staging := stagingDir.Name()
-	if err := flush(stagingDir); err != nil {
+	if err := flush(stagingDir, how); err != nil {
 		return classify(err, staging)
 	}
 	if _, err := os.Lstat(dest); err == nil {
@@ -79,41 +79,4 @@ func publish(stagingDir *os.File, dest string, log *slog.Logger) error {
 		return classify(err, dest)
 	}
 	return syncPath(filepath.Dir(dest))
-}
-
-// flush puts the files and directories below the open directory root on
-// disk, so that a crash after the rename cannot lose them. The files are
-// written without syncing: one syncfs of the volume flushes them all at
-// once, where a fsync each costs a journal commit each (for 2,000 small
-// files, most of the fetch). Where syncfs is not available, each file and
-// directory is synced.
-func flush(root *os.File) error {
-	if skipFlush {
-		return nil
-	}
-	if ok, err := syncFileSystem(root); ok {
-		return err
-	}
-	return filepath.WalkDir(root.Name(), func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		return syncPath(p)
-	})
-}
-
-// syncPath syncs a file or a directory.
-func syncPath(p string) error {
-	if skipFlush {
-		return nil
-	}
-	f, err := os.Open(p)
-	if err != nil {
-		return err
-	}
-	defer func() { _ = f.Close() }()
-	if err := f.Sync(); err != nil && !errors.Is(err, os.ErrInvalid) {
-		return err
-	}
-	return nil
 }

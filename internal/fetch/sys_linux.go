@@ -34,6 +34,16 @@ func syncFileSystem(dir *os.File) (ok bool, err error) {
 	return true, err
 }
 
+// pendingWrites is what the node has written to files and not yet put on
+// disk, in bytes; -1 when it cannot be read.
+func pendingWrites() int64 {
+	b, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		return -1
+	}
+	return parsePendingWrites(b)
+}
+
 // startWriteBack starts writing the n bytes of f at off to disk, without
 // waiting: the flush before publishing then has little left to wait for.
 func startWriteBack(f *os.File, off, n int64) {
