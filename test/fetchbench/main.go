@@ -11,7 +11,8 @@
 // run copies into a fresh empty directory, is checked byte for byte against
 // what was uploaded, and is timed with the CPU time and peak resident set
 // the kernel reports for the tool's process. Runs of the tools alternate,
-// to spread the machine's noise over all of them.
+// in an order shuffled each round, to spread over all of them the
+// machine's noise and what one tool's run leaves the machine for the next.
 //
 //	make bench-fetch
 //
@@ -25,6 +26,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -51,6 +53,8 @@ type config struct {
 	tools    []string
 	keep     bool
 	settings toolSettings
+	// orderSeed seeds the order the tools run in each round.
+	orderSeed uint64
 	// memoryMax, when not 0, is the memory limit of a cgroup each tool
 	// runs in, as the fetch Job's container would limit it.
 	memoryMax int64
@@ -85,6 +89,7 @@ func parseFlags() (config, error) {
 	flag.IntVar(&cfg.runs, "runs", 5, "Runs of each tool on each shape.")
 	flag.StringVar(&shapeNames, "shapes", "", "Comma-separated shapes to run (default: all).")
 	flag.StringVar(&toolList, "tools", "ours,s5cmd,rclone", "Comma-separated tools to run: ours, s5cmd, rclone, and ours without its hash or its flush or both (ours-nohash, ours-noflush, ours-bare), or hashing with XXH3 in place of BLAKE3 (ours-xxh3).")
+	flag.Uint64Var(&cfg.orderSeed, "order-seed", 0, "Seeds the shuffle of the tools' order in each round, to repeat a set's order (0: a new seed, written in the results).")
 	flag.BoolVar(&cfg.keep, "keep", false, "Keep the work directory (the server's data and the logs).")
 	flag.StringVar(&memoryMax, "memory-max", "", "Run each tool in a cgroup with this memory limit (a quantity: 512Mi, the fetch Job's default), as the Job's container runs; its writes in the page cache count against it. Needs root.")
 	flag.IntVar(&cfg.settings.OursConcurrency, "ours-concurrency", cfg.settings.OursConcurrency, "fetcher fetch --concurrency.")
@@ -96,6 +101,9 @@ func parseFlags() (config, error) {
 	flag.IntVar(&cfg.settings.RcloneStreams, "rclone-streams", cfg.settings.RcloneStreams, "rclone --multi-thread-streams.")
 	flag.StringVar(&cfg.settings.RcloneStreamCutoff, "rclone-cutoff", cfg.settings.RcloneStreamCutoff, "rclone --multi-thread-cutoff.")
 	flag.Parse()
+	if cfg.orderSeed == 0 {
+		cfg.orderSeed = rand.Uint64() | 1
+	}
 	if flag.NArg() > 0 {
 		return cfg, fmt.Errorf("unexpected arguments %q", flag.Args())
 	}
@@ -189,6 +197,7 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 		MemoryMax: cfg.memoryMax,
 		Tools:     tools,
 		Settings:  cfg.settings,
+		OrderSeed: cfg.orderSeed,
 	}
 	for _, sh := range shapes() {
 		if !slices.Contains(cfg.shapes, sh.Name) {
@@ -297,14 +306,13 @@ func selectTools(all []*tool, names []string, pins string) ([]*tool, error) {
 	return tools, nil
 }
 
-// runShape runs every tool cfg.runs times on sh, starting each round with
-// the next tool so that none always runs first.
+// runShape runs every tool cfg.runs times on sh, in an order shuffled
+// each round (roundOrders).
 func runShape(ctx context.Context, cfg config, log *slog.Logger, work string, srv *server, sh shape, want map[string]fileSum, tools []*tool) (shapeResult, error) {
 	res := shapeResult{Name: sh.Name, About: sh.About, Files: len(sh.Files), Bytes: sh.Bytes()}
 	samples := make([][]sample, len(tools))
-	for round := range cfg.runs {
-		for k := range tools {
-			i := (round + k) % len(tools)
+	for round, order := range roundOrders(len(tools), cfg.runs, cfg.orderSeed) {
+		for _, i := range order {
 			t := tools[i]
 			s, err := runOnce(ctx, cfg.spawn, cfg.memoryMax, work, srv, t, sh, want, round+1)
 			if err != nil {

@@ -21,9 +21,11 @@ type report struct {
 	Runs    int    `json:"runs"`
 	// MemoryMax is the memory limit of each tool's cgroup, in bytes; 0:
 	// none.
-	MemoryMax int64         `json:"memoryMaxBytes,omitempty"`
-	Tools     []*tool       `json:"tools"`
-	Settings  toolSettings  `json:"settings"`
+	MemoryMax int64        `json:"memoryMaxBytes,omitempty"`
+	Tools     []*tool      `json:"tools"`
+	Settings  toolSettings `json:"settings"`
+	// OrderSeed seeds the shuffle of each round's order (-order-seed).
+	OrderSeed uint64        `json:"orderSeed"`
 	Shapes    []shapeResult `json:"shapes"`
 }
 
