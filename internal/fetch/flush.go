@@ -16,11 +16,12 @@ type flushMethod int
 const (
 	// flushFileSystem is one syncfs(2) of the volume's file system: a
 	// single journal commit for all the model's files, where a fsync each
-	// costs 2,000 small files a tenth of their fetch. But it also writes
-	// out, and waits for, whatever else is pending on that file system.
+	// costs 2,000 small files 6-9 % of their fetch. But it also writes out,
+	// and waits for, whatever else is pending on that file system.
 	flushFileSystem flushMethod = iota
 	// flushEachFile is a fsync of each file, then of each directory: it
-	// waits for the model's own writes alone.
+	// waits for the model's own writes and the journal commits they need,
+	// not for other writers' pending data.
 	flushEachFile
 )
 
@@ -29,7 +30,7 @@ const (
 // fsync for each of 2,000 small files costs. On a volume that is a
 // directory of the node's own file system (hostPath, a local-path
 // provisioner's volume), a neighbour writing 100 MB/s to that disk kept
-// 1-2 GB pending, and syncfs took 10-22 s where a fsync per file took
+// 0.5-2.2 GB pending, and syncfs took 9.6-22 s where a fsync per file took
 // 1.6-1.7 s (docs/performance.md, "The flush beside a busy neighbour").
 const othersPendingBudget = 32 << 20
 
