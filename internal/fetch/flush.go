@@ -26,10 +26,10 @@ const (
 )
 
 // othersPendingBudget is the most of other writers' pending data a fetch
-// lets syncfs wait for: 0.2 s on a disk that writes 150 MB/s, about what a
+// lets syncfs wait for: 0.2 s on a disk that writes 150 MiB/s, about what a
 // fsync for each of 2,000 small files costs. On a volume that is a
 // directory of the node's own file system (hostPath, a local-path
-// provisioner's volume), a neighbour writing 100 MB/s to that disk kept
+// provisioner's volume), a neighbour writing 100 MiB/s to that disk kept
 // 0.5-2.2 GB pending, and syncfs took 9.6-22 s where a fsync per file took
 // 1.6-1.7 s (docs/performance.md, "The flush beside a busy neighbour").
 const othersPendingBudget = 32 << 20
