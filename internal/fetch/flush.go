@@ -7,7 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"sync"
+
+	"golang.org/x/sync/errgroup"
 )
 
 // flushMethod is how a fetch puts its model on disk before publishing it.
@@ -114,39 +115,16 @@ func syncEach(root string, syncOne func(string) error) error {
 	if err != nil {
 		return err
 	}
-	if err := syncAll(files, syncOne); err != nil {
+	var g errgroup.Group
+	g.SetLimit(flushConcurrency)
+	for _, p := range files {
+		g.Go(func() error { return syncOne(p) })
+	}
+	if err := g.Wait(); err != nil {
 		return err
 	}
 	for _, d := range dirs {
 		if err := syncOne(d); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// syncAll syncs paths, flushConcurrency at a time, and returns the first
-// error.
-func syncAll(paths []string, syncOne func(string) error) error {
-	next := make(chan string)
-	errs := make([]error, flushConcurrency)
-	var wg sync.WaitGroup
-	for i := range flushConcurrency {
-		wg.Go(func() {
-			for p := range next {
-				if err := syncOne(p); err != nil && errs[i] == nil {
-					errs[i] = err
-				}
-			}
-		})
-	}
-	for _, p := range paths {
-		next <- p
-	}
-	close(next)
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
 			return err
 		}
 	}
