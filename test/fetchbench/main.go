@@ -102,6 +102,7 @@ func parseFlags() (config, error) {
 	flag.StringVar(&cfg.settings.RcloneStreamCutoff, "rclone-cutoff", cfg.settings.RcloneStreamCutoff, "rclone --multi-thread-cutoff.")
 	flag.Parse()
 	if cfg.orderSeed == 0 {
+		// Odd, so never 0: the seed written in the results repeats the order.
 		cfg.orderSeed = rand.Uint64() | 1
 	}
 	if flag.NArg() > 0 {
