@@ -49,6 +49,24 @@ func startCluster(ctx context.Context, repo string, n int, log *slog.Logger) (*l
 	return c, nil
 }
 
+// prepareCluster readies a fresh cluster for a run: the CRD (its status
+// schema opened for the peer), the run's namespace, the harness's clients
+// and, for a delete window, the garbage collector watching ModelServers.
+func prepareCluster(ctx context.Context, cfg config, c *localcluster.Cluster, openStatus bool, log *slog.Logger) (
+	*rest.Config, kubernetes.Interface, dynamic.Interface, error) {
+	if err := installCRD(ctx, cfg.repo, c, openStatus); err != nil {
+		return nil, nil, nil, fmt.Errorf("install CRD: %w", err)
+	}
+	if err := createNamespace(ctx, c, benchNamespace); err != nil {
+		return nil, nil, nil, err
+	}
+	admin, cs, dyn, err := harnessClients(c)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return admin, cs, dyn, cfg.readyForDelete(ctx, c, dyn, log)
+}
+
 // installCRD installs the ModelServer CRD. For the peer, whose status
 // (conditions without observedGeneration, deployedRelease) is not the
 // operator's, the status schema is opened as an Operator SDK Helm

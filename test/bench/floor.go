@@ -54,6 +54,9 @@ type floorRun struct {
 	ControlPlanePeakRSSMiB map[string]float64 `json:"controlPlanePeakRSSMiB,omitempty"`
 	Etcd                   *storage           `json:"etcd,omitempty"`
 	LoadAverage            [2]float64         `json:"loadAverage1mStartEnd"`
+	// -delete: the ModelServers deleted, the garbage collector deleting
+	// what they own.
+	Delete *deleteWindow `json:"delete,omitempty"`
 
 	readySeconds []float64
 }
@@ -70,13 +73,7 @@ func runFloor(ctx context.Context, cfg config, n int, log *slog.Logger) (*floorR
 		return nil, err
 	}
 	defer c.Stop()
-	if err := installCRD(ctx, cfg.repo, c, false); err != nil {
-		return nil, err
-	}
-	if err := createNamespace(ctx, c, benchNamespace); err != nil {
-		return nil, err
-	}
-	admin, cs, dyn, err := harnessClients(c)
+	admin, cs, dyn, err := prepareCluster(ctx, cfg, c, false, log)
 	if err != nil {
 		return nil, err
 	}
@@ -155,6 +152,12 @@ func runFloor(ctx context.Context, cfg config, n int, log *slog.Logger) (*floorR
 	res.WritesPerCR = round(float64(res.WritesTotal) / float64(n))
 	res.LoadAverage[1] = loadAverage()
 	log.Info("floor", "allCreated", res.AllCreatedSeconds, "allReady", res.AllReadySeconds, "complete", res.Complete, "controlPlaneCPU", res.ControlPlaneCPUSeconds)
+	// The release records of -floor-operator-writes stand for the
+	// operator's, but nothing owns them, so nothing deletes them.
+	d := deletion{c: c, admin: admin, dyn: dyn, tr: tr}
+	if res.Delete, err = cfg.deleteWindow(ctx, d, n, log); err != nil {
+		return nil, err
+	}
 	return res, nil
 }
 

@@ -169,9 +169,7 @@ func printRuns(w *strings.Builder, r *report) {
 	for _, res := range storedResources(r) {
 		row("etcd: keys / bytes per CR, "+res, func(o *operatorRun) string { return o.Etcd.resource(res) }, func(f *floorRun) string { return f.Etcd.resource(res) })
 	}
-	if (r.Ours != nil && r.Ours.Upgrade != nil) || (r.Peer != nil && r.Peer.Upgrade != nil) {
-		printUpgrades(row, none)
-	}
+	printWindows(r, row, none)
 	keys := make([]string, 0, len(r.Ratios))
 	for k := range r.Ratios {
 		keys = append(keys, k)
@@ -189,6 +187,17 @@ func printRuns(w *strings.Builder, r *report) {
 }
 
 // printUpgrades prints the rows of the -upgrade window.
+// printWindows prints the rows of the upgrade and the delete windows, for
+// a report whose runs had them.
+func printWindows(r *report, row func(string, func(*operatorRun) string, func(*floorRun) string), none string) {
+	if (r.Ours != nil && r.Ours.Upgrade != nil) || (r.Peer != nil && r.Peer.Upgrade != nil) {
+		printUpgrades(row, none)
+	}
+	if (r.Ours != nil && r.Ours.Delete != nil) || (r.Peer != nil && r.Peer.Delete != nil) || (r.Floor != nil && r.Floor.Delete != nil) {
+		printDeletes(row, none)
+	}
+}
+
 func printUpgrades(row func(string, func(*operatorRun) string, func(*floorRun) string), none string) {
 	up := func(f func(u *upgradeWindow) string) func(*operatorRun) string {
 		return func(o *operatorRun) string {
@@ -211,6 +220,50 @@ func printUpgrades(row func(string, func(*operatorRun) string, func(*floorRun) s
 	}), nil)
 	row("upgrade: Deployments rolled", up(func(u *upgradeWindow) string { return fmt.Sprint(u.DeploymentsRolled) }), nil)
 	row("upgrade: left Ready", up(func(u *upgradeWindow) string { return fmt.Sprint(u.LeftReady) }), nil)
+}
+
+func printDeletes(row func(string, func(*operatorRun) string, func(*floorRun) string), none string) {
+	show := func(d *deleteWindow, f func(*deleteWindow) string) string {
+		if d == nil {
+			return none
+		}
+		return f(d)
+	}
+	// all prints a figure of the operators and the floor; ops one of the
+	// operators alone.
+	all := func(name string, f func(*deleteWindow) string) {
+		row(name, func(o *operatorRun) string { return show(o.Delete, f) }, func(fl *floorRun) string { return show(fl.Delete, f) })
+	}
+	ops := func(name string, f func(*deleteWindow) string) {
+		row(name, func(o *operatorRun) string { return show(o.Delete, f) }, nil)
+	}
+	all("delete: time to gone p50/p90/p99/max s", func(d *deleteWindow) string { return dist(d.TimeToGone) })
+	all("delete: all gone / all clean s", func(d *deleteWindow) string {
+		return fmt.Sprintf("%g / %g", d.AllGoneSeconds, d.AllCleanSeconds)
+	})
+	for _, k := range remainKinds(true) {
+		all("delete: last "+k.name+" gone s", func(d *deleteWindow) string {
+			if at, ok := d.LastDeletedSeconds[k.name]; ok {
+				return fmt.Sprint(at)
+			}
+			return none
+		})
+	}
+	all("delete: left when the wait ended", func(d *deleteWindow) string {
+		if d.Complete {
+			return "nothing"
+		}
+		return fmt.Sprint(d.Left)
+	})
+	ops("delete: requests / writes per CR", func(d *deleteWindow) string {
+		return fmt.Sprintf("%g / %g", d.RequestsPerCR, d.WritesPerCR)
+	})
+	ops("delete: CPU s, quiet after s", func(d *deleteWindow) string {
+		return fmt.Sprintf("%g, %g", d.CPUSeconds, d.QuietAfterSeconds)
+	})
+	all("delete: control plane CPU s", func(d *deleteWindow) string {
+		return fmt.Sprintf("%g (apiserver %g)", d.ControlPlaneCPUSeconds["total"], d.ControlPlaneCPUSeconds["kube-apiserver"])
+	})
 }
 
 func printWriteCosts(w *strings.Builder, costs []writeCost) {

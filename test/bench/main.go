@@ -48,6 +48,7 @@ type config struct {
 	readyTimeout      time.Duration
 	floorWrites       bool
 	upgrade           bool
+	delete            bool
 }
 
 // report is one results/<date>-<n>.json.
@@ -106,6 +107,7 @@ func parseFlags() (config, error) {
 	flag.DurationVar(&cfg.readyTimeout, "ready-timeout", 20*time.Minute, "How long to wait for all to be Ready.")
 	flag.BoolVar(&cfg.floorWrites, "floor-operator-writes", false, "The floor also makes the operator's other writes (a release record, two status writes, the Ready Event), and its Ready is the ModelServer's Ready condition.")
 	flag.BoolVar(&cfg.upgrade, "upgrade", false, "After the idle window, replace each operator with a build of the next release, whose chart has the next version and a new Service annotation, and measure the upgrade of every release.")
+	flag.BoolVar(&cfg.delete, "delete", false, "Last, delete every ModelServer from the create workers, and measure until each is gone and nothing of its release is left (for the floor, the garbage collector's cascade).")
 	flag.Parse()
 	for s := range strings.SplitSeq(ns, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(s))
@@ -308,6 +310,9 @@ func (r *report) computeRatios() {
 		// follows the same work's CPU ratio, so one run's figure read at
 		// equal cost is the operator's, not the machine's.
 		r.Ratios["oursAllReadyOverFloorReadyAtEqualCost"] = ratio(r.Ours.AllReadySeconds*floorSame, r.Floor.AllReadySeconds*oursSame)
+		if r.Ours.Delete != nil && r.Floor.Delete != nil {
+			r.Ratios["oursDeleteAllCleanOverFloor"] = ratio(r.Ours.Delete.AllCleanSeconds, r.Floor.Delete.AllCleanSeconds)
+		}
 	}
 	if r.Peer != nil && r.Floor != nil {
 		r.Ratios["peerAllDeployedOverFloor"] = ratio(r.Peer.AllDeployedSeconds, r.Floor.AllCreatedSeconds)
@@ -322,6 +327,10 @@ func (r *report) computeRatios() {
 		r.Ratios["peerOverOursAllDeployed"] = ratio(r.Peer.AllDeployedSeconds, r.Ours.AllDeployedSeconds)
 		r.Ratios["peerOverOursIdleRequests"] = ratio(float64(r.Peer.Idle.Total), float64(r.Ours.Idle.Total))
 		r.Ratios["peerOverOursCPUSeconds"] = ratio(r.Peer.CPUSeconds, r.Ours.CPUSeconds)
+		if r.Ours.Delete != nil && r.Peer.Delete != nil {
+			r.Ratios["peerOverOursDeleteAllClean"] = ratio(r.Peer.Delete.AllCleanSeconds, r.Ours.Delete.AllCleanSeconds)
+			r.Ratios["peerOverOursDeleteRequests"] = ratio(float64(r.Peer.Delete.Total), float64(r.Ours.Delete.Total))
+		}
 	}
 }
 

@@ -35,7 +35,11 @@ type tracker struct {
 	// carries the upgrade's chart version (watchUpgradedServices).
 	lostReady map[string]time.Time
 	upgraded  map[string]time.Time
-	changed   chan struct{}
+	// When the harness asked to delete each ModelServer (-delete), and
+	// when its watch saw it gone.
+	deleteRequested map[string]time.Time
+	gone            map[string]time.Time
+	changed         chan struct{}
 	// onServed, if set before watch, is called once for each ModelServer
 	// when its Deployment first has its ready replicas.
 	onServed func(name string)
@@ -47,7 +51,10 @@ func newTracker() *tracker {
 		deployed: map[string]time.Time{},
 		ready:    map[string]time.Time{},
 		served:   map[string]time.Time{},
+		gone:     map[string]time.Time{},
 		changed:  make(chan struct{}, 1),
+
+		deleteRequested: map[string]time.Time{},
 	}
 }
 
@@ -80,6 +87,7 @@ func (t *tracker) watch(ctx context.Context, dyn dynamic.Interface, cs kubernete
 	_, _ = msInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    onMS,
 		UpdateFunc: func(_, obj any) { onMS(obj) },
+		DeleteFunc: func(obj any) { t.record(t.gone, deletedName(obj)) },
 	})
 
 	kf := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace(ns))
@@ -102,6 +110,19 @@ func (t *tracker) watch(ctx context.Context, dyn dynamic.Interface, cs kubernete
 	df.Start(ctx.Done())
 	kf.Start(ctx.Done())
 	cache.WaitForCacheSync(ctx.Done(), msInformer.HasSynced, depInformer.HasSynced)
+}
+
+// deletedName is the name of a deleted object as an informer hands it
+// over: the object, or, when the watch missed the deletion and a relist
+// found it gone, a tombstone holding its last known state.
+func deletedName(obj any) string {
+	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = tomb.Obj
+	}
+	if m, ok := obj.(metav1.Object); ok {
+		return m.GetName()
+	}
+	return ""
 }
 
 // record notes the first time name reaches the state in m, and says
@@ -145,6 +166,12 @@ func (t *tracker) lostReadyCount() int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return len(t.lostReady)
+}
+
+func (t *tracker) setDeleteRequested(name string, at time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.deleteRequested[name] = at
 }
 
 func (t *tracker) setCreated(name string, at time.Time) {

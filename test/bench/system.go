@@ -95,6 +95,7 @@ type operatorRun struct {
 	Resync  resyncWindow   `json:"resync"`
 	Idle    idleWindow     `json:"idle"`
 	Upgrade *upgradeWindow `json:"upgrade,omitempty"`
+	Delete  *deleteWindow  `json:"delete,omitempty"`
 
 	LoadAverage [2]float64 `json:"loadAverage1mStartEnd"`
 
@@ -182,10 +183,8 @@ func runOperator(ctx context.Context, cfg config, spec operatorSpec, n int, log 
 		return nil, err
 	}
 	defer c.Stop()
-	if err := installCRD(ctx, cfg.repo, c, spec.openStatus); err != nil {
-		return nil, fmt.Errorf("install CRD: %w", err)
-	}
-	if err := createNamespace(ctx, c, benchNamespace); err != nil {
+	admin, cs, dyn, err := prepareCluster(ctx, cfg, c, spec.openStatus, log)
+	if err != nil {
 		return nil, err
 	}
 	requests, err := openRequestLog(c.AuditLog, operatorUser)
@@ -217,10 +216,6 @@ func runOperator(ctx context.Context, cfg config, spec operatorSpec, n int, log 
 		return nil, err
 	}
 
-	_, cs, dyn, err := harnessClients(c)
-	if err != nil {
-		return nil, err
-	}
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
 	tr := newTracker()
@@ -303,12 +298,17 @@ func runOperator(ctx context.Context, cfg config, spec operatorSpec, n int, log 
 	}
 	res.LoadAverage[1] = loadAverage()
 	log.Info("idle", "requests", res.Idle.Total, "writes", res.Idle.Writes, "cpuPercent", res.Idle.CPUPercentOfCore)
-	if spec.next == nil {
-		op.Stop(30 * time.Second)
-		return res, nil
+	if spec.next != nil {
+		if res.Upgrade, op, err = upgrade(ctx, l, op, spec.next, cs, tr, n, cfg.readyTimeout, log); err != nil {
+			return nil, err
+		}
 	}
-	res.Upgrade, err = upgrade(ctx, l, op, spec.next, cs, tr, n, cfg.readyTimeout, log)
-	return res, err
+	d := deletion{c: c, admin: admin, dyn: dyn, tr: tr, op: op, requests: requests, records: true}
+	if res.Delete, err = cfg.deleteWindow(ctx, d, n, log); err != nil {
+		return nil, err
+	}
+	op.Stop(30 * time.Second)
+	return res, nil
 }
 
 // waitForAll waits until the n ModelServers are Deployed and in readyMap,

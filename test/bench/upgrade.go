@@ -89,27 +89,30 @@ func nextPatch(version string) (string, error) {
 
 // upgrade stops op and starts next in its place (with the same arguments,
 // in the same cgroup), and measures until every release is upgraded and the requests
-// have stopped (timeout at most).
+// have stopped (timeout at most). It returns the new process, running.
 func upgrade(ctx context.Context, l *launcher, op *localcluster.Process, next *nextBuild,
-	cs kubernetes.Interface, tr *tracker, n int, timeout time.Duration, log *slog.Logger) (*upgradeWindow, error) {
+	cs kubernetes.Interface, tr *tracker, n int, timeout time.Duration, log *slog.Logger) (*upgradeWindow, *localcluster.Process, error) {
 	log.Info("upgrading the operator", "chartVersion", next.version)
-	w, err := measureUpgrade(ctx, l, op, next, cs, tr, n, timeout)
+	w, proc, err := measureUpgrade(ctx, l, op, next, cs, tr, n, timeout)
 	if err != nil {
-		return nil, err
+		if proc != nil {
+			proc.Stop(30 * time.Second)
+		}
+		return nil, nil, err
 	}
 	log.Info("upgraded", "upgraded", w.Upgraded, "allUpgraded", w.AllUpgradedSeconds, "quietAfter", w.Seconds,
 		"requests", w.Total, "writes", w.Writes, "deploymentsRolled", w.DeploymentsRolled, "leftReady", w.LeftReady)
-	return &w, nil
+	return &w, proc, nil
 }
 
 func measureUpgrade(ctx context.Context, l *launcher, op *localcluster.Process, next *nextBuild,
-	cs kubernetes.Interface, tr *tracker, n int, timeout time.Duration) (upgradeWindow, error) {
+	cs kubernetes.Interface, tr *tracker, n int, timeout time.Duration) (upgradeWindow, *localcluster.Process, error) {
 	version := next.version
 	w := upgradeWindow{ChartVersion: version}
 	l.binary = next.binary
 	gens, err := deploymentGenerations(ctx, cs)
 	if err != nil {
-		return w, err
+		return w, nil, err
 	}
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
@@ -122,13 +125,12 @@ func measureUpgrade(ctx context.Context, l *launcher, op *localcluster.Process, 
 	start := time.Now()
 	proc, err := l.start(ctx, l.name+"-upgraded")
 	if err != nil {
-		return w, err
+		return w, nil, err
 	}
-	defer proc.Stop(30 * time.Second)
 	quiet := untilQuiet(ctx, l.requests, before, start, timeout)
 	w.ControlPlaneCPUSeconds = meter.used()
 	if !running(proc) {
-		return w, l.exited(proc, "exited during the upgrade")
+		return w, proc, l.exited(proc, "exited during the upgrade")
 	}
 	w.Seconds, w.Requests, w.Total, w.Writes = quiet.Seconds, quiet.Requests, quiet.Total, quiet.Writes
 	w.RequestsPerCR, w.WritesPerCR = round(float64(w.Total)/float64(n)), round(float64(w.Writes)/float64(n))
@@ -139,7 +141,7 @@ func measureUpgrade(ctx context.Context, l *launcher, op *localcluster.Process, 
 	w.LeftReady = tr.lostReadyCount()
 	after, err := deploymentGenerations(ctx, cs)
 	if err != nil {
-		return w, err
+		return w, proc, err
 	}
 	for name, g := range gens {
 		if after[name] != g {
@@ -147,11 +149,11 @@ func measureUpgrade(ctx context.Context, l *launcher, op *localcluster.Process, 
 		}
 	}
 	if w.CPUSeconds, err = machine.ProcessCPUSeconds(proc.Pid()); err != nil {
-		return w, err
+		return w, proc, err
 	}
 	rss, err := peakRSSMiB(proc.Pid())
 	w.CPUSeconds, w.PeakRSSMiB = round(w.CPUSeconds), round(rss)
-	return w, err
+	return w, proc, err
 }
 
 // deploymentGenerations maps each Deployment of the run to its
