@@ -27,16 +27,16 @@ const podsPerNode = 500
 
 // startCluster boots a fresh control plane with room for n ModelServers
 // (a serving pod and a fetch pod each).
-func startCluster(ctx context.Context, repo string, n int, log *slog.Logger) (*localcluster.Cluster, error) {
+func startCluster(ctx context.Context, cfg config, n int, log *slog.Logger) (*localcluster.Cluster, error) {
 	nodes := max(3, (2*n+podsPerNode-1)/podsPerNode+1)
 	c, err := localcluster.Start(ctx, localcluster.Options{
-		BinDir: filepath.Join(repo, "bin"),
+		BinDir: filepath.Join(cfg.repo, "bin"),
 		NodePools: []localcluster.NodePool{
 			{Name: "bench-node", Count: nodes, CPU: "2000", Memory: "8Ti", Pods: podsPerNode},
 		},
 		// The controllers and scheduler must not be what limits the time
 		// to Ready; the same settings serve both operators and the floor.
-		ComponentQPS: 400,
+		ComponentQPS: cfg.componentQPS,
 		// Each operator's requests are counted from the audit log.
 		AuditedUser:  operatorUser,
 		StartTimeout: 5 * time.Minute,

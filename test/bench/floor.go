@@ -68,7 +68,7 @@ func runFloor(ctx context.Context, cfg config, n int, log *slog.Logger) (*floorR
 	log = log.With("operator", "floor", "n", n)
 	res := &floorRun{Parallelism: cfg.maxConcurrent, OperatorWrites: cfg.floorWrites}
 	res.LoadAverage[0] = loadAverage()
-	c, err := startCluster(ctx, cfg.repo, n, log)
+	c, err := startCluster(ctx, cfg, n, log)
 	if err != nil {
 		return nil, err
 	}

@@ -49,6 +49,7 @@ type config struct {
 	floorWrites       bool
 	upgrade           bool
 	delete            bool
+	componentQPS      int
 }
 
 // report is one results/<date>-<n>.json.
@@ -58,9 +59,11 @@ type report struct {
 	Label    string          `json:"label,omitempty"`
 	Machine  machine.Machine `json:"machine"`
 	Versions versions        `json:"versions"`
-	Ours     *operatorRun    `json:"ours,omitempty"`
-	Peer     *operatorRun    `json:"peer,omitempty"`
-	Floor    *floorRun       `json:"floor,omitempty"`
+	// ComponentQPS is -component-qps: 0, the components' defaults.
+	ComponentQPS int          `json:"componentQPS"`
+	Ours         *operatorRun `json:"ours,omitempty"`
+	Peer         *operatorRun `json:"peer,omitempty"`
+	Floor        *floorRun    `json:"floor,omitempty"`
 	// WriteCosts: what each of the operator's writes beyond the release's
 	// objects costs the control plane (-systems writes).
 	WriteCosts []writeCost `json:"writeCosts,omitempty"`
@@ -108,6 +111,7 @@ func parseFlags() (config, error) {
 	flag.BoolVar(&cfg.floorWrites, "floor-operator-writes", false, "The floor also makes the operator's other writes (a release record, two status writes, the Ready Event), and its Ready is the ModelServer's Ready condition.")
 	flag.BoolVar(&cfg.upgrade, "upgrade", false, "After the idle window, replace each operator with a build of the next release, whose chart has the next version and a new Service annotation, and measure the upgrade of every release.")
 	flag.BoolVar(&cfg.delete, "delete", false, "Last, delete every ModelServer from the create workers, and measure until each is gone and nothing of its release is left (for the floor, the garbage collector's cascade).")
+	flag.IntVar(&cfg.componentQPS, "component-qps", 400, "The client QPS of kube-controller-manager and kube-scheduler (burst twice as many), raised so that they do not set the pace; 0 leaves each its default (20 and 50).")
 	flag.Parse()
 	for s := range strings.SplitSeq(ns, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(s))
@@ -124,6 +128,9 @@ func parseFlags() (config, error) {
 		default:
 			return cfg, fmt.Errorf("-systems: unknown %q", s)
 		}
+	}
+	if cfg.componentQPS < 0 {
+		return cfg, fmt.Errorf("-component-qps: %d is below 0", cfg.componentQPS)
 	}
 	cfg.oursArgs = strings.Fields(oursArgs)
 	if oursMemoryMax != "" {
@@ -225,6 +232,7 @@ func runSystems(ctx context.Context, cfg config, n int, ours, peer operatorSpec,
 	var err error
 	r := &report{Date: time.Now().UTC().Format("2006-01-02"), N: n, Label: cfg.label, Machine: machine.Describe(), Ratios: map[string]float64{}}
 	r.Versions = describeVersions(cfg.repo)
+	r.ComponentQPS = cfg.componentQPS
 	if cfg.systems["ours"] {
 		if r.Ours, err = runOperator(ctx, cfg, ours, n, log); err != nil {
 			return nil, fmt.Errorf("ours at N=%d: %w", n, err)

@@ -178,7 +178,7 @@ func runOperator(ctx context.Context, cfg config, spec operatorSpec, n int, log 
 	}
 	res.LoadAverage[0] = loadAverage()
 
-	c, err := startCluster(ctx, cfg.repo, n, log)
+	c, err := startCluster(ctx, cfg, n, log)
 	if err != nil {
 		return nil, err
 	}

@@ -40,7 +40,7 @@ type writeCost struct {
 // what the rules cost the apiserver, and between those as whole-status
 // updates, to show what a patch costs beyond them.
 func runWriteCosts(ctx context.Context, cfg config, n int, log *slog.Logger) ([]writeCost, error) {
-	c, err := startCluster(ctx, cfg.repo, 1, log)
+	c, err := startCluster(ctx, cfg, 1, log)
 	if err != nil {
 		return nil, err
 	}
