@@ -253,9 +253,9 @@ func deleteAll(ctx context.Context, d deletion, n, parallelism int, timeout time
 	return w, err
 }
 
-// deleteWindow runs a delete window if -delete asks for one, and logs it
-// as the log's other windows are.
-func (cfg config) deleteWindow(ctx context.Context, d deletion, n int, log *slog.Logger) (*deleteWindow, error) {
+// runDeleteWindow runs a delete window if -delete asks for one, and logs
+// it as the log's other windows are.
+func (cfg config) runDeleteWindow(ctx context.Context, d deletion, n int, log *slog.Logger) (*deleteWindow, error) {
 	if !cfg.delete {
 		return nil, nil
 	}

@@ -155,7 +155,7 @@ func runFloor(ctx context.Context, cfg config, n int, log *slog.Logger) (*floorR
 	// The release records of -floor-operator-writes stand for the
 	// operator's, but nothing owns them, so nothing deletes them.
 	d := deletion{c: c, admin: admin, dyn: dyn, tr: tr}
-	if res.Delete, err = cfg.deleteWindow(ctx, d, n, log); err != nil {
+	if res.Delete, err = cfg.runDeleteWindow(ctx, d, n, log); err != nil {
 		return nil, err
 	}
 	return res, nil

@@ -304,7 +304,7 @@ func runOperator(ctx context.Context, cfg config, spec operatorSpec, n int, log 
 		}
 	}
 	d := deletion{c: c, admin: admin, dyn: dyn, tr: tr, op: op, requests: requests, records: true}
-	if res.Delete, err = cfg.deleteWindow(ctx, d, n, log); err != nil {
+	if res.Delete, err = cfg.runDeleteWindow(ctx, d, n, log); err != nil {
 		return nil, err
 	}
 	op.Stop(30 * time.Second)
