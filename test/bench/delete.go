@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/metadata"
@@ -278,8 +279,10 @@ func (cfg config) readyForDelete(ctx context.Context, c *localcluster.Cluster, d
 }
 
 // gcProbeNamespace holds awaitCollector's probes, apart from what the run
-// measures.
+// measures, and probeLabels marks them.
 const gcProbeNamespace = "gc-probe"
+
+var probeLabels = map[string]string{"bench.modelserver.dev/gc-probe": "true"}
 
 // awaitCollector waits until kube-controller-manager's garbage collector
 // watches ModelServers, as it long has in a cluster whose CRD was
@@ -308,7 +311,7 @@ func awaitCollector(ctx context.Context, c *localcluster.Cluster, dyn dynamic.In
 		if err != nil {
 			return fmt.Errorf("create the collector's probe: %w", err)
 		}
-		dependent := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, OwnerReferences: []metav1.OwnerReference{{
+		dependent := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: probeLabels, OwnerReferences: []metav1.OwnerReference{{
 			APIVersion: owner.GetAPIVersion(), Kind: owner.GetKind(), Name: name, UID: owner.GetUID(),
 		}}}}
 		if _, err := cs.CoreV1().ConfigMaps(gcProbeNamespace).Create(ctx, dependent, metav1.CreateOptions{}); err != nil {
@@ -323,7 +326,10 @@ func awaitCollector(ctx context.Context, c *localcluster.Cluster, dyn dynamic.In
 		})
 		if collected {
 			log.Info("the garbage collector watches ModelServers", "after", time.Since(start).Round(time.Second), "probes", i+1)
-			return nil
+			// The probes the collector has not yet caught up with would
+			// go during the run, from what it measures in etcd.
+			return cs.CoreV1().ConfigMaps(gcProbeNamespace).DeleteCollection(ctx, metav1.DeleteOptions{},
+				metav1.ListOptions{LabelSelector: labels.SelectorFromSet(probeLabels).String()})
 		}
 	}
 	return fmt.Errorf("the garbage collector did not collect what a deleted ModelServer owned within 2 minutes")
