@@ -64,7 +64,7 @@ func prepareCluster(ctx context.Context, cfg config, c *localcluster.Cluster, op
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	return admin, cs, dyn, cfg.readyForDelete(ctx, c, dyn, log)
+	return admin, cs, dyn, cfg.readyForDelete(ctx, c, cs, dyn, log)
 }
 
 // installCRD installs the ModelServer CRD. For the peer, whose status

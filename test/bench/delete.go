@@ -16,12 +16,12 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/metadata/metadatainformer"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 
-	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
 	"github.com/modelserver-dev/modelserver-operator/internal/localcluster"
 	"github.com/modelserver-dev/modelserver-operator/internal/values"
 	"github.com/modelserver-dev/modelserver-operator/test/machine"
@@ -271,11 +271,11 @@ func (cfg config) runDeleteWindow(ctx context.Context, d deletion, n int, log *s
 
 // readyForDelete waits, if -delete asks for a delete window, until the
 // garbage collector watches ModelServers (awaitCollector).
-func (cfg config) readyForDelete(ctx context.Context, c *localcluster.Cluster, dyn dynamic.Interface, log *slog.Logger) error {
+func (cfg config) readyForDelete(ctx context.Context, c *localcluster.Cluster, cs kubernetes.Interface, dyn dynamic.Interface, log *slog.Logger) error {
 	if !cfg.delete {
 		return nil
 	}
-	return awaitCollector(ctx, c, dyn, log)
+	return awaitCollector(ctx, c, cs, dyn, log)
 }
 
 // gcProbeNamespace holds awaitCollector's probes, apart from what the run
@@ -293,15 +293,11 @@ var probeLabels = map[string]string{"bench.modelserver.dev/gc-probe": "true"}
 // measure that backoff, not the collection. Each probe is a ModelServer
 // owning a ConfigMap, deleted: once the ConfigMap goes within a few
 // seconds, the collector watches ModelServers.
-func awaitCollector(ctx context.Context, c *localcluster.Cluster, dyn dynamic.Interface, log *slog.Logger) error {
+func awaitCollector(ctx context.Context, c *localcluster.Cluster, cs kubernetes.Interface, dyn dynamic.Interface, log *slog.Logger) error {
 	if err := createNamespace(ctx, c, gcProbeNamespace); err != nil {
 		return err
 	}
-	cs, err := c.Clientset()
-	if err != nil {
-		return err
-	}
-	owners := dyn.Resource(servingv1alpha1.GroupVersion.WithResource("modelservers")).Namespace(gcProbeNamespace)
+	owners := modelServersIn(dyn, gcProbeNamespace)
 	start := time.Now()
 	for i := 0; time.Since(start) < 2*time.Minute; i++ {
 		name := fmt.Sprintf("probe-%d", i)

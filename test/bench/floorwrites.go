@@ -170,7 +170,12 @@ func (w operatorWrites) updateStatus(ctx context.Context, ms *unstructured.Unstr
 
 // benchModelServers is the ModelServers of the benchmark's namespace.
 func benchModelServers(dyn dynamic.Interface) dynamic.ResourceInterface {
-	return dyn.Resource(servingv1alpha1.GroupVersion.WithResource("modelservers")).Namespace(benchNamespace)
+	return modelServersIn(dyn, benchNamespace)
+}
+
+// modelServersIn is the ModelServers of namespace ns.
+func modelServersIn(dyn dynamic.Interface, ns string) dynamic.ResourceInterface {
+	return dyn.Resource(servingv1alpha1.GroupVersion.WithResource("modelservers")).Namespace(ns)
 }
 
 // operatorStatus is a status shaped as the operator's: Fetching with the
