@@ -37,8 +37,9 @@ const (
 )
 
 // chainPrefixes are the iptables chains that kubelet, kube-proxy and the
-// CNI plugins create. No other program on a test machine uses them.
-var chainPrefixes = []string{"KUBE-", "CNI-"}
+// CNI plugins create, and the one the real node adds itself
+// (unservedChain). No other program on a test machine uses them.
+var chainPrefixes = []string{"KUBE-", "CNI-", unservedChain}
 
 // kernelTunables are the sysctls that kubelet, kube-proxy and the CNI bridge
 // plugin may set, restored to what they were before the node started.

@@ -121,7 +121,53 @@ func (c *Cluster) prepareHost(lock *os.File) error {
 	if err := createBridge(); err != nil {
 		return err
 	}
+	if err := rejectUnservedServiceIPs(); err != nil {
+		return err
+	}
 	return createCgroupRoot(cgroupRootName)
+}
+
+// unservedChain refuses connections to the Service range that no
+// kube-proxy rule has translated to a pod.
+const unservedChain = "LOCALCLUSTER-UNSERVED"
+
+// rejectUnservedServiceIPs makes a connection to a cluster IP that
+// kube-proxy has not (or not yet) written a rule for refused, as a
+// cluster's network would. Without it the packet follows the host's
+// default route, and whatever answers beyond it (on some machines an
+// egress proxy, with a 404) looks like the Service. The chain is hooked
+// into filter's OUTPUT (this host's clients) and FORWARD (the pods'),
+// which run after kube-proxy's DNAT, so translated connections no longer
+// match it. teardownHost's sweep removes it with kube-proxy's chains.
+func rejectUnservedServiceIPs() error {
+	run := func(args ...string) error {
+		if out, err := exec.Command("iptables", append([]string{"-w", "5"}, args...)...).CombinedOutput(); err != nil {
+			return fmt.Errorf("iptables %s: %v: %s", strings.Join(args, " "), err, out)
+		}
+		return nil
+	}
+	if exec.Command("iptables", "-w", "5", "-n", "-L", unservedChain).Run() != nil {
+		if err := run("-N", unservedChain); err != nil {
+			return err
+		}
+	}
+	if err := run("-F", unservedChain); err != nil {
+		return err
+	}
+	if err := run("-A", unservedChain, "-d", serviceSubnet,
+		"-m", "comment", "--comment", "no kube-proxy rule for this cluster IP",
+		"-j", "REJECT", "--reject-with", "icmp-port-unreachable"); err != nil {
+		return err
+	}
+	for _, hook := range []string{"OUTPUT", "FORWARD"} {
+		if exec.Command("iptables", "-w", "5", "-C", hook, "-j", unservedChain).Run() == nil {
+			continue
+		}
+		if err := run("-I", hook, "1", "-j", unservedChain); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // sweepAbandonedRealNodes tears down what a run whose owner and reaper

@@ -3,7 +3,9 @@ package localcluster_test
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -141,6 +143,7 @@ func TestARealNodeRunsPodsThatReachTheAPIServerAndStopLeavesNothing(t *testing.T
 	if !strings.Contains(out, "apiserver v1.37") || !strings.Contains(out, "198.19.0.1:443") {
 		t.Errorf("probe output %q: want the apiserver's version through the kubernetes Service at 198.19.0.1:443", out)
 	}
+	assertUnservedClusterIPRefused(t, cs)
 	pv := boundVolume(t, cs, ns, "data")
 	if got := pv.Spec.Capacity[corev1.ResourceStorage]; got.String() != "1Mi" || pv.Spec.Local == nil {
 		t.Errorf("volume %s: capacity %s, local %v; want a 1Mi local volume", pv.Name, got.String(), pv.Spec.Local)
@@ -153,6 +156,31 @@ func TestARealNodeRunsPodsThatReachTheAPIServerAndStopLeavesNothing(t *testing.T
 		t.Errorf("teardown: %v", err)
 	}
 	assertHostClean(t, before, dir)
+}
+
+// assertUnservedClusterIPRefused dials an address of the Service range
+// that no Service holds: the connection must be refused on the host, not
+// answered by whatever lies beyond its default route.
+func assertUnservedClusterIPRefused(t *testing.T, cs kubernetes.Interface) {
+	t.Helper()
+	const ip = "198.19.255.254"
+	svcs, err := cs.CoreV1().Services("").List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range svcs.Items {
+		if s.Spec.ClusterIP == ip {
+			t.Fatalf("Service %s/%s holds %s, which the test needs unheld", s.Namespace, s.Name, ip)
+		}
+	}
+	addr := net.JoinHostPort(ip, "8501")
+	conn, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err == nil {
+		_ = conn.Close()
+		t.Errorf("a connection to %s, which no Service holds, was accepted by %s: want it refused on the host", addr, conn.RemoteAddr())
+	} else if !errors.Is(err, syscall.ECONNREFUSED) {
+		t.Errorf("dial %s, which no Service holds: %v; want connection refused", addr, err)
+	}
 }
 
 func boundVolume(t *testing.T, cs kubernetes.Interface, ns, claim string) *corev1.PersistentVolume {
