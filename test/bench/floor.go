@@ -56,6 +56,9 @@ type floorRun struct {
 	LoadAverage            [2]float64         `json:"loadAverage1mStartEnd"`
 	// -delete: the ModelServers deleted, the garbage collector deleting
 	// what they own.
+	// -update: every ModelServer's model changed, and the objects the
+	// chart renders for the new one written.
+	Update *updateWindow `json:"update,omitempty"`
 	Delete *deleteWindow `json:"delete,omitempty"`
 
 	readySeconds []float64
@@ -154,6 +157,10 @@ func runFloor(ctx context.Context, cfg config, n int, log *slog.Logger) (*floorR
 	log.Info("floor", "allCreated", res.AllCreatedSeconds, "allReady", res.AllReadySeconds, "complete", res.Complete, "controlPlaneCPU", res.ControlPlaneCPUSeconds)
 	// The release records of -floor-operator-writes stand for the
 	// operator's, but nothing owns them, so nothing deletes them.
+	u := updating{c: c, cs: cs, dyn: dyn, tr: tr, floorObjects: work, chartVersion: ch.Metadata.Version, appVersion: ch.Metadata.AppVersion}
+	if res.Update, err = cfg.runUpdateWindow(ctx, u, n, res.Parallelism, log); err != nil {
+		return nil, err
+	}
 	d := deletion{c: c, admin: admin, dyn: dyn, tr: tr}
 	if res.Delete, err = cfg.runDeleteWindow(ctx, d, n, log); err != nil {
 		return nil, err

@@ -186,12 +186,14 @@ func printRuns(w *strings.Builder, r *report) {
 	}
 }
 
-// printUpgrades prints the rows of the -upgrade window.
-// printWindows prints the rows of the upgrade and the delete windows, for
-// a report whose runs had them.
+// printWindows prints the rows of the upgrade, update and delete windows,
+// for a report whose runs had them.
 func printWindows(r *report, row func(string, func(*operatorRun) string, func(*floorRun) string), none string) {
 	if (r.Ours != nil && r.Ours.Upgrade != nil) || (r.Peer != nil && r.Peer.Upgrade != nil) {
 		printUpgrades(row, none)
+	}
+	if (r.Ours != nil && r.Ours.Update != nil) || (r.Peer != nil && r.Peer.Update != nil) || (r.Floor != nil && r.Floor.Update != nil) {
+		printUpdates(row, none)
 	}
 	if (r.Ours != nil && r.Ours.Delete != nil) || (r.Peer != nil && r.Peer.Delete != nil) || (r.Floor != nil && r.Floor.Delete != nil) {
 		printDeletes(row, none)
@@ -220,6 +222,49 @@ func printUpgrades(row func(string, func(*operatorRun) string, func(*floorRun) s
 	}), nil)
 	row("upgrade: Deployments rolled", up(func(u *upgradeWindow) string { return fmt.Sprint(u.DeploymentsRolled) }), nil)
 	row("upgrade: left Ready", up(func(u *upgradeWindow) string { return fmt.Sprint(u.LeftReady) }), nil)
+}
+
+func printUpdates(row func(string, func(*operatorRun) string, func(*floorRun) string), none string) {
+	show := func(u *updateWindow, f func(*updateWindow) string) string {
+		if u == nil {
+			return none
+		}
+		return f(u)
+	}
+	all := func(name string, f func(*updateWindow) string) {
+		row(name, func(o *operatorRun) string { return show(o.Update, f) }, func(fl *floorRun) string { return show(fl.Update, f) })
+	}
+	ops := func(name string, f func(*updateWindow) string) {
+		row(name, func(o *operatorRun) string { return show(o.Update, f) }, nil)
+	}
+	all("update: time to rolled p50/p90/p99/max s", func(u *updateWindow) string { return dist(u.TimeToRolled) })
+	all("update: all rolled s", func(u *updateWindow) string {
+		if u.NotRolled > 0 {
+			return fmt.Sprintf("%g (%d not rolled)", u.AllRolledSeconds, u.NotRolled)
+		}
+		return fmt.Sprint(u.AllRolledSeconds)
+	})
+	ops("update: time to Ready again p50/p90/p99/max s", func(u *updateWindow) string {
+		if u.TimeToReady == nil {
+			return none
+		}
+		return dist(*u.TimeToReady)
+	})
+	ops("update: all Ready again s", func(u *updateWindow) string {
+		if u.TimeToReady == nil {
+			return none
+		}
+		return fmt.Sprint(u.AllReadySeconds)
+	})
+	all("update: requests / writes per CR", func(u *updateWindow) string {
+		return fmt.Sprintf("%g / %g", u.RequestsPerCR, u.WritesPerCR)
+	})
+	ops("update: CPU s, quiet after s", func(u *updateWindow) string {
+		return fmt.Sprintf("%g, %g", u.CPUSeconds, u.QuietAfterSeconds)
+	})
+	all("update: control plane CPU s", func(u *updateWindow) string {
+		return fmt.Sprintf("%g (apiserver %g)", u.ControlPlaneCPUSeconds["total"], u.ControlPlaneCPUSeconds["kube-apiserver"])
+	})
 }
 
 func printDeletes(row func(string, func(*operatorRun) string, func(*floorRun) string), none string) {

@@ -49,6 +49,7 @@ type config struct {
 	floorWrites       bool
 	upgrade           bool
 	delete            bool
+	update            bool
 	componentQPS      int
 }
 
@@ -110,6 +111,7 @@ func parseFlags() (config, error) {
 	flag.DurationVar(&cfg.readyTimeout, "ready-timeout", 20*time.Minute, "How long to wait for all to be Ready.")
 	flag.BoolVar(&cfg.floorWrites, "floor-operator-writes", false, "The floor also makes the operator's other writes (a release record, two status writes, the Ready Event), and its Ready is the ModelServer's Ready condition.")
 	flag.BoolVar(&cfg.upgrade, "upgrade", false, "After the idle window, replace each operator with a build of the next release, whose chart has the next version and a new Service annotation, and measure the upgrade of every release.")
+	flag.BoolVar(&cfg.update, "update", false, "After the idle window (and the upgrade), change every ModelServer's model URI from the create workers, and measure until each has fetched it and rolled its pods onto it (for the floor, the objects the chart renders for the new model written directly).")
 	flag.BoolVar(&cfg.delete, "delete", false, "Last, delete every ModelServer from the create workers, and measure until each is gone and nothing of its release is left (for the floor, the garbage collector's cascade).")
 	flag.IntVar(&cfg.componentQPS, "component-qps", 400, "The client QPS of kube-controller-manager and kube-scheduler (burst twice as many), raised so that they do not set the pace; 0 leaves each its default (20 and 50).")
 	flag.Parse()
@@ -318,6 +320,10 @@ func (r *report) computeRatios() {
 		// follows the same work's CPU ratio, so one run's figure read at
 		// equal cost is the operator's, not the machine's.
 		r.Ratios["oursAllReadyOverFloorReadyAtEqualCost"] = ratio(r.Ours.AllReadySeconds*floorSame, r.Floor.AllReadySeconds*oursSame)
+		if r.Ours.Update != nil && r.Floor.Update != nil {
+			r.Ratios["oursUpdateAllReadyOverFloorRolled"] = ratio(r.Ours.Update.AllReadySeconds, r.Floor.Update.AllRolledSeconds)
+			r.Ratios["oursUpdateAllRolledOverFloor"] = ratio(r.Ours.Update.AllRolledSeconds, r.Floor.Update.AllRolledSeconds)
+		}
 		if r.Ours.Delete != nil && r.Floor.Delete != nil {
 			r.Ratios["oursDeleteAllCleanOverFloor"] = ratio(r.Ours.Delete.AllCleanSeconds, r.Floor.Delete.AllCleanSeconds)
 		}
@@ -335,6 +341,11 @@ func (r *report) computeRatios() {
 		r.Ratios["peerOverOursAllDeployed"] = ratio(r.Peer.AllDeployedSeconds, r.Ours.AllDeployedSeconds)
 		r.Ratios["peerOverOursIdleRequests"] = ratio(float64(r.Peer.Idle.Total), float64(r.Ours.Idle.Total))
 		r.Ratios["peerOverOursCPUSeconds"] = ratio(r.Peer.CPUSeconds, r.Ours.CPUSeconds)
+		if r.Ours.Update != nil && r.Peer.Update != nil {
+			r.Ratios["peerRolledOverOursReadyUpdate"] = ratio(r.Peer.Update.AllRolledSeconds, r.Ours.Update.AllReadySeconds)
+			r.Ratios["peerOverOursUpdateRequests"] = ratio(float64(r.Peer.Update.Total), float64(r.Ours.Update.Total))
+			r.Ratios["peerOverOursUpdateWrites"] = ratio(float64(r.Peer.Update.Writes), float64(r.Ours.Update.Writes))
+		}
 		if r.Ours.Delete != nil && r.Peer.Delete != nil {
 			r.Ratios["peerOverOursDeleteAllClean"] = ratio(r.Peer.Delete.AllCleanSeconds, r.Ours.Delete.AllCleanSeconds)
 			r.Ratios["peerOverOursDeleteRequests"] = ratio(float64(r.Peer.Delete.Total), float64(r.Ours.Delete.Total))

@@ -39,7 +39,16 @@ type tracker struct {
 	// when its watch saw it gone.
 	deleteRequested map[string]time.Time
 	gone            map[string]time.Time
-	changed         chan struct{}
+	// Once startUpdate has made them (-update): each Deployment's
+	// generation before the model changed, and the newest generation and
+	// time of a rollout since completed; each ModelServer's generation
+	// after its patch, and when its Ready condition was True for it.
+	rollFrom     map[string]int64
+	rolledGen    map[string]int64
+	rolled       map[string]time.Time
+	updateGen    map[string]int64
+	readyUpdated map[string]time.Time
+	changed      chan struct{}
 	// onServed, if set before watch, is called once for each ModelServer
 	// when its Deployment first has its ready replicas.
 	onServed func(name string)
@@ -81,6 +90,8 @@ func (t *tracker) watch(ctx context.Context, dyn dynamic.Interface, cs kubernete
 				t.record(t.deployed, u.GetName())
 			case "Ready":
 				t.record(t.ready, u.GetName())
+				gen, _ := m["observedGeneration"].(int64)
+				t.readyFor(u.GetName(), gen)
 			}
 		}
 	}
@@ -101,6 +112,9 @@ func (t *tracker) watch(ctx context.Context, dyn dynamic.Interface, cs kubernete
 			if name := d.Labels[instanceLabel]; t.record(t.served, name) && t.onServed != nil {
 				t.onServed(name)
 			}
+		}
+		if rolledOut(d) {
+			t.rolledOut(d.Labels[instanceLabel], d.Generation)
 		}
 	}
 	_, _ = depInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -138,11 +152,16 @@ func (t *tracker) record(m map[string]time.Time, name string) bool {
 		return false
 	}
 	m[name] = now
+	t.notify()
+	return true
+}
+
+// notify wakes wait, if it waits; t.mu is held.
+func (t *tracker) notify() {
 	select {
 	case t.changed <- struct{}{}:
 	default:
 	}
-	return true
 }
 
 // startUpgrade counts, from now on, the ModelServers whose Ready
@@ -166,6 +185,51 @@ func (t *tracker) lostReadyCount() int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return len(t.lostReady)
+}
+
+// startUpdate makes the update's maps: from now on, a rollout of a
+// Deployment past its generation in from counts, and a Ready condition
+// for a generation setUpdated gave.
+func (t *tracker) startUpdate(from map[string]int64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.rollFrom, t.rolledGen, t.rolled = from, map[string]int64{}, map[string]time.Time{}
+	t.updateGen, t.readyUpdated = map[string]int64{}, map[string]time.Time{}
+}
+
+// rolledOut notes that name's Deployment completed the rollout of gen,
+// if that is newer than the update's start and than any noted before:
+// an operator may change the pod template more than once, and the last
+// rollout is the one that serves the new model.
+func (t *tracker) rolledOut(name string, gen int64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	from, ok := t.rollFrom[name]
+	if !ok || gen <= from || gen <= t.rolledGen[name] {
+		return
+	}
+	t.rolledGen[name], t.rolled[name] = gen, time.Now()
+	t.notify()
+}
+
+// setUpdated notes the generation name's patch gave it.
+func (t *tracker) setUpdated(name string, gen int64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.updateGen[name] = gen
+}
+
+// readyFor notes name's Ready condition True for generation gen, if the
+// update is waiting for that generation or an older one.
+func (t *tracker) readyFor(name string, gen int64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	want, ok := t.updateGen[name]
+	if _, seen := t.readyUpdated[name]; !ok || seen || gen < want {
+		return
+	}
+	t.readyUpdated[name] = time.Now()
+	t.notify()
 }
 
 func (t *tracker) setDeleteRequested(name string, at time.Time) {

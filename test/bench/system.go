@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
 	"github.com/modelserver-dev/modelserver-operator/internal/localcluster"
@@ -95,6 +96,7 @@ type operatorRun struct {
 	Resync  resyncWindow   `json:"resync"`
 	Idle    idleWindow     `json:"idle"`
 	Upgrade *upgradeWindow `json:"upgrade,omitempty"`
+	Update  *updateWindow  `json:"update,omitempty"`
 	Delete  *deleteWindow  `json:"delete,omitempty"`
 
 	LoadAverage [2]float64 `json:"loadAverage1mStartEnd"`
@@ -298,17 +300,31 @@ func runOperator(ctx context.Context, cfg config, spec operatorSpec, n int, log 
 	}
 	res.LoadAverage[1] = loadAverage()
 	log.Info("idle", "requests", res.Idle.Total, "writes", res.Idle.Writes, "cpuPercent", res.Idle.CPUPercentOfCore)
-	if spec.next != nil {
-		if res.Upgrade, op, err = upgrade(ctx, l, op, spec.next, cs, tr, n, cfg.readyTimeout, log); err != nil {
-			return nil, err
-		}
-	}
-	d := deletion{c: c, admin: admin, dyn: dyn, tr: tr, op: op, requests: requests, records: true}
-	if res.Delete, err = cfg.runDeleteWindow(ctx, d, n, log); err != nil {
+	if op, err = cfg.runLaterWindows(ctx, res, spec, l, op, admin, cs, dyn, tr, n, log); err != nil {
 		return nil, err
 	}
 	op.Stop(30 * time.Second)
 	return res, nil
+}
+
+// runLaterWindows runs, after the idle window, those the flags ask for:
+// the upgrade, the model update, the delete. It returns the operator's
+// process, the upgrade's if there was one.
+func (cfg config) runLaterWindows(ctx context.Context, res *operatorRun, spec operatorSpec, l *launcher, op *localcluster.Process,
+	admin *rest.Config, cs kubernetes.Interface, dyn dynamic.Interface, tr *tracker, n int, log *slog.Logger) (*localcluster.Process, error) {
+	var err error
+	if spec.next != nil {
+		if res.Upgrade, op, err = upgrade(ctx, l, op, spec.next, cs, tr, n, cfg.readyTimeout, log); err != nil {
+			return op, err
+		}
+	}
+	u := updating{c: l.c, cs: cs, dyn: dyn, tr: tr, op: op, requests: l.requests, readyCondition: !spec.readyFromDeployment}
+	if res.Update, err = cfg.runUpdateWindow(ctx, u, n, cfg.createParallelism, log); err != nil {
+		return op, err
+	}
+	d := deletion{c: l.c, admin: admin, dyn: dyn, tr: tr, op: op, requests: l.requests, records: true}
+	res.Delete, err = cfg.runDeleteWindow(ctx, d, n, log)
+	return op, err
 }
 
 // waitForAll waits until the n ModelServers are Deployed and in readyMap,

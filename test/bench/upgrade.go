@@ -156,8 +156,8 @@ func measureUpgrade(ctx context.Context, l *launcher, op *localcluster.Process, 
 	return w, proc, err
 }
 
-// deploymentGenerations maps each Deployment of the run to its
-// generation, which moves when its pod template does.
+// deploymentGenerations maps each ModelServer of the run to its
+// Deployment's generation, which moves when its pod template does.
 func deploymentGenerations(ctx context.Context, cs kubernetes.Interface) (map[string]int64, error) {
 	list, err := cs.AppsV1().Deployments(benchNamespace).List(ctx, metav1.ListOptions{})
 	if err != nil {
@@ -165,7 +165,7 @@ func deploymentGenerations(ctx context.Context, cs kubernetes.Interface) (map[st
 	}
 	gens := make(map[string]int64, len(list.Items))
 	for _, d := range list.Items {
-		gens[d.Name] = d.Generation
+		gens[d.Labels[instanceLabel]] = d.Generation
 	}
 	return gens, nil
 }
