@@ -40,6 +40,16 @@ import (
 // caller then renders and builds with Helm, which makes the error Helm
 // makes.
 func (m *Manager) renderParsedOnce(cfg *action.Configuration, namespace, name string, ch *chart.Chart, vals map[string]any, digest string) (_ *helmrelease.Release, _ kube.ResourceList, ok bool, _ error) {
+	return m.renderRevisionParsedOnce(cfg, namespace, name, ch, vals, digest, nil)
+}
+
+// renderRevisionParsedOnce is renderParsedOnce for the revision after
+// previous, as Helm's upgrade renders it (nil: revision 1, as its install
+// does): its number, its first deployment and its labels follow from
+// previous, and the templates see an upgrade and the cluster's
+// capabilities.
+func (m *Manager) renderRevisionParsedOnce(cfg *action.Configuration, namespace, name string, ch *chart.Chart, vals map[string]any,
+	digest string, previous *helmrelease.Release) (_ *helmrelease.Release, _ kube.ResourceList, ok bool, _ error) {
 	if len(ch.Metadata.Dependencies) > 0 || len(ch.Dependencies()) > 0 || len(ch.CRDObjects()) > 0 ||
 		chartutil.ValidateReleaseName(name) != nil {
 		return nil, nil, false, nil
@@ -56,6 +66,11 @@ func (m *Manager) renderParsedOnce(cfg *action.Configuration, namespace, name st
 		return nil, nil, false, nil
 	}
 	caps := clientOnlyCapabilities(clusterCaps)
+	options := chartutil.ReleaseOptions{Name: name, Namespace: namespace, Revision: 1, IsInstall: true}
+	if previous != nil {
+		caps = clusterCaps
+		options = chartutil.ReleaseOptions{Name: name, Namespace: namespace, Revision: previous.Version + 1, IsUpgrade: true}
+	}
 	if ch.Metadata.KubeVersion != "" && !chartutil.IsCompatibleRange(ch.Metadata.KubeVersion, caps.KubeVersion.String()) {
 		return nil, nil, false, nil
 	}
@@ -63,7 +78,6 @@ func (m *Manager) renderParsedOnce(cfg *action.Configuration, namespace, name st
 	if driver.ContainsSystemLabels(labels) {
 		return nil, nil, false, nil
 	}
-	options := chartutil.ReleaseOptions{Name: name, Namespace: namespace, Revision: 1, IsInstall: true}
 	if merged == nil {
 		if merged, err = chartutil.CoalesceValues(ch, vals); err != nil {
 			return nil, nil, false, nil
@@ -114,11 +128,30 @@ func (m *Manager) renderParsedOnce(cfg *action.Configuration, namespace, name st
 		Config:    vals,
 		Info:      &helmrelease.Info{FirstDeployed: now, LastDeployed: now, Notes: notes},
 		Manifest:  manifest.String(),
-		Version:   1,
+		Version:   options.Revision,
 		Labels:    labels,
 	}
-	rel.SetStatus(helmrelease.StatusPendingInstall, "Dry run complete")
+	if previous == nil {
+		rel.SetStatus(helmrelease.StatusPendingInstall, "Dry run complete")
+		return rel, resources, true, nil
+	}
+	rel.Info.FirstDeployed = previous.Info.FirstDeployed
+	rel.Labels = upgradeLabels(previous.Labels, labels)
+	rel.SetStatus(helmrelease.StatusPendingUpgrade, "Preparing upgrade")
 	return rel, resources, true, nil
+}
+
+// upgradeLabels are the labels of an upgrade's revision, as Helm's upgrade
+// makes them: the previous revision's, overridden by those given, without
+// any whose value is "null".
+func upgradeLabels(previous, given map[string]string) map[string]string {
+	out := maps.Clone(previous)
+	if out == nil {
+		out = map[string]string{}
+	}
+	maps.Copy(out, given)
+	maps.DeleteFunc(out, func(_, v string) bool { return v == "null" })
+	return out
 }
 
 // renderValues is what Helm's engine renders ch with: its release,

@@ -228,6 +228,14 @@ func (m *Manager) Apply(ctx context.Context, namespace, name string, ch *chart.C
 		}
 		op = OpRecovered
 	}
+	if op == OpUpgrade {
+		if rel, handled, err := m.upgradeKnown(ctx, cfg, namespace, name, ch, vals, digest, last); handled {
+			if err != nil {
+				return rel, op, classify(name, err)
+			}
+			return rel, op, nil
+		}
+	}
 	upgrade := action.NewUpgrade(cfg)
 	upgrade.Namespace = namespace
 	upgrade.Timeout = m.opts.Timeout
