@@ -162,14 +162,7 @@ func TestAConflictOnANewModelServerLeavesNothingBehind(t *testing.T) {
 	if err := env.client.Create(ctx, ms); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, time.Minute, "Deployed reason Conflict", func(ctx context.Context) (bool, string) {
-		got := &servingv1alpha1.ModelServer{}
-		if err := env.client.Get(ctx, client.ObjectKeyFromObject(ms), got); err != nil {
-			return false, err.Error()
-		}
-		c := meta.FindStatusCondition(got.Status.Conditions, servingv1alpha1.ConditionDeployed)
-		return c != nil && c.Reason == servingv1alpha1.ReasonConflict, got.Status.Message
-	})
+	waitConflict(t, ms)
 
 	assertGone(t, ns, names.Deployment("taken"), &appsv1.Deployment{})
 	assertGone(t, ns, names.Service("taken"), &corev1.Service{})
@@ -189,6 +182,19 @@ func TestAConflictOnANewModelServerLeavesNothingBehind(t *testing.T) {
 	if cm := get(t, ns, users.Name, &corev1.ConfigMap{}); cm.ResourceVersion != users.ResourceVersion {
 		t.Errorf("the user's ConfigMap changed: resourceVersion %s → %s", users.ResourceVersion, cm.ResourceVersion)
 	}
+}
+
+// waitConflict waits until ms's Deployed condition says Conflict.
+func waitConflict(t *testing.T, ms *servingv1alpha1.ModelServer) {
+	t.Helper()
+	eventually(t, time.Minute, "Deployed reason Conflict", func(ctx context.Context) (bool, string) {
+		got := &servingv1alpha1.ModelServer{}
+		if err := env.client.Get(ctx, client.ObjectKeyFromObject(ms), got); err != nil {
+			return false, err.Error()
+		}
+		c := meta.FindStatusCondition(got.Status.Conditions, servingv1alpha1.ConditionDeployed)
+		return c != nil && c.Reason == servingv1alpha1.ReasonConflict, got.Status.Message
+	})
 }
 
 // assertGone fails unless the object does not exist or is being deleted.
@@ -263,14 +269,7 @@ func TestAnUpgradeThatMeetsSomeoneElsesObjectIsRefused(t *testing.T) {
 	if err := env.client.Patch(ctx, ms, patch); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, time.Minute, "Deployed reason Conflict", func(ctx context.Context) (bool, string) {
-		got := &servingv1alpha1.ModelServer{}
-		if err := env.client.Get(ctx, client.ObjectKeyFromObject(ms), got); err != nil {
-			return false, err.Error()
-		}
-		c := meta.FindStatusCondition(got.Status.Conditions, servingv1alpha1.ConditionDeployed)
-		return c != nil && c.Reason == servingv1alpha1.ReasonConflict, got.Status.Message
-	})
+	waitConflict(t, ms)
 	// Its status is kube-controller-manager's to write; its spec and
 	// marks are not the operator's.
 	hpa := get(t, ns, users.Name, &autoscalingv2.HorizontalPodAutoscaler{})

@@ -24,7 +24,6 @@ import (
 
 	"github.com/modelserver-dev/modelserver-operator/internal/localcluster"
 	"github.com/modelserver-dev/modelserver-operator/internal/values"
-	"github.com/modelserver-dev/modelserver-operator/test/machine"
 )
 
 // deleteWindow ends a run (-delete): every ModelServer deleted from the
@@ -52,13 +51,7 @@ type deleteWindow struct {
 	// The operator's requests from the first delete until none for 15 s,
 	// the time of the last of them, and its CPU seconds until then; none
 	// for the floor.
-	QuietAfterSeconds float64 `json:"quietAfterSeconds,omitempty"`
-	Requests          counts  `json:"requests,omitempty"`
-	Total             int64   `json:"total"`
-	Writes            int64   `json:"writes"`
-	RequestsPerCR     float64 `json:"requestsPerCR"`
-	WritesPerCR       float64 `json:"writesPerCR"`
-	CPUSeconds        float64 `json:"cpuSeconds"`
+	operatorLoad
 	// The control plane's CPU seconds from the first request until all
 	// was clean, by component, and the harness's own (not in "total").
 	ControlPlaneCPUSeconds map[string]float64 `json:"controlPlaneCPUSeconds"`
@@ -193,13 +186,9 @@ func deleteAll(ctx context.Context, d deletion, n, parallelism int, timeout time
 	}
 	log.Info("deleting every ModelServer", "left", rm.left())
 	w := &deleteWindow{}
-	var before counts
-	var cpu0 float64
-	if d.op != nil {
-		before = d.requests.Snapshot()
-		if cpu0, err = machine.ProcessCPUSeconds(d.op.Pid()); err != nil {
-			return nil, err
-		}
+	opMeter, err := meterOperator(d.op, d.requests)
+	if err != nil {
+		return nil, err
 	}
 	meter := newCPUMeter(d.c)
 	start := time.Now()
@@ -243,14 +232,7 @@ func deleteAll(ctx context.Context, d deletion, n, parallelism int, timeout time
 	if !running(d.op) {
 		return nil, fmt.Errorf("the operator exited while its ModelServers were deleted")
 	}
-	quiet := untilQuiet(ctx, d.requests, before, start, timeout)
-	w.Requests, w.Total, w.Writes = quiet.Requests, quiet.Total, quiet.Writes
-	if w.Total > 0 {
-		w.QuietAfterSeconds = quiet.Seconds
-	}
-	w.RequestsPerCR, w.WritesPerCR = round(float64(w.Total)/float64(n)), round(float64(w.Writes)/float64(n))
-	cpu1, err := machine.ProcessCPUSeconds(d.op.Pid())
-	w.CPUSeconds = round(cpu1 - cpu0)
+	err = w.measure(ctx, opMeter, start, timeout, n)
 	return w, err
 }
 

@@ -38,7 +38,7 @@ func TestOnlyOperatorsWaitForReleaseRecords(t *testing.T) {
 func TestTheReportShowsTheDeleteWindowOfEachSystem(t *testing.T) {
 	ours := &deleteWindow{
 		TimeToGone: distribution{Count: 2, P50: 0.01, P90: 0.02, P99: 0.02, Max: 0.02}, AllGoneSeconds: 0.02, AllCleanSeconds: 3.5,
-		LastDeletedSeconds: map[string]float64{"Pod": 3.5}, Complete: true, RequestsPerCR: 0, WritesPerCR: 0,
+		LastDeletedSeconds: map[string]float64{"Pod": 3.5}, Complete: true,
 	}
 	floor := &deleteWindow{AllGoneSeconds: 0.01, AllCleanSeconds: 9.25, Left: map[string]int{"Pod": 3}}
 	r := &report{N: 2, Ours: &operatorRun{Delete: ours}, Floor: &floorRun{Delete: floor}, Ratios: map[string]float64{}}

@@ -224,19 +224,28 @@ func printUpgrades(row func(string, func(*operatorRun) string, func(*floorRun) s
 	row("upgrade: left Ready", up(func(u *upgradeWindow) string { return fmt.Sprint(u.LeftReady) }), nil)
 }
 
-func printUpdates(row func(string, func(*operatorRun) string, func(*floorRun) string), none string) {
-	show := func(u *updateWindow, f func(*updateWindow) string) string {
-		if u == nil {
+// windowRows gives the row printers of a window that each run may have
+// (W, as op and floor find it, nil for none): all prints a figure of the
+// operators and the floor, ops one of the operators alone.
+func windowRows[W any](row func(string, func(*operatorRun) string, func(*floorRun) string), none string,
+	op func(*operatorRun) *W, floor func(*floorRun) *W) (all, ops func(string, func(*W) string)) {
+	show := func(w *W, f func(*W) string) string {
+		if w == nil {
 			return none
 		}
-		return f(u)
+		return f(w)
 	}
-	all := func(name string, f func(*updateWindow) string) {
-		row(name, func(o *operatorRun) string { return show(o.Update, f) }, func(fl *floorRun) string { return show(fl.Update, f) })
+	all = func(name string, f func(*W) string) {
+		row(name, func(o *operatorRun) string { return show(op(o), f) }, func(fl *floorRun) string { return show(floor(fl), f) })
 	}
-	ops := func(name string, f func(*updateWindow) string) {
-		row(name, func(o *operatorRun) string { return show(o.Update, f) }, nil)
+	ops = func(name string, f func(*W) string) {
+		row(name, func(o *operatorRun) string { return show(op(o), f) }, nil)
 	}
+	return all, ops
+}
+
+func printUpdates(row func(string, func(*operatorRun) string, func(*floorRun) string), none string) {
+	all, ops := windowRows(row, none, func(o *operatorRun) *updateWindow { return o.Update }, func(f *floorRun) *updateWindow { return f.Update })
 	all("update: time to rolled p50/p90/p99/max s", func(u *updateWindow) string { return dist(u.TimeToRolled) })
 	all("update: all rolled s", func(u *updateWindow) string {
 		if u.NotRolled > 0 {
@@ -256,32 +265,13 @@ func printUpdates(row func(string, func(*operatorRun) string, func(*floorRun) st
 		}
 		return fmt.Sprint(u.AllReadySeconds)
 	})
-	all("update: requests / writes per CR", func(u *updateWindow) string {
-		return fmt.Sprintf("%g / %g", u.RequestsPerCR, u.WritesPerCR)
-	})
-	ops("update: CPU s, quiet after s", func(u *updateWindow) string {
-		return fmt.Sprintf("%g, %g", u.CPUSeconds, u.QuietAfterSeconds)
-	})
-	all("update: control plane CPU s", func(u *updateWindow) string {
-		return fmt.Sprintf("%g (apiserver %g)", u.ControlPlaneCPUSeconds["total"], u.ControlPlaneCPUSeconds["kube-apiserver"])
-	})
+	all("update: requests / writes per CR", func(u *updateWindow) string { return u.perCR() })
+	ops("update: CPU s, quiet after s", func(u *updateWindow) string { return u.cpuAndQuiet() })
+	all("update: control plane CPU s", func(u *updateWindow) string { return controlPlaneCPU(u.ControlPlaneCPUSeconds) })
 }
 
 func printDeletes(row func(string, func(*operatorRun) string, func(*floorRun) string), none string) {
-	show := func(d *deleteWindow, f func(*deleteWindow) string) string {
-		if d == nil {
-			return none
-		}
-		return f(d)
-	}
-	// all prints a figure of the operators and the floor; ops one of the
-	// operators alone.
-	all := func(name string, f func(*deleteWindow) string) {
-		row(name, func(o *operatorRun) string { return show(o.Delete, f) }, func(fl *floorRun) string { return show(fl.Delete, f) })
-	}
-	ops := func(name string, f func(*deleteWindow) string) {
-		row(name, func(o *operatorRun) string { return show(o.Delete, f) }, nil)
-	}
+	all, ops := windowRows(row, none, func(o *operatorRun) *deleteWindow { return o.Delete }, func(f *floorRun) *deleteWindow { return f.Delete })
 	all("delete: time to gone p50/p90/p99/max s", func(d *deleteWindow) string { return dist(d.TimeToGone) })
 	all("delete: all gone / all clean s", func(d *deleteWindow) string {
 		return fmt.Sprintf("%g / %g", d.AllGoneSeconds, d.AllCleanSeconds)
@@ -300,15 +290,19 @@ func printDeletes(row func(string, func(*operatorRun) string, func(*floorRun) st
 		}
 		return fmt.Sprint(d.Left)
 	})
-	ops("delete: requests / writes per CR", func(d *deleteWindow) string {
-		return fmt.Sprintf("%g / %g", d.RequestsPerCR, d.WritesPerCR)
-	})
-	ops("delete: CPU s, quiet after s", func(d *deleteWindow) string {
-		return fmt.Sprintf("%g, %g", d.CPUSeconds, d.QuietAfterSeconds)
-	})
-	all("delete: control plane CPU s", func(d *deleteWindow) string {
-		return fmt.Sprintf("%g (apiserver %g)", d.ControlPlaneCPUSeconds["total"], d.ControlPlaneCPUSeconds["kube-apiserver"])
-	})
+	ops("delete: requests / writes per CR", func(d *deleteWindow) string { return d.perCR() })
+	ops("delete: CPU s, quiet after s", func(d *deleteWindow) string { return d.cpuAndQuiet() })
+	all("delete: control plane CPU s", func(d *deleteWindow) string { return controlPlaneCPU(d.ControlPlaneCPUSeconds) })
+}
+
+func (l operatorLoad) perCR() string { return fmt.Sprintf("%g / %g", l.RequestsPerCR, l.WritesPerCR) }
+
+func (l operatorLoad) cpuAndQuiet() string {
+	return fmt.Sprintf("%g, %g", l.CPUSeconds, l.QuietAfterSeconds)
+}
+
+func controlPlaneCPU(m map[string]float64) string {
+	return fmt.Sprintf("%g (apiserver %g)", m["total"], m["kube-apiserver"])
 }
 
 func printWriteCosts(w *strings.Builder, costs []writeCost) {

@@ -444,6 +444,58 @@ func untilQuiet(ctx context.Context, requests *requestLog, before counts, start 
 	return w
 }
 
+// operatorMeter measures an operator over a window: its requests, from the
+// audit log, and its process's CPU.
+type operatorMeter struct {
+	op       *localcluster.Process
+	requests *requestLog
+	before   counts
+	cpu0     float64
+}
+
+// meterOperator starts measuring op, whose requests are in requests; a nil
+// op (the floor) gives a nil meter.
+func meterOperator(op *localcluster.Process, requests *requestLog) (*operatorMeter, error) {
+	if op == nil {
+		return nil, nil
+	}
+	cpu0, err := machine.ProcessCPUSeconds(op.Pid())
+	return &operatorMeter{op: op, requests: requests, before: requests.Snapshot(), cpu0: cpu0}, err
+}
+
+// untilQuiet waits, up to limit, until the operator has made no request
+// for 15 s, and returns its requests since the meter started (their
+// seconds from start to the last) and the CPU it used.
+func (m *operatorMeter) untilQuiet(ctx context.Context, start time.Time, limit time.Duration) (resyncWindow, float64, error) {
+	quiet := untilQuiet(ctx, m.requests, m.before, start, limit)
+	cpu1, err := machine.ProcessCPUSeconds(m.op.Pid())
+	return quiet, round(cpu1 - m.cpu0), err
+}
+
+// operatorLoad is what an operator asked of the apiserver over a window:
+// its requests until it had made none for 15 s, the seconds from the
+// window's start to the last of them, and its CPU seconds until then.
+type operatorLoad struct {
+	QuietAfterSeconds float64 `json:"quietAfterSeconds,omitempty"`
+	Requests          counts  `json:"requests,omitempty"`
+	Total             int64   `json:"total"`
+	Writes            int64   `json:"writes"`
+	RequestsPerCR     float64 `json:"requestsPerCR"`
+	WritesPerCR       float64 `json:"writesPerCR"`
+	CPUSeconds        float64 `json:"cpuSeconds"`
+}
+
+// measure waits until m's operator is quiet and fills l in, per CR of n.
+func (l *operatorLoad) measure(ctx context.Context, m *operatorMeter, start time.Time, limit time.Duration, n int) error {
+	quiet, cpu, err := m.untilQuiet(ctx, start, limit)
+	l.Requests, l.Total, l.Writes, l.CPUSeconds = quiet.Requests, quiet.Total, quiet.Writes, cpu
+	if l.Total > 0 {
+		l.QuietAfterSeconds = quiet.Seconds
+	}
+	l.RequestsPerCR, l.WritesPerCR = round(float64(l.Total)/float64(n)), round(float64(l.Writes)/float64(n))
+	return err
+}
+
 // idleFor counts the operator's requests and the CPU of its process
 // pid for d, with nothing changing in the cluster of n ModelServers.
 func idleFor(ctx context.Context, requests *requestLog, pid int, d time.Duration, n int) (idleWindow, error) {

@@ -17,7 +17,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/modelserver-dev/modelserver-operator/internal/localcluster"
-	"github.com/modelserver-dev/modelserver-operator/test/machine"
 )
 
 // updateWindow (-update) follows the idle window and the upgrade: every
@@ -41,13 +40,7 @@ type updateWindow struct {
 	NotRolled       int           `json:"notRolled"`
 	// An operator's requests until it made none for 15 s; the floor's
 	// writes (a create, patch or delete per changed object).
-	QuietAfterSeconds float64 `json:"quietAfterSeconds,omitempty"`
-	Requests          counts  `json:"requests,omitempty"`
-	Total             int64   `json:"total"`
-	Writes            int64   `json:"writes"`
-	RequestsPerCR     float64 `json:"requestsPerCR"`
-	WritesPerCR       float64 `json:"writesPerCR"`
-	CPUSeconds        float64 `json:"cpuSeconds,omitempty"`
+	operatorLoad
 	// The control plane's CPU from the first patch until every
 	// ModelServer had rolled (and, for ours, was Ready again).
 	ControlPlaneCPUSeconds map[string]float64 `json:"controlPlaneCPUSeconds"`
@@ -102,13 +95,9 @@ func updateAll(ctx context.Context, u updating, n, parallelism int, timeout time
 			return nil, err
 		}
 	}
-	var before counts
-	var cpu0 float64
-	if u.op != nil {
-		before = u.requests.Snapshot()
-		if cpu0, err = machine.ProcessCPUSeconds(u.op.Pid()); err != nil {
-			return nil, err
-		}
+	opMeter, err := meterOperator(u.op, u.requests)
+	if err != nil {
+		return nil, err
 	}
 	meter := newCPUMeter(u.c)
 	start := time.Now()
@@ -142,11 +131,7 @@ func updateAll(ctx context.Context, u updating, n, parallelism int, timeout time
 	if !running(u.op) {
 		return nil, fmt.Errorf("the operator exited while the models changed")
 	}
-	quiet := untilQuiet(ctx, u.requests, before, start, timeout)
-	w.QuietAfterSeconds, w.Requests, w.Total, w.Writes = quiet.Seconds, quiet.Requests, quiet.Total, quiet.Writes
-	w.RequestsPerCR, w.WritesPerCR = round(float64(w.Total)/float64(n)), round(float64(w.Writes)/float64(n))
-	cpu1, err := machine.ProcessCPUSeconds(u.op.Pid())
-	w.CPUSeconds = round(cpu1 - cpu0)
+	err = w.measure(ctx, opMeter, start, timeout, n)
 	return w, err
 }
 

@@ -110,8 +110,8 @@ func TestTheUpdateCountsTheLastRolloutAndReadyForThePatchedGeneration(t *testing
 func TestTheReportShowsTheUpdateWindowOfEachSystem(t *testing.T) {
 	ready := distribution{Count: 2, P50: 4, P90: 5, P99: 5, Max: 5}
 	ours := &updateWindow{TimeToRolled: distribution{Count: 2, P50: 3, P90: 4, P99: 4, Max: 4}, AllRolledSeconds: 4.5,
-		TimeToReady: &ready, AllReadySeconds: 5.5, RequestsPerCR: 12, WritesPerCR: 6}
-	floor := &updateWindow{AllRolledSeconds: 2.25, NotRolled: 1, RequestsPerCR: 4, WritesPerCR: 4}
+		TimeToReady: &ready, AllReadySeconds: 5.5, operatorLoad: operatorLoad{RequestsPerCR: 12, WritesPerCR: 6}}
+	floor := &updateWindow{AllRolledSeconds: 2.25, NotRolled: 1, operatorLoad: operatorLoad{RequestsPerCR: 4, WritesPerCR: 4}}
 	r := &report{N: 2, Ours: &operatorRun{Update: ours}, Floor: &floorRun{Update: floor}, Ratios: map[string]float64{}}
 	var b strings.Builder
 	printRuns(&b, r)
