@@ -40,12 +40,12 @@ import (
 // chart, differs from the latest revision's), not to an upgrade with the
 // same values, which the caller makes to repair drift: that needs the
 // live objects, and is Helm's. handled is false, before anything is
-// written, where this path does not apply (also where the latest revision
-// is not deployed, has hooks, or does not parse as renderParsedOnce
-// parses) and, after writes, where an object to
-// create exists already or a write failed: then Helm's upgrade runs, which
-// takes over what exists as Helm does or refuses it, and makes and records
-// the error Helm makes. Writing again what this path wrote is harmless.
+// written, where this path does not apply (also where the latest
+// revision is not deployed, has hooks, or does not parse as
+// renderParsedOnce parses), and after writes where an object to create
+// exists already or a write failed. Then Helm's upgrade runs: it takes
+// over what exists as Helm does or refuses it, and makes and records the
+// error Helm makes. Writing again what this path wrote is harmless.
 func (m *Manager) upgradeKnown(ctx context.Context, cfg *action.Configuration, namespace, name string, ch *chart.Chart,
 	vals map[string]any, digest string, last *Latest) (_ *helmrelease.Release, handled bool, _ error) {
 	if last == nil || last.Info == nil || last.Info.Status != helmrelease.StatusDeployed || len(last.Hooks) > 0 ||
