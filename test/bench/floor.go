@@ -54,11 +54,11 @@ type floorRun struct {
 	ControlPlanePeakRSSMiB map[string]float64 `json:"controlPlanePeakRSSMiB,omitempty"`
 	Etcd                   *storage           `json:"etcd,omitempty"`
 	LoadAverage            [2]float64         `json:"loadAverage1mStartEnd"`
-	// -delete: the ModelServers deleted, the garbage collector deleting
-	// what they own.
 	// -update: every ModelServer's model changed, and the objects the
 	// chart renders for the new one written.
 	Update *updateWindow `json:"update,omitempty"`
+	// -delete: the ModelServers deleted, the garbage collector deleting
+	// what they own.
 	Delete *deleteWindow `json:"delete,omitempty"`
 
 	readySeconds []float64

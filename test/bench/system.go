@@ -492,8 +492,13 @@ func (l *operatorLoad) measure(ctx context.Context, m *operatorMeter, start time
 	if l.Total > 0 {
 		l.QuietAfterSeconds = quiet.Seconds
 	}
-	l.RequestsPerCR, l.WritesPerCR = round(float64(l.Total)/float64(n)), round(float64(l.Writes)/float64(n))
+	l.perCROf(n)
 	return err
+}
+
+// perCROf sets the requests and writes per CR of n from the totals.
+func (l *operatorLoad) perCROf(n int) {
+	l.RequestsPerCR, l.WritesPerCR = round(float64(l.Total)/float64(n)), round(float64(l.Writes)/float64(n))
 }
 
 // idleFor counts the operator's requests and the CPU of its process

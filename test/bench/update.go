@@ -125,7 +125,7 @@ func updateAll(ctx context.Context, u updating, n, parallelism int, timeout time
 		w.TimeToReady, w.AllReadySeconds = &d, distributionOf(u.tr.after(u.tr.readyUpdated, start)).Max
 	}
 	if u.op == nil {
-		w.WritesPerCR, w.RequestsPerCR = round(float64(w.Writes)/float64(n)), round(float64(w.Total)/float64(n))
+		w.perCROf(n)
 		return w, nil
 	}
 	if !running(u.op) {
