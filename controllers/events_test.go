@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/events"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
 )
@@ -131,4 +132,48 @@ func (r *recordedEvents) String() string {
 		fmt.Fprintf(&b, "  %s %s: %s\n", e.kind, e.reason, e.note)
 	}
 	return b.String()
+}
+
+// TestAChangeIsAnnouncedOnceAndItsEndOnce: a model change takes two Helm
+// revisions (fetch beside the model served, then switch) and a detour
+// through Fetching, an image change a detour through Deploying; the user
+// hears of each change twice: the upgrade, why and the step it started,
+// then Ready again.
+func TestAChangeIsAnnouncedOnceAndItsEndOnce(t *testing.T) {
+	ns := ensureUnmanagedNamespace(t)
+	ctx := context.Background()
+	rec := &recordedEvents{}
+	r := newProcessReconciler(t, nil)
+	r.Recorder = rec
+	ms := newModelServer(ns, "evt-change")
+	if err := env.client.Create(ctx, ms); err != nil {
+		t.Fatal(err)
+	}
+	ms = reconcileUntilReady(t, r, ms)
+
+	for _, change := range []struct {
+		what string
+		set  func(*servingv1alpha1.ModelServer)
+		step string
+	}{
+		{"model", func(ms *servingv1alpha1.ModelServer) { ms.Spec.Model.StorageURI = "s3://models/evt-change-v2" },
+			"the ModelServer is Fetching: fetching the model from s3://models/evt-change-v2 (still serving the previously fetched model)."},
+		{"image", func(ms *servingv1alpha1.ModelServer) { ms.Spec.Image = "tensorflow/serving:2.18.0" },
+			"the ModelServer is Deploying: "},
+	} {
+		before, revision := rec.len(), ms.Status.Release.Revision
+		patch := client.MergeFrom(ms.DeepCopy())
+		change.set(ms)
+		if err := env.client.Patch(ctx, ms, patch); err != nil {
+			t.Fatal(err)
+		}
+		ms = reconcileUntilReady(t, r, ms)
+		got := rec.since(before)
+		if len(got) != 2 || got[0].reason != "Upgraded" || !strings.Contains(got[0].note, "because the spec changed; "+change.step) ||
+			got[1].reason != string(servingv1alpha1.PhaseReady) {
+			t.Errorf("%s change to revision %d (from %d): events %v; want one Upgraded saying the spec changed and %q, then Ready",
+				change.what, ms.Status.Release.Revision, revision, got, change.step)
+		}
+		t.Logf("%s change:\n%s", change.what, &recordedEvents{events: got})
+	}
 }

@@ -160,11 +160,14 @@ func (r *ModelServerReconciler) reconcileNormal(ctx context.Context, ms *serving
 	}
 	old := ms.Status.DeepCopy()
 	report := status.Observation{Generation: ms.Generation, DesiredReplicas: values.DesiredReplicas(ms)}
-	var obs *observed
+	var (
+		obs  *observed
+		news *releaseNews
+	)
 	// 4. Whatever happens below, the status is written once, at the end,
 	// and only if it changed.
 	defer func() {
-		wait, err := r.writeStatus(ctx, ms, *old, report, obs)
+		wait, err := r.writeStatus(ctx, ms, *old, report, obs, news)
 		if err != nil && reconcileErr == nil {
 			reconcileErr = err
 		}
@@ -209,6 +212,7 @@ func (r *ModelServerReconciler) reconcileNormal(ctx context.Context, ms *serving
 	if plan.kind != planNothing {
 		done, result, err := r.apply(ctx, ms, want, plan)
 		report.ReleaseErr, report.Conflict = done.err, done.conflict
+		news = done.news
 		if err != nil || done.conflict {
 			return result, err
 		}

@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"errors"
+	"fmt"
 	"maps"
 
 	helmrelease "helm.sh/helm/v3/pkg/release"
@@ -48,6 +49,11 @@ type releasePlan struct {
 	kind planKind
 	// why says what made an upgrade necessary, for its Event.
 	why string
+	// quiet says the upgrade is no news of its own: it puts in service
+	// the model a fetch has just delivered, the second step of a change
+	// already announced, and the Ready or failure Event that follows says
+	// how it went.
+	quiet bool
 	// last is the latest revision as read by the decision (nil: none), so
 	// that applying it does not read it again. Unset for a fresh install
 	// and for a release trusted from the status.
@@ -102,7 +108,9 @@ func (r *ModelServerReconciler) planRelease(ctx context.Context, ms *servingv1al
 		case rel == nil:
 			return planFor(last, "install"), nil
 		default:
-			return planFor(last, "the spec or the fetched model changed"), nil
+			p := planFor(last, "")
+			p.why, p.quiet = r.valuesChange(ms, want)
+			return p, nil
 		}
 		r.verified.Store(ms.UID, struct{}{})
 		return r.planDrift(ctx, ms, want, releasePlan{last: last, read: true, deployed: &servingv1alpha1.ReleaseStatus{
@@ -121,6 +129,25 @@ func (r *ModelServerReconciler) planRelease(ctx context.Context, ms *servingv1al
 	}
 	r.verified.Store(ms.UID, struct{}{})
 	return r.planDrift(ctx, ms, want, releasePlan{last: last, read: true})
+}
+
+// valuesChange says why the values differ from the deployed release's,
+// and whether that is news of its own (see releasePlan.quiet). The status
+// read is the one before this reconcile: its generation and chart are
+// what the deployed release was made from.
+func (r *ModelServerReconciler) valuesChange(ms *servingv1alpha1.ModelServer, want *desired.State) (why string, quiet bool) {
+	switch was := ms.Status.Release.ChartVersion; {
+	case ms.Generation != ms.Status.ObservedGeneration:
+		return "the spec changed", false
+	case was != r.Chart.Metadata.Version:
+		return fmt.Sprintf("the operator's chart changed from version %s to %s", was, r.Chart.Metadata.Version), false
+	}
+	for _, f := range want.Fetches {
+		if f.NewlyFetched {
+			return "the model fetched for it is in place", true
+		}
+	}
+	return "the values rendered for it changed", false
 }
 
 func deployedWith(last *release.Latest, digest string) bool {
@@ -154,7 +181,13 @@ type applied struct {
 	release  *servingv1alpha1.ReleaseStatus
 	err      error
 	conflict bool
+	// news is the Event that tells what the release became and why, if
+	// anything: it is recorded with the status it led to.
+	news *releaseNews
 }
+
+// releaseNews is an Event about the release, not yet recorded.
+type releaseNews struct{ reason, note string }
 
 // apply carries the plan out: an install or an upgrade of the release.
 func (r *ModelServerReconciler) apply(ctx context.Context, ms *servingv1alpha1.ModelServer, want *desired.State, p releasePlan) (applied, ctrl.Result, error) {
@@ -199,13 +232,15 @@ func (r *ModelServerReconciler) apply(ctx context.Context, ms *servingv1alpha1.M
 	}
 	log.FromContext(ctx).Info("release applied", "op", op, "revision", rel.Version, "why", p.why)
 	// A ModelServer's first install is no news to the user who has just
-	// created it: Ready, or what stops it, is. An install that replaces a
-	// lost release, upgrades and recoveries change what runs, and say why.
-	if op != release.OpInstall || ms.Status.Release != nil {
-		reason, note := appliedEvent(op, rel.Name, rel.Version, p.why)
-		r.Recorder.Eventf(ms, nil, corev1.EventTypeNormal, reason, "Apply", "%s", note)
+	// created it: Ready, or what stops it, is; nor is a quiet upgrade. An
+	// install that replaces a lost release, upgrades and recoveries change
+	// what runs, and say why.
+	firstInstall := op == release.OpInstall && ms.Status.Release == nil
+	if firstInstall || (p.quiet && op == release.OpUpgrade) {
+		return applied{release: done}, ctrl.Result{}, nil
 	}
-	return applied{release: done}, ctrl.Result{}, nil
+	reason, note := appliedEvent(op, rel.Name, rel.Version, p.why)
+	return applied{release: done, news: &releaseNews{reason, note}}, ctrl.Result{}, nil
 }
 
 // drift says which object of the release is missing or was changed by

@@ -5,6 +5,7 @@ package controllers
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"time"
 
@@ -22,11 +23,22 @@ import (
 )
 
 // writeStatus computes the status from what was observed and patches it
-// if it changed, with an Event for each phase change worth one. A step on
-// the way to Ready may be held back; then it says when to look again.
-func (r *ModelServerReconciler) writeStatus(ctx context.Context, ms *servingv1alpha1.ModelServer, old servingv1alpha1.ModelServerStatus, report status.Observation, obs *observed) (time.Duration, error) {
+// if it changed, with an Event for each phase change worth one, and news
+// of the release (nil: none) with the step it started. A step on the way
+// to Ready may be held back; then it says when to look again.
+func (r *ModelServerReconciler) writeStatus(ctx context.Context, ms *servingv1alpha1.ModelServer, old servingv1alpha1.ModelServerStatus, report status.Observation, obs *observed, news *releaseNews) (time.Duration, error) {
 	now := r.clock().Now()
 	st := status.Compute(old, report, now)
+	started := st.Phase != old.Phase && onTheWay(st.Phase)
+	if news != nil {
+		note := news.note
+		if started {
+			// One Event for the change and where it stands, rather than
+			// a second for the phase it left Ready (or a failure) for.
+			note = sentence("%s; the ModelServer is %s: %s", strings.TrimSuffix(note, "."), st.Phase, st.Message)
+		}
+		r.Recorder.Eventf(ms, nil, corev1.EventTypeNormal, news.reason, "Apply", "%s", note)
+	}
 	r.reportFetches(ms, report, obs, now)
 	var created time.Time
 	if ms.Generation == 1 {
@@ -51,7 +63,7 @@ func (r *ModelServerReconciler) writeStatus(ctx context.Context, ms *servingv1al
 		return 0, client.IgnoreNotFound(err)
 	}
 	r.written.Store(ms.UID, st.DeepCopy())
-	if st.Phase != old.Phase && phaseWorthAnEvent(old.Phase, st.Phase) {
+	if st.Phase != old.Phase && phaseWorthAnEvent(old.Phase, st.Phase) && (news == nil || !started) {
 		kind := corev1.EventTypeNormal
 		if st.Phase == servingv1alpha1.PhaseFailed || st.Phase == servingv1alpha1.PhaseDegraded {
 			kind = corev1.EventTypeWarning
@@ -107,7 +119,8 @@ func conditionStatus(st servingv1alpha1.ModelServerStatus, t string) metav1.Cond
 // Ready, Failed or Degraded, and leaving them. The steps on the way to
 // Ready (Pending, Fetching, Deploying) are in the status; an Event for
 // each would be one more write per step and ModelServer, and no news to
-// anyone who waits for Ready.
+// anyone who waits for Ready. Leaving Ready for such a step because of a
+// release's change is told in that change's Event.
 func phaseWorthAnEvent(from, to servingv1alpha1.Phase) bool {
 	settled := func(p servingv1alpha1.Phase) bool {
 		return p == servingv1alpha1.PhaseReady || p == servingv1alpha1.PhaseFailed || p == servingv1alpha1.PhaseDegraded
