@@ -414,7 +414,13 @@ func TestAnOperatorUpgradeUpgradesEachReleaseOnlyWhenTheChartChanged(t *testing.
 		changedTemplate(ch)
 		ch.Metadata.Version = "0.1.0-next"
 	})
+	rec := &recordedEvents{}
+	upgraded.Recorder = rec
 	reconcileAll(t, upgraded, servers, 3)
+	if n := rec.count("Upgraded"); n != len(servers) || rec.len() != n ||
+		!strings.Contains(rec.all()[0].note, "because the operator's chart changed from version "+first.Chart.Metadata.Version+" to 0.1.0-next.") {
+		t.Errorf("events of the operator upgrade:\n%s\nwant one Upgraded per ModelServer, saying the chart's versions", rec)
+	}
 	for _, ms := range servers {
 		if rev := latestRevision(t, ns, ms.Name); rev != revisions[ms.Name]+2 {
 			t.Errorf("%s: revision %d after the chart version changed, want exactly %d", ms.Name, rev, revisions[ms.Name]+2)

@@ -147,7 +147,7 @@ func (r *ModelServerReconciler) valuesChange(ms *servingv1alpha1.ModelServer, wa
 			return "the model fetched for it is in place", true
 		}
 	}
-	return "the values rendered for it changed", false
+	return "what the operator renders for it changed", false
 }
 
 func deployedWith(last *release.Latest, digest string) bool {
