@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 	"unicode"
 
 	corev1 "k8s.io/api/core/v1"
@@ -13,9 +14,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
+	"github.com/modelserver-dev/modelserver-operator/internal/localcluster"
 )
 
 func TestEventsReadLikeSentencesAndAreNotRepeatedOnEveryReconcile(t *testing.T) {
@@ -176,4 +179,39 @@ func TestAChangeIsAnnouncedOnceAndItsEndOnce(t *testing.T) {
 		}
 		t.Logf("%s change:\n%s", change.what, &recordedEvents{events: got})
 	}
+}
+
+// TestAFirstFetchThatFailsSaysSoAndNothingElse: the release stops its pods
+// waiting for a model that will not come, an upgrade the user did not ask
+// for and that is no news beside the failure's Warning.
+func TestAFirstFetchThatFailsSaysSoAndNothingElse(t *testing.T) {
+	ns := ensureUnmanagedNamespace(t)
+	ctx := context.Background()
+	rec := &recordedEvents{}
+	r := newProcessReconciler(t, nil)
+	r.Recorder = rec
+	ms := newModelServer(ns, "evt-missing")
+	ms.Spec.PodTemplate.Annotations = map[string]string{
+		localcluster.AnnotationFail: "NotFound: s3://models/evt-missing: no objects under this prefix", localcluster.AnnotationExitCode: "3",
+	}
+	if err := env.client.Create(ctx, ms); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 60*time.Second, "evt-missing Failed", func(ctx context.Context) (bool, string) {
+		if _, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(ms)}); err != nil {
+			return false, err.Error()
+		}
+		got := &servingv1alpha1.ModelServer{}
+		if err := env.client.Get(ctx, client.ObjectKeyFromObject(ms), got); err != nil {
+			return false, err.Error()
+		}
+		return got.Status.Phase == servingv1alpha1.PhaseFailed, string(got.Status.Phase)
+	})
+	reconcileAll(t, r, []*servingv1alpha1.ModelServer{ms}, 2)
+	for _, e := range rec.all() {
+		if e.kind != corev1.EventTypeWarning || !strings.Contains(e.note, "no objects under this prefix") {
+			t.Errorf("event %s %s: %q; want only Warnings that carry the failure", e.kind, e.reason, e.note)
+		}
+	}
+	t.Logf("release revision %d; events:\n%s", latestRevision(t, ns, ms.Name), rec)
 }

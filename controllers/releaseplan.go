@@ -49,10 +49,10 @@ type releasePlan struct {
 	kind planKind
 	// why says what made an upgrade necessary, for its Event.
 	why string
-	// quiet says the upgrade is no news of its own: it puts in service
-	// the model a fetch has just delivered, the second step of a change
-	// already announced, and the Ready or failure Event that follows says
-	// how it went.
+	// quiet says the upgrade is no news of its own: it follows a fetch's
+	// end, putting the model in service (the second step of a change
+	// already announced) or no longer waiting for it, and the Ready or
+	// failure Event that follows says how it went.
 	quiet bool
 	// last is the latest revision as read by the decision (nil: none), so
 	// that applying it does not read it again. Unset for a fresh install
@@ -143,8 +143,13 @@ func (r *ModelServerReconciler) valuesChange(ms *servingv1alpha1.ModelServer, wa
 		return fmt.Sprintf("the operator's chart changed from version %s to %s", was, r.Chart.Metadata.Version), false
 	}
 	for _, f := range want.Fetches {
-		if f.NewlyFetched {
+		switch {
+		case f.NewlyFetched:
 			return "the model fetched for it is in place", true
+		case f.State == status.FetchFailed:
+			// The pods stop waiting for a first model that will not
+			// come; the failure has its Warning.
+			return "the fetch of model " + f.Name + " failed", true
 		}
 	}
 	return "what the operator renders for it changed", false
