@@ -1,6 +1,7 @@
 package release
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -165,6 +166,12 @@ func twoWayPatch(original, target *resource.Info) ([]byte, types.PatchType, erro
 	to, err := json.Marshal(target.Object)
 	if err != nil {
 		return nil, "", err
+	}
+	if bytes.Equal(from, to) {
+		// Most of a release's objects render alike from one revision to
+		// the next; the patch between them is empty, and a strategic
+		// merge would walk the whole object to find that out.
+		return []byte("{}"), types.MergePatchType, nil
 	}
 	typed, err := scheme.Scheme.New(target.Mapping.GroupVersionKind)
 	if err != nil {

@@ -20,47 +20,68 @@ import (
 )
 
 // modelValues are the values of a ModelServer serving uri, fetched.
-func modelValues(t *testing.T, uri string) map[string]any {
-	t.Helper()
+func modelValues(tb testing.TB, uri string) map[string]any {
+	tb.Helper()
 	ms := &servingv1alpha1.ModelServer{ObjectMeta: metav1.ObjectMeta{Name: "m", Namespace: "ns", UID: "u"}}
 	ms.Spec.Model = &servingv1alpha1.ModelSpec{StorageURI: uri}
 	ms.Spec.Replicas = ptr.To[int32](1)
-	return valuesOf(t, ms, nil)
+	return valuesOf(tb, ms, nil)
 }
 
-// upgradeWrites renders revision 1 with from and the next with to, as
-// upgradeKnown does, and plans the writes between them.
-func upgradeWrites(t *testing.T, from, to map[string]any) (*helmrelease.Release, kube.ResourceList, []objectWrite) {
-	t.Helper()
-	m := offlineManager(t)
+// upgradeObjects renders revision 1 with from and the next with to, as
+// upgradeKnown does: the next revision, and the objects of each.
+func upgradeObjects(tb testing.TB, from, to map[string]any) (next *helmrelease.Release, original, target kube.ResourceList) {
+	tb.Helper()
+	m := offlineManager(tb)
 	cfg, err := m.config("ns", nil)
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
-	ch, _ := chartValues(t)
+	ch, _ := chartValues(tb)
 	first, _, ok, err := m.renderParsedOnce(cfg, "ns", "m", ch, from, "d1")
 	if err != nil || !ok {
-		t.Fatalf("render revision 1: ok %v, %v", ok, err)
+		tb.Fatalf("render revision 1: ok %v, %v", ok, err)
 	}
 	first.SetStatus(helmrelease.StatusDeployed, "Install complete")
-	next, target, ok, err := m.renderRevisionParsedOnce(cfg, "ns", "m", ch, to, "d2", first)
+	next, target, ok, err = m.renderRevisionParsedOnce(cfg, "ns", "m", ch, to, "d2", first)
 	if err != nil || !ok {
-		t.Fatalf("render revision 2: ok %v, %v", ok, err)
+		tb.Fatalf("render revision 2: ok %v, %v", ok, err)
 	}
-	original, ok := m.recordedObjects(first.Manifest, "ns")
+	original, ok = m.recordedObjects(first.Manifest, "ns")
 	if !ok {
-		t.Fatal("the recorded manifest of revision 1 did not parse")
+		tb.Fatal("the recorded manifest of revision 1 did not parse")
 	}
 	for _, list := range []kube.ResourceList{original, target} {
 		if err := list.Visit(markOwnership("m", "ns")); err != nil {
-			t.Fatal(err)
+			tb.Fatal(err)
 		}
 	}
+	return next, original, target
+}
+
+// upgradeWrites plans the writes from revision 1, rendered with from, to
+// the next, rendered with to.
+func upgradeWrites(t *testing.T, from, to map[string]any) (*helmrelease.Release, kube.ResourceList, []objectWrite) {
+	t.Helper()
+	next, original, target := upgradeObjects(t, from, to)
 	writes, ok := planWrites(original, target)
 	if !ok {
 		t.Fatal("no plan")
 	}
 	return next, original, writes
+}
+
+// BenchmarkPlanWritesOfAModelChange: the patches between two revisions'
+// objects, the part of an upgrade beyond Helm's render that grows with
+// the chart's objects, whether they changed or not.
+func BenchmarkPlanWritesOfAModelChange(b *testing.B) {
+	_, original, target := upgradeObjects(b, modelValues(b, "s3://models/a"), modelValues(b, "s3://models/b"))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, ok := planWrites(original, target); !ok {
+			b.Fatal("no plan")
+		}
+	}
 }
 
 func describe(writes []objectWrite) string {
