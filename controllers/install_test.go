@@ -2,6 +2,7 @@ package controllers_test
 
 import (
 	"context"
+	"fmt"
 	"net/url"
 	"slices"
 	"strconv"
@@ -284,5 +285,51 @@ func TestAnUpgradeThatMeetsSomeoneElsesObjectIsRefused(t *testing.T) {
 	}
 	if latest != revision || status != "deployed" {
 		t.Errorf("latest record: revision %d, %s; want revision %d still deployed", latest, status, revision)
+	}
+}
+
+// TestAModelChangeWritesOnlyWhatItMust holds a model change to its writes:
+// two Helm revisions (fetch beside the model served, then switch), each a
+// new record and the previous one superseded; the new Job created, the
+// model config and the Deployment patched, the old Job deleted; the status
+// at the change and at Ready; an Event for each. From the second change
+// on, the records beyond the three kept are deleted too.
+func TestAModelChangeWritesOnlyWhatItMust(t *testing.T) {
+	ns := newNamespace(t)
+	ms := readyModelServer(t, ns, "budget")
+	first := []string{
+		"DELETE jobs", "PATCH configmaps", "PATCH deployments", "PATCH modelservers/status", "PATCH modelservers/status",
+		"POST events", "POST events", "POST jobs", "POST secrets", "POST secrets", "PUT secrets", "PUT secrets",
+	}
+	for i, want := range [][]string{first, append([]string{"DELETE secrets", "DELETE secrets"}, first...)} {
+		_, from := env.requests.requestsSince(0)
+		patch := client.MergeFrom(ms.DeepCopy())
+		ms.Spec.Model.StorageURI = fmt.Sprintf("s3://models/budget-v%d", i+2)
+		if err := env.client.Patch(context.Background(), ms, patch); err != nil {
+			t.Fatal(err)
+		}
+		ms = waitReady(t, ms)
+		// The Ready Event is sent after the status that says Ready.
+		var writes []string
+		eventually(t, 10*time.Second, "the Ready Event", func(context.Context) (bool, string) {
+			all, _ := env.requests.requestsSince(from)
+			writes = writes[:0]
+			for _, req := range all {
+				method, resource, name, ok := inNamespace(req, ns)
+				if !ok || method == "GET" {
+					continue
+				}
+				if _, sub, found := strings.Cut(name, "/"); found {
+					resource += "/" + sub
+				}
+				writes = append(writes, method+" "+resource)
+			}
+			return slices.Contains(writes, "POST events") && len(writes) >= len(want), strings.Join(writes, ", ")
+		})
+		slices.Sort(writes)
+		slices.Sort(want)
+		if !slices.Equal(writes, want) {
+			t.Errorf("model change %d wrote %d times:\n  %s\nwant %d:\n  %s", i+1, len(writes), strings.Join(writes, "\n  "), len(want), strings.Join(want, "\n  "))
+		}
 	}
 }
