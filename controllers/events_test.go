@@ -18,15 +18,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
+	"github.com/modelserver-dev/modelserver-operator/controllers"
 	"github.com/modelserver-dev/modelserver-operator/internal/localcluster"
 )
 
 func TestEventsReadLikeSentencesAndAreNotRepeatedOnEveryReconcile(t *testing.T) {
-	ns := ensureUnmanagedNamespace(t)
+	ns, r, rec := recordingReconciler(t)
 	ctx := context.Background()
-	rec := &recordedEvents{}
-	r := newProcessReconciler(t, nil)
-	r.Recorder = rec
 
 	// A ModelServer whose ConfigMap name is taken by someone else's object:
 	// Helm refuses it on every attempt, which must be said once.
@@ -79,6 +77,16 @@ func TestEventsReadLikeSentencesAndAreNotRepeatedOnEveryReconcile(t *testing.T) 
 		}
 	}
 	t.Logf("events:\n%s", rec)
+}
+
+// recordingReconciler is a reconciler of a fresh operator process whose
+// Events are kept for the test, and the namespace it is driven in.
+func recordingReconciler(t *testing.T) (string, *controllers.ModelServerReconciler, *recordedEvents) {
+	t.Helper()
+	rec := &recordedEvents{}
+	r := newProcessReconciler(t, nil)
+	r.Recorder = rec
+	return ensureUnmanagedNamespace(t), r, rec
 }
 
 // ensureUnmanagedNamespace creates the namespace the suite's manager does
@@ -143,11 +151,8 @@ func (r *recordedEvents) String() string {
 // hears of each change twice: the upgrade, why and the step it started,
 // then Ready again.
 func TestAChangeIsAnnouncedOnceAndItsEndOnce(t *testing.T) {
-	ns := ensureUnmanagedNamespace(t)
+	ns, r, rec := recordingReconciler(t)
 	ctx := context.Background()
-	rec := &recordedEvents{}
-	r := newProcessReconciler(t, nil)
-	r.Recorder = rec
 	ms := newModelServer(ns, "evt-change")
 	if err := env.client.Create(ctx, ms); err != nil {
 		t.Fatal(err)
@@ -185,11 +190,8 @@ func TestAChangeIsAnnouncedOnceAndItsEndOnce(t *testing.T) {
 // waiting for a model that will not come, an upgrade the user did not ask
 // for and that is no news beside the failure's Warning.
 func TestAFirstFetchThatFailsSaysSoAndNothingElse(t *testing.T) {
-	ns := ensureUnmanagedNamespace(t)
+	ns, r, rec := recordingReconciler(t)
 	ctx := context.Background()
-	rec := &recordedEvents{}
-	r := newProcessReconciler(t, nil)
-	r.Recorder = rec
 	ms := newModelServer(ns, "evt-missing")
 	ms.Spec.PodTemplate.Annotations = map[string]string{
 		localcluster.AnnotationFail: "NotFound: s3://models/evt-missing: no objects under this prefix", localcluster.AnnotationExitCode: "3",
