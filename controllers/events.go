@@ -91,12 +91,8 @@ func phaseNote(from, to servingv1alpha1.Phase, st servingv1alpha1.ModelServerSta
 // the one Event of a new ModelServer that all went well for, so it says
 // what was fetched as well.
 func servedNote(st servingv1alpha1.ModelServerStatus) string {
-	models := st.Models
-	if st.Model != nil {
-		models = []servingv1alpha1.ModelStatus{*st.Model}
-	}
 	var parts []string
-	for _, m := range models {
+	for _, m := range statusModels(st) {
 		if m.Digest == "" {
 			parts = append(parts, "model "+m.Name)
 			continue

@@ -60,12 +60,8 @@ func (r *ModelServerReconciler) observeFetchJobs(ctx context.Context, ms *servin
 	if err := r.List(ctx, jobs, client.InNamespace(ms.Namespace), r.fetchJobsSelector(ms.Name)); err != nil {
 		return fmt.Errorf("list the model-fetch Jobs: %w", err)
 	}
-	fetched := ms.Status.Models
-	if ms.Status.Model != nil {
-		fetched = append(slices.Clone(fetched), *ms.Status.Model)
-	}
 	known := map[string]bool{} // the Jobs whose success the status holds
-	for _, m := range fetched {
+	for _, m := range statusModels(ms.Status) {
 		if m.FetchedGeneration != "" {
 			known[names.FetchJob(ms.Name, m.FetchedGeneration)] = true
 		}
@@ -259,4 +255,13 @@ func (r *ModelServerReconciler) checkSecrets(ctx context.Context, ms *servingv1a
 		}
 	}
 	return "", "", nil
+}
+
+// statusModels are the models a status reports: its one model (Model) or
+// its list (Models).
+func statusModels(st servingv1alpha1.ModelServerStatus) []servingv1alpha1.ModelStatus {
+	if st.Model == nil {
+		return st.Models
+	}
+	return append(slices.Clone(st.Models), *st.Model)
 }

@@ -139,20 +139,31 @@ func (r *ModelServerReconciler) valuesChange(ms *servingv1alpha1.ModelServer, wa
 	switch was := ms.Status.Release.ChartVersion; {
 	case ms.Generation != ms.Status.ObservedGeneration:
 		return "the spec changed", false
-	case was != r.Chart.Metadata.Version:
+	case was != "" && was != r.Chart.Metadata.Version:
 		return fmt.Sprintf("the operator's chart changed from version %s to %s", was, r.Chart.Metadata.Version), false
 	}
 	for _, f := range want.Fetches {
 		switch {
 		case f.NewlyFetched:
 			return "the model fetched for it is in place", true
-		case f.State == status.FetchFailed:
+		case f.State == status.FetchFailed && !failedBefore(ms.Status, f.Name):
 			// The pods stop waiting for a first model that will not
 			// come; the failure has its Warning.
 			return "the fetch of model " + f.Name + " failed", true
 		}
 	}
 	return "what the operator renders for it changed", false
+}
+
+// failedBefore says whether the status already holds the failure of the
+// named model's fetch.
+func failedBefore(st servingv1alpha1.ModelServerStatus, model string) bool {
+	for _, m := range statusModels(st) {
+		if m.Name == model {
+			return m.Fetch == string(status.FetchFailed)
+		}
+	}
+	return false
 }
 
 func deployedWith(last *release.Latest, digest string) bool {
