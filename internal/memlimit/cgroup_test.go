@@ -23,10 +23,15 @@ const (
 
 // Sizes of the churn: a live heap, and garbage allocated beside it, more
 // than enough to pass the cgroup's limit at GOGC=100 if nothing stops the
-// heap from growing to twice the live heap.
+// heap from growing to twice the live heap. The churn allocates as fast as
+// memory can be written, and while a collection marks, the heap grows past
+// its goal by what was allocated meanwhile: 15 MiB in a 5 ms mark slowed by
+// another process. The limit's headroom (10 % of the cgroup's, less the
+// runtime's own memory) must hold that: 16 MiB of a 160 MiB cgroup did not
+// always, 51 MiB of 512 MiB does.
 const (
-	liveHeap    = 96 << 20
-	cgroupLimit = 160 << 20
+	liveHeap    = 320 << 20
+	cgroupLimit = 512 << 20
 	garbage     = 2 << 30
 )
 
