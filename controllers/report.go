@@ -35,7 +35,11 @@ func (r *ModelServerReconciler) writeStatus(ctx context.Context, ms *servingv1al
 		if started {
 			// One Event for the change and where it stands, rather than
 			// a second for the phase it left Ready (or a failure) for.
-			note = sentence("%s; the ModelServer is %s: %s", strings.TrimSuffix(note, "."), st.Phase, st.Message)
+			step := string(st.Phase)
+			if st.Message != "" {
+				step += ": " + st.Message
+			}
+			note = sentence("%s; the ModelServer is %s", strings.TrimSuffix(note, "."), step)
 		}
 		r.Recorder.Eventf(ms, nil, corev1.EventTypeNormal, news.reason, "Apply", "%s", note)
 	}
