@@ -31,6 +31,7 @@ import (
 	"github.com/modelserver-dev/modelserver-operator/controllers"
 	helmcharts "github.com/modelserver-dev/modelserver-operator/helm-charts"
 	"github.com/modelserver-dev/modelserver-operator/internal/localcluster"
+	"github.com/modelserver-dev/modelserver-operator/internal/owned"
 	"github.com/modelserver-dev/modelserver-operator/internal/release"
 )
 
@@ -89,7 +90,9 @@ func runSuite(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	releases, err := release.New(cfg, release.Options{Log: ctrl.Log.WithName("helm"), RefreshEvery: time.Second})
+	releases, err := release.New(cfg, release.Options{
+		Log: ctrl.Log.WithName("helm"), RefreshEvery: time.Second, Live: owned.Cached{Reader: mgr.GetCache()},
+	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

@@ -166,7 +166,7 @@ func runManager(args []string) error {
 	if err != nil {
 		return fmt.Errorf("load the embedded chart: %w", err)
 	}
-	releases, err := release.New(restConfig, release.Options{Log: ctrl.Log.WithName("helm")})
+	releases, err := release.New(restConfig, release.Options{Log: ctrl.Log.WithName("helm"), Live: owned.Cached{Reader: mgr.GetCache()}})
 	if err != nil {
 		return err
 	}

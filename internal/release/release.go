@@ -52,7 +52,17 @@ type Options struct {
 	// RefreshEvery bounds how often Knows reads the API groups again for
 	// a kind it does not know. Default 30 seconds.
 	RefreshEvery time.Duration
-	Log          logr.Logger
+	// Live reads live objects without asking the apiserver, where it
+	// holds them (the operator's cache). Nil reads each from the
+	// apiserver.
+	Live LiveAnnotations
+	Log  logr.Logger
+}
+
+// LiveAnnotations gives a live object's annotations. held is false where
+// it does not hold the object, which is then read from the apiserver.
+type LiveAnnotations interface {
+	Annotations(ctx context.Context, gvk schema.GroupVersionKind, namespace, name string) (annotations map[string]string, held bool)
 }
 
 // Manager runs Helm actions for releases in any namespace. It is safe for

@@ -22,7 +22,9 @@ import (
 )
 
 // upgradeKnown upgrades a deployed release from its latest revision, last,
-// as the caller has just read it, without reading any of its objects.
+// as the caller has just read it, without reading any of its objects
+// from the apiserver (except one to delete that Options.Live does not
+// hold: whether it is marked to keep is a question of the live object).
 //
 // Helm's upgrade GETs every object of the new revision (to see whether it
 // exists, then again for its three-way merge), and each one to be deleted:
@@ -74,7 +76,7 @@ func (m *Manager) upgradeKnown(ctx context.Context, cfg *action.Configuration, n
 		return nil, false, nil
 	}
 	for _, w := range writes {
-		if err := w.do(ctx); err != nil {
+		if err := m.write(ctx, w); err != nil {
 			m.opts.Log.V(1).Info("upgrade without reads stopped; upgrading with Helm's checks", "release", name, "namespace", namespace,
 				"object", w.info.ObjectName(), "error", err.Error())
 			return nil, false, nil
@@ -128,8 +130,7 @@ type objectWrite struct {
 // planWrites lists the writes from the objects of original to those of
 // target, in Helm's order: the target's objects in install order (a create
 // for each new one, a patch for each changed one), then the deletes of
-// those no longer rendered, except any the chart marks to keep. ok is false
-// if a patch cannot be made.
+// those no longer rendered. ok is false if a patch cannot be made.
 func planWrites(original, target kube.ResourceList) ([]objectWrite, bool) {
 	var writes []objectWrite
 	for _, t := range target {
@@ -147,12 +148,48 @@ func planWrites(original, target kube.ResourceList) ([]objectWrite, bool) {
 		}
 	}
 	for _, o := range original.Difference(target) {
-		if acc, err := meta.Accessor(o.Object); err == nil && acc.GetAnnotations()[kube.ResourcePolicyAnno] == kube.KeepPolicy {
-			continue
-		}
 		writes = append(writes, objectWrite{verb: "delete", info: o})
 	}
 	return writes, true
+}
+
+// write makes w, but for a delete of an object kept alive.
+func (m *Manager) write(ctx context.Context, w objectWrite) error {
+	if w.verb == "delete" {
+		if keep, err := m.keptLive(ctx, w.info); err != nil || keep {
+			return err
+		}
+	}
+	return w.do(ctx)
+}
+
+// keptLive says whether an object a revision no longer renders is to stay
+// rather than be deleted: whether the live object, as Helm's upgrade reads
+// it, is marked helm.sh/resource-policy: keep. The mark may have been
+// added by hand since the object was rendered, so the recorded manifest
+// does not tell. An object already gone needs no delete either.
+func (m *Manager) keptLive(ctx context.Context, info *resource.Info) (bool, error) {
+	var annotations map[string]string
+	held := false
+	if m.opts.Live != nil {
+		annotations, held = m.opts.Live.Annotations(ctx, info.Mapping.GroupVersionKind, info.Namespace, info.Name)
+	}
+	if !held {
+		h := resource.NewHelper(info.Client, info.Mapping)
+		obj, err := h.Get(info.Namespace, info.Name)
+		if apierrors.IsNotFound(err) {
+			return true, nil
+		}
+		if err != nil {
+			return false, err
+		}
+		acc, err := meta.Accessor(obj)
+		if err != nil {
+			return false, err
+		}
+		annotations = acc.GetAnnotations()
+	}
+	return annotations[kube.ResourcePolicyAnno] == kube.KeepPolicy, nil
 }
 
 // twoWayPatch is the patch from original's object to target's: a

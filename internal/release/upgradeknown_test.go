@@ -2,14 +2,12 @@ package release
 
 import (
 	"encoding/json"
-	"slices"
 	"strings"
 	"testing"
 
 	"helm.sh/helm/v3/pkg/kube"
 	helmrelease "helm.sh/helm/v3/pkg/release"
 	"k8s.io/apimachinery/pkg/api/equality"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/strategicpatch"
@@ -154,33 +152,5 @@ func TestTheUpgradedRevisionIsHelms(t *testing.T) {
 	}
 	if got := upgradeLabels(map[string]string{"a": "1", "b": "2"}, map[string]string{"b": "3", "a": "null"}); len(got) != 1 || got["b"] != "3" {
 		t.Errorf("upgradeLabels = %v, want b=3 alone", got)
-	}
-}
-
-// TestAnObjectTheChartKeepsIsNotDeleted: an object annotated
-// helm.sh/resource-policy: keep stays when a revision no longer renders it.
-func TestAnObjectTheChartKeepsIsNotDeleted(t *testing.T) {
-	a, b := modelValues(t, "s3://models/a"), modelValues(t, "s3://models/b")
-	_, original, writes := upgradeWrites(t, a, b)
-	i := slices.IndexFunc(writes, func(w objectWrite) bool { return w.verb == "delete" })
-	if i < 0 {
-		t.Fatal("no delete planned")
-	}
-	acc, err := meta.Accessor(writes[i].info.Object)
-	if err != nil {
-		t.Fatal(err)
-	}
-	annotations := acc.GetAnnotations()
-	annotations[kube.ResourcePolicyAnno] = kube.KeepPolicy
-	acc.SetAnnotations(annotations)
-	target := kube.ResourceList{}
-	for _, o := range original {
-		if o != writes[i].info {
-			target = append(target, o)
-		}
-	}
-	again, ok := planWrites(original, target)
-	if !ok || len(again) != 0 {
-		t.Errorf("with the dropped object kept: %s, want no write", describe(again))
 	}
 }
