@@ -113,15 +113,16 @@ func servedNote(st servingv1alpha1.ModelServerStatus) string {
 	return "; serving " + strings.Join(parts, ", ")
 }
 
-// appliedEvent is the reason and note of the Event for a Helm operation
-// that succeeded.
+// appliedEvent is the reason of the Event for a Helm operation that
+// succeeded, and what it says, as a clause: the status write that records
+// the Event may add the step the operation started.
 func appliedEvent(op release.Op, name string, revision int, why string) (string, string) {
 	switch op {
 	case release.OpInstall:
-		return "Installed", sentence("Installed Helm release %s (revision %d)", name, revision)
+		return "Installed", fmt.Sprintf("installed Helm release %s (revision %d)", name, revision)
 	case release.OpRecovered:
-		return "Recovered", sentence("Recovered Helm release %s, left unfinished by an interrupted operation, as revision %d", name, revision)
+		return "Recovered", fmt.Sprintf("recovered Helm release %s, left unfinished by an interrupted operation, as revision %d", name, revision)
 	default:
-		return "Upgraded", sentence("Upgraded Helm release %s to revision %d because %s", name, revision, why)
+		return "Upgraded", fmt.Sprintf("upgraded Helm release %s to revision %d because %s", name, revision, why)
 	}
 }

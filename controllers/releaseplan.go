@@ -202,8 +202,9 @@ type applied struct {
 	news *releaseNews
 }
 
-// releaseNews is an Event about the release, not yet recorded.
-type releaseNews struct{ reason, note string }
+// releaseNews is an Event about the release, not yet recorded: its
+// reason, and what it says as a clause.
+type releaseNews struct{ reason, clause string }
 
 // apply carries the plan out: an install or an upgrade of the release.
 func (r *ModelServerReconciler) apply(ctx context.Context, ms *servingv1alpha1.ModelServer, want *desired.State, p releasePlan) (applied, ctrl.Result, error) {
@@ -255,8 +256,8 @@ func (r *ModelServerReconciler) apply(ctx context.Context, ms *servingv1alpha1.M
 	if firstInstall || (p.quiet && op == release.OpUpgrade) {
 		return applied{release: done}, ctrl.Result{}, nil
 	}
-	reason, note := appliedEvent(op, rel.Name, rel.Version, p.why)
-	return applied{release: done, news: &releaseNews{reason, note}}, ctrl.Result{}, nil
+	reason, clause := appliedEvent(op, rel.Name, rel.Version, p.why)
+	return applied{release: done, news: &releaseNews{reason, clause}}, ctrl.Result{}, nil
 }
 
 // drift says which object of the release is missing or was changed by

@@ -5,7 +5,6 @@ package controllers
 
 import (
 	"context"
-	"strings"
 	"sync"
 	"time"
 
@@ -31,7 +30,7 @@ func (r *ModelServerReconciler) writeStatus(ctx context.Context, ms *servingv1al
 	st := status.Compute(old, report, now)
 	started := st.Phase != old.Phase && onTheWay(st.Phase)
 	if news != nil {
-		note := news.note
+		note := sentence("%s", news.clause)
 		if started {
 			// One Event for the change and where it stands, rather than
 			// a second for the phase it left Ready (or a failure) for.
@@ -39,7 +38,7 @@ func (r *ModelServerReconciler) writeStatus(ctx context.Context, ms *servingv1al
 			if st.Message != "" {
 				step += ": " + st.Message
 			}
-			note = sentence("%s; the ModelServer is %s", strings.TrimSuffix(note, "."), step)
+			note = sentence("%s; the ModelServer is %s", news.clause, step)
 		}
 		r.Recorder.Eventf(ms, nil, corev1.EventTypeNormal, news.reason, "Apply", "%s", note)
 	}
