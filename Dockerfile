@@ -1,6 +1,8 @@
 # Build the operator and the fetcher (the model-fetch Jobs and the serving
 # pods' wait-for-model run it) in one go build, so they share what they compile.
-FROM golang:1.26 AS builder
+# The builder runs on the building machine's platform and cross-compiles for
+# the target's (make docker-buildx: linux/amd64 and linux/arm64).
+FROM --platform=$BUILDPLATFORM golang:1.26 AS builder
 ARG TARGETOS=linux
 ARG TARGETARCH=amd64
 WORKDIR /workspace

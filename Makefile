@@ -259,9 +259,15 @@ docker-build: ## Build the operator image (needs a container engine).
 docker-push: ## Push the operator image.
 	$(CONTAINER_TOOL) push $(IMG)
 
+# The platforms of the operator's image, as `make image` builds them too.
+PLATFORMS ?= linux/amd64,linux/arm64
+.PHONY: docker-buildx
+docker-buildx: ## Build the operator image for $(PLATFORMS) and push it as one index (needs docker buildx).
+	$(CONTAINER_TOOL) buildx build --platform=$(PLATFORMS) --push -t $(IMG) .
+
 REGISTRY ?= 127.0.0.1:5000
 .PHONY: image
-image: ## Build the operator image (no container engine needed) and push it to $(REGISTRY) (a local registry: make registry, or make cluster-up REAL_NODE=1).
+image: ## Build the operator image for linux/amd64 and linux/arm64 (no container engine needed) and push it to $(REGISTRY) (a local registry: make registry, or make cluster-up REAL_NODE=1).
 	go run ./cmd/image --push $(REGISTRY)/modelserver-operator:$(VERSION)
 
 .PHONY: registry
@@ -492,13 +498,15 @@ TOOLS += $(LOCALBIN)/pause
 tools: $(TOOLS) ## Build the pinned tools and control-plane binaries into bin/.
 
 # The real node runs Debian's containerd, runc and CNI plugins; iptables
-# and iproute2 for kube-proxy and the bridge. Installed only when missing
-# and only as root (a machine that cannot be root cannot run containers, and
-# the real-node suites say so and skip).
-NODE_DEPS := containerd runc containernetworking-plugins iptables iproute2 ca-certificates busybox-static
+# and iproute2 for kube-proxy and the bridge. qemu-user runs the image's
+# arm64 binaries in cmd/image's test (its emulators only: without the
+# recommended qemu-user-binfmt, nothing registers with the kernel).
+# Installed only when missing and only as root (a machine that cannot be
+# root cannot run containers, and the real-node suites say so and skip).
+NODE_DEPS := containerd runc containernetworking-plugins iptables iproute2 ca-certificates busybox-static qemu-user
 
 .PHONY: node-deps
-node-deps: ## Install the real node's Debian packages (containerd, runc, CNI plugins, iptables) when missing; needs root.
+node-deps: ## Install the real node's Debian packages (containerd, runc, CNI plugins, iptables) and qemu-user when missing; needs root.
 	@missing=$$(for p in $(NODE_DEPS); do dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'install ok installed' || echo $$p; done); \
 	if [ -z "$$missing" ]; then exit 0; fi; \
 	if [ "$$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then \

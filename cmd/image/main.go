@@ -13,11 +13,14 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
 
 	"github.com/modelserver-dev/modelserver-operator/internal/ociimage"
 )
@@ -32,7 +35,8 @@ func main() {
 func run() error {
 	push := flag.String("push", "", "reference to push to, e.g. 127.0.0.1:5000/modelserver-operator:0.1.0 (a registry on this machine)")
 	layoutDir := flag.String("layout", "", "also write the image into this OCI image layout directory")
-	binDir := flag.String("bin-dir", "", "a directory with static linux/amd64 builds of manager and fetcher to use instead of building ./cmd/manager and ./cmd/fetcher")
+	archList := flag.String("arch", strings.Join(ociimage.Arches, ","), "the CPU architectures (GOARCH) to build the linux image for; more than one makes an image index of an image for each")
+	binDir := flag.String("bin-dir", "", "a directory with static linux builds of manager and fetcher, in a subdirectory per architecture (DIR/amd64/manager), to use instead of building ./cmd/manager and ./cmd/fetcher")
 	version := flag.String("version", "", "the image's "+ociimage.LabelVersion+" label (default: the tag of --push, else dev)")
 	flag.Parse()
 	if flag.NArg() > 0 {
@@ -40,6 +44,10 @@ func run() error {
 	}
 	if *push == "" && *layoutDir == "" {
 		return errors.New("nowhere to put the image: give --push REF and/or --layout DIR")
+	}
+	arches, err := parseArches(*archList)
+	if err != nil {
+		return err
 	}
 	if *version == "" {
 		*version = versionOf(*push)
@@ -55,43 +63,29 @@ func run() error {
 		}
 		defer func() { _ = os.RemoveAll(tmp) }()
 		*binDir = tmp
-		if err := buildBinaries(ctx, *binDir); err != nil {
-			return err
+		for _, arch := range arches {
+			if err := buildBinaries(ctx, filepath.Join(*binDir, arch), arch); err != nil {
+				return err
+			}
 		}
 	}
-
-	spec, err := ociimage.Operator(*binDir)
+	out, digest, err := buildImage(*binDir, arches, *version)
 	if err != nil {
 		return err
 	}
-	spec.Labels[ociimage.LabelVersion] = *version
-	img, err := ociimage.Build(spec)
-	if err != nil {
-		return fmt.Errorf("build the image: %w", err)
-	}
-	digest, err := img.Digest()
-	if err != nil {
-		return fmt.Errorf("the image's digest: %w", err)
-	}
-	size, err := imageSize(img)
-	if err != nil {
-		return err
-	}
-	fmt.Printf("built %s (%d bytes: manifest, config and layer)\n", digest, size)
 
 	if *layoutDir != "" {
 		refName := *push
 		if refName == "" {
 			refName = *version
 		}
-		if err := ociimage.WriteLayout(*layoutDir, img, refName); err != nil {
+		if err := ociimage.WriteLayout(*layoutDir, out, refName); err != nil {
 			return err
 		}
 		fmt.Printf("wrote %s as %s into the OCI layout %s\n", digest, refName, *layoutDir)
 	}
-
 	if *push != "" {
-		if err := ociimage.Push(ctx, img, *push); err != nil {
+		if err := ociimage.Push(ctx, out, *push); err != nil {
 			if errors.Is(err, ociimage.ErrNoRegistry) {
 				return fmt.Errorf("%w\nstart a registry there: make registry (REGISTRY=host:port), or make cluster-up REAL_NODE=1", err)
 			}
@@ -102,10 +96,76 @@ func run() error {
 	return nil
 }
 
+// buildImage makes the operator's image for each of arches from the
+// binaries in binDir/ARCH: the image itself for one, the index of them
+// for several (a v1.Image or a v1.ImageIndex), and its digest.
+func buildImage(binDir string, arches []string, version string) (remote.Taggable, v1.Hash, error) {
+	var images []v1.Image
+	for _, arch := range arches {
+		spec, err := ociimage.Operator(filepath.Join(binDir, arch))
+		if err != nil {
+			return nil, v1.Hash{}, err
+		}
+		spec.Arch = arch
+		spec.Labels[ociimage.LabelVersion] = version
+		img, err := ociimage.Build(spec)
+		if err != nil {
+			return nil, v1.Hash{}, fmt.Errorf("build the linux/%s image: %w", arch, err)
+		}
+		digest, err := img.Digest()
+		if err != nil {
+			return nil, v1.Hash{}, fmt.Errorf("the image's digest: %w", err)
+		}
+		size, err := imageSize(img)
+		if err != nil {
+			return nil, v1.Hash{}, err
+		}
+		fmt.Printf("built linux/%s: %s (%d bytes: manifest, config and layer)\n", arch, digest, size)
+		images = append(images, img)
+	}
+	if len(images) == 1 {
+		digest, err := images[0].Digest()
+		return images[0], digest, err
+	}
+	idx, err := ociimage.Index(images...)
+	if err != nil {
+		return nil, v1.Hash{}, err
+	}
+	digest, err := idx.Digest()
+	if err != nil {
+		return nil, v1.Hash{}, fmt.Errorf("the index's digest: %w", err)
+	}
+	fmt.Printf("index %s of linux/%s\n", digest, strings.Join(arches, ", linux/"))
+	return idx, digest, nil
+}
+
+var goarchName = regexp.MustCompile(`^[a-z0-9]+$`)
+
+// parseArches reads --arch: GOARCH names, each once.
+func parseArches(list string) ([]string, error) {
+	var arches []string
+	for a := range strings.SplitSeq(list, ",") {
+		a = strings.TrimSpace(a)
+		switch {
+		case a == "":
+			continue
+		case !goarchName.MatchString(a):
+			return nil, fmt.Errorf("--arch %q: not a GOARCH name", a)
+		case slices.Contains(arches, a):
+			return nil, fmt.Errorf("--arch names %s twice", a)
+		}
+		arches = append(arches, a)
+	}
+	if len(arches) == 0 {
+		return nil, errors.New("--arch names no architecture")
+	}
+	return arches, nil
+}
+
 // buildBinaries runs the repository's one build of the image's binaries
-// (ociimage.ImageBuildArgs) into dir from the module's root, wherever this
-// runs.
-func buildBinaries(ctx context.Context, dir string) error {
+// for arch (ociimage.ImageBuildArgs) into dir from the module's root,
+// wherever this runs.
+func buildBinaries(ctx context.Context, dir, arch string) error {
 	out, err := exec.CommandContext(ctx, "go", "env", "GOMOD").Output()
 	if err != nil {
 		return fmt.Errorf("find the module to build the manager in (go env GOMOD): %w", err)
@@ -114,12 +174,12 @@ func buildBinaries(ctx context.Context, dir string) error {
 	if gomod == "" || gomod == os.DevNull {
 		return errors.New("not inside the operator's module: run from the repository, or give --bin-dir")
 	}
-	cmd := ociimage.ImageBuildCommand(ctx, filepath.Dir(gomod), dir)
+	cmd := ociimage.ImageBuildCommand(ctx, filepath.Dir(gomod), dir, arch)
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	fmt.Fprintf(os.Stderr, "building the manager and the fetcher: %s go %s\n",
-		strings.Join(ociimage.ImageBuildEnv(), " "), strings.Join(cmd.Args[1:], " "))
+		strings.Join(ociimage.ImageBuildEnv(arch), " "), strings.Join(cmd.Args[1:], " "))
 	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("build %s: %w", strings.Join(ociimage.ImagePackages(), " and "), err)
+		return fmt.Errorf("build %s for linux/%s: %w", strings.Join(ociimage.ImagePackages(), " and "), arch, err)
 	}
 	return nil
 }

@@ -20,7 +20,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
 
 	"github.com/modelserver-dev/modelserver-operator/internal/ociimage"
 )
@@ -370,11 +370,11 @@ func (c *Cluster) componentKubeconfig(certs *pki, name, cn string, orgs ...strin
 	return path, c.writeKubeconfigAs(path, name, cert, key)
 }
 
-// PushImage pushes an image to the cluster's registry as ref (a name
+// PushImage pushes an image or an image index to the cluster's registry as ref (a name
 // without the registry host, e.g. "modelserver-dev/modelserver-operator:0.1.0"),
 // and returns the reference pods use. Only clusters with a real node have
 // a registry.
-func (c *Cluster) PushImage(ctx context.Context, img v1.Image, ref string) (string, error) {
+func (c *Cluster) PushImage(ctx context.Context, img remote.Taggable, ref string) (string, error) {
 	if c.node == nil {
 		return "", errors.New("this cluster has no real node, so no registry")
 	}

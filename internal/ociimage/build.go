@@ -2,6 +2,7 @@ package ociimage
 
 import (
 	"bytes"
+	"cmp"
 	"compress/gzip"
 	"fmt"
 	"io"
@@ -55,7 +56,7 @@ func build(spec Spec, level int) (v1.Image, error) {
 	img := mutate.MediaType(empty.Image, types.OCIManifestSchema1)
 	img = mutate.ConfigMediaType(img, types.OCIConfigJSON)
 	img, err = mutate.ConfigFile(img, &v1.ConfigFile{
-		Architecture: "amd64",
+		Architecture: cmp.Or(spec.Arch, "amd64"),
 		OS:           "linux",
 		Created:      v1.Time{Time: epoch},
 		Config: v1.Config{

@@ -126,7 +126,7 @@ func TestAGoSideChangeAloneIsADisagreement(t *testing.T) {
 // imageBuildWords is the repository's build command as words, building
 // into the directory dir.
 func imageBuildWords(dir string) []string {
-	return append(append(ImageBuildEnv(), "go"), ImageBuildArgs(dir)...)
+	return append(append(ImageBuildEnv("amd64"), "go"), ImageBuildArgs(dir)...)
 }
 
 // moveFile puts the spec's file at from at to instead.

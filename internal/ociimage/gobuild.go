@@ -22,15 +22,19 @@ const (
 // Dockerfile's order.
 func ImagePackages() []string { return []string{ManagerPackage, FetcherPackage} }
 
+// Arches are the CPU architectures the operator's image is built for
+// (all linux), the first the one an image of a single platform has.
+var Arches = []string{"amd64", "arm64"}
+
 // ImageBuildEnv and ImageBuildArgs are the one build of the binaries that
-// go into the image: `CGO_ENABLED=0 GOOS=linux GOARCH=amd64 go build
-// -trimpath -ldflags=-s -w -o DIR/ ./cmd/manager ./cmd/fetcher`, the
-// Dockerfile's builder stage (TestTheImageAndTheDockerfileAgree fails when
-// they part). One build, so that the two share what they compile. GOOS
-// and GOARCH are set because the image is linux/amd64 whatever the machine
-// that builds it.
-func ImageBuildEnv() []string {
-	return []string{"CGO_ENABLED=0", "GOOS=linux", "GOARCH=amd64"}
+// go into the image for arch: `CGO_ENABLED=0 GOOS=linux GOARCH=amd64 go
+// build -trimpath -ldflags=-s -w -o DIR/ ./cmd/manager ./cmd/fetcher`,
+// the Dockerfile's builder stage (TestTheImageAndTheDockerfileAgree fails
+// when they part). One build, so that the two share what they compile.
+// GOOS and GOARCH are set because the image is linux/arch whatever the
+// machine that builds it.
+func ImageBuildEnv(arch string) []string {
+	return []string{"CGO_ENABLED=0", "GOOS=linux", "GOARCH=" + arch}
 }
 
 // ImageBuildArgs are the arguments of `go` that build the image's
@@ -40,14 +44,14 @@ func ImageBuildArgs(dir string) []string {
 	return append([]string{"build", "-trimpath", "-ldflags=-s -w", "-o", strings.TrimSuffix(dir, "/") + "/"}, ImagePackages()...)
 }
 
-// ImageBuildCommand is the image's build, to run in the module's root
-// directory moduleDir.
-func ImageBuildCommand(ctx context.Context, moduleDir, dir string) *exec.Cmd {
+// ImageBuildCommand is the image's build for arch, to run in the module's
+// root directory moduleDir.
+func ImageBuildCommand(ctx context.Context, moduleDir, dir, arch string) *exec.Cmd {
 	cmd := exec.CommandContext(ctx, "go", ImageBuildArgs(dir)...)
 	cmd.Dir = moduleDir
 	// Later entries win, so these override a GOOS or CGO_ENABLED of the
 	// caller's environment.
-	cmd.Env = append(os.Environ(), ImageBuildEnv()...)
+	cmd.Env = append(os.Environ(), ImageBuildEnv(arch)...)
 	return cmd
 }
 

@@ -78,9 +78,10 @@ func baseDirs() []Dir {
 }
 
 // Operator is the image the repository's Dockerfile describes, with the
-// binaries that ImageBuildArgs builds into binDir (static linux/amd64
-// builds) as its /manager and /fetcher. The caller adds the LabelVersion
-// label: only it knows the version it builds.
+// binaries that ImageBuildArgs builds into binDir (static linux builds)
+// as its /manager and /fetcher. The caller sets Arch if they are not
+// amd64's, and adds the LabelVersion label: only it knows the version it
+// builds.
 func Operator(binDir string) (Spec, error) {
 	manager, fetcher := filepath.Join(binDir, path.Base(ManagerPackage)), filepath.Join(binDir, path.Base(FetcherPackage))
 	for _, bin := range []string{manager, fetcher} {

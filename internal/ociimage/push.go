@@ -12,7 +12,6 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
-	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 )
 
@@ -20,11 +19,12 @@ import (
 // registry's address, so that a command can say how to start one.
 var ErrNoRegistry = errors.New("no registry listens")
 
-// Push pushes img to ref, e.g. 127.0.0.1:5000/modelserver-operator:0.1.0,
+// Push pushes img, an image or an image index (v1.Image or
+// v1.ImageIndex), to ref, e.g. 127.0.0.1:5000/modelserver-operator:0.1.0,
 // over plain HTTP without credentials. The registry must be on this
 // machine (see IsLocalHost): anywhere else Push refuses, because neither
 // the image nor the registry is authenticated.
-func Push(ctx context.Context, img v1.Image, ref string) error {
+func Push(ctx context.Context, img remote.Taggable, ref string) error {
 	r, hostport, err := localReference(ref)
 	if err != nil {
 		return err
@@ -44,7 +44,7 @@ func Push(ctx context.Context, img v1.Image, ref string) error {
 	}
 	_ = conn.Close()
 
-	err = remote.Write(r, img,
+	err = remote.Push(r, img,
 		remote.WithContext(ctx),
 		// Not the user's docker credentials: they are for other registries.
 		remote.WithAuth(authn.Anonymous),

@@ -1,9 +1,11 @@
 package ociimage
 
 // Spec is what an image holds: its files and directories, all in one
-// layer on an empty base, and how it runs. The platform is always
-// linux/amd64.
+// layer on an empty base, and how it runs, on linux.
 type Spec struct {
+	// Arch is the CPU architecture its binaries are for, as GOARCH names
+	// it; empty means amd64.
+	Arch  string
 	Files []File
 	// Dirs are directories that need a mode or owner of their own; the
 	// parents of every file and directory are added as root-owned 0755.

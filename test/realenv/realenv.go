@@ -21,6 +21,7 @@ import (
 	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
 
 	"github.com/modelserver-dev/modelserver-operator/internal/localcluster"
 	"github.com/modelserver-dev/modelserver-operator/internal/ociimage"
@@ -59,8 +60,9 @@ type Options struct {
 // Image is an image to push to the cluster's registry.
 type Image struct {
 	// Ref is repository:tag, without the registry's host.
-	Ref   string
-	Image v1.Image
+	Ref string
+	// Image is a v1.Image or a v1.ImageIndex.
+	Image remote.Taggable
 }
 
 // Env is a running real-node environment.
@@ -266,7 +268,9 @@ func buildImages(ctx context.Context, root string) ([]Image, error) {
 		return nil, err
 	}
 	defer func() { _ = os.RemoveAll(work) }()
-	operator, err := BuildOperatorImage(ctx, root, filepath.Join(work, "operator"), "")
+	// The index of every architecture, as `make image` pushes it: the
+	// node's containerd picks the image of its own.
+	operator, err := BuildOperatorImage(ctx, root, filepath.Join(work, "operator"), "", ociimage.Arches...)
 	if err != nil {
 		return nil, fmt.Errorf("operator image: %w", err)
 	}
@@ -278,20 +282,38 @@ func buildImages(ctx context.Context, root string) ([]Image, error) {
 }
 
 // BuildOperatorImage builds the manager and the fetcher from the module in
-// srcDir, into binDir, and makes the image the Dockerfile describes of
-// them, labelled with version unless it is "".
-func BuildOperatorImage(ctx context.Context, srcDir, binDir, version string) (v1.Image, error) {
-	if out, err := ociimage.ImageBuildCommand(ctx, srcDir, binDir).CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("build the image's binaries in %s: %v\n%s", srcDir, err, out)
+// srcDir, into binDir/ARCH for each of arches (amd64 alone if none), and
+// makes the image the Dockerfile describes of them, labelled with version
+// unless it is "": for several architectures, their index, as `make
+// image` pushes it.
+func BuildOperatorImage(ctx context.Context, srcDir, binDir, version string, arches ...string) (remote.Taggable, error) {
+	if len(arches) == 0 {
+		arches = []string{"amd64"}
 	}
-	spec, err := ociimage.Operator(binDir)
-	if err != nil {
-		return nil, err
+	var images []v1.Image
+	for _, arch := range arches {
+		dir := filepath.Join(binDir, arch)
+		if out, err := ociimage.ImageBuildCommand(ctx, srcDir, dir, arch).CombinedOutput(); err != nil {
+			return nil, fmt.Errorf("build the image's binaries for linux/%s in %s: %v\n%s", arch, srcDir, err, out)
+		}
+		spec, err := ociimage.Operator(dir)
+		if err != nil {
+			return nil, err
+		}
+		spec.Arch = arch
+		if version != "" {
+			spec.Labels[ociimage.LabelVersion] = version
+		}
+		img, err := ociimage.BuildLocal(spec)
+		if err != nil {
+			return nil, err
+		}
+		images = append(images, img)
 	}
-	if version != "" {
-		spec.Labels[ociimage.LabelVersion] = version
+	if len(images) == 1 {
+		return images[0], nil
 	}
-	return ociimage.BuildLocal(spec)
+	return ociimage.Index(images...)
 }
 
 func buildDoubleImage(ctx context.Context, root, dir string) (v1.Image, error) {
