@@ -46,7 +46,8 @@ import (
 // written, where this path does not apply (also where the latest
 // revision is not deployed, has hooks, or does not parse as
 // renderParsedOnce parses), and after writes where an object to create
-// exists already or a write failed. Then Helm's upgrade runs: it takes
+// exists already, a write failed, or an object to delete could not be
+// read. Then Helm's upgrade runs: it takes
 // over what exists as Helm does or refuses it, and makes and records the
 // error Helm makes. Writing again what this path wrote is harmless.
 func (m *Manager) upgradeKnown(ctx context.Context, cfg *action.Configuration, namespace, name string, ch *chart.Chart,
