@@ -32,8 +32,9 @@ var machines = map[string]struct {
 
 // The operator's image, as `make image` builds it, is an index with an
 // image for each architecture, whose binaries are built for it and run:
-// the fetcher of each fetches the same model to the same digest (an
-// architecture not this machine's runs under qemu's user-mode emulator).
+// each manager starts, and each fetcher fetches the same model to the same
+// digest (an architecture not this machine's runs under qemu's user-mode
+// emulator).
 func TestTheImageRunsOnEachArchitecture(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the operator for every architecture")
@@ -67,12 +68,9 @@ func TestTheImageRunsOnEachArchitecture(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		fetcher := filepath.Join(dir, arch+"-fetcher")
-		checkMachine(t, arch, ociimage.OperatorBinary, fileOf(t, img, ociimage.OperatorBinary))
-		content := fileOf(t, img, ociimage.FetcherBinary)
-		checkMachine(t, arch, ociimage.FetcherBinary, content)
-		if err := os.WriteFile(fetcher, content, 0o755); err != nil {
-			t.Fatal(err)
+		manager, fetcher := unpack(t, img, arch, ociimage.OperatorBinary, dir), unpack(t, img, arch, ociimage.FetcherBinary, dir)
+		if out, ok := runFor(t, arch, manager, "--help"); ok && !bytes.Contains(out, []byte("Usage of manager")) {
+			t.Errorf("linux/%s manager --help:\n%s", arch, out)
 		}
 		digests[arch] = fetchWith(t, arch, fetcher)
 	}
@@ -102,6 +100,19 @@ func imageIndexOf(t *testing.T, dir string) v1.ImageIndex {
 		t.Fatal(err)
 	}
 	return idx
+}
+
+// unpack writes the image's file at p into dir, executable, after
+// checking that it is a program for arch, and returns where it is.
+func unpack(t *testing.T, img v1.Image, arch, p, dir string) string {
+	t.Helper()
+	content := fileOf(t, img, p)
+	checkMachine(t, arch, p, content)
+	out := filepath.Join(dir, arch+"-"+filepath.Base(p))
+	if err := os.WriteFile(out, content, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
 
 // checkMachine fails unless content is an executable for arch.
@@ -140,28 +151,39 @@ func fileOf(t *testing.T, img v1.Image, p string) []byte {
 	}
 }
 
-// fetchWith runs the fetcher for arch on a test model and returns the
-// model's digest from its one-line result. CI installs qemu; elsewhere an
-// architecture without its emulator is skipped.
-func fetchWith(t *testing.T, arch, fetcher string) string {
+// runFor runs an arch binary with args (under qemu's user-mode emulator
+// for an architecture not this machine's) and returns its output; ok is
+// false where the emulator is missing, which CI, which installs qemu, does
+// not allow.
+func runFor(t *testing.T, arch, binary string, args ...string) (out []byte, ok bool) {
 	t.Helper()
-	args := []string{fetcher}
+	argv := append([]string{binary}, args...)
 	if arch != runtime.GOARCH {
 		emulator, err := exec.LookPath(machines[arch].qemu)
 		if err != nil {
 			if os.Getenv("CI") != "" {
-				t.Fatalf("no %s to run the linux/%s fetcher: apt-get install qemu-user", machines[arch].qemu, arch)
+				t.Fatalf("no %s to run the linux/%s binaries: apt-get install qemu-user", machines[arch].qemu, arch)
 			}
-			t.Logf("no %s: the linux/%s fetcher is not run", machines[arch].qemu, arch)
-			return ""
+			t.Logf("no %s: the linux/%s binaries are not run", machines[arch].qemu, arch)
+			return nil, false
 		}
-		args = append([]string{emulator}, args...)
+		argv = append([]string{emulator}, argv...)
 	}
+	out, err := exec.CommandContext(t.Context(), argv[0], argv[1:]...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("linux/%s %s: %v\n%s", arch, strings.Join(args, " "), err, out)
+	}
+	return out, true
+}
+
+// fetchWith runs the fetcher for arch on a test model and returns the
+// model's digest from its one-line result, "" where it cannot run.
+func fetchWith(t *testing.T, arch, fetcher string) string {
+	t.Helper()
 	dest, result := filepath.Join(t.TempDir(), "model"), filepath.Join(t.TempDir(), "result")
-	args = append(args, "fetch", "-uri", mustAbs(t, "../../test/testdata/tf-serving/saved_model_half_plus_two_2_versions"),
-		"-dest", dest, "-termination-log", result)
-	if out, err := exec.CommandContext(t.Context(), args[0], args[1:]...).CombinedOutput(); err != nil {
-		t.Fatalf("the linux/%s fetcher: %v\n%s", arch, err, out)
+	model := mustAbs(t, "../../test/testdata/tf-serving/saved_model_half_plus_two_2_versions")
+	if _, ok := runFor(t, arch, fetcher, "fetch", "-uri", model, "-dest", dest, "-termination-log", result); !ok {
+		return ""
 	}
 	b, err := os.ReadFile(result)
 	if err != nil {

@@ -11,6 +11,8 @@
 package main
 
 import (
+	"errors"
+	"flag"
 	"fmt"
 	"os"
 
@@ -32,6 +34,9 @@ func main() {
 		err = runManager(args)
 	default:
 		err = fmt.Errorf("unknown subcommand %q: want manager, fetch or wait-for-model", sub)
+	}
+	if errors.Is(err, flag.ErrHelp) {
+		return // the usage is printed; asking for it is no failure
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "error:", err)
