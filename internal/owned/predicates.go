@@ -25,6 +25,7 @@ func deploymentChanged(e event.UpdateEvent) bool {
 		o.Status.Replicas != n.Status.Replicas ||
 		o.Status.UpdatedReplicas != n.Status.UpdatedReplicas ||
 		o.Status.ReadyReplicas != n.Status.ReadyReplicas ||
+		status.RolloutProblem(o) != status.RolloutProblem(n) ||
 		!equality.Semantic.DeepEqual(o.Labels, n.Labels)
 }
 

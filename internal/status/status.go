@@ -6,6 +6,7 @@ package status
 
 import (
 	"fmt"
+	"regexp"
 	"strings"
 	"time"
 
@@ -278,12 +279,53 @@ func availability(o Observation) verdict {
 		return verdict{false, servingv1alpha1.ReasonRollingOut, fmt.Sprintf("the Deployment is being scaled to %d replicas", want)}
 	}
 	if d.Status.UpdatedReplicas < want || d.Status.Replicas > d.Status.UpdatedReplicas {
-		return verdict{false, servingv1alpha1.ReasonRollingOut, fmt.Sprintf("rolling out: %d of %d pods updated", d.Status.UpdatedReplicas, want)}
+		return verdict{false, servingv1alpha1.ReasonRollingOut, withProblem(fmt.Sprintf("rolling out: %d of %d pods updated", d.Status.UpdatedReplicas, want), d)}
 	}
 	if d.Status.ReadyReplicas < want {
-		return verdict{false, servingv1alpha1.ReasonPodsNotReady, fmt.Sprintf("%d of %d serving pods ready (readiness probe GET /v1/models/<name>)", d.Status.ReadyReplicas, want)}
+		return verdict{false, servingv1alpha1.ReasonPodsNotReady, withProblem(fmt.Sprintf("%d of %d serving pods ready (readiness probe GET /v1/models/<name>)", d.Status.ReadyReplicas, want), d)}
 	}
 	return verdict{true, servingv1alpha1.ReasonAvailable, fmt.Sprintf("%d of %d serving pods ready", d.Status.ReadyReplicas, want)}
+}
+
+func withProblem(message string, d *appsv1.Deployment) string {
+	if p := RolloutProblem(d); p != "" {
+		return message + "; " + p
+	}
+	return message
+}
+
+// forbiddenPod is how the apiserver names the pod it refused: a name the
+// ReplicaSet generated for that attempt, different at every retry.
+var forbiddenPod = regexp.MustCompile(`^pods? "[^"]*" is forbidden: `)
+
+// RolloutProblem is what the Deployment's own conditions say stops its
+// rollout, or "": pods that cannot be created (a ResourceQuota, Pod
+// Security admission, a missing ServiceAccount: the ReplicaSet's error,
+// which the Deployment carries as ReplicaFailure), or no progress within
+// its progress deadline. Without it the status would show only a count of
+// pods that never grows. It is read from the cached Deployment: no request.
+// The refused pod's generated name is left out, so that retries do not
+// change the message.
+func RolloutProblem(d *appsv1.Deployment) string {
+	if d == nil {
+		return ""
+	}
+	for _, c := range d.Status.Conditions {
+		if c.Type == appsv1.DeploymentReplicaFailure && c.Status == corev1.ConditionTrue {
+			return "serving pods cannot be created: " + forbiddenPod.ReplaceAllString(strings.TrimSpace(c.Message), "")
+		}
+	}
+	for _, c := range d.Status.Conditions {
+		if c.Type == appsv1.DeploymentProgressing && c.Status == corev1.ConditionFalse && c.Reason == "ProgressDeadlineExceeded" {
+			deadline := ""
+			if d.Spec.ProgressDeadlineSeconds != nil {
+				deadline = fmt.Sprintf(" (%d s)", *d.Spec.ProgressDeadlineSeconds)
+			}
+			return "the rollout made no progress within the Deployment's progress deadline" + deadline +
+				": see the serving pods' events (kubectl describe pods)"
+		}
+	}
+	return ""
 }
 
 func fetchedMessage(o Observation) string {

@@ -35,6 +35,30 @@ func deployment(updated, ready int32) *appsv1.Deployment {
 	}
 }
 
+func withCondition(d *appsv1.Deployment, c appsv1.DeploymentCondition) *appsv1.Deployment {
+	d.Spec.ProgressDeadlineSeconds = ptr.To[int32](600)
+	d.Status.Conditions = append(d.Status.Conditions, c)
+	return d
+}
+
+// A refused pod's name changes at every retry; what the status says of it
+// must not, or each retry would be a status write.
+func TestARolloutProblemDoesNotNameTheRefusedPod(t *testing.T) {
+	refused := func(pod string) string {
+		return RolloutProblem(withCondition(deployment(0, 0), appsv1.DeploymentCondition{
+			Type: appsv1.DeploymentReplicaFailure, Status: corev1.ConditionTrue,
+			Message: `pods "` + pod + `" is forbidden: violates PodSecurity "restricted:latest": runAsNonRoot != true`,
+		}))
+	}
+	a, b := refused("resnet-7d9f8-x2x8z"), refused("resnet-7d9f8-q9w4k")
+	if a != b || strings.Contains(a, "resnet-") || !strings.Contains(a, `violates PodSecurity "restricted:latest"`) {
+		t.Errorf("two retries: %q and %q; want one message without the pod's name", a, b)
+	}
+	if p := RolloutProblem(deployment(1, 1)); p != "" {
+		t.Errorf("a Deployment without a failure condition: %q", p)
+	}
+}
+
 func served(o Observation) Observation {
 	o.Generation = 4
 	o.DesiredReplicas = 2
@@ -108,6 +132,23 @@ func TestComputeStatus(t *testing.T) {
 		}(),
 		phase: servingv1alpha1.PhaseDeploying, ready: metav1.ConditionFalse,
 		reason: map[string]string{"Available": servingv1alpha1.ReasonRollingOut},
+	}, {
+		name: "pods the apiserver refuses",
+		obs: served(Observation{Deployment: withCondition(deployment(0, 0), appsv1.DeploymentCondition{
+			Type: appsv1.DeploymentReplicaFailure, Status: corev1.ConditionTrue, Reason: "FailedCreate",
+			Message: `pods "resnet-7d9f8-x2x8z" is forbidden: exceeded quota: q, requested: pods=1, used: pods=2, limited: pods=2`,
+		})}),
+		phase: servingv1alpha1.PhaseDeploying, ready: metav1.ConditionFalse,
+		reason:     map[string]string{"Available": servingv1alpha1.ReasonRollingOut},
+		messageHas: "rolling out: 0 of 2 pods updated; serving pods cannot be created: exceeded quota: q, requested: pods=1",
+	}, {
+		name: "a rollout past its progress deadline",
+		obs: served(Observation{Deployment: withCondition(deployment(2, 0), appsv1.DeploymentCondition{
+			Type: appsv1.DeploymentProgressing, Status: corev1.ConditionFalse, Reason: "ProgressDeadlineExceeded",
+		})}),
+		phase: servingv1alpha1.PhaseDeploying, ready: metav1.ConditionFalse,
+		reason:     map[string]string{"Available": servingv1alpha1.ReasonPodsNotReady},
+		messageHas: "0 of 2 serving pods ready (readiness probe GET /v1/models/<name>); the rollout made no progress within the Deployment's progress deadline (600 s)",
 	}, {
 		name:  "conflict",
 		obs:   Observation{Generation: 1, Conflict: true, ReleaseErr: errors.New("Service x exists")},
