@@ -312,7 +312,7 @@ func RolloutProblem(d *appsv1.Deployment) string {
 	}
 	for _, c := range d.Status.Conditions {
 		if c.Type == appsv1.DeploymentReplicaFailure && c.Status == corev1.ConditionTrue {
-			return "serving pods cannot be created: " + forbiddenPod.ReplaceAllString(strings.TrimSpace(c.Message), "")
+			return "serving pods cannot be created: " + oneLine(forbiddenPod.ReplaceAllString(strings.TrimSpace(c.Message), ""))
 		}
 	}
 	for _, c := range d.Status.Conditions {
@@ -391,7 +391,12 @@ func ErrorLine(err error) string {
 	if err == nil {
 		return ""
 	}
-	msg := strings.ReplaceAll(err.Error(), "\n", " ")
+	return oneLine(err.Error())
+}
+
+// oneLine is msg on one line, at most 1024 bytes of it.
+func oneLine(msg string) string {
+	msg = strings.ReplaceAll(msg, "\n", " ")
 	if len(msg) > 1024 {
 		msg = msg[:1024] + "…"
 	}
