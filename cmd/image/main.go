@@ -20,7 +20,6 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/remote"
 
 	"github.com/modelserver-dev/modelserver-operator/internal/ociimage"
 )
@@ -99,19 +98,12 @@ func run() error {
 // buildImage makes the operator's image for each of arches from the
 // binaries in binDir/ARCH: the image itself for one, the index of them
 // for several (a v1.Image or a v1.ImageIndex), and its digest.
-func buildImage(binDir string, arches []string, version string) (remote.Taggable, v1.Hash, error) {
-	var images []v1.Image
-	for _, arch := range arches {
-		spec, err := ociimage.Operator(filepath.Join(binDir, arch))
-		if err != nil {
-			return nil, v1.Hash{}, err
-		}
-		spec.Arch = arch
-		spec.Labels[ociimage.LabelVersion] = version
-		img, err := ociimage.Build(spec)
-		if err != nil {
-			return nil, v1.Hash{}, fmt.Errorf("build the linux/%s image: %w", arch, err)
-		}
+func buildImage(binDir string, arches []string, version string) (ociimage.Taggable, v1.Hash, error) {
+	images, err := ociimage.OperatorImages(binDir, arches, version, ociimage.Build)
+	if err != nil {
+		return nil, v1.Hash{}, err
+	}
+	for i, img := range images {
 		digest, err := img.Digest()
 		if err != nil {
 			return nil, v1.Hash{}, fmt.Errorf("the image's digest: %w", err)
@@ -120,23 +112,20 @@ func buildImage(binDir string, arches []string, version string) (remote.Taggable
 		if err != nil {
 			return nil, v1.Hash{}, err
 		}
-		fmt.Printf("built linux/%s: %s (%d bytes: manifest, config and layer)\n", arch, digest, size)
-		images = append(images, img)
+		fmt.Printf("built linux/%s: %s (%d bytes: manifest, config and layer)\n", arches[i], digest, size)
 	}
-	if len(images) == 1 {
-		digest, err := images[0].Digest()
-		return images[0], digest, err
-	}
-	idx, err := ociimage.Index(images...)
+	out, err := ociimage.ImageOrIndex(images)
 	if err != nil {
 		return nil, v1.Hash{}, err
 	}
-	digest, err := idx.Digest()
+	digest, err := out.Digest()
 	if err != nil {
-		return nil, v1.Hash{}, fmt.Errorf("the index's digest: %w", err)
+		return nil, v1.Hash{}, fmt.Errorf("the digest: %w", err)
 	}
-	fmt.Printf("index %s of linux/%s\n", digest, strings.Join(arches, ", linux/"))
-	return idx, digest, nil
+	if len(images) > 1 {
+		fmt.Printf("index %s of linux/%s\n", digest, strings.Join(arches, ", linux/"))
+	}
+	return out, digest, nil
 }
 
 var goarchName = regexp.MustCompile(`^[a-z0-9]+$`)

@@ -2,10 +2,12 @@ package ociimage
 
 import (
 	"fmt"
+	"path/filepath"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 )
 
@@ -34,4 +36,43 @@ func Index(images ...v1.Image) (v1.ImageIndex, error) {
 		return nil, fmt.Errorf("an index of no image")
 	}
 	return mutate.AppendManifests(mutate.IndexMediaType(empty.Index, types.OCIImageIndex), adds...), nil
+}
+
+// OperatorImages are the operator's image for each of arches, made by
+// build (Build or BuildLocal) from the binaries ImageBuildArgs built into
+// binDir/ARCH, labelled with version unless it is "".
+func OperatorImages(binDir string, arches []string, version string, build func(Spec) (v1.Image, error)) ([]v1.Image, error) {
+	var images []v1.Image
+	for _, arch := range arches {
+		spec, err := Operator(filepath.Join(binDir, arch))
+		if err != nil {
+			return nil, err
+		}
+		spec.Arch = arch
+		if version != "" {
+			spec.Labels[LabelVersion] = version
+		}
+		img, err := build(spec)
+		if err != nil {
+			return nil, fmt.Errorf("build the linux/%s image: %w", arch, err)
+		}
+		images = append(images, img)
+	}
+	return images, nil
+}
+
+// Taggable is what a tag names, an image or an index, as Push and
+// WriteLayout take it, with its digest.
+type Taggable interface {
+	remote.Taggable
+	Digest() (v1.Hash, error)
+}
+
+// ImageOrIndex is what a tag names for images: the image itself if there
+// is one, as before there were others, else their Index.
+func ImageOrIndex(images []v1.Image) (Taggable, error) {
+	if len(images) == 1 {
+		return images[0], nil
+	}
+	return Index(images...)
 }

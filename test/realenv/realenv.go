@@ -290,30 +290,16 @@ func BuildOperatorImage(ctx context.Context, srcDir, binDir, version string, arc
 	if len(arches) == 0 {
 		arches = []string{"amd64"}
 	}
-	var images []v1.Image
 	for _, arch := range arches {
-		dir := filepath.Join(binDir, arch)
-		if out, err := ociimage.ImageBuildCommand(ctx, srcDir, dir, arch).CombinedOutput(); err != nil {
+		if out, err := ociimage.ImageBuildCommand(ctx, srcDir, filepath.Join(binDir, arch), arch).CombinedOutput(); err != nil {
 			return nil, fmt.Errorf("build the image's binaries for linux/%s in %s: %v\n%s", arch, srcDir, err, out)
 		}
-		spec, err := ociimage.Operator(dir)
-		if err != nil {
-			return nil, err
-		}
-		spec.Arch = arch
-		if version != "" {
-			spec.Labels[ociimage.LabelVersion] = version
-		}
-		img, err := ociimage.BuildLocal(spec)
-		if err != nil {
-			return nil, err
-		}
-		images = append(images, img)
 	}
-	if len(images) == 1 {
-		return images[0], nil
+	images, err := ociimage.OperatorImages(binDir, arches, version, ociimage.BuildLocal)
+	if err != nil {
+		return nil, err
 	}
-	return ociimage.Index(images...)
+	return ociimage.ImageOrIndex(images)
 }
 
 func buildDoubleImage(ctx context.Context, root, dir string) (v1.Image, error) {
