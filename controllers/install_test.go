@@ -303,9 +303,7 @@ func TestAModelChangeWritesOnlyWhatItMust(t *testing.T) {
 	}
 	for i, want := range [][]string{first, append([]string{"DELETE secrets", "DELETE secrets"}, first...)} {
 		_, from := env.requests.requestsSince(0)
-		patch := client.MergeFrom(ms.DeepCopy())
-		ms.Spec.Model.StorageURI = fmt.Sprintf("s3://models/budget-v%d", i+2)
-		if err := env.client.Patch(context.Background(), ms, patch); err != nil {
+		if err := changeModel(ms, fmt.Sprintf("s3://models/budget-v%d", i+2)); err != nil {
 			t.Fatal(err)
 		}
 		ms = waitReady(t, ms)

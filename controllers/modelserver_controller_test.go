@@ -97,6 +97,13 @@ func changeImage(t *testing.T, ms *servingv1alpha1.ModelServer, image string) *s
 	return after
 }
 
+// changeModel sets a ModelServer's model URI, without waiting.
+func changeModel(ms *servingv1alpha1.ModelServer, uri string) error {
+	patch := client.MergeFrom(ms.DeepCopy())
+	ms.Spec.Model.StorageURI = uri
+	return env.client.Patch(context.Background(), ms, patch)
+}
+
 func TestChangingTheSpecUpgradesAndAnIdleModelServerCostsNoWrites(t *testing.T) {
 	ns := newNamespace(t)
 	ctx := context.Background()

@@ -15,18 +15,29 @@ import (
 	"github.com/modelserver-dev/modelserver-operator/internal/values"
 )
 
-// fetchJob is the name of the one fetch Job of a ModelServer.
-func fetchJob(t *testing.T, ms *servingv1alpha1.ModelServer) string {
+// fetchJobs are the names of a ModelServer's fetch Jobs.
+func fetchJobs(t *testing.T, ms *servingv1alpha1.ModelServer) []string {
 	t.Helper()
 	var jobs batchv1.JobList
 	if err := env.client.List(context.Background(), &jobs, client.InNamespace(ms.Namespace),
 		client.MatchingLabels{values.LabelModelServer: ms.Name}); err != nil {
 		t.Fatal(err)
 	}
-	if len(jobs.Items) != 1 {
-		t.Fatalf("%d fetch Jobs of %s, want 1", len(jobs.Items), ms.Name)
+	var names []string
+	for _, j := range jobs.Items {
+		names = append(names, j.Name)
 	}
-	return jobs.Items[0].Name
+	return names
+}
+
+// fetchJob is the name of the one fetch Job of a ModelServer.
+func fetchJob(t *testing.T, ms *servingv1alpha1.ModelServer) string {
+	t.Helper()
+	jobs := fetchJobs(t, ms)
+	if len(jobs) != 1 {
+		t.Fatalf("fetch Jobs of %s: %v, want 1", ms.Name, jobs)
+	}
+	return jobs[0]
 }
 
 // markToKeep annotates a Job helm.sh/resource-policy: keep by hand, as a
@@ -49,12 +60,6 @@ func markToKeep(t *testing.T, ns, name string, reader client.Reader) {
 		}
 		return seen.Annotations[kube.ResourcePolicyAnno] == kube.KeepPolicy, "annotations " + fmt.Sprint(seen.Annotations)
 	})
-}
-
-func changeModel(ms *servingv1alpha1.ModelServer, uri string) error {
-	patch := client.MergeFrom(ms.DeepCopy())
-	ms.Spec.Model.StorageURI = uri
-	return env.client.Patch(context.Background(), ms, patch)
 }
 
 // assertKept fails unless the Job is there and not being deleted.
@@ -114,17 +119,14 @@ func TestAKeepMarkOutsideTheCacheIsReadFromTheAPIServer(t *testing.T) {
 	assertKept(t, ns, first)
 
 	var second string
-	var jobs batchv1.JobList
-	if err := env.client.List(context.Background(), &jobs, client.InNamespace(ns), client.MatchingLabels{values.LabelModelServer: ms.Name}); err != nil {
-		t.Fatal(err)
-	}
-	for _, j := range jobs.Items {
-		if j.Name != first {
-			second = j.Name
+	jobs := fetchJobs(t, ms)
+	for _, j := range jobs {
+		if j != first {
+			second = j
 		}
 	}
 	if second == "" {
-		t.Fatalf("no Job of the second model beside %s: %d Jobs", first, len(jobs.Items))
+		t.Fatalf("no Job of the second model beside %s: %v", first, jobs)
 	}
 	if err := changeModel(ms, "s3://models/keep-uncached-v3"); err != nil {
 		t.Fatal(err)
