@@ -55,6 +55,13 @@ const conflictRetry = 30 * time.Second
 // operator looks for the reason in its Events.
 const podCreationGrace = 10 * time.Second
 
+// DefaultStalledRolloutGrace is how long serving pods may stand not
+// ready, with no step forward, before the operator reads them for the
+// reason, unless configured otherwise. They are read again every twice
+// that while it lasts: the kubelet's and the scheduler's retries are not
+// watched.
+const DefaultStalledRolloutGrace = 30 * time.Second
+
 // podRejectedRetry is how often a ModelServer whose fetch pod the apiserver
 // refuses looks again.
 const podRejectedRetry = 15 * time.Second
@@ -77,6 +84,10 @@ type ModelServerReconciler struct {
 	// RecheckAfter is how soon a ModelServer with warnings (an optional
 	// API it asks for is missing) is looked at again. Default 1 minute.
 	RecheckAfter time.Duration
+	// StalledRolloutGrace is how long serving pods may stand not ready,
+	// with no step forward, before they are read for the reason. Default:
+	// DefaultStalledRolloutGrace.
+	StalledRolloutGrace time.Duration
 	// Clock tells the time the status is computed at. Default: the real
 	// clock.
 	Clock clock.PassiveClock
@@ -228,6 +239,9 @@ func (r *ModelServerReconciler) reconcileNormal(ctx context.Context, ms *serving
 		report.DesiredReplicas = desiredReplicas(ms, want, report.Deployment)
 	}
 	report.ReleaseCurrent = true
+	if obs.stalledLookAgainIn, err = r.observeStalledRollout(ctx, ms, &report); err != nil {
+		return ctrl.Result{}, err
+	}
 	log.FromContext(ctx).V(1).Info("reconciled", "fetch", report.Fetch, "plan", plan.kind, "why", plan.why)
 	return r.lookAgain(report, obs), nil
 }
@@ -242,6 +256,8 @@ func (r *ModelServerReconciler) lookAgain(report status.Observation, obs *observ
 	}
 	// A fetch Job still without a pod is looked into after a grace.
 	sooner(obs.lookAgainIn)
+	// So are serving pods that are not ready and no longer progressing.
+	sooner(obs.stalledLookAgainIn)
 	// The Job controller retries a refused pod without a change the
 	// watches see; look again soon to notice when it gets through.
 	if obs.podRejected {

@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"maps"
@@ -12,6 +13,8 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -33,6 +36,9 @@ type observed struct {
 	lookAgainIn time.Duration
 	// podRejected says the apiserver refuses a fetch Job's pod.
 	podRejected bool
+	// stalledLookAgainIn, if set, is when the serving pods are read (again)
+	// for what keeps them from being ready.
+	stalledLookAgainIn time.Duration
 }
 
 // observe reads the ModelServer's fetch Jobs (with what their pods left
@@ -206,6 +212,37 @@ func (r *ModelServerReconciler) observeDeployment(ctx context.Context, ms *servi
 		return nil, err
 	}
 	return deploy, nil
+}
+
+// observeStalledRollout reads the serving pods, if their rollout has
+// stalled (status.RolloutStalled), for what they say keeps them from being
+// ready, into report.PodsProblem; and returns when to look again. Pods
+// that are just slow to start cost no read: they are read only after a
+// stretch with no step forward, and then every other such stretch until
+// they are ready.
+func (r *ModelServerReconciler) observeStalledRollout(ctx context.Context, ms *servingv1alpha1.ModelServer, report *status.Observation) (time.Duration, error) {
+	now := r.clock().Now()
+	// A new ModelServer's pods wait for its first model, not stalled, until
+	// the model is fetched.
+	servingSince := now
+	if c := meta.FindStatusCondition(ms.Status.Conditions, servingv1alpha1.ConditionModelFetched); c != nil && c.Status == metav1.ConditionTrue {
+		servingSince = c.LastTransitionTime.Time
+	}
+	grace := cmp.Or(r.StalledRolloutGrace, DefaultStalledRolloutGrace)
+	stalled, wait := status.RolloutStalled(*report, servingSince, grace, now)
+	if !stalled {
+		return wait, nil
+	}
+	selector, err := metav1.LabelSelectorAsSelector(report.Deployment.Spec.Selector)
+	if err != nil {
+		return 0, fmt.Errorf("the serving Deployment's selector: %w", err)
+	}
+	pods := &corev1.PodList{}
+	if err := r.APIReader.List(ctx, pods, client.InNamespace(ms.Namespace), client.MatchingLabelsSelector{Selector: selector}); err != nil {
+		return 0, fmt.Errorf("list the serving pods: %w", err)
+	}
+	report.PodsProblem = status.ServingPodsProblem(pods.Items)
+	return 2 * grace, nil
 }
 
 // optionalAPIs says which of the optional kinds the spec asks for exist in

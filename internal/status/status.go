@@ -65,8 +65,11 @@ type Observation struct {
 
 	Deployment      *appsv1.Deployment
 	DesiredReplicas int32
-	Selector        string
-	Endpoints       *servingv1alpha1.Endpoints
+	// PodsProblem is what the serving pods say keeps them from being
+	// ready (ServingPodsProblem), read once their rollout has stalled.
+	PodsProblem string
+	Selector    string
+	Endpoints   *servingv1alpha1.Endpoints
 }
 
 // ModelFetch is what one model's fetch Job says.
@@ -279,17 +282,22 @@ func availability(o Observation) verdict {
 		return verdict{false, servingv1alpha1.ReasonRollingOut, fmt.Sprintf("the Deployment is being scaled to %d replicas", want)}
 	}
 	if d.Status.UpdatedReplicas < want || d.Status.Replicas > d.Status.UpdatedReplicas {
-		return verdict{false, servingv1alpha1.ReasonRollingOut, withProblem(fmt.Sprintf("rolling out: %d of %d pods updated", d.Status.UpdatedReplicas, want), d)}
+		return verdict{false, servingv1alpha1.ReasonRollingOut, withProblem(fmt.Sprintf("rolling out: %d of %d pods updated", d.Status.UpdatedReplicas, want), o)}
 	}
 	if d.Status.ReadyReplicas < want {
-		return verdict{false, servingv1alpha1.ReasonPodsNotReady, withProblem(fmt.Sprintf("%d of %d serving pods ready (readiness probe GET /v1/models/<name>)", d.Status.ReadyReplicas, want), d)}
+		return verdict{false, servingv1alpha1.ReasonPodsNotReady, withProblem(fmt.Sprintf("%d of %d serving pods ready (readiness probe GET /v1/models/<name>)", d.Status.ReadyReplicas, want), o)}
 	}
 	return verdict{true, servingv1alpha1.ReasonAvailable, fmt.Sprintf("%d of %d serving pods ready", d.Status.ReadyReplicas, want)}
 }
 
-func withProblem(message string, d *appsv1.Deployment) string {
-	if p := RolloutProblem(d); p != "" {
-		return message + "; " + p
+// withProblem adds to a rollout's progress what stops it, if known: from
+// the Deployment's conditions, and from its pods.
+func withProblem(message string, o Observation) string {
+	if p := RolloutProblem(o.Deployment); p != "" {
+		message += "; " + p
+	}
+	if o.PodsProblem != "" {
+		message += "; " + o.PodsProblem
 	}
 	return message
 }
@@ -310,10 +318,8 @@ func RolloutProblem(d *appsv1.Deployment) string {
 	if d == nil {
 		return ""
 	}
-	for _, c := range d.Status.Conditions {
-		if c.Type == appsv1.DeploymentReplicaFailure && c.Status == corev1.ConditionTrue {
-			return "serving pods cannot be created: " + oneLine(forbiddenPod.ReplaceAllString(strings.TrimSpace(c.Message), ""))
-		}
+	if c := replicaFailure(d); c != nil {
+		return "serving pods cannot be created: " + oneLine(forbiddenPod.ReplaceAllString(strings.TrimSpace(c.Message), ""))
 	}
 	for _, c := range d.Status.Conditions {
 		if c.Type == appsv1.DeploymentProgressing && c.Status == corev1.ConditionFalse && c.Reason == "ProgressDeadlineExceeded" {
@@ -326,6 +332,17 @@ func RolloutProblem(d *appsv1.Deployment) string {
 		}
 	}
 	return ""
+}
+
+// replicaFailure is the Deployment's condition saying that the apiserver
+// refuses its new pods, or nil.
+func replicaFailure(d *appsv1.Deployment) *appsv1.DeploymentCondition {
+	for i, c := range d.Status.Conditions {
+		if c.Type == appsv1.DeploymentReplicaFailure && c.Status == corev1.ConditionTrue {
+			return &d.Status.Conditions[i]
+		}
+	}
+	return nil
 }
 
 func fetchedMessage(o Observation) string {

@@ -1,0 +1,147 @@
+package status
+
+import (
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+)
+
+// RolloutStalled says whether the serving pods are not all ready and
+// nothing has moved for grace: neither the rollout (the Deployment's
+// Progressing condition, whose lastUpdateTime the Deployment controller
+// moves at each step forward) nor the model (servingSince, when the pods
+// got a model to load). If not yet, wait is how long until it would be;
+// 0 when the pods are ready, or refused (RolloutProblem says why).
+//
+// The serving pods are not watched: their watch events would cost the
+// operator as much as the Deployments' at scale. What they say is read
+// only once their rollout has stood still this long.
+func RolloutStalled(o Observation, servingSince time.Time, grace time.Duration, now time.Time) (stalled bool, wait time.Duration) {
+	d := o.Deployment
+	if !o.Serving || d == nil || d.Status.ObservedGeneration < d.Generation || replicaFailure(d) != nil {
+		return false, 0
+	}
+	want := o.DesiredReplicas
+	if d.Status.ReadyReplicas >= want && d.Status.UpdatedReplicas >= want && d.Status.Replicas <= d.Status.UpdatedReplicas {
+		return false, 0
+	}
+	since := servingSince
+	for _, c := range d.Status.Conditions {
+		if c.Type == appsv1.DeploymentProgressing && c.LastUpdateTime.After(since) {
+			since = c.LastUpdateTime.Time
+		}
+	}
+	if age := now.Sub(since); age < grace {
+		return false, grace - age
+	}
+	return true, 0
+}
+
+// podWaitingBenign are the reasons a container waits for on its way to
+// running when nothing is wrong.
+var podWaitingBenign = []string{"", "ContainerCreating", "PodInitializing"}
+
+// pullFailure are the waiting reasons of a container whose image the
+// kubelet could not pull; the kubelet alternates between the first (a
+// pull failed) and ImagePullBackOff (waiting to try again), and names the
+// cause of the first otherwise (RegistryUnavailable, ...).
+var pullFailure = []string{"ErrImagePull", "ImagePullBackOff", "RegistryUnavailable", "SignatureValidationFailed", "InvalidImageName", "ErrImageNeverPull"}
+
+// backOffPrefix is how the kubelet begins the message of ImagePullBackOff,
+// before the failure that the previous pull's message said on its own, as
+// `<reason>: <message>`.
+var backOffPrefix = regexp.MustCompile(`^Back-off pulling image "[^"]*"(: [A-Za-z]+: )?`)
+
+// ServingPodsProblem is what keeps the serving pods from being ready, as
+// their own status says: pods no node can take, images that cannot be
+// pulled, containers that keep exiting or cannot start. "" if none of
+// these: pods still starting, or running and loading the model, which
+// their count already says. Ready and terminating pods are passed over.
+//
+// The text stays the same while the cause does, so that the kubelet's
+// retries cost no status write: it counts pods, not attempts, names no
+// pod (a pod's name changes when it is replaced), and says a failed pull
+// the same way whether the kubelet is pulling again or backing off.
+func ServingPodsProblem(pods []corev1.Pod) string {
+	var problems []string
+	count := map[string]int{}
+	for i := range pods {
+		p := &pods[i]
+		if p.DeletionTimestamp != nil || podReady(p) {
+			continue
+		}
+		problem := podProblem(p)
+		if problem == "" {
+			continue
+		}
+		if count[problem] == 0 {
+			problems = append(problems, problem)
+		}
+		count[problem]++
+	}
+	// The problem of most pods first; equal counts in the order met.
+	slices.SortStableFunc(problems, func(a, b string) int { return count[b] - count[a] })
+	parts := make([]string, 0, len(problems))
+	for _, problem := range problems {
+		who := "1 serving pod"
+		if n := count[problem]; n > 1 {
+			who = fmt.Sprintf("%d serving pods", n)
+		}
+		parts = append(parts, who+" "+problem)
+	}
+	return oneLine(strings.Join(parts, "; "))
+}
+
+// podProblem is the first thing wrong with one pod, said so that it
+// follows "1 serving pod" or "2 serving pods", or "".
+func podProblem(p *corev1.Pod) string {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
+			return withDetail("cannot be scheduled", c.Message)
+		}
+	}
+	statuses := append(slices.Clone(p.Status.InitContainerStatuses), p.Status.ContainerStatuses...)
+	for _, cs := range statuses {
+		w := cs.State.Waiting
+		if w == nil || slices.Contains(podWaitingBenign, w.Reason) {
+			continue
+		}
+		switch {
+		case slices.Contains(pullFailure, w.Reason):
+			return withDetail(fmt.Sprintf("cannot pull image %q", cs.Image), backOffPrefix.ReplaceAllString(w.Message, ""))
+		case w.Reason == "CrashLoopBackOff":
+			problem := fmt.Sprintf("cannot keep container %q running", cs.Name)
+			if t := cs.LastTerminationState.Terminated; t != nil {
+				problem += fmt.Sprintf(": it exits with code %d", t.ExitCode)
+				if t.Reason == "OOMKilled" {
+					problem += " (OOMKilled: over its memory limit)"
+				}
+			}
+			return problem
+		default:
+			return withDetail(fmt.Sprintf("cannot start container %q: %s", cs.Name, w.Reason), w.Message)
+		}
+	}
+	return ""
+}
+
+func withDetail(problem, detail string) string {
+	if detail = strings.TrimSpace(detail); detail != "" {
+		return problem + ": " + detail
+	}
+	return problem
+}
+
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}

@@ -1,0 +1,139 @@
+package status
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
+)
+
+// progressedAt gives d a Progressing condition last moved at t.
+func progressedAt(d *appsv1.Deployment, t time.Time) *appsv1.Deployment {
+	return withCondition(d, appsv1.DeploymentCondition{
+		Type: appsv1.DeploymentProgressing, Status: corev1.ConditionTrue, Reason: "ReplicaSetUpdated",
+		LastUpdateTime: metav1.NewTime(t), LastTransitionTime: metav1.NewTime(t.Add(-time.Hour)),
+	})
+}
+
+func TestARolloutStallsAfterTheGraceWithNoStepForward(t *testing.T) {
+	const grace = 30 * time.Second
+	long := testNow.Add(-time.Hour)
+	for _, tc := range []struct {
+		name         string
+		o            Observation
+		servingSince time.Time
+		stalled      bool
+		wait         time.Duration
+	}{
+		{"pods not ready, no progress for a minute", served(Observation{Deployment: progressedAt(deployment(2, 0), testNow.Add(-time.Minute))}), long, true, 0},
+		{"a new pod 10 s ago", served(Observation{Deployment: progressedAt(deployment(2, 1), testNow.Add(-10*time.Second))}), long, false, 20 * time.Second},
+		{"the model arrived 5 s ago", served(Observation{Deployment: progressedAt(deployment(2, 0), long)}), testNow.Add(-5 * time.Second), false, 25 * time.Second},
+		{"a rollout with the old pods still ready", served(Observation{Deployment: func() *appsv1.Deployment {
+			d := progressedAt(deployment(1, 2), long)
+			d.Status.Replicas = 3
+			return d
+		}()}), long, true, 0},
+		{"all ready", served(Observation{Deployment: progressedAt(deployment(2, 2), long)}), long, false, 0},
+		{"no model yet", Observation{DesiredReplicas: 2, Deployment: progressedAt(deployment(2, 0), long)}, long, false, 0},
+		{"pods refused: nothing to read", served(Observation{Deployment: withCondition(progressedAt(deployment(0, 0), long), appsv1.DeploymentCondition{
+			Type: appsv1.DeploymentReplicaFailure, Status: corev1.ConditionTrue, Message: "exceeded quota",
+		})}), long, false, 0},
+		{"the Deployment controller behind", served(Observation{Deployment: func() *appsv1.Deployment {
+			d := progressedAt(deployment(2, 0), long)
+			d.Status.ObservedGeneration--
+			return d
+		}()}), long, false, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			stalled, wait := RolloutStalled(tc.o, tc.servingSince, grace, testNow)
+			if stalled != tc.stalled || wait != tc.wait {
+				t.Errorf("stalled %v, wait %v; want %v, %v", stalled, wait, tc.stalled, tc.wait)
+			}
+		})
+	}
+}
+
+// pod is a serving pod, not ready, with one container "tfserving" in the
+// given state, and the pod's conditions.
+func pod(state corev1.ContainerState, last corev1.ContainerState, conditions ...corev1.PodCondition) corev1.Pod {
+	return corev1.Pod{Status: corev1.PodStatus{
+		Conditions: append(conditions, corev1.PodCondition{Type: corev1.PodReady, Status: corev1.ConditionFalse}),
+		ContainerStatuses: []corev1.ContainerStatus{{
+			Name: "tfserving", Image: "tensorflow/serving:2.19.0", State: state, LastTerminationState: last,
+		}},
+	}}
+}
+
+func waiting(reason, message string) corev1.ContainerState {
+	return corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: reason, Message: message}}
+}
+
+const pullError = `rpc error: code = NotFound desc = failed to pull and unpack image "docker.io/tensorflow/serving:2.19.0": no match for platform in manifest: not found`
+
+func TestWhatKeepsServingPodsFromBeingReadyIsSaidInTheirOwnWords(t *testing.T) {
+	running := corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}
+	unschedulable := corev1.PodCondition{
+		Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable,
+		Message: "0/3 nodes are available: 3 Insufficient memory.",
+	}
+	exited := func(code int32, reason string) corev1.ContainerState {
+		return corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: code, Reason: reason}}
+	}
+	for _, tc := range []struct {
+		name string
+		pods []corev1.Pod
+		want string
+	}{
+		{"a failed pull", []corev1.Pod{pod(waiting("ErrImagePull", pullError), corev1.ContainerState{})},
+			`1 serving pod cannot pull image "tensorflow/serving:2.19.0": ` + pullError},
+		{"backing off after it", []corev1.Pod{pod(waiting("ImagePullBackOff", `Back-off pulling image "tensorflow/serving:2.19.0": ErrImagePull: `+pullError), corev1.ContainerState{})},
+			`1 serving pod cannot pull image "tensorflow/serving:2.19.0": ` + pullError},
+		{"backing off, the failure forgotten", []corev1.Pod{pod(waiting("ImagePullBackOff", `Back-off pulling image "tensorflow/serving:2.19.0"`), corev1.ContainerState{})},
+			`1 serving pod cannot pull image "tensorflow/serving:2.19.0"`},
+		{"no node fits", []corev1.Pod{pod(corev1.ContainerState{}, corev1.ContainerState{}, unschedulable), pod(corev1.ContainerState{}, corev1.ContainerState{}, unschedulable)},
+			"2 serving pods cannot be scheduled: 0/3 nodes are available: 3 Insufficient memory."},
+		{"out of memory", []corev1.Pod{pod(waiting("CrashLoopBackOff", "back-off 40s restarting failed container=tfserving pod=resnet-6c9-x2x8z_ml(uid)"), exited(137, "OOMKilled"))},
+			`1 serving pod cannot keep container "tfserving" running: it exits with code 137 (OOMKilled: over its memory limit)`},
+		{"a missing Secret", []corev1.Pod{pod(waiting("CreateContainerConfigError", `secret "tls" not found`), corev1.ContainerState{})},
+			`1 serving pod cannot start container "tfserving": CreateContainerConfigError: secret "tls" not found`},
+		{"the most pods first", []corev1.Pod{
+			pod(waiting("CrashLoopBackOff", ""), exited(1, "Error")),
+			pod(corev1.ContainerState{}, corev1.ContainerState{}, unschedulable),
+			pod(corev1.ContainerState{}, corev1.ContainerState{}, unschedulable),
+		}, `2 serving pods cannot be scheduled: 0/3 nodes are available: 3 Insufficient memory.; 1 serving pod cannot keep container "tfserving" running: it exits with code 1`},
+		{"starting", []corev1.Pod{pod(waiting("ContainerCreating", ""), corev1.ContainerState{})}, ""},
+		{"loading the model", []corev1.Pod{pod(running, corev1.ContainerState{})}, ""},
+		{"terminating", []corev1.Pod{func() corev1.Pod {
+			p := pod(waiting("ErrImagePull", pullError), corev1.ContainerState{})
+			p.DeletionTimestamp = &metav1.Time{Time: testNow}
+			return p
+		}()}, ""},
+		{"a waiting init container", []corev1.Pod{func() corev1.Pod {
+			p := pod(waiting("PodInitializing", ""), corev1.ContainerState{})
+			p.Status.InitContainerStatuses = []corev1.ContainerStatus{{
+				Name: "wait-for-model", Image: "registry.example/modelserver-operator:v1", State: waiting("ImagePullBackOff", `Back-off pulling image "registry.example/modelserver-operator:v1": ErrImagePull: unauthorized`),
+			}}
+			return p
+		}()}, `1 serving pod cannot pull image "registry.example/modelserver-operator:v1": unauthorized`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := ServingPodsProblem(tc.pods); got != tc.want {
+				t.Errorf("got  %q\nwant %q", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestAStalledRolloutsPodsAreNamedInTheAvailableCondition(t *testing.T) {
+	o := served(Observation{Deployment: deployment(2, 0)})
+	o.PodsProblem = `2 serving pods cannot pull image "tensorflow/serving:2.19.0"`
+	st := Compute(servingv1alpha1.ModelServerStatus{}, o, testNow)
+	if !strings.HasSuffix(st.Message, "; "+o.PodsProblem) || !strings.HasPrefix(st.Message, "0 of 2 serving pods ready") {
+		t.Errorf("message %q: want the count, then the pods' problem", st.Message)
+	}
+}
