@@ -366,6 +366,39 @@ func TestFailedFetchesSayWhyAndFixingTheSpecRecovers(t *testing.T) {
 	}
 }
 
+// A serving image the registry does not have: containerd fails the pull,
+// the kubelet backs off and tries again, and the status says what
+// containerd said once the rollout has stood still. Pushing nothing but
+// fixing spec.image makes the ModelServer Ready.
+func TestAServingImageThatCannotBePulledIsNamedAndFixingTheSpecRecovers(t *testing.T) {
+	e := realNode(t)
+	ns := e.namespace(t)
+	registry, _, _ := strings.Cut(e.DoubleImage, "/")
+	missing := registry + "/tfserving-double:never-pushed"
+	good := e.modelServer("nopull", halfPlusTwo, 1, "64Mi", "")
+	e.kubectl(t, strings.Replace(good, "image: "+e.DoubleImage, "image: "+missing, 1), "-n", ns, "apply", "-f", "-")
+	start := time.Now()
+	want := fmt.Sprintf("1 serving pod cannot pull image %q: ", missing)
+	var ms *servingv1alpha1.ModelServer
+	err := wait.PollUntilContextTimeout(context.Background(), time.Second, 3*time.Minute, true, func(context.Context) (bool, error) {
+		ms = e.get(t, ns, "nopull")
+		return strings.Contains(ms.Status.Message, want), nil
+	})
+	if err != nil {
+		t.Fatalf("the status does not say %q: %s: %s\n%s", want, ms.Status.Phase, ms.Status.Message,
+			e.kubectlOut("-n", ns, "get", "pods", "-o", "jsonpath={.items[*].status.containerStatuses}"))
+	}
+	t.Logf("after %.1fs: %s: %s", time.Since(start).Seconds(), ms.Status.Phase, ms.Status.Message)
+	if ms.Status.Phase != servingv1alpha1.PhaseDeploying || !strings.Contains(ms.Status.Message, "not found") {
+		t.Errorf("%s: %s; want Deploying, with containerd's reason (not found)", ms.Status.Phase, ms.Status.Message)
+	}
+	e.kubectl(t, good, "-n", ns, "apply", "-f", "-")
+	e.waitReady(t, ns, "nopull", 3*time.Minute)
+	if ms = e.get(t, ns, "nopull"); ms.Status.Message != "" {
+		t.Errorf("Ready with message %q", ms.Status.Message)
+	}
+}
+
 func TestAFetchKilledMidDownloadIsRetriedAndNeverPublishesAPartialModel(t *testing.T) {
 	e := realNode(t)
 	ns := e.namespace(t)
