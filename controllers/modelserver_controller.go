@@ -55,12 +55,11 @@ const conflictRetry = 30 * time.Second
 // operator looks for the reason in its Events.
 const podCreationGrace = 10 * time.Second
 
-// DefaultStalledRolloutGrace is how long serving pods may stand not
-// ready, with no step forward, before the operator reads them for the
-// reason, unless configured otherwise. They are read again every twice
-// that while it lasts: the kubelet's and the scheduler's retries are not
-// watched.
-const DefaultStalledRolloutGrace = 30 * time.Second
+// stalledRolloutGrace is how long serving pods may stand not ready, with
+// no step forward, before the operator reads them for the reason. While
+// that lasts they are read again (status.RolloutStalled says when): the
+// kubelet's and the scheduler's retries are not watched.
+const stalledRolloutGrace = 30 * time.Second
 
 // podRejectedRetry is how often a ModelServer whose fetch pod the apiserver
 // refuses looks again.
@@ -84,10 +83,6 @@ type ModelServerReconciler struct {
 	// RecheckAfter is how soon a ModelServer with warnings (an optional
 	// API it asks for is missing) is looked at again. Default 1 minute.
 	RecheckAfter time.Duration
-	// StalledRolloutGrace is how long serving pods may stand not ready,
-	// with no step forward, before they are read for the reason. Default:
-	// DefaultStalledRolloutGrace.
-	StalledRolloutGrace time.Duration
 	// Clock tells the time the status is computed at. Default: the real
 	// clock.
 	Clock clock.PassiveClock
@@ -114,6 +109,8 @@ type ModelServerReconciler struct {
 	uids sync.Map
 	// held are the steps on the way to Ready not yet written.
 	held heldSteps
+	// podReads holds, by UID, the last read of a stalled rollout's pods.
+	podReads podReads
 	// indexed says that Client reads a cache with the indexes of
 	// addIndexes: SetupWithManager adds them, and Client must then be
 	// the manager's.
@@ -337,6 +334,7 @@ func (r *ModelServerReconciler) forget(uid types.UID) {
 	r.written.Delete(uid)
 	r.problems.forget(uid)
 	r.held.forget(uid)
+	r.podReads.forget(uid)
 	metrics.Forget(uid)
 }
 

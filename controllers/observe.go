@@ -1,12 +1,12 @@
 package controllers
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"maps"
 	"slices"
 	"sort"
+	"sync"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -218,8 +218,9 @@ func (r *ModelServerReconciler) observeDeployment(ctx context.Context, ms *servi
 // stalled (status.RolloutStalled), for what they say keeps them from being
 // ready, into report.PodsProblem; and returns when to look again. Pods
 // that are just slow to start cost no read: they are read only after a
-// stretch with no step forward, and then every other such stretch until
-// they are ready.
+// stretch with no step forward, and then less and less often while it
+// lasts. A reconcile in between, woken by something else, reports what the
+// last read found.
 func (r *ModelServerReconciler) observeStalledRollout(ctx context.Context, ms *servingv1alpha1.ModelServer, report *status.Observation) (time.Duration, error) {
 	now := r.clock().Now()
 	// A new ModelServer's pods wait for its first model, not stalled, until
@@ -228,10 +229,14 @@ func (r *ModelServerReconciler) observeStalledRollout(ctx context.Context, ms *s
 	if c := meta.FindStatusCondition(ms.Status.Conditions, servingv1alpha1.ConditionModelFetched); c != nil && c.Status == metav1.ConditionTrue {
 		servingSince = c.LastTransitionTime.Time
 	}
-	grace := cmp.Or(r.StalledRolloutGrace, DefaultStalledRolloutGrace)
-	stalled, wait := status.RolloutStalled(*report, servingSince, grace, now)
+	stalled, lookAgainIn := status.RolloutStalled(*report, servingSince, stalledRolloutGrace, now)
 	if !stalled {
-		return wait, nil
+		r.podReads.forget(ms.UID)
+		return lookAgainIn, nil
+	}
+	if last, ok := r.podReads.fresh(ms.UID, now); ok {
+		report.PodsProblem = last.problem
+		return last.due.Sub(now), nil
 	}
 	selector, err := metav1.LabelSelectorAsSelector(report.Deployment.Spec.Selector)
 	if err != nil {
@@ -242,8 +247,31 @@ func (r *ModelServerReconciler) observeStalledRollout(ctx context.Context, ms *s
 		return 0, fmt.Errorf("list the serving pods: %w", err)
 	}
 	report.PodsProblem = status.ServingPodsProblem(pods.Items)
-	return 2 * grace, nil
+	r.podReads.m.Store(ms.UID, podRead{due: now.Add(lookAgainIn), problem: report.PodsProblem})
+	return lookAgainIn, nil
 }
+
+// podReads remembers, by UID, the last read of a stalled rollout's pods.
+type podReads struct{ m sync.Map }
+
+// podRead is when the next read of a stalled rollout's pods is due, and
+// what the last one found.
+type podRead struct {
+	due     time.Time
+	problem string
+}
+
+// fresh returns the last read of uid's pods while it stands: until the
+// next is due.
+func (p *podReads) fresh(uid types.UID, now time.Time) (podRead, bool) {
+	v, ok := p.m.Load(uid)
+	if !ok || !now.Before(v.(podRead).due) {
+		return podRead{}, false
+	}
+	return v.(podRead), true
+}
+
+func (p *podReads) forget(uid types.UID) { p.m.Delete(uid) }
 
 // optionalAPIs says which of the optional kinds the spec asks for exist in
 // the cluster. The release manager's view is asked, since it is the one

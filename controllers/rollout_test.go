@@ -3,17 +3,24 @@ package controllers_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
+	"github.com/modelserver-dev/modelserver-operator/controllers"
 	"github.com/modelserver-dev/modelserver-operator/internal/localcluster"
 	"github.com/modelserver-dev/modelserver-operator/internal/values"
 )
@@ -52,84 +59,183 @@ func TestServingPodsTheQuotaRefusesAreNamedInTheStatus(t *testing.T) {
 }
 
 // A serving image that cannot be pulled: the pod waits, and once the
-// rollout has stood still the status says why, in the kubelet's words.
-// The kubelet alternates between pulling again and backing off; the
-// status says the same either way, so that its retries cost no write.
-// (Here the simulated kubelet is the test, writing the pod's status as
-// the kubelet would; test/realnode has a real one fail a real pull.)
+// rollout has stood still for 30 s the status says why, in the kubelet's
+// words. The pods are read then, not before, and not at every reconcile
+// after: again after as long as the rollout has stood still. The kubelet
+// alternates between pulling again and backing off; the status says the
+// same either way, so that its retries cost no write. The test plays the
+// kubelet, writing the pod's status as it would (test/realnode has a real
+// one fail a real pull), and the clock.
 func TestAServingImageThatCannotBePulledIsNamedInTheStatus(t *testing.T) {
-	ns := newNamespace(t)
-	ctx := context.Background()
+	ns, r, _ := recordingReconciler(t)
 	ms := newModelServer(ns, "nopull", func(ms *servingv1alpha1.ModelServer) {
 		ms.Spec.Replicas = ptr.To[int32](1)
 		ms.Spec.PodTemplate.Annotations = map[string]string{localcluster.AnnotationNeverReady: "true"}
 	})
-	if err := env.client.Create(ctx, ms); err != nil {
+	if err := env.client.Create(context.Background(), ms); err != nil {
 		t.Fatal(err)
 	}
-	pod := &corev1.Pod{}
-	eventually(t, 60*time.Second, "a running serving pod", func(ctx context.Context) (bool, string) {
-		pods := &corev1.PodList{}
-		if err := env.client.List(ctx, pods, client.InNamespace(ns), client.MatchingLabels{values.LabelComponent: "serving"}); err != nil {
-			return false, err.Error()
-		}
-		for i := range pods.Items {
-			if pods.Items[i].Status.Phase == corev1.PodRunning {
-				pod = &pods.Items[i]
-				return true, ""
-			}
-		}
-		return false, fmt.Sprintf("%d serving pods, none running", len(pods.Items))
-	})
+	t.Cleanup(func() { _ = env.client.Delete(context.Background(), ms) })
+	c := newClockedReconciler(t, r, ms)
+
+	// The model fetched and the serving pod running, not ready; the step
+	// is held 10 s, then written.
+	pod := runningServingPod(t, ms, func() { c.reconcile(time.Now()) })
+	c.reconcile(c.clock.Now())
+	c.reconcile(c.clock.Now().Add(11 * time.Second))
+	fetched := meta.FindStatusCondition(c.get().Status.Conditions, servingv1alpha1.ConditionModelFetched)
+	if fetched == nil || fetched.Status != metav1.ConditionTrue {
+		t.Fatalf("ModelFetched %+v after the step's hold", fetched)
+	}
+	c.since = fetched.LastTransitionTime.Time
+
 	image := pod.Spec.Containers[0].Image
 	const pullError = `rpc error: code = NotFound desc = failed to pull and unpack image: not found`
-	kubelet := func(state corev1.ContainerState, ready corev1.ConditionStatus) {
-		t.Helper()
-		pod.Status.ContainerStatuses[0].State = state
-		pod.Status.ContainerStatuses[0].Ready = ready == corev1.ConditionTrue
-		for i, c := range pod.Status.Conditions {
-			if c.Type == corev1.PodReady || c.Type == corev1.ContainersReady {
-				pod.Status.Conditions[i].Status = ready
-			}
-		}
-		if err := env.client.Status().Update(ctx, pod); err != nil {
-			t.Fatal(err)
-		}
-	}
-	kubelet(corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ErrImagePull", Message: pullError}}, corev1.ConditionFalse)
-
+	setContainerState(t, pod, corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ErrImagePull", Message: pullError}})
+	c.expect(29*time.Second, 0, time.Second)
+	c.expect(31*time.Second, 1, 10*time.Second) // the new message's hold
+	c.expect(42*time.Second, 1, 49*time.Second) // the last read stands
 	want := fmt.Sprintf("1 serving pod cannot pull image %q: %s", image, pullError)
-	got := &servingv1alpha1.ModelServer{}
-	eventually(t, 60*time.Second, "the failed pull in the status", func(ctx context.Context) (bool, string) {
-		if err := env.client.Get(ctx, client.ObjectKeyFromObject(ms), got); err != nil {
-			return false, err.Error()
-		}
-		return strings.HasSuffix(got.Status.Message, "; "+want), string(got.Status.Phase) + ": " + got.Status.Message
-	})
+	got := c.get()
 	t.Logf("%s: %s", got.Status.Phase, got.Status.Message)
-	if got.Status.Phase != servingv1alpha1.PhaseDeploying {
-		t.Errorf("phase %s, want Deploying: the pull may yet succeed", got.Status.Phase)
+	if got.Status.Phase != servingv1alpha1.PhaseDeploying || !strings.HasSuffix(got.Status.Message, "; "+want) {
+		t.Fatalf("%s: %q; want Deploying, ending with %q", got.Status.Phase, got.Status.Message, want)
 	}
 
-	// Backing off: the pods are read every 2 s here (twice the suite's
-	// grace), and a change on the way to Ready is written once it has
-	// stood for 10 s (progressHold): after 13 s, the status is as it was.
-	kubelet(corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{
+	// Backing off: read again, the same words, no write; the next read
+	// after as long again.
+	setContainerState(t, pod, corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{
 		Reason: "ImagePullBackOff", Message: fmt.Sprintf("Back-off pulling image %q: ErrImagePull: %s", image, pullError),
-	}}, corev1.ConditionFalse)
-	time.Sleep(13 * time.Second)
-	after := &servingv1alpha1.ModelServer{}
-	if err := env.client.Get(ctx, client.ObjectKeyFromObject(ms), after); err != nil {
-		t.Fatal(err)
-	}
-	if after.ResourceVersion != got.ResourceVersion {
+	}})
+	c.expect(92*time.Second, 2, 92*time.Second)
+	c.expect(103*time.Second, 2, 81*time.Second)
+	if after := c.get(); after.ResourceVersion != got.ResourceVersion {
 		t.Errorf("the status was rewritten while the kubelet backed off: %q, then %q", got.Status.Message, after.Status.Message)
 	}
 
 	// The image turns up: the pod runs and is ready, and so is the
-	// ModelServer, with nothing left of the failure.
-	kubelet(corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.Now()}}, corev1.ConditionTrue)
-	if ready := waitReady(t, ms); ready.Status.Message != "" {
-		t.Errorf("Ready with message %q", ready.Status.Message)
+	// ModelServer, with nothing left of the failure and no more reads.
+	setContainerState(t, pod, corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.Now()}})
+	eventually(t, 30*time.Second, "nopull Ready", func(context.Context) (bool, string) {
+		c.reconcile(c.since.Add(104 * time.Second))
+		got = c.get()
+		return got.Status.Phase == servingv1alpha1.PhaseReady, string(got.Status.Phase) + ": " + got.Status.Message
+	})
+	if got.Status.Message != "" || c.reads.n.Load() != 2 {
+		t.Errorf("Ready with message %q, after %d reads of the serving pods; want none, 2", got.Status.Message, c.reads.n.Load())
 	}
+}
+
+// clockedReconciler reconciles one ModelServer by hand, at the times it
+// is told, counting its reads of the serving pods.
+type clockedReconciler struct {
+	t     *testing.T
+	r     *controllers.ModelServerReconciler
+	clock *clocktesting.FakePassiveClock
+	reads *servingPodReads
+	key   client.ObjectKey
+	// since is the time expect counts from.
+	since time.Time
+}
+
+func newClockedReconciler(t *testing.T, r *controllers.ModelServerReconciler, ms *servingv1alpha1.ModelServer) *clockedReconciler {
+	c := &clockedReconciler{
+		t: t, r: r, clock: clocktesting.NewFakePassiveClock(time.Now()),
+		reads: &servingPodReads{Reader: r.APIReader}, key: client.ObjectKeyFromObject(ms),
+	}
+	r.APIReader, r.Clock = c.reads, c.clock
+	return c
+}
+
+func (c *clockedReconciler) reconcile(at time.Time) ctrl.Result {
+	c.t.Helper()
+	c.clock.SetTime(at)
+	result, err := c.r.Reconcile(context.Background(), ctrl.Request{NamespacedName: c.key})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return result
+}
+
+func (c *clockedReconciler) get() *servingv1alpha1.ModelServer {
+	c.t.Helper()
+	got := &servingv1alpha1.ModelServer{}
+	if err := env.client.Get(context.Background(), c.key, got); err != nil {
+		c.t.Fatal(err)
+	}
+	return got
+}
+
+// expect reconciles at since+after and fails the test unless the serving
+// pods have been read reads times by then and the next look is due in
+// next. The status keeps a condition's time to the second, the
+// reconciler to the nanosecond: both are checked give or take a second.
+func (c *clockedReconciler) expect(after time.Duration, reads int32, next time.Duration) {
+	c.t.Helper()
+	result := c.reconcile(c.since.Add(after))
+	if n := c.reads.n.Load(); n != reads || !about(result.RequeueAfter, next) {
+		c.t.Fatalf("%v after the model came: %d reads of the serving pods, look again in %v; want %d, in %v", after, n, result.RequeueAfter, reads, next)
+	}
+}
+
+// runningServingPod waits, calling poll meanwhile, for the model to be
+// fetched and a serving pod of ms to run.
+func runningServingPod(t *testing.T, ms *servingv1alpha1.ModelServer, poll func()) *corev1.Pod {
+	t.Helper()
+	var pod *corev1.Pod
+	mine := client.MatchingLabels{values.LabelModelServer: ms.Name}
+	eventually(t, 60*time.Second, "the model fetched and a serving pod running", func(ctx context.Context) (bool, string) {
+		poll()
+		pods, jobs := &corev1.PodList{}, &batchv1.JobList{}
+		if err := env.client.List(ctx, pods, client.InNamespace(ms.Namespace), mine, client.MatchingLabels{values.LabelComponent: "serving"}); err != nil {
+			return false, err.Error()
+		}
+		if err := env.client.List(ctx, jobs, client.InNamespace(ms.Namespace), mine); err != nil {
+			return false, err.Error()
+		}
+		fetched := len(jobs.Items) == 1 && jobs.Items[0].Status.Succeeded == 1
+		running := slices.IndexFunc(pods.Items, func(p corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning })
+		if running >= 0 {
+			pod = &pods.Items[running]
+		}
+		return running >= 0 && fetched, fmt.Sprintf("%d serving pods, running at %d; fetched %v", len(pods.Items), running, fetched)
+	})
+	return pod
+}
+
+// setContainerState writes the pod's one container's state, as the
+// kubelet would: ready once it runs.
+func setContainerState(t *testing.T, pod *corev1.Pod, state corev1.ContainerState) {
+	t.Helper()
+	ready := corev1.ConditionFalse
+	if state.Running != nil {
+		ready = corev1.ConditionTrue
+	}
+	pod.Status.ContainerStatuses[0].State = state
+	pod.Status.ContainerStatuses[0].Ready = ready == corev1.ConditionTrue
+	for i, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodReady || c.Type == corev1.ContainersReady {
+			pod.Status.Conditions[i].Status = ready
+		}
+	}
+	if err := env.client.Status().Update(context.Background(), pod); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// about says d is want give or take a second.
+func about(d, want time.Duration) bool { return d >= want-time.Second && d <= want+time.Second }
+
+// servingPodReads counts the lists of serving pods (not a fetch Job's).
+type servingPodReads struct {
+	client.Reader
+	n atomic.Int32
+}
+
+func (s *servingPodReads) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	o := (&client.ListOptions{}).ApplyOptions(opts)
+	if _, pods := list.(*corev1.PodList); pods && o.LabelSelector != nil && !strings.Contains(o.LabelSelector.String(), batchv1.JobNameLabel) {
+		s.n.Add(1)
+	}
+	return s.Reader.List(ctx, list, opts...)
 }

@@ -106,8 +106,6 @@ func runSuite(m *testing.M) int {
 		FetchImage:   "example.com/modelserver-operator:test",
 		ProxyEnv:     proxy.ReadProxyVarsFromEnv(),
 		RecheckAfter: time.Second,
-		// Tests script a stalled rollout: no need to wait 30 s for it.
-		StalledRolloutGrace: time.Second,
 	}
 	if err := env.reconciler.SetupWithManager(mgr); err != nil {
 		fmt.Fprintln(os.Stderr, err)

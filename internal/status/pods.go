@@ -15,13 +15,18 @@ import (
 // nothing has moved for grace: neither the rollout (the Deployment's
 // Progressing condition, whose lastUpdateTime the Deployment controller
 // moves at each step forward) nor the model (servingSince, when the pods
-// got a model to load). If not yet, wait is how long until it would be;
-// 0 when the pods are ready, or refused (RolloutProblem says why).
+// got a model to load). lookAgainIn is when to look again: if not stalled
+// yet, when it would be (0 when the pods are ready, or refused:
+// RolloutProblem says why); if stalled, when to read the pods again.
 //
 // The serving pods are not watched: their watch events would cost the
-// operator as much as the Deployments' at scale. What they say is read
-// only once their rollout has stood still this long.
-func RolloutStalled(o Observation, servingSince time.Time, grace time.Duration, now time.Time) (stalled bool, wait time.Duration) {
+// operator as much as the Deployments' at scale. They are read only once
+// their rollout has stood still for grace, then again after as long as it
+// has stood still, from twice grace up to stalledRecheckMax: a cause that
+// lasts is read a few times an hour, not every minute, which at scale
+// (a registry down for every ModelServer) would take the operator's
+// share of the apiserver.
+func RolloutStalled(o Observation, servingSince time.Time, grace time.Duration, now time.Time) (stalled bool, lookAgainIn time.Duration) {
 	d := o.Deployment
 	if !o.Serving || d == nil || d.Status.ObservedGeneration < d.Generation || replicaFailure(d) != nil {
 		return false, 0
@@ -36,11 +41,15 @@ func RolloutStalled(o Observation, servingSince time.Time, grace time.Duration, 
 			since = c.LastUpdateTime.Time
 		}
 	}
-	if age := now.Sub(since); age < grace {
+	age := now.Sub(since)
+	if age < grace {
 		return false, grace - age
 	}
-	return true, 0
+	return true, min(max(age, 2*grace), stalledRecheckMax)
 }
+
+// stalledRecheckMax is the longest a stalled rollout's pods go unread.
+const stalledRecheckMax = 10 * time.Minute
 
 // podWaitingBenign are the reasons a container waits for on its way to
 // running when nothing is wrong.

@@ -30,14 +30,16 @@ func TestARolloutStallsAfterTheGraceWithNoStepForward(t *testing.T) {
 		stalled      bool
 		wait         time.Duration
 	}{
-		{"pods not ready, no progress for a minute", served(Observation{Deployment: progressedAt(deployment(2, 0), testNow.Add(-time.Minute))}), long, true, 0},
+		{"pods not ready, no progress for 30 s", served(Observation{Deployment: progressedAt(deployment(2, 0), testNow.Add(-grace))}), long, true, time.Minute},
+		{"for 3 minutes", served(Observation{Deployment: progressedAt(deployment(2, 0), testNow.Add(-3*time.Minute))}), long, true, 3 * time.Minute},
+		{"for an hour", served(Observation{Deployment: progressedAt(deployment(2, 0), long)}), long, true, 10 * time.Minute},
 		{"a new pod 10 s ago", served(Observation{Deployment: progressedAt(deployment(2, 1), testNow.Add(-10*time.Second))}), long, false, 20 * time.Second},
 		{"the model arrived 5 s ago", served(Observation{Deployment: progressedAt(deployment(2, 0), long)}), testNow.Add(-5 * time.Second), false, 25 * time.Second},
 		{"a rollout with the old pods still ready", served(Observation{Deployment: func() *appsv1.Deployment {
 			d := progressedAt(deployment(1, 2), long)
 			d.Status.Replicas = 3
 			return d
-		}()}), long, true, 0},
+		}()}), long, true, 10 * time.Minute},
 		{"all ready", served(Observation{Deployment: progressedAt(deployment(2, 2), long)}), long, false, 0},
 		{"no model yet", Observation{DesiredReplicas: 2, Deployment: progressedAt(deployment(2, 0), long)}, long, false, 0},
 		{"pods refused: nothing to read", served(Observation{Deployment: withCondition(progressedAt(deployment(0, 0), long), appsv1.DeploymentCondition{
@@ -52,7 +54,7 @@ func TestARolloutStallsAfterTheGraceWithNoStepForward(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			stalled, wait := RolloutStalled(tc.o, tc.servingSince, grace, testNow)
 			if stalled != tc.stalled || wait != tc.wait {
-				t.Errorf("stalled %v, wait %v; want %v, %v", stalled, wait, tc.stalled, tc.wait)
+				t.Errorf("stalled %v, look again in %v; want %v, %v", stalled, wait, tc.stalled, tc.wait)
 			}
 		})
 	}
