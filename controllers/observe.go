@@ -13,7 +13,6 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -223,13 +222,7 @@ func (r *ModelServerReconciler) observeDeployment(ctx context.Context, ms *servi
 // last read found.
 func (r *ModelServerReconciler) observeStalledRollout(ctx context.Context, ms *servingv1alpha1.ModelServer, report *status.Observation) (time.Duration, error) {
 	now := r.clock().Now()
-	// A new ModelServer's pods wait for its first model, not stalled, until
-	// the model is fetched.
-	servingSince := now
-	if c := meta.FindStatusCondition(ms.Status.Conditions, servingv1alpha1.ConditionModelFetched); c != nil && c.Status == metav1.ConditionTrue {
-		servingSince = c.LastTransitionTime.Time
-	}
-	stalled, lookAgainIn := status.RolloutStalled(*report, servingSince, stalledRolloutGrace, now)
+	stalled, lookAgainIn := status.RolloutStalled(*report, status.ServingSince(ms.Status, now), stalledRolloutGrace, now)
 	if !stalled {
 		r.podReads.forget(ms.UID)
 		return lookAgainIn, nil
@@ -247,7 +240,7 @@ func (r *ModelServerReconciler) observeStalledRollout(ctx context.Context, ms *s
 		return 0, fmt.Errorf("list the serving pods: %w", err)
 	}
 	report.PodsProblem = status.ServingPodsProblem(pods.Items)
-	r.podReads.m.Store(ms.UID, podRead{due: now.Add(lookAgainIn), problem: report.PodsProblem})
+	r.podReads.remember(ms.UID, podRead{due: now.Add(lookAgainIn), problem: report.PodsProblem})
 	return lookAgainIn, nil
 }
 
@@ -270,6 +263,8 @@ func (p *podReads) fresh(uid types.UID, now time.Time) (podRead, bool) {
 	}
 	return v.(podRead), true
 }
+
+func (p *podReads) remember(uid types.UID, read podRead) { p.m.Store(uid, read) }
 
 func (p *podReads) forget(uid types.UID) { p.m.Delete(uid) }
 

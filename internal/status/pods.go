@@ -9,6 +9,10 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
 )
 
 // RolloutStalled says whether the serving pods are not all ready and
@@ -46,6 +50,27 @@ func RolloutStalled(o Observation, servingSince time.Time, grace time.Duration, 
 		return false, grace - age
 	}
 	return true, min(max(age, 2*grace), stalledRecheckMax)
+}
+
+// ServingSince is when the serving pods got a model to load, as far as
+// the status st tells at now: when the ModelFetched condition last turned
+// True; the zero time while a new model is fetched and the pods serve one
+// fetched before (then only the rollout's progress counts); now while the
+// first model is still on its way, which the pods wait for without being
+// stalled.
+func ServingSince(st servingv1alpha1.ModelServerStatus, now time.Time) time.Time {
+	if c := meta.FindStatusCondition(st.Conditions, servingv1alpha1.ConditionModelFetched); c != nil && c.Status == metav1.ConditionTrue {
+		return c.LastTransitionTime.Time
+	}
+	if st.Model != nil && st.Model.FetchedGeneration != "" {
+		return time.Time{}
+	}
+	for _, m := range st.Models {
+		if m.FetchedGeneration != "" {
+			return time.Time{}
+		}
+	}
+	return now
 }
 
 // stalledRecheckMax is the longest a stalled rollout's pods go unread.

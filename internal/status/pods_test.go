@@ -60,6 +60,31 @@ func TestARolloutStallsAfterTheGraceWithNoStepForward(t *testing.T) {
 	}
 }
 
+func TestServingSinceIsWhenThePodsGotAModel(t *testing.T) {
+	fetchedAt := testNow.Add(-time.Hour)
+	condition := func(status metav1.ConditionStatus) []metav1.Condition {
+		return []metav1.Condition{{Type: servingv1alpha1.ConditionModelFetched, Status: status, LastTransitionTime: metav1.NewTime(fetchedAt)}}
+	}
+	earlier := &servingv1alpha1.ModelStatus{Name: "resnet", FetchedGeneration: "abc"}
+	for _, tc := range []struct {
+		name string
+		st   servingv1alpha1.ModelServerStatus
+		want time.Time
+	}{
+		{"fetched", servingv1alpha1.ModelServerStatus{Conditions: condition(metav1.ConditionTrue), Model: earlier}, fetchedAt},
+		{"a first model on its way", servingv1alpha1.ModelServerStatus{Conditions: condition(metav1.ConditionFalse), Model: &servingv1alpha1.ModelStatus{Name: "resnet"}}, testNow},
+		{"nothing yet", servingv1alpha1.ModelServerStatus{}, testNow},
+		{"a new model on its way, an earlier one served", servingv1alpha1.ModelServerStatus{Conditions: condition(metav1.ConditionFalse), Model: earlier}, time.Time{}},
+		{"one of several served", servingv1alpha1.ModelServerStatus{Conditions: condition(metav1.ConditionFalse), Models: []servingv1alpha1.ModelStatus{{Name: "a"}, *earlier}}, time.Time{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := ServingSince(tc.st, testNow); !got.Equal(tc.want) {
+				t.Errorf("%v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
 // pod is a serving pod, not ready, with one container "tfserving" in the
 // given state, and the pod's conditions.
 func pod(state corev1.ContainerState, last corev1.ContainerState, conditions ...corev1.PodCondition) corev1.Pod {
