@@ -129,7 +129,7 @@ func (r *ModelServerReconciler) podCreationFailure(ctx context.Context, job *bat
 	var newest *corev1.Event
 	for i := range events.Items {
 		e := &events.Items[i]
-		if newest == nil || eventTime(e).After(eventTime(newest)) {
+		if newest == nil || status.EventTime(e).After(status.EventTime(newest)) {
 			newest = e
 		}
 	}
@@ -137,16 +137,6 @@ func (r *ModelServerReconciler) podCreationFailure(ctx context.Context, job *bat
 		return "", nil
 	}
 	return newest.Message, nil
-}
-
-func eventTime(e *corev1.Event) time.Time {
-	switch {
-	case !e.LastTimestamp.IsZero():
-		return e.LastTimestamp.Time
-	case !e.EventTime.IsZero():
-		return e.EventTime.Time
-	}
-	return e.CreationTimestamp.Time
 }
 
 // terminationMessage returns the termination message of the newest pod
@@ -239,9 +229,41 @@ func (r *ModelServerReconciler) observeStalledRollout(ctx context.Context, ms *s
 	if err := r.APIReader.List(ctx, pods, client.InNamespace(ms.Namespace), client.MatchingLabelsSelector{Selector: selector}); err != nil {
 		return 0, fmt.Errorf("list the serving pods: %w", err)
 	}
-	report.PodsProblem = status.ServingPodsProblem(pods.Items)
+	warnings, err := r.creationWarnings(ctx, pods.Items)
+	if err != nil {
+		return 0, err
+	}
+	report.PodsProblem = status.ServingPodsProblem(pods.Items, warnings)
 	r.podReads.remember(ms.UID, podRead{due: now.Add(lookAgainIn), problem: report.PodsProblem})
 	return lookAgainIn, nil
+}
+
+// explainedPods bounds the pods whose Events one read of a stalled
+// rollout lists: one request each.
+const explainedPods = 5
+
+// creationWarnings lists the Warning Events of the pods that have started
+// nothing (status.NothingStarted), the first explainedPods of them: what
+// holds them is only there. One list per pod, by its UID: a list of the
+// namespace's pod warnings would bring every probe failure of every pod
+// in it.
+func (r *ModelServerReconciler) creationWarnings(ctx context.Context, pods []corev1.Pod) ([]corev1.Event, error) {
+	var warnings []corev1.Event
+	explained := 0
+	for i := range pods {
+		if explained == explainedPods || !status.NothingStarted(&pods[i]) {
+			continue
+		}
+		explained++
+		events := &corev1.EventList{}
+		if err := r.APIReader.List(ctx, events, client.InNamespace(pods[i].Namespace), client.MatchingFields{
+			"involvedObject.kind": "Pod", "involvedObject.uid": string(pods[i].UID), "type": corev1.EventTypeWarning,
+		}); err != nil {
+			return nil, fmt.Errorf("list the Warning Events of pod %s: %w", pods[i].Name, err)
+		}
+		warnings = append(warnings, events.Items...)
+	}
+	return warnings, nil
 }
 
 // podReads remembers, by UID, the last read of a stalled rollout's pods.

@@ -67,28 +67,7 @@ func TestServingPodsTheQuotaRefusesAreNamedInTheStatus(t *testing.T) {
 // kubelet, writing the pod's status as it would (test/realnode has a real
 // one fail a real pull), and the clock.
 func TestAServingImageThatCannotBePulledIsNamedInTheStatus(t *testing.T) {
-	ns, r, _ := recordingReconciler(t)
-	ms := newModelServer(ns, "nopull", func(ms *servingv1alpha1.ModelServer) {
-		ms.Spec.Replicas = ptr.To[int32](1)
-		ms.Spec.PodTemplate.Annotations = map[string]string{localcluster.AnnotationNeverReady: "true"}
-	})
-	if err := env.client.Create(context.Background(), ms); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = env.client.Delete(context.Background(), ms) })
-	c := newClockedReconciler(t, r, ms)
-
-	// The model fetched and the serving pod running, not ready; the step
-	// is held 10 s, then written.
-	pod := runningServingPod(t, ms, func() { c.reconcile(time.Now()) })
-	c.reconcile(c.clock.Now())
-	c.reconcile(c.clock.Now().Add(11 * time.Second))
-	fetched := meta.FindStatusCondition(c.get().Status.Conditions, servingv1alpha1.ConditionModelFetched)
-	if fetched == nil || fetched.Status != metav1.ConditionTrue {
-		t.Fatalf("ModelFetched %+v after the step's hold", fetched)
-	}
-	c.since = fetched.LastTransitionTime.Time
-
+	c, pod := stalledModelServer(t, "nopull")
 	image := pod.Spec.Containers[0].Image
 	const pullError = `rpc error: code = NotFound desc = failed to pull and unpack image: not found`
 	setContainerState(t, pod, corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ErrImagePull", Message: pullError}})
@@ -121,9 +100,61 @@ func TestAServingImageThatCannotBePulledIsNamedInTheStatus(t *testing.T) {
 		got = c.get()
 		return got.Status.Phase == servingv1alpha1.PhaseReady, string(got.Status.Phase) + ": " + got.Status.Message
 	})
-	if got.Status.Message != "" || c.reads.n.Load() != 2 {
-		t.Errorf("Ready with message %q, after %d reads of the serving pods; want none, 2", got.Status.Message, c.reads.n.Load())
+	if got.Status.Message != "" || c.reads.n.Load() != 2 || c.reads.events.Load() != 0 {
+		t.Errorf("Ready with message %q, after %d reads of the serving pods and %d of their Events; want none, 2, 0 (their status said it all)",
+			got.Status.Message, c.reads.n.Load(), c.reads.events.Load())
 	}
+}
+
+// A pod that has started nothing says why only in the kubelet's Events:
+// the status names the newest Warning, read with the pods.
+func TestAServingPodThatCannotMountItsVolumeIsExplainedByItsEvent(t *testing.T) {
+	c, pod := stalledModelServer(t, "nomount")
+	setContainerState(t, pod, corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ContainerCreating"}})
+	const mount = `MountVolume.SetUp failed for volume "model" : mount failed: exit status 32`
+	event := &corev1.Event{
+		ObjectMeta:     metav1.ObjectMeta{Namespace: pod.Namespace, GenerateName: pod.Name + "."},
+		InvolvedObject: corev1.ObjectReference{Kind: "Pod", Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID},
+		Type:           corev1.EventTypeWarning, Reason: "FailedMount", Message: mount,
+		Source: corev1.EventSource{Component: "kubelet"}, FirstTimestamp: metav1.Now(), LastTimestamp: metav1.Now(), Count: 3,
+	}
+	if err := env.client.Create(context.Background(), event); err != nil {
+		t.Fatal(err)
+	}
+	c.expect(31*time.Second, 1, 10*time.Second)
+	c.reconcile(c.since.Add(42 * time.Second))
+	got := c.get()
+	if want := "; 1 serving pod cannot start: FailedMount: " + mount; !strings.HasSuffix(got.Status.Message, want) || c.reads.events.Load() != 1 {
+		t.Errorf("%s, after %d reads of the pod's Events; want it to end with %q, after 1", got.Status.Message, c.reads.events.Load(), want)
+	}
+}
+
+// stalledModelServer creates a ModelServer whose one serving pod runs and
+// is never ready, reconciled by a clockedReconciler, and returns them once
+// its model is fetched and the status says so; since is then when it did.
+func stalledModelServer(t *testing.T, name string) (*clockedReconciler, *corev1.Pod) {
+	t.Helper()
+	ns, r, _ := recordingReconciler(t)
+	ms := newModelServer(ns, name, func(ms *servingv1alpha1.ModelServer) {
+		ms.Spec.Replicas = ptr.To[int32](1)
+		ms.Spec.PodTemplate.Annotations = map[string]string{localcluster.AnnotationNeverReady: "true"}
+	})
+	if err := env.client.Create(context.Background(), ms); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.client.Delete(context.Background(), ms) })
+	c := newClockedReconciler(t, r, ms)
+	// The step (the model fetched, the pod not ready) is held 10 s, then
+	// written.
+	pod := runningServingPod(t, ms, func() { c.reconcile(time.Now()) })
+	c.reconcile(c.clock.Now())
+	c.reconcile(c.clock.Now().Add(11 * time.Second))
+	fetched := meta.FindStatusCondition(c.get().Status.Conditions, servingv1alpha1.ConditionModelFetched)
+	if fetched == nil || fetched.Status != metav1.ConditionTrue {
+		t.Fatalf("ModelFetched %+v after the step's hold", fetched)
+	}
+	c.since = fetched.LastTransitionTime.Time
+	return c, pod
 }
 
 // clockedReconciler reconciles one ModelServer by hand, at the times it
@@ -226,16 +257,24 @@ func setContainerState(t *testing.T, pod *corev1.Pod, state corev1.ContainerStat
 // about says d is want give or take a second.
 func about(d, want time.Duration) bool { return d >= want-time.Second && d <= want+time.Second }
 
-// servingPodReads counts the lists of serving pods (not a fetch Job's).
+// servingPodReads counts the lists of serving pods (not a fetch Job's),
+// and of pods' Events.
 type servingPodReads struct {
 	client.Reader
-	n atomic.Int32
+	n, events atomic.Int32
 }
 
 func (s *servingPodReads) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
 	o := (&client.ListOptions{}).ApplyOptions(opts)
-	if _, pods := list.(*corev1.PodList); pods && o.LabelSelector != nil && !strings.Contains(o.LabelSelector.String(), batchv1.JobNameLabel) {
-		s.n.Add(1)
+	switch list.(type) {
+	case *corev1.PodList:
+		if o.LabelSelector != nil && !strings.Contains(o.LabelSelector.String(), batchv1.JobNameLabel) {
+			s.n.Add(1)
+		}
+	case *corev1.EventList:
+		if o.FieldSelector != nil && strings.Contains(o.FieldSelector.String(), "involvedObject.kind=Pod") {
+			s.events.Add(1)
+		}
 	}
 	return s.Reader.List(ctx, list, opts...)
 }

@@ -93,15 +93,20 @@ var backOffPrefix = regexp.MustCompile(`^Back-off pulling image "[^"]*"(: [A-Za-
 
 // ServingPodsProblem is what keeps the serving pods from being ready, as
 // their own status says: pods no node can take, images that cannot be
-// pulled, containers that keep exiting or cannot start. "" if none of
-// these: pods still starting, or running and loading the model, which
-// their count already says. Ready and terminating pods are passed over.
+// pulled, containers that keep exiting or cannot start. For a pod that has
+// started nothing yet (NothingStarted), whose status says only that it is
+// being created, it is the newest of warnings, the Warning Events of the
+// namespace's pods, about it: a volume that does not mount, a network the
+// runtime cannot set up. "" if none of these: pods still starting, or
+// running and loading the model, which their count already says. Ready and
+// terminating pods are passed over.
 //
 // The text stays the same while the cause does, so that the kubelet's
 // retries cost no status write: it counts pods, not attempts, names no
-// pod (a pod's name changes when it is replaced), and says a failed pull
-// the same way whether the kubelet is pulling again or backing off.
-func ServingPodsProblem(pods []corev1.Pod) string {
+// pod (a pod's name changes when it is replaced) nor the runtime's IDs,
+// and says a failed pull the same way whether the kubelet is pulling
+// again or backing off.
+func ServingPodsProblem(pods []corev1.Pod, warnings []corev1.Event) string {
 	var problems []string
 	count := map[string]int{}
 	for i := range pods {
@@ -110,6 +115,9 @@ func ServingPodsProblem(pods []corev1.Pod) string {
 			continue
 		}
 		problem := podProblem(p)
+		if problem == "" && NothingStarted(p) {
+			problem = creationProblem(p, warnings)
+		}
 		if problem == "" {
 			continue
 		}
@@ -129,6 +137,54 @@ func ServingPodsProblem(pods []corev1.Pod) string {
 		parts = append(parts, who+" "+problem)
 	}
 	return oneLine(strings.Join(parts, "; "))
+}
+
+// NothingStarted says a pod is on a node and being created, none of its
+// containers started yet, with no reason in its status: the kubelet is
+// still mounting its volumes or setting up its network, or failing to,
+// which only its Events say.
+func NothingStarted(p *corev1.Pod) bool {
+	if p.DeletionTimestamp != nil || p.Spec.NodeName == "" || podReady(p) {
+		return false
+	}
+	for _, cs := range append(slices.Clone(p.Status.InitContainerStatuses), p.Status.ContainerStatuses...) {
+		if w := cs.State.Waiting; w == nil || !slices.Contains(podWaitingBenign, w.Reason) {
+			return false
+		}
+	}
+	return true
+}
+
+// runtimeID is an ID of a sandbox or container, which a retry changes.
+var runtimeID = regexp.MustCompile(`\b[0-9a-f]{32,}\b`)
+
+// creationProblem is the newest warning about pod p, as podProblem says a
+// problem, or "".
+func creationProblem(p *corev1.Pod, warnings []corev1.Event) string {
+	var newest *corev1.Event
+	for i := range warnings {
+		e := &warnings[i]
+		if e.InvolvedObject.UID == p.UID && e.Type == corev1.EventTypeWarning && (newest == nil || EventTime(e).After(EventTime(newest))) {
+			newest = e
+		}
+	}
+	if newest == nil {
+		return ""
+	}
+	return withDetail("cannot start: "+newest.Reason, runtimeID.ReplaceAllString(newest.Message, "…"))
+}
+
+// EventTime is when an Event last happened.
+func EventTime(e *corev1.Event) time.Time {
+	switch {
+	case !e.LastTimestamp.IsZero():
+		return e.LastTimestamp.Time
+	case e.Series != nil && !e.Series.LastObservedTime.IsZero():
+		return e.Series.LastObservedTime.Time
+	case !e.EventTime.IsZero():
+		return e.EventTime.Time
+	}
+	return e.CreationTimestamp.Time
 }
 
 // podProblem is the first thing wrong with one pod, said so that it

@@ -8,6 +8,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
 )
@@ -149,10 +150,91 @@ func TestWhatKeepsServingPodsFromBeingReadyIsSaidInTheirOwnWords(t *testing.T) {
 		}()}, `1 serving pod cannot pull image "registry.example/modelserver-operator:v1": unauthorized`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := ServingPodsProblem(tc.pods); got != tc.want {
+			if got := ServingPodsProblem(tc.pods, nil); got != tc.want {
 				t.Errorf("got  %q\nwant %q", got, tc.want)
 			}
 		})
+	}
+}
+
+// creating is a serving pod on a node whose container is being created.
+func creating(uid types.UID) corev1.Pod {
+	p := pod(waiting("ContainerCreating", ""), corev1.ContainerState{})
+	p.UID, p.Spec.NodeName = uid, "node-1"
+	return p
+}
+
+func warning(uid types.UID, reason, message string, at time.Duration) corev1.Event {
+	return corev1.Event{
+		InvolvedObject: corev1.ObjectReference{Kind: "Pod", UID: uid}, Type: corev1.EventTypeWarning,
+		Reason: reason, Message: message, LastTimestamp: metav1.NewTime(testNow.Add(at)),
+	}
+}
+
+// What holds a pod that has started nothing is only in its Events: the
+// newest Warning about it is what the status says, without the runtime's
+// IDs, which change at each retry.
+func TestAPodThatStartedNothingIsExplainedByItsNewestWarning(t *testing.T) {
+	sandbox := func(id string) string {
+		return `Failed to create pod sandbox: rpc error: code = Unknown desc = failed to setup network for sandbox "` + id + `": plugin type="bridge" failed (add): no IP addresses available`
+	}
+	mount := `MountVolume.SetUp failed for volume "model" : mount failed: exit status 32`
+	for _, tc := range []struct {
+		name     string
+		pods     []corev1.Pod
+		warnings []corev1.Event
+		want     string
+	}{
+		{"a volume that does not mount", []corev1.Pod{creating("a"), creating("b")},
+			[]corev1.Event{warning("a", "FailedMount", mount, -time.Minute), warning("b", "FailedMount", mount, -time.Minute)},
+			"2 serving pods cannot start: FailedMount: " + mount},
+		{"the newest warning", []corev1.Pod{creating("a")},
+			[]corev1.Event{warning("a", "FailedScheduling", "0/1 nodes are available", -time.Hour), warning("a", "FailedMount", mount, -time.Minute)},
+			"1 serving pod cannot start: FailedMount: " + mount},
+		{"sandboxes, retried", []corev1.Pod{creating("a"), creating("b")},
+			[]corev1.Event{warning("a", "FailedCreatePodSandBox", sandbox(strings.Repeat("9f", 32)), 0), warning("b", "FailedCreatePodSandBox", sandbox(strings.Repeat("c3", 32)), 0)},
+			"2 serving pods cannot start: FailedCreatePodSandBox: " + sandbox("…")},
+		{"no warning: still being created", []corev1.Pod{creating("a")}, []corev1.Event{warning("b", "FailedMount", mount, 0)}, ""},
+		{"a started pod's warnings are its probes'", []corev1.Pod{func() corev1.Pod {
+			p := pod(corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}, corev1.ContainerState{})
+			p.UID, p.Spec.NodeName = "a", "node-1"
+			return p
+		}()}, []corev1.Event{warning("a", "Unhealthy", "Startup probe failed: connection refused", 0)}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := ServingPodsProblem(tc.pods, tc.warnings); got != tc.want {
+				t.Errorf("got  %q\nwant %q", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestNothingStartedIsAPodOnANodeWithEveryContainerStillBeingCreated(t *testing.T) {
+	initializing := creating("a")
+	initializing.Status.ContainerStatuses[0].State = waiting("PodInitializing", "")
+	initializing.Status.InitContainerStatuses = []corev1.ContainerStatus{{Name: "wait-for-model", State: waiting("PodInitializing", "")}}
+	waitingForModel := initializing
+	waitingForModel.Status.InitContainerStatuses = []corev1.ContainerStatus{{Name: "wait-for-model", State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}}
+	unscheduled := creating("a")
+	unscheduled.Spec.NodeName = ""
+	for _, tc := range []struct {
+		name string
+		pod  corev1.Pod
+		want bool
+	}{
+		{"being created", creating("a"), true},
+		{"its init container being created", initializing, true},
+		{"waiting for the model", waitingForModel, false},
+		{"on no node", unscheduled, false},
+		{"a pull that fails", func() corev1.Pod {
+			p := creating("a")
+			p.Status.ContainerStatuses[0].State = waiting("ErrImagePull", "")
+			return p
+		}(), false},
+	} {
+		if got := NothingStarted(&tc.pod); got != tc.want {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
 	}
 }
 
