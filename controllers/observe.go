@@ -21,6 +21,7 @@ import (
 	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
 	"github.com/modelserver-dev/modelserver-operator/internal/desired"
 	"github.com/modelserver-dev/modelserver-operator/internal/fetch"
+	"github.com/modelserver-dev/modelserver-operator/internal/metrics"
 	"github.com/modelserver-dev/modelserver-operator/internal/names"
 	"github.com/modelserver-dev/modelserver-operator/internal/status"
 	"github.com/modelserver-dev/modelserver-operator/internal/values"
@@ -215,6 +216,7 @@ func (r *ModelServerReconciler) observeStalledRollout(ctx context.Context, ms *s
 	stalled, lookAgainIn := status.RolloutStalled(*report, status.ServingSince(ms.Status, now), stalledRolloutGrace, now)
 	if !stalled {
 		r.podReads.forget(ms.UID)
+		metrics.Stalled(ms.UID, "")
 		return lookAgainIn, nil
 	}
 	if last, ok := r.podReads.fresh(ms.UID, now); ok {
@@ -233,7 +235,9 @@ func (r *ModelServerReconciler) observeStalledRollout(ctx context.Context, ms *s
 	if err != nil {
 		return 0, err
 	}
-	report.PodsProblem = status.ServingPodsProblem(pods.Items, warnings)
+	var cause string
+	cause, report.PodsProblem = status.ServingPodsProblem(pods.Items, warnings)
+	metrics.Stalled(ms.UID, cause)
 	r.podReads.remember(ms.UID, podRead{due: now.Add(lookAgainIn), problem: report.PodsProblem})
 	return lookAgainIn, nil
 }

@@ -22,6 +22,7 @@ import (
 	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
 	"github.com/modelserver-dev/modelserver-operator/controllers"
 	"github.com/modelserver-dev/modelserver-operator/internal/localcluster"
+	"github.com/modelserver-dev/modelserver-operator/internal/status"
 	"github.com/modelserver-dev/modelserver-operator/internal/values"
 )
 
@@ -68,6 +69,8 @@ func TestServingPodsTheQuotaRefusesAreNamedInTheStatus(t *testing.T) {
 // one fail a real pull), and the clock.
 func TestAServingImageThatCannotBePulledIsNamedInTheStatus(t *testing.T) {
 	c, pod := stalledModelServer(t, "nopull")
+	pulls := map[string]string{"cause": status.CauseImagePull}
+	before := gather(t).value("modelserver_stalled_rollouts", pulls)
 	image := pod.Spec.Containers[0].Image
 	const pullError = `rpc error: code = NotFound desc = failed to pull and unpack image: not found`
 	setContainerState(t, pod, corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ErrImagePull", Message: pullError}})
@@ -79,6 +82,9 @@ func TestAServingImageThatCannotBePulledIsNamedInTheStatus(t *testing.T) {
 	t.Logf("%s: %s", got.Status.Phase, got.Status.Message)
 	if got.Status.Phase != servingv1alpha1.PhaseDeploying || !strings.HasSuffix(got.Status.Message, "; "+want) {
 		t.Fatalf("%s: %q; want Deploying, ending with %q", got.Status.Phase, got.Status.Message, want)
+	}
+	if n := gather(t).value("modelserver_stalled_rollouts", pulls) - before; n != 1 {
+		t.Errorf("stalled rollouts%v went up by %v, want 1", pulls, n)
 	}
 
 	// Backing off: read again, the same words, no write; the next read
@@ -100,6 +106,9 @@ func TestAServingImageThatCannotBePulledIsNamedInTheStatus(t *testing.T) {
 		got = c.get()
 		return got.Status.Phase == servingv1alpha1.PhaseReady, string(got.Status.Phase) + ": " + got.Status.Message
 	})
+	if n := gather(t).value("modelserver_stalled_rollouts", pulls) - before; n != 0 {
+		t.Errorf("stalled rollouts%v up by %v once Ready, want 0", pulls, n)
+	}
 	if got.Status.Message != "" || c.reads.n.Load() != 2 || c.reads.events.Load() != 0 {
 		t.Errorf("Ready with message %q, after %d reads of the serving pods and %d of their Events; want none, 2, 0 (their status said it all)",
 			got.Status.Message, c.reads.n.Load(), c.reads.events.Load())

@@ -1,7 +1,8 @@
 // Package metrics holds the operator's own Prometheus metrics, served with
 // controller-runtime's on the manager's metrics endpoint: ModelServers by
-// phase, Helm operations, model fetches, and the time a ModelServer takes
-// to become Ready after its spec changed. docs/metrics.md lists them.
+// phase, stalled rollouts by cause, Helm operations, model fetches, and the
+// time a ModelServer takes to become Ready after its spec changed.
+// docs/metrics.md lists them.
 package metrics
 
 import (
@@ -11,6 +12,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/types"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/modelserver-dev/modelserver-operator/internal/status"
 )
 
 // Namespace prefixes every metric of the operator.
@@ -63,6 +66,12 @@ var (
 		Buckets:   prometheus.ExponentialBuckets(1<<20, 4, 10), // 1 MiB to 256 GiB
 	})
 
+	stalledGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: Namespace,
+		Name:      "stalled_rollouts",
+		Help:      "ModelServers whose serving pods have stood not ready with no progress for 30 s, by what stops most of them.",
+	}, []string{"cause"})
+
 	timeToReady = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Namespace: Namespace,
 		Name:      "time_to_ready_seconds",
@@ -72,12 +81,15 @@ var (
 )
 
 // collectors are the operator's metrics, registered with controller-runtime.
-var collectors = []prometheus.Collector{phaseGauge, helmOperations, helmDuration, fetchDuration, fetchBytes, fetchModelBytes, timeToReady}
+var collectors = []prometheus.Collector{phaseGauge, stalledGauge, helmOperations, helmDuration, fetchDuration, fetchBytes, fetchModelBytes, timeToReady}
 
 func init() {
 	ctrlmetrics.Registry.MustRegister(collectors...)
 	for _, p := range Phases {
 		phaseGauge.WithLabelValues(p)
+	}
+	for _, c := range status.Causes {
+		stalledGauge.WithLabelValues(c)
 	}
 }
 
@@ -94,6 +106,8 @@ func HelmOperation(operation, result string, took time.Duration) {
 // tracked is what the package remembers of one ModelServer.
 type tracked struct {
 	phase string
+	// stalled is the cause of its stalled rollout, "" if none.
+	stalled string
 	// generation and since: the generation last seen and when it was
 	// first seen; ready says time to Ready was recorded for it.
 	generation int64
@@ -152,12 +166,43 @@ func Observe(uid types.UID, generation int64, changedAt time.Time, phase string,
 	}
 }
 
+// Stalled records the cause of a ModelServer's stalled rollout, "" when
+// its rollout is not stalled.
+func Stalled(uid types.UID, cause string) {
+	mu.Lock()
+	defer mu.Unlock()
+	t, ok := servers[uid]
+	if !ok && cause == "" {
+		return
+	}
+	if !ok {
+		t = get(uid)
+	}
+	setStalled(t, cause)
+}
+
+func setStalled(t *tracked, cause string) {
+	if t.stalled == cause {
+		return
+	}
+	if t.stalled != "" {
+		stalledGauge.WithLabelValues(t.stalled).Dec()
+	}
+	if cause != "" {
+		stalledGauge.WithLabelValues(cause).Inc()
+	}
+	t.stalled = cause
+}
+
 // Forget drops a ModelServer that is gone.
 func Forget(uid types.UID) {
 	mu.Lock()
 	defer mu.Unlock()
-	if t, ok := servers[uid]; ok && t.phase != "" {
-		phaseGauge.WithLabelValues(t.phase).Dec()
+	if t, ok := servers[uid]; ok {
+		if t.phase != "" {
+			phaseGauge.WithLabelValues(t.phase).Dec()
+		}
+		setStalled(t, "")
 	}
 	delete(servers, uid)
 }

@@ -10,15 +10,23 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/modelserver-dev/modelserver-operator/internal/status"
 )
 
 var fqName = regexp.MustCompile(`fqName: "([^"]+)"`)
 
-func TestTheMetricsReferenceListsEveryMetric(t *testing.T) {
+func metricsDoc(t *testing.T) string {
+	t.Helper()
 	doc, err := os.ReadFile("../../docs/metrics.md")
 	if err != nil {
 		t.Fatal(err)
 	}
+	return string(doc)
+}
+
+func TestTheMetricsReferenceListsEveryMetric(t *testing.T) {
+	doc := metricsDoc(t)
 	for _, c := range collectors {
 		ch := make(chan *prometheus.Desc, 10)
 		c.Describe(ch)
@@ -28,7 +36,7 @@ func TestTheMetricsReferenceListsEveryMetric(t *testing.T) {
 			if m == nil {
 				t.Fatalf("no name in %s", d)
 			}
-			if !strings.Contains(string(doc), "| `"+m[1]+"` |") {
+			if !strings.Contains(doc, "| `"+m[1]+"` |") {
 				t.Errorf("docs/metrics.md does not list %s", m[1])
 			}
 		}
@@ -58,6 +66,32 @@ func TestAModelServerIsCountedInOnePhaseAtATime(t *testing.T) {
 	Forget(uid)
 	if got := value(t, phaseGauge.WithLabelValues("Ready")); got != 0 {
 		t.Errorf("Ready = %v after the ModelServer was deleted, want 0", got)
+	}
+}
+
+func TestAStalledRolloutIsCountedUnderOneCauseUntilItEnds(t *testing.T) {
+	stalled := func(cause string) float64 { return value(t, stalledGauge.WithLabelValues(cause)) }
+	Observe("stalled", 1, time.Now(), "Deploying", false)
+	Stalled("stalled", status.CauseUnknown)
+	Stalled("stalled", status.CauseImagePull)
+	Stalled("stalled", status.CauseImagePull)
+	if u, p := stalled(status.CauseUnknown), stalled(status.CauseImagePull); u != 0 || p != 1 {
+		t.Errorf("Unknown %v, ImagePull %v after the cause was found; want 0, 1", u, p)
+	}
+	Stalled("stalled", "")
+	Stalled("never-stalled", "")
+	if p := stalled(status.CauseImagePull); p != 0 {
+		t.Errorf("ImagePull %v once the rollout moved on, want 0", p)
+	}
+	Stalled("stalled", status.CauseCrashLoop)
+	Forget("stalled")
+	if c := stalled(status.CauseCrashLoop); c != 0 {
+		t.Errorf("CrashLoop %v after the ModelServer was deleted, want 0", c)
+	}
+	for _, c := range status.Causes {
+		if !strings.Contains(metricsDoc(t), "`"+c+"`") {
+			t.Errorf("docs/metrics.md does not name the cause %s", c)
+		}
 	}
 }
 

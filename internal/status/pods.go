@@ -76,6 +76,25 @@ func ServingSince(st servingv1alpha1.ModelServerStatus, now time.Time) time.Time
 // stalledRecheckMax is the longest a stalled rollout's pods go unread.
 const stalledRecheckMax = 10 * time.Minute
 
+// The causes of a stalled rollout, as the metric of stalled rollouts
+// counts them: what stops the most pods.
+const (
+	CauseUnschedulable  = "Unschedulable"
+	CauseImagePull      = "ImagePull"
+	CauseCrashLoop      = "CrashLoop"
+	CauseContainerStart = "ContainerStart"
+	// CausePodWarning is a pod that has started nothing, and a Warning
+	// Event about it (a volume, the network).
+	CausePodWarning = "PodWarning"
+	// CauseUnknown is pods that say nothing wrong: not ready yet (a slow
+	// model load, a readiness probe that fails), or still being created
+	// without a warning.
+	CauseUnknown = "Unknown"
+)
+
+// Causes are the values of a stalled rollout's cause.
+var Causes = []string{CauseUnschedulable, CauseImagePull, CauseCrashLoop, CauseContainerStart, CausePodWarning, CauseUnknown}
+
 // podWaitingBenign are the reasons a container waits for on its way to
 // running when nothing is wrong.
 var podWaitingBenign = []string{"", "ContainerCreating", "PodInitializing"}
@@ -91,34 +110,35 @@ var pullFailure = []string{"ErrImagePull", "ImagePullBackOff", "RegistryUnavaila
 // `<reason>: <message>`.
 var backOffPrefix = regexp.MustCompile(`^Back-off pulling image "[^"]*"(: [A-Za-z]+: )?`)
 
-// ServingPodsProblem is what keeps the serving pods from being ready, as
+// ServingPodsProblem says what keeps the serving pods from being ready, as
 // their own status says: pods no node can take, images that cannot be
 // pulled, containers that keep exiting or cannot start. For a pod that has
 // started nothing yet (NothingStarted), whose status says only that it is
 // being created, it is the newest of warnings, the Warning Events of the
 // namespace's pods, about it: a volume that does not mount, a network the
-// runtime cannot set up. "" if none of these: pods still starting, or
-// running and loading the model, which their count already says. Ready and
-// terminating pods are passed over.
+// runtime cannot set up. The message is "" (and the cause CauseUnknown) if
+// none of these: pods still starting, or running and loading the model,
+// which their count already says. Ready and terminating pods are passed
+// over. The cause is that of the problem of most pods.
 //
 // The text stays the same while the cause does, so that the kubelet's
 // retries cost no status write: it counts pods, not attempts, names no
 // pod (a pod's name changes when it is replaced) nor the runtime's IDs,
 // and says a failed pull the same way whether the kubelet is pulling
 // again or backing off.
-func ServingPodsProblem(pods []corev1.Pod, warnings []corev1.Event) string {
-	var problems []string
-	count := map[string]int{}
+func ServingPodsProblem(pods []corev1.Pod, warnings []corev1.Event) (cause, message string) {
+	var problems []podProblem
+	count := map[podProblem]int{}
 	for i := range pods {
 		p := &pods[i]
 		if p.DeletionTimestamp != nil || podReady(p) {
 			continue
 		}
-		problem := podProblem(p)
-		if problem == "" && NothingStarted(p) {
+		problem := statusProblem(p)
+		if problem.text == "" && NothingStarted(p) {
 			problem = creationProblem(p, warnings)
 		}
-		if problem == "" {
+		if problem.text == "" {
 			continue
 		}
 		if count[problem] == 0 {
@@ -126,18 +146,25 @@ func ServingPodsProblem(pods []corev1.Pod, warnings []corev1.Event) string {
 		}
 		count[problem]++
 	}
+	if len(problems) == 0 {
+		return CauseUnknown, ""
+	}
 	// The problem of most pods first; equal counts in the order met.
-	slices.SortStableFunc(problems, func(a, b string) int { return count[b] - count[a] })
+	slices.SortStableFunc(problems, func(a, b podProblem) int { return count[b] - count[a] })
 	parts := make([]string, 0, len(problems))
 	for _, problem := range problems {
 		who := "1 serving pod"
 		if n := count[problem]; n > 1 {
 			who = fmt.Sprintf("%d serving pods", n)
 		}
-		parts = append(parts, who+" "+problem)
+		parts = append(parts, who+" "+problem.text)
 	}
-	return oneLine(strings.Join(parts, "; "))
+	return problems[0].cause, oneLine(strings.Join(parts, "; "))
 }
+
+// podProblem is the first thing wrong with one pod: its cause, and text
+// that follows "1 serving pod" or "2 serving pods".
+type podProblem struct{ cause, text string }
 
 // NothingStarted says a pod is on a node and being created, none of its
 // containers started yet, with no reason in its status: the kubelet is
@@ -158,9 +185,8 @@ func NothingStarted(p *corev1.Pod) bool {
 // runtimeID is an ID of a sandbox or container, which a retry changes.
 var runtimeID = regexp.MustCompile(`\b[0-9a-f]{32,}\b`)
 
-// creationProblem is the newest warning about pod p, as podProblem says a
-// problem, or "".
-func creationProblem(p *corev1.Pod, warnings []corev1.Event) string {
+// creationProblem is the newest warning about pod p, or none.
+func creationProblem(p *corev1.Pod, warnings []corev1.Event) podProblem {
 	var newest *corev1.Event
 	for i := range warnings {
 		e := &warnings[i]
@@ -169,9 +195,9 @@ func creationProblem(p *corev1.Pod, warnings []corev1.Event) string {
 		}
 	}
 	if newest == nil {
-		return ""
+		return podProblem{}
 	}
-	return withDetail("cannot start: "+newest.Reason, runtimeID.ReplaceAllString(newest.Message, "…"))
+	return podProblem{CausePodWarning, withDetail("cannot start: "+newest.Reason, runtimeID.ReplaceAllString(newest.Message, "…"))}
 }
 
 // EventTime is when an Event last happened.
@@ -187,12 +213,12 @@ func EventTime(e *corev1.Event) time.Time {
 	return e.CreationTimestamp.Time
 }
 
-// podProblem is the first thing wrong with one pod, said so that it
-// follows "1 serving pod" or "2 serving pods", or "".
-func podProblem(p *corev1.Pod) string {
+// statusProblem is the first thing wrong with one pod that its status
+// says, or none.
+func statusProblem(p *corev1.Pod) podProblem {
 	for _, c := range p.Status.Conditions {
 		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
-			return withDetail("cannot be scheduled", c.Message)
+			return podProblem{CauseUnschedulable, withDetail("cannot be scheduled", c.Message)}
 		}
 	}
 	statuses := append(slices.Clone(p.Status.InitContainerStatuses), p.Status.ContainerStatuses...)
@@ -203,21 +229,21 @@ func podProblem(p *corev1.Pod) string {
 		}
 		switch {
 		case slices.Contains(pullFailure, w.Reason):
-			return withDetail(fmt.Sprintf("cannot pull image %q", cs.Image), backOffPrefix.ReplaceAllString(w.Message, ""))
+			return podProblem{CauseImagePull, withDetail(fmt.Sprintf("cannot pull image %q", cs.Image), backOffPrefix.ReplaceAllString(w.Message, ""))}
 		case w.Reason == "CrashLoopBackOff":
-			problem := fmt.Sprintf("cannot keep container %q running", cs.Name)
+			text := fmt.Sprintf("cannot keep container %q running", cs.Name)
 			if t := cs.LastTerminationState.Terminated; t != nil {
-				problem += fmt.Sprintf(": it exits with code %d", t.ExitCode)
+				text += fmt.Sprintf(": it exits with code %d", t.ExitCode)
 				if t.Reason == "OOMKilled" {
-					problem += " (OOMKilled: over its memory limit)"
+					text += " (OOMKilled: over its memory limit)"
 				}
 			}
-			return problem
+			return podProblem{CauseCrashLoop, text}
 		default:
-			return withDetail(fmt.Sprintf("cannot start container %q: %s", cs.Name, w.Reason), w.Message)
+			return podProblem{CauseContainerStart, withDetail(fmt.Sprintf("cannot start container %q: %s", cs.Name, w.Reason), w.Message)}
 		}
 	}
-	return ""
+	return podProblem{}
 }
 
 func withDetail(problem, detail string) string {

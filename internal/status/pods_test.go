@@ -150,7 +150,7 @@ func TestWhatKeepsServingPodsFromBeingReadyIsSaidInTheirOwnWords(t *testing.T) {
 		}()}, `1 serving pod cannot pull image "registry.example/modelserver-operator:v1": unauthorized`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := ServingPodsProblem(tc.pods, nil); got != tc.want {
+			if _, got := ServingPodsProblem(tc.pods, nil); got != tc.want {
 				t.Errorf("got  %q\nwant %q", got, tc.want)
 			}
 		})
@@ -202,7 +202,7 @@ func TestAPodThatStartedNothingIsExplainedByItsNewestWarning(t *testing.T) {
 		}()}, []corev1.Event{warning("a", "Unhealthy", "Startup probe failed: connection refused", 0)}, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := ServingPodsProblem(tc.pods, tc.warnings); got != tc.want {
+			if _, got := ServingPodsProblem(tc.pods, tc.warnings); got != tc.want {
 				t.Errorf("got  %q\nwant %q", got, tc.want)
 			}
 		})
@@ -244,5 +244,29 @@ func TestAStalledRolloutsPodsAreNamedInTheAvailableCondition(t *testing.T) {
 	st := Compute(servingv1alpha1.ModelServerStatus{}, o, testNow)
 	if !strings.HasSuffix(st.Message, "; "+o.PodsProblem) || !strings.HasPrefix(st.Message, "0 of 2 serving pods ready") {
 		t.Errorf("message %q: want the count, then the pods' problem", st.Message)
+	}
+}
+
+func TestAStalledRolloutsCauseIsThatOfMostPods(t *testing.T) {
+	unschedulable := pod(corev1.ContainerState{}, corev1.ContainerState{}, corev1.PodCondition{
+		Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable,
+	})
+	crashing := pod(waiting("CrashLoopBackOff", ""), corev1.ContainerState{})
+	for _, tc := range []struct {
+		name     string
+		pods     []corev1.Pod
+		warnings []corev1.Event
+		want     string
+	}{
+		{"most cannot be scheduled", []corev1.Pod{crashing, unschedulable, unschedulable}, nil, CauseUnschedulable},
+		{"a pull", []corev1.Pod{pod(waiting("ImagePullBackOff", ""), corev1.ContainerState{})}, nil, CauseImagePull},
+		{"a crash loop", []corev1.Pod{crashing}, nil, CauseCrashLoop},
+		{"a missing Secret", []corev1.Pod{pod(waiting("CreateContainerConfigError", ""), corev1.ContainerState{})}, nil, CauseContainerStart},
+		{"a warning", []corev1.Pod{creating("a")}, []corev1.Event{warning("a", "FailedMount", "", 0)}, CausePodWarning},
+		{"loading the model", []corev1.Pod{pod(corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}, corev1.ContainerState{})}, nil, CauseUnknown},
+	} {
+		if got, _ := ServingPodsProblem(tc.pods, tc.warnings); got != tc.want {
+			t.Errorf("%s: %s, want %s", tc.name, got, tc.want)
+		}
 	}
 }
