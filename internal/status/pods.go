@@ -114,9 +114,9 @@ var backOffPrefix = regexp.MustCompile(`^Back-off pulling image "[^"]*"(: [A-Za-
 // their own status says: pods no node can take, images that cannot be
 // pulled, containers that keep exiting or cannot start. For a pod that has
 // started nothing yet (NothingStarted), whose status says only that it is
-// being created, it is the newest of warnings, the Warning Events of the
-// namespace's pods, about it: a volume that does not mount, a network the
-// runtime cannot set up. The message is "" (and the cause CauseUnknown) if
+// being created, it is the newest of warnings (the Warning Events of
+// pods) about it: a volume that does not mount, a network the runtime
+// cannot set up. The message is "" (and the cause CauseUnknown) if
 // none of these: pods still starting, or running and loading the model,
 // which their count already says. Ready and terminating pods are passed
 // over. The cause is that of the problem of most pods.
