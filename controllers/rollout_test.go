@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -22,6 +23,7 @@ import (
 	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
 	"github.com/modelserver-dev/modelserver-operator/controllers"
 	"github.com/modelserver-dev/modelserver-operator/internal/localcluster"
+	"github.com/modelserver-dev/modelserver-operator/internal/names"
 	"github.com/modelserver-dev/modelserver-operator/internal/status"
 	"github.com/modelserver-dev/modelserver-operator/internal/values"
 )
@@ -286,4 +288,53 @@ func (s *servingPodReads) List(ctx context.Context, list client.ObjectList, opts
 		}
 	}
 	return s.Reader.List(ctx, list, opts...)
+}
+
+// A Ready ModelServer that loses a pod to a crash loop is Degraded at
+// once, and says why once the pod has been lost for 30 s: the rollout
+// that made it Ready, long before, does not count as a step forward.
+func TestAServingPodLostToACrashLoopIsNamedInTheDegradedStatus(t *testing.T) {
+	ns, r, _ := recordingReconciler(t)
+	ms := newModelServer(ns, "crashing")
+	if err := env.client.Create(context.Background(), ms); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.client.Delete(context.Background(), ms) })
+	c := newClockedReconciler(t, r, ms)
+	eventually(t, 60*time.Second, "crashing Ready", func(context.Context) (bool, string) {
+		c.reconcile(time.Now())
+		got := c.get()
+		return got.Status.Phase == servingv1alpha1.PhaseReady, string(got.Status.Phase) + ": " + got.Status.Message
+	})
+
+	pods := &corev1.PodList{}
+	if err := env.client.List(context.Background(), pods, client.InNamespace(ns), client.MatchingLabels{values.LabelModelServer: ms.Name, values.LabelComponent: "serving"}); err != nil || len(pods.Items) != 2 {
+		t.Fatalf("serving pods: %d, %v", len(pods.Items), err)
+	}
+	pod := &pods.Items[0]
+	pod.Status.ContainerStatuses[0].LastTerminationState = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 137, Reason: "OOMKilled"}}
+	setContainerState(t, pod, corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}})
+	eventually(t, 30*time.Second, "the Deployment unavailable", func(ctx context.Context) (bool, string) {
+		d := &appsv1.Deployment{}
+		if err := env.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: names.Deployment(ms.Name)}, d); err != nil {
+			return false, err.Error()
+		}
+		for _, cond := range d.Status.Conditions {
+			if cond.Type == appsv1.DeploymentAvailable && cond.Status == corev1.ConditionFalse {
+				c.since = cond.LastTransitionTime.Time
+				return true, ""
+			}
+		}
+		return false, fmt.Sprintf("%d ready", d.Status.ReadyReplicas)
+	})
+	c.expect(time.Second, 0, 29*time.Second)
+	if got := c.get(); got.Status.Phase != servingv1alpha1.PhaseDegraded {
+		t.Fatalf("%s: %s; want Degraded at once", got.Status.Phase, got.Status.Message)
+	}
+	c.expect(31*time.Second, 1, time.Minute)
+	got := c.get()
+	want := fmt.Sprintf("; 1 serving pod cannot keep container %q running: it exits with code 137 (OOMKilled: over its memory limit)", pod.Spec.Containers[0].Name)
+	if got.Status.Phase != servingv1alpha1.PhaseDegraded || !strings.HasSuffix(got.Status.Message, want) {
+		t.Errorf("%s: %q; want Degraded, ending with %q", got.Status.Phase, got.Status.Message, want)
+	}
 }

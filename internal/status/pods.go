@@ -18,8 +18,9 @@ import (
 // RolloutStalled says whether the serving pods are not all ready and
 // nothing has moved for grace: neither the rollout (the Deployment's
 // Progressing condition, whose lastUpdateTime the Deployment controller
-// moves at each step forward) nor the model (servingSince, when the pods
-// got a model to load). lookAgainIn is when to look again: if not stalled
+// moves at each step forward, and its Available condition, which turns
+// False when a pod is lost after it) nor the model (servingSince, when the
+// pods got a model to load). lookAgainIn is when to look again: if not stalled
 // yet, when it would be (0 when the pods are ready, or refused:
 // RolloutProblem says why); if stalled, when to read the pods again.
 //
@@ -41,8 +42,18 @@ func RolloutStalled(o Observation, servingSince time.Time, grace time.Duration, 
 	}
 	since := servingSince
 	for _, c := range d.Status.Conditions {
-		if c.Type == appsv1.DeploymentProgressing && c.LastUpdateTime.After(since) {
-			since = c.LastUpdateTime.Time
+		moved := c.LastUpdateTime.Time
+		switch {
+		case c.Type == appsv1.DeploymentProgressing:
+		case c.Type == appsv1.DeploymentAvailable && c.Status == corev1.ConditionFalse:
+			// Pods of a finished rollout lost since: the rollout's last
+			// step may be long before.
+			moved = c.LastTransitionTime.Time
+		default:
+			continue
+		}
+		if moved.After(since) {
+			since = moved
 		}
 	}
 	age := now.Sub(since)
@@ -185,12 +196,22 @@ func NothingStarted(p *corev1.Pod) bool {
 // runtimeID is an ID of a sandbox or container, which a retry changes.
 var runtimeID = regexp.MustCompile(`\b[0-9a-f]{32,}\b`)
 
-// creationProblem is the newest warning about pod p, or none.
+// creationProblem is the newest warning about pod p since it was
+// scheduled, or none: the scheduler's warnings from before are over.
 func creationProblem(p *corev1.Pod, warnings []corev1.Event) podProblem {
+	var scheduled time.Time
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionTrue {
+			scheduled = c.LastTransitionTime.Time
+		}
+	}
 	var newest *corev1.Event
 	for i := range warnings {
 		e := &warnings[i]
-		if e.InvolvedObject.UID == p.UID && e.Type == corev1.EventTypeWarning && (newest == nil || EventTime(e).After(EventTime(newest))) {
+		if e.InvolvedObject.UID != p.UID || e.Type != corev1.EventTypeWarning || EventTime(e).Before(scheduled) {
+			continue
+		}
+		if newest == nil || EventTime(e).After(EventTime(newest)) {
 			newest = e
 		}
 	}

@@ -42,6 +42,10 @@ func TestARolloutStallsAfterTheGraceWithNoStepForward(t *testing.T) {
 			return d
 		}()}), long, true, 10 * time.Minute},
 		{"all ready", served(Observation{Deployment: progressedAt(deployment(2, 2), long)}), long, false, 0},
+		{"a pod lost 10 s ago, long after the rollout", served(Observation{Deployment: withCondition(progressedAt(deployment(2, 1), long), appsv1.DeploymentCondition{
+			Type: appsv1.DeploymentAvailable, Status: corev1.ConditionFalse, Reason: "MinimumReplicasUnavailable",
+			LastUpdateTime: metav1.NewTime(testNow.Add(-10 * time.Second)), LastTransitionTime: metav1.NewTime(testNow.Add(-10 * time.Second)),
+		})}), long, false, 20 * time.Second},
 		{"no model yet", Observation{DesiredReplicas: 2, Deployment: progressedAt(deployment(2, 0), long)}, long, false, 0},
 		{"pods refused: nothing to read", served(Observation{Deployment: withCondition(progressedAt(deployment(0, 0), long), appsv1.DeploymentCondition{
 			Type: appsv1.DeploymentReplicaFailure, Status: corev1.ConditionTrue, Message: "exceeded quota",
@@ -195,6 +199,13 @@ func TestAPodThatStartedNothingIsExplainedByItsNewestWarning(t *testing.T) {
 			[]corev1.Event{warning("a", "FailedCreatePodSandBox", sandbox(strings.Repeat("9f", 32)), 0), warning("b", "FailedCreatePodSandBox", sandbox(strings.Repeat("c3", 32)), 0)},
 			"2 serving pods cannot start: FailedCreatePodSandBox: " + sandbox("…")},
 		{"no warning: still being created", []corev1.Pod{creating("a")}, []corev1.Event{warning("b", "FailedMount", mount, 0)}, ""},
+		{"the scheduler's warnings are over once it is scheduled", []corev1.Pod{func() corev1.Pod {
+			p := creating("a")
+			p.Status.Conditions = append(p.Status.Conditions, corev1.PodCondition{
+				Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: metav1.NewTime(testNow.Add(-time.Minute)),
+			})
+			return p
+		}()}, []corev1.Event{warning("a", "FailedScheduling", "0/1 nodes are available", -2*time.Minute)}, ""},
 		{"a started pod's warnings are its probes'", []corev1.Pod{func() corev1.Pod {
 			p := pod(corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}, corev1.ContainerState{})
 			p.UID, p.Spec.NodeName = "a", "node-1"
