@@ -100,6 +100,19 @@ func ensureUnmanagedNamespace(t *testing.T) string {
 	return unmanagedNamespace
 }
 
+// createUnmanaged creates a ModelServer in the namespace the suite's
+// manager does not watch, for a test's own reconciler, and deletes it when
+// the test ends.
+func createUnmanaged(t *testing.T, name string, mutate ...func(*servingv1alpha1.ModelServer)) *servingv1alpha1.ModelServer {
+	t.Helper()
+	ms := newModelServer(ensureUnmanagedNamespace(t), name, mutate...)
+	if err := env.client.Create(context.Background(), ms); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.client.Delete(context.Background(), ms) })
+	return ms
+}
+
 type recordedEvent struct{ kind, reason, note string }
 
 // recordedEvents is an EventRecorder that keeps what it is given, so a

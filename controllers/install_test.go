@@ -108,13 +108,9 @@ func TestANewModelServerIsInstalledWithoutReadingFirst(t *testing.T) {
 // them over, as Helm takes over objects marked with its release's name,
 // instead of failing on them or making them anew.
 func TestAnInstallCutShortBeforeItsRecordIsTakenOver(t *testing.T) {
-	ns := ensureUnmanagedNamespace(t)
 	ctx := context.Background()
-	ms := newModelServer(ns, "cut-short")
-	if err := env.client.Create(ctx, ms); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = env.client.Delete(context.Background(), ms) })
+	ms := createUnmanaged(t, "cut-short")
+	ns := ms.Namespace
 	first := newProcessReconciler(t, nil)
 	reconcileUntilReady(t, first, ms)
 	deployUID := get(t, ns, names.Deployment("cut-short"), &appsv1.Deployment{}).UID

@@ -18,14 +18,10 @@ import (
 // --all` and `helm rollback` from the records alone, after which the
 // operator upgrades the release back to the spec.
 func TestHelmRollsBackTheOperatorsReleasesFromTheirRecords(t *testing.T) {
-	ns := ensureUnmanagedNamespace(t)
 	ctx := context.Background()
 	r := newProcessReconciler(t, nil)
-	ms := newModelServer(ns, "rollback")
-	if err := env.client.Create(ctx, ms); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = env.client.Delete(context.Background(), ms) })
+	ms := createUnmanaged(t, "rollback")
+	ns := ms.Namespace
 	reconcileUntilReady(t, r, ms)
 	image := func() string {
 		return get(t, ns, names.Deployment("rollback"), &appsv1.Deployment{}).Spec.Template.Spec.Containers[0].Image

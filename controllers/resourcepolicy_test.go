@@ -104,11 +104,7 @@ func TestAJobMarkedToKeepByHandOutlivesItsRevision(t *testing.T) {
 // watch), the mark is read from the apiserver; an unmarked Job is deleted.
 func TestAKeepMarkOutsideTheCacheIsReadFromTheAPIServer(t *testing.T) {
 	ns, r, _ := recordingReconciler(t)
-	ms := newModelServer(ns, "keep-uncached")
-	if err := env.client.Create(context.Background(), ms); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = env.client.Delete(context.Background(), ms) })
+	ms := createUnmanaged(t, "keep-uncached")
 	ms = reconcileUntilReady(t, r, ms)
 	first := fetchJob(t, ms)
 	markToKeep(t, ns, first, env.client)

@@ -145,15 +145,11 @@ func TestAServingPodThatCannotMountItsVolumeIsExplainedByItsEvent(t *testing.T) 
 // its model is fetched and the status says so; since is then when it did.
 func stalledModelServer(t *testing.T, name string) (*clockedReconciler, *corev1.Pod) {
 	t.Helper()
-	ns, r, _ := recordingReconciler(t)
-	ms := newModelServer(ns, name, func(ms *servingv1alpha1.ModelServer) {
+	_, r, _ := recordingReconciler(t)
+	ms := createUnmanaged(t, name, func(ms *servingv1alpha1.ModelServer) {
 		ms.Spec.Replicas = ptr.To[int32](1)
 		ms.Spec.PodTemplate.Annotations = map[string]string{localcluster.AnnotationNeverReady: "true"}
 	})
-	if err := env.client.Create(context.Background(), ms); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = env.client.Delete(context.Background(), ms) })
 	c := newClockedReconciler(t, r, ms)
 	// The step (the model fetched, the pod not ready) is held 10 s, then
 	// written.
@@ -294,12 +290,9 @@ func (s *servingPodReads) List(ctx context.Context, list client.ObjectList, opts
 // once, and says why once the pod has been lost for 30 s: the rollout
 // that made it Ready, long before, does not count as a step forward.
 func TestAServingPodLostToACrashLoopIsNamedInTheDegradedStatus(t *testing.T) {
-	ns, r, _ := recordingReconciler(t)
-	ms := newModelServer(ns, "crashing")
-	if err := env.client.Create(context.Background(), ms); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = env.client.Delete(context.Background(), ms) })
+	_, r, _ := recordingReconciler(t)
+	ms := createUnmanaged(t, "crashing")
+	ns := ms.Namespace
 	c := newClockedReconciler(t, r, ms)
 	eventually(t, 60*time.Second, "crashing Ready", func(context.Context) (bool, string) {
 		c.reconcile(time.Now())
