@@ -215,8 +215,11 @@ func (r *ModelServerReconciler) observeStalledRollout(ctx context.Context, ms *s
 	now := r.clock().Now()
 	stalled, lookAgainIn := status.RolloutStalled(*report, status.ServingSince(ms.Status, now), stalledRolloutGrace, now)
 	if !stalled {
-		r.podReads.forget(ms.UID)
-		metrics.Stalled(ms.UID, "")
+		// The gauge is set with each read: only a rollout read as stalled
+		// has a cause to clear, and the rest cost no lock.
+		if r.podReads.forget(ms.UID) {
+			metrics.Stalled(ms.UID, "")
+		}
 		return lookAgainIn, nil
 	}
 	if last, ok := r.podReads.fresh(ms.UID, now); ok {
@@ -255,8 +258,11 @@ func (r *ModelServerReconciler) creationWarnings(ctx context.Context, pods []cor
 	var warnings []corev1.Event
 	explained := 0
 	for i := range pods {
-		if explained == explainedPods || !status.NothingStarted(&pods[i]) {
+		if !status.NothingStarted(&pods[i]) {
 			continue
+		}
+		if explained == explainedPods {
+			break
 		}
 		explained++
 		events := &corev1.EventList{}
@@ -292,7 +298,11 @@ func (p *podReads) fresh(uid types.UID, now time.Time) (podRead, bool) {
 
 func (p *podReads) remember(uid types.UID, read podRead) { p.m.Store(uid, read) }
 
-func (p *podReads) forget(uid types.UID) { p.m.Delete(uid) }
+// forget drops uid's last read, and says whether there was one.
+func (p *podReads) forget(uid types.UID) bool {
+	_, had := p.m.LoadAndDelete(uid)
+	return had
+}
 
 // optionalAPIs says which of the optional kinds the spec asks for exist in
 // the cluster. The release manager's view is asked, since it is the one

@@ -142,7 +142,7 @@ func ServingPodsProblem(pods []corev1.Pod, warnings []corev1.Event) (cause, mess
 	count := map[podProblem]int{}
 	for i := range pods {
 		p := &pods[i]
-		if p.DeletionTimestamp != nil || podReady(p) {
+		if p.DeletionTimestamp != nil || PodReady(p) {
 			continue
 		}
 		problem := statusProblem(p)
@@ -182,10 +182,10 @@ type podProblem struct{ cause, text string }
 // still mounting its volumes or setting up its network, or failing to,
 // which only its Events say.
 func NothingStarted(p *corev1.Pod) bool {
-	if p.DeletionTimestamp != nil || p.Spec.NodeName == "" || podReady(p) {
+	if p.DeletionTimestamp != nil || p.Spec.NodeName == "" || PodReady(p) {
 		return false
 	}
-	for _, cs := range append(slices.Clone(p.Status.InitContainerStatuses), p.Status.ContainerStatuses...) {
+	for _, cs := range containerStatuses(p) {
 		if w := cs.State.Waiting; w == nil || !slices.Contains(podWaitingBenign, w.Reason) {
 			return false
 		}
@@ -242,8 +242,7 @@ func statusProblem(p *corev1.Pod) podProblem {
 			return podProblem{CauseUnschedulable, withDetail("cannot be scheduled", c.Message)}
 		}
 	}
-	statuses := append(slices.Clone(p.Status.InitContainerStatuses), p.Status.ContainerStatuses...)
-	for _, cs := range statuses {
+	for _, cs := range containerStatuses(p) {
 		w := cs.State.Waiting
 		if w == nil || slices.Contains(podWaitingBenign, w.Reason) {
 			continue
@@ -274,7 +273,14 @@ func withDetail(problem, detail string) string {
 	return problem
 }
 
-func podReady(p *corev1.Pod) bool {
+// containerStatuses are the statuses of a pod's init containers, then of
+// its containers.
+func containerStatuses(p *corev1.Pod) []corev1.ContainerStatus {
+	return slices.Concat(p.Status.InitContainerStatuses, p.Status.ContainerStatuses)
+}
+
+// PodReady says the pod's Ready condition is True.
+func PodReady(p *corev1.Pod) bool {
 	for _, c := range p.Status.Conditions {
 		if c.Type == corev1.PodReady {
 			return c.Status == corev1.ConditionTrue

@@ -31,6 +31,7 @@ import (
 	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
 	"github.com/modelserver-dev/modelserver-operator/internal/fetchcontract"
 	"github.com/modelserver-dev/modelserver-operator/internal/memlimit"
+	"github.com/modelserver-dev/modelserver-operator/internal/status"
 	"github.com/modelserver-dev/modelserver-operator/internal/values"
 	"github.com/modelserver-dev/modelserver-operator/test/realenv"
 )
@@ -164,8 +165,8 @@ func TestTheOperatorRunsFromItsImageWithItsOwnIdentity(t *testing.T) {
 		t.Fatalf("operator pods: %v, %v", pods, err)
 	}
 	pod := pods.Items[0]
-	if pod.Spec.NodeName != "real-node" || !podReady(&pod) {
-		t.Fatalf("operator pod %s on %q, ready %v: want Ready on the real node", pod.Name, pod.Spec.NodeName, podReady(&pod))
+	if pod.Spec.NodeName != "real-node" || !status.PodReady(&pod) {
+		t.Fatalf("operator pod %s on %q, ready %v: want Ready on the real node", pod.Name, pod.Spec.NodeName, status.PodReady(&pod))
 	}
 	if id := pod.Status.ContainerStatuses[0].ImageID; !strings.Contains(id, "sha256:") {
 		t.Errorf("operator image ID %q: want a digest pulled by containerd", id)
@@ -612,15 +613,6 @@ func modelFiles(dir string) (total, largest int64) {
 		return nil
 	})
 	return total, largest
-}
-
-func podReady(p *corev1.Pod) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }
 
 // logFetch prints the successful fetch pod's own account of the transfer
