@@ -244,26 +244,40 @@ func statusProblem(p *corev1.Pod) podProblem {
 	}
 	for _, cs := range containerStatuses(p) {
 		w := cs.State.Waiting
-		if w == nil || slices.Contains(podWaitingBenign, w.Reason) {
-			continue
-		}
 		switch {
-		case slices.Contains(pullFailure, w.Reason):
+		case w != nil && slices.Contains(pullFailure, w.Reason):
 			return podProblem{CauseImagePull, withDetail(fmt.Sprintf("cannot pull image %q", cs.Image), backOffPrefix.ReplaceAllString(w.Message, ""))}
-		case w.Reason == "CrashLoopBackOff":
+		case w != nil && w.Reason == "CrashLoopBackOff", lastExit(cs) != nil:
 			text := fmt.Sprintf("cannot keep container %q running", cs.Name)
-			if t := cs.LastTerminationState.Terminated; t != nil {
+			if t := lastExit(cs); t != nil {
 				text += fmt.Sprintf(": it exits with code %d", t.ExitCode)
 				if t.Reason == "OOMKilled" {
 					text += " (OOMKilled: over its memory limit)"
 				}
 			}
 			return podProblem{CauseCrashLoop, text}
-		default:
+		case w != nil && !slices.Contains(podWaitingBenign, w.Reason):
 			return podProblem{CauseContainerStart, withDetail(fmt.Sprintf("cannot start container %q: %s", cs.Name, w.Reason), w.Message)}
 		}
 	}
 	return podProblem{}
+}
+
+// lastExit is how a container that is not ready last ended, if it has:
+// it has just exited, or it runs or waits again after exiting. A crash
+// loop passes through each of these states, the kubelet's back-off
+// (CrashLoopBackOff) only one of them, and a read in any of them must say
+// the same. A completed init container is ready.
+func lastExit(cs corev1.ContainerStatus) *corev1.ContainerStateTerminated {
+	switch {
+	case cs.Ready:
+		return nil
+	case cs.State.Terminated != nil:
+		return cs.State.Terminated
+	case cs.RestartCount > 0 || cs.State.Waiting != nil && cs.State.Waiting.Reason == "CrashLoopBackOff":
+		return cs.LastTerminationState.Terminated
+	}
+	return nil
 }
 
 func withDetail(problem, detail string) string {

@@ -152,12 +152,54 @@ func TestWhatKeepsServingPodsFromBeingReadyIsSaidInTheirOwnWords(t *testing.T) {
 			}}
 			return p
 		}()}, `1 serving pod cannot pull image "registry.example/modelserver-operator:v1": unauthorized`},
+		{"loading the model after the init container completed", []corev1.Pod{func() corev1.Pod {
+			p := pod(running, corev1.ContainerState{})
+			p.Status.InitContainerStatuses = []corev1.ContainerStatus{{
+				Name: "wait-for-model", Ready: true, State: exited(0, "Completed"),
+			}}
+			return p
+		}()}, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if _, got := ServingPodsProblem(tc.pods, nil); got != tc.want {
 				t.Errorf("got  %q\nwant %q", got, tc.want)
 			}
 		})
+	}
+}
+
+// A crash loop takes a container from running to exited to the kubelet's
+// back-off and to running again; a read at any step says the same, so
+// that the loop costs no status write.
+func TestACrashLoopReadsTheSameAtEachOfItsSteps(t *testing.T) {
+	oom := corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 137, Reason: "OOMKilled"}}
+	crashing := func(state corev1.ContainerState, restarts int32, last corev1.ContainerState) corev1.Pod {
+		p := pod(state, last)
+		p.Status.ContainerStatuses[0].RestartCount = restarts
+		return p
+	}
+	const want = `1 serving pod cannot keep container "tfserving" running: it exits with code 137 (OOMKilled: over its memory limit)`
+	for _, tc := range []struct {
+		name string
+		pod  corev1.Pod
+	}{
+		{"exited the first time", crashing(oom, 0, corev1.ContainerState{})},
+		{"backing off", crashing(waiting("CrashLoopBackOff", "back-off 20s restarting failed container=tfserving pod=resnet-6c9-x2x8z_ml(uid)"), 1, oom)},
+		{"running again, loading the model", crashing(corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}, 2, oom)},
+		{"exited again", crashing(oom, 2, oom)},
+		{"being created again", crashing(waiting("ContainerCreating", ""), 3, oom)},
+	} {
+		cause, got := ServingPodsProblem([]corev1.Pod{tc.pod}, nil)
+		if got != want || cause != CauseCrashLoop {
+			t.Errorf("%s: %s, %q\nwant %s, %q", tc.name, cause, got, CauseCrashLoop, want)
+		}
+	}
+	// Ready after a restart: nothing to say.
+	ready := crashing(corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}, 1, oom)
+	ready.Status.ContainerStatuses[0].Ready = true
+	ready.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
+	if cause, got := ServingPodsProblem([]corev1.Pod{ready}, nil); got != "" {
+		t.Errorf("a ready pod that restarted once: %s, %q; want nothing", cause, got)
 	}
 }
 

@@ -400,6 +400,52 @@ func TestAServingImageThatCannotBePulledIsNamedAndFixingTheSpecRecovers(t *testi
 	}
 }
 
+// An update whose serving pods keep exiting (here an env the TF Serving
+// double refuses at start, as TF Serving refuses a bad flag) leaves the
+// pod of the last good spec serving. Once the rollout has stood still, the
+// status says the new pod keeps exiting, and with which code, in the real
+// kubelet's terms: its restarts pass through running, exited and backing
+// off, and a read in any of them says the same. Undoing the change makes
+// the ModelServer Ready with no message.
+func TestAnUpdateWhosePodsKeepExitingIsNamedWhileTheOldPodServes(t *testing.T) {
+	e := realNode(t)
+	ns := e.namespace(t)
+	good := e.modelServer("exits", halfPlusTwo, 1, "64Mi", "")
+	e.kubectl(t, good, "-n", ns, "apply", "-f", "-")
+	e.waitReady(t, ns, "exits", 3*time.Minute)
+	serving := e.kubectlOut("-n", ns, "get", "pods", "-l", "app.kubernetes.io/component=serving", "-o", "jsonpath={.items[*].metadata.name}")
+
+	e.kubectl(t, e.ModelServerYAML(realenv.ModelServer{Name: "exits", URI: halfPlusTwo,
+		SpecExtra: "  podTemplate:\n    env:\n    - name: TFSERVINGDOUBLE_LOAD_SECONDS\n      value: soon\n"}), "-n", ns, "apply", "-f", "-")
+	start := time.Now()
+	const want = `1 serving pod cannot keep container "tensorflow-serving" running: it exits with code 1`
+	var ms *servingv1alpha1.ModelServer
+	err := wait.PollUntilContextTimeout(context.Background(), time.Second, 3*time.Minute, true, func(context.Context) (bool, error) {
+		ms = e.get(t, ns, "exits")
+		return strings.Contains(ms.Status.Message, want), nil
+	})
+	if err != nil {
+		t.Fatalf("the status does not say %q: %s: %s\n%s", want, ms.Status.Phase, ms.Status.Message,
+			e.kubectlOut("-n", ns, "get", "pods", "-o", "jsonpath={.items[*].status.containerStatuses}"))
+	}
+	t.Logf("after %.1fs: %s, %d ready: %s", time.Since(start).Seconds(), ms.Status.Phase, ms.Status.ReadyReplicas, ms.Status.Message)
+	if ms.Status.ReadyReplicas != 1 {
+		t.Errorf("%d serving pods ready while the new one crashes; want the old one serving", ms.Status.ReadyReplicas)
+	}
+	restarts := e.kubectlOut("-n", ns, "get", "pods", "-l", "app.kubernetes.io/component=serving",
+		"-o", `jsonpath={range .items[*]}{.metadata.name} {.status.containerStatuses[0].restartCount}{"\n"}{end}`)
+	if !strings.Contains(restarts, serving+" 0") {
+		t.Errorf("the serving pod of the good spec, %s, was not kept serving without a restart:\n%s", serving, restarts)
+	}
+	t.Logf("serving pods, restarts:\n%s", restarts)
+
+	e.kubectl(t, good, "-n", ns, "apply", "-f", "-")
+	e.waitReady(t, ns, "exits", 3*time.Minute)
+	if ms = e.get(t, ns, "exits"); ms.Status.Message != "" {
+		t.Errorf("Ready with message %q", ms.Status.Message)
+	}
+}
+
 func TestAFetchKilledMidDownloadIsRetriedAndNeverPublishesAPartialModel(t *testing.T) {
 	e := realNode(t)
 	ns := e.namespace(t)
