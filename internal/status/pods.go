@@ -263,18 +263,22 @@ func statusProblem(p *corev1.Pod) podProblem {
 	return podProblem{}
 }
 
-// lastExit is how a container that is not ready last ended, if it has:
-// it has just exited, or it runs or waits again after exiting. A crash
-// loop passes through each of these states, the kubelet's back-off
-// (CrashLoopBackOff) only one of them, and a read in any of them must say
-// the same. A completed init container is ready.
+// lastExit is how a container that is not ready last ended, if it is in
+// a loop of exits: it has just exited (a serving container is not meant
+// to), the kubelet backs off before starting it again, or it runs or
+// waits again after exiting at least twice. A crash loop passes through
+// each of these states, the back-off (CrashLoopBackOff) only one of them,
+// and a read in any of them must say the same. A single restart, after
+// which the container loads the model again, is not a loop: a node's
+// reboot restarts every container once. A completed init container is
+// ready.
 func lastExit(cs corev1.ContainerStatus) *corev1.ContainerStateTerminated {
 	switch {
 	case cs.Ready:
 		return nil
 	case cs.State.Terminated != nil:
 		return cs.State.Terminated
-	case cs.RestartCount > 0 || cs.State.Waiting != nil && cs.State.Waiting.Reason == "CrashLoopBackOff":
+	case cs.State.Waiting != nil && cs.State.Waiting.Reason == "CrashLoopBackOff", cs.RestartCount >= 2:
 		return cs.LastTerminationState.Terminated
 	}
 	return nil

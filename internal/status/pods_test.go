@@ -170,7 +170,7 @@ func TestWhatKeepsServingPodsFromBeingReadyIsSaidInTheirOwnWords(t *testing.T) {
 
 // A crash loop takes a container from running to exited to the kubelet's
 // back-off and to running again; a read at any step says the same, so
-// that the loop costs no status write.
+// that the loop costs no status write. One restart is not a loop.
 func TestACrashLoopReadsTheSameAtEachOfItsSteps(t *testing.T) {
 	oom := corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 137, Reason: "OOMKilled"}}
 	crashing := func(state corev1.ContainerState, restarts int32, last corev1.ContainerState) corev1.Pod {
@@ -194,8 +194,13 @@ func TestACrashLoopReadsTheSameAtEachOfItsSteps(t *testing.T) {
 			t.Errorf("%s: %s, %q\nwant %s, %q", tc.name, cause, got, CauseCrashLoop, want)
 		}
 	}
-	// Ready after a restart: nothing to say.
-	ready := crashing(corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}, 1, oom)
+	// Loading the model again after one restart (a node's reboot, say) is
+	// not a loop.
+	if cause, got := ServingPodsProblem([]corev1.Pod{crashing(corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}, 1, oom)}, nil); got != "" {
+		t.Errorf("running again after one restart: %s, %q; want nothing", cause, got)
+	}
+	// Ready after restarts: nothing to say.
+	ready := crashing(corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}, 2, oom)
 	ready.Status.ContainerStatuses[0].Ready = true
 	ready.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
 	if cause, got := ServingPodsProblem([]corev1.Pod{ready}, nil); got != "" {

@@ -405,8 +405,8 @@ func TestAServingImageThatCannotBePulledIsNamedAndFixingTheSpecRecovers(t *testi
 // pod of the last good spec serving. Once the rollout has stood still, the
 // status says the new pod keeps exiting, and with which code, in the real
 // kubelet's terms: its restarts pass through running, exited and backing
-// off, and a read in any of them says the same. Undoing the change makes
-// the ModelServer Ready with no message.
+// off, and a read in any of them says the same (status.lastExit).
+// Undoing the change makes the ModelServer Ready with no message.
 func TestAnUpdateWhosePodsKeepExitingIsNamedWhileTheOldPodServes(t *testing.T) {
 	e := realNode(t)
 	ns := e.namespace(t)
