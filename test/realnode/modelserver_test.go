@@ -378,18 +378,7 @@ func TestAServingImageThatCannotBePulledIsNamedAndFixingTheSpecRecovers(t *testi
 	missing := registry + "/tfserving-double:never-pushed"
 	good := e.modelServer("nopull", halfPlusTwo, 1, "64Mi", "")
 	e.kubectl(t, strings.Replace(good, "image: "+e.DoubleImage, "image: "+missing, 1), "-n", ns, "apply", "-f", "-")
-	start := time.Now()
-	want := fmt.Sprintf("1 serving pod cannot pull image %q: ", missing)
-	var ms *servingv1alpha1.ModelServer
-	err := wait.PollUntilContextTimeout(context.Background(), time.Second, 3*time.Minute, true, func(context.Context) (bool, error) {
-		ms = e.get(t, ns, "nopull")
-		return strings.Contains(ms.Status.Message, want), nil
-	})
-	if err != nil {
-		t.Fatalf("the status does not say %q: %s: %s\n%s", want, ms.Status.Phase, ms.Status.Message,
-			e.kubectlOut("-n", ns, "get", "pods", "-o", "jsonpath={.items[*].status.containerStatuses}"))
-	}
-	t.Logf("after %.1fs: %s: %s", time.Since(start).Seconds(), ms.Status.Phase, ms.Status.Message)
+	ms := e.waitMessage(t, ns, "nopull", fmt.Sprintf("1 serving pod cannot pull image %q: ", missing))
 	if ms.Status.Phase != servingv1alpha1.PhaseDeploying || !strings.Contains(ms.Status.Message, "not found") {
 		t.Errorf("%s: %s; want Deploying, with containerd's reason (not found)", ms.Status.Phase, ms.Status.Message)
 	}
@@ -398,6 +387,24 @@ func TestAServingImageThatCannotBePulledIsNamedAndFixingTheSpecRecovers(t *testi
 	if ms = e.get(t, ns, "nopull"); ms.Status.Message != "" {
 		t.Errorf("Ready with message %q", ms.Status.Message)
 	}
+}
+
+// waitMessage waits for the ModelServer's status message to say want,
+// and logs how long that took after the caller's last apply.
+func (e *env) waitMessage(t *testing.T, ns, name, want string) *servingv1alpha1.ModelServer {
+	t.Helper()
+	start := time.Now()
+	var ms *servingv1alpha1.ModelServer
+	err := wait.PollUntilContextTimeout(context.Background(), time.Second, 3*time.Minute, true, func(context.Context) (bool, error) {
+		ms = e.get(t, ns, name)
+		return strings.Contains(ms.Status.Message, want), nil
+	})
+	if err != nil {
+		t.Fatalf("the status does not say %q: %s: %s\n%s", want, ms.Status.Phase, ms.Status.Message,
+			e.kubectlOut("-n", ns, "get", "pods", "-o", "jsonpath={.items[*].status.containerStatuses}"))
+	}
+	t.Logf("after %.1fs: %s, %d ready: %s", time.Since(start).Seconds(), ms.Status.Phase, ms.Status.ReadyReplicas, ms.Status.Message)
+	return ms
 }
 
 // An update whose serving pods keep exiting (here an env the TF Serving
@@ -417,18 +424,7 @@ func TestAnUpdateWhosePodsKeepExitingIsNamedWhileTheOldPodServes(t *testing.T) {
 
 	e.kubectl(t, e.ModelServerYAML(realenv.ModelServer{Name: "exits", URI: halfPlusTwo,
 		SpecExtra: "  podTemplate:\n    env:\n    - name: TFSERVINGDOUBLE_LOAD_SECONDS\n      value: soon\n"}), "-n", ns, "apply", "-f", "-")
-	start := time.Now()
-	const want = `1 serving pod cannot keep container "tensorflow-serving" running: it exits with code 1`
-	var ms *servingv1alpha1.ModelServer
-	err := wait.PollUntilContextTimeout(context.Background(), time.Second, 3*time.Minute, true, func(context.Context) (bool, error) {
-		ms = e.get(t, ns, "exits")
-		return strings.Contains(ms.Status.Message, want), nil
-	})
-	if err != nil {
-		t.Fatalf("the status does not say %q: %s: %s\n%s", want, ms.Status.Phase, ms.Status.Message,
-			e.kubectlOut("-n", ns, "get", "pods", "-o", "jsonpath={.items[*].status.containerStatuses}"))
-	}
-	t.Logf("after %.1fs: %s, %d ready: %s", time.Since(start).Seconds(), ms.Status.Phase, ms.Status.ReadyReplicas, ms.Status.Message)
+	ms := e.waitMessage(t, ns, "exits", `1 serving pod cannot keep container "tensorflow-serving" running: it exits with code 1`)
 	if ms.Status.ReadyReplicas != 1 {
 		t.Errorf("%d serving pods ready while the new one crashes; want the old one serving", ms.Status.ReadyReplicas)
 	}
