@@ -219,6 +219,7 @@ func (r *ModelServerReconciler) observeStalledRollout(ctx context.Context, ms *s
 		// has a cause to clear, and the rest cost no lock.
 		if r.podReads.forget(ms.UID) {
 			metrics.Stalled(ms.UID, "")
+			r.problems.resolved(ms.UID, eventRolloutStalled)
 		}
 		return lookAgainIn, nil
 	}
@@ -241,9 +242,18 @@ func (r *ModelServerReconciler) observeStalledRollout(ctx context.Context, ms *s
 	var cause string
 	cause, report.PodsProblem = status.ServingPodsProblem(pods.Items, warnings)
 	metrics.Stalled(ms.UID, cause)
+	if report.PodsProblem != "" {
+		r.warn(ms, eventRolloutStalled, "Rollout", sentence("Serving pods not ready, with no progress for %s: %s", stalledRolloutGrace, report.PodsProblem))
+	}
 	r.podReads.remember(ms.UID, podRead{due: now.Add(lookAgainIn), problem: report.PodsProblem})
 	return lookAgainIn, nil
 }
+
+// eventRolloutStalled is the reason of the Warning that says what the pods
+// of a stalled rollout said, once per problem: the status's message holds
+// it too, but a ModelServer that is still Deploying has no Event of its
+// own to show it in kubectl describe or an Event-based alert.
+const eventRolloutStalled = "RolloutStalled"
 
 // explainedPods bounds the pods whose Events one read of a stalled
 // rollout lists: one request each.

@@ -88,6 +88,7 @@ func TestAServingImageThatCannotBePulledIsNamedInTheStatus(t *testing.T) {
 	if n := gather(t).value("modelserver_stalled_rollouts", pulls) - before; n != 1 {
 		t.Errorf("stalled rollouts%v went up by %v, want 1", pulls, n)
 	}
+	c.expectStalledWarning(want)
 
 	// Backing off: read again, the same words, no write; the next read
 	// after as long again.
@@ -99,6 +100,7 @@ func TestAServingImageThatCannotBePulledIsNamedInTheStatus(t *testing.T) {
 	if after := c.get(); after.ResourceVersion != got.ResourceVersion {
 		t.Errorf("the status was rewritten while the kubelet backed off: %q, then %q", got.Status.Message, after.Status.Message)
 	}
+	c.expectStalledWarning(want) // still the one
 
 	// The image turns up: the pod runs and is ready, and so is the
 	// ModelServer, with nothing left of the failure and no more reads.
@@ -111,10 +113,24 @@ func TestAServingImageThatCannotBePulledIsNamedInTheStatus(t *testing.T) {
 	if n := gather(t).value("modelserver_stalled_rollouts", pulls) - before; n != 0 {
 		t.Errorf("stalled rollouts%v up by %v once Ready, want 0", pulls, n)
 	}
+	c.expectStalledWarning(want)
 	if got.Status.Message != "" || c.reads.n.Load() != 2 || c.reads.events.Load() != 0 {
 		t.Errorf("Ready with message %q, after %d reads of the serving pods and %d of their Events; want none, 2, 0 (their status said it all)",
 			got.Status.Message, c.reads.n.Load(), c.reads.events.Load())
 	}
+
+	// The image is lost again: news again, though in the same words.
+	setContainerState(t, pod, corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ErrImagePull", Message: pullError}})
+	eventually(t, 30*time.Second, "a second RolloutStalled Warning", func(context.Context) (bool, string) {
+		c.reconcile(c.since.Add(140 * time.Second))
+		return c.events.count("RolloutStalled") == 2, c.events.String()
+	})
+	setContainerState(t, pod, corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.Now()}})
+	eventually(t, 30*time.Second, "nopull Ready again", func(context.Context) (bool, string) {
+		c.reconcile(c.since.Add(141 * time.Second))
+		got = c.get()
+		return got.Status.Phase == servingv1alpha1.PhaseReady, string(got.Status.Phase) + ": " + got.Status.Message
+	})
 }
 
 // A pod that has started nothing says why only in the kubelet's Events:
@@ -171,7 +187,9 @@ type clockedReconciler struct {
 	r     *controllers.ModelServerReconciler
 	clock *clocktesting.FakePassiveClock
 	reads *servingPodReads
-	key   client.ObjectKey
+	// events are the reconciler's, if it records them for the test.
+	events *recordedEvents
+	key    client.ObjectKey
 	// since is the time expect counts from.
 	since time.Time
 }
@@ -182,6 +200,7 @@ func newClockedReconciler(t *testing.T, r *controllers.ModelServerReconciler, ms
 		reads: &servingPodReads{Reader: r.APIReader}, key: client.ObjectKeyFromObject(ms),
 	}
 	r.APIReader, r.Clock = c.reads, c.clock
+	c.events, _ = r.Recorder.(*recordedEvents)
 	return c
 }
 
@@ -329,5 +348,21 @@ func TestAServingPodLostToACrashLoopIsNamedInTheDegradedStatus(t *testing.T) {
 	want := fmt.Sprintf("; 1 serving pod cannot keep container %q running: it exits with code 137 (OOMKilled: over its memory limit)", pod.Spec.Containers[0].Name)
 	if got.Status.Phase != servingv1alpha1.PhaseDegraded || !strings.HasSuffix(got.Status.Message, want) {
 		t.Errorf("%s: %q; want Degraded, ending with %q", got.Status.Phase, got.Status.Message, want)
+	}
+	c.expectStalledWarning(strings.TrimPrefix(want, "; "))
+}
+
+// expectStalledWarning fails unless the reconciler recorded exactly one
+// RolloutStalled Warning, and it says problem.
+func (c *clockedReconciler) expectStalledWarning(problem string) {
+	c.t.Helper()
+	var notes []string
+	for _, e := range c.events.all() {
+		if e.reason == "RolloutStalled" {
+			notes = append(notes, e.kind+": "+e.note)
+		}
+	}
+	if len(notes) != 1 || !strings.Contains(notes[0], "Warning: Serving pods not ready, with no progress for 30s: "+problem) {
+		c.t.Errorf("RolloutStalled Events: %q; want one Warning saying %q", notes, problem)
 	}
 }

@@ -424,7 +424,18 @@ func TestAnUpdateWhosePodsKeepExitingIsNamedWhileTheOldPodServes(t *testing.T) {
 
 	e.kubectl(t, e.ModelServerYAML(realenv.ModelServer{Name: "exits", URI: halfPlusTwo,
 		SpecExtra: "  podTemplate:\n    env:\n    - name: TFSERVINGDOUBLE_LOAD_SECONDS\n      value: soon\n"}), "-n", ns, "apply", "-f", "-")
-	ms := e.waitMessage(t, ns, "exits", `1 serving pod cannot keep container "tensorflow-serving" running: it exits with code 1`)
+	const exits = `1 serving pod cannot keep container "tensorflow-serving" running: it exits with code 1`
+	ms := e.waitMessage(t, ns, "exits", exits)
+	// The Warning is recorded with the read, 10 s before the message is
+	// written; the recorder sends it in the background.
+	var warned string
+	err := wait.PollUntilContextTimeout(context.Background(), time.Second, 10*time.Second, true, func(context.Context) (bool, error) {
+		warned = e.kubectlOut("-n", ns, "get", "events", "--field-selector", "reason=RolloutStalled,type=Warning", "-o", "jsonpath={.items[*].message}")
+		return strings.Contains(warned, exits), nil
+	})
+	if err != nil {
+		t.Errorf("no RolloutStalled Warning saying %q; the namespace's: %q", exits, warned)
+	}
 	if ms.Status.ReadyReplicas != 1 {
 		t.Errorf("%d serving pods ready while the new one crashes; want the old one serving", ms.Status.ReadyReplicas)
 	}
