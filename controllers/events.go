@@ -5,6 +5,7 @@ import (
 	"strings"
 	"sync"
 	"unicode"
+	"unicode/utf8"
 
 	"k8s.io/apimachinery/pkg/types"
 
@@ -57,7 +58,9 @@ func (p *problems) resolved(uid types.UID, reasons ...string) {
 func (p *problems) forget(uid types.UID) { p.m.Delete(uid) }
 
 // sentence makes an Event note read as one: a capital first letter and a
-// full stop.
+// full stop; and cuts it to the apiserver's limit, which refuses a longer
+// Event, and with it the news (a status message, a containerd or Helm
+// error can each take most of the limit on their own).
 func sentence(format string, args ...any) string {
 	s := strings.TrimSpace(fmt.Sprintf(format, args...))
 	if s == "" {
@@ -69,8 +72,18 @@ func sentence(format string, args ...any) string {
 	if !strings.HasSuffix(s, ".") && !strings.HasSuffix(s, "…") {
 		s += "."
 	}
+	if len(s) > noteLimit {
+		cut := noteLimit - len("…")
+		for !utf8.RuneStart(s[cut]) {
+			cut--
+		}
+		s = s[:cut] + "…"
+	}
 	return s
 }
+
+// noteLimit is the most bytes an Event's note may have.
+const noteLimit = 1024
 
 // phaseNote is the Event note for a change of phase.
 func phaseNote(from, to servingv1alpha1.Phase, st servingv1alpha1.ModelServerStatus) string {

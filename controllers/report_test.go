@@ -1,8 +1,10 @@
 package controllers
 
 import (
+	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -41,5 +43,23 @@ func TestOnlyStepsBetweenStepsOnTheWayToReadyAreHeld(t *testing.T) {
 		if got := h.hold("b", tc.old, tc.st, t0); got != 0 {
 			t.Errorf("%s held for %s, want it written at once", name, got)
 		}
+	}
+}
+
+// An Event's note over the apiserver's limit of 1024 bytes is refused,
+// and the Event with it: a note is cut to fit, on a character's boundary.
+func TestAnEventNoteIsASentenceThatFitsTheApiserversLimit(t *testing.T) {
+	if got := sentence("rollout %s", "stalled"); got != "Rollout stalled." {
+		t.Errorf("%q, want %q", got, "Rollout stalled.")
+	}
+	for _, long := range []string{strings.Repeat("x", 2000), strings.Repeat("é", 700), strings.Repeat("x", 1024)} {
+		got := sentence("%s", long)
+		if len(got) > 1024 || !utf8.ValidString(got) || !strings.HasSuffix(got, "…") || len(got) < 1020 {
+			t.Errorf("a note of %d bytes became %d bytes (valid UTF-8 %v), ending %q; want at most 1024, cut with …",
+				len(long), len(got), utf8.ValidString(got), got[max(0, len(got)-8):])
+		}
+	}
+	if got := sentence("%s", strings.Repeat("x", 1022)); len(got) != 1023 || !strings.HasSuffix(got, "x.") {
+		t.Errorf("a note that fits, with its full stop, became %d bytes ending %q", len(got), got[len(got)-4:])
 	}
 }
