@@ -171,14 +171,10 @@ func Observe(uid types.UID, generation int64, changedAt time.Time, phase string,
 func Stalled(uid types.UID, cause string) {
 	mu.Lock()
 	defer mu.Unlock()
-	t, ok := servers[uid]
-	if !ok && cause == "" {
-		return
+	if _, ok := servers[uid]; !ok && cause == "" {
+		return // nothing to clear: no need to track it
 	}
-	if !ok {
-		t = get(uid)
-	}
-	setStalled(t, cause)
+	setStalled(get(uid), cause)
 }
 
 func setStalled(t *tracked, cause string) {

@@ -243,15 +243,15 @@ func statusProblem(p *corev1.Pod) podProblem {
 		}
 	}
 	for _, cs := range containerStatuses(p) {
-		w := cs.State.Waiting
+		w, exit := cs.State.Waiting, lastExit(cs)
 		switch {
 		case w != nil && slices.Contains(pullFailure, w.Reason):
 			return podProblem{CauseImagePull, withDetail(fmt.Sprintf("cannot pull image %q", cs.Image), backOffPrefix.ReplaceAllString(w.Message, ""))}
-		case w != nil && w.Reason == "CrashLoopBackOff", lastExit(cs) != nil:
+		case w != nil && w.Reason == "CrashLoopBackOff", exit != nil:
 			text := fmt.Sprintf("cannot keep container %q running", cs.Name)
-			if t := lastExit(cs); t != nil {
-				text += fmt.Sprintf(": it exits with code %d", t.ExitCode)
-				if t.Reason == "OOMKilled" {
+			if exit != nil {
+				text += fmt.Sprintf(": it exits with code %d", exit.ExitCode)
+				if exit.Reason == "OOMKilled" {
 					text += " (OOMKilled: over its memory limit)"
 				}
 			}
