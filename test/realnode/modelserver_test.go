@@ -389,6 +389,14 @@ func TestAServingImageThatCannotBePulledIsNamedAndFixingTheSpecRecovers(t *testi
 	}
 }
 
+// loadSecondsSpec are the spec lines that give the serving container the
+// TF Serving double's TFSERVINGDOUBLE_LOAD_SECONDS: how many seconds
+// longer its first load of the models takes, or, if not a number, a
+// reason for it to refuse to start.
+func loadSecondsSpec(value string) string {
+	return fmt.Sprintf("  podTemplate:\n    env:\n    - name: TFSERVINGDOUBLE_LOAD_SECONDS\n      value: %q\n", value)
+}
+
 // waitMessage waits for the ModelServer's status message to say want,
 // and logs how long that took after the caller's last apply.
 func (e *env) waitMessage(t *testing.T, ns, name, want string) *servingv1alpha1.ModelServer {
@@ -423,7 +431,7 @@ func TestAnUpdateWhosePodsKeepExitingIsNamedWhileTheOldPodServes(t *testing.T) {
 	serving := e.kubectlOut("-n", ns, "get", "pods", "-l", "app.kubernetes.io/component=serving", "-o", "jsonpath={.items[*].metadata.name}")
 
 	e.kubectl(t, e.ModelServerYAML(realenv.ModelServer{Name: "exits", URI: halfPlusTwo,
-		SpecExtra: "  podTemplate:\n    env:\n    - name: TFSERVINGDOUBLE_LOAD_SECONDS\n      value: soon\n"}), "-n", ns, "apply", "-f", "-")
+		SpecExtra: loadSecondsSpec("soon")}), "-n", ns, "apply", "-f", "-")
 	const exits = `1 serving pod cannot keep container "tensorflow-serving" running: it exits with code 1`
 	ms := e.waitMessage(t, ns, "exits", exits)
 	// The Warning is recorded with the read, 10 s before the message is

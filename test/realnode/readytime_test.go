@@ -96,7 +96,7 @@ func benchmarkReady(b *testing.B, rc readyCase) {
 	const replicas = 2
 	var podEnv string
 	if rc.loadSeconds > 0 {
-		podEnv = fmt.Sprintf("  podTemplate:\n    env:\n    - name: TFSERVINGDOUBLE_LOAD_SECONDS\n      value: %q\n", strconv.Itoa(rc.loadSeconds))
+		podEnv = loadSecondsSpec(strconv.Itoa(rc.loadSeconds))
 	}
 	first := e.ModelServerYAML(realenv.ModelServer{Name: "ready", URI: halfPlusTwo, Replicas: replicas, SpecExtra: podEnv})
 	var runs [][steps]time.Duration
