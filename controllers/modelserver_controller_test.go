@@ -334,6 +334,9 @@ func TestBadSpecsAreRejectedAtAdmission(t *testing.T) {
 		{"drain as long as the grace period", newModelServer(ns, "drain", func(ms *servingv1alpha1.ModelServer) {
 			ms.Spec.PodTemplate.DrainSeconds = ptrTo[int64](30)
 		}), "spec.podTemplate", "drainSeconds must be less than"},
+		{"no time to load a model", newModelServer(ns, "noload", func(ms *servingv1alpha1.ModelServer) {
+			ms.Spec.PodTemplate.LoadTimeoutSeconds = ptrTo[int64](5)
+		}), "spec.podTemplate.loadTimeoutSeconds", "greater than or equal to 10"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := env.client.Create(context.Background(), tc.ms)

@@ -383,6 +383,7 @@ func renderCases() []renderCase { //nolint:gocognit // a table of cases: each ca
 				ms.Spec.PodTemplate.PriorityClassName = "serving-critical"
 				ms.Spec.PodTemplate.TerminationGracePeriodSeconds = ptr.To[int64](60)
 				ms.Spec.PodTemplate.DrainSeconds = ptr.To[int64](15)
+				ms.Spec.PodTemplate.LoadTimeoutSeconds = ptr.To[int64](1800)
 			}),
 			in: values.Inputs{Served: fetched},
 			check: func(t *testing.T, v *values.Values, objs *objects) {
@@ -411,6 +412,9 @@ func renderCases() []renderCase { //nolint:gocognit // a table of cases: each ca
 				}
 				if l := ps.Containers[0].Lifecycle; l == nil || l.PreStop == nil || l.PreStop.Sleep == nil || l.PreStop.Sleep.Seconds != 15 {
 					t.Errorf("preStop = %+v, want a 15s sleep", l)
+				}
+				if p := ps.Containers[0].StartupProbe; p == nil || p.FailureThreshold != 1800 {
+					t.Errorf("startup probe = %+v, want 1800 checks for a 30-minute load", p)
 				}
 			},
 		},
@@ -829,6 +833,7 @@ func TestSchemaRejectsBadValues(t *testing.T) {
 			m["routes"] = map[string]any{"parentRefs": []any{}, "http": true, "grpc": true}
 		},
 		"negative drain":           func(m map[string]any) { sub(m, "serving")["drainSeconds"] = -1 },
+		"no time to load":          func(m map[string]any) { sub(m, "serving")["loadTimeoutSeconds"] = 0 },
 		"model name with a slash":  func(m map[string]any) { first(m, "models")["name"] = "a/../b" },
 		"job name too long":        func(m map[string]any) { first(m, "fetches")["name"] = strings.Repeat("a", 64) },
 		"upper-case service name":  func(m map[string]any) { sub(m, "names")["service"] = "ResNet" },
@@ -1046,8 +1051,8 @@ func checkStack(t *testing.T, ms *servingv1alpha1.ModelServer, v *values.Values,
 	if p := c.ReadinessProbe; p == nil || !equality.Semantic.DeepEqual(p.ProbeHandler, wantReadiness) || p.PeriodSeconds != 5 || p.FailureThreshold != 3 {
 		t.Errorf("readiness probe = %+v, want GET %s on http every 5s", p, v.Serving.ReadinessPath)
 	}
-	if p := c.StartupProbe; p == nil || p.TCPSocket == nil || p.TCPSocket.Port != intstr.FromString("http") || p.PeriodSeconds != 1 || p.FailureThreshold != 600 {
-		t.Errorf("startup probe = %+v", p)
+	if p := c.StartupProbe; p == nil || p.TCPSocket == nil || p.TCPSocket.Port != intstr.FromString("http") || p.PeriodSeconds != 1 || int64(p.FailureThreshold) != v.Serving.LoadTimeoutSeconds {
+		t.Errorf("startup probe = %+v, want the REST port checked every second, %d times", p, v.Serving.LoadTimeoutSeconds)
 	}
 	if p := c.LivenessProbe; p == nil || p.TCPSocket == nil || p.TCPSocket.Port != intstr.FromString("grpc") || p.PeriodSeconds != 10 || p.FailureThreshold != 3 {
 		t.Errorf("liveness probe = %+v", p)

@@ -541,6 +541,16 @@ type PodTemplate struct {
 	// +kubebuilder:validation:Maximum=600
 	// +optional
 	DrainSeconds *int64 `json:"drainSeconds,omitempty"`
+	// loadTimeoutSeconds a serving pod's TensorFlow Serving has to load its
+	// models, from the container's start: TF Serving opens its ports only
+	// when they are loaded, and a container whose REST port is still closed
+	// after this long is restarted by the kubelet (the startup probe). Raise
+	// it for a model that takes longer to load. A change rolls the pods.
+	// +kubebuilder:default=600
+	// +kubebuilder:validation:Minimum=10
+	// +kubebuilder:validation:Maximum=86400
+	// +optional
+	LoadTimeoutSeconds *int64 `json:"loadTimeoutSeconds,omitempty"`
 }
 
 // Phase summarises where a ModelServer is.

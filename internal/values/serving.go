@@ -47,6 +47,7 @@ func servingValues(sp *Spec, v *Values, in Inputs, grpc, rest int32, served []Mo
 		TopologySpreadConstraints:     pt.TopologySpreadConstraints,
 		TerminationGracePeriodSeconds: ptr.Deref(pt.TerminationGracePeriodSeconds, 30),
 		DrainSeconds:                  ptr.Deref(pt.DrainSeconds, 5),
+		LoadTimeoutSeconds:            ptr.Deref(pt.LoadTimeoutSeconds, 600),
 	}
 	if gpu && !tolerates(s.Tolerations, GPUResource) {
 		s.Tolerations = append(slices.Clone(s.Tolerations), corev1.Toleration{

@@ -160,7 +160,11 @@ type Serving struct {
 	TopologySpreadConstraints     []corev1.TopologySpreadConstraint `json:"topologySpreadConstraints,omitempty"`
 	TerminationGracePeriodSeconds int64                             `json:"terminationGracePeriodSeconds"`
 	DrainSeconds                  int64                             `json:"drainSeconds"`
-	Annotations                   map[string]string                 `json:"annotations,omitempty"`
+	// LoadTimeoutSeconds is the startup probe's budget: the probe checks
+	// the REST port once a second, so that a pod is Ready within a second
+	// of its model's load, and fails after this many checks.
+	LoadTimeoutSeconds int64             `json:"loadTimeoutSeconds"`
+	Annotations        map[string]string `json:"annotations,omitempty"`
 	// ModelWait, when set, is the serving pods' init container that holds
 	// them until every model they are configured with is on the volume.
 	ModelWait *ModelWait `json:"modelWait,omitempty"`
