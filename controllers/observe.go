@@ -235,12 +235,12 @@ func (r *ModelServerReconciler) observeStalledRollout(ctx context.Context, ms *s
 	if err := r.APIReader.List(ctx, pods, client.InNamespace(ms.Namespace), client.MatchingLabelsSelector{Selector: selector}); err != nil {
 		return 0, fmt.Errorf("list the serving pods: %w", err)
 	}
-	warnings, err := r.creationWarnings(ctx, pods.Items)
+	events, err := r.podEvents(ctx, pods.Items)
 	if err != nil {
 		return 0, err
 	}
 	var cause string
-	cause, report.PodsProblem = status.ServingPodsProblem(pods.Items, warnings)
+	cause, report.PodsProblem = status.ServingPodsProblem(pods.Items, events)
 	metrics.Stalled(ms.UID, cause)
 	if report.PodsProblem != "" {
 		r.warn(ms, eventRolloutStalled, "Rollout", sentence("Serving pods not ready, with no progress for %s: %s", stalledRolloutGrace, report.PodsProblem))
@@ -259,31 +259,39 @@ const eventRolloutStalled = "RolloutStalled"
 // rollout lists: one request each.
 const explainedPods = 5
 
-// creationWarnings lists the Warning Events of the pods that have started
-// nothing (status.NothingStarted), the first explainedPods of them: what
-// holds them is only there. One list per pod, by its UID: a list of the
-// namespace's pod warnings would bring every probe failure of every pod
-// in it.
-func (r *ModelServerReconciler) creationWarnings(ctx context.Context, pods []corev1.Pod) ([]corev1.Event, error) {
-	var warnings []corev1.Event
+// podEvents lists the Events that explain what the pods' status cannot,
+// for the first explainedPods pods that need them: the Warnings of a pod
+// that has started nothing (status.NothingStarted), what holds it being
+// only there, and the kubelet's Killing Events of a pod whose container
+// keeps exiting as a kill leaves it (status.MayBeProbeKilled), which say
+// whether a failed probe was the cause. One list per pod, by its UID and
+// a field the apiserver selects on: a list of the namespace's pod
+// warnings would bring every probe failure of every pod in it.
+func (r *ModelServerReconciler) podEvents(ctx context.Context, pods []corev1.Pod) ([]corev1.Event, error) {
+	var events []corev1.Event
 	explained := 0
 	for i := range pods {
-		if !status.NothingStarted(&pods[i]) {
+		var which client.MatchingFields
+		switch {
+		case status.NothingStarted(&pods[i]):
+			which = client.MatchingFields{"type": corev1.EventTypeWarning}
+		case status.MayBeProbeKilled(&pods[i]):
+			which = client.MatchingFields{"reason": "Killing"}
+		default:
 			continue
 		}
 		if explained == explainedPods {
 			break
 		}
 		explained++
-		events := &corev1.EventList{}
-		if err := r.APIReader.List(ctx, events, client.InNamespace(pods[i].Namespace), client.MatchingFields{
-			"involvedObject.kind": "Pod", "involvedObject.uid": string(pods[i].UID), "type": corev1.EventTypeWarning,
-		}); err != nil {
-			return nil, fmt.Errorf("list the Warning Events of pod %s: %w", pods[i].Name, err)
+		which["involvedObject.kind"], which["involvedObject.uid"] = "Pod", string(pods[i].UID)
+		list := &corev1.EventList{}
+		if err := r.APIReader.List(ctx, list, client.InNamespace(pods[i].Namespace), which); err != nil {
+			return nil, fmt.Errorf("list the Events of pod %s: %w", pods[i].Name, err)
 		}
-		warnings = append(warnings, events.Items...)
+		events = append(events, list.Items...)
 	}
-	return warnings, nil
+	return events, nil
 }
 
 // podReads remembers, by UID, the last read of a stalled rollout's pods.

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -156,16 +157,55 @@ func TestAServingPodThatCannotMountItsVolumeIsExplainedByItsEvent(t *testing.T) 
 	}
 }
 
+// A serving container that exits with code 137, not out of memory, may
+// have been killed by the kubelet for a failed probe; only the kubelet's
+// Killing Event says so, and the status then names the probe and how
+// long it allowed, from the pod's spec: for the startup probe, the
+// ModelServer's loadTimeoutSeconds.
+func TestAServingContainerKilledForItsStartupProbeIsNamedAsSuch(t *testing.T) {
+	c, pod := stalledModelServer(t, "slowload", func(ms *servingv1alpha1.ModelServer) {
+		ms.Spec.PodTemplate.LoadTimeoutSeconds = ptr.To[int64](900)
+	})
+	name := pod.Spec.Containers[0].Name
+	pod.Status.ContainerStatuses[0].LastTerminationState = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 137, Reason: "Error"}}
+	setContainerState(t, pod, corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}})
+	kubeletEvent := func(uid types.UID, kind, reason, message string) {
+		t.Helper()
+		event := &corev1.Event{
+			ObjectMeta:     metav1.ObjectMeta{Namespace: pod.Namespace, GenerateName: pod.Name + "."},
+			InvolvedObject: corev1.ObjectReference{Kind: "Pod", Namespace: pod.Namespace, Name: pod.Name, UID: uid, FieldPath: "spec.containers{" + name + "}"},
+			Type:           kind, Reason: reason, Message: message,
+			Source: corev1.EventSource{Component: "kubelet"}, FirstTimestamp: metav1.Now(), LastTimestamp: metav1.Now(), Count: 2,
+		}
+		if err := env.client.Create(context.Background(), event); err != nil {
+			t.Fatal(err)
+		}
+	}
+	kubeletEvent(pod.UID, corev1.EventTypeWarning, "Unhealthy", "Startup probe failed: dial tcp 198.18.0.7:8501: connect: connection refused")
+	kubeletEvent(pod.UID, corev1.EventTypeNormal, "Killing", fmt.Sprintf("Container %s failed startup probe, will be restarted", name))
+	// Another pod's: not this one's cause.
+	kubeletEvent("4c1a0f3e-0000-4000-8000-000000000000", corev1.EventTypeNormal, "Killing", fmt.Sprintf("Container %s failed liveness probe, will be restarted", name))
+
+	c.expect(31*time.Second, 1, 10*time.Second)
+	c.reconcile(c.since.Add(42 * time.Second))
+	got := c.get()
+	want := fmt.Sprintf("1 serving pod cannot keep container %q running: it exits with code 137 (killed by the kubelet: its startup probe failed for 900s; a model that takes longer to load needs a larger spec.podTemplate.loadTimeoutSeconds)", name)
+	if !strings.HasSuffix(got.Status.Message, "; "+want) || c.reads.events.Load() != 1 {
+		t.Errorf("%s, after %d reads of the pod's Events; want it to end with %q, after 1", got.Status.Message, c.reads.events.Load(), want)
+	}
+	c.expectStalledWarning(want)
+}
+
 // stalledModelServer creates a ModelServer whose one serving pod runs and
 // is never ready, reconciled by a clockedReconciler, and returns them once
 // its model is fetched and the status says so; since is then when it did.
-func stalledModelServer(t *testing.T, name string) (*clockedReconciler, *corev1.Pod) {
+func stalledModelServer(t *testing.T, name string, mutate ...func(*servingv1alpha1.ModelServer)) (*clockedReconciler, *corev1.Pod) {
 	t.Helper()
 	_, r, _ := recordingReconciler(t)
-	ms := createUnmanaged(t, name, func(ms *servingv1alpha1.ModelServer) {
+	ms := createUnmanaged(t, name, append([]func(*servingv1alpha1.ModelServer){func(ms *servingv1alpha1.ModelServer) {
 		ms.Spec.Replicas = ptr.To[int32](1)
 		ms.Spec.PodTemplate.Annotations = map[string]string{localcluster.AnnotationNeverReady: "true"}
-	})
+	}}, mutate...)...)
 	c := newClockedReconciler(t, r, ms)
 	// The step (the model fetched, the pod not ready) is held 10 s, then
 	// written.

@@ -132,12 +132,16 @@ var backOffPrefix = regexp.MustCompile(`^Back-off pulling image "[^"]*"(: [A-Za-
 // which their count already says. Ready and terminating pods are passed
 // over. The cause is that of the problem of most pods.
 //
+// A container that the kubelet keeps killing because a probe fails
+// (MayBeProbeKilled) is named as such by the kubelet's Killing Events
+// among events; its exit code alone would read as a crash.
+//
 // The text stays the same while the cause does, so that the kubelet's
 // retries cost no status write: it counts pods, not attempts, names no
 // pod (a pod's name changes when it is replaced) nor the runtime's IDs,
 // and says a failed pull the same way whether the kubelet is pulling
 // again or backing off.
-func ServingPodsProblem(pods []corev1.Pod, warnings []corev1.Event) (cause, message string) {
+func ServingPodsProblem(pods []corev1.Pod, events []corev1.Event) (cause, message string) {
 	var problems []podProblem
 	count := map[podProblem]int{}
 	for i := range pods {
@@ -145,9 +149,9 @@ func ServingPodsProblem(pods []corev1.Pod, warnings []corev1.Event) (cause, mess
 		if p.DeletionTimestamp != nil || PodReady(p) {
 			continue
 		}
-		problem := statusProblem(p)
+		problem := statusProblem(p, events)
 		if problem.text == "" && NothingStarted(p) {
-			problem = creationProblem(p, warnings)
+			problem = creationProblem(p, events)
 		}
 		if problem.text == "" {
 			continue
@@ -198,7 +202,7 @@ var runtimeID = regexp.MustCompile(`\b[0-9a-f]{32,}\b`)
 
 // creationProblem is the newest warning about pod p since it was
 // scheduled, or none: the scheduler's warnings from before are over.
-func creationProblem(p *corev1.Pod, warnings []corev1.Event) podProblem {
+func creationProblem(p *corev1.Pod, events []corev1.Event) podProblem {
 	var scheduled time.Time
 	for _, c := range p.Status.Conditions {
 		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionTrue {
@@ -206,8 +210,8 @@ func creationProblem(p *corev1.Pod, warnings []corev1.Event) podProblem {
 		}
 	}
 	var newest *corev1.Event
-	for i := range warnings {
-		e := &warnings[i]
+	for i := range events {
+		e := &events[i]
 		if e.InvolvedObject.UID != p.UID || e.Type != corev1.EventTypeWarning || EventTime(e).Before(scheduled) {
 			continue
 		}
@@ -235,8 +239,9 @@ func EventTime(e *corev1.Event) time.Time {
 }
 
 // statusProblem is the first thing wrong with one pod that its status
-// says, or none.
-func statusProblem(p *corev1.Pod) podProblem {
+// says, or none; a container's exits are read with the kubelet's Killing
+// Events among events.
+func statusProblem(p *corev1.Pod, events []corev1.Event) podProblem {
 	for _, c := range p.Status.Conditions {
 		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
 			return podProblem{CauseUnschedulable, withDetail("cannot be scheduled", c.Message)}
@@ -253,6 +258,8 @@ func statusProblem(p *corev1.Pod) podProblem {
 				text += fmt.Sprintf(": it exits with code %d", exit.ExitCode)
 				if exit.Reason == "OOMKilled" {
 					text += " (OOMKilled: over its memory limit)"
+				} else if probe := killedFor(p, cs.Name, exit, events); probe != "" {
+					text += " (" + probeKill(p, cs.Name, probe) + ")"
 				}
 			}
 			return podProblem{CauseCrashLoop, text}
@@ -282,6 +289,81 @@ func lastExit(cs corev1.ContainerStatus) *corev1.ContainerStateTerminated {
 		return cs.LastTerminationState.Terminated
 	}
 	return nil
+}
+
+// MayBeProbeKilled says a container of pod p is in a loop of exits whose
+// last one may have been the kubelet's kill for a failed startup or
+// liveness probe: not an out-of-memory kill, and with the code a kill
+// leaves (137, SIGKILL at the end of the grace period, as TF Serving,
+// which ignores SIGTERM, gets; 143, SIGTERM's; 0, a program that exits
+// on SIGTERM). Only the kubelet's Killing Events of the pod tell.
+func MayBeProbeKilled(p *corev1.Pod) bool {
+	for _, cs := range containerStatuses(p) {
+		if exit := lastExit(cs); exit != nil && mayBeKill(exit) {
+			return true
+		}
+	}
+	return false
+}
+
+func mayBeKill(exit *corev1.ContainerStateTerminated) bool {
+	return exit.Reason != "OOMKilled" && slices.Contains([]int32{0, 137, 143}, exit.ExitCode)
+}
+
+// probeKilling is the message of the kubelet's Killing Event when it
+// kills a container for a failed probe ("Container tensorflow-serving
+// failed startup probe, will be restarted").
+var probeKilling = regexp.MustCompile(`^Container (\S+) failed (startup|liveness) probe\b`)
+
+// killedFor is the probe ("startup" or "liveness") whose failure the
+// kubelet last killed container name of pod p for, by its newest Killing
+// Event, or "" if its newest says something else or there is none. The
+// kill need not be the last exit's: the kubelet's spam filter drops most
+// of a pod's Events after the first 25, so that a long loop's newest
+// Killing Event may be several kills old; an exit with another code, or
+// out of memory, is not put down to it.
+func killedFor(p *corev1.Pod, name string, exit *corev1.ContainerStateTerminated, events []corev1.Event) string {
+	if !mayBeKill(exit) {
+		return ""
+	}
+	var newest *corev1.Event
+	for i := range events {
+		e := &events[i]
+		if e.InvolvedObject.UID != p.UID || e.Reason != "Killing" || !strings.HasPrefix(e.Message, "Container "+name+" ") {
+			continue
+		}
+		if newest == nil || EventTime(e).After(EventTime(newest)) {
+			newest = e
+		}
+	}
+	if newest == nil {
+		return ""
+	}
+	if m := probeKilling.FindStringSubmatch(newest.Message); m != nil && m[1] == name {
+		return m[2]
+	}
+	return ""
+}
+
+// probeKill says that the kubelet killed container name for its probe's
+// failures, and after how long, from the pod's spec. A startup probe's
+// kill in a serving pod is TF Serving's REST port still closed: the
+// model's load took longer than the ModelServer allows.
+func probeKill(p *corev1.Pod, name, probe string) string {
+	text := "killed by the kubelet: its " + probe + " probe failed"
+	var spec *corev1.Probe
+	for _, c := range slices.Concat(p.Spec.InitContainers, p.Spec.Containers) {
+		if c.Name == name {
+			spec = map[string]*corev1.Probe{"startup": c.StartupProbe, "liveness": c.LivenessProbe}[probe]
+		}
+	}
+	if spec != nil {
+		text += fmt.Sprintf(" for %ds", spec.PeriodSeconds*spec.FailureThreshold)
+	}
+	if probe == "startup" {
+		text += "; a model that takes longer to load needs a larger spec.podTemplate.loadTimeoutSeconds"
+	}
+	return text
 }
 
 func withDetail(problem, detail string) string {

@@ -208,6 +208,96 @@ func TestACrashLoopReadsTheSameAtEachOfItsSteps(t *testing.T) {
 	}
 }
 
+// The kubelet kills a container whose startup or liveness probe keeps
+// failing; TF Serving, which ignores SIGTERM, then exits with code 137 as
+// if out of memory. The kubelet's Killing Event says which probe, and the
+// pod's spec how long it allowed.
+func TestAContainerTheKubeletKillsForAFailedProbeIsNamedAsSuch(t *testing.T) {
+	probed := func(exit int32, reason string) corev1.Pod {
+		p := pod(waiting("CrashLoopBackOff", ""), corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: exit, Reason: reason}})
+		p.UID = "a"
+		p.Spec.Containers = []corev1.Container{{
+			Name:          "tfserving",
+			StartupProbe:  &corev1.Probe{PeriodSeconds: 1, FailureThreshold: 900},
+			LivenessProbe: &corev1.Probe{PeriodSeconds: 10, FailureThreshold: 3},
+		}}
+		return p
+	}
+	killing := func(uid types.UID, message string, at time.Duration) corev1.Event {
+		e := warning(uid, "Killing", message, at)
+		e.Type = corev1.EventTypeNormal
+		return e
+	}
+	const (
+		startup    = "Container tfserving failed startup probe, will be restarted"
+		liveness   = "Container tfserving failed liveness probe, will be restarted"
+		slowLoad   = `1 serving pod cannot keep container "tfserving" running: it exits with code 137 (killed by the kubelet: its startup probe failed for 900s; a model that takes longer to load needs a larger spec.podTemplate.loadTimeoutSeconds)`
+		plain137   = `1 serving pod cannot keep container "tfserving" running: it exits with code 137`
+		livenessed = `1 serving pod cannot keep container "tfserving" running: it exits with code 137 (killed by the kubelet: its liveness probe failed for 30s)`
+	)
+	for _, tc := range []struct {
+		name   string
+		pod    corev1.Pod
+		events []corev1.Event
+		want   string
+	}{
+		{"the startup probe", probed(137, "Error"), []corev1.Event{killing("a", startup, 0)}, slowLoad},
+		{"the liveness probe", probed(137, "Error"), []corev1.Event{killing("a", liveness, 0)}, livenessed},
+		{"the newest of two probes", probed(137, "Error"), []corev1.Event{killing("a", liveness, -time.Hour), killing("a", startup, -time.Minute)}, slowLoad},
+		{"a program that exits on SIGTERM", probed(0, "Completed"), []corev1.Event{killing("a", startup, 0)},
+			strings.Replace(slowLoad, "code 137", "code 0", 1)},
+		{"SIGTERM's default", probed(143, "Error"), []corev1.Event{killing("a", startup, 0)},
+			strings.Replace(slowLoad, "code 137", "code 143", 1)},
+		{"no Killing Event", probed(137, "Error"), []corev1.Event{warning("a", "Unhealthy", "Startup probe failed: connection refused", 0)}, plain137},
+		{"killed for another reason since", probed(137, "Error"), []corev1.Event{killing("a", startup, -time.Hour), killing("a", "Container tfserving definition changed, will be restarted", 0)}, plain137},
+		{"another pod's kill", probed(137, "Error"), []corev1.Event{killing("b", startup, 0)}, plain137},
+		{"another container's kill", probed(137, "Error"), []corev1.Event{killing("a", "Container tfserving-proxy failed startup probe, will be restarted", 0)}, plain137},
+		{"a crash with its own code", probed(1, "Error"), []corev1.Event{killing("a", startup, 0)},
+			`1 serving pod cannot keep container "tfserving" running: it exits with code 1`},
+		{"out of memory", probed(137, "OOMKilled"), []corev1.Event{killing("a", liveness, 0)},
+			`1 serving pod cannot keep container "tfserving" running: it exits with code 137 (OOMKilled: over its memory limit)`},
+		{"no probe in the spec", func() corev1.Pod { p := probed(137, "Error"); p.Spec.Containers = nil; return p }(), []corev1.Event{killing("a", startup, 0)},
+			`1 serving pod cannot keep container "tfserving" running: it exits with code 137 (killed by the kubelet: its startup probe failed; a model that takes longer to load needs a larger spec.podTemplate.loadTimeoutSeconds)`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, got := ServingPodsProblem([]corev1.Pod{tc.pod}, tc.events); got != tc.want {
+				t.Errorf("got  %q\nwant %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// Only a pod whose container keeps exiting as a kill leaves it has
+// Killing Events worth a read.
+func TestAPodMayBeProbeKilledOnlyWhenItsExitsLookLikeKills(t *testing.T) {
+	running := corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}
+	exited := func(code int32, reason string) corev1.ContainerState {
+		return corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: code, Reason: reason}}
+	}
+	again := func(restarts int32, last corev1.ContainerState) corev1.Pod {
+		p := pod(running, last)
+		p.Status.ContainerStatuses[0].RestartCount = restarts
+		return p
+	}
+	for _, tc := range []struct {
+		name string
+		pod  corev1.Pod
+		want bool
+	}{
+		{"backing off after a kill", pod(waiting("CrashLoopBackOff", ""), exited(137, "Error")), true},
+		{"just killed", pod(exited(137, "Error"), corev1.ContainerState{}), true},
+		{"running again after two kills", again(2, exited(137, "Error")), true},
+		{"running again after one", again(1, exited(137, "Error")), false},
+		{"out of memory", pod(waiting("CrashLoopBackOff", ""), exited(137, "OOMKilled")), false},
+		{"a crash", pod(waiting("CrashLoopBackOff", ""), exited(1, "Error")), false},
+		{"loading the model", pod(running, corev1.ContainerState{}), false},
+	} {
+		if got := MayBeProbeKilled(&tc.pod); got != tc.want {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
 // creating is a serving pod on a node whose container is being created.
 func creating(uid types.UID) corev1.Pod {
 	p := pod(waiting("ContainerCreating", ""), corev1.ContainerState{})

@@ -461,6 +461,44 @@ func TestAnUpdateWhosePodsKeepExitingIsNamedWhileTheOldPodServes(t *testing.T) {
 	}
 }
 
+// A model that takes longer to load than the ModelServer allows: TF
+// Serving keeps its ports closed while it loads, the kubelet's startup
+// probe fails and the kubelet kills it, and TF Serving, which ignores
+// SIGTERM, dies of SIGKILL at the end of the grace period with code 137,
+// as if out of memory. The status says the kubelet killed it for its
+// startup probe, after how long, and which field allows more; raising
+// loadTimeoutSeconds makes the ModelServer Ready.
+func TestAModelSlowerToLoadThanItsTimeoutIsNamedAndATimeoutThatFitsMakesItReady(t *testing.T) {
+	e := realNode(t)
+	ns := e.namespace(t)
+	slow := func(timeout int) string {
+		return e.ModelServerYAML(realenv.ModelServer{Name: "slow", URI: halfPlusTwo, SpecExtra: fmt.Sprintf(`  podTemplate:
+    terminationGracePeriodSeconds: 2
+    drainSeconds: 1
+    loadTimeoutSeconds: %d
+    env:
+    - name: TFSERVINGDOUBLE_LOAD_SECONDS
+      value: "30"
+    - name: TFSERVINGDOUBLE_SIGTERM
+      value: real
+`, timeout)})
+	}
+	e.kubectl(t, slow(10), "-n", ns, "apply", "-f", "-")
+	const killed = `1 serving pod cannot keep container "tensorflow-serving" running: it exits with code 137 (killed by the kubelet: its startup probe failed for 10s; a model that takes longer to load needs a larger spec.podTemplate.loadTimeoutSeconds)`
+	ms := e.waitMessage(t, ns, "slow", killed)
+	if ms.Status.Phase != servingv1alpha1.PhaseDeploying {
+		t.Errorf("%s while its pod is killed again and again; want Deploying", ms.Status.Phase)
+	}
+	t.Logf("the kubelet's Killing Events: %s", e.kubectlOut("-n", ns, "get", "events", "--field-selector", "reason=Killing",
+		"-o", `jsonpath={range .items[*]}{.count}× {.message}{"\n"}{end}`))
+
+	e.kubectl(t, slow(60), "-n", ns, "apply", "-f", "-")
+	e.waitReady(t, ns, "slow", 3*time.Minute)
+	if ms = e.get(t, ns, "slow"); ms.Status.Message != "" {
+		t.Errorf("Ready with message %q", ms.Status.Message)
+	}
+}
+
 func TestAFetchKilledMidDownloadIsRetriedAndNeverPublishesAPartialModel(t *testing.T) {
 	e := realNode(t)
 	ns := e.namespace(t)
