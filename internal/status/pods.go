@@ -277,16 +277,21 @@ func statusProblem(p *corev1.Pod, events []corev1.Event) podProblem {
 // each of these states, the back-off (CrashLoopBackOff) only one of them,
 // and a read in any of them must say the same. A single restart, after
 // which the container loads the model again, is not a loop: a node's
-// reboot restarts every container once. A completed init container is
-// ready.
+// reboot restarts every container once. An out-of-memory kill is never
+// a reboot's, though, and a model whose load runs out of memory takes as
+// long to do it again: it is named from the first. A completed init
+// container is ready.
 func lastExit(cs corev1.ContainerStatus) *corev1.ContainerStateTerminated {
+	last := cs.LastTerminationState.Terminated
 	switch {
 	case cs.Ready:
 		return nil
 	case cs.State.Terminated != nil:
 		return cs.State.Terminated
 	case cs.State.Waiting != nil && cs.State.Waiting.Reason == "CrashLoopBackOff", cs.RestartCount >= 2:
-		return cs.LastTerminationState.Terminated
+		return last
+	case cs.RestartCount == 1 && last != nil && last.Reason == "OOMKilled":
+		return last
 	}
 	return nil
 }

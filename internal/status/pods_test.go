@@ -170,7 +170,8 @@ func TestWhatKeepsServingPodsFromBeingReadyIsSaidInTheirOwnWords(t *testing.T) {
 
 // A crash loop takes a container from running to exited to the kubelet's
 // back-off and to running again; a read at any step says the same, so
-// that the loop costs no status write. One restart is not a loop.
+// that the loop costs no status write. One restart is not a loop,
+// unless the container ran out of memory.
 func TestACrashLoopReadsTheSameAtEachOfItsSteps(t *testing.T) {
 	oom := corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 137, Reason: "OOMKilled"}}
 	crashing := func(state corev1.ContainerState, restarts int32, last corev1.ContainerState) corev1.Pod {
@@ -194,10 +195,15 @@ func TestACrashLoopReadsTheSameAtEachOfItsSteps(t *testing.T) {
 			t.Errorf("%s: %s, %q\nwant %s, %q", tc.name, cause, got, CauseCrashLoop, want)
 		}
 	}
-	// Loading the model again after one restart (a node's reboot, say) is
-	// not a loop.
-	if cause, got := ServingPodsProblem([]corev1.Pod{crashing(corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}, 1, oom)}, nil); got != "" {
-		t.Errorf("running again after one restart: %s, %q; want nothing", cause, got)
+	// Loading the model again after one restart is not a loop, unless it
+	// ran out of memory: a node's reboot restarts every container once,
+	// and leaves them an unknown exit.
+	rebooted := corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 255, Reason: "Unknown"}}
+	if cause, got := ServingPodsProblem([]corev1.Pod{crashing(corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}, 1, rebooted)}, nil); got != "" {
+		t.Errorf("running again after a reboot: %s, %q; want nothing", cause, got)
+	}
+	if cause, got := ServingPodsProblem([]corev1.Pod{crashing(corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}, 1, oom)}, nil); got != want || cause != CauseCrashLoop {
+		t.Errorf("running again after one out-of-memory kill: %s, %q\nwant %s, %q", cause, got, CauseCrashLoop, want)
 	}
 	// Ready after restarts: nothing to say.
 	ready := crashing(corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}, 2, oom)
