@@ -155,6 +155,12 @@ func renderCases() []renderCase { //nolint:gocognit // a table of cases: each ca
 				if env := d.Spec.Template.Spec.Containers[0].Env; env != nil {
 					t.Errorf("serving env = %v, want none", env)
 				}
+				// The threshold the chart had before loadTimeoutSeconds: a
+				// new default would roll every serving pod at the operator's
+				// upgrade.
+				if p := d.Spec.Template.Spec.Containers[0].StartupProbe; p == nil || p.FailureThreshold != 600 {
+					t.Errorf("startup probe = %+v, want 600 checks, as before the field", p)
+				}
 			},
 		},
 		{
