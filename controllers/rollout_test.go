@@ -140,15 +140,7 @@ func TestAServingPodThatCannotMountItsVolumeIsExplainedByItsEvent(t *testing.T) 
 	c, pod := stalledModelServer(t, "nomount")
 	setContainerState(t, pod, corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ContainerCreating"}})
 	const mount = `MountVolume.SetUp failed for volume "model" : mount failed: exit status 32`
-	event := &corev1.Event{
-		ObjectMeta:     metav1.ObjectMeta{Namespace: pod.Namespace, GenerateName: pod.Name + "."},
-		InvolvedObject: corev1.ObjectReference{Kind: "Pod", Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID},
-		Type:           corev1.EventTypeWarning, Reason: "FailedMount", Message: mount,
-		Source: corev1.EventSource{Component: "kubelet"}, FirstTimestamp: metav1.Now(), LastTimestamp: metav1.Now(), Count: 3,
-	}
-	if err := env.client.Create(context.Background(), event); err != nil {
-		t.Fatal(err)
-	}
+	kubeletEvent(t, pod, pod.UID, corev1.EventTypeWarning, "FailedMount", mount)
 	c.expect(31*time.Second, 1, 10*time.Second)
 	c.reconcile(c.since.Add(42 * time.Second))
 	got := c.get()
@@ -169,22 +161,10 @@ func TestAServingContainerKilledForItsStartupProbeIsNamedAsSuch(t *testing.T) {
 	name := pod.Spec.Containers[0].Name
 	pod.Status.ContainerStatuses[0].LastTerminationState = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 137, Reason: "Error"}}
 	setContainerState(t, pod, corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}})
-	kubeletEvent := func(uid types.UID, kind, reason, message string) {
-		t.Helper()
-		event := &corev1.Event{
-			ObjectMeta:     metav1.ObjectMeta{Namespace: pod.Namespace, GenerateName: pod.Name + "."},
-			InvolvedObject: corev1.ObjectReference{Kind: "Pod", Namespace: pod.Namespace, Name: pod.Name, UID: uid, FieldPath: "spec.containers{" + name + "}"},
-			Type:           kind, Reason: reason, Message: message,
-			Source: corev1.EventSource{Component: "kubelet"}, FirstTimestamp: metav1.Now(), LastTimestamp: metav1.Now(), Count: 2,
-		}
-		if err := env.client.Create(context.Background(), event); err != nil {
-			t.Fatal(err)
-		}
-	}
-	kubeletEvent(pod.UID, corev1.EventTypeWarning, "Unhealthy", "Startup probe failed: dial tcp 198.18.0.7:8501: connect: connection refused")
-	kubeletEvent(pod.UID, corev1.EventTypeNormal, "Killing", fmt.Sprintf("Container %s failed startup probe, will be restarted", name))
+	kubeletEvent(t, pod, pod.UID, corev1.EventTypeWarning, "Unhealthy", "Startup probe failed: dial tcp 198.18.0.7:8501: connect: connection refused")
+	kubeletEvent(t, pod, pod.UID, corev1.EventTypeNormal, "Killing", fmt.Sprintf("Container %s failed startup probe, will be restarted", name))
 	// Another pod's: not this one's cause.
-	kubeletEvent("4c1a0f3e-0000-4000-8000-000000000000", corev1.EventTypeNormal, "Killing", fmt.Sprintf("Container %s failed liveness probe, will be restarted", name))
+	kubeletEvent(t, pod, "4c1a0f3e-0000-4000-8000-000000000000", corev1.EventTypeNormal, "Killing", fmt.Sprintf("Container %s failed liveness probe, will be restarted", name))
 
 	c.expect(31*time.Second, 1, 10*time.Second)
 	c.reconcile(c.since.Add(42 * time.Second))
@@ -194,6 +174,21 @@ func TestAServingContainerKilledForItsStartupProbeIsNamedAsSuch(t *testing.T) {
 		t.Errorf("%s, after %d reads of the pod's Events; want it to end with %q, after 1", got.Status.Message, c.reads.events.Load(), want)
 	}
 	c.expectStalledWarning(want)
+}
+
+// kubeletEvent writes an Event as the kubelet writes one about pod (by
+// the UID given, which another pod's may be).
+func kubeletEvent(t *testing.T, pod *corev1.Pod, uid types.UID, kind, reason, message string) {
+	t.Helper()
+	event := &corev1.Event{
+		ObjectMeta:     metav1.ObjectMeta{Namespace: pod.Namespace, GenerateName: pod.Name + "."},
+		InvolvedObject: corev1.ObjectReference{Kind: "Pod", Namespace: pod.Namespace, Name: pod.Name, UID: uid},
+		Type:           kind, Reason: reason, Message: message,
+		Source: corev1.EventSource{Component: "kubelet"}, FirstTimestamp: metav1.Now(), LastTimestamp: metav1.Now(), Count: 3,
+	}
+	if err := env.client.Create(context.Background(), event); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // stalledModelServer creates a ModelServer whose one serving pod runs and

@@ -209,20 +209,28 @@ func creationProblem(p *corev1.Pod, events []corev1.Event) podProblem {
 			scheduled = c.LastTransitionTime.Time
 		}
 	}
+	newest := newestEvent(p, events, func(e *corev1.Event) bool {
+		return e.Type == corev1.EventTypeWarning && !EventTime(e).Before(scheduled)
+	})
+	if newest == nil {
+		return podProblem{}
+	}
+	return podProblem{CausePodWarning, withDetail("cannot start: "+newest.Reason, runtimeID.ReplaceAllString(newest.Message, "…"))}
+}
+
+// newestEvent is the newest of events about pod p that match, or nil.
+func newestEvent(p *corev1.Pod, events []corev1.Event, match func(*corev1.Event) bool) *corev1.Event {
 	var newest *corev1.Event
 	for i := range events {
 		e := &events[i]
-		if e.InvolvedObject.UID != p.UID || e.Type != corev1.EventTypeWarning || EventTime(e).Before(scheduled) {
+		if e.InvolvedObject.UID != p.UID || !match(e) {
 			continue
 		}
 		if newest == nil || EventTime(e).After(EventTime(newest)) {
 			newest = e
 		}
 	}
-	if newest == nil {
-		return podProblem{}
-	}
-	return podProblem{CausePodWarning, withDetail("cannot start: "+newest.Reason, runtimeID.ReplaceAllString(newest.Message, "…"))}
+	return newest
 }
 
 // EventTime is when an Event last happened.
@@ -318,7 +326,7 @@ func mayBeKill(exit *corev1.ContainerStateTerminated) bool {
 // probeKilling is the message of the kubelet's Killing Event when it
 // kills a container for a failed probe ("Container tensorflow-serving
 // failed startup probe, will be restarted").
-var probeKilling = regexp.MustCompile(`^Container (\S+) failed (startup|liveness) probe\b`)
+var probeKilling = regexp.MustCompile(`^Container \S+ failed (startup|liveness) probe\b`)
 
 // killedFor is the probe ("startup" or "liveness") whose failure the
 // kubelet last killed container name of pod p for, by its newest Killing
@@ -331,21 +339,14 @@ func killedFor(p *corev1.Pod, name string, exit *corev1.ContainerStateTerminated
 	if !mayBeKill(exit) {
 		return ""
 	}
-	var newest *corev1.Event
-	for i := range events {
-		e := &events[i]
-		if e.InvolvedObject.UID != p.UID || e.Reason != "Killing" || !strings.HasPrefix(e.Message, "Container "+name+" ") {
-			continue
-		}
-		if newest == nil || EventTime(e).After(EventTime(newest)) {
-			newest = e
-		}
-	}
+	newest := newestEvent(p, events, func(e *corev1.Event) bool {
+		return e.Reason == "Killing" && strings.HasPrefix(e.Message, "Container "+name+" ")
+	})
 	if newest == nil {
 		return ""
 	}
-	if m := probeKilling.FindStringSubmatch(newest.Message); m != nil && m[1] == name {
-		return m[2]
+	if m := probeKilling.FindStringSubmatch(newest.Message); m != nil {
+		return m[1]
 	}
 	return ""
 }
@@ -358,9 +359,14 @@ func probeKill(p *corev1.Pod, name, probe string) string {
 	text := "killed by the kubelet: its " + probe + " probe failed"
 	var spec *corev1.Probe
 	for _, c := range slices.Concat(p.Spec.InitContainers, p.Spec.Containers) {
-		if c.Name == name {
-			spec = map[string]*corev1.Probe{"startup": c.StartupProbe, "liveness": c.LivenessProbe}[probe]
+		if c.Name != name {
+			continue
 		}
+		spec = c.LivenessProbe
+		if probe == "startup" {
+			spec = c.StartupProbe
+		}
+		break
 	}
 	if spec != nil {
 		text += fmt.Sprintf(" for %ds", spec.PeriodSeconds*spec.FailureThreshold)

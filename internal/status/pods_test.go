@@ -101,6 +101,10 @@ func pod(state corev1.ContainerState, last corev1.ContainerState, conditions ...
 	}}
 }
 
+func exited(code int32, reason string) corev1.ContainerState {
+	return corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: code, Reason: reason}}
+}
+
 func waiting(reason, message string) corev1.ContainerState {
 	return corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: reason, Message: message}}
 }
@@ -112,9 +116,6 @@ func TestWhatKeepsServingPodsFromBeingReadyIsSaidInTheirOwnWords(t *testing.T) {
 	unschedulable := corev1.PodCondition{
 		Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable,
 		Message: "0/3 nodes are available: 3 Insufficient memory.",
-	}
-	exited := func(code int32, reason string) corev1.ContainerState {
-		return corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: code, Reason: reason}}
 	}
 	for _, tc := range []struct {
 		name string
@@ -173,7 +174,7 @@ func TestWhatKeepsServingPodsFromBeingReadyIsSaidInTheirOwnWords(t *testing.T) {
 // that the loop costs no status write. One restart is not a loop,
 // unless the container ran out of memory.
 func TestACrashLoopReadsTheSameAtEachOfItsSteps(t *testing.T) {
-	oom := corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 137, Reason: "OOMKilled"}}
+	oom := exited(137, "OOMKilled")
 	crashing := func(state corev1.ContainerState, restarts int32, last corev1.ContainerState) corev1.Pod {
 		p := pod(state, last)
 		p.Status.ContainerStatuses[0].RestartCount = restarts
@@ -198,7 +199,7 @@ func TestACrashLoopReadsTheSameAtEachOfItsSteps(t *testing.T) {
 	// Loading the model again after one restart is not a loop, unless it
 	// ran out of memory: a node's reboot restarts every container once,
 	// and leaves them an unknown exit.
-	rebooted := corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 255, Reason: "Unknown"}}
+	rebooted := exited(255, "Unknown")
 	if cause, got := ServingPodsProblem([]corev1.Pod{crashing(corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}, 1, rebooted)}, nil); got != "" {
 		t.Errorf("running again after a reboot: %s, %q; want nothing", cause, got)
 	}
@@ -220,7 +221,7 @@ func TestACrashLoopReadsTheSameAtEachOfItsSteps(t *testing.T) {
 // pod's spec how long it allowed.
 func TestAContainerTheKubeletKillsForAFailedProbeIsNamedAsSuch(t *testing.T) {
 	probed := func(exit int32, reason string) corev1.Pod {
-		p := pod(waiting("CrashLoopBackOff", ""), corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: exit, Reason: reason}})
+		p := pod(waiting("CrashLoopBackOff", ""), exited(exit, reason))
 		p.UID = "a"
 		p.Spec.Containers = []corev1.Container{{
 			Name:          "tfserving",
@@ -277,9 +278,6 @@ func TestAContainerTheKubeletKillsForAFailedProbeIsNamedAsSuch(t *testing.T) {
 // Killing Events worth a read.
 func TestAPodMayBeProbeKilledOnlyWhenItsExitsLookLikeKills(t *testing.T) {
 	running := corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}
-	exited := func(code int32, reason string) corev1.ContainerState {
-		return corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: code, Reason: reason}}
-	}
 	again := func(restarts int32, last corev1.ContainerState) corev1.Pod {
 		p := pod(running, last)
 		p.Status.ContainerStatuses[0].RestartCount = restarts
