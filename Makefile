@@ -98,7 +98,17 @@ UNIT_PKGS = $(shell go list ./... | grep -v -e /internal/localcluster -e /contro
 now = $$(date -u +%T)
 
 .PHONY: test
-test: lint verify-generated verify-shared-deps verify-olm test-olm test-unit test-cluster ## Unit tests, then the suites that run against the local control plane.
+# The cluster suites mostly wait, on the apiserver, the kubelet, OLM and the
+# machine's one real node, while lint and the unit tests (which build the
+# operator for arm64) mostly compute, so the two run side by side. What
+# writes the tree (the generated files' and OLM artifacts' checks) and
+# go vet, which compiles every package both link, come first. The cluster
+# suites run in their own process group, which an interrupt stops too.
+test: vet verify-generated verify-shared-deps verify-olm tools node-deps bundlegen ## Lint, generated files, OLM bundle and unit tests, beside the suites that run against the local control plane.
+	@set -m; $(MAKE) --no-print-directory test-cluster & cluster=$$!; set +m; \
+	trap 'kill -INT -- -$$cluster 2>/dev/null' INT TERM; \
+	rc=0; $(MAKE) --no-print-directory lint test-olm test-unit || rc=$$?; \
+	wait $$cluster || rc=1; exit $$rc
 
 .PHONY: test-unit
 test-unit: ## Unit tests (no cluster).
