@@ -52,17 +52,13 @@ func TestMain(m *testing.M) {
 
 func runSuite(m *testing.M) int {
 	ctrl.SetLogger(zap.New(zap.UseDevMode(true), zap.Level(zapLevel())))
-	c, err := localcluster.Start(context.Background(), localcluster.Options{})
+	c, err := localcluster.Start(context.Background(), localcluster.Options{CRDDir: "../config/crd/bases"})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "start local cluster:", err)
 		return 1
 	}
 	defer c.Stop()
 	env.cluster = c
-	if err := c.InstallCRDs(context.Background(), "../config/crd/bases"); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
 
 	env.scheme = runtime.NewScheme()
 	_ = clientgoscheme.AddToScheme(env.scheme)

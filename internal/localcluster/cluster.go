@@ -61,6 +61,13 @@ type Options struct {
 	// client's requests from it without standing between the client and
 	// the apiserver. UserKubeconfig gives a client such a user.
 	AuditedUser string
+	// CRDDir, if set, holds CRDs (YAML files) to install as soon as the
+	// apiserver is ready, before kube-controller-manager starts: its
+	// garbage collector then knows their kinds from its first discovery.
+	// With a CRD installed later, an object owned by a custom resource
+	// outlives the resource until the collector discovers kinds again,
+	// every 30 s.
+	CRDDir string
 	// Logf, if set, receives a line per start-up step.
 	Logf func(format string, args ...any)
 }
@@ -328,6 +335,11 @@ func boot(ctx context.Context, opts Options, lock *os.File) (_ *Cluster, err err
 		return nil, err
 	}
 	opts.Logf("kube-apiserver is ready on %s", apiURL)
+	if opts.CRDDir != "" {
+		if err := c.InstallCRDs(ctx, opts.CRDDir); err != nil {
+			return nil, err
+		}
+	}
 
 	componentArgs := []string{
 		"--kubeconfig=" + c.Kubeconfig,

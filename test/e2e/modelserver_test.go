@@ -33,16 +33,12 @@ var operator struct {
 func runningOperator(t *testing.T) (*localcluster.Cluster, kubernetes.Interface) {
 	t.Helper()
 	operator.once.Do(func() {
-		c, err := localcluster.Start(context.Background(), localcluster.Options{})
+		c, err := localcluster.Start(context.Background(), localcluster.Options{CRDDir: repoPath("config/crd/bases")})
 		if err != nil {
 			operator.err = err
 			return
 		}
 		operator.cluster = c
-		if err := c.InstallCRDs(context.Background(), repoPath("config/crd/bases")); err != nil {
-			operator.err = err
-			return
-		}
 		operator.op, operator.err = c.StartProcess("manager", managerBinary, []string{
 			"manager",
 			"--kubeconfig=" + c.Kubeconfig,

@@ -74,14 +74,9 @@ func TestTheCSVPermissionsSufficeInAllNamespacesMode(t *testing.T) {
 
 func testCSVPermissions(t *testing.T, allNamespaces bool) {
 	csv := readCSVPermissions(t)
-	c := localcluster.ForTest(t, localcluster.Options{
-		NodePools: []localcluster.NodePool{{Name: "node", Count: 2, CPU: "16", Memory: "64Gi", Pods: 110}},
-	})
+	c := dedicatedCluster(t)
 	cs, err := c.Clientset()
 	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.InstallCRDs(context.Background(), repoPath("config/crd/bases")); err != nil {
 		t.Fatal(err)
 	}
 

@@ -372,6 +372,7 @@ func TestFailedFetchesSayWhyAndFixingTheSpecRecovers(t *testing.T) {
 // containerd said once the rollout has stood still. Pushing nothing but
 // fixing spec.image makes the ModelServer Ready.
 func TestAServingImageThatCannotBePulledIsNamedAndFixingTheSpecRecovers(t *testing.T) {
+	t.Parallel()
 	e := realNode(t)
 	ns := e.namespace(t)
 	registry, _, _ := strings.Cut(e.DoubleImage, "/")
@@ -423,6 +424,7 @@ func (e *env) waitMessage(t *testing.T, ns, name, want string) *servingv1alpha1.
 // off, and a read in any of them says the same (status.lastExit).
 // Undoing the change makes the ModelServer Ready with no message.
 func TestAnUpdateWhosePodsKeepExitingIsNamedWhileTheOldPodServes(t *testing.T) {
+	t.Parallel()
 	e := realNode(t)
 	ns := e.namespace(t)
 	good := e.modelServer("exits", halfPlusTwo, 1, "64Mi", "")
@@ -469,6 +471,7 @@ func TestAnUpdateWhosePodsKeepExitingIsNamedWhileTheOldPodServes(t *testing.T) {
 // startup probe, after how long, and which field allows more; raising
 // loadTimeoutSeconds makes the ModelServer Ready.
 func TestAModelSlowerToLoadThanItsTimeoutIsNamedAndATimeoutThatFitsMakesItReady(t *testing.T) {
+	t.Parallel()
 	e := realNode(t)
 	ns := e.namespace(t)
 	slow := func(timeout int) string {
