@@ -88,9 +88,13 @@ verify-generated: manifests generate docs-api ## Fail if generated files differ 
 		echo "generated files differ from the commit: run 'make manifests generate docs' and commit:"; echo "$$changed"; exit 1; fi
 
 # Packages whose tests need no cluster, and those that start the local control plane.
-# The real-node suites (internal/localcluster's and test/realnode) take
-# turns on the machine's one real node; the others run beside them.
-CLUSTER_PKGS := ./internal/localcluster/... ./controllers/... ./test/e2e/... ./test/realnode/... ./test/olm/... ./test/olmv1/...
+# The suites that take the machine's one real node (test/realnode,
+# test/olm, test/olmv1, and a test or two of internal/localcluster's and
+# test/e2e's) take it in turn, and their sum is the phase's floor. go test
+# starts packages in this order, two at a time: the real node's suites go
+# first and one after another, and the others beside them, with
+# internal/localcluster, whose real-node tests come last, at the end.
+CLUSTER_PKGS := ./test/realnode/... ./controllers/... ./test/e2e/... ./test/olm/... ./test/olmv1/... ./internal/localcluster/...
 UNIT_PKGS = $(shell go list ./... | grep -v -e /internal/localcluster -e /controllers -e /test/e2e -e /test/realnode -e '/test/olm$$' -e /test/olmv1)
 
 # now is the time of day, for the ">>" lines that mark where a build or a
