@@ -36,16 +36,24 @@ spec:
       openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}
 `
 
+// widgetCRDDir is a directory holding widgetCRD, as InstallCRDs and
+// Options.CRDDir read CRDs.
+func widgetCRDDir(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "widgets.yaml"), []byte(widgetCRD), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
 // A CRD installed is served when InstallCRDs returns, and a wait for a CRD
 // that never comes names it instead of passing.
 func TestInstalledCRDsAreEstablishedAndAMissingOneIsNamed(t *testing.T) {
 	sharedCluster(t)
 	c := shared.cluster
 	ctx := context.Background()
-	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "widgets.yaml"), []byte(widgetCRD), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	dir := widgetCRDDir(t)
 	if err := c.InstallCRDs(ctx, dir); err != nil {
 		t.Fatal(err)
 	}
@@ -71,10 +79,7 @@ func TestInstalledCRDsAreEstablishedAndAMissingOneIsNamed(t *testing.T) {
 // discovery: an object a custom resource owns goes soon after the
 // resource, not at the collector's next discovery, 30 s after it started.
 func TestTheGarbageCollectorKnowsTheKindsOfTheCRDsInstalledAtStart(t *testing.T) {
-	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "widgets.yaml"), []byte(widgetCRD), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	dir := widgetCRDDir(t)
 	c := localcluster.ForTest(t, localcluster.Options{CRDDir: dir, NodePools: []localcluster.NodePool{}})
 	ctx := context.Background()
 	dyn, err := dynamic.NewForConfig(c.Config)

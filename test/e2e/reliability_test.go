@@ -45,8 +45,9 @@ func report(t *testing.T, fault string, tries int, format string, args ...any) {
 // dedicatedCluster starts a cluster of the test's own, with the CRD, for a
 // scenario whose operator processes must be the only ones reconciling. The
 // CRD is there before kube-controller-manager starts, so what a deleted
-// ModelServer owned is collected at once, not at the garbage collector's
-// next discovery (up to 30 s later, and about 40 s of each test's time).
+// ModelServer owned is collected at once, not after the garbage
+// collector's next discovery of kinds, up to 30 s later (41 s of a
+// CSV-permissions test's 49 s went to that wait and the collection).
 func dedicatedCluster(t *testing.T) *localcluster.Cluster {
 	t.Helper()
 	return localcluster.ForTest(t, localcluster.Options{
