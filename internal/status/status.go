@@ -252,7 +252,9 @@ func phaseOf(o Observation, was servingv1alpha1.Phase, readyReplicas int32, depl
 		return servingv1alpha1.PhaseFetching, fetchProgress(o)
 	case !deployed:
 		return servingv1alpha1.PhaseDeploying, "installing the Helm release"
-	case available.reason == servingv1alpha1.ReasonPodsNotReady && readyReplicas > 0 && wasServing(was):
+	case available.reason == servingv1alpha1.ReasonPodsNotReady && wasServing(was):
+		// Every pod lost is an outage, not a deployment in progress: a
+		// Warning, and the phase alerts watch.
 		return servingv1alpha1.PhaseDegraded, available.message
 	}
 	return servingv1alpha1.PhaseDeploying, available.message

@@ -118,6 +118,18 @@ func TestComputeStatus(t *testing.T) {
 		obs:   served(Observation{Deployment: deployment(2, 1)}),
 		phase: servingv1alpha1.PhaseDegraded, ready: metav1.ConditionFalse,
 	}, {
+		name:  "every pod lost after being ready",
+		old:   servingv1alpha1.PhaseReady,
+		obs:   served(Observation{Deployment: deployment(2, 0)}),
+		phase: servingv1alpha1.PhaseDegraded, ready: metav1.ConditionFalse,
+		reason:     map[string]string{"Available": servingv1alpha1.ReasonPodsNotReady},
+		messageHas: "0 of 2 serving pods ready",
+	}, {
+		name:  "still none ready",
+		old:   servingv1alpha1.PhaseDegraded,
+		obs:   served(Observation{Deployment: deployment(2, 0)}),
+		phase: servingv1alpha1.PhaseDegraded, ready: metav1.ConditionFalse,
+	}, {
 		name:  "rolling out",
 		old:   servingv1alpha1.PhaseReady,
 		obs:   served(Observation{Deployment: deployment(1, 2)}),
