@@ -379,7 +379,7 @@ func TestAServingImageThatCannotBePulledIsNamedAndFixingTheSpecRecovers(t *testi
 	missing := registry + "/tfserving-double:never-pushed"
 	good := e.modelServer("nopull", halfPlusTwo, 1, "64Mi", "")
 	e.kubectl(t, strings.Replace(good, "image: "+e.DoubleImage, "image: "+missing, 1), "-n", ns, "apply", "-f", "-")
-	ms := e.waitMessage(t, ns, "nopull", fmt.Sprintf("1 serving pod cannot pull image %q: ", missing))
+	ms := e.waitMessage(t, ns, "nopull", fmt.Sprintf("1 serving pod cannot pull image %q: ", missing), 3*time.Minute)
 	if ms.Status.Phase != servingv1alpha1.PhaseDeploying || !strings.Contains(ms.Status.Message, "not found") {
 		t.Errorf("%s: %s; want Deploying, with containerd's reason (not found)", ms.Status.Phase, ms.Status.Message)
 	}
@@ -398,13 +398,13 @@ func loadSecondsSpec(value string) string {
 	return fmt.Sprintf("  podTemplate:\n    env:\n    - name: TFSERVINGDOUBLE_LOAD_SECONDS\n      value: %q\n", value)
 }
 
-// waitMessage waits for the ModelServer's status message to say want,
-// and logs how long that took after the caller's last apply.
-func (e *env) waitMessage(t *testing.T, ns, name, want string) *servingv1alpha1.ModelServer {
+// waitMessage waits up to within for the ModelServer's status message to
+// say want, and logs how long that took after the caller's last apply.
+func (e *env) waitMessage(t *testing.T, ns, name, want string, within time.Duration) *servingv1alpha1.ModelServer {
 	t.Helper()
 	start := time.Now()
 	var ms *servingv1alpha1.ModelServer
-	err := wait.PollUntilContextTimeout(context.Background(), time.Second, 3*time.Minute, true, func(context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(context.Background(), time.Second, within, true, func(context.Context) (bool, error) {
 		ms = e.get(t, ns, name)
 		return strings.Contains(ms.Status.Message, want), nil
 	})
@@ -435,7 +435,7 @@ func TestAnUpdateWhosePodsKeepExitingIsNamedWhileTheOldPodServes(t *testing.T) {
 	e.kubectl(t, e.ModelServerYAML(realenv.ModelServer{Name: "exits", URI: halfPlusTwo,
 		SpecExtra: loadSecondsSpec("soon")}), "-n", ns, "apply", "-f", "-")
 	const exits = `1 serving pod cannot keep container "tensorflow-serving" running: it exits with code 1`
-	ms := e.waitMessage(t, ns, "exits", exits)
+	ms := e.waitMessage(t, ns, "exits", exits, 3*time.Minute)
 	// The Warning is recorded with the read, 10 s before the message is
 	// written; the recorder sends it in the background.
 	var warned string
@@ -488,7 +488,7 @@ func TestAModelSlowerToLoadThanItsTimeoutIsNamedAndATimeoutThatFitsMakesItReady(
 	}
 	e.kubectl(t, slow(10), "-n", ns, "apply", "-f", "-")
 	const killed = `1 serving pod cannot keep container "tensorflow-serving" running: it exits with code 137 (killed by the kubelet: its startup probe failed for 10s; a model that takes longer to load needs a larger spec.podTemplate.loadTimeoutSeconds)`
-	ms := e.waitMessage(t, ns, "slow", killed)
+	ms := e.waitMessage(t, ns, "slow", killed, 3*time.Minute)
 	if ms.Status.Phase != servingv1alpha1.PhaseDeploying {
 		t.Errorf("%s while its pod is killed again and again; want Deploying", ms.Status.Phase)
 	}
@@ -498,6 +498,70 @@ func TestAModelSlowerToLoadThanItsTimeoutIsNamedAndATimeoutThatFitsMakesItReady(
 	e.kubectl(t, slow(60), "-n", ns, "apply", "-f", "-")
 	e.waitReady(t, ns, "slow", 3*time.Minute)
 	if ms = e.get(t, ns, "slow"); ms.Status.Message != "" {
+		t.Errorf("Ready with message %q", ms.Status.Message)
+	}
+}
+
+// A server whose gRPC side dies while the process lives on still answers
+// its readiness probe (REST) but not its liveness probe (TCP on the gRPC
+// port), so the kubelet kills it, again and again. The ModelServer, which
+// was Ready, is Degraded from the first kill, with a Warning: losing its
+// only pod is an outage, not a deployment in progress. Once the kubelet's
+// back-off keeps the pod down for 30 s, the status says that the kubelet
+// killed it for its liveness probe, from the kubelet's Killing Events. A
+// server that keeps its gRPC port open makes the ModelServer Ready again.
+func TestAServerThatFailsItsLivenessProbeIsNamedAndTheModelServerDegraded(t *testing.T) {
+	t.Parallel()
+	e := realNode(t)
+	ns := e.namespace(t)
+	spec := func(env string) string {
+		return e.ModelServerYAML(realenv.ModelServer{Name: "wedged", URI: halfPlusTwo, SpecExtra: `  podTemplate:
+    terminationGracePeriodSeconds: 2
+    drainSeconds: 1
+    env:
+    - name: TFSERVINGDOUBLE_SIGTERM
+      value: real
+` + env})
+	}
+	e.kubectl(t, spec("    - name: TFSERVINGDOUBLE_GRPC_CLOSES_SECONDS\n      value: \"1\"\n"), "-n", ns, "apply", "-f", "-")
+	e.waitReady(t, ns, "wedged", 3*time.Minute)
+	ready := time.Now()
+
+	var ms *servingv1alpha1.ModelServer
+	err := wait.PollUntilContextTimeout(context.Background(), time.Second, 2*time.Minute, true, func(context.Context) (bool, error) {
+		ms = e.get(t, ns, "wedged")
+		return ms.Status.Phase != servingv1alpha1.PhaseReady, nil
+	})
+	if err != nil || ms.Status.Phase != servingv1alpha1.PhaseDegraded {
+		t.Fatalf("after the first kill: %s: %s; want Degraded", ms.Status.Phase, ms.Status.Message)
+	}
+	t.Logf("Degraded %.1fs after Ready: %s", time.Since(ready).Seconds(), ms.Status.Message)
+	warned := e.kubectlOut("-n", ns, "get", "events", "--field-selector", "involvedObject.kind=ModelServer,reason=Degraded,type=Warning", "-o", "jsonpath={.items[*].message}")
+	if !strings.Contains(warned, "ModelServer is Degraded (was Ready)") {
+		t.Errorf("no Degraded Warning for the ModelServer; its Degraded Events: %q", warned)
+	}
+
+	const killed = `1 serving pod cannot keep container "tensorflow-serving" running: it exits with code 137 (killed by the kubelet: its liveness probe failed for 30s)`
+	ms = e.waitMessage(t, ns, "wedged", killed, 5*time.Minute)
+	if ms.Status.Phase != servingv1alpha1.PhaseDegraded {
+		t.Errorf("%s while its only pod is killed again and again; want Degraded", ms.Status.Phase)
+	}
+	t.Logf("the kubelet's Killing Events: %s", e.kubectlOut("-n", ns, "get", "events", "--field-selector", "reason=Killing",
+		"-o", `jsonpath={range .items[*]}{.count}× {.message}{"\n"}{end}`))
+	// The kubelet this tree pins reports a restarted container ready for
+	// a moment before its startup probe has run (kubernetes#141155), so
+	// the Deployment, and the ModelServer, read each kill as lost, ready,
+	// lost and ready again within a second or two.
+	events := map[string]int{}
+	for _, ev := range strings.Fields(e.kubectlOut("-n", ns, "get", "events", "--field-selector", "involvedObject.kind=ModelServer",
+		"-o", `jsonpath={range .items[*]}{.type}/{.reason}{"\n"}{end}`)) {
+		events[ev]++
+	}
+	t.Logf("the ModelServer's Events: %v", events)
+
+	e.kubectl(t, spec(""), "-n", ns, "apply", "-f", "-")
+	e.waitReady(t, ns, "wedged", 3*time.Minute)
+	if ms = e.get(t, ns, "wedged"); ms.Status.Message != "" {
 		t.Errorf("Ready with message %q", ms.Status.Message)
 	}
 }

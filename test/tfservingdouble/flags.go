@@ -219,7 +219,10 @@ func usage() string {
 type options struct {
 	// extraLoad is how much longer the first load takes (loadSecondsEnv),
 	// not a flag: TF Serving has none.
-	extraLoad              time.Duration
+	extraLoad time.Duration
+	// grpcCloses is how long the gRPC port stays open (grpcClosesEnv);
+	// 0: as long as the server runs.
+	grpcCloses             time.Duration
 	grpcPort               int
 	grpcSocketPath         string
 	restPort               int

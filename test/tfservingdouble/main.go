@@ -41,6 +41,12 @@ const sigtermEnv = "TFSERVINGDOUBLE_SIGTERM"
 // large TF Serving model's take minutes, with the ports closed all along.
 const loadSecondsEnv = "TFSERVINGDOUBLE_LOAD_SECONDS"
 
+// grpcClosesEnv, if set to a number of seconds, closes the gRPC port that
+// long after it opened, while the process and its REST port live on: a
+// server whose gRPC side has died, which only the liveness probe (TCP on
+// that port) notices, and for which the kubelet kills the container.
+const grpcClosesEnv = "TFSERVINGDOUBLE_GRPC_CLOSES_SECONDS"
+
 func main() {
 	ctx, stop := shutdownContext(os.Getenv(sigtermEnv), os.Getpid())
 	defer stop()
@@ -77,13 +83,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		_, _ = fmt.Fprintf(stdout, "TensorFlow ModelServer: %s\nTensorFlow Library: none\n", version)
 		return 0
 	}
-	if v := os.Getenv(loadSecondsEnv); v != "" {
+	for env, d := range map[string]*time.Duration{loadSecondsEnv: &opts.extraLoad, grpcClosesEnv: &opts.grpcCloses} {
+		v := os.Getenv(env)
+		if v == "" {
+			continue
+		}
 		secs, err := strconv.ParseFloat(v, 64)
 		if err != nil || secs < 0 {
-			_, _ = fmt.Fprintf(stderr, "%s=%q: want a number of seconds\n", loadSecondsEnv, v)
+			_, _ = fmt.Fprintf(stderr, "%s=%q: want a number of seconds\n", env, v)
 			return 1
 		}
-		opts.extraLoad = time.Duration(secs * float64(time.Second))
+		*d = time.Duration(secs * float64(time.Second))
 	}
 	log := newLogger(stderr)
 	s, err := start(ctx, opts, log)
@@ -173,6 +183,9 @@ func start(ctx context.Context, opts options, log *logger) (*server, error) {
 	for _, l := range s.grpc {
 		s.spawn(func() { acceptAndClose(l) })
 	}
+	if opts.grpcCloses > 0 && len(s.grpc) > 0 {
+		s.spawn(func() { s.closeGRPC(bg, opts.grpcCloses) })
+	}
 
 	if opts.restPort != 0 && opts.restPort == opts.grpcPort {
 		log.errorf("server_options.http_port cannot be same as grpc_port. Please use a different port for HTTP/REST API. Skipped exporting HTTP/REST API.")
@@ -257,6 +270,20 @@ func (s *server) stop() {
 		_ = l.Close()
 	}
 	s.tasks.Wait()
+}
+
+// closeGRPC closes the gRPC listeners after d, unless the server stops
+// first.
+func (s *server) closeGRPC(ctx context.Context, d time.Duration) {
+	select {
+	case <-ctx.Done():
+		return
+	case <-time.After(d):
+	}
+	s.log.errorf("The gRPC server stopped (%s); the REST API still answers.", grpcClosesEnv)
+	for _, l := range s.grpc {
+		_ = l.Close()
+	}
 }
 
 // pollModelConfig re-reads the model config file. A file that cannot be

@@ -193,6 +193,38 @@ func TestPortsOpenOnceTheModelsAreLoaded(t *testing.T) {
 	}
 }
 
+// TFSERVINGDOUBLE_GRPC_CLOSES_SECONDS closes the gRPC port, which the
+// liveness probe dials, while the model still answers over REST: the
+// probe alone sees the server fail.
+func TestTheGRPCPortClosesWhileRESTStillAnswers(t *testing.T) {
+	t.Setenv(grpcClosesEnv, "2")
+	base := t.TempDir()
+	addVersion(t, base, "00000001")
+	grpcPort, restPort := freePort(t), freePort(t)
+	d := startDouble(t, context.Background(), restPort, "--model_name=m", "--model_base_path="+base,
+		fmt.Sprintf("--port=%d", grpcPort), fmt.Sprintf("--rest_api_port=%d", restPort))
+	dial := func() error {
+		c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", grpcPort), time.Second)
+		if err == nil {
+			_ = c.Close()
+		}
+		return err
+	}
+	eventually(t, "readiness", 10*time.Second, func() bool { code, _ := get(d.rest + "/v1/models/m"); return code == 200 })
+	if err := dial(); err != nil {
+		t.Fatalf("the gRPC port is closed at once: %v", err)
+	}
+	eventually(t, "the gRPC port to close", 10*time.Second, func() bool { return dial() != nil })
+	if code, body := get(d.rest + "/v1/models/m"); code != 200 {
+		t.Errorf("REST after the gRPC port closed: %d %s", code, body)
+	}
+	select {
+	case code := <-d.done:
+		t.Fatalf("the double exited with %d when its gRPC port closed; want it running", code)
+	default:
+	}
+}
+
 // A slow first load (TFSERVINGDOUBLE_LOAD_SECONDS) keeps the ports closed
 // after the models are loaded, as a large model's load keeps TF Serving's.
 func TestASlowLoadKeepsThePortsClosed(t *testing.T) {
@@ -210,11 +242,15 @@ func TestASlowLoadKeepsThePortsClosed(t *testing.T) {
 	}
 	eventually(t, "readiness", 10*time.Second, func() bool { code, _ := get(d.rest + "/v1/models/m"); return code == 200 })
 
-	t.Setenv(loadSecondsEnv, "soon")
-	var stderr bytes.Buffer
-	if code := run(context.Background(), []string{"--model_name=m", "--model_base_path=" + base}, io.Discard, &stderr); code != 1 ||
-		!strings.Contains(stderr.String(), loadSecondsEnv) {
-		t.Errorf("%s=soon: exit %d, %q; want 1 and a message naming it", loadSecondsEnv, code, stderr.String())
+	for _, env := range []string{loadSecondsEnv, grpcClosesEnv} {
+		t.Run(env, func(t *testing.T) {
+			t.Setenv(env, "soon")
+			var stderr bytes.Buffer
+			if code := run(context.Background(), []string{"--model_name=m", "--model_base_path=" + base}, io.Discard, &stderr); code != 1 ||
+				!strings.Contains(stderr.String(), env) {
+				t.Errorf("%s=soon: exit %d, %q; want 1 and a message naming it", env, code, stderr.String())
+			}
+		})
 	}
 }
 
