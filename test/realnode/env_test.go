@@ -49,8 +49,9 @@ func TestMain(m *testing.M) {
 // realNode returns the shared environment, starting it on first use, or
 // skips the test in one line where the machine cannot run containers.
 // Tests that mostly wait on the kubelet (its back-off, its probes) call
-// t.Parallel: each works in its own namespace, and side by side they take
-// about the longest one's time, where one after another they took 186 s.
+// t.Parallel: each works in its own namespace, and they run two at a time
+// after the others. The longest (the liveness probe's, about 190 s) comes
+// first, so that the other three, about 190 s together, run beside it.
 func realNode(t testing.TB) *env {
 	t.Helper()
 	e := shared.Get(t, func() (*env, error) { return startEnv(t) })

@@ -367,6 +367,70 @@ func TestFailedFetchesSayWhyAndFixingTheSpecRecovers(t *testing.T) {
 	}
 }
 
+// A server whose gRPC side dies while the process lives on still answers
+// its readiness probe (REST) but not its liveness probe (TCP on the gRPC
+// port), so the kubelet kills it, again and again. The ModelServer, which
+// was Ready, is Degraded from the first kill, with a Warning: losing its
+// only pod is an outage, not a deployment in progress. Once the kubelet's
+// back-off keeps the pod down for 30 s, the status says that the kubelet
+// killed it for its liveness probe, from the kubelet's Killing Events. A
+// server that keeps its gRPC port open makes the ModelServer Ready again.
+func TestAServerThatFailsItsLivenessProbeIsNamedAndTheModelServerDegraded(t *testing.T) {
+	t.Parallel()
+	e := realNode(t)
+	ns := e.namespace(t)
+	spec := func(env string) string {
+		return e.ModelServerYAML(realenv.ModelServer{Name: "wedged", URI: halfPlusTwo, SpecExtra: `  podTemplate:
+    terminationGracePeriodSeconds: 2
+    drainSeconds: 1
+    env:
+    - name: TFSERVINGDOUBLE_SIGTERM
+      value: real
+` + env})
+	}
+	e.kubectl(t, spec("    - name: TFSERVINGDOUBLE_GRPC_CLOSES_SECONDS\n      value: \"1\"\n"), "-n", ns, "apply", "-f", "-")
+	e.waitReady(t, ns, "wedged", 3*time.Minute)
+	ready := time.Now()
+
+	var ms *servingv1alpha1.ModelServer
+	err := wait.PollUntilContextTimeout(context.Background(), time.Second, 2*time.Minute, true, func(context.Context) (bool, error) {
+		ms = e.get(t, ns, "wedged")
+		return ms.Status.Phase != servingv1alpha1.PhaseReady, nil
+	})
+	if err != nil || ms.Status.Phase != servingv1alpha1.PhaseDegraded {
+		t.Fatalf("after the first kill: %s: %s; want Degraded", ms.Status.Phase, ms.Status.Message)
+	}
+	t.Logf("Degraded %.1fs after Ready: %s", time.Since(ready).Seconds(), ms.Status.Message)
+	warned := e.kubectlOut("-n", ns, "get", "events", "--field-selector", "involvedObject.kind=ModelServer,reason=Degraded,type=Warning", "-o", "jsonpath={.items[*].message}")
+	if !strings.Contains(warned, "ModelServer is Degraded (was Ready)") {
+		t.Errorf("no Degraded Warning for the ModelServer; its Degraded Events: %q", warned)
+	}
+
+	const killed = `1 serving pod cannot keep container "tensorflow-serving" running: it exits with code 137 (killed by the kubelet: its liveness probe failed for 30s)`
+	ms = e.waitMessage(t, ns, "wedged", killed, 5*time.Minute)
+	if ms.Status.Phase != servingv1alpha1.PhaseDegraded {
+		t.Errorf("%s while its only pod is killed again and again; want Degraded", ms.Status.Phase)
+	}
+	t.Logf("the kubelet's Killing Events: %s", e.kubectlOut("-n", ns, "get", "events", "--field-selector", "reason=Killing",
+		"-o", `jsonpath={range .items[*]}{.count}× {.message}{"\n"}{end}`))
+	// The kubelet this tree pins reports a restarted container ready for
+	// a moment before its startup probe has run (kubernetes#141155), so
+	// the Deployment, and the ModelServer, read each kill as lost, ready,
+	// lost and ready again within a second or two.
+	events := map[string]int{}
+	for _, ev := range strings.Fields(e.kubectlOut("-n", ns, "get", "events", "--field-selector", "involvedObject.kind=ModelServer",
+		"-o", `jsonpath={range .items[*]}{.type}/{.reason}{"\n"}{end}`)) {
+		events[ev]++
+	}
+	t.Logf("the ModelServer's Events: %v", events)
+
+	e.kubectl(t, spec(""), "-n", ns, "apply", "-f", "-")
+	e.waitReady(t, ns, "wedged", 3*time.Minute)
+	if ms = e.get(t, ns, "wedged"); ms.Status.Message != "" {
+		t.Errorf("Ready with message %q", ms.Status.Message)
+	}
+}
+
 // A serving image the registry does not have: containerd fails the pull,
 // the kubelet backs off and tries again, and the status says what
 // containerd said once the rollout has stood still. Pushing nothing but
@@ -498,70 +562,6 @@ func TestAModelSlowerToLoadThanItsTimeoutIsNamedAndATimeoutThatFitsMakesItReady(
 	e.kubectl(t, slow(60), "-n", ns, "apply", "-f", "-")
 	e.waitReady(t, ns, "slow", 3*time.Minute)
 	if ms = e.get(t, ns, "slow"); ms.Status.Message != "" {
-		t.Errorf("Ready with message %q", ms.Status.Message)
-	}
-}
-
-// A server whose gRPC side dies while the process lives on still answers
-// its readiness probe (REST) but not its liveness probe (TCP on the gRPC
-// port), so the kubelet kills it, again and again. The ModelServer, which
-// was Ready, is Degraded from the first kill, with a Warning: losing its
-// only pod is an outage, not a deployment in progress. Once the kubelet's
-// back-off keeps the pod down for 30 s, the status says that the kubelet
-// killed it for its liveness probe, from the kubelet's Killing Events. A
-// server that keeps its gRPC port open makes the ModelServer Ready again.
-func TestAServerThatFailsItsLivenessProbeIsNamedAndTheModelServerDegraded(t *testing.T) {
-	t.Parallel()
-	e := realNode(t)
-	ns := e.namespace(t)
-	spec := func(env string) string {
-		return e.ModelServerYAML(realenv.ModelServer{Name: "wedged", URI: halfPlusTwo, SpecExtra: `  podTemplate:
-    terminationGracePeriodSeconds: 2
-    drainSeconds: 1
-    env:
-    - name: TFSERVINGDOUBLE_SIGTERM
-      value: real
-` + env})
-	}
-	e.kubectl(t, spec("    - name: TFSERVINGDOUBLE_GRPC_CLOSES_SECONDS\n      value: \"1\"\n"), "-n", ns, "apply", "-f", "-")
-	e.waitReady(t, ns, "wedged", 3*time.Minute)
-	ready := time.Now()
-
-	var ms *servingv1alpha1.ModelServer
-	err := wait.PollUntilContextTimeout(context.Background(), time.Second, 2*time.Minute, true, func(context.Context) (bool, error) {
-		ms = e.get(t, ns, "wedged")
-		return ms.Status.Phase != servingv1alpha1.PhaseReady, nil
-	})
-	if err != nil || ms.Status.Phase != servingv1alpha1.PhaseDegraded {
-		t.Fatalf("after the first kill: %s: %s; want Degraded", ms.Status.Phase, ms.Status.Message)
-	}
-	t.Logf("Degraded %.1fs after Ready: %s", time.Since(ready).Seconds(), ms.Status.Message)
-	warned := e.kubectlOut("-n", ns, "get", "events", "--field-selector", "involvedObject.kind=ModelServer,reason=Degraded,type=Warning", "-o", "jsonpath={.items[*].message}")
-	if !strings.Contains(warned, "ModelServer is Degraded (was Ready)") {
-		t.Errorf("no Degraded Warning for the ModelServer; its Degraded Events: %q", warned)
-	}
-
-	const killed = `1 serving pod cannot keep container "tensorflow-serving" running: it exits with code 137 (killed by the kubelet: its liveness probe failed for 30s)`
-	ms = e.waitMessage(t, ns, "wedged", killed, 5*time.Minute)
-	if ms.Status.Phase != servingv1alpha1.PhaseDegraded {
-		t.Errorf("%s while its only pod is killed again and again; want Degraded", ms.Status.Phase)
-	}
-	t.Logf("the kubelet's Killing Events: %s", e.kubectlOut("-n", ns, "get", "events", "--field-selector", "reason=Killing",
-		"-o", `jsonpath={range .items[*]}{.count}× {.message}{"\n"}{end}`))
-	// The kubelet this tree pins reports a restarted container ready for
-	// a moment before its startup probe has run (kubernetes#141155), so
-	// the Deployment, and the ModelServer, read each kill as lost, ready,
-	// lost and ready again within a second or two.
-	events := map[string]int{}
-	for _, ev := range strings.Fields(e.kubectlOut("-n", ns, "get", "events", "--field-selector", "involvedObject.kind=ModelServer",
-		"-o", `jsonpath={range .items[*]}{.type}/{.reason}{"\n"}{end}`)) {
-		events[ev]++
-	}
-	t.Logf("the ModelServer's Events: %v", events)
-
-	e.kubectl(t, spec(""), "-n", ns, "apply", "-f", "-")
-	e.waitReady(t, ns, "wedged", 3*time.Minute)
-	if ms = e.get(t, ns, "wedged"); ms.Status.Message != "" {
 		t.Errorf("Ready with message %q", ms.Status.Message)
 	}
 }
