@@ -140,7 +140,7 @@ func TestAServingPodThatCannotMountItsVolumeIsExplainedByItsEvent(t *testing.T) 
 	c, pod := stalledModelServer(t, "nomount")
 	setContainerState(t, pod, corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ContainerCreating"}})
 	const mount = `MountVolume.SetUp failed for volume "model" : mount failed: exit status 32`
-	kubeletEvent(t, pod, pod.UID, corev1.EventTypeWarning, "FailedMount", mount)
+	kubeletEvent(t, pod, pod.UID, "", corev1.EventTypeWarning, "FailedMount", mount)
 	c.expect(31*time.Second, 1, 10*time.Second)
 	c.reconcile(c.since.Add(42 * time.Second))
 	got := c.get()
@@ -161,10 +161,10 @@ func TestAServingContainerKilledForItsStartupProbeIsNamedAsSuch(t *testing.T) {
 	name := pod.Spec.Containers[0].Name
 	pod.Status.ContainerStatuses[0].LastTerminationState = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 137, Reason: "Error"}}
 	setContainerState(t, pod, corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}})
-	kubeletEvent(t, pod, pod.UID, corev1.EventTypeWarning, "Unhealthy", "Startup probe failed: dial tcp 198.18.0.7:8501: connect: connection refused")
-	kubeletEvent(t, pod, pod.UID, corev1.EventTypeNormal, "Killing", fmt.Sprintf("Container %s failed startup probe, will be restarted", name))
+	kubeletEvent(t, pod, pod.UID, name, corev1.EventTypeWarning, "Unhealthy", "Startup probe failed: dial tcp 198.18.0.7:8501: connect: connection refused")
+	kubeletEvent(t, pod, pod.UID, name, corev1.EventTypeNormal, "Killing", fmt.Sprintf("Container %s failed startup probe, will be restarted", name))
 	// Another pod's: not this one's cause.
-	kubeletEvent(t, pod, "4c1a0f3e-0000-4000-8000-000000000000", corev1.EventTypeNormal, "Killing", fmt.Sprintf("Container %s failed liveness probe, will be restarted", name))
+	kubeletEvent(t, pod, "4c1a0f3e-0000-4000-8000-000000000000", name, corev1.EventTypeNormal, "Killing", fmt.Sprintf("Container %s failed liveness probe, will be restarted", name))
 
 	c.expect(31*time.Second, 1, 10*time.Second)
 	c.reconcile(c.since.Add(42 * time.Second))
@@ -177,14 +177,18 @@ func TestAServingContainerKilledForItsStartupProbeIsNamedAsSuch(t *testing.T) {
 }
 
 // kubeletEvent writes an Event as the kubelet writes one about pod (by
-// the UID given, which another pod's may be).
-func kubeletEvent(t *testing.T, pod *corev1.Pod, uid types.UID, kind, reason, message string) {
+// the UID given, which another pod's may be), and about one of its
+// containers unless container is "" (a volume's, the sandbox's).
+func kubeletEvent(t *testing.T, pod *corev1.Pod, uid types.UID, container, kind, reason, message string) {
 	t.Helper()
 	event := &corev1.Event{
 		ObjectMeta:     metav1.ObjectMeta{Namespace: pod.Namespace, GenerateName: pod.Name + "."},
 		InvolvedObject: corev1.ObjectReference{Kind: "Pod", Namespace: pod.Namespace, Name: pod.Name, UID: uid},
 		Type:           kind, Reason: reason, Message: message,
 		Source: corev1.EventSource{Component: "kubelet"}, FirstTimestamp: metav1.Now(), LastTimestamp: metav1.Now(), Count: 3,
+	}
+	if container != "" {
+		event.InvolvedObject.FieldPath = "spec.containers{" + container + "}"
 	}
 	if err := env.client.Create(context.Background(), event); err != nil {
 		t.Fatal(err)
