@@ -83,17 +83,20 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		_, _ = fmt.Fprintf(stdout, "TensorFlow ModelServer: %s\nTensorFlow Library: none\n", version)
 		return 0
 	}
-	for env, d := range map[string]*time.Duration{loadSecondsEnv: &opts.extraLoad, grpcClosesEnv: &opts.grpcCloses} {
-		v := os.Getenv(env)
+	for _, e := range []struct {
+		name string
+		to   *time.Duration
+	}{{loadSecondsEnv, &opts.extraLoad}, {grpcClosesEnv, &opts.grpcCloses}} {
+		v := os.Getenv(e.name)
 		if v == "" {
 			continue
 		}
 		secs, err := strconv.ParseFloat(v, 64)
 		if err != nil || secs < 0 {
-			_, _ = fmt.Fprintf(stderr, "%s=%q: want a number of seconds\n", env, v)
+			_, _ = fmt.Fprintf(stderr, "%s=%q: want a number of seconds\n", e.name, v)
 			return 1
 		}
-		*d = time.Duration(secs * float64(time.Second))
+		*e.to = time.Duration(secs * float64(time.Second))
 	}
 	log := newLogger(stderr)
 	s, err := start(ctx, opts, log)

@@ -241,7 +241,12 @@ func TestASlowLoadKeepsThePortsClosed(t *testing.T) {
 		t.Fatalf("REST answers before the slow load is over: %d %s", code, body)
 	}
 	eventually(t, "readiness", 10*time.Second, func() bool { code, _ := get(d.rest + "/v1/models/m"); return code == 200 })
+}
 
+// The variables that take seconds refuse anything else, naming themselves.
+func TestSecondsThatAreNotANumberAreRefused(t *testing.T) {
+	base := t.TempDir()
+	addVersion(t, base, "00000001")
 	for _, env := range []string{loadSecondsEnv, grpcClosesEnv} {
 		t.Run(env, func(t *testing.T) {
 			t.Setenv(env, "soon")
