@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/discovery"
 	"sigs.k8s.io/yaml"
 )
 
@@ -56,11 +58,19 @@ func (c *Cluster) CreateCRDs(ctx context.Context, timeout time.Duration, crds ..
 }
 
 // WaitForCRDs polls until each named CRD, or with no names every CRD in the
-// cluster, is Established. It polls the condition rather than run kubectl
-// wait, which fails at once, instead of waiting, on a CRD created a moment
-// before: its status has no conditions yet.
+// cluster, is Established and in the apiserver's discovery. It polls the
+// condition rather than run kubectl wait, which fails at once, instead of
+// waiting, on a CRD created a moment before: its status has no conditions
+// yet. Established is not enough for a client that maps kinds through
+// discovery (kubectl, controller-runtime's client): the apiserver adds the
+// CRD's group to discovery a moment later, and under load a create sent
+// in between failed with "no matches for serving.modelserver.dev/v1alpha1".
 func (c *Cluster) WaitForCRDs(ctx context.Context, timeout time.Duration, names ...string) error {
 	cs, err := apiextensionsclient.NewForConfig(c.Config)
+	if err != nil {
+		return err
+	}
+	dc, err := discovery.NewDiscoveryClientForConfig(c.Config)
 	if err != nil {
 		return err
 	}
@@ -70,13 +80,50 @@ func (c *Cluster) WaitForCRDs(ctx context.Context, timeout time.Duration, names 
 		if err != nil {
 			return false, nil
 		}
-		pending = notEstablished(list.Items, names)
-		return len(pending) == 0 && (len(names) > 0 || len(list.Items) > 0), nil
+		if pending = notEstablished(list.Items, names); len(pending) > 0 {
+			return false, nil
+		}
+		if len(names) == 0 && len(list.Items) == 0 {
+			return false, nil
+		}
+		// A group discovery cannot list comes back as an error beside
+		// the resources of the others: what it lists is what counts.
+		_, served, _ := dc.ServerGroupsAndResources()
+		pending = notDiscovered(list.Items, names, served)
+		return len(pending) == 0, nil
 	})
 	if err != nil {
-		return fmt.Errorf("CRDs not Established after %s: %v: %w", timeout, pending, err)
+		return fmt.Errorf("CRDs not Established and discovered after %s: %v: %w", timeout, pending, err)
 	}
 	return nil
+}
+
+// notDiscovered returns the names among want (all of crds when want is
+// empty) with a served version whose resource discovery does not list.
+func notDiscovered(crds []apiextensionsv1.CustomResourceDefinition, want []string, served []*metav1.APIResourceList) []string {
+	listed := map[string]bool{}
+	for _, l := range served {
+		if l == nil {
+			continue
+		}
+		for _, r := range l.APIResources {
+			listed[l.GroupVersion+"/"+r.Name] = true
+		}
+	}
+	var pending []string
+	for _, crd := range crds {
+		if len(want) > 0 && !slices.Contains(want, crd.Name) {
+			continue
+		}
+		for _, v := range crd.Spec.Versions {
+			if v.Served && !listed[crd.Spec.Group+"/"+v.Name+"/"+crd.Spec.Names.Plural] {
+				pending = append(pending, crd.Name)
+				break
+			}
+		}
+	}
+	sort.Strings(pending)
+	return pending
 }
 
 // notEstablished returns the names among want (all of crds when want is

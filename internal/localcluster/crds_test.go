@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 
 	"github.com/modelserver-dev/modelserver-operator/internal/localcluster"
@@ -47,15 +48,22 @@ func widgetCRDDir(t *testing.T) string {
 	return dir
 }
 
-// A CRD installed is served when InstallCRDs returns, and a wait for a CRD
-// that never comes names it instead of passing.
-func TestInstalledCRDsAreEstablishedAndAMissingOneIsNamed(t *testing.T) {
+// A CRD installed is served, and in discovery, when InstallCRDs returns,
+// and a wait for a CRD that never comes names it instead of passing.
+func TestInstalledCRDsAreEstablishedAndDiscoveredAndAMissingOneIsNamed(t *testing.T) {
 	sharedCluster(t)
 	c := shared.cluster
 	ctx := context.Background()
 	dir := widgetCRDDir(t)
 	if err := c.InstallCRDs(ctx, dir); err != nil {
 		t.Fatal(err)
+	}
+	dc, err := discovery.NewDiscoveryClientForConfig(c.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l, err := dc.ServerResourcesForGroupVersion("crds.localcluster.test/v1"); err != nil || len(l.APIResources) == 0 || l.APIResources[0].Name != "widgets" {
+		t.Errorf("discovery of crds.localcluster.test/v1 once InstallCRDs returned: %+v, %v", l, err)
 	}
 	cs, err := apiextensionsclient.NewForConfig(c.Config)
 	if err != nil {
