@@ -34,20 +34,27 @@ func TestACPULimitThrottlesTheCommandItWraps(t *testing.T) {
 	bin, args := cg.Wrap(os.Args[0], []string{"-test.run=^TestHelperSpin$", "-test.count=1"})
 	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), spinEnv+"=1500ms", "GOMAXPROCS=1")
+	start := time.Now()
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("%v: %s", err, out)
 	}
+	wall := time.Since(start)
 	used := cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
 	thr, err := cg.CPUThrottling()
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("used %v of CPU; throttled in %d of %d periods, %.2fs", used, thr.Throttled, thr.Periods, thr.Waited)
+	rate := used.Seconds() / wall.Seconds()
+	t.Logf("used %v of CPU in %v (%.2f CPUs); throttled in %d of %d periods, %.2fs", used, wall, rate, thr.Throttled, thr.Periods, thr.Waited)
 	// Unlimited, the spin would use its 1.5 s of wall time in CPU; at 0.2
-	// CPUs it gets about 0.3 s of it, and waits out most periods.
-	if used > time.Second || thr.Throttled == 0 || thr.Waited < 0.5 {
-		t.Errorf("at 0.2 CPUs a 1.5 s spin used %v of CPU, throttled in %d of %d periods for %.2fs; want under 1s, throttled for over 0.5s",
-			used, thr.Throttled, thr.Periods, thr.Waited)
+	// CPUs it uses at most a fifth of it, and is throttled. The bound is
+	// on the rate, not on how long it waited: on a machine whose other
+	// work keeps the spin from its fifth, the spin waits for the CPU, not
+	// for the quota (a run beside lint and the cluster suites used 0.14 s
+	// and was throttled for 0.11 s).
+	if rate > 0.3 || thr.Throttled == 0 {
+		t.Errorf("at 0.2 CPUs a 1.5 s spin used %.2f CPUs, throttled in %d of %d periods; want at most 0.3, and throttled",
+			rate, thr.Throttled, thr.Periods)
 	}
 	if kills, err := cg.OOMKills(); err != nil || kills != 0 {
 		t.Errorf("OOM kills %d, %v; want 0", kills, err)
