@@ -193,16 +193,24 @@ func TestPortsOpenOnceTheModelsAreLoaded(t *testing.T) {
 	}
 }
 
-// TFSERVINGDOUBLE_GRPC_CLOSES_SECONDS closes the gRPC port, which the
-// liveness probe dials, while the model still answers over REST: the
-// probe alone sees the server fail.
-func TestTheGRPCPortClosesWhileRESTStillAnswers(t *testing.T) {
-	t.Setenv(grpcClosesEnv, "2")
+// startServingM starts a double serving version 1 of model m on ports of
+// its own, and returns it with its gRPC port.
+func startServingM(t *testing.T) (*running, int) {
+	t.Helper()
 	base := t.TempDir()
 	addVersion(t, base, "00000001")
 	grpcPort, restPort := freePort(t), freePort(t)
 	d := startDouble(t, context.Background(), restPort, "--model_name=m", "--model_base_path="+base,
 		fmt.Sprintf("--port=%d", grpcPort), fmt.Sprintf("--rest_api_port=%d", restPort))
+	return d, grpcPort
+}
+
+// TFSERVINGDOUBLE_GRPC_CLOSES_SECONDS closes the gRPC port, which the
+// liveness probe dials, while the model still answers over REST: the
+// probe alone sees the server fail.
+func TestTheGRPCPortClosesWhileRESTStillAnswers(t *testing.T) {
+	t.Setenv(grpcClosesEnv, "2")
+	d, grpcPort := startServingM(t)
 	dial := func() error {
 		c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", grpcPort), time.Second)
 		if err == nil {
@@ -229,11 +237,7 @@ func TestTheGRPCPortClosesWhileRESTStillAnswers(t *testing.T) {
 // after the models are loaded, as a large model's load keeps TF Serving's.
 func TestASlowLoadKeepsThePortsClosed(t *testing.T) {
 	t.Setenv(loadSecondsEnv, "3")
-	base := t.TempDir()
-	addVersion(t, base, "00000001")
-	grpcPort, restPort := freePort(t), freePort(t)
-	d := startDouble(t, context.Background(), restPort, "--model_name=m", "--model_base_path="+base,
-		fmt.Sprintf("--port=%d", grpcPort), fmt.Sprintf("--rest_api_port=%d", restPort))
+	d, _ := startServingM(t)
 	eventually(t, "the load", 5*time.Second, func() bool {
 		return strings.Contains(d.stderr.String(), "Successfully loaded servable version {name: m version: 1}")
 	})
