@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"sort"
 	"time"
 
@@ -99,7 +98,8 @@ func (c *Cluster) WaitForCRDs(ctx context.Context, timeout time.Duration, names 
 }
 
 // notDiscovered returns the names among want (all of crds when want is
-// empty) with a served version whose resource discovery does not list.
+// empty) that are missing from crds or have a served version whose
+// resource discovery does not list.
 func notDiscovered(crds []apiextensionsv1.CustomResourceDefinition, want []string, served []*metav1.APIResourceList) []string {
 	listed := map[string]bool{}
 	for _, l := range served {
@@ -110,42 +110,44 @@ func notDiscovered(crds []apiextensionsv1.CustomResourceDefinition, want []strin
 			listed[l.GroupVersion+"/"+r.Name] = true
 		}
 	}
-	var pending []string
-	for _, crd := range crds {
-		if len(want) > 0 && !slices.Contains(want, crd.Name) {
-			continue
-		}
+	return pendingCRDs(crds, want, func(crd *apiextensionsv1.CustomResourceDefinition) bool {
 		for _, v := range crd.Spec.Versions {
 			if v.Served && !listed[crd.Spec.Group+"/"+v.Name+"/"+crd.Spec.Names.Plural] {
-				pending = append(pending, crd.Name)
-				break
+				return false
 			}
 		}
-	}
-	sort.Strings(pending)
-	return pending
+		return true
+	})
 }
 
 // notEstablished returns the names among want (all of crds when want is
 // empty) that are missing from crds or not yet Established.
 func notEstablished(crds []apiextensionsv1.CustomResourceDefinition, want []string) []string {
-	established := map[string]bool{}
-	for _, crd := range crds {
-		established[crd.Name] = false
+	return pendingCRDs(crds, want, func(crd *apiextensionsv1.CustomResourceDefinition) bool {
 		for _, cond := range crd.Status.Conditions {
 			if cond.Type == apiextensionsv1.Established && cond.Status == apiextensionsv1.ConditionTrue {
-				established[crd.Name] = true
+				return true
 			}
 		}
+		return false
+	})
+}
+
+// pendingCRDs returns, sorted, the names among want (all of crds when want
+// is empty) that are missing from crds or whose CRD is not yet ready.
+func pendingCRDs(crds []apiextensionsv1.CustomResourceDefinition, want []string, ready func(*apiextensionsv1.CustomResourceDefinition) bool) []string {
+	isReady := map[string]bool{}
+	for i := range crds {
+		isReady[crds[i].Name] = ready(&crds[i])
 	}
 	if len(want) == 0 {
-		for name := range established {
+		for name := range isReady {
 			want = append(want, name)
 		}
 	}
 	var pending []string
 	for _, name := range want {
-		if !established[name] {
+		if !isReady[name] {
 			pending = append(pending, name)
 		}
 	}
