@@ -106,13 +106,21 @@ now = $$(date -u +%T)
 # machine's one real node, while lint and the unit tests (which build the
 # operator for arm64) mostly compute, so the two run side by side. What
 # writes the tree (the generated files' and OLM artifacts' checks) and
-# go vet, which compiles every package both link, come first. The cluster
-# suites run in their own process group, which an interrupt stops too.
+# go vet, which compiles every package both link, come first; the two
+# sides do not check again what this target's prerequisites did (-o).
+# Each side runs in a process group of its own, and the shell waits for
+# both with `wait`, which a signal interrupts: an interrupt of make's
+# group, or a SIGTERM to make alone (which make passes to this shell),
+# reaches both sides at once as SIGINT, and make ends once their tests
+# have cleaned up. (A background job's SIGINT is ignored, and a trap
+# waits for a foreground command to end.)
+TEST_DONE := -o vet -o tools -o node-deps -o bundlegen
 test: vet verify-generated verify-shared-deps verify-olm tools node-deps bundlegen ## Lint, generated files, OLM bundle and unit tests, beside the suites that run against the local control plane.
-	@set -m; $(MAKE) --no-print-directory test-cluster & cluster=$$!; set +m; \
-	trap 'kill -INT -- -$$cluster 2>/dev/null' INT TERM; \
-	rc=0; $(MAKE) --no-print-directory lint test-olm test-unit || rc=$$?; \
-	wait $$cluster || rc=1; exit $$rc
+	@set -m; $(MAKE) --no-print-directory $(TEST_DONE) test-cluster & cluster=$$!; \
+	$(MAKE) --no-print-directory $(TEST_DONE) lint test-olm test-unit & rest=$$!; set +m; \
+	trap 'kill -INT -- -$$cluster -$$rest 2>/dev/null' INT TERM; \
+	waitfor() { local rc; while :; do wait "$$1" && rc=0 || rc=$$?; kill -0 "$$1" 2>/dev/null || return $$rc; done; }; \
+	rc=0; waitfor $$rest || rc=$$?; waitfor $$cluster || rc=1; exit $$rc
 
 .PHONY: test-unit
 test-unit: ## Unit tests (no cluster).
