@@ -14,14 +14,17 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/modelserver-dev/modelserver-operator/internal/status"
 	"github.com/modelserver-dev/modelserver-operator/internal/values"
 )
 
 // FetchPodsCache is how the operator's cache holds pods: only the
 // model-fetch pods of ModelServers, and of each only what is read when its
-// fetch ends (the phase and the containers' termination messages). A fetch
-// that ends is then read without a request, and the cache holds a few
-// hundred bytes per fetch, not the serving pods or any spec.
+// fetch ends (the phase and the containers' termination messages) and,
+// while it is Pending, what says it cannot start (status.FetchPodsProblem).
+// A fetch that ends, or a pod that cannot start, is then read without a
+// request, and the cache holds a few hundred bytes per fetch, not the
+// serving pods or any spec.
 func FetchPodsCache() cache.ByObject {
 	owned, err := labels.NewRequirement(values.LabelModelServer, selection.Exists, nil)
 	if err != nil {
@@ -46,27 +49,68 @@ func fetchPodSummary(obj any) (any, error) {
 		},
 		Status: corev1.PodStatus{Phase: pod.Status.Phase},
 	}
+	pending := pod.Status.Phase == corev1.PodPending
+	if pending {
+		summary.Spec.NodeName = pod.Spec.NodeName
+		for _, c := range pod.Status.Conditions {
+			if c.Type == corev1.PodScheduled {
+				summary.Status.Conditions = []corev1.PodCondition{{Type: c.Type, Status: c.Status, Reason: c.Reason, Message: c.Message}}
+			}
+		}
+		summary.Status.InitContainerStatuses = waitingStates(pod.Status.InitContainerStatuses)
+	}
 	for _, cs := range pod.Status.ContainerStatuses {
-		if t := cs.State.Terminated; t != nil {
+		switch t, w := cs.State.Terminated, cs.State.Waiting; {
+		case t != nil:
 			summary.Status.ContainerStatuses = append(summary.Status.ContainerStatuses, corev1.ContainerStatus{
 				Name:  cs.Name,
 				State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: t.ExitCode, Reason: t.Reason, Message: t.Message}},
 			})
+		case pending && w != nil:
+			summary.Status.ContainerStatuses = append(summary.Status.ContainerStatuses, waitingStates([]corev1.ContainerStatus{cs})...)
 		}
 	}
 	return summary, nil
 }
 
-// fetchPodSucceeded lets through a fetch pod's success: the ModelServer
-// can say its model is fetched from then, before the Job controller marks
-// the Job complete.
-var fetchPodSucceeded = predicate.Funcs{
+// waitingStates are the containers that wait, with why.
+func waitingStates(statuses []corev1.ContainerStatus) []corev1.ContainerStatus {
+	var out []corev1.ContainerStatus
+	for _, cs := range statuses {
+		if w := cs.State.Waiting; w != nil {
+			out = append(out, corev1.ContainerStatus{
+				Name: cs.Name, Image: cs.Image,
+				State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: w.Reason, Message: w.Message}},
+			})
+		}
+	}
+	return out
+}
+
+// fetchPodNews lets through what a fetch pod's ModelServer must hear of
+// at once: the pod's success, from which the ModelServer can say its model
+// is fetched, before the Job controller marks the Job complete; and a
+// change of what keeps a Pending pod from starting (status.FetchPodsProblem),
+// including its end. A pod with nothing wrong wakes nothing until it
+// succeeds, and the kubelet's retries of a failed pull, which read the
+// same, wake nothing either.
+var fetchPodNews = predicate.Funcs{
 	CreateFunc: func(e event.CreateEvent) bool { return succeeded(e.Object) },
 	UpdateFunc: func(e event.UpdateEvent) bool {
-		return !succeeded(e.ObjectOld) && succeeded(e.ObjectNew)
+		return !succeeded(e.ObjectOld) && succeeded(e.ObjectNew) || cannotStart(e.ObjectOld) != cannotStart(e.ObjectNew)
 	},
 	DeleteFunc:  func(event.DeleteEvent) bool { return false },
 	GenericFunc: func(event.GenericEvent) bool { return false },
+}
+
+// cannotStart is what keeps a Pending pod from starting, as its status
+// says; "" if nothing, or if it is not Pending.
+func cannotStart(o client.Object) string {
+	pod, ok := o.(*corev1.Pod)
+	if !ok || pod.Status.Phase != corev1.PodPending {
+		return ""
+	}
+	return status.FetchPodsProblem([]corev1.Pod{*pod}, nil)
 }
 
 func succeeded(o client.Object) bool {

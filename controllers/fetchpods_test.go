@@ -2,6 +2,8 @@ package controllers_test
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +12,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -137,4 +140,108 @@ func holdJobStatus(t *testing.T, ns string) {
 	if err := env.client.Delete(ctx, probe, client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// A fetch pod that no node can take leaves its ModelServer Fetching; once
+// it has stood Pending for 30 s, the status says why in the scheduler's
+// words (written after the 10 s every step on the way is held), and a
+// Warning says it once. That costs no request: the cache holds what the
+// pod's status says. Once a node can take it, the words go.
+func TestAFetchPodNoNodeCanTakeIsNamedAfterItsGrace(t *testing.T) {
+	const pool = "fetch-test"
+	_, r, _ := recordingReconciler(t)
+	ms := createUnmanaged(t, "nowhere", func(ms *servingv1alpha1.ModelServer) {
+		ms.Spec.PodTemplate.NodeSelector = map[string]string{"example.com/pool": pool}
+	})
+	c := newClockedReconciler(t, r, ms)
+
+	// The release makes the Job, the Job controller its pod, and the
+	// scheduler finds no node for it.
+	var pod corev1.Pod
+	eventually(t, time.Minute, "an unschedulable fetch pod", func(ctx context.Context) (bool, string) {
+		c.reconcile(time.Now())
+		pods := &corev1.PodList{}
+		if err := env.client.List(ctx, pods, client.InNamespace(ms.Namespace), client.MatchingLabels{
+			values.LabelModelServer: ms.Name, values.LabelComponent: values.ComponentFetch,
+		}); err != nil || len(pods.Items) != 1 {
+			return false, fmt.Sprint(len(pods.Items), " fetch pods ", err)
+		}
+		pod = pods.Items[0]
+		for _, cond := range pod.Status.Conditions {
+			if cond.Type == corev1.PodScheduled && cond.Reason == corev1.PodReasonUnschedulable {
+				return true, ""
+			}
+		}
+		return false, fmt.Sprintf("conditions %+v", pod.Status.Conditions)
+	})
+	c.since = pod.CreationTimestamp.Time
+	// The reconciler's cache may not have the pod's condition yet.
+	eventually(t, 30*time.Second, "a look again at the pod's grace", func(context.Context) (bool, string) {
+		result := c.reconcile(c.since.Add(10 * time.Second))
+		return about(result.RequeueAfter, 20*time.Second), fmt.Sprint("look again in ", result.RequeueAfter)
+	})
+	if got := c.get(); strings.Contains(got.Status.Message, "fetch pod") {
+		t.Fatalf("10 s after the pod: %q; want nothing of the pod yet", got.Status.Message)
+	}
+
+	c.reconcile(c.since.Add(31 * time.Second))
+	c.reconcile(c.since.Add(42 * time.Second))
+	got := c.get()
+	const want = "1 fetch pod cannot be scheduled: 0/"
+	fetched := meta.FindStatusCondition(got.Status.Conditions, servingv1alpha1.ConditionModelFetched)
+	if got.Status.Phase != servingv1alpha1.PhaseFetching || !strings.Contains(got.Status.Message, want) ||
+		!strings.Contains(got.Status.Message, "node affinity/selector") || fetched == nil || !strings.Contains(fetched.Message, want) {
+		t.Fatalf("42 s after the pod: %s: %q, ModelFetched %+v; want Fetching, saying %q... node affinity/selector", got.Status.Phase, got.Status.Message, fetched, want)
+	}
+	if n := c.events.count("FetchPodNotStarted"); n != 1 || !strings.Contains(c.events.String(), "Model-fetch pod not started after 30s: "+want) {
+		t.Errorf("%d FetchPodNotStarted Events, want 1 saying %q: %s", n, want, c.events)
+	}
+	c.reconcile(c.since.Add(5 * time.Minute))
+	if again := c.get(); again.ResourceVersion != got.ResourceVersion || c.events.count("FetchPodNotStarted") != 1 {
+		t.Errorf("5 min: status %q (was %q), %d Warnings; want no write and the one Warning", again.Status.Message, got.Status.Message, c.events.count("FetchPodNotStarted"))
+	}
+	if n, events, gets := c.reads.n.Load(), c.reads.events.Load(), c.reads.gets.Load(); n+events+gets != 0 {
+		t.Errorf("%d pod lists, %d Event lists, %d pod reads; want none: the cache holds what the pod says", n, events, gets)
+	}
+
+	// A node joins the pool: the pod runs, the fetch ends, and nothing of
+	// the pod's trouble is left.
+	labelANode(t, "example.com/pool", pool)
+	eventually(t, time.Minute, "nowhere Ready", func(context.Context) (bool, string) {
+		c.reconcile(time.Now().Add(10 * time.Minute))
+		got = c.get()
+		return got.Status.Phase == servingv1alpha1.PhaseReady, string(got.Status.Phase) + ": " + got.Status.Message
+	})
+	if fetched := meta.FindStatusCondition(got.Status.Conditions, servingv1alpha1.ConditionModelFetched); strings.Contains(fetched.Message, "fetch pod") {
+		t.Errorf("ModelFetched still says %q", fetched.Message)
+	}
+	if n := c.events.count("FetchPodNotStarted"); n != 1 {
+		t.Errorf("%d FetchPodNotStarted Events, want still 1", n)
+	}
+}
+
+// labelANode labels one of the cluster's untainted nodes until the test
+// ends.
+func labelANode(t *testing.T, key, value string) {
+	t.Helper()
+	ctx := context.Background()
+	nodes := &corev1.NodeList{}
+	if err := env.client.List(ctx, nodes); err != nil {
+		t.Fatal(err)
+	}
+	i := slices.IndexFunc(nodes.Items, func(n corev1.Node) bool { return len(n.Spec.Taints) == 0 })
+	if i < 0 {
+		t.Fatalf("no untainted node among %d", len(nodes.Items))
+	}
+	node := &nodes.Items[i]
+	patch := client.MergeFrom(node.DeepCopy())
+	node.Labels[key] = value
+	if err := env.client.Patch(ctx, node, patch); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		undo := client.MergeFrom(node.DeepCopy())
+		delete(node.Labels, key)
+		_ = env.client.Patch(context.Background(), node, undo)
+	})
 }

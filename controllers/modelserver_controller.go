@@ -199,6 +199,7 @@ func (r *ModelServerReconciler) reconcileNormal(ctx context.Context, ms *serving
 	}
 	report.Source, report.Models = want.Spec.Source, want.Fetches
 	report.SummarizeFetches()
+	report.FetchPodsProblem = obs.fetchPodsProblem
 	report.Selector, report.Endpoints, report.Warnings = want.Selector, want.Endpoints, want.Values.Warnings
 	report.Deployment = obs.Deployment
 	report.DesiredReplicas = desiredReplicas(ms, want, obs.Deployment)
@@ -356,7 +357,7 @@ func (r *ModelServerReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		b = b.Watches(k.New(), ownerHandler(mgr.GetClient()), opts...)
 	}
 	b = b.Watches(&corev1.Pod{}, firstForInstalled{handler.EnqueueRequestsFromMapFunc(fetchPodModelServer)},
-		builder.WithPredicates(fetchPodSucceeded))
+		builder.WithPredicates(fetchPodNews))
 	return b.WithOptions(controller.Options{MaxConcurrentReconciles: cmp.Or(r.MaxConcurrentReconciles, DefaultMaxConcurrentReconciles), RateLimiter: retryLimiter()}).
 		Complete(r)
 }

@@ -31,14 +31,20 @@ import (
 // from, and when to look again at what no watch reports.
 type observed struct {
 	desired.Observed
-	// lookAgainIn, if set, is when a fetch Job still without a pod is
-	// looked into.
+	// lookAgainIn, if set, is when a fetch Job still without a pod, or a
+	// fetch pod that cannot start, is looked into.
 	lookAgainIn time.Duration
 	// podRejected says the apiserver refuses a fetch Job's pod.
 	podRejected bool
 	// stalledLookAgainIn, if set, is when the serving pods are read (again)
 	// for what keeps them from being ready.
 	stalledLookAgainIn time.Duration
+	// unstarted are the fetch pods of running fetch Jobs that have not
+	// started, as the cache holds them (their phase, not their status).
+	unstarted []corev1.Pod
+	// fetchPodsProblem is what the unstarted fetch pods say keeps them
+	// from starting, once one has stood so for fetchPodStartGrace.
+	fetchPodsProblem string
 }
 
 // observe reads the ModelServer's fetch Jobs (with what their pods left
@@ -89,10 +95,14 @@ func (r *ModelServerReconciler) observeFetchJobs(ctx context.Context, ms *servin
 		case status.FetchRunning:
 			// Also for a success the status holds: until the Job says so,
 			// its pod is what says the fetch is done.
-			fj.Termination, fj.PodSucceeded, err = r.cachedTerminationMessage(ctx, job, corev1.PodSucceeded)
-			if err != nil || fj.PodSucceeded {
+			var pods []corev1.Pod
+			if pods, err = r.cachedPodsOfJob(ctx, job); err != nil {
 				break
 			}
+			if fj.Termination, fj.PodSucceeded = newestTerminationMessage(pods, corev1.PodSucceeded); fj.PodSucceeded {
+				break
+			}
+			obs.unstarted = append(obs.unstarted, unstarted(pods)...)
 			if job.Status.Active > 0 || job.Status.Failed > 0 || job.Status.Succeeded > 0 {
 				break
 			}
@@ -115,8 +125,65 @@ func (r *ModelServerReconciler) observeFetchJobs(ctx context.Context, ms *servin
 			return err
 		}
 	}
+	if wait := r.observeUnstartedFetch(ms, obs, now); wait > 0 && (obs.lookAgainIn == 0 || wait < obs.lookAgainIn) {
+		obs.lookAgainIn = wait
+	}
 	return nil
 }
+
+// unstarted are the pods that have not started: Pending, and not being
+// deleted.
+func unstarted(pods []corev1.Pod) []corev1.Pod {
+	var out []corev1.Pod
+	for _, p := range pods {
+		if p.Status.Phase == corev1.PodPending && p.DeletionTimestamp == nil {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// observeUnstartedFetch says what keeps fetch pods from starting, once one
+// has stood Pending for fetchPodStartGrace, into obs.fetchPodsProblem,
+// and returns when to look again. A fetch pod that no node can take or
+// whose image cannot be pulled would otherwise leave the ModelServer
+// Fetching, without a word, until the Job's deadline an hour later. It
+// costs no request: the cache holds what a Pending fetch pod's status
+// says (fetchPodSummary), and a change of it wakes the ModelServer
+// (fetchPodNews); a pod with nothing wrong costs no look again.
+func (r *ModelServerReconciler) observeUnstartedFetch(ms *servingv1alpha1.ModelServer, obs *observed, now time.Time) time.Duration {
+	problem := status.FetchPodsProblem(obs.unstarted, nil)
+	if problem == "" {
+		r.problems.resolved(ms.UID, eventFetchPodNotStarted)
+		return 0
+	}
+	since := now
+	for _, p := range obs.unstarted {
+		since = minTime(since, p.CreationTimestamp.Time)
+	}
+	if age := now.Sub(since); age < fetchPodStartGrace {
+		return fetchPodStartGrace - age
+	}
+	obs.fetchPodsProblem = problem
+	r.warn(ms, eventFetchPodNotStarted, "Fetch", sentence("Model-fetch pod not started after %s: %s", fetchPodStartGrace, problem))
+	return 0
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
+
+// fetchPodStartGrace is how long a fetch pod may stand Pending before what
+// holds it is said: a claim waits for its volume to be provisioned, and
+// the scheduler says so meanwhile, for a second or two.
+const fetchPodStartGrace = 30 * time.Second
+
+// eventFetchPodNotStarted is the reason of the Warning that says what
+// keeps a fetch pod from starting, once per problem.
+const eventFetchPodNotStarted = "FetchPodNotStarted"
 
 // podCreationFailure returns the message of the newest FailedCreate Event
 // of job, or "" if there is none.
@@ -159,14 +226,24 @@ func (r *ModelServerReconciler) terminationMessage(ctx context.Context, job *bat
 // cachedTerminationMessage is terminationMessage from the cache alone, and
 // whether the cache holds a pod of job in the phase. A running fetch is
 // looked for a succeeded pod this way on every reconcile of its
-// ModelServer; the pod's success wakes one (see fetchPodSucceeded).
+// ModelServer; the pod's success wakes one (see fetchPodNews).
 func (r *ModelServerReconciler) cachedTerminationMessage(ctx context.Context, job *batchv1.Job, phase corev1.PodPhase) (string, bool, error) {
+	pods, err := r.cachedPodsOfJob(ctx, job)
+	if err != nil {
+		return "", false, err
+	}
+	msg, found := newestTerminationMessage(pods, phase)
+	return msg, found, nil
+}
+
+// cachedPodsOfJob lists job's pods as the cache holds them (see
+// FetchPodsCache).
+func (r *ModelServerReconciler) cachedPodsOfJob(ctx context.Context, job *batchv1.Job) ([]corev1.Pod, error) {
 	pods := &corev1.PodList{}
 	if err := r.List(ctx, pods, client.InNamespace(job.Namespace), r.podsOfJobSelector(job.Name)); err != nil {
-		return "", false, fmt.Errorf("list pods of Job %s: %w", job.Name, err)
+		return nil, fmt.Errorf("list pods of Job %s: %w", job.Name, err)
 	}
-	msg, found := newestTerminationMessage(pods.Items, phase)
-	return msg, found, nil
+	return pods.Items, nil
 }
 
 // newestTerminationMessage returns the message of the newest pod in the

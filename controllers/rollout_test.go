@@ -327,6 +327,15 @@ func about(d, want time.Duration) bool { return d >= want-time.Second && d <= wa
 type servingPodReads struct {
 	client.Reader
 	n, events atomic.Int32
+	// gets counts the reads of one pod, as of a fetch pod.
+	gets atomic.Int32
+}
+
+func (s *servingPodReads) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	if _, ok := obj.(*corev1.Pod); ok {
+		s.gets.Add(1)
+	}
+	return s.Reader.Get(ctx, key, obj, opts...)
 }
 
 func (s *servingPodReads) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {

@@ -142,6 +142,21 @@ var backOffPrefix = regexp.MustCompile(`^Back-off pulling image "[^"]*"(: [A-Za-
 // and says a failed pull the same way whether the kubelet is pulling
 // again or backing off.
 func ServingPodsProblem(pods []corev1.Pod, events []corev1.Event) (cause, message string) {
+	return podsProblem(pods, events, "serving pod")
+}
+
+// FetchPodsProblem says what keeps model-fetch pods that have not started
+// from starting, as ServingPodsProblem says it of serving pods: pods no
+// node can take (a claim no volume binds, a nodeSelector no node has), an
+// image that cannot be pulled, a volume that does not mount. "" if their
+// status and Warnings say nothing wrong.
+func FetchPodsProblem(pods []corev1.Pod, events []corev1.Event) string {
+	_, message := podsProblem(pods, events, "fetch pod")
+	return message
+}
+
+// podsProblem is ServingPodsProblem for pods called noun.
+func podsProblem(pods []corev1.Pod, events []corev1.Event, noun string) (cause, message string) {
 	var problems []podProblem
 	count := map[podProblem]int{}
 	for i := range pods {
@@ -168,9 +183,9 @@ func ServingPodsProblem(pods []corev1.Pod, events []corev1.Event) (cause, messag
 	slices.SortStableFunc(problems, func(a, b podProblem) int { return count[b] - count[a] })
 	parts := make([]string, 0, len(problems))
 	for _, problem := range problems {
-		who := "1 serving pod"
+		who := "1 " + noun
 		if n := count[problem]; n > 1 {
-			who = fmt.Sprintf("%d serving pods", n)
+			who = fmt.Sprintf("%d %ss", n, noun)
 		}
 		parts = append(parts, who+" "+problem.text)
 	}
@@ -178,7 +193,7 @@ func ServingPodsProblem(pods []corev1.Pod, events []corev1.Event) (cause, messag
 }
 
 // podProblem is the first thing wrong with one pod: its cause, and text
-// that follows "1 serving pod" or "2 serving pods".
+// that follows "1 serving pod" or "2 fetch pods".
 type podProblem struct{ cause, text string }
 
 // NothingStarted says a pod is on a node and being created, none of its

@@ -57,6 +57,9 @@ type Observation struct {
 	Fetch        FetchState
 	FetchReason  string
 	FetchMessage string
+	// FetchPodsProblem is what model-fetch pods that have stood unstarted
+	// for a while say keeps them from starting (FetchPodsProblem).
+	FetchPodsProblem string
 	// Serving says some model has data to serve.
 	Serving bool
 	// Warnings are parts of the spec that could not be honoured, such as
@@ -208,7 +211,11 @@ func fetchedCondition(o Observation) verdict {
 	case FetchFailed:
 		return verdict{false, o.FetchReason, o.FetchMessage}
 	}
-	return verdict{false, servingv1alpha1.ReasonFetching, "the model-fetch Job is running"}
+	msg := "the model-fetch Job is running"
+	if o.FetchPodsProblem != "" {
+		msg += "; " + o.FetchPodsProblem
+	}
+	return verdict{false, servingv1alpha1.ReasonFetching, msg}
 }
 
 // deployedCondition is the Deployed condition, rel the release the status
@@ -355,7 +362,8 @@ func fetchedMessage(o Observation) string {
 }
 
 // fetchProgress says how the running fetches are going, for
-// status.message: one clause per model still being fetched.
+// status.message: one clause per model still being fetched, then what
+// keeps fetch pods from starting, if that is known.
 func fetchProgress(o Observation) string {
 	var parts []string
 	for _, m := range o.Models {
@@ -382,6 +390,9 @@ func fetchProgress(o Observation) string {
 			msg += fmt.Sprintf(", %d failed attempts retried", m.Retries)
 		}
 		parts = append(parts, msg)
+	}
+	if o.FetchPodsProblem != "" {
+		parts = append(parts, o.FetchPodsProblem)
 	}
 	return strings.Join(parts, "; ")
 }

@@ -86,6 +86,12 @@ func TestComputeStatus(t *testing.T) {
 		reason:      map[string]string{"ModelFetched": servingv1alpha1.ReasonFetching, "Available": servingv1alpha1.ReasonWaitingForFetch},
 		readyColumn: "0/2",
 	}, {
+		name:  "fresh: its fetch pod not started",
+		obs:   Observation{Generation: 1, DesiredReplicas: 1, Fetch: FetchRunning, FetchPodsProblem: "1 fetch pod cannot be scheduled: 0/1 nodes are available"},
+		phase: servingv1alpha1.PhaseFetching, ready: metav1.ConditionFalse,
+		reason:     map[string]string{"ModelFetched": servingv1alpha1.ReasonFetching},
+		messageHas: "1 fetch pod cannot be scheduled: 0/1 nodes are available",
+	}, {
 		name:  "fetch failed on a fresh ModelServer",
 		obs:   Observation{Generation: 1, DesiredReplicas: 1, Fetch: FetchFailed, FetchReason: "NotFound", FetchMessage: "s3://m/x: no such prefix", ReleaseCurrent: true},
 		phase: servingv1alpha1.PhaseFailed, ready: metav1.ConditionFalse,
@@ -306,6 +312,8 @@ func TestFetchProgressMessage(t *testing.T) {
 			{Name: "b", State: FetchRunning, StorageURI: "s3://m/b"},
 			{Name: "c", State: FetchMissing, StorageURI: "gs://m/c"},
 		}}, "fetching model b from s3://m/b; fetching model c from gs://m/c"},
+		{Observation{Models: []ModelFetch{{State: FetchRunning, StorageURI: "s3://m/r"}}, FetchPodsProblem: "1 fetch pod cannot be scheduled: 0/1 nodes are available"},
+			"fetching the model from s3://m/r; 1 fetch pod cannot be scheduled: 0/1 nodes are available"},
 	} {
 		if got := fetchProgress(tc.obs); got != tc.want {
 			t.Errorf("fetchProgress = %q, want %q", got, tc.want)
