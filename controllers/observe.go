@@ -66,7 +66,8 @@ func (r *ModelServerReconciler) observe(ctx context.Context, ms *servingv1alpha1
 // observeFetchJobs reads the ModelServer's model-fetch Jobs from the cache.
 // A Job that has ended gets the termination message of its pod, unless the
 // status already holds what it said; one still without a pod after a while
-// gets the reason the apiserver refuses it, if it does.
+// gets the reason the apiserver refuses it, if it does; and what keeps
+// fetch pods from starting is said once they are late (observeUnstartedFetch).
 func (r *ModelServerReconciler) observeFetchJobs(ctx context.Context, ms *servingv1alpha1.ModelServer, obs *observed) error {
 	jobs := &batchv1.JobList{}
 	if err := r.List(ctx, jobs, client.InNamespace(ms.Namespace), r.fetchJobsSelector(ms.Name)); err != nil {
@@ -93,42 +94,54 @@ func (r *ModelServerReconciler) observeFetchJobs(ctx context.Context, ms *servin
 		case status.FetchFailed:
 			fj.Termination, err = r.terminationMessage(ctx, job, corev1.PodFailed)
 		case status.FetchRunning:
-			// Also for a success the status holds: until the Job says so,
-			// its pod is what says the fetch is done.
-			var pods []corev1.Pod
-			if pods, err = r.cachedPodsOfJob(ctx, job); err != nil {
-				break
-			}
-			if fj.Termination, fj.PodSucceeded = newestTerminationMessage(pods, corev1.PodSucceeded); fj.PodSucceeded {
-				break
-			}
-			obs.unstarted = append(obs.unstarted, unstarted(pods)...)
-			if job.Status.Active > 0 || job.Status.Failed > 0 || job.Status.Succeeded > 0 {
-				break
-			}
-			// A new Job's first pod takes a moment even when nothing is
-			// wrong: a burst of new ModelServers must not cost an Event
-			// list each. One still without a pod after a while is looked
-			// into: if the apiserver refuses to create it (Pod Security, a
-			// quota, a missing ServiceAccount), the Job says so only in an
-			// Event, and would otherwise wait without a word.
-			if age := now.Sub(job.CreationTimestamp.Time); age < podCreationGrace {
-				if wait := podCreationGrace - age; obs.lookAgainIn == 0 || wait < obs.lookAgainIn {
-					obs.lookAgainIn = wait
-				}
-				break
-			}
-			fj.PodRejected, err = r.podCreationFailure(ctx, job)
-			obs.podRejected = obs.podRejected || fj.PodRejected != ""
+			err = r.observeRunningFetch(ctx, fj, obs, now)
 		}
 		if err != nil {
 			return err
 		}
 	}
-	if wait := r.observeUnstartedFetch(ms, obs, now); wait > 0 && (obs.lookAgainIn == 0 || wait < obs.lookAgainIn) {
+	obs.sooner(r.observeUnstartedFetch(ms, obs, now))
+	return nil
+}
+
+// observeRunningFetch reads a running fetch Job's pods from the cache: a
+// pod's success, before the Job says so, and the pods that have not
+// started; and, for a Job still without a pod after a while, the reason
+// the apiserver refuses it, if it does.
+func (r *ModelServerReconciler) observeRunningFetch(ctx context.Context, fj *status.FetchJob, obs *observed, now time.Time) error {
+	job := fj.Job
+	// Also for a success the status holds: until the Job says so, its pod
+	// is what says the fetch is done.
+	pods, err := r.cachedPodsOfJob(ctx, job)
+	if err != nil {
+		return err
+	}
+	if fj.Termination, fj.PodSucceeded = newestTerminationMessage(pods, corev1.PodSucceeded); fj.PodSucceeded {
+		return nil
+	}
+	obs.unstarted = append(obs.unstarted, unstarted(pods)...)
+	if job.Status.Active > 0 || job.Status.Failed > 0 || job.Status.Succeeded > 0 {
+		return nil
+	}
+	// A new Job's first pod takes a moment even when nothing is wrong: a
+	// burst of new ModelServers must not cost an Event list each. One still
+	// without a pod after a while is looked into: if the apiserver refuses
+	// to create it (Pod Security, a quota, a missing ServiceAccount), the
+	// Job says so only in an Event, and would otherwise wait without a word.
+	if age := now.Sub(job.CreationTimestamp.Time); age < podCreationGrace {
+		obs.sooner(podCreationGrace - age)
+		return nil
+	}
+	fj.PodRejected, err = r.podCreationFailure(ctx, job)
+	obs.podRejected = obs.podRejected || fj.PodRejected != ""
+	return err
+}
+
+// sooner makes lookAgainIn wait, if that is sooner; 0 is no wait.
+func (obs *observed) sooner(wait time.Duration) {
+	if wait > 0 && (obs.lookAgainIn == 0 || wait < obs.lookAgainIn) {
 		obs.lookAgainIn = wait
 	}
-	return nil
 }
 
 // unstarted are the pods that have not started: Pending, and not being

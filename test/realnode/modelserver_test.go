@@ -454,6 +454,63 @@ func TestAServingImageThatCannotBePulledIsNamedAndFixingTheSpecRecovers(t *testi
 	}
 }
 
+// A ModelServer that names a StorageClass the cluster lacks gets a claim
+// no volume binds, and its fetch pod a node no more: the real scheduler
+// says so, and the status says it in its words once the pod has stood
+// Pending for 30 s, where it said only Fetching until the fetch Job's
+// deadline, an hour later. The admin's fix, a volume of that class made
+// by hand, lets the pod start, and the ModelServer is Ready with no word
+// left of it.
+func TestAFetchPodWhoseClaimNoVolumeBindsIsNamedAndAVolumeMadeForItRecovers(t *testing.T) {
+	t.Parallel()
+	e := realNode(t)
+	ns := e.namespace(t)
+	const class = "no-such-class"
+	e.kubectl(t, e.modelServer("unbound", halfPlusTwo, 1, "64Mi\n    storageClassName: "+class, ""), "-n", ns, "apply", "-f", "-")
+	ms := e.waitMessage(t, ns, "unbound", "1 fetch pod cannot be scheduled: ", 2*time.Minute)
+	if ms.Status.Phase != servingv1alpha1.PhaseFetching || !strings.Contains(ms.Status.Message, "unbound immediate PersistentVolumeClaims") {
+		t.Errorf("%s: %s; want Fetching, with the scheduler's reason (unbound immediate PersistentVolumeClaims)", ms.Status.Phase, ms.Status.Message)
+	}
+	warnings := e.kubectlOut("-n", ns, "get", "events", "--field-selector", "reason=FetchPodNotStarted,involvedObject.kind=ModelServer", "-o", "jsonpath={.items[*].message}")
+	if !strings.Contains(warnings, "Model-fetch pod not started after 30s: 1 fetch pod cannot be scheduled: ") {
+		t.Errorf("FetchPodNotStarted Events: %q", warnings)
+	}
+
+	// A volume of the class, made by hand on the node: the claim binds,
+	// the pod starts, the fetch runs.
+	dir := t.TempDir()
+	if err := os.Chmod(dir, 0o1777); err != nil {
+		t.Fatal(err)
+	}
+	pv := "rn-unbound-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	e.kubectl(t, fmt.Sprintf(`apiVersion: v1
+kind: PersistentVolume
+metadata:
+  name: %s
+spec:
+  capacity:
+    storage: 64Mi
+  accessModes: [ReadWriteOnce]
+  storageClassName: %s
+  persistentVolumeReclaimPolicy: Retain
+  hostPath:
+    path: %s
+    type: Directory
+`, pv, class, dir), "apply", "-f", "-")
+	t.Cleanup(func() { _, _ = e.Kubectl("", "delete", "pv", pv, "--wait=false") })
+	start := time.Now()
+	e.waitReady(t, ns, "unbound", 3*time.Minute)
+	t.Logf("Ready %.1fs after the volume was made", time.Since(start).Seconds())
+	if ms = e.get(t, ns, "unbound"); ms.Status.Message != "" {
+		t.Errorf("Ready with message %q", ms.Status.Message)
+	}
+	for _, c := range ms.Status.Conditions {
+		if c.Type == servingv1alpha1.ConditionModelFetched && strings.Contains(c.Message, "fetch pod") {
+			t.Errorf("ModelFetched still says %q", c.Message)
+		}
+	}
+}
+
 // loadSecondsSpec are the spec lines that give the serving container the
 // TF Serving double's TFSERVINGDOUBLE_LOAD_SECONDS: how many seconds
 // longer its first load of the models takes, or, if not a number, a
