@@ -40,7 +40,7 @@ type observed struct {
 	// for what keeps them from being ready.
 	stalledLookAgainIn time.Duration
 	// unstarted are the fetch pods of running fetch Jobs that have not
-	// started, as the cache holds them (their phase, not their status).
+	// started, as the cache holds them (fetchPodSummary).
 	unstarted []corev1.Pod
 	// fetchPodsProblem is what the unstarted fetch pods say keeps them
 	// from starting, once one has stood so for fetchPodStartGrace.
@@ -170,23 +170,13 @@ func (r *ModelServerReconciler) observeUnstartedFetch(ms *servingv1alpha1.ModelS
 		r.problems.resolved(ms.UID, eventFetchPodNotStarted)
 		return 0
 	}
-	since := now
-	for _, p := range obs.unstarted {
-		since = minTime(since, p.CreationTimestamp.Time)
-	}
-	if age := now.Sub(since); age < fetchPodStartGrace {
+	oldest := slices.MinFunc(obs.unstarted, func(a, b corev1.Pod) int { return a.CreationTimestamp.Compare(b.CreationTimestamp.Time) })
+	if age := max(now.Sub(oldest.CreationTimestamp.Time), 0); age < fetchPodStartGrace {
 		return fetchPodStartGrace - age
 	}
 	obs.fetchPodsProblem = problem
 	r.warn(ms, eventFetchPodNotStarted, "Fetch", sentence("Model-fetch pod not started after %s: %s", fetchPodStartGrace, problem))
 	return 0
-}
-
-func minTime(a, b time.Time) time.Time {
-	if b.Before(a) {
-		return b
-	}
-	return a
 }
 
 // fetchPodStartGrace is how long a fetch pod may stand Pending before what
