@@ -160,14 +160,7 @@ func (e *env) askModelStatus(ns, svc, model string) (map[string]string, error) {
 func TestTheOperatorRunsFromItsImageWithItsOwnIdentity(t *testing.T) {
 	e := realNode(t)
 	ctx := context.Background()
-	pods, err := e.cs.CoreV1().Pods(operatorNS).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=manager"})
-	if err != nil || len(pods.Items) != 1 {
-		t.Fatalf("operator pods: %v, %v", pods, err)
-	}
-	pod := pods.Items[0]
-	if pod.Spec.NodeName != "real-node" || !status.PodReady(&pod) {
-		t.Fatalf("operator pod %s on %q, ready %v: want Ready on the real node", pod.Name, pod.Spec.NodeName, status.PodReady(&pod))
-	}
+	pod := e.operatorPod(t)
 	if id := pod.Status.ContainerStatuses[0].ImageID; !strings.Contains(id, "sha256:") {
 		t.Errorf("operator image ID %q: want a digest pulled by containerd", id)
 	}
@@ -186,7 +179,7 @@ func TestTheOperatorRunsFromItsImageWithItsOwnIdentity(t *testing.T) {
 	// Service. The pod is ready before it is the leader: its probes do not
 	// wait for the election.
 	var holder string
-	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
 		lease, err := e.cs.CoordinationV1().Leases(operatorNS).Get(ctx, "modelserver-operator.serving.modelserver.dev", metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return false, nil
@@ -216,6 +209,53 @@ func TestTheOperatorRunsFromItsImageWithItsOwnIdentity(t *testing.T) {
 	if got, want := gauge(body, "go_gc_gomemlimit_bytes"), float64(memlimit.GoLimit(limit)); limit == 0 || got != want {
 		t.Errorf("go_gc_gomemlimit_bytes = %g with a container memory limit of %d bytes; want %g", got, limit, want)
 	}
+}
+
+// operatorPod is the operator's only pod once it is Ready on the real node.
+// A loaded CI run once found it not Ready right after `kubectl rollout
+// status` had returned: so this waits, and says why its container
+// restarted, if it did.
+func (e *env) operatorPod(t *testing.T) corev1.Pod {
+	t.Helper()
+	var pods *corev1.PodList
+	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		var err error
+		pods, err = e.cs.CoreV1().Pods(operatorNS).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=manager"})
+		if err != nil {
+			return false, err
+		}
+		return len(pods.Items) == 1 && status.PodReady(&pods.Items[0]), nil
+	})
+	if pods == nil || len(pods.Items) != 1 {
+		t.Fatalf("operator pods: %v; want one", err)
+	}
+	pod := pods.Items[0]
+	if restarts := restartsOf(&pod); restarts != "" {
+		t.Logf("the operator's container restarted: %s; its log before:\n%s", restarts,
+			e.kubectlOut("-n", operatorNS, "logs", pod.Name, "--previous", "--tail=30"))
+	}
+	if err != nil || pod.Spec.NodeName != "real-node" {
+		t.Fatalf("operator pod %s on %q, ready %v (%v); its conditions %+v, its containers %+v: want Ready on the real node",
+			pod.Name, pod.Spec.NodeName, status.PodReady(&pod), err, pod.Status.Conditions, pod.Status.ContainerStatuses)
+	}
+	return pod
+}
+
+// restartsOf says how often a pod's containers restarted and how each
+// last ended; "" if none did.
+func restartsOf(pod *corev1.Pod) string {
+	var out []string
+	for _, c := range pod.Status.ContainerStatuses {
+		if c.RestartCount == 0 {
+			continue
+		}
+		ended := "(no record of its end)"
+		if term := c.LastTerminationState.Terminated; term != nil {
+			ended = fmt.Sprintf("exit code %d, %s, at %s", term.ExitCode, term.Reason, term.FinishedAt.UTC().Format(time.TimeOnly))
+		}
+		out = append(out, fmt.Sprintf("%s %d× (last: %s)", c.Name, c.RestartCount, ended))
+	}
+	return strings.Join(out, "; ")
 }
 
 // gauge is the value of an unlabelled metric in a Prometheus text
