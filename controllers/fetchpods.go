@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -54,7 +55,11 @@ func fetchPodSummary(obj any) (any, error) {
 		summary.Spec.NodeName = pod.Spec.NodeName
 		for _, c := range pod.Status.Conditions {
 			if c.Type == corev1.PodScheduled {
-				summary.Status.Conditions = []corev1.PodCondition{{Type: c.Type, Status: c.Status, Reason: c.Reason, Message: c.Message}}
+				// Its time tells the kubelet's warnings from the
+				// scheduler's before them (status.FetchPodsProblem).
+				summary.Status.Conditions = []corev1.PodCondition{{
+					Type: c.Type, Status: c.Status, Reason: c.Reason, Message: c.Message, LastTransitionTime: c.LastTransitionTime,
+				}}
 			}
 		}
 		summary.Status.InitContainerStatuses = waitingStates(pod.Status.InitContainerStatuses)
@@ -89,15 +94,17 @@ func waitingStates(statuses []corev1.ContainerStatus) []corev1.ContainerStatus {
 
 // fetchPodNews lets through what a fetch pod's ModelServer must hear of
 // at once: the pod's success, from which the ModelServer can say its model
-// is fetched, before the Job controller marks the Job complete; and a
-// change of what keeps a Pending pod from starting (status.FetchPodsProblem),
-// including its end. A pod with nothing wrong wakes nothing until it
-// succeeds, and the kubelet's retries of a failed pull, which read the
-// same, wake nothing either.
+// is fetched, before the Job controller marks the Job complete; a change
+// of what keeps a Pending pod from starting (status.FetchPodsProblem),
+// including its end; and the start of a pod late enough that its Warning
+// Events may have been said (startedLate). A pod with nothing wrong wakes
+// nothing until it succeeds, and the kubelet's retries of a failed pull,
+// which read the same, wake nothing either.
 var fetchPodNews = predicate.Funcs{
 	CreateFunc: func(e event.CreateEvent) bool { return succeeded(e.Object) },
 	UpdateFunc: func(e event.UpdateEvent) bool {
-		return !succeeded(e.ObjectOld) && succeeded(e.ObjectNew) || cannotStart(e.ObjectOld) != cannotStart(e.ObjectNew)
+		return !succeeded(e.ObjectOld) && succeeded(e.ObjectNew) || cannotStart(e.ObjectOld) != cannotStart(e.ObjectNew) ||
+			startedLate(e.ObjectOld, e.ObjectNew, time.Now())
 	},
 	DeleteFunc:  func(event.DeleteEvent) bool { return false },
 	GenericFunc: func(event.GenericEvent) bool { return false },
@@ -111,6 +118,16 @@ func cannotStart(o client.Object) string {
 		return ""
 	}
 	return status.FetchPodsProblem([]corev1.Pod{*pod}, nil)
+}
+
+// startedLate says a pod that had started nothing on its node
+// (status.NothingStarted) has moved on fetchPodStartGrace or more after
+// it was scheduled, when what its Warning Events said may be in its
+// ModelServer's status.
+func startedLate(old, new client.Object, now time.Time) bool {
+	o, ok := old.(*corev1.Pod)
+	n, ok2 := new.(*corev1.Pod)
+	return ok && ok2 && status.NothingStarted(o) && !status.NothingStarted(n) && now.Sub(scheduledAt(o)) >= fetchPodStartGrace
 }
 
 func succeeded(o client.Object) bool {

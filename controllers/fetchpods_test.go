@@ -157,23 +157,7 @@ func TestAFetchPodNoNodeCanTakeIsNamedAfterItsGrace(t *testing.T) {
 
 	// The release makes the Job, the Job controller its pod, and the
 	// scheduler finds no node for it.
-	var pod corev1.Pod
-	eventually(t, time.Minute, "an unschedulable fetch pod", func(ctx context.Context) (bool, string) {
-		c.reconcile(time.Now())
-		pods := &corev1.PodList{}
-		if err := env.client.List(ctx, pods, client.InNamespace(ms.Namespace), client.MatchingLabels{
-			values.LabelModelServer: ms.Name, values.LabelComponent: values.ComponentFetch,
-		}); err != nil || len(pods.Items) != 1 {
-			return false, fmt.Sprint(len(pods.Items), " fetch pods ", err)
-		}
-		pod = pods.Items[0]
-		for _, cond := range pod.Status.Conditions {
-			if cond.Type == corev1.PodScheduled && cond.Reason == corev1.PodReasonUnschedulable {
-				return true, ""
-			}
-		}
-		return false, fmt.Sprintf("conditions %+v", pod.Status.Conditions)
-	})
+	pod := unschedulableFetchPod(t, c, ms)
 	c.since = pod.CreationTimestamp.Time
 	// The reconciler's cache may not have the pod's condition yet.
 	eventually(t, 30*time.Second, "a look again at the pod's grace", func(context.Context) (bool, string) {
@@ -218,6 +202,146 @@ func TestAFetchPodNoNodeCanTakeIsNamedAfterItsGrace(t *testing.T) {
 	if n := c.events.count("FetchPodNotStarted"); n != 1 {
 		t.Errorf("%d FetchPodNotStarted Events, want still 1", n)
 	}
+}
+
+// unschedulableFetchPod reconciles ms until its fetch pod is there and
+// the scheduler has found no node for it.
+func unschedulableFetchPod(t *testing.T, c *clockedReconciler, ms *servingv1alpha1.ModelServer) *corev1.Pod {
+	t.Helper()
+	var pod corev1.Pod
+	eventually(t, time.Minute, "an unschedulable fetch pod", func(ctx context.Context) (bool, string) {
+		c.reconcile(time.Now())
+		pods := &corev1.PodList{}
+		if err := env.client.List(ctx, pods, client.InNamespace(ms.Namespace), client.MatchingLabels{
+			values.LabelModelServer: ms.Name, values.LabelComponent: values.ComponentFetch,
+		}); err != nil || len(pods.Items) != 1 {
+			return false, fmt.Sprint(len(pods.Items), " fetch pods ", err)
+		}
+		pod = pods.Items[0]
+		for _, cond := range pod.Status.Conditions {
+			if cond.Type == corev1.PodScheduled && cond.Reason == corev1.PodReasonUnschedulable {
+				return true, ""
+			}
+		}
+		return false, fmt.Sprintf("conditions %+v", pod.Status.Conditions)
+	})
+	return &pod
+}
+
+// A fetch pod on a node that has started nothing says why only in the
+// kubelet's Warning Events (a volume that does not mount). Once it has
+// stood so for 30 s since it was scheduled they are read, one list for the pod, and the status
+// and a Warning say the newest; they are read again after as long as it
+// has stood, not at every reconcile. Once the pod runs, the words go.
+func TestAFetchPodThatCannotMountItsVolumeIsNamedByItsWarning(t *testing.T) {
+	_, r, _ := recordingReconciler(t)
+	ms := createUnmanaged(t, "nomountfetch", func(ms *servingv1alpha1.ModelServer) {
+		ms.Spec.PodTemplate.NodeSelector = map[string]string{"example.com/pool": "no-such-pool"}
+	})
+	c := newClockedReconciler(t, r, ms)
+	pod := unschedulableFetchPod(t, c, ms)
+	c.since = pod.CreationTimestamp.Time
+
+	// The pod goes to a node no kubelet runs, which then says, as a kubelet
+	// would, that it is creating the pod's container and cannot mount its
+	// volume. It is bound seconds after its creation, which its grace does
+	// not count from.
+	time.Sleep(3 * time.Second)
+	bindToANodeWithoutKubelet(t, pod)
+	// Its grace counts from then.
+	for _, cond := range pod.Status.Conditions {
+		if cond.Type == corev1.PodScheduled {
+			c.since = cond.LastTransitionTime.Time
+		}
+	}
+	setContainerState(t, pod, corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ContainerCreating"}})
+	const mount = `MountVolume.SetUp failed for volume "model" : hostPath type check failed: /srv/models is not a directory`
+	kubeletEvent(t, pod, pod.UID, "", corev1.EventTypeWarning, "FailedMount", mount)
+	eventually(t, 30*time.Second, "a look again at the pod's grace", func(context.Context) (bool, string) {
+		result := c.reconcile(c.since.Add(10 * time.Second))
+		return about(result.RequeueAfter, 20*time.Second), fmt.Sprint("look again in ", result.RequeueAfter)
+	})
+	if n := c.reads.events.Load(); n != 0 {
+		t.Fatalf("%d reads of the pod's Events 10 s after it; want none before its grace", n)
+	}
+
+	if result := c.reconcile(c.since.Add(31 * time.Second)); !about(result.RequeueAfter, 10*time.Second) {
+		t.Errorf("31 s after the pod: look again in %v, want 10 s (the step's hold)", result.RequeueAfter)
+	}
+	result := c.reconcile(c.since.Add(42 * time.Second))
+	got := c.get()
+	const want = "1 fetch pod cannot start: FailedMount: " + mount
+	fetched := meta.FindStatusCondition(got.Status.Conditions, servingv1alpha1.ConditionModelFetched)
+	if got.Status.Phase != servingv1alpha1.PhaseFetching || !strings.HasSuffix(got.Status.Message, want) || fetched == nil || !strings.HasSuffix(fetched.Message, want) {
+		t.Fatalf("42 s after the pod: %s: %q, ModelFetched %+v; want Fetching, ending %q", got.Status.Phase, got.Status.Message, fetched, want)
+	}
+	if n := c.events.count("FetchPodNotStarted"); n != 1 || !strings.Contains(c.events.String(), "Model-fetch pod not started after 30s: "+want) {
+		t.Errorf("%d FetchPodNotStarted Events, want 1 saying %q: %s", n, want, c.events)
+	}
+	if n := c.reads.events.Load(); n != 1 || !about(result.RequeueAfter, 49*time.Second) {
+		t.Errorf("42 s after the pod: %d reads of its Events, look again in %v; want 1 (at 31 s), in 49 s (60 s after it)", n, result.RequeueAfter)
+	}
+	c.reconcile(c.since.Add(92 * time.Second))
+	if again := c.get(); c.reads.events.Load() != 2 || again.ResourceVersion != got.ResourceVersion || c.events.count("FetchPodNotStarted") != 1 {
+		t.Errorf("92 s: %d reads of the Events, status %q (was %q), %d Warnings; want 2 reads, no write and the one Warning",
+			c.reads.events.Load(), again.Status.Message, got.Status.Message, c.events.count("FetchPodNotStarted"))
+	}
+	if n, gets := c.reads.n.Load(), c.reads.gets.Load(); n+gets != 0 {
+		t.Errorf("%d pod lists, %d pod reads; want none: the cache holds what the pod says", n, gets)
+	}
+
+	// The volume mounts: the pod runs, and nothing of its trouble is left.
+	setContainerState(t, pod, corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.Now()}})
+	pod.Status.Phase = corev1.PodRunning
+	if err := env.client.Status().Update(context.Background(), pod); err != nil {
+		t.Fatal(err)
+	}
+	at := c.since.Add(2 * time.Minute)
+	eventually(t, 30*time.Second, "the words gone", func(context.Context) (bool, string) {
+		at = at.Add(11 * time.Second) // past the 10 s a step is held
+		c.reconcile(at)
+		got = c.get()
+		return !strings.Contains(got.Status.Message, "fetch pod"), string(got.Status.Phase) + ": " + got.Status.Message
+	})
+	if fetched := meta.FindStatusCondition(got.Status.Conditions, servingv1alpha1.ConditionModelFetched); strings.Contains(fetched.Message, "fetch pod") {
+		t.Errorf("ModelFetched still says %q", fetched.Message)
+	}
+	if n := c.reads.events.Load(); n != 2 {
+		t.Errorf("%d reads of the Events; want still 2 once the pod runs", n)
+	}
+}
+
+// bindToANodeWithoutKubelet binds a pod the scheduler has left alone to a
+// node that nothing manages (kwok takes only the nodes it is told to), so
+// that the test can write the pod's status as a kubelet would. Both go
+// when the test ends: a pod on a node without a kubelet is never deleted
+// gracefully.
+func bindToANodeWithoutKubelet(t *testing.T, pod *corev1.Pod) {
+	t.Helper()
+	ctx := context.Background()
+	node := &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: "no-kubelet-" + string(pod.UID)[:8]},
+		// No pod of another test may land on it.
+		Spec: corev1.NodeSpec{Taints: []corev1.Taint{{Key: "example.com/no-kubelet", Effect: corev1.TaintEffectNoSchedule}}},
+	}
+	if err := env.client.Create(ctx, node); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = env.client.Delete(context.Background(), pod, client.GracePeriodSeconds(0))
+		_ = env.client.Delete(context.Background(), node)
+	})
+	binding := &corev1.Binding{
+		ObjectMeta: metav1.ObjectMeta{Name: pod.Name, Namespace: pod.Namespace},
+		Target:     corev1.ObjectReference{Kind: "Node", Name: node.Name},
+	}
+	if err := env.client.SubResource("binding").Create(ctx, pod, binding); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.client.Get(ctx, client.ObjectKeyFromObject(pod), pod); err != nil {
+		t.Fatal(err)
+	}
+	pod.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: pod.Spec.Containers[0].Name, Image: pod.Spec.Containers[0].Image}}
 }
 
 // labelANode labels one of the cluster's untainted nodes until the test

@@ -109,8 +109,9 @@ type ModelServerReconciler struct {
 	uids sync.Map
 	// held are the steps on the way to Ready not yet written.
 	held heldSteps
-	// podReads holds, by UID, the last read of a stalled rollout's pods.
-	podReads podReads
+	// podReads holds, by UID, the last read of a stalled rollout's pods;
+	// fetchPodReads, of the Events of fetch pods late to start.
+	podReads, fetchPodReads podReads
 	// indexed says that Client reads a cache with the indexes of
 	// addIndexes: SetupWithManager adds them, and Client must then be
 	// the manager's.
@@ -336,6 +337,7 @@ func (r *ModelServerReconciler) forget(uid types.UID) {
 	r.problems.forget(uid)
 	r.held.forget(uid)
 	r.podReads.forget(uid)
+	r.fetchPodReads.forget(uid)
 	metrics.Forget(uid)
 }
 

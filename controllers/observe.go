@@ -100,8 +100,9 @@ func (r *ModelServerReconciler) observeFetchJobs(ctx context.Context, ms *servin
 			return err
 		}
 	}
-	obs.sooner(r.observeUnstartedFetch(ms, obs, now))
-	return nil
+	lookAgainIn, err := r.observeUnstartedFetch(ctx, ms, obs, now)
+	obs.sooner(lookAgainIn)
+	return err
 }
 
 // observeRunningFetch reads a running fetch Job's pods from the cache: a
@@ -160,28 +161,94 @@ func unstarted(pods []corev1.Pod) []corev1.Pod {
 // has stood Pending for fetchPodStartGrace, into obs.fetchPodsProblem,
 // and returns when to look again. A fetch pod that no node can take or
 // whose image cannot be pulled would otherwise leave the ModelServer
-// Fetching, without a word, until the Job's deadline an hour later. It
+// Fetching, without a word, until the Job's deadline an hour later. That
 // costs no request: the cache holds what a Pending fetch pod's status
 // says (fetchPodSummary), and a change of it wakes the ModelServer
-// (fetchPodNews); a pod with nothing wrong costs no look again.
-func (r *ModelServerReconciler) observeUnstartedFetch(ms *servingv1alpha1.ModelServer, obs *observed, now time.Time) time.Duration {
+// (fetchPodNews). A pod on a node that says only that it is being created
+// (status.NothingStarted) says why in its Warning Events alone (a volume
+// that does not mount): those are read once it has stood so for the
+// grace since it was scheduled, then less and less often while it stays
+// so, as a stalled rollout's pods are.
+func (r *ModelServerReconciler) observeUnstartedFetch(ctx context.Context, ms *servingv1alpha1.ModelServer, obs *observed, now time.Time) (time.Duration, error) {
 	problem := status.FetchPodsProblem(obs.unstarted, nil)
-	if problem == "" {
-		r.problems.resolved(ms.UID, eventFetchPodNotStarted)
-		return 0
-	}
-	oldest := slices.MinFunc(obs.unstarted, func(a, b corev1.Pod) int { return a.CreationTimestamp.Compare(b.CreationTimestamp.Time) })
-	if age := max(now.Sub(oldest.CreationTimestamp.Time), 0); age < fetchPodStartGrace {
-		return fetchPodStartGrace - age
+	var lookAgainIn time.Duration
+	if problem != "" {
+		r.fetchPodReads.forget(ms.UID)
+		if wait := fetchPodStartGrace - longest(obs.unstarted, createdAt, now); wait > 0 {
+			return wait, nil
+		}
+	} else {
+		creating := slices.DeleteFunc(slices.Clone(obs.unstarted), func(p corev1.Pod) bool { return !status.NothingStarted(&p) })
+		if len(creating) == 0 {
+			r.fetchPodReads.forget(ms.UID)
+			r.problems.resolved(ms.UID, eventFetchPodNotStarted)
+			return 0, nil
+		}
+		age := longest(creating, scheduledAt, now)
+		if age < fetchPodStartGrace {
+			return fetchPodStartGrace - age, nil
+		}
+		var err error
+		if problem, lookAgainIn, err = r.fetchPodWarnings(ctx, ms, creating, age, now); err != nil {
+			return 0, err
+		}
+		if problem == "" {
+			r.problems.resolved(ms.UID, eventFetchPodNotStarted)
+			return lookAgainIn, nil
+		}
 	}
 	obs.fetchPodsProblem = problem
 	r.warn(ms, eventFetchPodNotStarted, "Fetch", sentence("Model-fetch pod not started after %s: %s", fetchPodStartGrace, problem))
-	return 0
+	return lookAgainIn, nil
+}
+
+// longest is how long the pod that has stood longest has, counted from
+// the time since says; never less than 0.
+func longest(pods []corev1.Pod, since func(*corev1.Pod) time.Time, now time.Time) time.Duration {
+	var age time.Duration
+	for i := range pods {
+		age = max(age, now.Sub(since(&pods[i])))
+	}
+	return age
+}
+
+func createdAt(p *corev1.Pod) time.Time { return p.CreationTimestamp.Time }
+
+// scheduledAt is when the pod was bound to its node, as far as its
+// PodScheduled condition says; its creation otherwise.
+func scheduledAt(p *corev1.Pod) time.Time {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionTrue && !c.LastTransitionTime.IsZero() {
+			return c.LastTransitionTime.Time
+		}
+	}
+	return p.CreationTimestamp.Time
+}
+
+// fetchPodWarnings is what the Warning Events of late fetch pods that
+// have started nothing say keeps them from starting, and when to read
+// them again: after as long as the oldest has stood, from twice the
+// grace up to status.StalledRecheckMax. A reconcile in between, woken by
+// something else, gets what the last read found.
+func (r *ModelServerReconciler) fetchPodWarnings(ctx context.Context, ms *servingv1alpha1.ModelServer, pods []corev1.Pod, age time.Duration, now time.Time) (string, time.Duration, error) {
+	if last, ok := r.fetchPodReads.fresh(ms.UID, now); ok {
+		return last.problem, last.due.Sub(now), nil
+	}
+	events, err := r.podEvents(ctx, pods)
+	if err != nil {
+		return "", 0, err
+	}
+	problem := status.FetchPodsProblem(pods, events)
+	lookAgainIn := min(max(age, 2*fetchPodStartGrace), status.StalledRecheckMax)
+	r.fetchPodReads.remember(ms.UID, podRead{due: now.Add(lookAgainIn), problem: problem})
+	return problem, lookAgainIn, nil
 }
 
 // fetchPodStartGrace is how long a fetch pod may stand Pending before what
 // holds it is said: a claim waits for its volume to be provisioned, and
-// the scheduler says so meanwhile, for a second or two.
+// the scheduler says so meanwhile, for a second or two. For a pod that has
+// started nothing on its node it counts from its scheduling: the kubelet
+// tries a volume again and again, and warns at each failed try.
 const fetchPodStartGrace = 30 * time.Second
 
 // eventFetchPodNotStarted is the reason of the Warning that says what

@@ -27,7 +27,7 @@ import (
 // The serving pods are not watched: their watch events would cost the
 // operator as much as the Deployments' at scale. They are read only once
 // their rollout has stood still for grace, then again after as long as it
-// has stood still, from twice grace up to stalledRecheckMax: a cause that
+// has stood still, from twice grace up to StalledRecheckMax: a cause that
 // lasts is read a few times an hour, not every minute, which at scale
 // (a registry down for every ModelServer) would take the operator's
 // share of the apiserver.
@@ -60,7 +60,7 @@ func RolloutStalled(o Observation, servingSince time.Time, grace time.Duration, 
 	if age < grace {
 		return false, grace - age
 	}
-	return true, min(max(age, 2*grace), stalledRecheckMax)
+	return true, min(max(age, 2*grace), StalledRecheckMax)
 }
 
 // ServingSince is when the serving pods got a model to load, as far as
@@ -84,8 +84,8 @@ func ServingSince(st servingv1alpha1.ModelServerStatus, now time.Time) time.Time
 	return now
 }
 
-// stalledRecheckMax is the longest a stalled rollout's pods go unread.
-const stalledRecheckMax = 10 * time.Minute
+// StalledRecheckMax is the longest pods that stand stalled go unread.
+const StalledRecheckMax = 10 * time.Minute
 
 // The causes of a stalled rollout, as the metric of stalled rollouts
 // counts them: what stops the most pods.
@@ -216,7 +216,11 @@ func NothingStarted(p *corev1.Pod) bool {
 var runtimeID = regexp.MustCompile(`\b[0-9a-f]{32,}\b`)
 
 // creationProblem is the newest warning about pod p since it was
-// scheduled, or none: the scheduler's warnings from before are over.
+// scheduled, or none: the scheduler's warnings from before are over. Its
+// FailedScheduling warnings are passed over whenever they were said: the
+// condition's time is to the second, and the scheduler may record one
+// after it bound the pod, as a node joins (the Events are written apart
+// from the binding).
 func creationProblem(p *corev1.Pod, events []corev1.Event) podProblem {
 	var scheduled time.Time
 	for _, c := range p.Status.Conditions {
@@ -225,13 +229,17 @@ func creationProblem(p *corev1.Pod, events []corev1.Event) podProblem {
 		}
 	}
 	newest := newestEvent(p, events, func(e *corev1.Event) bool {
-		return e.Type == corev1.EventTypeWarning && !EventTime(e).Before(scheduled)
+		return e.Type == corev1.EventTypeWarning && e.Reason != failedScheduling && !EventTime(e).Before(scheduled)
 	})
 	if newest == nil {
 		return podProblem{}
 	}
 	return podProblem{CausePodWarning, withDetail("cannot start: "+newest.Reason, runtimeID.ReplaceAllString(newest.Message, "…"))}
 }
+
+// failedScheduling is the reason of the scheduler's Events about a pod it
+// finds no node for.
+const failedScheduling = "FailedScheduling"
 
 // newestEvent is the newest of events about pod p that match, or nil.
 func newestEvent(p *corev1.Pod, events []corev1.Event, match func(*corev1.Event) bool) *corev1.Event {

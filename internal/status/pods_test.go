@@ -347,6 +347,13 @@ func TestAPodThatStartedNothingIsExplainedByItsNewestWarning(t *testing.T) {
 			})
 			return p
 		}()}, []corev1.Event{warning("a", "FailedScheduling", "0/1 nodes are available", -2*time.Minute)}, ""},
+		{"and so is one said as it was scheduled", []corev1.Pod{func() corev1.Pod {
+			p := creating("a")
+			p.Status.Conditions = append(p.Status.Conditions, corev1.PodCondition{
+				Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: metav1.NewTime(testNow.Add(-time.Minute).Truncate(time.Second)),
+			})
+			return p
+		}()}, []corev1.Event{warning("a", "FailedScheduling", "0/2 nodes are available: 1 node(s) had untolerated taint(s)", -time.Minute)}, ""},
 		{"a started pod's warnings are its probes'", []corev1.Pod{func() corev1.Pod {
 			p := pod(corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}, corev1.ContainerState{})
 			p.UID, p.Spec.NodeName = "a", "node-1"
