@@ -498,10 +498,13 @@ func TestAServingImageThatCannotBePulledIsNamedAndFixingTheSpecRecovers(t *testi
 // no volume binds, and its fetch pod a node no more: the real scheduler
 // says so, and the status says it in its words once the pod has stood
 // Pending for 30 s, where it said only Fetching until the fetch Job's
-// deadline, an hour later. The admin's fix, a volume of that class made
-// by hand, lets the pod start, and the ModelServer is Ready with no word
-// left of it.
-func TestAFetchPodWhoseClaimNoVolumeBindsIsNamedAndAVolumeMadeForItRecovers(t *testing.T) {
+// deadline, an hour later. The admin's first fix, a volume of that class
+// made by hand, names a directory the node lacks: the claim binds and the
+// pod is scheduled, but its volume does not mount, which only the
+// kubelet's Warning Events say, and the status says that next. Once the
+// directory is made, the pod starts, and the ModelServer is Ready with no
+// word left of either.
+func TestAFetchPodsVolumeTroubleIsNamedUntilTheAdminMendsIt(t *testing.T) {
 	t.Parallel()
 	e := realNode(t)
 	ns := e.namespace(t)
@@ -516,12 +519,11 @@ func TestAFetchPodWhoseClaimNoVolumeBindsIsNamedAndAVolumeMadeForItRecovers(t *t
 		t.Errorf("FetchPodNotStarted Events: %q", warnings)
 	}
 
-	// A volume of the class, made by hand on the node: the claim binds,
-	// the pod starts, the fetch runs.
-	dir := t.TempDir()
-	if err := os.Chmod(dir, 0o1777); err != nil {
-		t.Fatal(err)
-	}
+	// A volume of the class, made by hand on the node, in a directory
+	// not made yet: the claim binds, the pod is scheduled, and the kubelet
+	// cannot mount the volume.
+	root := t.TempDir()
+	dir := filepath.Join(root, "models")
 	pv := "rn-unbound-" + strconv.FormatInt(time.Now().UnixNano(), 36)
 	e.kubectl(t, fmt.Sprintf(`apiVersion: v1
 kind: PersistentVolume
@@ -538,9 +540,26 @@ spec:
     type: Directory
 `, pv, class, dir), "apply", "-f", "-")
 	t.Cleanup(func() { _, _ = e.Kubectl("", "delete", "pv", pv, "--wait=false") })
+	ms = e.waitMessage(t, ns, "unbound", "1 fetch pod cannot start: FailedMount: ", 3*time.Minute)
+	if !strings.Contains(ms.Status.Message, "hostPath type check failed") || strings.Contains(ms.Status.Message, "cannot be scheduled") {
+		t.Errorf("%s: %s; want the kubelet's reason (hostPath type check failed), and no more the scheduler's", ms.Status.Phase, ms.Status.Message)
+	}
+	warnings = e.kubectlOut("-n", ns, "get", "events", "--field-selector", "reason=FetchPodNotStarted,involvedObject.kind=ModelServer", "-o", "jsonpath={.items[*].message}")
+	if !strings.Contains(warnings, "Model-fetch pod not started after 30s: 1 fetch pod cannot start: FailedMount: ") {
+		t.Errorf("FetchPodNotStarted Events: %q", warnings)
+	}
+
+	// The directory made, the kubelet's next try mounts it, and the fetch
+	// runs.
+	if err := os.Mkdir(dir, 0o1777); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dir, 0o1777); err != nil { // past the umask
+		t.Fatal(err)
+	}
 	start := time.Now()
-	e.waitReady(t, ns, "unbound", 3*time.Minute)
-	t.Logf("Ready %.1fs after the volume was made", time.Since(start).Seconds())
+	e.waitReady(t, ns, "unbound", 4*time.Minute)
+	t.Logf("Ready %.1fs after the directory was made", time.Since(start).Seconds())
 	if ms = e.get(t, ns, "unbound"); ms.Status.Message != "" {
 		t.Errorf("Ready with message %q", ms.Status.Message)
 	}
