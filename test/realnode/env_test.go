@@ -51,7 +51,7 @@ func TestMain(m *testing.M) {
 // Tests that mostly wait on the kubelet (its back-off, its probes) call
 // t.Parallel: each works in its own namespace, and they run two at a time
 // after the others. The longest (the liveness probe's, about 190 s) comes
-// first, so that the other three, about 190 s together, run beside it.
+// first, so that the other four run beside it.
 func realNode(t testing.TB) *env {
 	t.Helper()
 	e := shared.Get(t, func() (*env, error) { return startEnv(t) })
