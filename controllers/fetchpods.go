@@ -117,7 +117,8 @@ func cannotStart(o client.Object) string {
 	if !ok || pod.Status.Phase != corev1.PodPending {
 		return ""
 	}
-	return status.FetchPodsProblem([]corev1.Pod{*pod}, nil)
+	_, problem := status.FetchPodsProblem([]corev1.Pod{*pod}, nil)
+	return problem
 }
 
 // startedLate says a pod that had started nothing on its node

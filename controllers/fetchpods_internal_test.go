@@ -44,8 +44,8 @@ func TestAFetchPodsSummaryKeepsWhatKeepsItFromStarting(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := status.FetchPodsProblem([]corev1.Pod{*pod}, nil)
-		if got := status.FetchPodsProblem([]corev1.Pod{*sum.(*corev1.Pod)}, nil); want == "" || got != want {
+		_, want := status.FetchPodsProblem([]corev1.Pod{*pod}, nil)
+		if _, got := status.FetchPodsProblem([]corev1.Pod{*sum.(*corev1.Pod)}, nil); want == "" || got != want {
 			t.Errorf("summary says %q, the pod %q", got, want)
 		}
 	}

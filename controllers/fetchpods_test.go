@@ -155,6 +155,9 @@ func TestAFetchPodNoNodeCanTakeIsNamedAfterItsGrace(t *testing.T) {
 	})
 	c := newClockedReconciler(t, r, ms)
 
+	unschedulable := map[string]string{"cause": status.CauseUnschedulable}
+	before := gather(t).value("modelserver_stalled_fetches", unschedulable)
+
 	// The release makes the Job, the Job controller its pod, and the
 	// scheduler finds no node for it.
 	pod := unschedulableFetchPod(t, c, ms)
@@ -176,6 +179,9 @@ func TestAFetchPodNoNodeCanTakeIsNamedAfterItsGrace(t *testing.T) {
 	if got.Status.Phase != servingv1alpha1.PhaseFetching || !strings.Contains(got.Status.Message, want) ||
 		!strings.Contains(got.Status.Message, "node affinity/selector") || fetched == nil || !strings.Contains(fetched.Message, want) {
 		t.Fatalf("42 s after the pod: %s: %q, ModelFetched %+v; want Fetching, saying %q... node affinity/selector", got.Status.Phase, got.Status.Message, fetched, want)
+	}
+	if n := gather(t).value("modelserver_stalled_fetches", unschedulable) - before; n != 1 {
+		t.Errorf("stalled fetches%v up by %v, want 1", unschedulable, n)
 	}
 	if n := c.events.count("FetchPodNotStarted"); n != 1 || !strings.Contains(c.events.String(), "Model-fetch pod not started after 30s: "+want) {
 		t.Errorf("%d FetchPodNotStarted Events, want 1 saying %q: %s", n, want, c.events)
@@ -201,6 +207,9 @@ func TestAFetchPodNoNodeCanTakeIsNamedAfterItsGrace(t *testing.T) {
 	}
 	if n := c.events.count("FetchPodNotStarted"); n != 1 {
 		t.Errorf("%d FetchPodNotStarted Events, want still 1", n)
+	}
+	if n := gather(t).value("modelserver_stalled_fetches", unschedulable) - before; n != 0 {
+		t.Errorf("stalled fetches%v up by %v once Ready, want 0", unschedulable, n)
 	}
 }
 
@@ -241,6 +250,8 @@ func TestAFetchPodThatCannotMountItsVolumeIsNamedByItsWarning(t *testing.T) {
 	c := newClockedReconciler(t, r, ms)
 	pod := unschedulableFetchPod(t, c, ms)
 	c.since = pod.CreationTimestamp.Time
+	warned := map[string]string{"cause": status.CausePodWarning}
+	before := gather(t).value("modelserver_stalled_fetches", warned)
 
 	// The pod goes to a node no kubelet runs, which then says, as a kubelet
 	// would, that it is creating the pod's container and cannot mount its
@@ -278,6 +289,9 @@ func TestAFetchPodThatCannotMountItsVolumeIsNamedByItsWarning(t *testing.T) {
 	if n := c.events.count("FetchPodNotStarted"); n != 1 || !strings.Contains(c.events.String(), "Model-fetch pod not started after 30s: "+want) {
 		t.Errorf("%d FetchPodNotStarted Events, want 1 saying %q: %s", n, want, c.events)
 	}
+	if n := gather(t).value("modelserver_stalled_fetches", warned) - before; n != 1 {
+		t.Errorf("stalled fetches%v up by %v, want 1", warned, n)
+	}
 	if n := c.reads.events.Load(); n != 1 || !about(result.RequeueAfter, 49*time.Second) {
 		t.Errorf("42 s after the pod: %d reads of its Events, look again in %v; want 1 (at 31 s), in 49 s (60 s after it)", n, result.RequeueAfter)
 	}
@@ -308,6 +322,9 @@ func TestAFetchPodThatCannotMountItsVolumeIsNamedByItsWarning(t *testing.T) {
 	}
 	if n := c.reads.events.Load(); n != 2 {
 		t.Errorf("%d reads of the Events; want still 2 once the pod runs", n)
+	}
+	if n := gather(t).value("modelserver_stalled_fetches", warned) - before; n != 0 {
+		t.Errorf("stalled fetches%v up by %v once the pod runs, want 0", warned, n)
 	}
 }
 

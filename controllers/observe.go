@@ -170,7 +170,7 @@ func unstarted(pods []corev1.Pod) []corev1.Pod {
 // grace since it was scheduled, then less and less often while it stays
 // so, as a stalled rollout's pods are.
 func (r *ModelServerReconciler) observeUnstartedFetch(ctx context.Context, ms *servingv1alpha1.ModelServer, obs *observed, now time.Time) (time.Duration, error) {
-	problem := status.FetchPodsProblem(obs.unstarted, nil)
+	cause, problem := status.FetchPodsProblem(obs.unstarted, nil)
 	var lookAgainIn time.Duration
 	if problem != "" {
 		r.fetchPodReads.forget(ms.UID)
@@ -181,7 +181,7 @@ func (r *ModelServerReconciler) observeUnstartedFetch(ctx context.Context, ms *s
 		creating := slices.DeleteFunc(slices.Clone(obs.unstarted), func(p corev1.Pod) bool { return !status.NothingStarted(&p) })
 		if len(creating) == 0 {
 			r.fetchPodReads.forget(ms.UID)
-			r.problems.resolved(ms.UID, eventFetchPodNotStarted)
+			r.fetchStarted(ms.UID)
 			return 0, nil
 		}
 		age := longest(creating, scheduledAt, now)
@@ -189,17 +189,25 @@ func (r *ModelServerReconciler) observeUnstartedFetch(ctx context.Context, ms *s
 			return fetchPodStartGrace - age, nil
 		}
 		var err error
-		if problem, lookAgainIn, err = r.fetchPodWarnings(ctx, ms, creating, age, now); err != nil {
+		if cause, problem, lookAgainIn, err = r.fetchPodWarnings(ctx, ms, creating, age, now); err != nil {
 			return 0, err
 		}
 		if problem == "" {
-			r.problems.resolved(ms.UID, eventFetchPodNotStarted)
+			r.fetchStarted(ms.UID)
 			return lookAgainIn, nil
 		}
 	}
 	obs.fetchPodsProblem = problem
+	metrics.StalledFetch(ms.UID, cause)
 	r.warn(ms, eventFetchPodNotStarted, "Fetch", sentence("Model-fetch pod not started after %s: %s", fetchPodStartGrace, problem))
 	return lookAgainIn, nil
+}
+
+// fetchStarted clears what was said of a ModelServer's fetch pods that
+// did not start: nothing keeps them from it now.
+func (r *ModelServerReconciler) fetchStarted(uid types.UID) {
+	r.problems.resolved(uid, eventFetchPodNotStarted)
+	metrics.StalledFetch(uid, "")
 }
 
 // longest is how long the pod that has stood longest has, counted from
@@ -230,18 +238,18 @@ func scheduledAt(p *corev1.Pod) time.Time {
 // them again: after as long as the oldest has stood, from twice the
 // grace up to status.StalledRecheckMax. A reconcile in between, woken by
 // something else, gets what the last read found.
-func (r *ModelServerReconciler) fetchPodWarnings(ctx context.Context, ms *servingv1alpha1.ModelServer, pods []corev1.Pod, age time.Duration, now time.Time) (string, time.Duration, error) {
+func (r *ModelServerReconciler) fetchPodWarnings(ctx context.Context, ms *servingv1alpha1.ModelServer, pods []corev1.Pod, age time.Duration, now time.Time) (cause, problem string, lookAgainIn time.Duration, err error) {
 	if last, ok := r.fetchPodReads.fresh(ms.UID, now); ok {
-		return last.problem, last.due.Sub(now), nil
+		return last.cause, last.problem, last.due.Sub(now), nil
 	}
 	events, err := r.podEvents(ctx, pods)
 	if err != nil {
-		return "", 0, err
+		return "", "", 0, err
 	}
-	problem := status.FetchPodsProblem(pods, events)
-	lookAgainIn := min(max(age, 2*fetchPodStartGrace), status.StalledRecheckMax)
-	r.fetchPodReads.remember(ms.UID, podRead{due: now.Add(lookAgainIn), problem: problem})
-	return problem, lookAgainIn, nil
+	cause, problem = status.FetchPodsProblem(pods, events)
+	lookAgainIn = min(max(age, 2*fetchPodStartGrace), status.StalledRecheckMax)
+	r.fetchPodReads.remember(ms.UID, podRead{due: now.Add(lookAgainIn), cause: cause, problem: problem})
+	return cause, problem, lookAgainIn, nil
 }
 
 // fetchPodStartGrace is how long a fetch pod may stand Pending before what
@@ -447,8 +455,8 @@ type podReads struct{ m sync.Map }
 // podRead is when the next read of a stalled rollout's pods is due, and
 // what the last one found.
 type podRead struct {
-	due     time.Time
-	problem string
+	due            time.Time
+	cause, problem string
 }
 
 // fresh returns the last read of uid's pods while it stands: until the

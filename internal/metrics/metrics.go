@@ -72,6 +72,12 @@ var (
 		Help:      "ModelServers whose serving pods have stood not ready with no progress for 30 s, by what stops most of them.",
 	}, []string{"cause"})
 
+	stalledFetchGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: Namespace,
+		Name:      "stalled_fetches",
+		Help:      "ModelServers whose model-fetch pods have stood Pending for 30 s with a reason named (no node takes them, an image that cannot be pulled, a volume that does not mount), by what stops most of them.",
+	}, []string{"cause"})
+
 	timeToReady = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Namespace: Namespace,
 		Name:      "time_to_ready_seconds",
@@ -81,7 +87,7 @@ var (
 )
 
 // collectors are the operator's metrics, registered with controller-runtime.
-var collectors = []prometheus.Collector{phaseGauge, stalledGauge, helmOperations, helmDuration, fetchDuration, fetchBytes, fetchModelBytes, timeToReady}
+var collectors = []prometheus.Collector{phaseGauge, stalledGauge, stalledFetchGauge, helmOperations, helmDuration, fetchDuration, fetchBytes, fetchModelBytes, timeToReady}
 
 func init() {
 	ctrlmetrics.Registry.MustRegister(collectors...)
@@ -91,7 +97,15 @@ func init() {
 	for _, c := range status.Causes {
 		stalledGauge.WithLabelValues(c)
 	}
+	for _, c := range FetchCauses {
+		stalledFetchGauge.WithLabelValues(c)
+	}
 }
+
+// FetchCauses are the causes a stalled fetch is counted under: only a
+// named reason counts a fetch as stalled, so never status.CauseUnknown,
+// and a fetch pod is never running while it has not started.
+var FetchCauses = []string{status.CauseUnschedulable, status.CauseImagePull, status.CauseContainerStart, status.CausePodWarning}
 
 // Phases are the values of the phase label, present at 0 from the start
 // so that a query for a phase nobody is in yet returns 0, not nothing.
@@ -106,8 +120,9 @@ func HelmOperation(operation, result string, took time.Duration) {
 // tracked is what the package remembers of one ModelServer.
 type tracked struct {
 	phase string
-	// stalled is the cause of its stalled rollout, "" if none.
-	stalled string
+	// stalled is the cause of its stalled rollout, "" if none;
+	// stalledFetch, of its fetch pods' not starting.
+	stalled, stalledFetch string
 	// generation and since: the generation last seen and when it was
 	// first seen; ready says time to Ready was recorded for it.
 	generation int64
@@ -177,17 +192,32 @@ func Stalled(uid types.UID, cause string) {
 	setStalled(get(uid), cause)
 }
 
-func setStalled(t *tracked, cause string) {
-	if t.stalled == cause {
+func setStalled(t *tracked, cause string) { moveCause(stalledGauge, &t.stalled, cause) }
+
+// StalledFetch records the cause that keeps a ModelServer's fetch pods from
+// starting, once named; "" when nothing does.
+func StalledFetch(uid types.UID, cause string) {
+	mu.Lock()
+	defer mu.Unlock()
+	if _, ok := servers[uid]; !ok && cause == "" {
 		return
 	}
-	if t.stalled != "" {
-		stalledGauge.WithLabelValues(t.stalled).Dec()
+	moveCause(stalledFetchGauge, &get(uid).stalledFetch, cause)
+}
+
+// moveCause counts a ModelServer under cause in gauge, no more under the
+// one it was counted under (*was), and remembers it there.
+func moveCause(gauge *prometheus.GaugeVec, was *string, cause string) {
+	if *was == cause {
+		return
+	}
+	if *was != "" {
+		gauge.WithLabelValues(*was).Dec()
 	}
 	if cause != "" {
-		stalledGauge.WithLabelValues(cause).Inc()
+		gauge.WithLabelValues(cause).Inc()
 	}
-	t.stalled = cause
+	*was = cause
 }
 
 // Forget drops a ModelServer that is gone.
@@ -199,6 +229,7 @@ func Forget(uid types.UID) {
 			phaseGauge.WithLabelValues(t.phase).Dec()
 		}
 		setStalled(t, "")
+		moveCause(stalledFetchGauge, &t.stalledFetch, "")
 	}
 	delete(servers, uid)
 }

@@ -95,6 +95,35 @@ func TestAStalledRolloutIsCountedUnderOneCauseUntilItEnds(t *testing.T) {
 	}
 }
 
+func TestAStalledFetchIsCountedUnderOneCauseUntilItsPodsStart(t *testing.T) {
+	stalled := func(cause string) float64 { return value(t, stalledFetchGauge.WithLabelValues(cause)) }
+	Observe("fetching", 1, time.Now(), "Fetching", false)
+	StalledFetch("fetching", status.CauseUnschedulable)
+	StalledFetch("fetching", status.CausePodWarning)
+	StalledFetch("fetching", status.CausePodWarning)
+	if u, w := stalled(status.CauseUnschedulable), stalled(status.CausePodWarning); u != 0 || w != 1 {
+		t.Errorf("Unschedulable %v, PodWarning %v once the pod was scheduled and its volume did not mount; want 0, 1", u, w)
+	}
+	StalledFetch("fetching", "")
+	StalledFetch("never-stalled", "")
+	if w := stalled(status.CausePodWarning); w != 0 {
+		t.Errorf("PodWarning %v once the pod started, want 0", w)
+	}
+	StalledFetch("fetching", status.CauseImagePull)
+	Forget("fetching")
+	if p := stalled(status.CauseImagePull); p != 0 {
+		t.Errorf("ImagePull %v after the ModelServer was deleted, want 0", p)
+	}
+	if _, tracked := servers["never-stalled"]; tracked {
+		t.Error("a ModelServer whose fetch never stalled is tracked for clearing it")
+	}
+	for _, c := range FetchCauses {
+		if !strings.Contains(metricsDoc(t), "`"+c+"`") {
+			t.Errorf("docs/metrics.md does not name the cause %s", c)
+		}
+	}
+}
+
 func TestAFetchIsCountedOnceHoweverOftenItsEndIsSeen(t *testing.T) {
 	for range 3 {
 		FetchEnded("ms", "job-1", true, 2*time.Second, 1000)

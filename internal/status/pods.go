@@ -148,11 +148,11 @@ func ServingPodsProblem(pods []corev1.Pod, events []corev1.Event) (cause, messag
 // FetchPodsProblem says what keeps model-fetch pods that have not started
 // from starting, as ServingPodsProblem says it of serving pods: pods no
 // node can take (a claim no volume binds, a nodeSelector no node has), an
-// image that cannot be pulled, a volume that does not mount. "" if their
-// status and Warnings say nothing wrong.
-func FetchPodsProblem(pods []corev1.Pod, events []corev1.Event) string {
-	_, message := podsProblem(pods, events, "fetch pod")
-	return message
+// image that cannot be pulled, a volume that does not mount. The message
+// is "" (and the cause CauseUnknown) if their status and Warnings say
+// nothing wrong.
+func FetchPodsProblem(pods []corev1.Pod, events []corev1.Event) (cause, message string) {
+	return podsProblem(pods, events, "fetch pod")
 }
 
 // podsProblem is ServingPodsProblem for pods called noun.

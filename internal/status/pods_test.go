@@ -439,24 +439,24 @@ func TestWhatKeepsFetchPodsFromStartingIsSaidInTheirOwnWords(t *testing.T) {
 	}
 	const mount = `MountVolume.SetUp failed for volume "credentials" : secret "s3" not found`
 	for _, tc := range []struct {
-		name   string
-		pods   []corev1.Pod
-		events []corev1.Event
-		want   string
+		name        string
+		pods        []corev1.Pod
+		events      []corev1.Event
+		cause, want string
 	}{
 		{"a claim no volume binds", []corev1.Pod{pod(corev1.ContainerState{}, corev1.ContainerState{}, unbound)},
-			nil, "1 fetch pod cannot be scheduled: " + unbound.Message},
+			nil, CauseUnschedulable, "1 fetch pod cannot be scheduled: " + unbound.Message},
 		{"two models' pods", []corev1.Pod{pod(corev1.ContainerState{}, corev1.ContainerState{}, unbound), pod(corev1.ContainerState{}, corev1.ContainerState{}, unbound)},
-			nil, "2 fetch pods cannot be scheduled: " + unbound.Message},
+			nil, CauseUnschedulable, "2 fetch pods cannot be scheduled: " + unbound.Message},
 		{"the fetcher's image", []corev1.Pod{pod(waiting("ImagePullBackOff", `Back-off pulling image "tensorflow/serving:2.19.0": ErrImagePull: `+pullError), corev1.ContainerState{})},
-			nil, `1 fetch pod cannot pull image "tensorflow/serving:2.19.0": ` + pullError},
+			nil, CauseImagePull, `1 fetch pod cannot pull image "tensorflow/serving:2.19.0": ` + pullError},
 		{"a volume that does not mount", []corev1.Pod{creating("a")},
-			[]corev1.Event{warning("a", "FailedMount", mount, -time.Second)}, "1 fetch pod cannot start: FailedMount: " + mount},
-		{"its image being pulled", []corev1.Pod{creating("a")}, nil, ""},
+			[]corev1.Event{warning("a", "FailedMount", mount, -time.Second)}, CausePodWarning, "1 fetch pod cannot start: FailedMount: " + mount},
+		{"its image being pulled", []corev1.Pod{creating("a")}, nil, CauseUnknown, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := FetchPodsProblem(tc.pods, tc.events); got != tc.want {
-				t.Errorf("got  %q\nwant %q", got, tc.want)
+			if cause, got := FetchPodsProblem(tc.pods, tc.events); cause != tc.cause || got != tc.want {
+				t.Errorf("got  %s: %q\nwant %s: %q", cause, got, tc.cause, tc.want)
 			}
 		})
 	}
