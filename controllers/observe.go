@@ -411,7 +411,7 @@ func (r *ModelServerReconciler) observeStalledRollout(ctx context.Context, ms *s
 const eventRolloutStalled = "RolloutStalled"
 
 // explainedPods bounds the pods whose Events one read of a stalled
-// rollout lists: one request each.
+// rollout, or of late fetch pods, lists: one request each.
 const explainedPods = 5
 
 // podEvents lists the Events that explain what the pods' status cannot,
@@ -449,10 +449,11 @@ func (r *ModelServerReconciler) podEvents(ctx context.Context, pods []corev1.Pod
 	return events, nil
 }
 
-// podReads remembers, by UID, the last read of a stalled rollout's pods.
+// podReads remembers, by UID, the last read of a ModelServer's pods that
+// stand stalled: a rollout's, or the fetch pods'.
 type podReads struct{ m sync.Map }
 
-// podRead is when the next read of a stalled rollout's pods is due, and
+// podRead is when the next read of pods that stand stalled is due, and
 // what the last one found.
 type podRead struct {
 	due            time.Time
