@@ -69,58 +69,48 @@ func TestAModelServerIsCountedInOnePhaseAtATime(t *testing.T) {
 	}
 }
 
-func TestAStalledRolloutIsCountedUnderOneCauseUntilItEnds(t *testing.T) {
-	stalled := func(cause string) float64 { return value(t, stalledGauge.WithLabelValues(cause)) }
-	Observe("stalled", 1, time.Now(), "Deploying", false)
-	Stalled("stalled", status.CauseUnknown)
-	Stalled("stalled", status.CauseImagePull)
-	Stalled("stalled", status.CauseImagePull)
-	if u, p := stalled(status.CauseUnknown), stalled(status.CauseImagePull); u != 0 || p != 1 {
-		t.Errorf("Unknown %v, ImagePull %v after the cause was found; want 0, 1", u, p)
-	}
-	Stalled("stalled", "")
-	Stalled("never-stalled", "")
-	if p := stalled(status.CauseImagePull); p != 0 {
-		t.Errorf("ImagePull %v once the rollout moved on, want 0", p)
-	}
-	Stalled("stalled", status.CauseCrashLoop)
-	Forget("stalled")
-	if c := stalled(status.CauseCrashLoop); c != 0 {
-		t.Errorf("CrashLoop %v after the ModelServer was deleted, want 0", c)
-	}
-	for _, c := range status.Causes {
-		if !strings.Contains(metricsDoc(t), "`"+c+"`") {
-			t.Errorf("docs/metrics.md does not name the cause %s", c)
-		}
-	}
-}
-
-func TestAStalledFetchIsCountedUnderOneCauseUntilItsPodsStart(t *testing.T) {
-	stalled := func(cause string) float64 { return value(t, stalledFetchGauge.WithLabelValues(cause)) }
-	Observe("fetching", 1, time.Now(), "Fetching", false)
-	StalledFetch("fetching", status.CauseUnschedulable)
-	StalledFetch("fetching", status.CausePodWarning)
-	StalledFetch("fetching", status.CausePodWarning)
-	if u, w := stalled(status.CauseUnschedulable), stalled(status.CausePodWarning); u != 0 || w != 1 {
-		t.Errorf("Unschedulable %v, PodWarning %v once the pod was scheduled and its volume did not mount; want 0, 1", u, w)
-	}
-	StalledFetch("fetching", "")
-	StalledFetch("never-stalled", "")
-	if w := stalled(status.CausePodWarning); w != 0 {
-		t.Errorf("PodWarning %v once the pod started, want 0", w)
-	}
-	StalledFetch("fetching", status.CauseImagePull)
-	Forget("fetching")
-	if p := stalled(status.CauseImagePull); p != 0 {
-		t.Errorf("ImagePull %v after the ModelServer was deleted, want 0", p)
-	}
-	if _, tracked := servers["never-stalled"]; tracked {
-		t.Error("a ModelServer whose fetch never stalled is tracked for clearing it")
-	}
-	for _, c := range FetchCauses {
-		if !strings.Contains(metricsDoc(t), "`"+c+"`") {
-			t.Errorf("docs/metrics.md does not name the cause %s", c)
-		}
+// A stalled rollout, or a fetch whose pods cannot start, counts a
+// ModelServer under one cause at a time, until it moves on or is deleted.
+func TestAStalledModelServerIsCountedUnderOneCauseUntilItMovesOn(t *testing.T) {
+	for _, tc := range []struct {
+		name              string
+		gauge             *prometheus.GaugeVec
+		set               func(types.UID, string)
+		causes            []string
+		first, then, last string
+	}{
+		{"rollout", stalledGauge, Stalled, status.Causes, status.CauseUnknown, status.CauseImagePull, status.CauseCrashLoop},
+		{"fetch", stalledFetchGauge, StalledFetch, FetchCauses, status.CauseUnschedulable, status.CausePodWarning, status.CauseImagePull},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			uid, never := types.UID("stalled-"+tc.name), types.UID("never-stalled-"+tc.name)
+			stalled := func(cause string) float64 { return value(t, tc.gauge.WithLabelValues(cause)) }
+			Observe(uid, 1, time.Now(), "Deploying", false)
+			tc.set(uid, tc.first)
+			tc.set(uid, tc.then)
+			tc.set(uid, tc.then)
+			if a, b := stalled(tc.first), stalled(tc.then); a != 0 || b != 1 {
+				t.Errorf("%s %v, %s %v after the cause changed; want 0, 1", tc.first, a, tc.then, b)
+			}
+			tc.set(uid, "")
+			tc.set(never, "")
+			if b := stalled(tc.then); b != 0 {
+				t.Errorf("%s %v once it moved on, want 0", tc.then, b)
+			}
+			if _, tracked := servers[never]; tracked {
+				t.Error("a ModelServer that never stalled is tracked for clearing it")
+			}
+			tc.set(uid, tc.last)
+			Forget(uid)
+			if l := stalled(tc.last); l != 0 {
+				t.Errorf("%s %v after the ModelServer was deleted, want 0", tc.last, l)
+			}
+			for _, c := range tc.causes {
+				if !strings.Contains(metricsDoc(t), "`"+c+"`") {
+					t.Errorf("docs/metrics.md does not name the cause %s", c)
+				}
+			}
+		})
 	}
 }
 
