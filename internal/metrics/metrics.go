@@ -103,8 +103,9 @@ func init() {
 }
 
 // FetchCauses are the causes a stalled fetch is counted under: only a
-// named reason counts a fetch as stalled, so never status.CauseUnknown,
-// and a fetch pod is never running while it has not started.
+// named reason counts a fetch as stalled, so never status.CauseUnknown;
+// nor status.CauseCrashLoop, which takes a container that has run, and a
+// fetch pod that has not started has run none.
 var FetchCauses = []string{status.CauseUnschedulable, status.CauseImagePull, status.CauseContainerStart, status.CausePodWarning}
 
 // Phases are the values of the phase label, present at 0 from the start
