@@ -239,9 +239,10 @@ func unschedulableFetchPod(t *testing.T, c *clockedReconciler, ms *servingv1alph
 
 // A fetch pod on a node that has started nothing says why only in the
 // kubelet's Warning Events (a volume that does not mount). Once it has
-// stood so for 30 s since it was scheduled they are read, one list for the pod, and the status
-// and a Warning say the newest; they are read again after as long as it
-// has stood, not at every reconcile. Once the pod runs, the words go.
+// stood so for 30 s since it was scheduled they are read, one list for
+// the pod, and the status and a Warning say the newest; they are read
+// again after as long as it has stood, not at every reconcile. Once the
+// pod runs, the words go.
 func TestAFetchPodThatCannotMountItsVolumeIsNamedByItsWarning(t *testing.T) {
 	_, r, _ := recordingReconciler(t)
 	ms := createUnmanaged(t, "nomountfetch", func(ms *servingv1alpha1.ModelServer) {
@@ -259,12 +260,7 @@ func TestAFetchPodThatCannotMountItsVolumeIsNamedByItsWarning(t *testing.T) {
 	// not count from.
 	time.Sleep(3 * time.Second)
 	bindToANodeWithoutKubelet(t, pod)
-	// Its grace counts from then.
-	for _, cond := range pod.Status.Conditions {
-		if cond.Type == corev1.PodScheduled {
-			c.since = cond.LastTransitionTime.Time
-		}
-	}
+	c.since = status.ScheduledAt(pod) // its grace counts from then
 	setContainerState(t, pod, corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ContainerCreating"}})
 	const mount = `MountVolume.SetUp failed for volume "model" : hostPath type check failed: /srv/models is not a directory`
 	kubeletEvent(t, pod, pod.UID, "", corev1.EventTypeWarning, "FailedMount", mount)
@@ -305,11 +301,8 @@ func TestAFetchPodThatCannotMountItsVolumeIsNamedByItsWarning(t *testing.T) {
 	}
 
 	// The volume mounts: the pod runs, and nothing of its trouble is left.
-	setContainerState(t, pod, corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.Now()}})
 	pod.Status.Phase = corev1.PodRunning
-	if err := env.client.Status().Update(context.Background(), pod); err != nil {
-		t.Fatal(err)
-	}
+	setContainerState(t, pod, corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.Now()}})
 	at := c.since.Add(2 * time.Minute)
 	eventually(t, 30*time.Second, "the words gone", func(context.Context) (bool, string) {
 		at = at.Add(11 * time.Second) // past the 10 s a step is held

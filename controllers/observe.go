@@ -223,12 +223,10 @@ func longest(pods []corev1.Pod, since func(*corev1.Pod) time.Time, now time.Time
 func createdAt(p *corev1.Pod) time.Time { return p.CreationTimestamp.Time }
 
 // scheduledAt is when the pod was bound to its node, as far as its
-// PodScheduled condition says; its creation otherwise.
+// PodScheduled condition says (status.ScheduledAt); its creation otherwise.
 func scheduledAt(p *corev1.Pod) time.Time {
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionTrue && !c.LastTransitionTime.IsZero() {
-			return c.LastTransitionTime.Time
-		}
+	if t := status.ScheduledAt(p); !t.IsZero() {
+		return t
 	}
 	return p.CreationTimestamp.Time
 }

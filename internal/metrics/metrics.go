@@ -185,25 +185,24 @@ func Observe(uid types.UID, generation int64, changedAt time.Time, phase string,
 // Stalled records the cause of a ModelServer's stalled rollout, "" when
 // its rollout is not stalled.
 func Stalled(uid types.UID, cause string) {
+	recordCause(uid, stalledGauge, func(t *tracked) *string { return &t.stalled }, cause)
+}
+
+// StalledFetch records the cause that keeps a ModelServer's fetch pods from
+// starting, once named; "" when nothing does.
+func StalledFetch(uid types.UID, cause string) {
+	recordCause(uid, stalledFetchGauge, func(t *tracked) *string { return &t.stalledFetch }, cause)
+}
+
+// recordCause moves uid to cause in gauge, in the field of its record that
+// field names.
+func recordCause(uid types.UID, gauge *prometheus.GaugeVec, field func(*tracked) *string, cause string) {
 	mu.Lock()
 	defer mu.Unlock()
 	if _, ok := servers[uid]; !ok && cause == "" {
 		return // nothing to clear: no need to track it
 	}
-	setStalled(get(uid), cause)
-}
-
-func setStalled(t *tracked, cause string) { moveCause(stalledGauge, &t.stalled, cause) }
-
-// StalledFetch records the cause that keeps a ModelServer's fetch pods from
-// starting, once named; "" when nothing does.
-func StalledFetch(uid types.UID, cause string) {
-	mu.Lock()
-	defer mu.Unlock()
-	if _, ok := servers[uid]; !ok && cause == "" {
-		return
-	}
-	moveCause(stalledFetchGauge, &get(uid).stalledFetch, cause)
+	moveCause(gauge, field(get(uid)), cause)
 }
 
 // moveCause counts a ModelServer under cause in gauge, no more under the
@@ -229,7 +228,7 @@ func Forget(uid types.UID) {
 		if t.phase != "" {
 			phaseGauge.WithLabelValues(t.phase).Dec()
 		}
-		setStalled(t, "")
+		moveCause(stalledGauge, &t.stalled, "")
 		moveCause(stalledFetchGauge, &t.stalledFetch, "")
 	}
 	delete(servers, uid)

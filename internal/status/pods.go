@@ -222,12 +222,7 @@ var runtimeID = regexp.MustCompile(`\b[0-9a-f]{32,}\b`)
 // after it bound the pod, as a node joins (the Events are written apart
 // from the binding).
 func creationProblem(p *corev1.Pod, events []corev1.Event) podProblem {
-	var scheduled time.Time
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionTrue {
-			scheduled = c.LastTransitionTime.Time
-		}
-	}
+	scheduled := ScheduledAt(p)
 	newest := newestEvent(p, events, func(e *corev1.Event) bool {
 		return e.Type == corev1.EventTypeWarning && e.Reason != failedScheduling && !EventTime(e).Before(scheduled)
 	})
@@ -235,6 +230,17 @@ func creationProblem(p *corev1.Pod, events []corev1.Event) podProblem {
 		return podProblem{}
 	}
 	return podProblem{CausePodWarning, withDetail("cannot start: "+newest.Reason, runtimeID.ReplaceAllString(newest.Message, "…"))}
+}
+
+// ScheduledAt is when pod p was bound to its node, as its PodScheduled
+// condition says; the zero time if it does not say so.
+func ScheduledAt(p *corev1.Pod) time.Time {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionTrue {
+			return c.LastTransitionTime.Time
+		}
+	}
+	return time.Time{}
 }
 
 // failedScheduling is the reason of the scheduler's Events about a pod it
