@@ -23,6 +23,7 @@ import (
 
 	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
 	"github.com/modelserver-dev/modelserver-operator/internal/names"
+	"github.com/modelserver-dev/modelserver-operator/internal/status"
 	"github.com/modelserver-dev/modelserver-operator/internal/values"
 )
 
@@ -323,7 +324,24 @@ func TestAModelChangeWritesOnlyWhatItMust(t *testing.T) {
 		slices.Sort(writes)
 		slices.Sort(want)
 		if !slices.Equal(writes, want) {
-			t.Errorf("model change %d wrote %d times:\n  %s\nwant %d:\n  %s", i+1, len(writes), strings.Join(writes, "\n  "), len(want), strings.Join(want, "\n  "))
+			t.Errorf("model change %d wrote %d times:\n  %s\nwant %d:\n  %s\nthe namespace's Events:\n  %s", i+1, len(writes), strings.Join(writes, "\n  "),
+				len(want), strings.Join(want, "\n  "), eventsIn(t, ns))
 		}
 	}
+}
+
+// eventsIn lists the Events of namespace ns, one a line, for a failure's
+// message: which of them was one too many.
+func eventsIn(t *testing.T, ns string) string {
+	t.Helper()
+	list := &corev1.EventList{}
+	if err := env.client.List(context.Background(), list, client.InNamespace(ns)); err != nil {
+		return err.Error()
+	}
+	var out []string
+	for _, e := range list.Items {
+		out = append(out, fmt.Sprintf("%s %s %s/%s ×%d (%s): %s", status.EventTime(&e).Format(time.TimeOnly), e.Type, e.InvolvedObject.Kind, e.InvolvedObject.Name,
+			e.Count, e.Reason, e.Message))
+	}
+	return strings.Join(out, "\n  ")
 }
