@@ -107,7 +107,7 @@ type ModelServerReconciler struct {
 	// by UID can be forgotten once the ModelServer is gone: then only its
 	// name is known.
 	uids sync.Map
-	// held are the steps on the way to Ready not yet written.
+	// held are the changes of status held back, not yet written.
 	held heldSteps
 	// podReads holds, by UID, the last read of a stalled rollout's pods;
 	// fetchPodReads, of the Events of fetch pods late to start.

@@ -43,19 +43,30 @@ func (r *ModelServerReconciler) writeStatus(ctx context.Context, ms *servingv1al
 		r.Recorder.Eventf(ms, nil, corev1.EventTypeNormal, news.reason, "Apply", "%s", note)
 	}
 	r.reportFetches(ms, report, obs, now)
+	var wait time.Duration
+	unchanged := equality.Semantic.DeepEqual(old, st)
+	if unchanged {
+		// A step held back and then undone is no longer waiting: the
+		// next one is held from when it is first seen.
+		r.held.forget(ms.UID)
+	} else {
+		wait = r.held.hold(ms.UID, old, st, now)
+	}
+	// The metrics say the phase the status says, held steps included.
+	shown := st.Phase
+	if wait > 0 {
+		shown = old.Phase
+	}
 	var created time.Time
 	if ms.Generation == 1 {
 		created = ms.CreationTimestamp.Time
 	}
-	metrics.Observe(ms.UID, ms.Generation, created, string(st.Phase), st.Phase == servingv1alpha1.PhaseReady)
-	if equality.Semantic.DeepEqual(old, st) {
-		// A step held back and then undone is no longer waiting: the
-		// next one is held from when it is first seen.
-		r.held.forget(ms.UID)
+	metrics.Observe(ms.UID, ms.Generation, created, string(shown), shown == servingv1alpha1.PhaseReady)
+	if unchanged {
 		r.written.Store(ms.UID, st.DeepCopy())
 		return 0, nil
 	}
-	if wait := r.held.hold(ms.UID, old, st, now); wait > 0 {
+	if wait > 0 {
 		return wait, nil
 	}
 	base := ms.DeepCopy()
@@ -86,22 +97,49 @@ func (r *ModelServerReconciler) writeStatus(ctx context.Context, ms *servingv1al
 // written at once.
 const progressHold = 10 * time.Second
 
-// heldSteps remembers, by UID, since when a step on the way has been held.
+// recoveryHold is how long a ModelServer Degraded for want of ready pods
+// waits, once they are ready again, before it is written Ready. Kubelets
+// without the fix for kubernetes#141155 report a container restarted by
+// its liveness probe ready for a few hundred milliseconds before its
+// startup probe has run; the Deployment counts it, and without the hold
+// each such restart read Ready and Degraded again within a second, with
+// an Event for each. A real recovery is told this much later; the first
+// Ready of a generation is not held.
+const recoveryHold = 2 * time.Second
+
+// heldSteps remembers, by UID, since when a change of status has been
+// held.
 type heldSteps struct{ m sync.Map }
 
 // hold says how much longer st, a change from old seen at now, is held
 // back; 0 to write it now.
 func (h *heldSteps) hold(uid types.UID, old, st servingv1alpha1.ModelServerStatus, now time.Time) time.Duration {
-	if !onTheWay(old.Phase) || !onTheWay(st.Phase) || old.ObservedGeneration != st.ObservedGeneration ||
-		conditionStatus(old, servingv1alpha1.ConditionDeployed) != conditionStatus(st, servingv1alpha1.ConditionDeployed) {
+	d := holdOf(old, st)
+	if d == 0 {
 		h.m.Delete(uid)
 		return 0
 	}
 	since, _ := h.m.LoadOrStore(uid, now)
-	if left := since.(time.Time).Add(progressHold).Sub(now); left > 0 {
+	if left := since.(time.Time).Add(d).Sub(now); left > 0 {
 		return left
 	}
 	h.m.Delete(uid)
+	return 0
+}
+
+// holdOf is how long a change from old to st is held in all: a step on
+// the way to Ready after another, or a recovery from pods lost.
+func holdOf(old, st servingv1alpha1.ModelServerStatus) time.Duration {
+	switch {
+	case old.ObservedGeneration != st.ObservedGeneration:
+		return 0
+	case onTheWay(old.Phase) && onTheWay(st.Phase) &&
+		conditionStatus(old, servingv1alpha1.ConditionDeployed) == conditionStatus(st, servingv1alpha1.ConditionDeployed):
+		return progressHold
+	case old.Phase == servingv1alpha1.PhaseDegraded && st.Phase == servingv1alpha1.PhaseReady &&
+		conditionStatus(old, servingv1alpha1.ConditionAvailable) == metav1.ConditionFalse:
+		return recoveryHold
+	}
 	return 0
 }
 

@@ -46,6 +46,50 @@ func TestOnlyStepsBetweenStepsOnTheWayToReadyAreHeld(t *testing.T) {
 	}
 }
 
+// A ModelServer Degraded for want of ready pods is written Ready only once
+// its pods have stayed ready for recoveryHold: a kubelet that reports a
+// restarted container ready for a moment (kubernetes#141155) does not make
+// it Ready and Degraded again. Other ways to Ready are not held.
+func TestARecoveryFromPodsLostIsHeldUntilItLasts(t *testing.T) {
+	status := func(p servingv1alpha1.Phase, gen int64, available metav1.ConditionStatus) servingv1alpha1.ModelServerStatus {
+		return servingv1alpha1.ModelServerStatus{Phase: p, ObservedGeneration: gen, Conditions: []metav1.Condition{
+			{Type: servingv1alpha1.ConditionDeployed, Status: metav1.ConditionTrue},
+			{Type: servingv1alpha1.ConditionAvailable, Status: available},
+		}}
+	}
+	lost, ready := status(servingv1alpha1.PhaseDegraded, 1, metav1.ConditionFalse), status(servingv1alpha1.PhaseReady, 1, metav1.ConditionTrue)
+	t0 := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
+
+	var h heldSteps
+	if got := h.hold("a", lost, ready, t0); got != recoveryHold {
+		t.Errorf("pods ready again, first seen: held %s, want %s", got, recoveryHold)
+	}
+	// The pods lost again: the status computed is the one written, and
+	// the hold is forgotten, as writeStatus does.
+	h.forget("a")
+	if got := h.hold("a", lost, ready, t0.Add(time.Second)); got != recoveryHold {
+		t.Errorf("ready again after a flash: held %s, want %s from then", got, recoveryHold)
+	}
+	if got := h.hold("a", lost, ready, t0.Add(2*time.Second)); got != time.Second {
+		t.Errorf("a second later: held %s more, want 1s", got)
+	}
+	if got := h.hold("a", lost, ready, t0.Add(3*time.Second)); got != 0 {
+		t.Errorf("after the hold: held %s more, want it written", got)
+	}
+	for name, tc := range map[string]struct {
+		old, st servingv1alpha1.ModelServerStatus
+	}{
+		"a failed fetch's Degraded, still serving": {status(servingv1alpha1.PhaseDegraded, 1, metav1.ConditionTrue), ready},
+		"a new generation":                         {lost, status(servingv1alpha1.PhaseReady, 2, metav1.ConditionTrue)},
+		"the first Ready":                          {status(servingv1alpha1.PhaseDeploying, 1, metav1.ConditionFalse), ready},
+		"pods lost":                                {ready, lost},
+	} {
+		if got := h.hold("b", tc.old, tc.st, t0); got != 0 {
+			t.Errorf("%s held for %s, want it written at once", name, got)
+		}
+	}
+}
+
 // An Event's note over the apiserver's limit of 1024 bytes is refused,
 // and the Event with it: a note is cut to fit, on a character's boundary.
 func TestAnEventNoteIsASentenceThatFitsTheApiserversLimit(t *testing.T) {

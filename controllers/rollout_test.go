@@ -400,6 +400,81 @@ func TestAServingPodLostToACrashLoopIsNamedInTheDegradedStatus(t *testing.T) {
 	c.expectStalledWarning(strings.TrimPrefix(want, "; "))
 }
 
+// A Degraded ModelServer whose lost pod is ready again for a moment only,
+// as a kubelet without the fix for kubernetes#141155 reports a container
+// its liveness probe restarted, stays Degraded, with no Event; pods that
+// stay ready make it Ready 2 s after they were first seen so, with one
+// Event. The phase gauge says what the status says meanwhile.
+func TestAPodReadyForAMomentLeavesADegradedModelServerDegraded(t *testing.T) {
+	_, r, _ := recordingReconciler(t)
+	ms := createUnmanaged(t, "flashing", func(ms *servingv1alpha1.ModelServer) { ms.Spec.Replicas = ptr.To[int32](1) })
+	c := newClockedReconciler(t, r, ms)
+	eventually(t, 60*time.Second, "flashing Ready", func(context.Context) (bool, string) {
+		c.reconcile(time.Now())
+		got := c.get()
+		return got.Status.Phase == servingv1alpha1.PhaseReady, string(got.Status.Phase) + ": " + got.Status.Message
+	})
+	pods := &corev1.PodList{}
+	if err := env.client.List(context.Background(), pods, client.InNamespace(ms.Namespace), client.MatchingLabels{values.LabelModelServer: ms.Name, values.LabelComponent: "serving"}); err != nil || len(pods.Items) != 1 {
+		t.Fatalf("serving pods: %d, %v", len(pods.Items), err)
+	}
+	pod := &pods.Items[0]
+	running := pod.Status.ContainerStatuses[0].State
+	degraded := map[string]string{"phase": string(servingv1alpha1.PhaseDegraded)}
+	before := gather(t).value("modelserver_modelservers", degraded)
+	readyEvents := c.events.count(string(servingv1alpha1.PhaseReady))
+
+	// setReady makes the pod's container ready or not and, once the
+	// Deployment counts it, reconciles at the time given.
+	setReady := func(ready bool, at time.Time) ctrl.Result {
+		t.Helper()
+		state, want := corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}}, int32(0)
+		if ready {
+			state, want = running, 1
+		}
+		setContainerState(t, pod, state)
+		eventually(t, 30*time.Second, fmt.Sprintf("the Deployment with %d ready", want), func(ctx context.Context) (bool, string) {
+			d := &appsv1.Deployment{}
+			if err := env.client.Get(ctx, client.ObjectKey{Namespace: ms.Namespace, Name: names.Deployment(ms.Name)}, d); err != nil {
+				return false, err.Error()
+			}
+			return d.Status.ReadyReplicas == want, fmt.Sprintf("%d ready", d.Status.ReadyReplicas)
+		})
+		return c.reconcile(at)
+	}
+	expect := func(when string, phase servingv1alpha1.Phase, gauge float64, events int) {
+		t.Helper()
+		got := c.get()
+		if got.Status.Phase != phase {
+			t.Errorf("%s: %s: %s; want %s", when, got.Status.Phase, got.Status.Message, phase)
+		}
+		if n := gather(t).value("modelserver_modelservers", degraded) - before; n != gauge {
+			t.Errorf("%s: Degraded gauge up by %v, want %v", when, n, gauge)
+		}
+		if n := c.events.count(string(servingv1alpha1.PhaseDegraded)); n != events {
+			t.Errorf("%s: %d Degraded Events, want %d", when, n, events)
+		}
+	}
+
+	t0 := time.Now()
+	setReady(false, t0)
+	expect("the pod lost", servingv1alpha1.PhaseDegraded, 1, 1)
+	if result := setReady(true, t0.Add(5*time.Second)); !about(result.RequeueAfter, 2*time.Second) {
+		t.Errorf("the pod ready again: look again in %v, want 2s", result.RequeueAfter)
+	}
+	expect("the pod ready for a moment", servingv1alpha1.PhaseDegraded, 1, 1)
+	setReady(false, t0.Add(5500*time.Millisecond))
+	expect("the pod lost again", servingv1alpha1.PhaseDegraded, 1, 1)
+	setReady(true, t0.Add(6*time.Second))
+	c.reconcile(t0.Add(7500 * time.Millisecond))
+	expect("the pod ready for 1.5 s", servingv1alpha1.PhaseDegraded, 1, 1)
+	c.reconcile(t0.Add(8 * time.Second))
+	expect("the pod ready for 2 s", servingv1alpha1.PhaseReady, 0, 1)
+	if n := c.events.count(string(servingv1alpha1.PhaseReady)) - readyEvents; n != 1 {
+		t.Errorf("%d Ready Events for the recovery, want 1", n)
+	}
+}
+
 // expectStalledWarning fails unless the reconciler recorded exactly one
 // RolloutStalled Warning, and it says problem.
 func (c *clockedReconciler) expectStalledWarning(problem string) {

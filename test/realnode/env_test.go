@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/modelserver-dev/modelserver-operator/internal/localcluster"
@@ -97,4 +98,24 @@ func (e *env) kubectl(t testing.TB, stdin string, args ...string) string {
 func (e *env) kubectlOut(args ...string) string {
 	out, _ := e.Kubectl("", args...)
 	return out
+}
+
+// eventCounts counts the Events in ns that selector picks, by type/reason,
+// each as often as it happened: the kubelet's by their count, the
+// operator's by their series.
+func (e *env) eventCounts(t testing.TB, ns, selector string) map[string]int {
+	t.Helper()
+	list, err := e.cs.CoreV1().Events(ns).List(context.Background(), metav1.ListOptions{FieldSelector: selector})
+	if err != nil {
+		t.Fatal(err)
+	}
+	counts := map[string]int{}
+	for _, ev := range list.Items {
+		n := max(1, int(ev.Count))
+		if ev.Series != nil {
+			n = max(n, int(ev.Series.Count))
+		}
+		counts[ev.Type+"/"+ev.Reason] += n
+	}
+	return counts
 }

@@ -454,15 +454,20 @@ func TestAServerThatFailsItsLivenessProbeIsNamedAndTheModelServerDegraded(t *tes
 	t.Logf("the kubelet's Killing Events: %s", e.kubectlOut("-n", ns, "get", "events", "--field-selector", "reason=Killing",
 		"-o", `jsonpath={range .items[*]}{.count}× {.message}{"\n"}{end}`))
 	// The kubelet this tree pins reports a restarted container ready for
-	// a moment before its startup probe has run (kubernetes#141155), so
-	// the Deployment, and the ModelServer, read each kill as lost, ready,
-	// lost and ready again within a second or two.
-	events := map[string]int{}
-	for _, ev := range strings.Fields(e.kubectlOut("-n", ns, "get", "events", "--field-selector", "involvedObject.kind=ModelServer",
-		"-o", `jsonpath={range .items[*]}{.type}/{.reason}{"\n"}{end}`)) {
-		events[ev]++
+	// a moment before its startup probe has run (kubernetes#141155), and
+	// the Deployment counts it. The ModelServer waits for its pods to stay
+	// ready before it is Ready again, so a kill makes it Degraded once, not
+	// once for the kill and once for the flash. The kills go on: they are
+	// counted after its Events, so that each Degraded counted has its kill.
+	events := e.eventCounts(t, ns, "involvedObject.kind=ModelServer")
+	kills := e.eventCounts(t, ns, "reason=Killing")["Normal/Killing"]
+	t.Logf("the ModelServer's Events: %v; %d kills", events, kills)
+	if n := events["Warning/Degraded"]; n < 1 || n > kills {
+		t.Errorf("%d Degraded Warnings for %d kills; want one for each kill at most", n, kills)
 	}
-	t.Logf("the ModelServer's Events: %v", events)
+	if n := events["Normal/Ready"]; n > kills+1 {
+		t.Errorf("%d Ready Events for %d kills; want one for each restart that stayed ready, and the first", n, kills)
+	}
 
 	e.kubectl(t, spec(""), "-n", ns, "apply", "-f", "-")
 	e.waitReady(t, ns, "wedged", 3*time.Minute)
