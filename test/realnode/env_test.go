@@ -9,11 +9,14 @@ package realnode
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
 
 	"github.com/modelserver-dev/modelserver-operator/internal/localcluster"
 	"github.com/modelserver-dev/modelserver-operator/test/realenv"
@@ -118,4 +121,38 @@ func (e *env) eventCounts(t testing.TB, ns, selector string) map[string]int {
 		counts[ev.Type+"/"+ev.Reason] += n
 	}
 	return counts
+}
+
+// servingPodsNow says what the ReplicaSets and pods in ns report, a line
+// each, for a test that saw the Deployment's counts fall.
+func (e *env) servingPodsNow(ctx context.Context, ns string) []string {
+	var lines []string
+	sets, err := e.cs.AppsV1().ReplicaSets(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return []string{"  ReplicaSets: " + err.Error()}
+	}
+	for _, rs := range sets.Items {
+		lines = append(lines, fmt.Sprintf("  ReplicaSet %s: %d wanted (observed generation %d of %d), %d replicas, %d ready, %d available",
+			rs.Name, ptr.Deref(rs.Spec.Replicas, 1), rs.Status.ObservedGeneration, rs.Generation, rs.Status.Replicas, rs.Status.ReadyReplicas, rs.Status.AvailableReplicas))
+	}
+	pods, err := e.cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return append(lines, "  pods: "+err.Error())
+	}
+	for _, p := range pods.Items {
+		line := fmt.Sprintf("  pod %s: %s", p.Name, p.Status.Phase)
+		if p.DeletionTimestamp != nil {
+			line += ", deleting since " + p.DeletionTimestamp.UTC().Format(time.TimeOnly)
+		}
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodReady {
+				line += fmt.Sprintf(", Ready %s since %s", c.Status, c.LastTransitionTime.UTC().Format(time.TimeOnly))
+			}
+		}
+		for _, c := range p.Status.ContainerStatuses {
+			line += fmt.Sprintf(", %s ready %v started %v restarts %d", c.Name, c.Ready, ptr.Deref(c.Started, false), c.RestartCount)
+		}
+		lines = append(lines, line)
+	}
+	return lines
 }

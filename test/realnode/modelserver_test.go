@@ -322,17 +322,34 @@ func TestChangingTheModelFetchesItBesideTheOldOneAndRollsWithoutLosingCapacity(t
 	e.waitReady(t, ns, "roll", 5*time.Minute)
 	before := e.get(t, ns, "roll").Status.Model.FetchedGeneration
 
-	// Ready replicas are watched from now until the new model serves.
+	// Ready replicas are watched from now until the new model serves. Each
+	// change of the Deployment's counts is kept, and what its ReplicaSets
+	// and pods said when it first had fewer than 2 ready, for a failure to
+	// tell.
 	var lowest atomic.Int32
 	lowest.Store(1 << 30)
+	var timeline []string
 	ctx, stop := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
+		start, last := time.Now(), ""
 		for ctx.Err() == nil {
 			d, err := e.cs.AppsV1().Deployments(ns).Get(ctx, "roll", metav1.GetOptions{})
-			if err == nil && d.Status.ReadyReplicas < lowest.Load() {
-				lowest.Store(d.Status.ReadyReplicas)
+			if err == nil {
+				st := d.Status
+				counts := fmt.Sprintf("generation %d (observed %d): %d replicas, %d updated, %d ready, %d available, %d terminating",
+					d.Generation, st.ObservedGeneration, st.Replicas, st.UpdatedReplicas, st.ReadyReplicas, st.AvailableReplicas, ptr.Deref(st.TerminatingReplicas, 0))
+				if counts != last {
+					timeline = append(timeline, fmt.Sprintf("%6.2fs %s", time.Since(start).Seconds(), counts))
+					last = counts
+				}
+				if st.ReadyReplicas < 2 && lowest.Load() >= 2 {
+					timeline = append(timeline, e.servingPodsNow(ctx, ns)...)
+				}
+				if st.ReadyReplicas < lowest.Load() {
+					lowest.Store(st.ReadyReplicas)
+				}
 			}
 			time.Sleep(100 * time.Millisecond)
 		}
@@ -349,7 +366,8 @@ func TestChangingTheModelFetchesItBesideTheOldOneAndRollsWithoutLosingCapacity(t
 		t.Fatalf("the new model did not become Ready: %s", e.kubectlOut("-n", ns, "get", "modelserver", "roll", "-o", "jsonpath={.status}"))
 	}
 	if lowest.Load() < 2 {
-		t.Errorf("ready replicas fell to %d during the roll, want never below 2", lowest.Load())
+		t.Errorf("ready replicas fell to %d during the roll, want never below 2; the Deployment's status from the change on:\n%s",
+			lowest.Load(), strings.Join(timeline, "\n"))
 	}
 	ms := e.get(t, ns, "roll")
 	if !slices.Equal(ms.Status.Model.Versions, []int64{123, 124}) {
