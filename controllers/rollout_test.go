@@ -253,6 +253,17 @@ func (c *clockedReconciler) reconcile(at time.Time) ctrl.Result {
 	return result
 }
 
+// reconcileUntilReady reconciles, at the time it is, until the status
+// says Ready.
+func (c *clockedReconciler) reconcileUntilReady() {
+	c.t.Helper()
+	eventually(c.t, 60*time.Second, c.key.Name+" Ready", func(context.Context) (bool, string) {
+		c.reconcile(time.Now())
+		got := c.get()
+		return got.Status.Phase == servingv1alpha1.PhaseReady, string(got.Status.Phase) + ": " + got.Status.Message
+	})
+}
+
 func (c *clockedReconciler) get() *servingv1alpha1.ModelServer {
 	c.t.Helper()
 	got := &servingv1alpha1.ModelServer{}
@@ -361,11 +372,7 @@ func TestAServingPodLostToACrashLoopIsNamedInTheDegradedStatus(t *testing.T) {
 	ms := createUnmanaged(t, "crashing")
 	ns := ms.Namespace
 	c := newClockedReconciler(t, r, ms)
-	eventually(t, 60*time.Second, "crashing Ready", func(context.Context) (bool, string) {
-		c.reconcile(time.Now())
-		got := c.get()
-		return got.Status.Phase == servingv1alpha1.PhaseReady, string(got.Status.Phase) + ": " + got.Status.Message
-	})
+	c.reconcileUntilReady()
 
 	pods := &corev1.PodList{}
 	if err := env.client.List(context.Background(), pods, client.InNamespace(ns), client.MatchingLabels{values.LabelModelServer: ms.Name, values.LabelComponent: "serving"}); err != nil || len(pods.Items) != 2 {
@@ -409,11 +416,7 @@ func TestAPodReadyForAMomentLeavesADegradedModelServerDegraded(t *testing.T) {
 	_, r, _ := recordingReconciler(t)
 	ms := createUnmanaged(t, "flashing", func(ms *servingv1alpha1.ModelServer) { ms.Spec.Replicas = ptr.To[int32](1) })
 	c := newClockedReconciler(t, r, ms)
-	eventually(t, 60*time.Second, "flashing Ready", func(context.Context) (bool, string) {
-		c.reconcile(time.Now())
-		got := c.get()
-		return got.Status.Phase == servingv1alpha1.PhaseReady, string(got.Status.Phase) + ": " + got.Status.Message
-	})
+	c.reconcileUntilReady()
 	pods := &corev1.PodList{}
 	if err := env.client.List(context.Background(), pods, client.InNamespace(ms.Namespace), client.MatchingLabels{values.LabelModelServer: ms.Name, values.LabelComponent: "serving"}); err != nil || len(pods.Items) != 1 {
 		t.Fatalf("serving pods: %d, %v", len(pods.Items), err)
