@@ -103,8 +103,8 @@ const progressHold = 10 * time.Second
 // its liveness probe ready for a few hundred milliseconds before its
 // startup probe has run; the Deployment counts it, and without the hold
 // each such restart read Ready and Degraded again within a second, with
-// an Event for each. A real recovery is told this much later; the first
-// Ready of a generation is not held.
+// an Event for each. A real recovery is told this much later; Ready
+// reached from a step on the way (Fetching, Deploying) is not held.
 const recoveryHold = 2 * time.Second
 
 // heldSteps remembers, by UID, since when a change of status has been
