@@ -477,6 +477,9 @@ func TestAServerThatFailsItsLivenessProbeIsNamedAndTheModelServerDegraded(t *tes
 	// ready before it is Ready again, so a kill makes it Degraded once, not
 	// once for the kill and once for the flash. The kills go on: they are
 	// counted after its Events, so that each Degraded counted has its kill.
+	// The kubelet's spam filter passes the first 25 Normal Events of a pod;
+	// the fifth kill's Killing Event is its 23rd, and the test reads in the
+	// back-off after it.
 	events := e.eventCounts(t, ns, "involvedObject.kind=ModelServer")
 	kills := e.eventCounts(t, ns, "reason=Killing")["Normal/Killing"]
 	t.Logf("the ModelServer's Events: %v; %d kills", events, kills)
