@@ -19,6 +19,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/modelserver-dev/modelserver-operator/internal/localcluster"
+	"github.com/modelserver-dev/modelserver-operator/internal/values"
 	"github.com/modelserver-dev/modelserver-operator/test/realenv"
 )
 
@@ -121,6 +122,26 @@ func (e *env) eventCounts(t testing.TB, ns, selector string) map[string]int {
 		counts[ev.Type+"/"+ev.Reason] += n
 	}
 	return counts
+}
+
+// exits counts how often the serving containers of ModelServer name have
+// exited: each restart, and one more for a container not running now.
+func (e *env) exits(t testing.TB, ns, name string) int {
+	t.Helper()
+	pods, err := e.cs.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: values.LabelModelServer + "=" + name + "," + values.LabelComponent + "=serving"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, p := range pods.Items {
+		for _, c := range p.Status.ContainerStatuses {
+			n += int(c.RestartCount)
+			if c.State.Running == nil {
+				n++
+			}
+		}
+	}
+	return n
 }
 
 // servingPodsNow says what the ReplicaSets and pods in ns report, a line
