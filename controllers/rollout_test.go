@@ -126,9 +126,13 @@ func TestAServingImageThatCannotBePulledIsNamedInTheStatus(t *testing.T) {
 		c.reconcile(c.since.Add(140 * time.Second))
 		return c.events.count("RolloutStalled") == 2, c.events.String()
 	})
+	// It was Ready before, so it is Degraded now, and Ready again once the
+	// pod has stayed ready for 2 s: the clock moves on a second a look.
 	setContainerState(t, pod, corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.Now()}})
+	at := 141 * time.Second
 	eventually(t, 30*time.Second, "nopull Ready again", func(context.Context) (bool, string) {
-		c.reconcile(c.since.Add(141 * time.Second))
+		c.reconcile(c.since.Add(at))
+		at += time.Second
 		got = c.get()
 		return got.Status.Phase == servingv1alpha1.PhaseReady, string(got.Status.Phase) + ": " + got.Status.Message
 	})
