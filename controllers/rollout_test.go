@@ -378,11 +378,11 @@ func TestAServingPodLostToACrashLoopIsNamedInTheDegradedStatus(t *testing.T) {
 	c := newClockedReconciler(t, r, ms)
 	c.reconcileUntilReady()
 
-	pods := &corev1.PodList{}
-	if err := env.client.List(context.Background(), pods, client.InNamespace(ns), client.MatchingLabels{values.LabelModelServer: ms.Name, values.LabelComponent: "serving"}); err != nil || len(pods.Items) != 2 {
-		t.Fatalf("serving pods: %d, %v", len(pods.Items), err)
+	pods := servingPods(t, ns, ms.Name)
+	if len(pods) != 2 {
+		t.Fatalf("%d serving pods, want 2", len(pods))
 	}
-	pod := &pods.Items[0]
+	pod := &pods[0]
 	pod.Status.ContainerStatuses[0].LastTerminationState = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 137, Reason: "OOMKilled"}}
 	setContainerState(t, pod, corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}})
 	eventually(t, 30*time.Second, "the Deployment unavailable", func(ctx context.Context) (bool, string) {
@@ -421,11 +421,11 @@ func TestAPodReadyForAMomentLeavesADegradedModelServerDegraded(t *testing.T) {
 	ms := createUnmanaged(t, "flashing", func(ms *servingv1alpha1.ModelServer) { ms.Spec.Replicas = ptr.To[int32](1) })
 	c := newClockedReconciler(t, r, ms)
 	c.reconcileUntilReady()
-	pods := &corev1.PodList{}
-	if err := env.client.List(context.Background(), pods, client.InNamespace(ms.Namespace), client.MatchingLabels{values.LabelModelServer: ms.Name, values.LabelComponent: "serving"}); err != nil || len(pods.Items) != 1 {
-		t.Fatalf("serving pods: %d, %v", len(pods.Items), err)
+	pods := servingPods(t, ms.Namespace, ms.Name)
+	if len(pods) != 1 {
+		t.Fatalf("%d serving pods, want 1", len(pods))
 	}
-	pod := &pods.Items[0]
+	pod := &pods[0]
 	running := pod.Status.ContainerStatuses[0].State
 	degraded := map[string]string{"phase": string(servingv1alpha1.PhaseDegraded)}
 	before := gather(t).value("modelserver_modelservers", degraded)
