@@ -9,7 +9,9 @@ package realnode
 
 import (
 	"context"
+	"flag"
 	"fmt"
+	"strconv"
 	"testing"
 	"time"
 
@@ -42,7 +44,21 @@ type env struct {
 
 var shared realenv.Shared[*env]
 
+// parallelTests is how many tests run at once: enough for every test that
+// calls t.Parallel, and the subtests of those that have them. They wait on
+// the kubelet (its back-off, its probes), not the CPU, and the testing
+// package starts them in no set order: with its default, GOMAXPROCS (2 in
+// CI), the liveness test, the longest, could start after the others and
+// the package took 400 s, where the liveness test alone takes 190 s.
+const parallelTests = 12
+
 func TestMain(m *testing.M) {
+	flag.Parse()
+	parallelSet := false
+	flag.Visit(func(f *flag.Flag) { parallelSet = parallelSet || f.Name == "test.parallel" })
+	if !parallelSet {
+		_ = flag.Set("test.parallel", strconv.Itoa(parallelTests))
+	}
 	shared.Main(m, func(e *env) *localcluster.Cluster {
 		if e == nil {
 			return nil
@@ -53,10 +69,11 @@ func TestMain(m *testing.M) {
 
 // realNode returns the shared environment, starting it on first use, or
 // skips the test in one line where the machine cannot run containers.
-// Tests that mostly wait on the kubelet (its back-off, its probes) call
-// t.Parallel: each works in its own namespace, and they run two at a time
-// after the others. The longest (the liveness probe's, about 190 s) comes
-// first, so that the other four run beside it.
+// Tests that mostly wait on the kubelet or the fetch call t.Parallel: each
+// works in its own namespace, and they all run at once (parallelTests),
+// beside the longest, the liveness probe's (about 190 s). Those that run
+// alone first measure the operator's own pod, the time from apply to Ready,
+// and a rolling update's capacity, which a busy node would blur.
 func realNode(t testing.TB) *env {
 	t.Helper()
 	e := shared.Get(t, func() (*env, error) { return startEnv(t) })

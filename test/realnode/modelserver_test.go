@@ -399,6 +399,7 @@ func TestChangingTheModelFetchesItBesideTheOldOneAndRollsWithoutLosingCapacity(t
 }
 
 func TestFailedFetchesSayWhyAndFixingTheSpecRecovers(t *testing.T) {
+	t.Parallel()
 	e := realNode(t)
 	for _, tc := range []struct {
 		name, uri, secret, reason, wantMessage string
@@ -708,6 +709,7 @@ func TestAModelSlowerToLoadThanItsTimeoutIsNamedAndATimeoutThatFitsMakesItReady(
 }
 
 func TestAFetchKilledMidDownloadIsRetriedAndNeverPublishesAPartialModel(t *testing.T) {
+	t.Parallel()
 	e := realNode(t)
 	ns := e.namespace(t)
 	e.kubectl(t, e.modelServer("big", bigModel, 1, "1Gi", ""), "-n", ns, "apply", "-f", "-")
@@ -808,6 +810,7 @@ func (e *env) killFetchMidDownload(ns string) error {
 }
 
 func TestAVolumeTooSmallFailsSayingHowMuchSpaceTheModelNeeds(t *testing.T) {
+	t.Parallel()
 	e := realNode(t)
 	ns := e.namespace(t)
 	e.kubectl(t, e.modelServer("tiny", halfPlusTwo, 1, "16Ki", ""), "-n", ns, "apply", "-f", "-")
@@ -830,6 +833,7 @@ func TestAVolumeTooSmallFailsSayingHowMuchSpaceTheModelNeeds(t *testing.T) {
 }
 
 func TestDeletingAModelServerRemovesWhatItCreatedWithTheData(t *testing.T) {
+	t.Parallel()
 	e := realNode(t)
 	ns := e.namespace(t)
 	e.kubectl(t, e.modelServer("gone", halfPlusTwo, 1, "64Mi", ""), "-n", ns, "apply", "-f", "-")
