@@ -91,10 +91,14 @@ verify-generated: manifests generate docs-api ## Fail if generated files differ 
 # The suites that take the machine's one real node (test/realnode,
 # test/olm, test/olmv1, and a test or two of internal/localcluster's and
 # test/e2e's) take it in turn, and their sum is the phase's floor. go test
-# starts packages in this order, two at a time: the real node's suites go
-# first and one after another, and the others beside them, with
-# internal/localcluster, whose real-node tests come last, at the end.
+# starts packages in this order, three at a time (CLUSTER_PARALLEL): the
+# real node's suites go first and one after another, the others beside
+# them, with internal/localcluster, whose real-node tests come last, at the
+# end. The third lets the next real-node suite build its images while the
+# node is still held; two at a time, it started only when the suite before
+# it ended, and the node stood idle for its build (37 to 84 s a suite).
 CLUSTER_PKGS := ./test/realnode/... ./controllers/... ./test/e2e/... ./test/olm/... ./test/olmv1/... ./internal/localcluster/...
+CLUSTER_PARALLEL ?= 3
 UNIT_PKGS = $(shell go list ./... | grep -v -e /internal/localcluster -e /controllers -e /test/e2e -e /test/realnode -e '/test/olm$$' -e /test/olmv1)
 
 # now is the time of day, for the ">>" lines that mark where a build or a
@@ -144,7 +148,7 @@ test-unit: ## Unit tests (no cluster).
 # package's time includes waiting for the others.
 test-cluster: tools node-deps bundlegen ## Suites that start a local control plane (etcd, kube-*, kwok) and, where the machine can run containers, a real node.
 	@echo ">> $(now) $@"
-	go test -count=1 -timeout 60m $(CLUSTER_PKGS)
+	go test -count=1 -timeout 60m -p $(CLUSTER_PARALLEL) $(CLUSTER_PKGS)
 
 .PHONY: test-e2e
 test-e2e: tools build ## End-to-end tests: the operator binary against the local control plane.
