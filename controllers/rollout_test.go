@@ -382,22 +382,28 @@ func TestAServingPodLostToACrashLoopIsNamedInTheDegradedStatus(t *testing.T) {
 	if len(pods) != 2 {
 		t.Fatalf("%d serving pods, want 2", len(pods))
 	}
+	// The Deployment is available once its pods have stayed ready for its
+	// minReadySeconds, after Ready: the pod is lost after that.
+	availability := func(want corev1.ConditionStatus) {
+		eventually(t, 30*time.Second, "the Deployment's Available condition "+string(want), func(ctx context.Context) (bool, string) {
+			d := &appsv1.Deployment{}
+			if err := env.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: names.Deployment(ms.Name)}, d); err != nil {
+				return false, err.Error()
+			}
+			for _, cond := range d.Status.Conditions {
+				if cond.Type == appsv1.DeploymentAvailable && cond.Status == want {
+					c.since = cond.LastTransitionTime.Time
+					return true, ""
+				}
+			}
+			return false, fmt.Sprintf("%d ready, %d available", d.Status.ReadyReplicas, d.Status.AvailableReplicas)
+		})
+	}
+	availability(corev1.ConditionTrue)
 	pod := &pods[0]
 	pod.Status.ContainerStatuses[0].LastTerminationState = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 137, Reason: "OOMKilled"}}
 	setContainerState(t, pod, corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}})
-	eventually(t, 30*time.Second, "the Deployment unavailable", func(ctx context.Context) (bool, string) {
-		d := &appsv1.Deployment{}
-		if err := env.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: names.Deployment(ms.Name)}, d); err != nil {
-			return false, err.Error()
-		}
-		for _, cond := range d.Status.Conditions {
-			if cond.Type == appsv1.DeploymentAvailable && cond.Status == corev1.ConditionFalse {
-				c.since = cond.LastTransitionTime.Time
-				return true, ""
-			}
-		}
-		return false, fmt.Sprintf("%d ready", d.Status.ReadyReplicas)
-	})
+	availability(corev1.ConditionFalse)
 	c.expect(time.Second, 0, 29*time.Second)
 	if got := c.get(); got.Status.Phase != servingv1alpha1.PhaseDegraded {
 		t.Fatalf("%s: %s; want Degraded at once", got.Status.Phase, got.Status.Message)

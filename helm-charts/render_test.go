@@ -986,6 +986,9 @@ func checkStack(t *testing.T, ms *servingv1alpha1.ModelServer, v *values.Values,
 	if d.Spec.RevisionHistoryLimit == nil || *d.Spec.RevisionHistoryLimit != 3 {
 		t.Errorf("revisionHistoryLimit = %v, want 3", d.Spec.RevisionHistoryLimit)
 	}
+	if d.Spec.MinReadySeconds != 2 {
+		t.Errorf("minReadySeconds = %d, want 2: a pod ready for a moment must not replace an old one", d.Spec.MinReadySeconds)
+	}
 	wantAnnotations := map[string]string{"checksum/config": v.Serving.RestartChecksum}
 	maps.Copy(wantAnnotations, v.Serving.Annotations)
 	maps.Copy(wantAnnotations, v.Pod.Annotations)
