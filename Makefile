@@ -75,18 +75,20 @@ lint: vet vet-bench $(LOCALBIN)/golangci-lint ## Fail on unformatted code, vet a
 	for m in $(BENCH_MODULES); do (cd $$m && golangci-lint run ./...) || exit 1; done
 
 .PHONY: verify-shared-deps
-# The one split allowed: sprig's cast and mergo. Helm pins sprig, which
-# needs cast 1.7.0, in the operator's module (and so in the modules that
-# share its pins); operator-sdk's viper needs cast 1.10.0. Raising the
-# operator's would change what its chart's template functions do, for five
-# packages (sprig and four of Helm's) compiled twice.
-verify-shared-deps: export SHARED_DEPS_SPLIT = github.com/spf13/cast dario.cat/mergo
-verify-shared-deps: ## Fail if a package two of the builds (this module's, hack/tools', kwok's, OLM's, operator-sdk's, a benchmark's) both compile is pinned at different versions (a cold build would compile it twice).
+# The splits allowed. Sprig's cast and mergo: Helm pins sprig, which needs
+# cast 1.7.0, in the operator's module (and so in the modules that share
+# its pins); operator-sdk's viper needs cast 1.10.0. Raising the operator's
+# would change what its chart's template functions do, for five packages
+# (sprig and four of Helm's) compiled twice. The terminal checks: versitygw
+# needs newer ones than the rest pin, for two small packages.
+verify-shared-deps: export SHARED_DEPS_SPLIT = github.com/spf13/cast dario.cat/mergo github.com/mattn/go-isatty github.com/mattn/go-colorable
+verify-shared-deps: ## Fail if a package two of the builds (this module's, hack/tools', kwok's, OLM's, operator-sdk's, versitygw's, a benchmark's) both compile is pinned at different versions (a cold build would compile it twice).
 	@echo ">> $(now) $@"
 	hack/verify-shared-deps.sh $(BENCH_MODULES) \
 		'hack/tools=$(subst $(space),$(comma),$(strip $(HACK_TOOLS_PKGS)))' hack/tools/kwok=$(KWOK_PKG) \
 		'hack/tools/olm=$(subst $(space),$(comma),$(strip $(OLM_TOOLS_PKGS)))' \
-		'hack/tools/operator-sdk=$(subst $(space),$(comma),$(strip $(OPERATOR_SDK_PKGS)))'
+		'hack/tools/operator-sdk=$(subst $(space),$(comma),$(strip $(OPERATOR_SDK_PKGS)))' \
+		hack/tools/versitygw=$(VERSITYGW_PKG)
 
 .PHONY: verify-generated
 verify-generated: manifests generate docs-api ## Fail if generated files differ from what is committed.
@@ -398,9 +400,9 @@ catalog-build: ## Build the file-based catalog image (needs a container engine).
 
 ##@ Tools
 # Every tool is built from source through the Go module proxy at the version
-# pinned in hack/tools (some in modules of their own under it), into
-# bin/<tool>-<version> or, for the tools built by one `go build` of their
-# module, bin/<module>-tools-<hash of its pins>/, with bin/<tool> linking to
+# pinned in hack/tools (some in modules of their own under it), by one
+# `go build` of each module into bin/<module>-tools-<hash of its pins>/
+# (hack/tools' own: bin/hack-tools-<hash>/), with bin/<tool> linking to
 # it. A change of pins builds the new one; otherwise nothing is rebuilt.
 
 comma := ,
@@ -430,17 +432,6 @@ KUBE_LDFLAGS := $(foreach pkg,k8s.io/component-base/version k8s.io/client-go/pkg
 # 30 % smaller, and so are the images of OLM's that the OLM suites build,
 # push and pull.
 TOOL_LDFLAGS := -s -w
-
-# tool-rule NAME,VERSION,MODULE_DIR,PACKAGE,LDFLAGS
-define tool-rule
-$(LOCALBIN)/$(1)-$(2):
-	@mkdir -p $(LOCALBIN)
-	@echo ">> $$(now) building $(1) $(2)"
-	cd $(3) && go build -ldflags '$(TOOL_LDFLAGS) $(5)' -o $$@.tmp $(4) && mv $$@.tmp $$@
-$(LOCALBIN)/$(1): $(LOCALBIN)/$(1)-$(2)
-	ln -sf $(1)-$(2) $$@
-TOOLS += $(LOCALBIN)/$(1)
-endef
 
 # The tools pinned in hack/tools/go.mod are built by one `go build`, so the
 # packages they share (client-go, apiserver, ...) compile once: a cold build
@@ -474,8 +465,6 @@ TOOLS += $(LOCALBIN)/$(1)
 endef
 $(foreach t,etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet kube-proxy controller-gen kustomize,$(eval $(call hack-tool-rule,$(t))))
 
-$(eval $(call tool-rule,crd-ref-docs,$(CRD_REF_DOCS_VERSION),hack/tools/crd-ref-docs,github.com/elastic/crd-ref-docs,))
-$(eval $(call tool-rule,versitygw,$(VERSITYGW_VERSION),hack/tools/versitygw,github.com/versity/versitygw/cmd/versitygw,))
 
 # module-tools-rule VAR,MODULE_DIR,WHAT,PACKAGES,LINKS: every package of one
 # module in one `go build`, so that what they share compiles once, into a
@@ -513,6 +502,10 @@ $(eval $(call module-tools-rule,OLM_TOOLS,hack/tools/olm,OLM $(OLM_VERSION) (olm
 $(eval $(call module-tools-rule,OLMV1_TOOLS,hack/tools/olmv1,operator-controller and catalogd $(OPERATOR_CONTROLLER_VERSION),\
 	github.com/operator-framework/operator-controller/cmd/operator-controller github.com/operator-framework/operator-controller/cmd/catalogd,\
 	operator-controller:operator-controller catalogd:catalogd))
+
+$(eval $(call module-tools-rule,CRD_REF_DOCS_TOOLS,hack/tools/crd-ref-docs,crd-ref-docs $(CRD_REF_DOCS_VERSION),github.com/elastic/crd-ref-docs,crd-ref-docs:crd-ref-docs))
+VERSITYGW_PKG := github.com/versity/versitygw/cmd/versitygw
+$(eval $(call module-tools-rule,VERSITYGW_TOOLS,hack/tools/versitygw,versitygw $(VERSITYGW_VERSION),$(VERSITYGW_PKG),versitygw:versitygw))
 
 # kwok, in a directory named after its module's pins: they follow the
 # operator's module (verify-shared-deps) and move without kwok's version.
