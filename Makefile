@@ -469,7 +469,6 @@ TOOLS += $(LOCALBIN)/$(1)
 endef
 $(foreach t,etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet kube-proxy controller-gen kustomize,$(eval $(call hack-tool-rule,$(t))))
 
-
 # module-tools-rule VAR,MODULE_DIR,WHAT,PACKAGES,LINKS: every package of one
 # module in one `go build`, so that what they share compiles once, into a
 # directory named after the module's pins and the link flags; LINKS are
@@ -540,7 +539,7 @@ TOOLS += $(LOCALBIN)/pause
 # The modules the tools and this module's vet build from. On a cold machine
 # they take about 2.5 minutes to download, mostly waiting on the network,
 # and each `go build` would wait for its own before compiling; so while the
-# control plane's build compiles (the first, 15 minutes on two cores), the
+# control plane's build compiles (the first, 9 to 15 minutes on two cores), the
 # others download beside it. A download that fails here fails again, with
 # its message, in the build that needs it.
 TOOL_MODULES := hack/tools hack/tools/olm hack/tools/olmv1 hack/tools/crd-ref-docs hack/tools/versitygw \
