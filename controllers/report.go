@@ -93,52 +93,68 @@ func (r *ModelServerReconciler) writeStatus(ctx context.Context, ms *servingv1al
 // probe (every second) and are Ready, and one write says both the fetch
 // done and Ready, where a write per step would cost one more per
 // ModelServer. A slower start still shows as Deploying, 10 seconds late.
-// Ready, a failure, a new generation and the release's own steps are
-// written at once.
+// A failure, a new generation and the release's own steps are written at
+// once; Ready once it has lasted readyHold.
 const progressHold = 10 * time.Second
 
-// recoveryHold is how long a ModelServer Degraded for want of ready pods
-// waits, once they are ready again, before it is written Ready. Kubelets
-// without the fix for kubernetes#141155 report a container restarted by
-// its liveness probe ready for a few hundred milliseconds before its
-// startup probe has run; the Deployment counts it, and without the hold
-// each such restart read Ready and Degraded again within a second, with
-// an Event for each. A real recovery is told this much later; Ready
-// reached from a step on the way (Fetching, Deploying) is not held.
-const recoveryHold = 2 * time.Second
+// readyHold is how long a ModelServer whose pods were not all ready
+// (Pending, Fetching, Deploying, or Degraded for want of them) waits,
+// once they are, before it is written Ready. A kubelet can report a new
+// container ready, then not ready, within a second (seen on 1.37.2), and
+// one without the fix for kubernetes#141155 reports a container its
+// liveness probe restarted ready for a few hundred milliseconds before
+// its startup probe has run; the Deployment counts either. Without the
+// hold, a new ModelServer could be written Ready on such a flash, and
+// `kubectl wait --for=condition=Ready` return while no pod served; a
+// restart read Ready and Degraded again, with an Event for each. It is
+// the serving Deployment's minReadySeconds, and costs no request: the
+// requeue reads the cache. Ready is told this much later.
+const readyHold = 2 * time.Second
 
-// heldSteps remembers, by UID, since when a change of status has been
-// held.
+// heldSteps remembers, by UID, which change of phase has been held, and
+// since when.
 type heldSteps struct{ m sync.Map }
 
+type heldStep struct {
+	to    servingv1alpha1.Phase
+	since time.Time
+}
+
 // hold says how much longer st, a change from old seen at now, is held
-// back; 0 to write it now.
+// back; 0 to write it now. A hold counts from when its phase was first
+// seen: a step held, then Ready, holds Ready from then.
 func (h *heldSteps) hold(uid types.UID, old, st servingv1alpha1.ModelServerStatus, now time.Time) time.Duration {
 	d := holdOf(old, st)
 	if d == 0 {
 		h.m.Delete(uid)
 		return 0
 	}
-	since, _ := h.m.LoadOrStore(uid, now)
-	if left := since.(time.Time).Add(d).Sub(now); left > 0 {
+	step := heldStep{to: st.Phase, since: now}
+	if v, ok := h.m.Load(uid); ok && v.(heldStep).to == st.Phase {
+		step = v.(heldStep)
+	} else {
+		h.m.Store(uid, step)
+	}
+	if left := step.since.Add(d).Sub(now); left > 0 {
 		return left
 	}
 	h.m.Delete(uid)
 	return 0
 }
 
-// holdOf is how long a change from old to st is held in all: a step on
-// the way to Ready after another, or a recovery from pods lost.
+// holdOf is how long a change from old to st is held in all: Ready while
+// the pods have not stayed ready long, or a step on the way to Ready
+// after another.
 func holdOf(old, st servingv1alpha1.ModelServerStatus) time.Duration {
 	switch {
+	case st.Phase == servingv1alpha1.PhaseReady && old.Phase != servingv1alpha1.PhaseReady &&
+		conditionStatus(old, servingv1alpha1.ConditionAvailable) != metav1.ConditionTrue:
+		return readyHold
 	case old.ObservedGeneration != st.ObservedGeneration:
 		return 0
 	case onTheWay(old.Phase) && onTheWay(st.Phase) &&
 		conditionStatus(old, servingv1alpha1.ConditionDeployed) == conditionStatus(st, servingv1alpha1.ConditionDeployed):
 		return progressHold
-	case old.Phase == servingv1alpha1.PhaseDegraded && st.Phase == servingv1alpha1.PhaseReady &&
-		conditionStatus(old, servingv1alpha1.ConditionAvailable) == metav1.ConditionFalse:
-		return recoveryHold
 	}
 	return 0
 }

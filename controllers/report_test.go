@@ -32,7 +32,6 @@ func TestOnlyStepsBetweenStepsOnTheWayToReadyAreHeld(t *testing.T) {
 	for name, tc := range map[string]struct {
 		old, st servingv1alpha1.ModelServerStatus
 	}{
-		"Ready":            {deploying, status(servingv1alpha1.PhaseReady, 1)},
 		"a failure":        {fetching, status(servingv1alpha1.PhaseFailed, 1)},
 		"a new generation": {status(servingv1alpha1.PhaseReady, 1), status(servingv1alpha1.PhaseFetching, 2)},
 		"the first status": {servingv1alpha1.ModelServerStatus{}, fetching},
@@ -46,11 +45,12 @@ func TestOnlyStepsBetweenStepsOnTheWayToReadyAreHeld(t *testing.T) {
 	}
 }
 
-// A ModelServer Degraded for want of ready pods is written Ready only once
-// its pods have stayed ready for recoveryHold: a kubelet that reports a
-// restarted container ready for a moment (kubernetes#141155) does not make
-// it Ready and Degraded again. Other ways to Ready are not held.
-func TestARecoveryFromPodsLostIsHeldUntilItLasts(t *testing.T) {
+// A ModelServer whose pods were not all ready is written Ready only once
+// they have stayed ready for readyHold: a kubelet that reports a new or
+// restarted container ready for a moment (kubernetes#141155) does not
+// make it Ready, then Deploying or Degraded again. Ready reached with the
+// pods ready all along is not held.
+func TestReadyIsHeldUntilThePodsHaveStayedReady(t *testing.T) {
 	status := func(p servingv1alpha1.Phase, gen int64, available metav1.ConditionStatus) servingv1alpha1.ModelServerStatus {
 		return servingv1alpha1.ModelServerStatus{Phase: p, ObservedGeneration: gen, Conditions: []metav1.Condition{
 			{Type: servingv1alpha1.ConditionDeployed, Status: metav1.ConditionTrue},
@@ -61,14 +61,14 @@ func TestARecoveryFromPodsLostIsHeldUntilItLasts(t *testing.T) {
 	t0 := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
 
 	var h heldSteps
-	if got := h.hold("a", lost, ready, t0); got != recoveryHold {
-		t.Errorf("pods ready again, first seen: held %s, want %s", got, recoveryHold)
+	if got := h.hold("a", lost, ready, t0); got != readyHold {
+		t.Errorf("pods ready again, first seen: held %s, want %s", got, readyHold)
 	}
 	// The pods lost again: the status computed is the one written, and
 	// the hold is forgotten, as writeStatus does.
 	h.forget("a")
-	if got := h.hold("a", lost, ready, t0.Add(time.Second)); got != recoveryHold {
-		t.Errorf("ready again after a flash: held %s, want %s from then", got, recoveryHold)
+	if got := h.hold("a", lost, ready, t0.Add(time.Second)); got != readyHold {
+		t.Errorf("ready again after a flash: held %s, want %s from then", got, readyHold)
 	}
 	if got := h.hold("a", lost, ready, t0.Add(2*time.Second)); got != time.Second {
 		t.Errorf("a second later: held %s more, want 1s", got)
@@ -76,17 +76,34 @@ func TestARecoveryFromPodsLostIsHeldUntilItLasts(t *testing.T) {
 	if got := h.hold("a", lost, ready, t0.Add(3*time.Second)); got != 0 {
 		t.Errorf("after the hold: held %s more, want it written", got)
 	}
+
+	// A new ModelServer's first Ready, seen while the step before it was
+	// itself held, is held from when Ready is first seen.
+	fetching, deploying := status(servingv1alpha1.PhaseFetching, 1, metav1.ConditionFalse), status(servingv1alpha1.PhaseDeploying, 1, metav1.ConditionFalse)
+	if got := h.hold("c", fetching, deploying, t0); got != progressHold {
+		t.Errorf("the fetch's end first seen: held %s, want %s", got, progressHold)
+	}
+	if got := h.hold("c", fetching, ready, t0.Add(9*time.Second)); got != readyHold {
+		t.Errorf("pods ready 9 s into the step's hold: held %s, want %s from then", got, readyHold)
+	}
+	if got := h.hold("c", fetching, ready, t0.Add(11*time.Second)); got != 0 {
+		t.Errorf("2 s later: held %s more, want it written", got)
+	}
 	for name, tc := range map[string]struct {
 		old, st servingv1alpha1.ModelServerStatus
+		want    time.Duration
 	}{
-		"a failed fetch's Degraded, still serving": {status(servingv1alpha1.PhaseDegraded, 1, metav1.ConditionTrue), ready},
-		"a new generation":                         {lost, status(servingv1alpha1.PhaseReady, 2, metav1.ConditionTrue)},
-		"the first Ready":                          {status(servingv1alpha1.PhaseDeploying, 1, metav1.ConditionFalse), ready},
-		"pods lost":                                {ready, lost},
+		"the first Ready, from Fetching":                  {fetching, ready, readyHold},
+		"the first Ready, from Deploying":                 {deploying, ready, readyHold},
+		"Ready with a new generation, pods not all ready": {lost, status(servingv1alpha1.PhaseReady, 2, metav1.ConditionTrue), readyHold},
+		"a failed fetch's Degraded, still serving":        {status(servingv1alpha1.PhaseDegraded, 1, metav1.ConditionTrue), ready, 0},
+		"Ready again, a new generation":                   {ready, status(servingv1alpha1.PhaseReady, 2, metav1.ConditionTrue), 0},
+		"pods lost":                                       {ready, lost, 0},
 	} {
-		if got := h.hold("b", tc.old, tc.st, t0); got != 0 {
-			t.Errorf("%s held for %s, want it written at once", name, got)
+		if got := h.hold("b", tc.old, tc.st, t0); got != tc.want {
+			t.Errorf("%s held for %s, want %s", name, got, tc.want)
 		}
+		h.forget("b")
 	}
 }
 

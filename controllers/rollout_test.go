@@ -104,10 +104,14 @@ func TestAServingImageThatCannotBePulledIsNamedInTheStatus(t *testing.T) {
 	c.expectStalledWarning(want) // still the one
 
 	// The image turns up: the pod runs and is ready, and so is the
-	// ModelServer, with nothing left of the failure and no more reads.
+	// ModelServer once the pod has stayed ready for 2 s (the clock moves
+	// on a second a look), with nothing left of the failure and no more
+	// reads.
 	setContainerState(t, pod, corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.Now()}})
+	at := 104 * time.Second
 	eventually(t, 30*time.Second, "nopull Ready", func(context.Context) (bool, string) {
-		c.reconcile(c.since.Add(104 * time.Second))
+		c.reconcile(c.since.Add(at))
+		at += time.Second
 		got = c.get()
 		return got.Status.Phase == servingv1alpha1.PhaseReady, string(got.Status.Phase) + ": " + got.Status.Message
 	})
@@ -127,9 +131,9 @@ func TestAServingImageThatCannotBePulledIsNamedInTheStatus(t *testing.T) {
 		return c.events.count("RolloutStalled") == 2, c.events.String()
 	})
 	// It was Ready before, so it is Degraded now, and Ready again once the
-	// pod has stayed ready for 2 s: the clock moves on a second a look.
+	// pod has stayed ready for 2 s.
 	setContainerState(t, pod, corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.Now()}})
-	at := 141 * time.Second
+	at = 141 * time.Second
 	eventually(t, 30*time.Second, "nopull Ready again", func(context.Context) (bool, string) {
 		c.reconcile(c.since.Add(at))
 		at += time.Second
