@@ -110,8 +110,9 @@ type ModelServerReconciler struct {
 	// held are the changes of status held back, not yet written.
 	held heldSteps
 	// podReads holds, by UID, the last read of a stalled rollout's pods;
-	// fetchPodReads, of the Events of fetch pods late to start.
-	podReads, fetchPodReads podReads
+	// fetchPodReads, of the Events of fetch pods late to start;
+	// claimReads, of the Events of claims that keep fetch pods waiting.
+	podReads, fetchPodReads, claimReads podReads
 	// indexed says that Client reads a cache with the indexes of
 	// addIndexes: SetupWithManager adds them, and Client must then be
 	// the manager's.
@@ -338,6 +339,7 @@ func (r *ModelServerReconciler) forget(uid types.UID) {
 	r.held.forget(uid)
 	r.podReads.forget(uid)
 	r.fetchPodReads.forget(uid)
+	r.claimReads.forget(uid)
 	metrics.Forget(uid)
 }
 

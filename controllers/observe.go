@@ -168,16 +168,38 @@ func unstarted(pods []corev1.Pod) []corev1.Pod {
 // (status.NothingStarted) says why in its Warning Events alone (a volume
 // that does not mount): those are read once it has stood so for the
 // grace since it was scheduled, then less and less often while it stays
-// so, as a stalled rollout's pods are.
+// so, as a stalled rollout's pods are. A pod that waits for its claim's
+// volume from a provisioner waits longer (claimProvisioning).
 func (r *ModelServerReconciler) observeUnstartedFetch(ctx context.Context, ms *servingv1alpha1.ModelServer, obs *observed, now time.Time) (time.Duration, error) {
 	cause, problem := status.FetchPodsProblem(obs.unstarted, nil)
 	var lookAgainIn time.Duration
+	grace := fetchPodStartGrace
 	if problem != "" {
 		r.fetchPodReads.forget(ms.UID)
-		if wait := fetchPodStartGrace - longest(obs.unstarted, createdAt, now); wait > 0 {
-			return wait, nil
+		age := longest(obs.unstarted, createdAt, now)
+		if age < grace {
+			return grace - age, nil
+		}
+		if cause == status.CauseUnschedulable {
+			// A claim still being provisioned keeps its pod from every
+			// node; that is a wait, not a fault, unless the provisioner
+			// says it fails or takes provisionGrace.
+			waiting, claimProblem, again, err := r.claimProvisioning(ctx, ms, age, now)
+			switch {
+			case err != nil:
+				return 0, err
+			case waiting && claimProblem == "":
+				r.fetchStarted(ms.UID)
+				return again, nil
+			case waiting:
+				problem, lookAgainIn = claimProblem, again
+				if age >= provisionGrace {
+					grace = provisionGrace
+				}
+			}
 		}
 	} else {
+		r.claimReads.forget(ms.UID)
 		creating := slices.DeleteFunc(slices.Clone(obs.unstarted), func(p corev1.Pod) bool { return !status.NothingStarted(&p) })
 		if len(creating) == 0 {
 			r.fetchPodReads.forget(ms.UID)
@@ -199,7 +221,7 @@ func (r *ModelServerReconciler) observeUnstartedFetch(ctx context.Context, ms *s
 	}
 	obs.fetchPodsProblem = problem
 	metrics.StalledFetch(ms.UID, cause)
-	r.warn(ms, eventFetchPodNotStarted, "Fetch", sentence("Model-fetch pod not started after %s: %s", fetchPodStartGrace, problem))
+	r.warn(ms, eventFetchPodNotStarted, "Fetch", sentence("Model-fetch pod not started after %s: %s", grace, problem))
 	return lookAgainIn, nil
 }
 

@@ -1,0 +1,162 @@
+package controllers_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
+	"github.com/modelserver-dev/modelserver-operator/internal/values"
+)
+
+// A fetch pod that waits for its claim's volume from a provisioner is not
+// named at its 30 s grace: in a burst, a provisioner's queue takes
+// minutes, and a Warning for each ModelServer would be a false alarm. The
+// claim's failures are read then, once; a provisioner silent for 5 min is
+// named as such, and one that fails again and again in its own words.
+func TestAFetchPodWaitingForItsProvisionerIsNamedOnlyWhenTheProvisionerFailsOrIsSlow(t *testing.T) {
+	const provisioner = "example.com/nobody"
+	class := nobodyProvisions(t, "slow-provisioner", provisioner)
+	_, r, _ := recordingReconciler(t)
+	ms := createUnmanaged(t, "slowclaim", func(ms *servingv1alpha1.ModelServer) {
+		ms.Spec.Storage.StorageClassName = ptrTo(class)
+	})
+	c := newClockedReconciler(t, r, ms)
+	pod := unschedulableFetchPod(t, c, ms)
+	c.since = pod.CreationTimestamp.Time
+	claim := claimHandedToAProvisioner(t, ms)
+
+	c.reconcile(c.since.Add(31 * time.Second))
+	c.reconcile(c.since.Add(42 * time.Second))
+	got := c.get()
+	if strings.Contains(got.Status.Message, "fetch pod") || strings.Contains(got.Status.Message, "claim \"") || c.events.count("FetchPodNotStarted") != 0 {
+		t.Errorf("42 s after the pod: %q, %d FetchPodNotStarted Warnings; want nothing said of the pod", got.Status.Message, c.events.count("FetchPodNotStarted"))
+	}
+	if n := c.reads.claimEvents.Load(); n != 1 {
+		t.Errorf("42 s after the pod: %d reads of the claim's Events, want 1 (at 31 s)", n)
+	}
+	c.reconcile(c.since.Add(2 * time.Minute))
+	if n := c.reads.claimEvents.Load(); n != 1 {
+		t.Errorf("2 min after the pod: %d reads of the claim's Events, want still 1", n)
+	}
+
+	// Silent for 5 min: named, once.
+	c.reconcile(c.since.Add(5*time.Minute + time.Second))
+	c.reconcile(c.since.Add(5*time.Minute + 12*time.Second))
+	got = c.get()
+	slow := fmt.Sprintf("claim %q is not bound: provisioner %s has made no volume for it", claim.Name, provisioner)
+	if got.Status.Phase != servingv1alpha1.PhaseFetching || !strings.Contains(got.Status.Message, slow) {
+		t.Errorf("5 min after the pod: %s: %q; want Fetching, saying %q", got.Status.Phase, got.Status.Message, slow)
+	}
+	if n := c.events.count("FetchPodNotStarted"); n != 1 || !strings.Contains(c.events.String(), "Model-fetch pod not started after 5m0s: "+slow) {
+		t.Errorf("%d FetchPodNotStarted Warnings, want 1 saying %q: %s", n, slow, c.events)
+	}
+	if n := c.reads.claimEvents.Load(); n != 2 {
+		t.Errorf("5 min after the pod: %d reads of the claim's Events, want 2", n)
+	}
+
+	// The provisioner then fails, again and again; the next read, 10 min
+	// on, names its failure in a Warning of its own.
+	const quota = "rpc error: code = ResourceExhausted desc = volume quota exceeded"
+	provisionerWarning(t, claim, provisioner, quota)
+	at := c.since.Add(15*time.Minute + 2*time.Second)
+	c.reconcile(at)
+	c.reconcile(at.Add(11 * time.Second))
+	got = c.get()
+	failed := fmt.Sprintf("claim %q cannot be provisioned by %s: %s", claim.Name, provisioner, quota)
+	if !strings.Contains(got.Status.Message, failed) {
+		t.Errorf("15 min after the pod: %q; want it saying %q", got.Status.Message, failed)
+	}
+	if n := c.events.count("FetchPodNotStarted"); n != 2 || !strings.Contains(c.events.String(), "Model-fetch pod not started after 5m0s: "+failed) {
+		t.Errorf("%d FetchPodNotStarted Warnings, want 2, the second saying %q: %s", n, failed, c.events)
+	}
+	if n, events := c.reads.n.Load(), c.reads.events.Load(); n+events != 0 {
+		t.Errorf("%d pod lists, %d lists of pods' Events; want none", n, events)
+	}
+}
+
+// A provisioner's failure said again and again is named at the fetch
+// pod's 30 s grace, in the provisioner's words.
+func TestAFetchPodWhoseProvisionerFailsIsNamedAfterItsGrace(t *testing.T) {
+	const provisioner = "example.com/failing"
+	class := nobodyProvisions(t, "failing-provisioner", provisioner)
+	_, r, _ := recordingReconciler(t)
+	ms := createUnmanaged(t, "failingclaim", func(ms *servingv1alpha1.ModelServer) {
+		ms.Spec.Storage.StorageClassName = ptrTo(class)
+	})
+	c := newClockedReconciler(t, r, ms)
+	pod := unschedulableFetchPod(t, c, ms)
+	c.since = pod.CreationTimestamp.Time
+	claim := claimHandedToAProvisioner(t, ms)
+	const invalid = `invalid parameter "iops": must be at most 16000`
+	provisionerWarning(t, claim, provisioner, invalid)
+
+	c.reconcile(c.since.Add(31 * time.Second))
+	c.reconcile(c.since.Add(42 * time.Second))
+	got := c.get()
+	failed := fmt.Sprintf("claim %q cannot be provisioned by %s: %s", claim.Name, provisioner, invalid)
+	if got.Status.Phase != servingv1alpha1.PhaseFetching || !strings.Contains(got.Status.Message, failed) {
+		t.Errorf("42 s after the pod: %s: %q; want Fetching, saying %q", got.Status.Phase, got.Status.Message, failed)
+	}
+	if n := c.events.count("FetchPodNotStarted"); n != 1 || !strings.Contains(c.events.String(), "Model-fetch pod not started after 30s: "+failed) {
+		t.Errorf("%d FetchPodNotStarted Warnings, want 1 saying %q: %s", n, failed, c.events)
+	}
+}
+
+// nobodyProvisions creates a StorageClass, binding at once, whose
+// provisioner never runs, for the test's life.
+func nobodyProvisions(t *testing.T, name, provisioner string) string {
+	t.Helper()
+	immediate := storagev1.VolumeBindingImmediate
+	sc := &storagev1.StorageClass{
+		ObjectMeta:        metav1.ObjectMeta{Name: name},
+		Provisioner:       provisioner,
+		VolumeBindingMode: &immediate,
+	}
+	if err := env.client.Create(context.Background(), sc); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.client.Delete(context.Background(), sc) })
+	return sc.Name
+}
+
+// claimHandedToAProvisioner waits for the PersistentVolume controller to
+// name the provisioner on ms's claim, and returns the claim.
+func claimHandedToAProvisioner(t *testing.T, ms *servingv1alpha1.ModelServer) *corev1.PersistentVolumeClaim {
+	t.Helper()
+	var claim corev1.PersistentVolumeClaim
+	eventually(t, 30*time.Second, "the claim handed to its provisioner", func(ctx context.Context) (bool, string) {
+		claims := &corev1.PersistentVolumeClaimList{}
+		if err := env.client.List(ctx, claims, client.InNamespace(ms.Namespace), client.MatchingLabels{values.LabelModelServer: ms.Name}); err != nil || len(claims.Items) != 1 {
+			return false, fmt.Sprint(len(claims.Items), " claims ", err)
+		}
+		claim = claims.Items[0]
+		return claim.Annotations["volume.kubernetes.io/storage-provisioner"] != "", fmt.Sprintf("annotations %v", claim.Annotations)
+	})
+	return &claim
+}
+
+// provisionerWarning records, as an external provisioner does at each
+// failed try, a ProvisioningFailed Warning on claim, said three times.
+func provisionerWarning(t *testing.T, claim *corev1.PersistentVolumeClaim, provisioner, message string) {
+	t.Helper()
+	event := &corev1.Event{
+		ObjectMeta: metav1.ObjectMeta{Namespace: claim.Namespace, GenerateName: claim.Name + "."},
+		InvolvedObject: corev1.ObjectReference{
+			Kind: "PersistentVolumeClaim", Namespace: claim.Namespace, Name: claim.Name, UID: claim.UID, APIVersion: "v1",
+		},
+		Type: corev1.EventTypeWarning, Reason: "ProvisioningFailed", Message: message,
+		Source:         corev1.EventSource{Component: provisioner},
+		FirstTimestamp: metav1.Now(), LastTimestamp: metav1.Now(), Count: 3,
+	}
+	if err := env.client.Create(context.Background(), event); err != nil {
+		t.Fatal(err)
+	}
+}

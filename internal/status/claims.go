@@ -1,0 +1,79 @@
+package status
+
+import (
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// The annotations the PersistentVolume controller puts on a claim once it
+// has handed it to a provisioner (the beta one for provisioners that read
+// only it). A claim without them, Pending, waits for nothing that will
+// come: its class does not exist, or has no provisioner.
+const (
+	annStorageProvisioner     = "volume.kubernetes.io/storage-provisioner"
+	annBetaStorageProvisioner = "volume.beta.kubernetes.io/storage-provisioner"
+)
+
+// reasonProvisioningFailed is the reason of the Warning a provisioner
+// records on a claim at each failed try.
+const reasonProvisioningFailed = "ProvisioningFailed"
+
+// Provisioner is the provisioner a Pending claim waits for, or "" if it
+// waits for none (or is not Pending).
+func Provisioner(claim *corev1.PersistentVolumeClaim) string {
+	if claim.Status.Phase != corev1.ClaimPending || claim.DeletionTimestamp != nil {
+		return ""
+	}
+	if p := claim.Annotations[annStorageProvisioner]; p != "" {
+		return p
+	}
+	return claim.Annotations[annBetaStorageProvisioner]
+}
+
+// ProvisioningFailedSelector selects the Events that say a provisioner
+// failed to make a claim's volume, by the claim's UID.
+func ProvisioningFailedSelector(claim *corev1.PersistentVolumeClaim) map[string]string {
+	return map[string]string{
+		"involvedObject.kind": "PersistentVolumeClaim",
+		"involvedObject.uid":  string(claim.UID),
+		"reason":              reasonProvisioningFailed,
+	}
+}
+
+// ProvisioningProblem is what keeps claim, which has waited for its
+// provisioner so long, from being bound, as its ProvisioningFailed
+// Warnings say; "" while nothing does. A provisioner tries again after
+// each failure, and one failure may be the last (a conflict on the
+// claim's write, in a burst): only a failure said twice or more counts.
+// A provisioner that says nothing for grace is named as slow; its wait
+// is what the caller's message tells.
+func ProvisioningProblem(claim *corev1.PersistentVolumeClaim, events []corev1.Event, waited, grace time.Duration) string {
+	provisioner := Provisioner(claim)
+	var newest *corev1.Event
+	for i := range events {
+		e := &events[i]
+		if e.Reason != reasonProvisioningFailed || e.InvolvedObject.UID != claim.UID || timesSaid(e) < 2 {
+			continue
+		}
+		if newest == nil || EventTime(e).After(EventTime(newest)) {
+			newest = e
+		}
+	}
+	switch {
+	case newest != nil:
+		return oneLine(withDetail(fmt.Sprintf("claim %q cannot be provisioned by %s", claim.Name, provisioner), newest.Message))
+	case waited >= grace:
+		return fmt.Sprintf("claim %q is not bound: provisioner %s has made no volume for it, and reported no failure", claim.Name, provisioner)
+	}
+	return ""
+}
+
+// timesSaid is how often an Event was recorded, in either API's terms.
+func timesSaid(e *corev1.Event) int32 {
+	if e.Series != nil {
+		return max(e.Series.Count, e.Count)
+	}
+	return max(e.Count, 1)
+}
