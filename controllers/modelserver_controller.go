@@ -111,8 +111,10 @@ type ModelServerReconciler struct {
 	held heldSteps
 	// podReads holds, by UID, the last read of a stalled rollout's pods;
 	// fetchPodReads, of the Events of fetch pods late to start;
-	// claimReads, of the Events of claims that keep fetch pods waiting.
-	podReads, fetchPodReads, claimReads podReads
+	// claimReads, of the Events of claims that keep fetch pods waiting;
+	// claimsBound, since when the claims are bound and the scheduler has
+	// not tried their fetch pods again.
+	podReads, fetchPodReads, claimReads, claimsBound podReads
 	// indexed says that Client reads a cache with the indexes of
 	// addIndexes: SetupWithManager adds them, and Client must then be
 	// the manager's.
@@ -339,7 +341,7 @@ func (r *ModelServerReconciler) forget(uid types.UID) {
 	r.held.forget(uid)
 	r.podReads.forget(uid)
 	r.fetchPodReads.forget(uid)
-	r.claimReads.forget(uid)
+	r.forgetClaims(uid)
 	metrics.Forget(uid)
 }
 

@@ -184,7 +184,7 @@ func (r *ModelServerReconciler) observeUnstartedFetch(ctx context.Context, ms *s
 			// A claim still being provisioned keeps its pod from every
 			// node; that is a wait, not a fault, unless the provisioner
 			// says it fails or takes provisionGrace.
-			waiting, claimProblem, again, err := r.claimProvisioning(ctx, ms, age, now)
+			waiting, claimProblem, again, err := r.claimProvisioning(ctx, ms, obs.unstarted, age, now)
 			switch {
 			case err != nil:
 				return 0, err
@@ -199,7 +199,7 @@ func (r *ModelServerReconciler) observeUnstartedFetch(ctx context.Context, ms *s
 			}
 		}
 	} else {
-		r.claimReads.forget(ms.UID)
+		r.forgetClaims(ms.UID)
 		creating := slices.DeleteFunc(slices.Clone(obs.unstarted), func(p corev1.Pod) bool { return !status.NothingStarted(&p) })
 		if len(creating) == 0 {
 			r.fetchPodReads.forget(ms.UID)

@@ -80,6 +80,41 @@ func TestAFetchPodWaitingForItsProvisionerIsNamedOnlyWhenTheProvisionerFailsOrIs
 	if n, events := c.reads.n.Load(), c.reads.events.Load(); n+events != 0 {
 		t.Errorf("%d pod lists, %d lists of pods' Events; want none", n, events)
 	}
+
+	// An admin makes the volume by hand: the claim binds, the scheduler
+	// places the pod, the fetch runs, and nothing of the claim is left.
+	volumeFor(t, claim, class)
+	at = at.Add(12 * time.Second)
+	eventually(t, time.Minute, "slowclaim Ready", func(context.Context) (bool, string) {
+		at = at.Add(time.Second) // past the 2 s Ready is held
+		c.reconcile(at)
+		got = c.get()
+		return got.Status.Phase == servingv1alpha1.PhaseReady, string(got.Status.Phase) + ": " + got.Status.Message
+	})
+	if n := c.events.count("FetchPodNotStarted"); n != 2 {
+		t.Errorf("%d FetchPodNotStarted Warnings once Ready, want still 2: %s", n, c.events)
+	}
+}
+
+// volumeFor makes a volume of class bound in advance to claim, for the
+// test's life.
+func volumeFor(t *testing.T, claim *corev1.PersistentVolumeClaim, class string) {
+	t.Helper()
+	pv := &corev1.PersistentVolume{
+		ObjectMeta: metav1.ObjectMeta{Name: "by-hand-" + string(claim.UID)},
+		Spec: corev1.PersistentVolumeSpec{
+			Capacity:                      claim.Spec.Resources.Requests,
+			AccessModes:                   claim.Spec.AccessModes,
+			StorageClassName:              class,
+			PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
+			PersistentVolumeSource:        corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/srv/" + claim.Name}},
+			ClaimRef:                      &corev1.ObjectReference{Namespace: claim.Namespace, Name: claim.Name, UID: claim.UID},
+		},
+	}
+	if err := env.client.Create(context.Background(), pv); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.client.Delete(context.Background(), pv) })
 }
 
 // A provisioner's failure said again and again is named at the fetch

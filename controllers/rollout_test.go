@@ -367,11 +367,14 @@ func (s *servingPodReads) List(ctx context.Context, list client.ObjectList, opts
 			s.n.Add(1)
 		}
 	case *corev1.EventList:
+		var terms []string
+		if o.FieldSelector != nil {
+			terms = strings.Split(o.FieldSelector.String(), ",") // in no set order
+		}
 		switch {
-		case o.FieldSelector == nil:
-		case strings.Contains(o.FieldSelector.String(), "involvedObject.kind=Pod,"):
+		case slices.Contains(terms, "involvedObject.kind=Pod"):
 			s.events.Add(1)
-		case strings.Contains(o.FieldSelector.String(), "involvedObject.kind=PersistentVolumeClaim"):
+		case slices.Contains(terms, "involvedObject.kind=PersistentVolumeClaim"):
 			s.claimEvents.Add(1)
 		}
 	}

@@ -2,6 +2,7 @@ package status
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -15,6 +16,31 @@ const (
 	annStorageProvisioner     = "volume.kubernetes.io/storage-provisioner"
 	annBetaStorageProvisioner = "volume.beta.kubernetes.io/storage-provisioner"
 )
+
+// unboundClaim is what the scheduler says of a pod whose claim, binding
+// at once, has no volume yet (the volume binding plugin's
+// ErrReasonUnboundImmediatePVC).
+const unboundClaim = "pod has unbound immediate PersistentVolumeClaims"
+
+// WaitForClaims says every pod of pods that the scheduler has found no
+// node for is unschedulable only because its claim has no volume yet: as
+// the scheduler last said, which may be seconds behind the claim's
+// binding in a busy scheduler's queue.
+func WaitForClaims(pods []corev1.Pod) bool {
+	waiting := false
+	for i := range pods {
+		for _, c := range pods[i].Status.Conditions {
+			if c.Type != corev1.PodScheduled || c.Status != corev1.ConditionFalse || c.Reason != corev1.PodReasonUnschedulable {
+				continue
+			}
+			if !strings.Contains(c.Message, unboundClaim) {
+				return false
+			}
+			waiting = true
+		}
+	}
+	return waiting
+}
 
 // reasonProvisioningFailed is the reason of the Warning a provisioner
 // records on a claim at each failed try.

@@ -83,3 +83,30 @@ func TestAClaimIsAProblemOnlyWhenItsProvisionerFailsAgainOrTakesTooLong(t *testi
 		t.Errorf("silent for the grace: %q, want %q", got, want)
 	}
 }
+
+// Fetch pods wait for their claims only while the scheduler's last word
+// on each that it could not place is the unbound claim; any other word
+// stands.
+func TestPodsWaitForClaimsOnlyWhileTheSchedulerSaysSo(t *testing.T) {
+	unschedulable := func(msg string) corev1.Pod {
+		return corev1.Pod{Status: corev1.PodStatus{Phase: corev1.PodPending, Conditions: []corev1.PodCondition{{
+			Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable, Message: msg,
+		}}}}
+	}
+	claim := unschedulable("0/5 nodes are available: pod has unbound immediate PersistentVolumeClaims. not found")
+	selector := unschedulable("0/5 nodes are available: 5 node(s) didn't match Pod's node affinity/selector.")
+	for name, tc := range map[string]struct {
+		pods []corev1.Pod
+		want bool
+	}{
+		"its claim":                       {[]corev1.Pod{claim}, true},
+		"its claim, a pod not yet looked": {[]corev1.Pod{claim, {Status: corev1.PodStatus{Phase: corev1.PodPending}}}, true},
+		"a nodeSelector":                  {[]corev1.Pod{selector}, false},
+		"one of each":                     {[]corev1.Pod{claim, selector}, false},
+		"none unschedulable":              {[]corev1.Pod{{Status: corev1.PodStatus{Phase: corev1.PodPending}}}, false},
+	} {
+		if got := WaitForClaims(tc.pods); got != tc.want {
+			t.Errorf("%s: %v, want %v", name, got, tc.want)
+		}
+	}
+}
