@@ -111,10 +111,9 @@ type ModelServerReconciler struct {
 	held heldSteps
 	// podReads holds, by UID, the last read of a stalled rollout's pods;
 	// fetchPodReads, of the Events of fetch pods late to start;
-	// claimReads, of the Events of claims that keep fetch pods waiting;
-	// claimsBound, since when the claims are bound and the scheduler has
-	// not tried their fetch pods again.
-	podReads, fetchPodReads, claimReads, claimsBound podReads
+	// claimsBound, until when the scheduler may take to try fetch pods
+	// again once their claims are bound.
+	podReads, fetchPodReads, claimsBound podReads
 	// indexed says that Client reads a cache with the indexes of
 	// addIndexes: SetupWithManager adds them, and Client must then be
 	// the manager's.
@@ -134,7 +133,7 @@ type ModelServerReconciler struct {
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
-// +kubebuilder:rbac:groups="",resources=events,verbs=list
+// +kubebuilder:rbac:groups="",resources=events,verbs=list;watch
 // +kubebuilder:rbac:groups=autoscaling,resources=horizontalpodautoscalers,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=networking.k8s.io,resources=ingresses;networkpolicies,verbs=get;list;watch;create;update;patch;delete
@@ -341,7 +340,7 @@ func (r *ModelServerReconciler) forget(uid types.UID) {
 	r.held.forget(uid)
 	r.podReads.forget(uid)
 	r.fetchPodReads.forget(uid)
-	r.forgetClaims(uid)
+	r.claimsBound.forget(uid)
 	metrics.Forget(uid)
 }
 

@@ -199,7 +199,7 @@ func (r *ModelServerReconciler) observeUnstartedFetch(ctx context.Context, ms *s
 			}
 		}
 	} else {
-		r.forgetClaims(ms.UID)
+		r.claimsBound.forget(ms.UID)
 		creating := slices.DeleteFunc(slices.Clone(obs.unstarted), func(p corev1.Pod) bool { return !status.NothingStarted(&p) })
 		if len(creating) == 0 {
 			r.fetchPodReads.forget(ms.UID)

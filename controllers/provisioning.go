@@ -6,7 +6,9 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/types"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
@@ -15,52 +17,68 @@ import (
 )
 
 // provisionGrace is how long a fetch pod may wait for its claim's volume
-// while the provisioner named on the claim reports no failure, and then
-// for the scheduler to try it again. In a burst both work through queues:
-// at N = 1000 on the test bed, fetch pods waited up to 137 s to be
-// scheduled, and 11 s after their claim was bound, and a Warning at 30 s
-// for each was 889 false alarms (docs/performance.md). A provisioner that
-// fails says so on the claim, and that is named from fetchPodStartGrace on.
+// while nothing says the volume cannot be made. In a burst the
+// PersistentVolume controller, the provisioner and the scheduler each
+// work through a queue: at N = 1000 on the test bed, fetch pods waited up
+// to 137 s to be scheduled, and a Warning at 30 s for each was 889 false
+// alarms (docs/performance.md). A provisioner that fails says so on the
+// claim, and that is named from fetchPodStartGrace on.
 const provisionGrace = 5 * time.Minute
+
+// ProvisioningFailedCache is how the operator's cache holds Events: only
+// the ProvisioningFailed Warnings of claims, and of each what names the
+// failure. A claim's failure is then read without a request; a cluster
+// without failing claims holds none.
+func ProvisioningFailedCache() cache.ByObject {
+	return cache.ByObject{
+		Field:     fields.SelectorFromSet(status.ProvisioningFailedSelector()),
+		Transform: provisioningFailedSummary,
+	}
+}
+
+func provisioningFailedSummary(obj any) (any, error) {
+	e, ok := obj.(*corev1.Event)
+	if !ok {
+		return obj, nil // a tombstone of a deleted Event
+	}
+	return &corev1.Event{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: e.Name, Namespace: e.Namespace, UID: e.UID, ResourceVersion: e.ResourceVersion, CreationTimestamp: e.CreationTimestamp,
+		},
+		InvolvedObject: corev1.ObjectReference{Kind: e.InvolvedObject.Kind, Name: e.InvolvedObject.Name, UID: e.InvolvedObject.UID},
+		Reason:         e.Reason, Message: e.Message, Type: e.Type, Count: e.Count, Series: e.Series,
+		LastTimestamp: e.LastTimestamp, EventTime: e.EventTime,
+	}, nil
+}
 
 // claimProvisioning says whether the fetch pods of ms, unschedulable for
 // fetchPodStartGrace or more (the oldest for age), wait for a claim of the
-// ModelServer's that a provisioner is making, or that it has just made and
-// the scheduler has not tried the pods with yet; and if so what, if
-// anything, is wrong (status.ProvisioningProblem) and when to look again.
-// The claims are read from the cache; their ProvisioningFailed Warnings
-// with one list per claim, once at the grace and again at provisionGrace,
-// not at every reconcile. A claim's binding, and the scheduler's next word
-// on a pod, wake the ModelServer.
+// ModelServer's to get its volume, or for the scheduler to try them again
+// once it has; and if so what, if anything, is wrong
+// (status.ProvisioningProblem) and when to look again. The claims and
+// their ProvisioningFailed Warnings are read from the cache; a claim's
+// binding, and the scheduler's next word on a pod, wake the ModelServer.
 func (r *ModelServerReconciler) claimProvisioning(ctx context.Context, ms *servingv1alpha1.ModelServer, pods []corev1.Pod, age time.Duration, now time.Time) (waiting bool, problem string, lookAgainIn time.Duration, err error) {
-	if !status.WaitForClaims(pods) {
-		r.forgetClaims(ms.UID)
+	n := status.PodsWaitingForClaims(pods)
+	if n == 0 {
+		r.claimsBound.forget(ms.UID)
 		return false, "", 0, nil
 	}
 	claims, err := r.ownClaims(ctx, ms)
-	if err != nil {
+	if err != nil || len(claims) == 0 {
+		// None, or a claim of the user's: the scheduler's words stand.
+		r.claimsBound.forget(ms.UID)
 		return false, "", 0, err
 	}
-	var provisioning []corev1.PersistentVolumeClaim
-	bound := 0
+	var pending []corev1.PersistentVolumeClaim
 	for _, c := range claims {
-		switch {
-		case status.Provisioner(&c) != "":
-			provisioning = append(provisioning, c)
-		case c.Status.Phase == corev1.ClaimBound:
-			bound++
+		if c.Status.Phase != corev1.ClaimBound {
+			pending = append(pending, c)
 		}
 	}
-	switch {
-	case len(claims) == 0 || len(provisioning)+bound < len(claims):
-		// A claim of the user's, or one that no provisioner makes (its
-		// class does not exist): the scheduler's words stand.
-		r.forgetClaims(ms.UID)
-		return false, "", 0, nil
-	case len(provisioning) == 0:
+	if len(pending) == 0 {
 		// Every claim bound: the scheduler has not tried the pods again
 		// yet. It gets fetchPodStartGrace from when that is first seen.
-		r.claimReads.forget(ms.UID)
 		if _, seen := r.claimsBound.m.Load(ms.UID); !seen {
 			r.claimsBound.remember(ms.UID, podRead{due: now.Add(fetchPodStartGrace)})
 		}
@@ -70,29 +88,26 @@ func (r *ModelServerReconciler) claimProvisioning(ctx context.Context, ms *servi
 		return false, "", 0, nil
 	}
 	r.claimsBound.forget(ms.UID)
-	if last, ok := r.claimReads.fresh(ms.UID, now); ok {
-		return true, last.problem, last.due.Sub(now), nil
+	events := &corev1.EventList{}
+	if err := r.List(ctx, events, client.InNamespace(ms.Namespace)); err != nil {
+		return false, "", 0, fmt.Errorf("list the claims' ProvisioningFailed Events: %w", err)
 	}
-	for i := range provisioning {
-		events := &corev1.EventList{}
-		if err := r.APIReader.List(ctx, events, client.InNamespace(ms.Namespace), client.MatchingFields(status.ProvisioningFailedSelector(&provisioning[i]))); err != nil {
-			return false, "", 0, fmt.Errorf("list the Events of claim %s: %w", provisioning[i].Name, err)
-		}
-		if problem = status.ProvisioningProblem(&provisioning[i], events.Items, age, provisionGrace); problem != "" {
+	for i := range pending {
+		if problem = status.ProvisioningProblem(&pending[i], events.Items, age, provisionGrace); problem != "" {
 			break
 		}
 	}
-	lookAgainIn = provisionGrace - age
-	if problem != "" || lookAgainIn <= 0 {
-		lookAgainIn = status.StalledRecheckMax
+	// The cache holds the failures, but nothing wakes the ModelServer
+	// when one is recorded: look again, at no cost.
+	lookAgainIn = fetchPodStartGrace
+	if problem == "" {
+		return true, "", min(lookAgainIn, provisionGrace-age), nil
 	}
-	r.claimReads.remember(ms.UID, podRead{due: now.Add(lookAgainIn), problem: problem})
-	return true, problem, lookAgainIn, nil
-}
-
-func (r *ModelServerReconciler) forgetClaims(uid types.UID) {
-	r.claimReads.forget(uid)
-	r.claimsBound.forget(uid)
+	who := "1 fetch pod"
+	if n > 1 {
+		who = fmt.Sprintf("%d fetch pods", n)
+	}
+	return true, who + " cannot be scheduled: " + problem, lookAgainIn, nil
 }
 
 // ownClaims are the claims the operator made for ms, as the cache holds

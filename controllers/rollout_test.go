@@ -342,14 +342,12 @@ func setContainerState(t *testing.T, pod *corev1.Pod, state corev1.ContainerStat
 func about(d, want time.Duration) bool { return d >= want-time.Second && d <= want+time.Second }
 
 // servingPodReads counts the lists of serving pods (not a fetch Job's),
-// of pods' Events, and of claims' Events.
+// and of pods' Events.
 type servingPodReads struct {
 	client.Reader
 	n, events atomic.Int32
 	// gets counts the reads of one pod, as of a fetch pod.
 	gets atomic.Int32
-	// claimEvents counts the lists of claims' Events.
-	claimEvents atomic.Int32
 }
 
 func (s *servingPodReads) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
@@ -367,15 +365,8 @@ func (s *servingPodReads) List(ctx context.Context, list client.ObjectList, opts
 			s.n.Add(1)
 		}
 	case *corev1.EventList:
-		var terms []string
-		if o.FieldSelector != nil {
-			terms = strings.Split(o.FieldSelector.String(), ",") // in no set order
-		}
-		switch {
-		case slices.Contains(terms, "involvedObject.kind=Pod"):
+		if o.FieldSelector != nil && strings.Contains(o.FieldSelector.String(), "involvedObject.kind=Pod") {
 			s.events.Add(1)
-		case slices.Contains(terms, "involvedObject.kind=PersistentVolumeClaim"):
-			s.claimEvents.Add(1)
 		}
 	}
 	return s.Reader.List(ctx, list, opts...)

@@ -213,14 +213,17 @@ func envOr(key, def string) string {
 
 // ownedObjectsOnly keeps only the objects of ModelServer releases in the
 // caches of the kinds the operator owns (owned.Kinds), instead of every
-// ConfigMap, Service, Deployment, Job and claim in the cluster; and of pods
-// only the fetch pods.
+// ConfigMap, Service, Deployment, Job and claim in the cluster; of pods
+// only the fetch pods; and of Events only claims' ProvisioningFailed.
 func ownedObjectsOnly() map[client.Object]cache.ByObject {
 	req, err := labels.NewRequirement(values.LabelModelServer, selection.Exists, nil)
 	if err != nil {
 		panic(err) // a constant key; cannot fail
 	}
-	objects := map[client.Object]cache.ByObject{&corev1.Pod{}: controllers.FetchPodsCache()}
+	objects := map[client.Object]cache.ByObject{
+		&corev1.Pod{}:   controllers.FetchPodsCache(),
+		&corev1.Event{}: controllers.ProvisioningFailedCache(),
+	}
 	for _, k := range owned.Kinds {
 		objects[k.New()] = cache.ByObject{Label: labels.NewSelector().Add(*req)}
 	}

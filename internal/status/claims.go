@@ -22,21 +22,21 @@ const (
 // ErrReasonUnboundImmediatePVC).
 const unboundClaim = "pod has unbound immediate PersistentVolumeClaims"
 
-// WaitForClaims says every pod of pods that the scheduler has found no
-// node for is unschedulable only because its claim has no volume yet: as
-// the scheduler last said, which may be seconds behind the claim's
-// binding in a busy scheduler's queue.
-func WaitForClaims(pods []corev1.Pod) bool {
-	waiting := false
+// PodsWaitingForClaims is how many of pods the scheduler has found no
+// node for only because their claim has no volume yet, as it last said,
+// which may be seconds behind the claim's binding in a busy scheduler's
+// queue; 0 if it says anything else of any.
+func PodsWaitingForClaims(pods []corev1.Pod) int {
+	waiting := 0
 	for i := range pods {
 		for _, c := range pods[i].Status.Conditions {
 			if c.Type != corev1.PodScheduled || c.Status != corev1.ConditionFalse || c.Reason != corev1.PodReasonUnschedulable {
 				continue
 			}
 			if !strings.Contains(c.Message, unboundClaim) {
-				return false
+				return 0
 			}
-			waiting = true
+			waiting++
 		}
 	}
 	return waiting
@@ -58,29 +58,30 @@ func Provisioner(claim *corev1.PersistentVolumeClaim) string {
 	return claim.Annotations[annBetaStorageProvisioner]
 }
 
-// ProvisioningFailedSelector selects the Events that say a provisioner
-// failed to make a claim's volume, by the claim's UID.
-func ProvisioningFailedSelector(claim *corev1.PersistentVolumeClaim) map[string]string {
-	return map[string]string{
-		"involvedObject.kind": "PersistentVolumeClaim",
-		"involvedObject.uid":  string(claim.UID),
-		"reason":              reasonProvisioningFailed,
-	}
+// ProvisioningFailedSelector selects the Events that say a claim's
+// volume could not be made: the PersistentVolume controller's (no such
+// class) or the provisioner's.
+func ProvisioningFailedSelector() map[string]string {
+	return map[string]string{"reason": reasonProvisioningFailed}
 }
 
-// ProvisioningProblem is what keeps claim, which has waited for its
-// provisioner so long, from being bound, as its ProvisioningFailed
-// Warnings say; "" while nothing does. A provisioner tries again after
+// ProvisioningProblem is what keeps claim, Pending, from being bound, as
+// its ProvisioningFailed Warnings among events say; "" while nothing
+// does. The PersistentVolume controller and provisioners try again after
 // each failure, and one failure may be the last (a conflict on the
 // claim's write, in a burst): only a failure said twice or more counts.
-// A provisioner that says nothing for grace is named as slow; its wait
-// is what the caller's message tells.
+// A claim that has waited (as its fetch pods have) for grace without a
+// word is named as slow; how long is the caller's to say.
 func ProvisioningProblem(claim *corev1.PersistentVolumeClaim, events []corev1.Event, waited, grace time.Duration) string {
 	provisioner := Provisioner(claim)
+	by := ""
+	if provisioner != "" {
+		by = " by " + provisioner
+	}
 	var newest *corev1.Event
 	for i := range events {
 		e := &events[i]
-		if e.Reason != reasonProvisioningFailed || e.InvolvedObject.UID != claim.UID || timesSaid(e) < 2 {
+		if e.Reason != reasonProvisioningFailed || e.InvolvedObject.Kind != "PersistentVolumeClaim" || e.InvolvedObject.UID != claim.UID || timesSaid(e) < 2 {
 			continue
 		}
 		if newest == nil || EventTime(e).After(EventTime(newest)) {
@@ -89,11 +90,13 @@ func ProvisioningProblem(claim *corev1.PersistentVolumeClaim, events []corev1.Ev
 	}
 	switch {
 	case newest != nil:
-		return oneLine(withDetail(fmt.Sprintf("claim %q cannot be provisioned by %s", claim.Name, provisioner), newest.Message))
-	case waited >= grace:
+		return oneLine(withDetail(fmt.Sprintf("claim %q cannot be provisioned%s", claim.Name, by), newest.Message))
+	case waited < grace:
+		return ""
+	case provisioner != "":
 		return fmt.Sprintf("claim %q is not bound: provisioner %s has made no volume for it, and reported no failure", claim.Name, provisioner)
 	}
-	return ""
+	return fmt.Sprintf("claim %q is not bound, and no provisioner has taken it", claim.Name)
 }
 
 // timesSaid is how often an Event was recorded, in either API's terms.

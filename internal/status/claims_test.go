@@ -82,6 +82,25 @@ func TestAClaimIsAProblemOnlyWhenItsProvisionerFailsAgainOrTakesTooLong(t *testi
 	if got := ProvisioningProblem(claim, []corev1.Event{conflict}, grace, grace); got != want {
 		t.Errorf("silent for the grace: %q, want %q", got, want)
 	}
+
+	// No provisioner named: the PersistentVolume controller's own
+	// failure, said at each of its resyncs, or its silence.
+	orphan := pendingClaim(nil)
+	noClass := failed(`storageclass.storage.k8s.io "fast" not found`, 2, t0)
+	if got, want := ProvisioningProblem(orphan, []corev1.Event{noClass}, 31*time.Second, grace), `claim "m-model" cannot be provisioned: storageclass.storage.k8s.io "fast" not found`; got != want {
+		t.Errorf("no such class: %q, want %q", got, want)
+	}
+	if got := ProvisioningProblem(orphan, nil, 31*time.Second, grace); got != "" {
+		t.Errorf("not looked at yet, 31 s: %q, want nothing", got)
+	}
+	if got, want := ProvisioningProblem(orphan, nil, grace, grace), `claim "m-model" is not bound, and no provisioner has taken it`; got != want {
+		t.Errorf("not looked at, for the grace: %q, want %q", got, want)
+	}
+	pod := noClass
+	pod.InvolvedObject.Kind = "Pod"
+	if got := ProvisioningProblem(orphan, []corev1.Event{pod}, 31*time.Second, grace); got != "" {
+		t.Errorf("a pod's Event of the claim's UID: %q, want nothing", got)
+	}
 }
 
 // Fetch pods wait for their claims only while the scheduler's last word
@@ -97,16 +116,17 @@ func TestPodsWaitForClaimsOnlyWhileTheSchedulerSaysSo(t *testing.T) {
 	selector := unschedulable("0/5 nodes are available: 5 node(s) didn't match Pod's node affinity/selector.")
 	for name, tc := range map[string]struct {
 		pods []corev1.Pod
-		want bool
+		want int
 	}{
-		"its claim":                       {[]corev1.Pod{claim}, true},
-		"its claim, a pod not yet looked": {[]corev1.Pod{claim, {Status: corev1.PodStatus{Phase: corev1.PodPending}}}, true},
-		"a nodeSelector":                  {[]corev1.Pod{selector}, false},
-		"one of each":                     {[]corev1.Pod{claim, selector}, false},
-		"none unschedulable":              {[]corev1.Pod{{Status: corev1.PodStatus{Phase: corev1.PodPending}}}, false},
+		"its claim":                       {[]corev1.Pod{claim}, 1},
+		"two, their claim":                {[]corev1.Pod{claim, claim}, 2},
+		"its claim, a pod not yet looked": {[]corev1.Pod{claim, {Status: corev1.PodStatus{Phase: corev1.PodPending}}}, 1},
+		"a nodeSelector":                  {[]corev1.Pod{selector}, 0},
+		"one of each":                     {[]corev1.Pod{claim, selector}, 0},
+		"none unschedulable":              {[]corev1.Pod{{Status: corev1.PodStatus{Phase: corev1.PodPending}}}, 0},
 	} {
-		if got := WaitForClaims(tc.pods); got != tc.want {
-			t.Errorf("%s: %v, want %v", name, got, tc.want)
+		if got := PodsWaitingForClaims(tc.pods); got != tc.want {
+			t.Errorf("%s: %d, want %d", name, got, tc.want)
 		}
 	}
 }

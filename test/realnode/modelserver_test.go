@@ -521,8 +521,9 @@ func TestAServingImageThatCannotBePulledIsNamedAndFixingTheSpecRecovers(t *testi
 }
 
 // A ModelServer that names a StorageClass the cluster lacks gets a claim
-// no volume binds, and its fetch pod a node no more: the real scheduler
-// says so, and the status says it in its words once the pod has stood
+// no volume binds, and its fetch pod a node no more: the real
+// PersistentVolume controller says why on the claim, at each of its
+// resyncs, and the status says it in its words once the pod has stood
 // Pending for 30 s, where it said only Fetching until the fetch Job's
 // deadline, an hour later. The admin's first fix, a volume of that class
 // made by hand, names a directory the node lacks: the claim binds and the
@@ -537,11 +538,12 @@ func TestAFetchPodsVolumeTroubleIsNamedUntilTheAdminMendsIt(t *testing.T) {
 	const class = "no-such-class"
 	e.kubectl(t, e.modelServer("unbound", halfPlusTwo, 1, "64Mi\n    storageClassName: "+class, ""), "-n", ns, "apply", "-f", "-")
 	ms := e.waitMessage(t, ns, "unbound", "1 fetch pod cannot be scheduled: ", 2*time.Minute)
-	if ms.Status.Phase != servingv1alpha1.PhaseFetching || !strings.Contains(ms.Status.Message, "unbound immediate PersistentVolumeClaims") {
-		t.Errorf("%s: %s; want Fetching, with the scheduler's reason (unbound immediate PersistentVolumeClaims)", ms.Status.Phase, ms.Status.Message)
+	noClass := `claim "unbound-model" cannot be provisioned: storageclass.storage.k8s.io "` + class + `" not found`
+	if ms.Status.Phase != servingv1alpha1.PhaseFetching || !strings.Contains(ms.Status.Message, noClass) {
+		t.Errorf("%s: %s; want Fetching, with the PersistentVolume controller's reason (%s)", ms.Status.Phase, ms.Status.Message, noClass)
 	}
 	warnings := e.kubectlOut("-n", ns, "get", "events", "--field-selector", "reason=FetchPodNotStarted,involvedObject.kind=ModelServer", "-o", "jsonpath={.items[*].message}")
-	if !strings.Contains(warnings, "Model-fetch pod not started after 30s: 1 fetch pod cannot be scheduled: ") {
+	if !strings.Contains(warnings, "Model-fetch pod not started after 30s: 1 fetch pod cannot be scheduled: "+noClass) {
 		t.Errorf("FetchPodNotStarted Events: %q", warnings)
 	}
 
