@@ -24,15 +24,7 @@ import (
 // the cache.
 func TestAFetchPodWaitingForItsProvisionerIsNamedOnlyWhenTheProvisionerFailsOrIsSlow(t *testing.T) {
 	const provisioner = "example.com/nobody"
-	class := nobodyProvisions(t, "slow-provisioner", provisioner)
-	_, r, _ := recordingReconciler(t)
-	ms := createUnmanaged(t, "slowclaim", func(ms *servingv1alpha1.ModelServer) {
-		ms.Spec.Storage.StorageClassName = ptrTo(class)
-	})
-	c := newClockedReconciler(t, r, ms)
-	pod := unschedulableFetchPod(t, c, ms)
-	c.since = pod.CreationTimestamp.Time
-	claim := claimHandedToAProvisioner(t, ms)
+	c, claim, class := waitingForAProvisioner(t, "slowclaim", provisioner)
 
 	c.reconcile(c.since.Add(31 * time.Second))
 	c.reconcile(c.since.Add(42 * time.Second))
@@ -114,15 +106,7 @@ func volumeFor(t *testing.T, claim *corev1.PersistentVolumeClaim, class string) 
 // pod's 30 s grace, in the provisioner's words.
 func TestAFetchPodWhoseProvisionerFailsIsNamedAfterItsGrace(t *testing.T) {
 	const provisioner = "example.com/failing"
-	class := nobodyProvisions(t, "failing-provisioner", provisioner)
-	_, r, _ := recordingReconciler(t)
-	ms := createUnmanaged(t, "failingclaim", func(ms *servingv1alpha1.ModelServer) {
-		ms.Spec.Storage.StorageClassName = ptrTo(class)
-	})
-	c := newClockedReconciler(t, r, ms)
-	pod := unschedulableFetchPod(t, c, ms)
-	c.since = pod.CreationTimestamp.Time
-	claim := claimHandedToAProvisioner(t, ms)
+	c, claim, _ := waitingForAProvisioner(t, "failingclaim", provisioner)
 	const invalid = `invalid parameter "iops": must be at most 16000`
 	provisionerWarning(t, claim, provisioner, invalid)
 
@@ -136,6 +120,23 @@ func TestAFetchPodWhoseProvisionerFailsIsNamedAfterItsGrace(t *testing.T) {
 	if n := c.events.count("FetchPodNotStarted"); n != 1 || !strings.Contains(c.events.String(), "Model-fetch pod not started after 30s: "+failed) {
 		t.Errorf("%d FetchPodNotStarted Warnings, want 1 saying %q: %s", n, failed, c.events)
 	}
+}
+
+// waitingForAProvisioner creates a ModelServer name whose claim is of a
+// class served by provisioner, which never runs, and reconciles it until
+// its fetch pod is unschedulable and its claim handed to provisioner. The
+// clock counts from the pod's creation.
+func waitingForAProvisioner(t *testing.T, name, provisioner string) (*clockedReconciler, *corev1.PersistentVolumeClaim, string) {
+	t.Helper()
+	class := nobodyProvisions(t, name+"-class", provisioner)
+	_, r, _ := recordingReconciler(t)
+	ms := createUnmanaged(t, name, func(ms *servingv1alpha1.ModelServer) {
+		ms.Spec.Storage.StorageClassName = ptrTo(class)
+	})
+	c := newClockedReconciler(t, r, ms)
+	pod := unschedulableFetchPod(t, c, ms)
+	c.since = pod.CreationTimestamp.Time
+	return c, claimHandedToAProvisioner(t, ms), class
 }
 
 // nobodyProvisions creates a StorageClass, binding at once, whose

@@ -81,6 +81,7 @@ rules:
   resourceNames:
   - modelserver-operato-gndyyx9umcvdlx9htvr2x2vji6zg3x48dqumu16pg1r
   - modelserver-operat-2ufa7awmhi620wx3vq6zhnxslipgtlvb2cue2g4qw0xd
+  - modelserver-operat-1s05rcsur3tlub5kov4qdbqd5b52w8y4cucinkgr323s
   - modelserver-metrics-reader
 - apiGroups: [rbac.authorization.k8s.io]
   resources: [clusterrolebindings]
@@ -88,6 +89,7 @@ rules:
   resourceNames:
   - modelserver-operato-gndyyx9umcvdlx9htvr2x2vji6zg3x48dqumu16pg1r
   - modelserver-operat-2ufa7awmhi620wx3vq6zhnxslipgtlvb2cue2g4qw0xd
+  - modelserver-operat-1s05rcsur3tlub5kov4qdbqd5b52w8y4cucinkgr323s
 # OLM watches the operator's ServiceAccount across namespaces.
 - apiGroups: [""]
   resources: [serviceaccounts]
@@ -106,7 +108,7 @@ rules:
   verbs: [create, delete, get, list, patch, update, watch]
 - apiGroups: [""]
   resources: [events]
-  verbs: [create, list, patch]
+  verbs: [create, list, patch, watch]
 - apiGroups: [""]
   resources: [pods]
   verbs: [get, list, watch]
