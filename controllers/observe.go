@@ -492,6 +492,13 @@ func (p *podReads) fresh(uid types.UID, now time.Time) (podRead, bool) {
 
 func (p *podReads) remember(uid types.UID, read podRead) { p.m.Store(uid, read) }
 
+// dueOnce is when uid's read is due: due, unless one was remembered
+// before, which stands.
+func (p *podReads) dueOnce(uid types.UID, due time.Time) time.Time {
+	v, _ := p.m.LoadOrStore(uid, podRead{due: due})
+	return v.(podRead).due
+}
+
 // forget drops uid's last read, and says whether there was one.
 func (p *podReads) forget(uid types.UID) bool {
 	_, had := p.m.LoadAndDelete(uid)

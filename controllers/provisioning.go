@@ -79,11 +79,8 @@ func (r *ModelServerReconciler) claimProvisioning(ctx context.Context, ms *servi
 	if len(pending) == 0 {
 		// Every claim bound: the scheduler has not tried the pods again
 		// yet. It gets fetchPodStartGrace from when that is first seen.
-		if _, seen := r.claimsBound.m.Load(ms.UID); !seen {
-			r.claimsBound.remember(ms.UID, podRead{due: now.Add(fetchPodStartGrace)})
-		}
-		if last, ok := r.claimsBound.fresh(ms.UID, now); ok {
-			return true, "", last.due.Sub(now), nil
+		if left := r.claimsBound.dueOnce(ms.UID, now.Add(fetchPodStartGrace)).Sub(now); left > 0 {
+			return true, "", left, nil
 		}
 		return false, "", 0, nil
 	}

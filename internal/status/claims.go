@@ -46,9 +46,9 @@ func PodsWaitingForClaims(pods []corev1.Pod) int {
 // records on a claim at each failed try.
 const reasonProvisioningFailed = "ProvisioningFailed"
 
-// Provisioner is the provisioner a Pending claim waits for, or "" if it
+// provisionerOf is the provisioner a Pending claim waits for, or "" if it
 // waits for none (or is not Pending).
-func Provisioner(claim *corev1.PersistentVolumeClaim) string {
+func provisionerOf(claim *corev1.PersistentVolumeClaim) string {
 	if claim.Status.Phase != corev1.ClaimPending || claim.DeletionTimestamp != nil {
 		return ""
 	}
@@ -73,21 +73,14 @@ func ProvisioningFailedSelector() map[string]string {
 // A claim that has waited (as its fetch pods have) for grace without a
 // word is named as slow; how long is the caller's to say.
 func ProvisioningProblem(claim *corev1.PersistentVolumeClaim, events []corev1.Event, waited, grace time.Duration) string {
-	provisioner := Provisioner(claim)
+	provisioner := provisionerOf(claim)
 	by := ""
 	if provisioner != "" {
 		by = " by " + provisioner
 	}
-	var newest *corev1.Event
-	for i := range events {
-		e := &events[i]
-		if e.Reason != reasonProvisioningFailed || e.InvolvedObject.Kind != "PersistentVolumeClaim" || e.InvolvedObject.UID != claim.UID || timesSaid(e) < 2 {
-			continue
-		}
-		if newest == nil || EventTime(e).After(EventTime(newest)) {
-			newest = e
-		}
-	}
+	newest := newestEvent(claim.UID, events, func(e *corev1.Event) bool {
+		return e.Reason == reasonProvisioningFailed && e.InvolvedObject.Kind == "PersistentVolumeClaim" && timesSaid(e) >= 2
+	})
 	switch {
 	case newest != nil:
 		return oneLine(withDetail(fmt.Sprintf("claim %q cannot be provisioned%s", claim.Name, by), newest.Message))

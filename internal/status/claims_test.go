@@ -35,7 +35,7 @@ func TestAClaimWaitsForTheProvisionerNamedOnIt(t *testing.T) {
 		"bound":            {pendingClaim(named, func(c *corev1.PersistentVolumeClaim) { c.Status.Phase = corev1.ClaimBound }), ""},
 		"being deleted":    {pendingClaim(named, func(c *corev1.PersistentVolumeClaim) { c.DeletionTimestamp = &metav1.Time{} }), ""},
 	} {
-		if got := Provisioner(tc.claim); got != tc.want {
+		if got := provisionerOf(tc.claim); got != tc.want {
 			t.Errorf("%s: provisioner %q, want %q", name, got, tc.want)
 		}
 	}

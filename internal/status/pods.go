@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
 )
@@ -223,7 +224,7 @@ var runtimeID = regexp.MustCompile(`\b[0-9a-f]{32,}\b`)
 // from the binding).
 func creationProblem(p *corev1.Pod, events []corev1.Event) podProblem {
 	scheduled := ScheduledAt(p)
-	newest := newestEvent(p, events, func(e *corev1.Event) bool {
+	newest := newestEvent(p.UID, events, func(e *corev1.Event) bool {
 		return e.Type == corev1.EventTypeWarning && e.Reason != failedScheduling && !EventTime(e).Before(scheduled)
 	})
 	if newest == nil {
@@ -247,12 +248,13 @@ func ScheduledAt(p *corev1.Pod) time.Time {
 // finds no node for.
 const failedScheduling = "FailedScheduling"
 
-// newestEvent is the newest of events about pod p that match, or nil.
-func newestEvent(p *corev1.Pod, events []corev1.Event, match func(*corev1.Event) bool) *corev1.Event {
+// newestEvent is the newest of events about the object of UID uid that
+// match, or nil.
+func newestEvent(uid types.UID, events []corev1.Event, match func(*corev1.Event) bool) *corev1.Event {
 	var newest *corev1.Event
 	for i := range events {
 		e := &events[i]
-		if e.InvolvedObject.UID != p.UID || !match(e) {
+		if e.InvolvedObject.UID != uid || !match(e) {
 			continue
 		}
 		if newest == nil || EventTime(e).After(EventTime(newest)) {
@@ -368,7 +370,7 @@ func killedFor(p *corev1.Pod, name string, exit *corev1.ContainerStateTerminated
 	if !mayBeKill(exit) {
 		return ""
 	}
-	newest := newestEvent(p, events, func(e *corev1.Event) bool {
+	newest := newestEvent(p.UID, events, func(e *corev1.Event) bool {
 		return e.Reason == "Killing" && strings.HasPrefix(e.Message, "Container "+name+" ")
 	})
 	if newest == nil {
