@@ -5,6 +5,7 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/modelserver-dev/modelserver-operator/internal/values"
@@ -20,13 +21,28 @@ const (
 	fetchJobsOf = "modelserver.dev/fetch-jobs-of"
 	// podsOfJob indexes the fetch pods by their Job's name.
 	podsOfJob = "modelserver.dev/pods-of-job"
+	// eventsAbout indexes the cached Events by the UID of the object they
+	// are about, so that a claim's failures are found among a namespace
+	// where many claims fail without copying the others'.
+	eventsAbout = "modelserver.dev/events-about"
 )
 
 func addIndexes(ctx context.Context, indexer client.FieldIndexer) error {
 	if err := indexer.IndexField(ctx, &batchv1.Job{}, fetchJobsOf, fetchJobKey); err != nil {
 		return err
 	}
-	return indexer.IndexField(ctx, &corev1.Pod{}, podsOfJob, jobKey)
+	if err := indexer.IndexField(ctx, &corev1.Pod{}, podsOfJob, jobKey); err != nil {
+		return err
+	}
+	return indexer.IndexField(ctx, &corev1.Event{}, eventsAbout, aboutKey)
+}
+
+// aboutKey is an Event's key in eventsAbout: the UID of its object.
+func aboutKey(o client.Object) []string {
+	if e, ok := o.(*corev1.Event); ok && e.InvolvedObject.UID != "" {
+		return []string{string(e.InvolvedObject.UID)}
+	}
+	return nil
 }
 
 // fetchJobKey is a fetch Job's key in fetchJobsOf; none for another Job.
@@ -71,6 +87,17 @@ func (r *ModelServerReconciler) podsOfJobSelector(job string) client.ListOption 
 		return client.MatchingFields{podsOfJob: job}
 	}
 	return podsOfJobLabels(job)
+}
+
+// eventsAboutOpts lists the Events about the object of UID uid in namespace
+// ns from the cache: by index where the client reads the indexed cache,
+// else all of the namespace's, for the caller to pick from.
+func (r *ModelServerReconciler) eventsAboutOpts(ns string, uid types.UID) []client.ListOption {
+	opts := []client.ListOption{client.InNamespace(ns)}
+	if r.indexed {
+		opts = append(opts, client.MatchingFields{eventsAbout: string(uid)})
+	}
+	return opts
 }
 
 // podsOfJobLabels selects a Job's pods by their label, as the apiserver

@@ -294,6 +294,17 @@ func TestAnUpgradeThatMeetsSomeoneElsesObjectIsRefused(t *testing.T) {
 func TestAModelChangeWritesOnlyWhatItMust(t *testing.T) {
 	ns := newNamespace(t)
 	ms := readyModelServer(t, ns, "budget")
+	// The install's Ready Event is sent after the status that says Ready:
+	// the first change's writes are counted from once it is in.
+	eventually(t, 10*time.Second, "the install's Ready Event", func(ctx context.Context) (bool, string) {
+		list := &corev1.EventList{}
+		if err := env.client.List(ctx, list, client.InNamespace(ns)); err != nil {
+			return false, err.Error()
+		}
+		return slices.ContainsFunc(list.Items, func(e corev1.Event) bool {
+			return e.InvolvedObject.Kind == "ModelServer" && e.Reason == string(servingv1alpha1.PhaseReady)
+		}), eventsIn(t, ns)
+	})
 	first := []string{
 		"DELETE jobs", "PATCH configmaps", "PATCH deployments", "PATCH modelservers/status", "PATCH modelservers/status",
 		"POST events", "POST events", "POST jobs", "POST secrets", "POST secrets", "PUT secrets", "PUT secrets",

@@ -345,8 +345,8 @@ func (r *ModelServerReconciler) forget(uid types.UID) {
 }
 
 // SetupWithManager states what wakes the reconciler: its ModelServers'
-// spec changes, and changes that matter (not status noise) to the objects
-// of the owned kinds.
+// spec changes, changes that matter (not status noise) to the objects of
+// the owned kinds, its fetch pods' news, and its claims' failures.
 func (r *ModelServerReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if err := addIndexes(context.Background(), mgr.GetFieldIndexer()); err != nil {
 		return err
@@ -363,6 +363,8 @@ func (r *ModelServerReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	b = b.Watches(&corev1.Pod{}, firstForInstalled{handler.EnqueueRequestsFromMapFunc(fetchPodModelServer)},
 		builder.WithPredicates(fetchPodNews))
+	b = b.Watches(&corev1.Event{}, firstForInstalled{handler.EnqueueRequestsFromMapFunc(r.claimFailureModelServer)},
+		builder.WithPredicates(claimFailureNews))
 	return b.WithOptions(controller.Options{MaxConcurrentReconciles: cmp.Or(r.MaxConcurrentReconciles, DefaultMaxConcurrentReconciles), RateLimiter: retryLimiter()}).
 		Complete(r)
 }

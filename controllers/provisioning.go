@@ -8,8 +8,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
 	"github.com/modelserver-dev/modelserver-operator/internal/status"
@@ -57,7 +61,8 @@ func provisioningFailedSummary(obj any) (any, error) {
 // once it has; and if so what, if anything, is wrong
 // (status.ProvisioningProblem) and when to look again. The claims and
 // their ProvisioningFailed Warnings are read from the cache; a claim's
-// binding, and the scheduler's next word on a pod, wake the ModelServer.
+// binding or failure, and the scheduler's next word on a pod, wake the
+// ModelServer.
 func (r *ModelServerReconciler) claimProvisioning(ctx context.Context, ms *servingv1alpha1.ModelServer, pods []corev1.Pod, age time.Duration, now time.Time) (waiting bool, problem string, lookAgainIn time.Duration, err error) {
 	n := status.PodsWaitingForClaims(pods)
 	if n == 0 {
@@ -85,26 +90,66 @@ func (r *ModelServerReconciler) claimProvisioning(ctx context.Context, ms *servi
 		return false, "", 0, nil
 	}
 	r.claimsBound.forget(ms.UID)
-	events := &corev1.EventList{}
-	if err := r.List(ctx, events, client.InNamespace(ms.Namespace)); err != nil {
-		return false, "", 0, fmt.Errorf("list the claims' ProvisioningFailed Events: %w", err)
-	}
 	for i := range pending {
+		events := &corev1.EventList{}
+		if err := r.List(ctx, events, r.eventsAboutOpts(ms.Namespace, pending[i].UID)...); err != nil {
+			return false, "", 0, fmt.Errorf("list the ProvisioningFailed Events of claim %s: %w", pending[i].Name, err)
+		}
 		if problem = status.ProvisioningProblem(&pending[i], events.Items, age, provisionGrace); problem != "" {
 			break
 		}
 	}
-	// The cache holds the failures, but nothing wakes the ModelServer
-	// when one is recorded: look again, at no cost.
-	lookAgainIn = fetchPodStartGrace
 	if problem == "" {
-		return true, "", min(lookAgainIn, provisionGrace-age), nil
+		// A failure said, or the claim's binding, wakes the ModelServer
+		// (claimFailureModelServer, the claims' watch); the grace's end
+		// does not.
+		return true, "", provisionGrace - age, nil
 	}
 	who := "1 fetch pod"
 	if n > 1 {
 		who = fmt.Sprintf("%d fetch pods", n)
 	}
-	return true, who + " cannot be scheduled: " + problem, lookAgainIn, nil
+	return true, who + " cannot be scheduled: " + problem, 0, nil
+}
+
+// claimFailureModelServer is the ModelServer whose claim a
+// ProvisioningFailed Warning is about, when the Warning counts
+// (status.SaysAClaimCannotBeProvisioned) and the claim is the operator's:
+// the cache holds no other.
+func (r *ModelServerReconciler) claimFailureModelServer(ctx context.Context, o client.Object) []reconcile.Request {
+	e, ok := o.(*corev1.Event)
+	if !ok || !status.SaysAClaimCannotBeProvisioned(e) {
+		return nil
+	}
+	claim := &corev1.PersistentVolumeClaim{}
+	if err := r.Get(ctx, types.NamespacedName{Namespace: e.Namespace, Name: e.InvolvedObject.Name}, claim); err != nil || claim.UID != e.InvolvedObject.UID {
+		return nil
+	}
+	ms := claim.Labels[values.LabelModelServer]
+	if ms == "" {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: claim.Namespace, Name: ms}}}
+}
+
+// claimFailureNews lets through a claim's failure when it first counts or
+// its words change; a provisioner's every retry only raises its count.
+var claimFailureNews = predicate.Funcs{
+	CreateFunc: func(e event.CreateEvent) bool { return countsAsFailure(e.Object) },
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		if !countsAsFailure(e.ObjectNew) {
+			return false
+		}
+		old, ok := e.ObjectOld.(*corev1.Event)
+		return !ok || !status.SaysAClaimCannotBeProvisioned(old) || old.Message != e.ObjectNew.(*corev1.Event).Message
+	},
+	DeleteFunc:  func(event.DeleteEvent) bool { return false },
+	GenericFunc: func(event.GenericEvent) bool { return false },
+}
+
+func countsAsFailure(o client.Object) bool {
+	e, ok := o.(*corev1.Event)
+	return ok && status.SaysAClaimCannotBeProvisioned(e)
 }
 
 // ownClaims are the claims the operator made for ms, as the cache holds

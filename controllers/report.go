@@ -50,7 +50,7 @@ func (r *ModelServerReconciler) writeStatus(ctx context.Context, ms *servingv1al
 		// next one is held from when it is first seen.
 		r.held.forget(ms.UID)
 	} else {
-		wait = r.held.hold(ms.UID, old, st, now)
+		wait = r.held.hold(ms.UID, old, st, report.FetchPodsProblem != "" || report.PodsProblem != "", now)
 	}
 	// The metrics say the phase the status says, held steps included.
 	shown := st.Phase
@@ -93,8 +93,9 @@ func (r *ModelServerReconciler) writeStatus(ctx context.Context, ms *servingv1al
 // probe (every second) and are Ready, and one write says both the fetch
 // done and Ready, where a write per step would cost one more per
 // ModelServer. A slower start still shows as Deploying, 10 seconds late.
-// A failure, a new generation and the release's own steps are written at
-// once; Ready once it has lasted readyHold.
+// A failure, what keeps pods from starting, a new generation and the
+// release's own steps are written at once; Ready once it has lasted
+// readyHold.
 const progressHold = 10 * time.Second
 
 // readyHold is how long a ModelServer whose pods were not all ready
@@ -121,10 +122,12 @@ type heldStep struct {
 }
 
 // hold says how much longer st, a change from old seen at now, is held
-// back; 0 to write it now. A hold counts from when its phase was first
-// seen: a step held, then Ready, holds Ready from then.
-func (h *heldSteps) hold(uid types.UID, old, st servingv1alpha1.ModelServerStatus, now time.Time) time.Duration {
-	d := holdOf(old, st)
+// back; 0 to write it now. A status that names a fault (fetch or serving
+// pods that cannot start) is told with its Warning, not a step later. A hold counts
+// from when its phase was first seen: a step held, then Ready, holds
+// Ready from then.
+func (h *heldSteps) hold(uid types.UID, old, st servingv1alpha1.ModelServerStatus, fault bool, now time.Time) time.Duration {
+	d := holdOf(old, st, fault)
 	if d == 0 {
 		h.m.Delete(uid)
 		return 0
@@ -145,14 +148,14 @@ func (h *heldSteps) hold(uid types.UID, old, st servingv1alpha1.ModelServerStatu
 // holdOf is how long a change from old to st is held in all: Ready while
 // the pods have not stayed ready long, or a step on the way to Ready
 // after another.
-func holdOf(old, st servingv1alpha1.ModelServerStatus) time.Duration {
+func holdOf(old, st servingv1alpha1.ModelServerStatus, fault bool) time.Duration {
 	switch {
 	case st.Phase == servingv1alpha1.PhaseReady && old.Phase != servingv1alpha1.PhaseReady &&
 		conditionStatus(old, servingv1alpha1.ConditionAvailable) != metav1.ConditionTrue:
 		return readyHold
 	case old.ObservedGeneration != st.ObservedGeneration:
 		return 0
-	case onTheWay(old.Phase) && onTheWay(st.Phase) &&
+	case !fault && onTheWay(old.Phase) && onTheWay(st.Phase) &&
 		conditionStatus(old, servingv1alpha1.ConditionDeployed) == conditionStatus(st, servingv1alpha1.ConditionDeployed):
 		return progressHold
 	}

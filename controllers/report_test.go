@@ -20,14 +20,20 @@ func TestOnlyStepsBetweenStepsOnTheWayToReadyAreHeld(t *testing.T) {
 	t0 := time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)
 
 	var h heldSteps
-	if got := h.hold("a", fetching, deploying, t0); got != progressHold {
+	if got := h.hold("a", fetching, deploying, false, t0); got != progressHold {
 		t.Errorf("the fetch's end first seen: held %s, want %s", got, progressHold)
 	}
-	if got := h.hold("a", fetching, deploying, t0.Add(3*time.Second)); got != progressHold-3*time.Second {
+	if got := h.hold("a", fetching, deploying, false, t0.Add(3*time.Second)); got != progressHold-3*time.Second {
 		t.Errorf("3 s later: held %s more, want %s", got, progressHold-3*time.Second)
 	}
-	if got := h.hold("a", fetching, deploying, t0.Add(progressHold)); got != 0 {
+	if got := h.hold("a", fetching, deploying, false, t0.Add(progressHold)); got != 0 {
 		t.Errorf("after the hold: held %s more, want it written", got)
+	}
+	if got := h.hold("d", fetching, fetching, false, t0); got != progressHold {
+		t.Errorf("a change within Fetching: held %s, want %s", got, progressHold)
+	}
+	if got := h.hold("d", fetching, fetching, true, t0.Add(time.Second)); got != 0 {
+		t.Errorf("a fetch pod that cannot start named: held %s, want it written with its Warning", got)
 	}
 	for name, tc := range map[string]struct {
 		old, st servingv1alpha1.ModelServerStatus
@@ -39,7 +45,7 @@ func TestOnlyStepsBetweenStepsOnTheWayToReadyAreHeld(t *testing.T) {
 			servingv1alpha1.ModelServerStatus{Phase: servingv1alpha1.PhaseFetching, ObservedGeneration: 1}, fetching,
 		},
 	} {
-		if got := h.hold("b", tc.old, tc.st, t0); got != 0 {
+		if got := h.hold("b", tc.old, tc.st, false, t0); got != 0 {
 			t.Errorf("%s held for %s, want it written at once", name, got)
 		}
 	}
@@ -61,32 +67,32 @@ func TestReadyIsHeldUntilThePodsHaveStayedReady(t *testing.T) {
 	t0 := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
 
 	var h heldSteps
-	if got := h.hold("a", lost, ready, t0); got != readyHold {
+	if got := h.hold("a", lost, ready, false, t0); got != readyHold {
 		t.Errorf("pods ready again, first seen: held %s, want %s", got, readyHold)
 	}
 	// The pods lost again: the status computed is the one written, and
 	// the hold is forgotten, as writeStatus does.
 	h.forget("a")
-	if got := h.hold("a", lost, ready, t0.Add(time.Second)); got != readyHold {
+	if got := h.hold("a", lost, ready, false, t0.Add(time.Second)); got != readyHold {
 		t.Errorf("ready again after a flash: held %s, want %s from then", got, readyHold)
 	}
-	if got := h.hold("a", lost, ready, t0.Add(2*time.Second)); got != time.Second {
+	if got := h.hold("a", lost, ready, false, t0.Add(2*time.Second)); got != time.Second {
 		t.Errorf("a second later: held %s more, want 1s", got)
 	}
-	if got := h.hold("a", lost, ready, t0.Add(3*time.Second)); got != 0 {
+	if got := h.hold("a", lost, ready, false, t0.Add(3*time.Second)); got != 0 {
 		t.Errorf("after the hold: held %s more, want it written", got)
 	}
 
 	// A new ModelServer's first Ready, seen while the step before it was
 	// itself held, is held from when Ready is first seen.
 	fetching, deploying := status(servingv1alpha1.PhaseFetching, 1, metav1.ConditionFalse), status(servingv1alpha1.PhaseDeploying, 1, metav1.ConditionFalse)
-	if got := h.hold("c", fetching, deploying, t0); got != progressHold {
+	if got := h.hold("c", fetching, deploying, false, t0); got != progressHold {
 		t.Errorf("the fetch's end first seen: held %s, want %s", got, progressHold)
 	}
-	if got := h.hold("c", fetching, ready, t0.Add(9*time.Second)); got != readyHold {
+	if got := h.hold("c", fetching, ready, false, t0.Add(9*time.Second)); got != readyHold {
 		t.Errorf("pods ready 9 s into the step's hold: held %s, want %s from then", got, readyHold)
 	}
-	if got := h.hold("c", fetching, ready, t0.Add(11*time.Second)); got != 0 {
+	if got := h.hold("c", fetching, ready, false, t0.Add(11*time.Second)); got != 0 {
 		t.Errorf("2 s later: held %s more, want it written", got)
 	}
 	for name, tc := range map[string]struct {
@@ -100,7 +106,7 @@ func TestReadyIsHeldUntilThePodsHaveStayedReady(t *testing.T) {
 		"Ready again, a new generation":                   {ready, status(servingv1alpha1.PhaseReady, 2, metav1.ConditionTrue), 0},
 		"pods lost":                                       {ready, lost, 0},
 	} {
-		if got := h.hold("b", tc.old, tc.st, t0); got != tc.want {
+		if got := h.hold("b", tc.old, tc.st, false, t0); got != tc.want {
 			t.Errorf("%s held for %s, want %s", name, got, tc.want)
 		}
 		h.forget("b")

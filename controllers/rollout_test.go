@@ -78,7 +78,7 @@ func TestAServingImageThatCannotBePulledIsNamedInTheStatus(t *testing.T) {
 	const pullError = `rpc error: code = NotFound desc = failed to pull and unpack image: not found`
 	setContainerState(t, pod, corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ErrImagePull", Message: pullError}})
 	c.expect(29*time.Second, 0, time.Second)
-	c.expect(31*time.Second, 1, 10*time.Second) // the new message's hold
+	c.expect(31*time.Second, 1, time.Minute)    // written with its Warning; read again at 91 s
 	c.expect(42*time.Second, 1, 49*time.Second) // the last read stands
 	want := fmt.Sprintf("1 serving pod cannot pull image %q: %s", image, pullError)
 	got := c.get()
@@ -149,8 +149,7 @@ func TestAServingPodThatCannotMountItsVolumeIsExplainedByItsEvent(t *testing.T) 
 	setContainerState(t, pod, corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ContainerCreating"}})
 	const mount = `MountVolume.SetUp failed for volume "model" : mount failed: exit status 32`
 	kubeletEvent(t, pod, pod.UID, "", corev1.EventTypeWarning, "FailedMount", mount)
-	c.expect(31*time.Second, 1, 10*time.Second)
-	c.reconcile(c.since.Add(42 * time.Second))
+	c.expect(31*time.Second, 1, time.Minute) // written with its Warning
 	got := c.get()
 	if want := "; 1 serving pod cannot start: FailedMount: " + mount; !strings.HasSuffix(got.Status.Message, want) || c.reads.events.Load() != 1 {
 		t.Errorf("%s, after %d reads of the pod's Events; want it to end with %q, after 1", got.Status.Message, c.reads.events.Load(), want)
@@ -174,8 +173,7 @@ func TestAServingContainerKilledForItsStartupProbeIsNamedAsSuch(t *testing.T) {
 	// Another pod's: not this one's cause.
 	kubeletEvent(t, pod, "4c1a0f3e-0000-4000-8000-000000000000", name, corev1.EventTypeNormal, "Killing", fmt.Sprintf("Container %s failed liveness probe, will be restarted", name))
 
-	c.expect(31*time.Second, 1, 10*time.Second)
-	c.reconcile(c.since.Add(42 * time.Second))
+	c.expect(31*time.Second, 1, time.Minute) // written with its Warning
 	got := c.get()
 	want := fmt.Sprintf("1 serving pod cannot keep container %q running: it exits with code 137 (killed by the kubelet: its startup probe failed for 900s; a model that takes longer to load needs a larger spec.podTemplate.loadTimeoutSeconds)", name)
 	if !strings.HasSuffix(got.Status.Message, "; "+want) || c.reads.events.Load() != 1 {

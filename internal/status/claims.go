@@ -69,7 +69,8 @@ func ProvisioningFailedSelector() map[string]string {
 // its ProvisioningFailed Warnings among events say; "" while nothing
 // does. The PersistentVolume controller and provisioners try again after
 // each failure, and one failure may be the last (a conflict on the
-// claim's write, in a burst): only a failure said twice or more counts.
+// claim's write, in a burst): only a failure said twice or more counts
+// (SaysAClaimCannotBeProvisioned).
 // A claim that has waited (as its fetch pods have) for grace without a
 // word is named as slow; how long is the caller's to say.
 func ProvisioningProblem(claim *corev1.PersistentVolumeClaim, events []corev1.Event, waited, grace time.Duration) string {
@@ -78,9 +79,7 @@ func ProvisioningProblem(claim *corev1.PersistentVolumeClaim, events []corev1.Ev
 	if provisioner != "" {
 		by = " by " + provisioner
 	}
-	newest := newestEvent(claim.UID, events, func(e *corev1.Event) bool {
-		return e.Reason == reasonProvisioningFailed && e.InvolvedObject.Kind == "PersistentVolumeClaim" && timesSaid(e) >= 2
-	})
+	newest := newestEvent(claim.UID, events, SaysAClaimCannotBeProvisioned)
 	switch {
 	case newest != nil:
 		return oneLine(withDetail(fmt.Sprintf("claim %q cannot be provisioned%s", claim.Name, by), newest.Message))
@@ -90,6 +89,12 @@ func ProvisioningProblem(claim *corev1.PersistentVolumeClaim, events []corev1.Ev
 		return fmt.Sprintf("claim %q is not bound: provisioner %s has made no volume for it, and reported no failure", claim.Name, provisioner)
 	}
 	return fmt.Sprintf("claim %q is not bound, and no provisioner has taken it", claim.Name)
+}
+
+// SaysAClaimCannotBeProvisioned says e is a claim's ProvisioningFailed
+// Warning said twice or more, which ProvisioningProblem names.
+func SaysAClaimCannotBeProvisioned(e *corev1.Event) bool {
+	return e.Reason == reasonProvisioningFailed && e.InvolvedObject.Kind == "PersistentVolumeClaim" && timesSaid(e) >= 2
 }
 
 // timesSaid is how often an Event was recorded, in either API's terms.
