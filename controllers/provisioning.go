@@ -100,9 +100,9 @@ func (r *ModelServerReconciler) claimProvisioning(ctx context.Context, ms *servi
 		}
 	}
 	if problem == "" {
-		// A failure said, or the claim's binding, wakes the ModelServer
-		// (claimFailureModelServer, the claims' watch); the grace's end
-		// does not.
+		// Look again at the grace's end: a failure said, or the claim's
+		// binding, wakes the ModelServer sooner (claimFailureModelServer,
+		// the claims' watch).
 		return true, "", provisionGrace - age, nil
 	}
 	who := "1 fetch pod"
