@@ -89,9 +89,9 @@ func (r *ModelServerReconciler) podsOfJobSelector(job string) client.ListOption 
 	return podsOfJobLabels(job)
 }
 
-// eventsAboutOpts lists the Events about the object of UID uid in namespace
-// ns from the cache: by index where the client reads the indexed cache,
-// else all of the namespace's, for the caller to pick from.
+// eventsAboutOpts select the Events about the object of UID uid in
+// namespace ns: by index where the client reads the indexed cache, else
+// all of the namespace's, for the caller to pick from.
 func (r *ModelServerReconciler) eventsAboutOpts(ns string, uid types.UID) []client.ListOption {
 	opts := []client.ListOption{client.InNamespace(ns)}
 	if r.indexed {

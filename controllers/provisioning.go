@@ -117,10 +117,10 @@ func (r *ModelServerReconciler) claimProvisioning(ctx context.Context, ms *servi
 // (status.SaysAClaimCannotBeProvisioned) and the claim is the operator's:
 // the cache holds no other.
 func (r *ModelServerReconciler) claimFailureModelServer(ctx context.Context, o client.Object) []reconcile.Request {
-	e, ok := o.(*corev1.Event)
-	if !ok || !status.SaysAClaimCannotBeProvisioned(e) {
+	if !countsAsFailure(o) {
 		return nil
 	}
+	e := o.(*corev1.Event)
 	claim := &corev1.PersistentVolumeClaim{}
 	if err := r.Get(ctx, types.NamespacedName{Namespace: e.Namespace, Name: e.InvolvedObject.Name}, claim); err != nil || claim.UID != e.InvolvedObject.UID {
 		return nil
@@ -137,16 +137,20 @@ func (r *ModelServerReconciler) claimFailureModelServer(ctx context.Context, o c
 var claimFailureNews = predicate.Funcs{
 	CreateFunc: func(e event.CreateEvent) bool { return countsAsFailure(e.Object) },
 	UpdateFunc: func(e event.UpdateEvent) bool {
-		if !countsAsFailure(e.ObjectNew) {
+		switch {
+		case !countsAsFailure(e.ObjectNew):
 			return false
+		case !countsAsFailure(e.ObjectOld):
+			return true
 		}
-		old, ok := e.ObjectOld.(*corev1.Event)
-		return !ok || !status.SaysAClaimCannotBeProvisioned(old) || old.Message != e.ObjectNew.(*corev1.Event).Message
+		return e.ObjectOld.(*corev1.Event).Message != e.ObjectNew.(*corev1.Event).Message
 	},
 	DeleteFunc:  func(event.DeleteEvent) bool { return false },
 	GenericFunc: func(event.GenericEvent) bool { return false },
 }
 
+// countsAsFailure says o is an Event that ProvisioningProblem names
+// (status.SaysAClaimCannotBeProvisioned).
 func countsAsFailure(o client.Object) bool {
 	e, ok := o.(*corev1.Event)
 	return ok && status.SaysAClaimCannotBeProvisioned(e)

@@ -151,10 +151,7 @@ func TestAProvisionersFailureWakesItsModelServer(t *testing.T) {
 		pod = pods.Items[0]
 		return time.Since(pod.CreationTimestamp.Time) > 35*time.Second, "created " + pod.CreationTimestamp.String()
 	})
-	got := &servingv1alpha1.ModelServer{}
-	if err := env.client.Get(context.Background(), client.ObjectKeyFromObject(ms), got); err != nil {
-		t.Fatal(err)
-	}
+	got := get(t, ns, ms.Name, &servingv1alpha1.ModelServer{})
 	if got.Status.Phase != servingv1alpha1.PhaseFetching || strings.Contains(got.Status.Message, "claim") {
 		t.Fatalf("35 s after the fetch pod: %s: %q; want Fetching, nothing said of the claim", got.Status.Phase, got.Status.Message)
 	}
