@@ -95,22 +95,34 @@ func (r *ModelServerReconciler) writeStatus(ctx context.Context, ms *servingv1al
 // ModelServer. A slower start still shows as Deploying, 10 seconds late.
 // A failure, what keeps pods from starting, a new generation and the
 // release's own steps are written at once; Ready once it has lasted
-// readyHold.
+// readyHold, or recoveryHold after an outage.
 const progressHold = 10 * time.Second
 
 // readyHold is how long a ModelServer whose pods were not all ready
 // (Pending, Fetching, Deploying, or Degraded for want of them) waits,
 // once they are, before it is written Ready. A kubelet can report a new
 // container ready, then not ready, within a second (seen on 1.37.2), and
-// one without the fix for kubernetes#141155 reports a container its
-// liveness probe restarted ready for a few hundred milliseconds before
-// its startup probe has run; the Deployment counts either. Without the
+// the Deployment counts it (a restarted one is recoveryHold's). Without the
 // hold, a new ModelServer could be written Ready on such a flash, and
-// `kubectl wait --for=condition=Ready` return while no pod served; a
-// restart read Ready and Degraded again, with an Event for each. It is
+// `kubectl wait --for=condition=Ready` return while no pod served. It is
 // the serving Deployment's minReadySeconds, and costs no request: the
 // requeue reads the cache. Ready is told this much later.
 const readyHold = 2 * time.Second
+
+// recoveryHold is how long a Degraded ModelServer whose pods were lost
+// waits, once they are all ready again at the same generation, before it
+// is written Ready. A pod lost without a new generation is mostly a
+// container restarted in place, and a kubelet since 1.35 carries the old
+// container's started state over to the new one
+// (ChangeContainerStatusOnKubeletRestart off), and so the old one's
+// readiness (kubernetes#136047): the new container reads ready until its
+// startup probe has run and the pod's status is synced again. That took 1.1 to 1.3 s on an idle node and over
+// readyHold on a loaded one, which read Ready and Degraded again for a
+// restart that never served. In 10 s the startup probe (every second) and
+// the readiness probe (every 5 s) have run on the new container. A
+// restored outage is told this much later; a new ModelServer and a
+// rollout are not held longer, as their pods are new.
+const recoveryHold = 10 * time.Second
 
 // heldSteps remembers, by UID, which change of phase has been held, and
 // since when.
@@ -146,12 +158,16 @@ func (h *heldSteps) hold(uid types.UID, old, st servingv1alpha1.ModelServerStatu
 }
 
 // holdOf is how long a change from old to st is held in all: Ready while
-// the pods have not stayed ready long, or a step on the way to Ready
-// after another.
+// the pods have not stayed ready long (longer after an outage), or a step
+// on the way to Ready after another.
 func holdOf(old, st servingv1alpha1.ModelServerStatus, fault bool) time.Duration {
+	podsWereNotReady := old.Phase != servingv1alpha1.PhaseReady &&
+		conditionStatus(old, servingv1alpha1.ConditionAvailable) != metav1.ConditionTrue
 	switch {
-	case st.Phase == servingv1alpha1.PhaseReady && old.Phase != servingv1alpha1.PhaseReady &&
-		conditionStatus(old, servingv1alpha1.ConditionAvailable) != metav1.ConditionTrue:
+	case st.Phase == servingv1alpha1.PhaseReady && podsWereNotReady &&
+		old.Phase == servingv1alpha1.PhaseDegraded && old.ObservedGeneration == st.ObservedGeneration:
+		return recoveryHold
+	case st.Phase == servingv1alpha1.PhaseReady && podsWereNotReady:
 		return readyHold
 	case old.ObservedGeneration != st.ObservedGeneration:
 		return 0

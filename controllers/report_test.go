@@ -52,10 +52,11 @@ func TestOnlyStepsBetweenStepsOnTheWayToReadyAreHeld(t *testing.T) {
 }
 
 // A ModelServer whose pods were not all ready is written Ready only once
-// they have stayed ready for readyHold: a kubelet that reports a new or
-// restarted container ready for a moment (kubernetes#141155) does not
-// make it Ready, then Deploying or Degraded again. Ready reached with the
-// pods ready all along is not held.
+// they have stayed ready for readyHold, or recoveryHold once Degraded for
+// pods lost: a kubelet that reports a new or restarted container ready
+// for a moment (kubernetes#141155, kubernetes#136047) does not make it
+// Ready, then Deploying or Degraded again. Ready reached with the pods
+// ready all along is not held.
 func TestReadyIsHeldUntilThePodsHaveStayedReady(t *testing.T) {
 	status := func(p servingv1alpha1.Phase, gen int64, available metav1.ConditionStatus) servingv1alpha1.ModelServerStatus {
 		return servingv1alpha1.ModelServerStatus{Phase: p, ObservedGeneration: gen, Conditions: []metav1.Condition{
@@ -67,19 +68,19 @@ func TestReadyIsHeldUntilThePodsHaveStayedReady(t *testing.T) {
 	t0 := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
 
 	var h heldSteps
-	if got := h.hold("a", lost, ready, false, t0); got != readyHold {
-		t.Errorf("pods ready again, first seen: held %s, want %s", got, readyHold)
+	if got := h.hold("a", lost, ready, false, t0); got != recoveryHold {
+		t.Errorf("lost pods ready again, first seen: held %s, want %s", got, recoveryHold)
 	}
 	// The pods lost again: the status computed is the one written, and
 	// the hold is forgotten, as writeStatus does.
 	h.forget("a")
-	if got := h.hold("a", lost, ready, false, t0.Add(time.Second)); got != readyHold {
-		t.Errorf("ready again after a flash: held %s, want %s from then", got, readyHold)
+	if got := h.hold("a", lost, ready, false, t0.Add(3*time.Second)); got != recoveryHold {
+		t.Errorf("ready again after a flash: held %s, want %s from then", got, recoveryHold)
 	}
-	if got := h.hold("a", lost, ready, false, t0.Add(2*time.Second)); got != time.Second {
-		t.Errorf("a second later: held %s more, want 1s", got)
+	if got := h.hold("a", lost, ready, false, t0.Add(12*time.Second)); got != time.Second {
+		t.Errorf("9 s later: held %s more, want 1s", got)
 	}
-	if got := h.hold("a", lost, ready, false, t0.Add(3*time.Second)); got != 0 {
+	if got := h.hold("a", lost, ready, false, t0.Add(13*time.Second)); got != 0 {
 		t.Errorf("after the hold: held %s more, want it written", got)
 	}
 
@@ -102,6 +103,7 @@ func TestReadyIsHeldUntilThePodsHaveStayedReady(t *testing.T) {
 		"the first Ready, from Fetching":                  {fetching, ready, readyHold},
 		"the first Ready, from Deploying":                 {deploying, ready, readyHold},
 		"Ready with a new generation, pods not all ready": {lost, status(servingv1alpha1.PhaseReady, 2, metav1.ConditionTrue), readyHold},
+		"Ready again after pods lost":                     {lost, ready, recoveryHold},
 		"a failed fetch's Degraded, still serving":        {status(servingv1alpha1.PhaseDegraded, 1, metav1.ConditionTrue), ready, 0},
 		"Ready again, a new generation":                   {ready, status(servingv1alpha1.PhaseReady, 2, metav1.ConditionTrue), 0},
 		"pods lost":                                       {ready, lost, 0},

@@ -422,8 +422,9 @@ func TestAServingPodLostToACrashLoopIsNamedInTheDegradedStatus(t *testing.T) {
 // A Degraded ModelServer whose lost pod is ready again for a moment only,
 // as a kubelet without the fix for kubernetes#141155 reports a container
 // its liveness probe restarted, stays Degraded, with no Event; pods that
-// stay ready make it Ready 2 s after they were first seen so, with one
-// Event. The phase gauge says what the status says meanwhile.
+// stay ready make it Ready 10 s after they were first seen so
+// (recoveryHold), with one Event. The phase gauge says what the status
+// says meanwhile.
 func TestAPodReadyForAMomentLeavesADegradedModelServerDegraded(t *testing.T) {
 	_, r, _ := recordingReconciler(t)
 	ms := createUnmanaged(t, "flashing", func(ms *servingv1alpha1.ModelServer) { ms.Spec.Replicas = ptr.To[int32](1) })
@@ -474,17 +475,17 @@ func TestAPodReadyForAMomentLeavesADegradedModelServerDegraded(t *testing.T) {
 	t0 := time.Now()
 	setReady(false, t0)
 	expect("the pod lost", servingv1alpha1.PhaseDegraded, 1, 1)
-	if result := setReady(true, t0.Add(5*time.Second)); !about(result.RequeueAfter, 2*time.Second) {
-		t.Errorf("the pod ready again: look again in %v, want 2s", result.RequeueAfter)
+	if result := setReady(true, t0.Add(5*time.Second)); !about(result.RequeueAfter, 10*time.Second) {
+		t.Errorf("the pod ready again: look again in %v, want 10s", result.RequeueAfter)
 	}
 	expect("the pod ready for a moment", servingv1alpha1.PhaseDegraded, 1, 1)
-	setReady(false, t0.Add(5500*time.Millisecond))
+	setReady(false, t0.Add(8*time.Second))
 	expect("the pod lost again", servingv1alpha1.PhaseDegraded, 1, 1)
-	setReady(true, t0.Add(6*time.Second))
-	c.reconcile(t0.Add(7500 * time.Millisecond))
-	expect("the pod ready for 1.5 s", servingv1alpha1.PhaseDegraded, 1, 1)
-	c.reconcile(t0.Add(8 * time.Second))
-	expect("the pod ready for 2 s", servingv1alpha1.PhaseReady, 0, 1)
+	setReady(true, t0.Add(9*time.Second))
+	c.reconcile(t0.Add(18500 * time.Millisecond))
+	expect("the pod ready for 9.5 s", servingv1alpha1.PhaseDegraded, 1, 1)
+	c.reconcile(t0.Add(19 * time.Second))
+	expect("the pod ready for 10 s", servingv1alpha1.PhaseReady, 0, 1)
 	if n := c.events.count(string(servingv1alpha1.PhaseReady)) - readyEvents; n != 1 {
 		t.Errorf("%d Ready Events for the recovery, want 1", n)
 	}
