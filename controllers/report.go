@@ -112,16 +112,17 @@ const readyHold = 2 * time.Second
 // recoveryHold is how long a Degraded ModelServer whose pods were lost
 // waits, once they are all ready again at the same generation, before it
 // is written Ready. A pod lost without a new generation is mostly a
-// container restarted in place, and a kubelet since 1.35 carries the old
-// container's started state over to the new one
-// (ChangeContainerStatusOnKubeletRestart off), and so the old one's
-// readiness (kubernetes#136047): the new container reads ready until its
-// startup probe has run and the pod's status is synced again. That took 1.1 to 1.3 s on an idle node and over
-// readyHold on a loaded one, which read Ready and Degraded again for a
-// restart that never served. In 10 s the startup probe (every second) and
-// the readiness probe (every 5 s) have run on the new container. A
-// restored outage is told this much later; a new ModelServer and a
-// rollout are not held longer, as their pods are new.
+// container restarted in place. A kubelet since 1.35
+// (ChangeContainerStatusOnKubeletRestart off) carries the old container's
+// started state, and so its readiness, over to the new one
+// (kubernetes#136047): the new container reads ready until its startup
+// probe has run and the pod's status is synced again. That took 1.1 to
+// 1.3 s on an idle node and over readyHold on a loaded one, which read
+// Ready and Degraded again for a restart that never served. In 10 s the
+// startup probe (every second) and the readiness probe (every 5 s) have
+// run on the new container. A restored outage is told this much later; a
+// new ModelServer and a rollout are not held longer, as their pods are
+// new.
 const recoveryHold = 10 * time.Second
 
 // heldSteps remembers, by UID, which change of phase has been held, and
@@ -164,10 +165,10 @@ func holdOf(old, st servingv1alpha1.ModelServerStatus, fault bool) time.Duration
 	podsWereNotReady := old.Phase != servingv1alpha1.PhaseReady &&
 		conditionStatus(old, servingv1alpha1.ConditionAvailable) != metav1.ConditionTrue
 	switch {
-	case st.Phase == servingv1alpha1.PhaseReady && podsWereNotReady &&
-		old.Phase == servingv1alpha1.PhaseDegraded && old.ObservedGeneration == st.ObservedGeneration:
-		return recoveryHold
 	case st.Phase == servingv1alpha1.PhaseReady && podsWereNotReady:
+		if old.Phase == servingv1alpha1.PhaseDegraded && old.ObservedGeneration == st.ObservedGeneration {
+			return recoveryHold
+		}
 		return readyHold
 	case old.ObservedGeneration != st.ObservedGeneration:
 		return 0

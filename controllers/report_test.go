@@ -54,7 +54,7 @@ func TestOnlyStepsBetweenStepsOnTheWayToReadyAreHeld(t *testing.T) {
 // A ModelServer whose pods were not all ready is written Ready only once
 // they have stayed ready for readyHold, or recoveryHold once Degraded for
 // pods lost: a kubelet that reports a new or restarted container ready
-// for a moment (kubernetes#141155, kubernetes#136047) does not make it
+// for a moment (kubernetes#136047 for a restarted one) does not make it
 // Ready, then Deploying or Degraded again. Ready reached with the pods
 // ready all along is not held.
 func TestReadyIsHeldUntilThePodsHaveStayedReady(t *testing.T) {

@@ -420,11 +420,10 @@ func TestAServingPodLostToACrashLoopIsNamedInTheDegradedStatus(t *testing.T) {
 }
 
 // A Degraded ModelServer whose lost pod is ready again for a moment only,
-// as a kubelet without the fix for kubernetes#141155 reports a container
-// its liveness probe restarted, stays Degraded, with no Event; pods that
-// stay ready make it Ready 10 s after they were first seen so
-// (recoveryHold), with one Event. The phase gauge says what the status
-// says meanwhile.
+// as a kubelet with kubernetes#136047 reports a container its liveness
+// probe restarted, stays Degraded, with no Event; pods that stay ready
+// make it Ready 10 s after they were first seen so (recoveryHold), with
+// one Event. The phase gauge says what the status says meanwhile.
 func TestAPodReadyForAMomentLeavesADegradedModelServerDegraded(t *testing.T) {
 	_, r, _ := recordingReconciler(t)
 	ms := createUnmanaged(t, "flashing", func(ms *servingv1alpha1.ModelServer) { ms.Spec.Replicas = ptr.To[int32](1) })
