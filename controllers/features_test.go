@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -16,6 +18,7 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -125,6 +128,111 @@ func TestAnAutoscaledModelServerIsScaledByItsAutoscaler(t *testing.T) {
 	if err := env.client.Update(context.Background(), cur); !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "mutually exclusive") {
 		t.Errorf("setting replicas with autoscaling: %v, want Invalid naming the rule", err)
 	}
+}
+
+// An autoscaler's scale is capacity, not a deployment: the ModelServer
+// stays Ready through it, with no Event, while its pods are counted.
+func TestAnAutoscalersScaleLeavesTheModelServerReady(t *testing.T) {
+	ns := newNamespace(t)
+	ms := newModelServer(ns, "scaled", func(ms *servingv1alpha1.ModelServer) {
+		ms.Spec.Replicas = nil
+		ms.Spec.Resources.Requests = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m")}
+		ms.Spec.Autoscaling = &servingv1alpha1.Autoscaling{MinReplicas: ptrTo[int32](2), MaxReplicas: 6, TargetCPUUtilizationPercentage: ptrTo[int32](70)}
+	})
+	if err := env.client.Create(context.Background(), ms); err != nil {
+		t.Fatal(err)
+	}
+	waitReady(t, ms)
+	// The status settles (a Ready write is followed by none) before the
+	// history starts.
+	time.Sleep(time.Second)
+	history := statusHistory(t, ns, "scaled")
+	eventsBefore := len(modelServerEvents(t, ns))
+
+	for _, replicas := range []int32{5, 2} {
+		// The way an autoscaler sets the count: the scale subresource.
+		d := get(t, ns, "scaled", &appsv1.Deployment{})
+		scale := &autoscalingv1.Scale{Spec: autoscalingv1.ScaleSpec{Replicas: replicas}}
+		if err := env.client.SubResource("scale").Update(context.Background(), d, client.WithSubResourceBody(scale)); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, 30*time.Second, fmt.Sprintf("%d pods ready", replicas), func(ctx context.Context) (bool, string) {
+			cur := &servingv1alpha1.ModelServer{}
+			if err := env.client.Get(ctx, client.ObjectKeyFromObject(ms), cur); err != nil {
+				return false, err.Error()
+			}
+			return cur.Status.Ready == fmt.Sprintf("%d/%d", replicas, replicas), cur.Status.Ready
+		})
+	}
+	for _, h := range history() {
+		if !strings.HasPrefix(h, string(servingv1alpha1.PhaseReady)+" ") {
+			t.Errorf("the ModelServer left Ready while its autoscaler scaled it; its statuses:\n  %s", strings.Join(history(), "\n  "))
+			break
+		}
+	}
+	if events := modelServerEvents(t, ns); len(events) != eventsBefore {
+		t.Errorf("%d Events while the autoscaler scaled, want none; all of them:\n  %s", len(events)-eventsBefore, strings.Join(events, "\n  "))
+	}
+}
+
+// statusHistory records each status the ModelServer is written with from
+// now on, as "phase ready-count (Available: reason)"; the function returns
+// those seen so far.
+func statusHistory(t *testing.T, ns, name string) func() []string {
+	t.Helper()
+	wc, err := client.NewWithWatch(env.cluster.Config, client.Options{Scheme: env.scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	w, err := wc.Watch(ctx, &servingv1alpha1.ModelServerList{}, client.InNamespace(ns), client.MatchingFields{"metadata.name": name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		mu   sync.Mutex
+		seen []string
+	)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ev := range w.ResultChan() {
+			ms, ok := ev.Object.(*servingv1alpha1.ModelServer)
+			if !ok {
+				continue
+			}
+			entry := fmt.Sprintf("%s %s", ms.Status.Phase, ms.Status.Ready)
+			if c := meta.FindStatusCondition(ms.Status.Conditions, servingv1alpha1.ConditionAvailable); c != nil {
+				entry += fmt.Sprintf(" (Available: %s)", c.Message)
+			}
+			mu.Lock()
+			if len(seen) == 0 || seen[len(seen)-1] != entry {
+				seen = append(seen, entry)
+			}
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() { cancel(); w.Stop(); <-done })
+	return func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]string(nil), seen...)
+	}
+}
+
+// modelServerEvents lists the Events about ModelServers in namespace ns,
+// one a line.
+func modelServerEvents(t *testing.T, ns string) []string {
+	t.Helper()
+	list := &corev1.EventList{}
+	if err := env.client.List(context.Background(), list, client.InNamespace(ns), client.MatchingFields{"involvedObject.kind": "ModelServer"}); err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range list.Items {
+		out = append(out, fmt.Sprintf("%s %s: %s", e.Type, e.Reason, e.Message))
+	}
+	return out
 }
 
 func TestSwitchingToAutoscalingKeepsThePodsServing(t *testing.T) {

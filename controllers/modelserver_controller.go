@@ -170,7 +170,7 @@ func (r *ModelServerReconciler) reconcileNormal(ctx context.Context, ms *serving
 		ms.Status = *st.(*servingv1alpha1.ModelServerStatus).DeepCopy()
 	}
 	old := ms.Status.DeepCopy()
-	report := status.Observation{Generation: ms.Generation, DesiredReplicas: values.DesiredReplicas(ms)}
+	report := status.Observation{Generation: ms.Generation, DesiredReplicas: values.DesiredReplicas(ms), NeededReplicas: values.DesiredReplicas(ms)}
 	var (
 		obs  *observed
 		news *releaseNews
@@ -223,7 +223,7 @@ func (r *ModelServerReconciler) reconcileNormal(ctx context.Context, ms *serving
 	report.Release = cmp.Or(plan.deployed, ms.Status.Release)
 	if plan.kind != planNothing {
 		done, result, err := r.apply(ctx, ms, want, plan)
-		report.ReleaseErr, report.Conflict = done.err, done.conflict
+		report.ReleaseErr, report.Conflict, report.Applied = done.err, done.conflict, true
 		news = done.news
 		if err != nil || done.conflict {
 			return result, err

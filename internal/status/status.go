@@ -5,6 +5,7 @@
 package status
 
 import (
+	"cmp"
 	"fmt"
 	"regexp"
 	"strings"
@@ -66,8 +67,18 @@ type Observation struct {
 	// routes of an API the cluster does not have.
 	Warnings []string
 
-	Deployment      *appsv1.Deployment
+	Deployment *appsv1.Deployment
+	// DesiredReplicas is the number of serving pods wanted: the spec's,
+	// or under an autoscaler the count it chose.
 	DesiredReplicas int32
+	// NeededReplicas is how many ready pods make the ModelServer Ready:
+	// the spec's replicas, or its autoscaler's minimum. Pods an autoscaler
+	// adds are capacity, not a deployment, and its scale leaves the
+	// ModelServer Ready.
+	NeededReplicas int32
+	// Applied says this reconcile installed or upgraded the release, and
+	// so may have given the Deployment a new pod template.
+	Applied bool
 	// PodsProblem is what the serving pods say keeps them from being
 	// ready (ServingPodsProblem), read once their rollout has stalled.
 	PodsProblem string
@@ -187,7 +198,7 @@ func Compute(old servingv1alpha1.ModelServerStatus, o Observation, now time.Time
 		})
 	}
 
-	fetched, deployed, available := fetchedCondition(o), deployedCondition(o, st.Release), availability(o)
+	fetched, deployed, available := fetchedCondition(o), deployedCondition(o, st.Release), availability(o, wasAvailable(old, o))
 	set(servingv1alpha1.ConditionModelFetched, fetched)
 	set(servingv1alpha1.ConditionDeployed, deployed)
 	set(servingv1alpha1.ConditionAvailable, available)
@@ -273,30 +284,53 @@ func wasServing(p servingv1alpha1.Phase) bool {
 	return p == servingv1alpha1.PhaseReady || p == servingv1alpha1.PhaseDegraded
 }
 
+// wasAvailable says the status had the pods available at the generation
+// observed now, and this reconcile changed no release: a change to the
+// Deployment that its controller has not seen yet is then someone else's,
+// mostly an autoscaler's count.
+func wasAvailable(old servingv1alpha1.ModelServerStatus, o Observation) bool {
+	c := meta.FindStatusCondition(old.Conditions, servingv1alpha1.ConditionAvailable)
+	return !o.Applied && c != nil && c.Status == metav1.ConditionTrue && c.ObservedGeneration == o.Generation
+}
+
 // availability is the Available condition: the rollout of the current pod
-// template is complete and the desired number of pods pass the readiness
-// probe.
-func availability(o Observation) verdict {
+// template is complete and the needed number of pods pass the readiness
+// probe. A Deployment changed since its controller last saw it is not yet
+// known to be, unless the pods were available and the operator did not
+// change it (wasAvailable): until its controller sees the change, it is
+// judged by the status it has, which is seen again in a moment. Without
+// that, each scale of an autoscaler would take the ModelServer out of
+// Ready and back, with an Event each way.
+func availability(o Observation, wasAvailable bool) verdict {
 	d := o.Deployment
 	switch {
 	case !o.Serving:
 		return verdict{false, servingv1alpha1.ReasonWaitingForFetch, "serving pods start once the model is fetched"}
 	case d == nil:
 		return verdict{false, servingv1alpha1.ReasonRollingOut, "the Deployment does not exist yet"}
-	case d.Status.ObservedGeneration < d.Generation:
+	case d.Status.ObservedGeneration < d.Generation && !wasAvailable:
 		return verdict{false, servingv1alpha1.ReasonRollingOut, "the Deployment controller has not seen the latest pod template yet"}
 	}
-	want := o.DesiredReplicas
+	want, need := o.DesiredReplicas, cmp.Or(o.NeededReplicas, o.DesiredReplicas)
 	if d.Spec.Replicas != nil && *d.Spec.Replicas != want {
 		return verdict{false, servingv1alpha1.ReasonRollingOut, fmt.Sprintf("the Deployment is being scaled to %d replicas", want)}
 	}
-	if d.Status.UpdatedReplicas < want || d.Status.Replicas > d.Status.UpdatedReplicas {
+	if d.Status.UpdatedReplicas < need || d.Status.Replicas > d.Status.UpdatedReplicas {
 		return verdict{false, servingv1alpha1.ReasonRollingOut, withProblem(fmt.Sprintf("rolling out: %d of %d pods updated", d.Status.UpdatedReplicas, want), o)}
 	}
-	if d.Status.ReadyReplicas < want {
-		return verdict{false, servingv1alpha1.ReasonPodsNotReady, withProblem(fmt.Sprintf("%d of %d serving pods ready (readiness probe GET /v1/models/<name>)", d.Status.ReadyReplicas, want), o)}
+	ready := fmt.Sprintf("%d of %d serving pods ready", d.Status.ReadyReplicas, want)
+	if need < want {
+		ready += fmt.Sprintf(" (%d needed: the autoscaler's minimum)", need)
 	}
-	return verdict{true, servingv1alpha1.ReasonAvailable, fmt.Sprintf("%d of %d serving pods ready", d.Status.ReadyReplicas, want)}
+	if d.Status.ReadyReplicas < need {
+		return verdict{false, servingv1alpha1.ReasonPodsNotReady, withProblem(ready+" (readiness probe GET /v1/models/<name>)", o)}
+	}
+	if d.Status.ReadyReplicas < want {
+		// An autoscaler's pods still starting, or kept from it: capacity
+		// short of its count, which the message tells.
+		ready = withProblem(ready, o)
+	}
+	return verdict{true, servingv1alpha1.ReasonAvailable, ready}
 }
 
 // withProblem adds to a rollout's progress what stops it, if known: from

@@ -206,6 +206,75 @@ func TestComputeStatus(t *testing.T) {
 	}
 }
 
+// autoscaled is a served observation under an autoscaler whose minimum is
+// 2 and which has scaled the Deployment to 5, with so many pods updated
+// and ready.
+func autoscaled(updated, ready int32) Observation {
+	o := served(Observation{Deployment: deployment(updated, ready)})
+	o.Deployment.Spec.Replicas = ptr.To[int32](5)
+	o.DesiredReplicas, o.NeededReplicas = 5, 2
+	return o
+}
+
+// unseen is o with a change to its Deployment that the Deployment
+// controller has not seen yet.
+func unseen(o Observation) Observation {
+	o.Deployment.Generation++
+	return o
+}
+
+// An autoscaler's scale is capacity: the ModelServer needs its minimum
+// ready, and a change the Deployment controller has not seen yet leaves
+// available pods available, unless the operator made it.
+func TestAvailabilityUnderAnAutoscalerAndChangesNotSeenYet(t *testing.T) {
+	ready := Compute(servingv1alpha1.ModelServerStatus{}, served(Observation{Deployment: deployment(2, 2)}), testNow)
+	if ready.Phase != servingv1alpha1.PhaseReady {
+		t.Fatalf("the status the cases start from is %s: %s", ready.Phase, ready.Message)
+	}
+	olderGeneration := *ready.DeepCopy()
+	olderGeneration.ObservedGeneration--
+	for i := range olderGeneration.Conditions {
+		olderGeneration.Conditions[i].ObservedGeneration--
+	}
+	applied := func(o Observation) Observation { o.Applied = true; return o }
+	for _, tc := range []struct {
+		name      string
+		old       servingv1alpha1.ModelServerStatus
+		obs       Observation
+		available bool
+		message   string
+	}{
+		{"scaled up, new pods starting", ready, autoscaled(5, 2), true,
+			"2 of 5 serving pods ready (2 needed: the autoscaler's minimum)"},
+		{"scaled up, all ready", ready, autoscaled(5, 5), true, "5 of 5 serving pods ready"},
+		{"fewer ready than its minimum", ready, autoscaled(5, 1), false,
+			"1 of 5 serving pods ready (2 needed: the autoscaler's minimum) (readiness probe"},
+		{"a rollout under an autoscaler", ready, func() Observation {
+			o := autoscaled(3, 5)
+			o.Deployment.Status.Replicas = 7 // the old template's 4 pods are still there
+			return o
+		}(), false, "rolling out: 3 of 5 pods updated"},
+		{"scaled, not seen yet", ready, unseen(autoscaled(2, 2)), true, "2 of 5 serving pods ready"},
+		{"a change of the operator's, not seen yet", ready, applied(unseen(served(Observation{Deployment: deployment(2, 2)}))), false,
+			"the Deployment controller has not seen the latest pod template yet"},
+		{"not seen yet, at a new generation", olderGeneration, unseen(served(Observation{Deployment: deployment(2, 2)})), false,
+			"the Deployment controller has not seen the latest pod template yet"},
+		{"not seen yet, pods not available before", servingv1alpha1.ModelServerStatus{}, unseen(served(Observation{Deployment: deployment(2, 2)})), false,
+			"the Deployment controller has not seen the latest pod template yet"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st := Compute(tc.old, tc.obs, testNow)
+			c := meta.FindStatusCondition(st.Conditions, servingv1alpha1.ConditionAvailable)
+			if (c.Status == metav1.ConditionTrue) != tc.available || !strings.Contains(c.Message, tc.message) {
+				t.Errorf("Available %s: %q; want available %v, saying %q", c.Status, c.Message, tc.available, tc.message)
+			}
+			if tc.available && st.Phase != servingv1alpha1.PhaseReady {
+				t.Errorf("phase %s with the pods available", st.Phase)
+			}
+		})
+	}
+}
+
 func TestComputeStatusKeepsTransitionTimesOfUnchangedConditions(t *testing.T) {
 	o := served(Observation{Deployment: deployment(2, 2)})
 	first := Compute(servingv1alpha1.ModelServerStatus{}, o, testNow)
