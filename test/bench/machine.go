@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -178,11 +179,22 @@ func printRuns(w *strings.Builder, r *report) {
 	for _, k := range keys {
 		fmt.Fprintf(w, "ratio %-36s %g\n", k, r.Ratios[k])
 	}
-	if r.Ours != nil {
-		fmt.Fprintf(w, "ours by verb and resource: %s\n", topCounts(r.Ours.Requests))
+	printWrites(w, "ours", r.Ours)
+	printWrites(w, "peer", r.Peer)
+}
+
+// printWrites prints what an operator's requests and status writes were
+// made of.
+func printWrites(w *strings.Builder, name string, o *operatorRun) {
+	if o == nil {
+		return
 	}
-	if r.Peer != nil {
-		fmt.Fprintf(w, "peer by verb and resource: %s\n", topCounts(r.Peer.Requests))
+	fmt.Fprintf(w, "%s by verb and resource: %s\n", name, topCounts(o.Requests))
+	if len(o.StatusSteps) > 0 {
+		fmt.Fprintf(w, "%s status writes by step: %s\n", name, topCounts(o.StatusSteps))
+	}
+	for _, step := range slices.Sorted(maps.Keys(o.StatusStepExamples)) {
+		fmt.Fprintf(w, "  %s, e.g.: %s\n", step, strings.Join(o.StatusStepExamples[step], "; "))
 	}
 }
 

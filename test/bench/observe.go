@@ -2,10 +2,14 @@ package main
 
 import (
 	"context"
+	"fmt"
+	"maps"
+	"strings"
 	"sync"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
@@ -48,6 +52,11 @@ type tracker struct {
 	rolled       map[string]time.Time
 	updateGen    map[string]int64
 	readyUpdated map[string]time.Time
+	// steps counts the ModelServers' status writes by the step each made
+	// (statusStep), and keeps a few of the messages of each step that
+	// stayed in its phase: what the writes per CR are made of.
+	steps        counts
+	stepExamples map[string][]string
 	changed      chan struct{}
 	// onServed, if set before watch, is called once for each ModelServer
 	// when its Deployment first has its ready replicas.
@@ -62,6 +71,9 @@ func newTracker() *tracker {
 		served:   map[string]time.Time{},
 		gone:     map[string]time.Time{},
 		changed:  make(chan struct{}, 1),
+
+		steps:        counts{},
+		stepExamples: map[string][]string{},
 
 		deleteRequested: map[string]time.Time{},
 	}
@@ -96,8 +108,11 @@ func (t *tracker) watch(ctx context.Context, dyn dynamic.Interface, cs kubernete
 		}
 	}
 	_, _ = msInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    onMS,
-		UpdateFunc: func(_, obj any) { onMS(obj) },
+		AddFunc: onMS,
+		UpdateFunc: func(old, obj any) {
+			t.countStep(old, obj)
+			onMS(obj)
+		},
 		DeleteFunc: func(obj any) { t.record(t.gone, deletedName(obj)) },
 	})
 
@@ -393,4 +408,66 @@ func (t *tracker) wait(ctx context.Context, timeout time.Duration, done func() b
 		}
 	}
 	return true
+}
+
+// stepExamplesKept bounds the messages kept of each step that stays in its
+// phase.
+const stepExamplesKept = 3
+
+// countStep counts an update of a ModelServer that changed its status, by
+// its step.
+func (t *tracker) countStep(oldObj, newObj any) {
+	was, ok1 := oldObj.(*unstructured.Unstructured)
+	now, ok2 := newObj.(*unstructured.Unstructured)
+	if !ok1 || !ok2 {
+		return
+	}
+	before, _, _ := unstructured.NestedMap(was.Object, "status")
+	after, _, _ := unstructured.NestedMap(now.Object, "status")
+	if equality.Semantic.DeepEqual(before, after) {
+		return
+	}
+	step, same := statusStep(before, after)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.steps[step]++
+	if msg, _, _ := unstructured.NestedString(after, "message"); same && len(t.stepExamples[step]) < stepExamplesKept {
+		t.stepExamples[step] = append(t.stepExamples[step], now.GetName()+": "+msg)
+	}
+}
+
+// statusStep names a status write by the phases it went from and to
+// ("Fetching → Ready"), "Fetching (same phase)" when it stayed, and for an
+// operator without a phase, by the conditions that are True.
+func statusStep(before, after map[string]any) (step string, samePhase bool) {
+	from, to := phaseOrConditions(before), phaseOrConditions(after)
+	if from == to {
+		return to + " (same phase)", true
+	}
+	return from + " → " + to, false
+}
+
+func phaseOrConditions(status map[string]any) string {
+	if p, _, _ := unstructured.NestedString(status, "phase"); p != "" {
+		return p
+	}
+	conds, _, _ := unstructured.NestedSlice(status, "conditions")
+	var trueOnes []string
+	for _, c := range conds {
+		if m, _ := c.(map[string]any); m["status"] == string(metav1.ConditionTrue) {
+			trueOnes = append(trueOnes, fmt.Sprint(m["type"]))
+		}
+	}
+	if len(trueOnes) == 0 {
+		return "(none)"
+	}
+	return strings.Join(trueOnes, "+")
+}
+
+// stepCounts returns the status writes counted so far, by step, with the
+// examples kept.
+func (t *tracker) stepCounts() (counts, map[string][]string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return maps.Clone(t.steps), maps.Clone(t.stepExamples)
 }

@@ -1,8 +1,11 @@
 package main
 
 import (
+	"maps"
 	"testing"
 	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
 func TestAfterBothStartsFromWhicheverOfServingAndFetchEndedLast(t *testing.T) {
@@ -52,5 +55,46 @@ func TestTheClusterIsDoneWithTheLastOfServingAndFetchEnds(t *testing.T) {
 	}
 	if got := newTracker().lastOfBoth(ends); !got.IsZero() {
 		t.Errorf("with nothing served, last of both at %v, want none", got)
+	}
+}
+
+func TestStatusWritesAreCountedByTheStepTheyMake(t *testing.T) {
+	ms := func(name string, status map[string]any) *unstructured.Unstructured {
+		u := &unstructured.Unstructured{Object: map[string]any{"metadata": map[string]any{"name": name}}}
+		if status != nil {
+			u.Object["status"] = status
+		}
+		return u
+	}
+	fetching := map[string]any{"phase": "Fetching", "message": "fetching the model"}
+	fetching2 := map[string]any{"phase": "Fetching", "message": "fetching the model, 1 failed attempt retried"}
+	ready := map[string]any{"phase": "Ready"}
+	peer := func(types ...string) map[string]any {
+		var conds []any
+		for _, c := range types {
+			conds = append(conds, map[string]any{"type": c, "status": "True"})
+		}
+		return map[string]any{"conditions": conds}
+	}
+	tr := newTracker()
+	for _, w := range [][2]*unstructured.Unstructured{
+		{ms("a", nil), ms("a", fetching)},
+		{ms("a", fetching), ms("a", fetching2)},
+		{ms("a", fetching2), ms("a", ready)},
+		{ms("b", fetching), ms("b", ready)},
+		{ms("b", ready), ms("b", ready)}, // metadata alone: not a status write
+		{ms("p", nil), ms("p", peer("Initialized", "Deployed"))},
+	} {
+		tr.countStep(w[0], w[1])
+	}
+	steps, examples := tr.stepCounts()
+	want := counts{
+		"(none) → Fetching": 1, "Fetching (same phase)": 1, "Fetching → Ready": 2, "(none) → Initialized+Deployed": 1,
+	}
+	if !maps.Equal(steps, want) {
+		t.Errorf("steps %v, want %v", steps, want)
+	}
+	if ex := examples["Fetching (same phase)"]; len(ex) != 1 || ex[0] != "a: fetching the model, 1 failed attempt retried" {
+		t.Errorf("examples %v", examples)
 	}
 }

@@ -64,7 +64,12 @@ type operatorRun struct {
 	RequestsPerCR float64 `json:"requestsPerCR"`
 	WritesTotal   int64   `json:"writesTotal"`
 	WritesPerCR   float64 `json:"writesPerCR"`
-	CPUSeconds    float64 `json:"cpuSeconds"`
+	// The ModelServers' status writes until all were Ready, by the
+	// step each made ("Fetching → Ready"), and a few messages of each
+	// write that stayed in its phase.
+	StatusSteps        counts              `json:"statusWritesByStep,omitempty"`
+	StatusStepExamples map[string][]string `json:"statusWriteExamples,omitempty"`
+	CPUSeconds         float64             `json:"cpuSeconds"`
 	// The control plane's CPU seconds from the first create until all
 	// were Ready, by component, and the harness's own (not in "total").
 	ControlPlaneCPUSeconds map[string]float64 `json:"controlPlaneCPUSeconds"`
@@ -260,6 +265,7 @@ func runOperator(ctx context.Context, cfg config, spec operatorSpec, n int, log 
 	res.RequestsTotal, res.WritesTotal = res.Requests.Total(), res.Requests.Writes()
 	res.RequestsPerCR = round(float64(res.RequestsTotal) / float64(n))
 	res.WritesPerCR = round(float64(res.WritesTotal) / float64(n))
+	res.StatusSteps, res.StatusStepExamples = tr.stepCounts()
 	if res.CPUSeconds, err = machine.ProcessCPUSeconds(op.Pid()); err != nil {
 		return nil, err
 	}
@@ -276,7 +282,7 @@ func runOperator(ctx context.Context, cfg config, spec operatorSpec, n int, log 
 		return nil, err
 	}
 	log.Info("all ready", "complete", res.Complete, "allDeployed", res.AllDeployedSeconds, "allReady", res.AllReadySeconds,
-		"requests", res.RequestsTotal, "writes", res.WritesTotal, "readyAfterServing", res.ReadyAfterServing, "controlPlaneCPU", res.ControlPlaneCPUSeconds)
+		"requests", res.RequestsTotal, "writes", res.WritesTotal, "statusWritesByStep", res.StatusSteps, "readyAfterServing", res.ReadyAfterServing, "controlPlaneCPU", res.ControlPlaneCPUSeconds)
 
 	// A forced full resync: restart the operator; it reads everything
 	// again and reconciles every ModelServer.
