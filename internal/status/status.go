@@ -320,7 +320,7 @@ func availability(o Observation, wasAvailable bool) verdict {
 	}
 	ready := fmt.Sprintf("%d of %d serving pods ready", d.Status.ReadyReplicas, want)
 	if need < want {
-		ready += fmt.Sprintf(" (%d needed: the autoscaler's minimum)", need)
+		ready += fmt.Sprintf(", at least %d needed by spec.autoscaling.minReplicas", need)
 	}
 	if d.Status.ReadyReplicas < need {
 		return verdict{false, servingv1alpha1.ReasonPodsNotReady, withProblem(ready+" (readiness probe GET /v1/models/<name>)", o)}

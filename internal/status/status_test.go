@@ -245,10 +245,10 @@ func TestAvailabilityUnderAnAutoscalerAndChangesNotSeenYet(t *testing.T) {
 		message   string
 	}{
 		{"scaled up, new pods starting", ready, autoscaled(5, 2), true,
-			"2 of 5 serving pods ready (2 needed: the autoscaler's minimum)"},
+			"2 of 5 serving pods ready, at least 2 needed by spec.autoscaling.minReplicas"},
 		{"scaled up, all ready", ready, autoscaled(5, 5), true, "5 of 5 serving pods ready"},
 		{"fewer ready than its minimum", ready, autoscaled(5, 1), false,
-			"1 of 5 serving pods ready (2 needed: the autoscaler's minimum) (readiness probe"},
+			"1 of 5 serving pods ready, at least 2 needed by spec.autoscaling.minReplicas (readiness probe"},
 		{"a rollout under an autoscaler", ready, func() Observation {
 			o := autoscaled(3, 5)
 			o.Deployment.Status.Replicas = 7 // the old template's 4 pods are still there
