@@ -173,8 +173,10 @@ type ModelServer struct {
 	URI  string
 	// Secret holds the S3 keys (default "s3-creds", see CredentialsSecret).
 	Secret string
-	// Replicas default to 1.
-	Replicas int
+	// Replicas default to 1. Autoscaled leaves spec.replicas out, for a
+	// spec whose SpecExtra sets spec.autoscaling.
+	Replicas   int
+	Autoscaled bool
 	// Storage is the claim's size (default 64Mi). A tmpfs volume counts
 	// against the memory of the pod that writes it: ask for little.
 	Storage string
@@ -195,6 +197,10 @@ func (e *Env) ModelServerYAML(m ModelServer) string {
 	if m.Storage == "" {
 		m.Storage = "64Mi"
 	}
+	replicas := fmt.Sprintf("  replicas: %d\n", m.Replicas)
+	if m.Autoscaled {
+		replicas = ""
+	}
 	return fmt.Sprintf(`apiVersion: serving.modelserver.dev/v1alpha1
 kind: ModelServer
 metadata:
@@ -204,11 +210,10 @@ spec:
     name: %s
     storageUri: %s
     credentialsSecret: %s
-%s  replicas: %d
-  image: %s
+%s%s  image: %s
   storage:
     size: %s
-%s`, m.Name, ModelName, m.URI, m.Secret, m.ModelExtra, m.Replicas, e.DoubleImage, m.Storage, m.SpecExtra)
+%s`, m.Name, ModelName, m.URI, m.Secret, m.ModelExtra, replicas, e.DoubleImage, m.Storage, m.SpecExtra)
 }
 
 // Kubectl runs the pinned kubectl against the cluster, with stdin if

@@ -29,6 +29,14 @@ type history struct {
 	start time.Time
 	lines []string
 	last  map[string]string
+	// phases holds each change of the ModelServer's phase and message,
+	// with when it was seen.
+	phases []seen
+}
+
+type seen struct {
+	at   time.Time
+	line string
 }
 
 // watchHistory records the history of ModelServer name in ns until the
@@ -93,6 +101,26 @@ func (h *history) saw(o runtime.Object, at time.Time) {
 	}
 	h.last[key] = line
 	h.lines = append(h.lines, fmt.Sprintf("%7.2fs %s: %s", at.Sub(h.start).Seconds(), key, line))
+	if key == "modelserver" {
+		h.phases = append(h.phases, seen{at, line})
+	}
+}
+
+// modelServerSince lists the ModelServer's phases and messages seen since
+// from, the one it had then first.
+func (h *history) modelServerSince(from time.Time) []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var then string
+	var out []string
+	for _, p := range h.phases {
+		if p.at.After(from) {
+			out = append(out, p.line)
+		} else {
+			then = p.line
+		}
+	}
+	return append([]string{then}, out...)
 }
 
 // podLine says what the kubelet reports of a pod's containers: ready,

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -498,6 +499,51 @@ func TestAServerThatFailsItsLivenessProbeIsNamedAndTheModelServerDegraded(t *tes
 	if ms = e.get(t, ns, "wedged"); ms.Status.Message != "" {
 		t.Errorf("Ready with message %q", ms.Status.Message)
 	}
+}
+
+// An autoscaler's scale is capacity, not a deployment: a pod it adds
+// loads its model through the real startup and readiness probes while the
+// first serves, and the ModelServer stays Ready, with no Event, through
+// the scale up and back down.
+func TestAnAutoscalersScaleLeavesTheModelServerReadyWhileItsNewPodLoads(t *testing.T) {
+	t.Parallel()
+	e := realNode(t)
+	ns := e.namespace(t)
+	hist := e.watchHistory(t, ns, "scaled")
+	// Without a metrics API the autoscaler keeps the count it is given
+	// between its bounds: the test scales as it would.
+	e.kubectl(t, e.ModelServerYAML(realenv.ModelServer{Name: "scaled", URI: halfPlusTwo, Autoscaled: true, SpecExtra: `  resources:
+    requests: {cpu: 10m}
+  autoscaling: {minReplicas: 1, maxReplicas: 2, targetCPUUtilizationPercentage: 80}
+`}), "-n", ns, "apply", "-f", "-")
+	e.waitReady(t, ns, "scaled", 3*time.Minute)
+	// Ready is followed by no write (the hold has passed once Ready is
+	// written): the history starts from the status the user waited for.
+	time.Sleep(2 * time.Second)
+	events := e.eventCounts(t, ns, "involvedObject.kind=ModelServer")
+
+	from := time.Now()
+	for _, replicas := range []int{2, 1} {
+		e.kubectl(t, "", "-n", ns, "scale", "deployment/scaled", fmt.Sprintf("--replicas=%d", replicas))
+		want := fmt.Sprintf("%d/%d", replicas, replicas)
+		err := wait.PollUntilContextTimeout(context.Background(), time.Second, 3*time.Minute, true, func(context.Context) (bool, error) {
+			return e.get(t, ns, "scaled").Status.Ready == want, nil
+		})
+		if err != nil {
+			t.Fatalf("status.ready did not reach %s: %s\nwhat was seen:\n%s", want, e.kubectlOut("-n", ns, "get", "modelserver", "scaled", "-o", "jsonpath={.status}"), hist)
+		}
+	}
+	phases := hist.modelServerSince(from)
+	for _, p := range phases {
+		if !strings.HasPrefix(p, string(servingv1alpha1.PhaseReady)+":") {
+			t.Errorf("the ModelServer left Ready while scaled (%q); what was seen:\n%s", p, hist)
+			break
+		}
+	}
+	if after := e.eventCounts(t, ns, "involvedObject.kind=ModelServer"); !maps.Equal(after, events) {
+		t.Errorf("the ModelServer's Events went from %v to %v while scaled, want none more; what was seen:\n%s", events, after, hist)
+	}
+	t.Logf("the ModelServer while scaled: %q", phases)
 }
 
 // A serving image the registry does not have: containerd fails the pull,
