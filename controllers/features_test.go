@@ -71,17 +71,24 @@ func TestAGPUModelServerRunsTheGPUImageOnGPUNodesOnly(t *testing.T) {
 	}
 }
 
-func TestAnAutoscaledModelServerIsScaledByItsAutoscaler(t *testing.T) {
+// createAutoscaled creates a ModelServer in a new namespace whose
+// autoscaler keeps 2 to maxReplicas pods, and waits for it to be Ready.
+func createAutoscaled(t *testing.T, name string, maxReplicas int32) (string, *servingv1alpha1.ModelServer) {
+	t.Helper()
 	ns := newNamespace(t)
-	ms := newModelServer(ns, "auto", func(ms *servingv1alpha1.ModelServer) {
+	ms := newModelServer(ns, name, func(ms *servingv1alpha1.ModelServer) {
 		ms.Spec.Replicas = nil
 		ms.Spec.Resources.Requests = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m")}
-		ms.Spec.Autoscaling = &servingv1alpha1.Autoscaling{MinReplicas: ptrTo[int32](2), MaxReplicas: 4, TargetCPUUtilizationPercentage: ptrTo[int32](70)}
+		ms.Spec.Autoscaling = &servingv1alpha1.Autoscaling{MinReplicas: ptrTo[int32](2), MaxReplicas: maxReplicas, TargetCPUUtilizationPercentage: ptrTo[int32](70)}
 	})
 	if err := env.client.Create(context.Background(), ms); err != nil {
 		t.Fatal(err)
 	}
-	got := waitReady(t, ms)
+	return ns, waitReady(t, ms)
+}
+
+func TestAnAutoscaledModelServerIsScaledByItsAutoscaler(t *testing.T) {
+	ns, got := createAutoscaled(t, "auto", 4)
 	if got.Status.Replicas != 2 || got.Status.ReadyReplicas != 2 {
 		t.Errorf("status replicas %d ready %d, want the autoscaler's minimum, 2", got.Status.Replicas, got.Status.ReadyReplicas)
 	}
@@ -99,7 +106,7 @@ func TestAnAutoscaledModelServerIsScaledByItsAutoscaler(t *testing.T) {
 	}
 	eventually(t, 30*time.Second, "status follows the autoscaler", func(ctx context.Context) (bool, string) {
 		cur := &servingv1alpha1.ModelServer{}
-		if err := env.client.Get(ctx, client.ObjectKeyFromObject(ms), cur); err != nil {
+		if err := env.client.Get(ctx, client.ObjectKeyFromObject(got), cur); err != nil {
 			return false, err.Error()
 		}
 		return cur.Status.Replicas == 3 && cur.Status.ReadyReplicas == 3, cur.Status.Ready
@@ -133,16 +140,7 @@ func TestAnAutoscaledModelServerIsScaledByItsAutoscaler(t *testing.T) {
 // An autoscaler's scale is capacity, not a deployment: the ModelServer
 // stays Ready through it, with no Event, while its pods are counted.
 func TestAnAutoscalersScaleLeavesTheModelServerReady(t *testing.T) {
-	ns := newNamespace(t)
-	ms := newModelServer(ns, "scaled", func(ms *servingv1alpha1.ModelServer) {
-		ms.Spec.Replicas = nil
-		ms.Spec.Resources.Requests = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m")}
-		ms.Spec.Autoscaling = &servingv1alpha1.Autoscaling{MinReplicas: ptrTo[int32](2), MaxReplicas: 6, TargetCPUUtilizationPercentage: ptrTo[int32](70)}
-	})
-	if err := env.client.Create(context.Background(), ms); err != nil {
-		t.Fatal(err)
-	}
-	waitReady(t, ms)
+	ns, ms := createAutoscaled(t, "scaled", 6)
 	// The status settles (a Ready write is followed by none) before the
 	// history starts.
 	time.Sleep(time.Second)

@@ -13,6 +13,7 @@ import (
 	"helm.sh/helm/v3/pkg/chart"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
@@ -109,6 +110,10 @@ type ModelServerReconciler struct {
 	uids sync.Map
 	// held are the changes of status held back, not yet written.
 	held heldSteps
+	// seenTemplates holds, by UID, the pod template of an autoscaled
+	// ModelServer's Deployment as its controller last had seen all of it
+	// (scaledOnly).
+	seenTemplates sync.Map
 	// podReads holds, by UID, the last read of a stalled rollout's pods;
 	// fetchPodReads, of the Events of fetch pods late to start;
 	// claimsBound, until when the scheduler may take to try fetch pods
@@ -223,7 +228,7 @@ func (r *ModelServerReconciler) reconcileNormal(ctx context.Context, ms *serving
 	report.Release = cmp.Or(plan.deployed, ms.Status.Release)
 	if plan.kind != planNothing {
 		done, result, err := r.apply(ctx, ms, want, plan)
-		report.ReleaseErr, report.Conflict, report.Applied = done.err, done.conflict, true
+		report.ReleaseErr, report.Conflict = done.err, done.conflict
 		news = done.news
 		if err != nil || done.conflict {
 			return result, err
@@ -240,6 +245,7 @@ func (r *ModelServerReconciler) reconcileNormal(ctx context.Context, ms *serving
 		report.DesiredReplicas = desiredReplicas(ms, want, report.Deployment)
 	}
 	report.ReleaseCurrent = true
+	report.ScaledOnly = r.scaledOnly(ms, report.Deployment)
 	if obs.stalledLookAgainIn, err = r.observeStalledRollout(ctx, ms, &report); err != nil {
 		return ctrl.Result{}, err
 	}
@@ -269,6 +275,26 @@ func (r *ModelServerReconciler) lookAgain(report status.Observation, obs *observ
 		after = cmp.Or(r.RecheckAfter, time.Minute)
 	}
 	return ctrl.Result{RequeueAfter: after}
+}
+
+// scaledOnly says that the Deployment's controller has not seen d's latest
+// generation, but d's pod template is the one it had seen: an autoscaler
+// has scaled it, and its status still tells of the pods of its template.
+// The template last seen is kept for autoscaled ModelServers alone, whose
+// Deployment changes without the operator; any other change of count is a
+// new generation of the ModelServer. A process that has not seen the
+// template yet does not know.
+func (r *ModelServerReconciler) scaledOnly(ms *servingv1alpha1.ModelServer, d *appsv1.Deployment) bool {
+	if ms.Spec.Autoscaling == nil || d == nil {
+		r.seenTemplates.Delete(ms.UID)
+		return false
+	}
+	if d.Status.ObservedGeneration >= d.Generation {
+		r.seenTemplates.Store(ms.UID, &d.Spec.Template)
+		return false
+	}
+	seen, ok := r.seenTemplates.Load(ms.UID)
+	return ok && equality.Semantic.DeepEqual(seen.(*corev1.PodTemplateSpec), &d.Spec.Template)
 }
 
 // desiredReplicas is the number of serving pods wanted: the spec's, or,
@@ -338,6 +364,7 @@ func (r *ModelServerReconciler) forget(uid types.UID) {
 	r.written.Delete(uid)
 	r.problems.forget(uid)
 	r.held.forget(uid)
+	r.seenTemplates.Delete(uid)
 	r.podReads.forget(uid)
 	r.fetchPodReads.forget(uid)
 	r.claimsBound.forget(uid)

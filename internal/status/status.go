@@ -76,9 +76,10 @@ type Observation struct {
 	// adds are capacity, not a deployment, and its scale leaves the
 	// ModelServer Ready.
 	NeededReplicas int32
-	// Applied says this reconcile installed or upgraded the release, and
-	// so may have given the Deployment a new pod template.
-	Applied bool
+	// ScaledOnly says the Deployment's controller has not seen its latest
+	// generation, but its pod template is the one that controller had
+	// seen: the change is an autoscaler's count.
+	ScaledOnly bool
 	// PodsProblem is what the serving pods say keeps them from being
 	// ready (ServingPodsProblem), read once their rollout has stalled.
 	PodsProblem string
@@ -198,7 +199,7 @@ func Compute(old servingv1alpha1.ModelServerStatus, o Observation, now time.Time
 		})
 	}
 
-	fetched, deployed, available := fetchedCondition(o), deployedCondition(o, st.Release), availability(o, wasAvailable(old, o))
+	fetched, deployed, available := fetchedCondition(o), deployedCondition(o, st.Release), availability(o)
 	set(servingv1alpha1.ConditionModelFetched, fetched)
 	set(servingv1alpha1.ConditionDeployed, deployed)
 	set(servingv1alpha1.ConditionAvailable, available)
@@ -284,31 +285,22 @@ func wasServing(p servingv1alpha1.Phase) bool {
 	return p == servingv1alpha1.PhaseReady || p == servingv1alpha1.PhaseDegraded
 }
 
-// wasAvailable says the status had the pods available at the generation
-// observed now, and this reconcile changed no release: a change to the
-// Deployment that its controller has not seen yet is then someone else's,
-// mostly an autoscaler's count.
-func wasAvailable(old servingv1alpha1.ModelServerStatus, o Observation) bool {
-	c := meta.FindStatusCondition(old.Conditions, servingv1alpha1.ConditionAvailable)
-	return !o.Applied && c != nil && c.Status == metav1.ConditionTrue && c.ObservedGeneration == o.Generation
-}
-
 // availability is the Available condition: the rollout of the current pod
 // template is complete and the needed number of pods pass the readiness
 // probe. A Deployment changed since its controller last saw it is not yet
-// known to be, unless the pods were available and the operator did not
-// change it (wasAvailable): until its controller sees the change, it is
-// judged by the status it has, which is seen again in a moment. Without
-// that, each scale of an autoscaler would take the ModelServer out of
-// Ready and back, with an Event each way.
-func availability(o Observation, wasAvailable bool) verdict {
+// known to be, unless the change is an autoscaler's scale (ScaledOnly):
+// until its controller sees it, it is judged by the status it has, which
+// is seen again in a moment. Without that, each scale of an autoscaler
+// would take the ModelServer out of Ready and back, with an Event each
+// way.
+func availability(o Observation) verdict {
 	d := o.Deployment
 	switch {
 	case !o.Serving:
 		return verdict{false, servingv1alpha1.ReasonWaitingForFetch, "serving pods start once the model is fetched"}
 	case d == nil:
 		return verdict{false, servingv1alpha1.ReasonRollingOut, "the Deployment does not exist yet"}
-	case d.Status.ObservedGeneration < d.Generation && !wasAvailable:
+	case d.Status.ObservedGeneration < d.Generation && !o.ScaledOnly:
 		return verdict{false, servingv1alpha1.ReasonRollingOut, "the Deployment controller has not seen the latest pod template yet"}
 	}
 	want, need := o.DesiredReplicas, cmp.Or(o.NeededReplicas, o.DesiredReplicas)

@@ -217,53 +217,41 @@ func autoscaled(updated, ready int32) Observation {
 }
 
 // unseen is o with a change to its Deployment that the Deployment
-// controller has not seen yet.
-func unseen(o Observation) Observation {
+// controller has not seen yet, an autoscaler's scale if scaledOnly.
+func unseen(o Observation, scaledOnly bool) Observation {
 	o.Deployment.Generation++
+	o.ScaledOnly = scaledOnly
 	return o
 }
 
 // An autoscaler's scale is capacity: the ModelServer needs its minimum
-// ready, and a change the Deployment controller has not seen yet leaves
-// available pods available, unless the operator made it.
+// ready, and a scale the Deployment controller has not seen yet leaves
+// the pods judged by the Deployment's last status.
 func TestAvailabilityUnderAnAutoscalerAndChangesNotSeenYet(t *testing.T) {
-	ready := Compute(servingv1alpha1.ModelServerStatus{}, served(Observation{Deployment: deployment(2, 2)}), testNow)
-	if ready.Phase != servingv1alpha1.PhaseReady {
-		t.Fatalf("the status the cases start from is %s: %s", ready.Phase, ready.Message)
-	}
-	olderGeneration := *ready.DeepCopy()
-	olderGeneration.ObservedGeneration--
-	for i := range olderGeneration.Conditions {
-		olderGeneration.Conditions[i].ObservedGeneration--
-	}
-	applied := func(o Observation) Observation { o.Applied = true; return o }
 	for _, tc := range []struct {
 		name      string
-		old       servingv1alpha1.ModelServerStatus
 		obs       Observation
 		available bool
 		message   string
 	}{
-		{"scaled up, new pods starting", ready, autoscaled(5, 2), true,
+		{"scaled up, new pods starting", autoscaled(5, 2), true,
 			"2 of 5 serving pods ready, at least 2 needed by spec.autoscaling.minReplicas"},
-		{"scaled up, all ready", ready, autoscaled(5, 5), true, "5 of 5 serving pods ready"},
-		{"fewer ready than its minimum", ready, autoscaled(5, 1), false,
+		{"scaled up, all ready", autoscaled(5, 5), true, "5 of 5 serving pods ready"},
+		{"fewer ready than its minimum", autoscaled(5, 1), false,
 			"1 of 5 serving pods ready, at least 2 needed by spec.autoscaling.minReplicas (readiness probe"},
-		{"a rollout under an autoscaler", ready, func() Observation {
+		{"a rollout under an autoscaler", func() Observation {
 			o := autoscaled(3, 5)
 			o.Deployment.Status.Replicas = 7 // the old template's 4 pods are still there
 			return o
 		}(), false, "rolling out: 3 of 5 pods updated"},
-		{"scaled, not seen yet", ready, unseen(autoscaled(2, 2)), true, "2 of 5 serving pods ready"},
-		{"a change of the operator's, not seen yet", ready, applied(unseen(served(Observation{Deployment: deployment(2, 2)}))), false,
+		{"scaled, not seen yet", unseen(autoscaled(2, 2), true), true, "2 of 5 serving pods ready"},
+		{"a new pod template, not seen yet", unseen(autoscaled(5, 5), false), false,
 			"the Deployment controller has not seen the latest pod template yet"},
-		{"not seen yet, at a new generation", olderGeneration, unseen(served(Observation{Deployment: deployment(2, 2)})), false,
-			"the Deployment controller has not seen the latest pod template yet"},
-		{"not seen yet, pods not available before", servingv1alpha1.ModelServerStatus{}, unseen(served(Observation{Deployment: deployment(2, 2)})), false,
+		{"not seen yet, without an autoscaler", unseen(served(Observation{Deployment: deployment(2, 2)}), false), false,
 			"the Deployment controller has not seen the latest pod template yet"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			st := Compute(tc.old, tc.obs, testNow)
+			st := Compute(servingv1alpha1.ModelServerStatus{Phase: servingv1alpha1.PhaseReady}, tc.obs, testNow)
 			c := meta.FindStatusCondition(st.Conditions, servingv1alpha1.ConditionAvailable)
 			if (c.Status == metav1.ConditionTrue) != tc.available || !strings.Contains(c.Message, tc.message) {
 				t.Errorf("Available %s: %q; want available %v, saying %q", c.Status, c.Message, tc.available, tc.message)
