@@ -25,18 +25,17 @@ import (
 // it was seen, for a test whose counts went wrong to print: Events say
 // how often, not in what order.
 type history struct {
-	mu    sync.Mutex
-	start time.Time
-	lines []string
-	last  map[string]string
-	// phases holds each change of the ModelServer's phase and message,
-	// with when it was seen.
-	phases []seen
+	mu      sync.Mutex
+	start   time.Time
+	entries []seen
+	last    map[string]string
 }
 
+// seen is a change of what an object says: when, whose ("modelserver",
+// "deployment", "pod <name>"), and what it says now.
 type seen struct {
-	at   time.Time
-	line string
+	at        time.Time
+	key, line string
 }
 
 // watchHistory records the history of ModelServer name in ns until the
@@ -100,10 +99,7 @@ func (h *history) saw(o runtime.Object, at time.Time) {
 		return
 	}
 	h.last[key] = line
-	h.lines = append(h.lines, fmt.Sprintf("%7.2fs %s: %s", at.Sub(h.start).Seconds(), key, line))
-	if key == "modelserver" {
-		h.phases = append(h.phases, seen{at, line})
-	}
+	h.entries = append(h.entries, seen{at, key, line})
 }
 
 // modelServerSince lists the ModelServer's phases and messages seen since
@@ -113,7 +109,10 @@ func (h *history) modelServerSince(from time.Time) []string {
 	defer h.mu.Unlock()
 	var then string
 	var out []string
-	for _, p := range h.phases {
+	for _, p := range h.entries {
+		if p.key != "modelserver" {
+			continue
+		}
 		if p.at.After(from) {
 			out = append(out, p.line)
 		} else {
@@ -145,5 +144,9 @@ func podLine(p *corev1.Pod) string {
 func (h *history) String() string {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return strings.Join(h.lines, "\n")
+	lines := make([]string, len(h.entries))
+	for i, e := range h.entries {
+		lines[i] = fmt.Sprintf("%7.2fs %s: %s", e.at.Sub(h.start).Seconds(), e.key, e.line)
+	}
+	return strings.Join(lines, "\n")
 }
