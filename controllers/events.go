@@ -5,11 +5,11 @@ import (
 	"strings"
 	"sync"
 	"unicode"
-	"unicode/utf8"
 
 	"k8s.io/apimachinery/pkg/types"
 
 	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
+	"github.com/modelserver-dev/modelserver-operator/internal/clip"
 	"github.com/modelserver-dev/modelserver-operator/internal/fetch"
 	"github.com/modelserver-dev/modelserver-operator/internal/release"
 )
@@ -69,17 +69,10 @@ func sentence(format string, args ...any) string {
 	r := []rune(s)
 	r[0] = unicode.ToUpper(r[0])
 	s = string(r)
-	if !strings.HasSuffix(s, ".") && !strings.HasSuffix(s, "…") {
+	if !strings.HasSuffix(s, ".") && !strings.HasSuffix(s, clip.Mark) {
 		s += "."
 	}
-	if len(s) > noteLimit {
-		cut := noteLimit - len("…")
-		for !utf8.RuneStart(s[cut]) {
-			cut--
-		}
-		s = s[:cut] + "…"
-	}
-	return s
+	return clip.To(s, noteLimit)
 }
 
 // noteLimit is the most bytes an Event's note may have.

@@ -1066,6 +1066,9 @@ func checkStack(t *testing.T, ms *servingv1alpha1.ModelServer, v *values.Values,
 	if p := c.LivenessProbe; p == nil || p.TCPSocket == nil || p.TCPSocket.Port != intstr.FromString("grpc") || p.PeriodSeconds != 10 || p.FailureThreshold != 3 {
 		t.Errorf("liveness probe = %+v", p)
 	}
+	if c.TerminationMessagePolicy != corev1.TerminationMessageFallbackToLogsOnError {
+		t.Errorf("serving terminationMessagePolicy = %q, want the log's tail for the status to quote", c.TerminationMessagePolicy)
+	}
 	wantMounts := []corev1.VolumeMount{
 		{Name: "model", MountPath: values.ModelsMountPath, ReadOnly: true},
 		{Name: "config", MountPath: values.ConfigMountPath, ReadOnly: true},

@@ -4,9 +4,9 @@ import (
 	"encoding/json"
 	"regexp"
 	"strings"
-	"unicode/utf8"
 
 	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
+	"github.com/modelserver-dev/modelserver-operator/internal/clip"
 )
 
 // The termination message is what a fetch pod tells the operator. Its
@@ -29,15 +29,7 @@ func TerminationMessage(sum Summary, err error) string {
 		return string(b)
 	}
 	fe := AsError(err)
-	line := fe.Reason + ": " + strings.Join(strings.Fields(fe.Message), " ")
-	if len(line) > maxMessageLength {
-		cut := maxMessageLength
-		for cut > 0 && !utf8.RuneStart(line[cut]) {
-			cut--
-		}
-		line = line[:cut] + "…"
-	}
-	return line
+	return clip.To(fe.Reason+": "+strings.Join(strings.Fields(fe.Message), " "), maxMessageLength)
 }
 
 // ParseSummary reads the summary from a successful fetch's termination

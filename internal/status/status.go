@@ -18,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
+	"github.com/modelserver-dev/modelserver-operator/internal/clip"
 	"github.com/modelserver-dev/modelserver-operator/internal/values"
 )
 
@@ -452,9 +453,5 @@ func ErrorLine(err error) string {
 
 // oneLine is msg on one line, at most 1024 bytes of it.
 func oneLine(msg string) string {
-	msg = strings.ReplaceAll(msg, "\n", " ")
-	if len(msg) > 1024 {
-		msg = msg[:1024] + "…"
-	}
-	return msg
+	return clip.To(strings.ReplaceAll(msg, "\n", " "), 1024)
 }

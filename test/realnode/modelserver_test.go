@@ -676,9 +676,11 @@ func (e *env) waitMessage(t *testing.T, ns, name, want string, within time.Durat
 // An update whose serving pods keep exiting (here an env the TF Serving
 // double refuses at start, as TF Serving refuses a bad flag) leaves the
 // pod of the last good spec serving. Once the rollout has stood still, the
-// status says the new pod keeps exiting, and with which code, in the real
-// kubelet's terms: its restarts pass through running, exited and backing
-// off, and a read in any of them says the same (status.lastExit).
+// status says the new pod keeps exiting, with which code, and what it
+// logged last, in the real kubelet's terms: its restarts pass through
+// running, exited and backing off, and a read in any of them says the
+// same (status.lastExit); its log's tail is the exit's message
+// (FallbackToLogsOnError).
 // Undoing the change makes the ModelServer Ready with no message.
 func TestAnUpdateWhosePodsKeepExitingIsNamedWhileTheOldPodServes(t *testing.T) {
 	t.Parallel()
@@ -691,7 +693,7 @@ func TestAnUpdateWhosePodsKeepExitingIsNamedWhileTheOldPodServes(t *testing.T) {
 
 	e.kubectl(t, e.ModelServerYAML(realenv.ModelServer{Name: "exits", URI: halfPlusTwo,
 		SpecExtra: loadSecondsSpec("soon")}), "-n", ns, "apply", "-f", "-")
-	const exits = `1 serving pod cannot keep container "tensorflow-serving" running: it exits with code 1`
+	const exits = `1 serving pod cannot keep container "tensorflow-serving" running: it exits with code 1 after logging "TFSERVINGDOUBLE_LOAD_SECONDS=\"soon\": want a number of seconds"`
 	ms := e.waitMessage(t, ns, "exits", exits, 3*time.Minute)
 	// The Warning is recorded with the read, 10 s before the message is
 	// written; the recorder sends it in the background.
