@@ -173,6 +173,43 @@ func TestAnAutoscalersScaleLeavesTheModelServerReady(t *testing.T) {
 	}
 }
 
+// A new pod template under an autoscaler, here the one `kubectl rollout
+// restart` makes, is a rollout and not the autoscaler's scale: the
+// ModelServer is Deploying while its pods are replaced, then Ready again.
+func TestARestartOfAnAutoscaledModelServersPodsIsARollout(t *testing.T) {
+	ns, ms := createAutoscaled(t, "restarted", 4)
+	time.Sleep(time.Second)
+	history := statusHistory(t, ns, "restarted")
+	before := map[string]bool{}
+	for _, p := range servingPods(t, ns, ms.Name) {
+		before[p.Name] = true
+	}
+
+	d := get(t, ns, "restarted", &appsv1.Deployment{})
+	restart := client.MergeFrom(d.DeepCopy())
+	d.Spec.Template.Annotations = map[string]string{"kubectl.kubernetes.io/restartedAt": time.Now().Format(time.RFC3339)}
+	if err := env.client.Patch(context.Background(), d, restart); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, time.Minute, "Ready with only new pods", func(ctx context.Context) (bool, string) {
+		cur := &servingv1alpha1.ModelServer{}
+		if err := env.client.Get(ctx, client.ObjectKeyFromObject(ms), cur); err != nil {
+			return false, err.Error()
+		}
+		pods := servingPods(t, ns, ms.Name)
+		for _, p := range pods {
+			if before[p.Name] {
+				return false, "an old pod is left: " + p.Name
+			}
+		}
+		return cur.Status.Phase == servingv1alpha1.PhaseReady && len(pods) == 2, fmt.Sprintf("%s, %d pods", cur.Status.Phase, len(pods))
+	})
+	seen := history()
+	if !slices.ContainsFunc(seen, func(h string) bool { return strings.HasPrefix(h, string(servingv1alpha1.PhaseDeploying)+" ") }) {
+		t.Errorf("the restart's rollout was not told as Deploying; the statuses written:\n  %s", strings.Join(seen, "\n  "))
+	}
+}
+
 // statusHistory records each status the ModelServer is written with from
 // now on, as "phase ready-count (Available: reason)"; the function returns
 // those seen so far.
