@@ -381,3 +381,54 @@ func labelANode(t *testing.T, key, value string) {
 		_ = env.client.Patch(context.Background(), node, undo)
 	})
 }
+
+// A fetch Job still without a pod, and with no refusal in its Events (a
+// Job controller that has not tried yet, its client's rate spent on a
+// burst; here one the Job's suspension keeps from trying), is looked into
+// at its grace, then again after as long as it has waited, not at every
+// reconcile in between; and the next look is due whether or not anything
+// wakes its ModelServer.
+func TestAFetchJobStillWithoutAPodIsLookedIntoLessOftenAsItWaits(t *testing.T) {
+	ns, r, _ := recordingReconciler(t)
+	reads := &servingPodReads{Reader: r.APIReader}
+	r.APIReader = reads
+	job := &batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{Name: "podless", Namespace: ns},
+		Spec: batchv1.JobSpec{
+			Suspend: ptrTo(true),
+			Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+				RestartPolicy: corev1.RestartPolicyNever,
+				Containers:    []corev1.Container{{Name: "fetch", Image: "example.com/fetcher:test"}},
+			}},
+		},
+	}
+	ctx := context.Background()
+	if err := env.client.Create(ctx, job); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = env.client.Delete(context.Background(), job, client.PropagationPolicy(metav1.DeletePropagationBackground))
+	})
+	created := job.CreationTimestamp.Time
+	const owner = types.UID("a-modelserver")
+	for _, step := range []struct {
+		at, lookAgainIn time.Duration
+		lists           int32
+	}{
+		{5 * time.Second, 5 * time.Second, 0},   // within the grace
+		{11 * time.Second, 11 * time.Second, 1}, // the grace passed: one look
+		{15 * time.Second, 7 * time.Second, 1},  // woken by something else
+		{22 * time.Second, 22 * time.Second, 2}, // due again
+		{30 * time.Second, 14 * time.Second, 2},
+		{44 * time.Second, 44 * time.Second, 3},
+	} {
+		refused, again, err := r.LookIntoRunningFetch(ctx, owner, job, created.Add(step.at))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := reads.jobEvents.Load(); refused != "" || again != step.lookAgainIn || n != step.lists {
+			t.Errorf("%s after the Job: refused %q, look again in %s, %d lists of its Events; want none, %s, %d",
+				step.at, refused, again, n, step.lookAgainIn, step.lists)
+		}
+	}
+}

@@ -119,6 +119,9 @@ type ModelServerReconciler struct {
 	// claimsBound, until when the scheduler may take to try fetch pods
 	// again once their claims are bound.
 	podReads, fetchPodReads, claimsBound podReads
+	// jobLooks holds when fetch Jobs still without a pod are looked into
+	// again.
+	jobLooks jobLooks
 	// indexed says that Client reads a cache with the indexes of
 	// addIndexes: SetupWithManager adds them, and Client must then be
 	// the manager's.
@@ -368,6 +371,7 @@ func (r *ModelServerReconciler) forget(uid types.UID) {
 	r.podReads.forget(uid)
 	r.fetchPodReads.forget(uid)
 	r.claimsBound.forget(uid)
+	r.jobLooks.forgetOwner(uid)
 	metrics.Forget(uid)
 }
 

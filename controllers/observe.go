@@ -86,7 +86,11 @@ func (r *ModelServerReconciler) observeFetchJobs(ctx context.Context, ms *servin
 		fj := &status.FetchJob{Job: job}
 		obs.FetchJobs[job.Name] = fj
 		var err error
-		switch status.FetchStateOf(job) {
+		state := status.FetchStateOf(job)
+		if state != status.FetchRunning {
+			r.jobLooks.forget(job.UID)
+		}
+		switch state {
 		case status.FetchSucceeded:
 			if !known[job.Name] {
 				fj.Termination, err = r.terminationMessage(ctx, job, corev1.PodSucceeded)
@@ -94,7 +98,7 @@ func (r *ModelServerReconciler) observeFetchJobs(ctx context.Context, ms *servin
 		case status.FetchFailed:
 			fj.Termination, err = r.terminationMessage(ctx, job, corev1.PodFailed)
 		case status.FetchRunning:
-			err = r.observeRunningFetch(ctx, fj, obs, now)
+			err = r.observeRunningFetch(ctx, ms.UID, fj, obs, now)
 		}
 		if err != nil {
 			return err
@@ -109,7 +113,7 @@ func (r *ModelServerReconciler) observeFetchJobs(ctx context.Context, ms *servin
 // pod's success, before the Job says so, and the pods that have not
 // started; and, for a Job still without a pod after a while, the reason
 // the apiserver refuses it, if it does.
-func (r *ModelServerReconciler) observeRunningFetch(ctx context.Context, fj *status.FetchJob, obs *observed, now time.Time) error {
+func (r *ModelServerReconciler) observeRunningFetch(ctx context.Context, owner types.UID, fj *status.FetchJob, obs *observed, now time.Time) error {
 	job := fj.Job
 	// Also for a success the status holds: until the Job says so, its pod
 	// is what says the fetch is done.
@@ -122,6 +126,7 @@ func (r *ModelServerReconciler) observeRunningFetch(ctx context.Context, fj *sta
 	}
 	obs.unstarted = append(obs.unstarted, unstarted(pods)...)
 	if job.Status.Active > 0 || job.Status.Failed > 0 || job.Status.Succeeded > 0 {
+		r.jobLooks.forget(job.UID)
 		return nil
 	}
 	// A new Job's first pod takes a moment even when nothing is wrong: a
@@ -129,13 +134,32 @@ func (r *ModelServerReconciler) observeRunningFetch(ctx context.Context, fj *sta
 	// without a pod after a while is looked into: if the apiserver refuses
 	// to create it (Pod Security, a quota, a missing ServiceAccount), the
 	// Job says so only in an Event, and would otherwise wait without a word.
-	if age := now.Sub(job.CreationTimestamp.Time); age < podCreationGrace {
+	age := now.Sub(job.CreationTimestamp.Time)
+	if age < podCreationGrace {
 		obs.sooner(podCreationGrace - age)
 		return nil
 	}
-	fj.PodRejected, err = r.podCreationFailure(ctx, job)
-	obs.podRejected = obs.podRejected || fj.PodRejected != ""
-	return err
+	// A Job controller that has not tried yet (its client's rate spent on
+	// a burst) leaves nothing to find: the Job is looked into again after
+	// as long as it has waited, whatever wakes its ModelServer meanwhile,
+	// and then whether or not something does.
+	if due, ok := r.jobLooks.due(job.UID, now); ok {
+		obs.sooner(due.Sub(now))
+		return nil
+	}
+	if fj.PodRejected, err = r.podCreationFailure(ctx, job); err != nil {
+		return err
+	}
+	if fj.PodRejected == "" {
+		again := min(age, status.StalledRecheckMax)
+		r.jobLooks.after(job.UID, owner, now.Add(again))
+		obs.sooner(again)
+		return nil
+	}
+	// A refusal is looked at again at each retry (podRejectedRetry).
+	r.jobLooks.forget(job.UID)
+	obs.podRejected = true
+	return nil
 }
 
 // sooner makes lookAgainIn wait, if that is sooner; 0 is no wait.
@@ -503,6 +527,42 @@ func (p *podReads) dueOnce(uid types.UID, due time.Time) time.Time {
 func (p *podReads) forget(uid types.UID) bool {
 	_, had := p.m.LoadAndDelete(uid)
 	return had
+}
+
+// jobLooks remembers, by UID, when the Events of a fetch Job still
+// without a pod, in which the last look found no refusal, are next looked
+// into, and the ModelServer it fetches for.
+type jobLooks struct{ m sync.Map }
+
+type jobLook struct {
+	owner types.UID
+	due   time.Time
+}
+
+// due says when job is next looked into, if that is after now.
+func (l *jobLooks) due(job types.UID, now time.Time) (time.Time, bool) {
+	v, ok := l.m.Load(job)
+	if !ok || !now.Before(v.(jobLook).due) {
+		return time.Time{}, false
+	}
+	return v.(jobLook).due, true
+}
+
+func (l *jobLooks) after(job, owner types.UID, due time.Time) {
+	l.m.Store(job, jobLook{owner: owner, due: due})
+}
+
+func (l *jobLooks) forget(job types.UID) { l.m.Delete(job) }
+
+// forgetOwner forgets the Jobs of a ModelServer that is gone: they go
+// with it. Only Jobs still without a pod are kept, few at any time.
+func (l *jobLooks) forgetOwner(owner types.UID) {
+	l.m.Range(func(k, v any) bool {
+		if v.(jobLook).owner == owner {
+			l.m.Delete(k)
+		}
+		return true
+	})
 }
 
 // optionalAPIs says which of the optional kinds the spec asks for exist in

@@ -340,10 +340,10 @@ func setContainerState(t *testing.T, pod *corev1.Pod, state corev1.ContainerStat
 func about(d, want time.Duration) bool { return d >= want-time.Second && d <= want+time.Second }
 
 // servingPodReads counts the lists of serving pods (not a fetch Job's),
-// and of pods' Events.
+// of pods' Events, and of Jobs' Events.
 type servingPodReads struct {
 	client.Reader
-	n, events atomic.Int32
+	n, events, jobEvents atomic.Int32
 	// gets counts the reads of one pod, as of a fetch pod.
 	gets atomic.Int32
 }
@@ -365,6 +365,9 @@ func (s *servingPodReads) List(ctx context.Context, list client.ObjectList, opts
 	case *corev1.EventList:
 		if o.FieldSelector != nil && strings.Contains(o.FieldSelector.String(), "involvedObject.kind=Pod") {
 			s.events.Add(1)
+		}
+		if o.FieldSelector != nil && strings.Contains(o.FieldSelector.String(), "involvedObject.kind=Job") {
+			s.jobEvents.Add(1)
 		}
 	}
 	return s.Reader.List(ctx, list, opts...)
