@@ -117,11 +117,9 @@ type ModelServerReconciler struct {
 	// podReads holds, by UID, the last read of a stalled rollout's pods;
 	// fetchPodReads, of the Events of fetch pods late to start;
 	// claimsBound, until when the scheduler may take to try fetch pods
-	// again once their claims are bound.
-	podReads, fetchPodReads, claimsBound podReads
-	// jobLooks holds when fetch Jobs still without a pod are looked into
-	// again.
-	jobLooks jobLooks
+	// again once their claims are bound; jobEventReads, by the Job's UID,
+	// of the Events of a fetch Job still without a pod.
+	podReads, fetchPodReads, claimsBound, jobEventReads podReads
 	// indexed says that Client reads a cache with the indexes of
 	// addIndexes: SetupWithManager adds them, and Client must then be
 	// the manager's.
@@ -371,7 +369,7 @@ func (r *ModelServerReconciler) forget(uid types.UID) {
 	r.podReads.forget(uid)
 	r.fetchPodReads.forget(uid)
 	r.claimsBound.forget(uid)
-	r.jobLooks.forgetOwner(uid)
+	r.jobEventReads.forgetOwner(uid)
 	metrics.Forget(uid)
 }
 

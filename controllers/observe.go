@@ -88,7 +88,7 @@ func (r *ModelServerReconciler) observeFetchJobs(ctx context.Context, ms *servin
 		var err error
 		state := status.FetchStateOf(job)
 		if state != status.FetchRunning {
-			r.jobLooks.forget(job.UID)
+			r.jobEventReads.forget(job.UID)
 		}
 		switch state {
 		case status.FetchSucceeded:
@@ -126,7 +126,7 @@ func (r *ModelServerReconciler) observeRunningFetch(ctx context.Context, owner t
 	}
 	obs.unstarted = append(obs.unstarted, unstarted(pods)...)
 	if job.Status.Active > 0 || job.Status.Failed > 0 || job.Status.Succeeded > 0 {
-		r.jobLooks.forget(job.UID)
+		r.jobEventReads.forget(job.UID)
 		return nil
 	}
 	// A new Job's first pod takes a moment even when nothing is wrong: a
@@ -143,8 +143,8 @@ func (r *ModelServerReconciler) observeRunningFetch(ctx context.Context, owner t
 	// a burst) leaves nothing to find: the Job is looked into again after
 	// as long as it has waited, whatever wakes its ModelServer meanwhile,
 	// and then whether or not something does.
-	if due, ok := r.jobLooks.due(job.UID, now); ok {
-		obs.sooner(due.Sub(now))
+	if last, ok := r.jobEventReads.fresh(job.UID, now); ok {
+		obs.sooner(last.due.Sub(now))
 		return nil
 	}
 	if fj.PodRejected, err = r.podCreationFailure(ctx, job); err != nil {
@@ -152,12 +152,12 @@ func (r *ModelServerReconciler) observeRunningFetch(ctx context.Context, owner t
 	}
 	if fj.PodRejected == "" {
 		again := min(age, status.StalledRecheckMax)
-		r.jobLooks.after(job.UID, owner, now.Add(again))
+		r.jobEventReads.remember(job.UID, podRead{due: now.Add(again), owner: owner})
 		obs.sooner(again)
 		return nil
 	}
 	// A refusal is looked at again at each retry (podRejectedRetry).
-	r.jobLooks.forget(job.UID)
+	r.jobEventReads.forget(job.UID)
 	obs.podRejected = true
 	return nil
 }
@@ -494,7 +494,8 @@ func (r *ModelServerReconciler) podEvents(ctx context.Context, pods []corev1.Pod
 }
 
 // podReads remembers, by UID, the last read of a ModelServer's pods that
-// stand stalled: a rollout's, or the fetch pods'.
+// stand stalled: a rollout's, or the fetch pods'; or, by the Job's UID,
+// of the Events of a fetch Job still without a pod.
 type podReads struct{ m sync.Map }
 
 // podRead is when the next read of pods that stand stalled is due, and
@@ -502,6 +503,9 @@ type podReads struct{ m sync.Map }
 type podRead struct {
 	due            time.Time
 	cause, problem string
+	// owner is the ModelServer a read kept by another object's UID is
+	// for, so that it goes with it (forgetOwner).
+	owner types.UID
 }
 
 // fresh returns the last read of uid's pods while it stands: until the
@@ -529,37 +533,13 @@ func (p *podReads) forget(uid types.UID) bool {
 	return had
 }
 
-// jobLooks remembers, by UID, when the Events of a fetch Job still
-// without a pod, in which the last look found no refusal, are next looked
-// into, and the ModelServer it fetches for.
-type jobLooks struct{ m sync.Map }
-
-type jobLook struct {
-	owner types.UID
-	due   time.Time
-}
-
-// due says when job is next looked into, if that is after now.
-func (l *jobLooks) due(job types.UID, now time.Time) (time.Time, bool) {
-	v, ok := l.m.Load(job)
-	if !ok || !now.Before(v.(jobLook).due) {
-		return time.Time{}, false
-	}
-	return v.(jobLook).due, true
-}
-
-func (l *jobLooks) after(job, owner types.UID, due time.Time) {
-	l.m.Store(job, jobLook{owner: owner, due: due})
-}
-
-func (l *jobLooks) forget(job types.UID) { l.m.Delete(job) }
-
-// forgetOwner forgets the Jobs of a ModelServer that is gone: they go
-// with it. Only Jobs still without a pod are kept, few at any time.
-func (l *jobLooks) forgetOwner(owner types.UID) {
-	l.m.Range(func(k, v any) bool {
-		if v.(jobLook).owner == owner {
-			l.m.Delete(k)
+// forgetOwner drops the reads kept for a ModelServer that is gone by the
+// UIDs of its objects. Only fetch Jobs still without a pod are kept so,
+// few at any time.
+func (p *podReads) forgetOwner(owner types.UID) {
+	p.m.Range(func(k, v any) bool {
+		if v.(podRead).owner == owner {
+			p.m.Delete(k)
 		}
 		return true
 	})

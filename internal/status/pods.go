@@ -299,8 +299,10 @@ func statusProblem(p *corev1.Pod, events []corev1.Event) podProblem {
 					text += " (OOMKilled: over its memory limit)"
 				} else if probe := killedFor(p, cs.Name, exit, events); probe != "" {
 					text += " (" + probeKill(p, cs.Name, probe) + ")"
-				} else if words := lastWords(exit.Message); words != "" && !mayBeKill(exit) {
-					text += fmt.Sprintf(" after logging %q", words)
+				} else if !mayBeKill(exit) {
+					if words := lastWords(exit.Message); words != "" {
+						text += fmt.Sprintf(" after logging %q", words)
+					}
 				}
 			}
 			return podProblem{CauseCrashLoop, text}
