@@ -3,6 +3,7 @@ package controllers_test
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -132,6 +133,34 @@ func TestChangingTheSpecUpgradesAndAnIdleModelServerCostsNoWrites(t *testing.T) 
 	t.Logf("3 idle reconciles: %d GET requests (the cache serves the rest)", countsAfter["GET"]-countsBefore["GET"])
 	if rev := get(t, ns, "upgrade", &servingv1alpha1.ModelServer{}).Status.Release.Revision; rev != after.Status.Release.Revision {
 		t.Errorf("revision moved from %d to %d on idle reconciles", after.Status.Release.Revision, rev)
+	}
+}
+
+// TestAnImageOfUnknownArchitecturesFreesTheServingPodsButNotTheFetchJob:
+// the official image keeps the serving pods and the fetch pod on amd64
+// nodes. Another image frees the serving pods at once; the fetch Job,
+// whose pod template cannot change, is kept and rendered as it was made,
+// so the upgrade neither fails on it nor fetches the model again.
+func TestAnImageOfUnknownArchitecturesFreesTheServingPodsButNotTheFetchJob(t *testing.T) {
+	ns := newNamespace(t)
+	ms := readyModelServer(t, ns, "arch")
+	amd64 := map[string]string{corev1.LabelArchStable: "amd64"}
+	if got := get(t, ns, "arch", &appsv1.Deployment{}).Spec.Template.Spec.NodeSelector; !maps.Equal(got, amd64) {
+		t.Errorf("serving pods of the official image: nodeSelector %v, want %v", got, amd64)
+	}
+	job := get(t, ns, fetchJob(t, ms), &batchv1.Job{})
+	if got := job.Spec.Template.Spec.NodeSelector; !maps.Equal(got, amd64) {
+		t.Errorf("fetch pod for the official image: nodeSelector %v, want %v", got, amd64)
+	}
+
+	changeImage(t, ms, "registry.example.com/ml/tf-serving:2.19.1")
+	if got := get(t, ns, "arch", &appsv1.Deployment{}).Spec.Template.Spec.NodeSelector; len(got) != 0 {
+		t.Errorf("serving pods of an image of unknown architectures: nodeSelector %v, want none", got)
+	}
+	kept := get(t, ns, job.Name, &batchv1.Job{})
+	if kept.UID != job.UID || !maps.Equal(kept.Spec.Template.Spec.NodeSelector, amd64) {
+		t.Errorf("fetch Job %s (uid %s, nodeSelector %v) after the image change, want the Job made before (uid %s, %v)",
+			kept.Name, kept.UID, kept.Spec.Template.Spec.NodeSelector, job.UID, amd64)
 	}
 }
 

@@ -148,9 +148,17 @@ func renderCases() []renderCase { //nolint:gocognit // a table of cases: each ca
 				if got := c.Spec.Resources.Requests[corev1.ResourceStorage]; got.Cmp(resource.MustParse("10Gi")) != 0 {
 					t.Errorf("claim size = %s, want 10Gi", got.String())
 				}
-				if ps := d.Spec.Template.Spec; ps.Affinity != nil || ps.NodeSelector != nil || ps.Tolerations != nil ||
+				if ps := d.Spec.Template.Spec; ps.Affinity != nil || ps.Tolerations != nil ||
 					ps.ImagePullSecrets != nil || ps.ServiceAccountName != "" {
 					t.Errorf("unset pod settings rendered: %+v", ps)
+				}
+				// The default image is built for linux/amd64 alone.
+				amd64 := map[string]string{corev1.LabelArchStable: "amd64"}
+				if got := d.Spec.Template.Spec.NodeSelector; !maps.Equal(got, amd64) {
+					t.Errorf("serving pods' nodeSelector = %v, want %v", got, amd64)
+				}
+				if got := objs.jobs[0].Spec.Template.Spec.NodeSelector; !maps.Equal(got, amd64) {
+					t.Errorf("fetch pod's nodeSelector = %v, want %v", got, amd64)
 				}
 				if env := d.Spec.Template.Spec.Containers[0].Env; env != nil {
 					t.Errorf("serving env = %v, want none", env)
@@ -1008,6 +1016,7 @@ func checkStack(t *testing.T, ms *servingv1alpha1.ModelServer, v *values.Values,
 	checkRestricted(t, "serving pod", ps)
 	servingPod := v.Pod
 	servingPod.Tolerations = v.Serving.Tolerations
+	servingPod.NodeSelector = union(v.Pod.NodeSelector, v.Serving.NodeSelector)
 	checkPodSettings(t, "serving pod", ps, servingPod)
 	checkModelWait(t, v, ps)
 	c := ps.Containers[0]
@@ -1164,7 +1173,9 @@ func checkJob(t *testing.T, v *values.Values, fetch values.Fetch, job *batchv1.J
 		t.Errorf("fetch pod restartPolicy = %q, want Never", jps.RestartPolicy)
 	}
 	checkRestricted(t, "fetch pod", jps)
-	checkPodSettings(t, "fetch pod", jps, v.Pod)
+	fetchPod := v.Pod
+	fetchPod.NodeSelector = union(v.Pod.NodeSelector, fetch.NodeSelector)
+	checkPodSettings(t, "fetch pod", jps, fetchPod)
 	if len(jps.Containers) != 1 || len(jps.InitContainers) != 0 {
 		t.Fatalf("fetch pod has containers %d and init containers %d, want 1 and 0", len(jps.Containers), len(jps.InitContainers))
 	}
@@ -1290,6 +1301,16 @@ func checkPodSettings(t *testing.T, what string, ps corev1.PodSpec, p values.Pod
 	if !equality.Semantic.DeepEqual(ps.ImagePullSecrets, p.ImagePullSecrets) {
 		t.Errorf("%s: imagePullSecrets %+v, want %+v", what, ps.ImagePullSecrets, p.ImagePullSecrets)
 	}
+}
+
+// union is a and b in one map, b's entry where both have a key.
+func union(a, b map[string]string) map[string]string {
+	u := maps.Clone(a)
+	if u == nil {
+		u = map[string]string{}
+	}
+	maps.Copy(u, b)
+	return u
 }
 
 // checkLabels checks that got holds every label of want.

@@ -85,7 +85,10 @@ type ModelServerSpec struct {
 
 	// image is the TensorFlow Serving image. Default: tensorflow/serving
 	// at the operator's pinned version, or its -gpu variant when
-	// resources.limits asks for nvidia.com/gpu.
+	// resources.limits asks for nvidia.com/gpu. Docker Hub's
+	// tensorflow/serving images are built for linux/amd64 alone: with one
+	// of them, the pods keep to nodes labelled kubernetes.io/arch=amd64,
+	// unless podTemplate chooses an architecture itself.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=512
 	// +kubebuilder:validation:Pattern=`^[^\s]+$`
@@ -492,7 +495,9 @@ type PodTemplate struct {
 	// annotations added to the pods.
 	// +optional
 	Annotations map[string]string `json:"annotations,omitempty"`
-	// nodeSelector of the pods.
+	// nodeSelector of the pods. With one of Docker Hub's tensorflow/serving
+	// images (see image), kubernetes.io/arch=amd64 is added unless this or
+	// a required node affinity names kubernetes.io/arch.
 	// +optional
 	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
 	// tolerations of the pods.

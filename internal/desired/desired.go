@@ -107,17 +107,18 @@ func restURL(namespace string, vals *values.Values, model string) string {
 }
 
 // liveJobs maps the fetch generation of each model whose Job exists to
-// what that Job's fetch container runs.
-func liveJobs(spec *values.Spec, jobs map[string]*status.FetchJob) map[string]values.Program {
-	progs := map[string]values.Program{}
+// what that Job's pod was made with.
+func liveJobs(spec *values.Spec, jobs map[string]*status.FetchJob) map[string]values.LiveJob {
+	progs := map[string]values.LiveJob{}
 	for _, m := range spec.Models {
 		fj := jobs[m.FetchJob]
 		if fj == nil {
 			continue
 		}
-		for _, c := range fj.Job.Spec.Template.Spec.Containers {
+		pod := fj.Job.Spec.Template.Spec
+		for _, c := range pod.Containers {
 			if c.Name == values.FetchContainerName {
-				progs[m.Generation] = values.Program{Image: c.Image, Command: c.Command}
+				progs[m.Generation] = values.LiveJob{Program: values.Program{Image: c.Image, Command: c.Command}, NodeSelector: pod.NodeSelector}
 			}
 		}
 	}

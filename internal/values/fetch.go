@@ -70,13 +70,15 @@ func fetchResources() corev1.ResourceRequirements {
 	}
 }
 
-// jobProgram is what a fetch generation's Job runs: what it runs if it
-// exists, else the fetcher of the operator's image.
-func (in Inputs) jobProgram(generation string) Program {
-	if p := in.LiveJobs[generation]; p.Image != "" {
-		return p
+// job is what a fetch generation's Job runs, and what its pod's node
+// selector adds to the pod's (podSelector): what it was made with if it
+// exists, else the fetcher of the operator's image and the serving pods'
+// architecture (arch).
+func (in Inputs) job(generation string, podSelector, arch map[string]string) (Program, map[string]string) {
+	if j := in.LiveJobs[generation]; j.Image != "" {
+		return j.Program, beyond(j.NodeSelector, podSelector)
 	}
-	return in.fetcher()
+	return in.fetcher(), arch
 }
 
 // fetcher is the fetcher of the operator's image, which new fetch Jobs and

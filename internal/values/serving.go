@@ -19,18 +19,24 @@ import (
 	"github.com/modelserver-dev/modelserver-operator/internal/names"
 )
 
+// servingImage is the TF Serving image: the spec's, else the official one,
+// its GPU build for pods that ask for GPUs.
+func servingImage(spec servingv1alpha1.ModelServerSpec) string {
+	if spec.Image != "" {
+		return spec.Image
+	}
+	if wantsGPU(spec.Resources) {
+		return servingv1alpha1.DefaultImage + "-gpu"
+	}
+	return servingv1alpha1.DefaultImage
+}
+
 // servingValues fills in the Deployment and what scales it.
 func servingValues(sp *Spec, v *Values, in Inputs, grpc, rest int32, served []ModelEntry) error {
 	spec := sp.ms.Spec
 	pt := spec.PodTemplate
 	gpu := wantsGPU(spec.Resources)
-	image := spec.Image
-	if image == "" {
-		image = servingv1alpha1.DefaultImage
-		if gpu {
-			image += "-gpu"
-		}
-	}
+	image := servingImage(spec)
 	pullPolicy := spec.ImagePullPolicy
 	if pullPolicy == "" {
 		pullPolicy = corev1.PullIfNotPresent

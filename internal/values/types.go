@@ -110,6 +110,9 @@ type Fetch struct {
 	Command []string        `json:"command,omitempty"`
 	Args    []string        `json:"args"`
 	Env     []corev1.EnvVar `json:"env,omitempty"`
+	// NodeSelector adds to the pod's: the serving pods' architecture
+	// (archSelector) in a Job made since the operator added it.
+	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
 	// PermanentFailureExitCode is the fetcher's exit code for a failure
 	// that a retry cannot fix (a missing model, refused credentials).
 	PermanentFailureExitCode int32                       `json:"permanentFailureExitCode"`
@@ -153,6 +156,9 @@ type Serving struct {
 	// Version policies and labels are not in it: TF Serving picks those up
 	// by polling the model config.
 	RestartChecksum string `json:"restartChecksum"`
+	// NodeSelector adds to the pod's: the image's architecture, when the
+	// operator knows it and the pod does not choose one (archSelector).
+	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
 	// Tolerations of the serving pods: the pod's, plus the GPU taint's
 	// when the pods ask for GPUs.
 	Tolerations                   []corev1.Toleration               `json:"tolerations,omitempty"`
@@ -272,6 +278,14 @@ type Program struct {
 	Command []string
 }
 
+// LiveJob is what a fetch generation's existing Job was made with, and so
+// must be rendered with again.
+type LiveJob struct {
+	Program
+	// NodeSelector is the node selector of the Job's pod.
+	NodeSelector map[string]string
+}
+
 // Inputs are what the values depend on besides the ModelServer's spec.
 type Inputs struct {
 	// ChartVersion and AppVersion of the embedded chart, for labels.
@@ -280,10 +294,10 @@ type Inputs struct {
 	// (fetchcontract.FetcherCommand) fetches the model in new fetch Jobs
 	// and waits for it in new serving pods.
 	FetchImage string
-	// LiveJobs maps a fetch generation whose Job exists to what its fetch
-	// container runs: a Job's pod template cannot change, and after an
+	// LiveJobs maps a fetch generation whose Job exists to what its pod
+	// was made with: a Job's pod template cannot change, and after an
 	// operator upgrade the release must still render the Jobs as they are.
-	LiveJobs map[string]Program
+	LiveJobs map[string]LiveJob
 	// LiveModelWait is the wait-for-model init container of the serving
 	// Deployment, nil if there is none. While its arguments stay the same
 	// it keeps its image and command, so that upgrading the operator

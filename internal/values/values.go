@@ -52,7 +52,8 @@ func (sp *Spec) Values(in Inputs) (*Values, error) {
 	var pvcPath string
 	v.Volume, pvcPath = volume(sp, v.Names.Claim)
 	isPVC := !v.Volume.Create
-	configs := modelsAndFetches(sp, v, in, pvcPath)
+	arch := archSelector(servingImage(spec), spec.PodTemplate)
+	configs := modelsAndFetches(sp, v, in, pvcPath, arch)
 	config, err := ModelConfig(configs)
 	if err != nil {
 		return nil, err
@@ -62,6 +63,7 @@ func (sp *Spec) Values(in Inputs) (*Values, error) {
 	if err := servingValues(sp, v, in, grpc, rest, configs); err != nil {
 		return nil, err
 	}
+	v.Serving.NodeSelector = arch
 	if !isPVC {
 		// A pvc:// model is the user's data, there before the pods are.
 		v.Serving.ModelWait = modelWait(in, configs)
@@ -139,8 +141,9 @@ func volume(sp *Spec, claimName string) (Volume, string) {
 
 // modelsAndFetches fills in the models and their fetch Jobs, and returns
 // the models the model config lists: those with data, or about to have it
-// (pvcPath: the model on the user's claim, "" for none).
-func modelsAndFetches(sp *Spec, v *Values, in Inputs, pvcPath string) []ModelEntry {
+// (pvcPath: the model on the user's claim, "" for none). New Jobs' pods
+// keep to the serving pods' architecture (arch).
+func modelsAndFetches(sp *Spec, v *Values, in Inputs, pvcPath string, arch map[string]string) []ModelEntry {
 	var configs []ModelEntry
 	for _, m := range sp.Models {
 		generation, jobName := m.Generation, m.FetchJob
@@ -169,7 +172,7 @@ func modelsAndFetches(sp *Spec, v *Values, in Inputs, pvcPath string) []ModelEnt
 		}
 		v.Models = append(v.Models, model)
 		if !slices.ContainsFunc(v.Fetches, func(f Fetch) bool { return f.Generation == generation }) {
-			prog := in.jobProgram(generation)
+			prog, selector := in.job(generation, sp.ms.Spec.PodTemplate.NodeSelector, arch)
 			v.Fetches = append(v.Fetches, Fetch{
 				Name:                     jobName,
 				Generation:               generation,
@@ -178,6 +181,7 @@ func modelsAndFetches(sp *Spec, v *Values, in Inputs, pvcPath string) []ModelEnt
 				ImagePullPolicy:          corev1.PullIfNotPresent,
 				Args:                     fetchArgs(m.ModelSpec, dest),
 				Env:                      in.ProxyEnv,
+				NodeSelector:             selector,
 				PermanentFailureExitCode: fetchcontract.PermanentFailureExitCode,
 				CredentialsSecret:        m.CredentialsSecret,
 				BackoffLimit:             2,

@@ -315,7 +315,9 @@ func TestAnOperatorUpgradeChangesNothingThatRuns(t *testing.T) {
 		t.Run("from an image whose pods run "+name, func(t *testing.T) {
 			upgraded := old
 			upgraded.FetchImage = "example.com/op:2"
-			upgraded.LiveJobs = map[string]Program{before.Fetches[0].Generation: {Image: "example.com/op:1", Command: command}}
+			upgraded.LiveJobs = map[string]LiveJob{before.Fetches[0].Generation: {
+				Program: Program{Image: "example.com/op:1", Command: command}, NodeSelector: before.Fetches[0].NodeSelector,
+			}}
 			upgraded.LiveModelWait = &ModelWait{Image: "example.com/op:1", Command: command, Args: before.Serving.ModelWait.Args}
 			after, err := For(ms, upgraded)
 			if err != nil {

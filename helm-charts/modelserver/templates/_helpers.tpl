@@ -99,9 +99,9 @@ securityContext:
 
 {{/*
 modelserver.podScheduling: the pod settings the serving and fetch pods share,
-and the tolerations of the pod at hand (the serving pods may add the GPU
-taint's).
-Call: include "modelserver.podScheduling" (dict "root" $ "tolerations" .Values.pod.tolerations)
+what the pod at hand adds to their node selector (an architecture), and its
+tolerations (the serving pods may add the GPU taint's).
+Call: include "modelserver.podScheduling" (dict "root" $ "nodeSelector" .Values.serving.nodeSelector "tolerations" .Values.pod.tolerations)
 */}}
 {{- define "modelserver.podScheduling" -}}
 {{- with .root }}
@@ -113,10 +113,12 @@ serviceAccountName: {{ . | quote }}
 imagePullSecrets:
   {{- toYaml . | nindent 2 }}
 {{- end }}
-{{- with .Values.pod.nodeSelector }}
+{{- end }}
+{{- with merge (dict) (.nodeSelector | default dict) (.root.Values.pod.nodeSelector | default dict) }}
 nodeSelector:
   {{- toYaml . | nindent 2 }}
 {{- end }}
+{{- with .root }}
 {{- with .Values.pod.affinity }}
 affinity:
   {{- toYaml . | nindent 2 }}
