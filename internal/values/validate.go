@@ -91,6 +91,9 @@ func Validate(ms *servingv1alpha1.ModelServer) (*Spec, error) {
 	if err := checkServing(spec); err != nil {
 		return nil, err
 	}
+	if err := checkResources(spec.Resources); err != nil {
+		return nil, err
+	}
 	if err := checkPodTemplate(spec.PodTemplate); err != nil {
 		return nil, err
 	}
@@ -194,11 +197,14 @@ func specModel(ms *servingv1alpha1.ModelServer, m servingv1alpha1.ModelSpec, fie
 	return SpecModel{ModelSpec: m, Field: field, Generation: generation, FetchJob: names.FetchJob(ms.Name, generation)}
 }
 
-// checkPodTemplate refuses pod labels, annotations, node selectors and
-// environment variables the apiserver would refuse on the pods. The CRD
-// schema cannot say it, and Helm would otherwise create part of the
-// release before the Deployment is refused.
+// checkPodTemplate refuses pod labels, annotations, node selectors,
+// tolerations and environment variables the apiserver would refuse on the
+// pods. The CRD schema cannot say it, and Helm would otherwise create part
+// of the release before the Deployment is refused.
 func checkPodTemplate(pt servingv1alpha1.PodTemplate) error {
+	if err := checkTolerations(pt.Tolerations); err != nil {
+		return err
+	}
 	for _, m := range []struct {
 		field string
 		kv    map[string]string

@@ -164,6 +164,10 @@ stringData: {AWS_ACCESS_KEY_ID: AKIAHALFPAIR}
 			"InvalidSpec", "spec.podTemplate.env[0].name", false},
 		{"node selector value with a slash", "s9", validModel + "  podTemplate: {nodeSelector: {zone: a/b}}\n",
 			"InvalidSpec", "spec.podTemplate.nodeSelector", false},
+		{"memory request over its limit", "s15", validModel + "  resources: {limits: {memory: 1Gi}, requests: {memory: 2Gi}}\n",
+			"InvalidSpec", "spec.resources.requests[memory]: 2Gi: must not exceed the limit, 1Gi", false},
+		{"toleration of Exists with a value", "s16", validModel + "  podTemplate: {tolerations: [{key: dedicated, operator: Exists, value: ml}]}\n",
+			"InvalidSpec", "spec.podTemplate.tolerations[0].value", false},
 		// The fetcher refuses these URIs; the schema cannot say why, so
 		// the operator does, before installing anything.
 		{"s3:// prefix with an empty segment", "s11", "  model:\n    storageUri: s3://m/a//b\n",

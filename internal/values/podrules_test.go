@@ -1,0 +1,116 @@
+package values
+
+import (
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/utils/ptr"
+
+	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
+)
+
+func resources(kv ...string) corev1.ResourceList {
+	list := corev1.ResourceList{}
+	for i := 0; i < len(kv); i += 2 {
+		list[corev1.ResourceName(kv[i])] = resource.MustParse(kv[i+1])
+	}
+	return list
+}
+
+// TestResourcesAndTolerationsThePodsCannotHaveNameTheField: what the
+// apiserver refuses on a pod is refused before anything is created, with
+// the ModelServer's field and what is wrong with it. Whether the
+// apiserver agrees, case by case, is TestTheOperatorRefusesThePodSettingsTheAPIServerRefuses
+// in controllers.
+func TestResourcesAndTolerationsThePodsCannotHaveNameTheField(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		mutate      func(*servingv1alpha1.ModelServer)
+		field, want string
+	}{
+		{"a request over its limit", func(ms *servingv1alpha1.ModelServer) {
+			ms.Spec.Resources = corev1.ResourceRequirements{Limits: resources("memory", "1Gi"), Requests: resources("memory", "2Gi")}
+		}, "spec.resources.requests[memory]", "2Gi: must not exceed the limit, 1Gi"},
+		{"a GPU request below its limit", func(ms *servingv1alpha1.ModelServer) {
+			ms.Spec.Resources = corev1.ResourceRequirements{Limits: resources("nvidia.com/gpu", "2"), Requests: resources("nvidia.com/gpu", "1")}
+		}, "spec.resources.requests[nvidia.com/gpu]", "1: must equal the limit, 2: nvidia.com/gpu cannot be overcommitted"},
+		{"a GPU request without a limit", func(ms *servingv1alpha1.ModelServer) {
+			ms.Spec.Resources = corev1.ResourceRequirements{Requests: resources("nvidia.com/gpu", "1")}
+		}, "spec.resources.limits[nvidia.com/gpu]", "must be set, to the request (1): nvidia.com/gpu cannot be overcommitted"},
+		{"half a GPU", func(ms *servingv1alpha1.ModelServer) {
+			ms.Spec.Resources = corev1.ResourceRequirements{Limits: resources("nvidia.com/gpu", "500m")}
+		}, "spec.resources.limits[nvidia.com/gpu]", "500m: must be a whole number"},
+		{"a resource without its domain", func(ms *servingv1alpha1.ModelServer) {
+			ms.Spec.Resources = corev1.ResourceRequirements{Limits: resources("gpu", "1")}
+		}, "spec.resources.limits[gpu]", `"gpu" is not a resource of containers: a container asks for cpu, memory`},
+		{"a negative limit", func(ms *servingv1alpha1.ModelServer) {
+			ms.Spec.Resources = corev1.ResourceRequirements{Limits: resources("cpu", "-1")}
+		}, "spec.resources.limits[cpu]", "-1: must not be negative"},
+		{"huge pages alone", func(ms *servingv1alpha1.ModelServer) {
+			ms.Spec.Resources = corev1.ResourceRequirements{Limits: resources("hugepages-2Mi", "4Mi"), Requests: resources("hugepages-2Mi", "4Mi")}
+		}, "spec.resources", "huge pages need a cpu or memory request or limit too"},
+		{"a resource claim", func(ms *servingv1alpha1.ModelServer) {
+			ms.Spec.Resources = corev1.ResourceRequirements{Claims: []corev1.ResourceClaim{{Name: "gpu"}}}
+		}, "spec.resources.claims", "declare no resource claims"},
+		{"a toleration of Exists with a value", func(ms *servingv1alpha1.ModelServer) {
+			ms.Spec.PodTemplate.Tolerations = []corev1.Toleration{{Key: "dedicated", Operator: corev1.TolerationOpExists, Value: "ml"}}
+		}, "spec.podTemplate.tolerations[0].value", "must be empty when operator is Exists"},
+		{"a toleration of every key that is not Exists", func(ms *servingv1alpha1.ModelServer) {
+			ms.Spec.PodTemplate.Tolerations = []corev1.Toleration{{}, {Value: "x"}}
+		}, "spec.podTemplate.tolerations[0].operator", "must be Exists when key is empty"},
+		{"a toleration's seconds without NoExecute", func(ms *servingv1alpha1.ModelServer) {
+			ms.Spec.PodTemplate.Tolerations = []corev1.Toleration{{Key: "k", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule, TolerationSeconds: ptr.To[int64](60)}}
+		}, "spec.podTemplate.tolerations[0].effect", "must be NoExecute when tolerationSeconds is set"},
+		{"a toleration's effect misspelt", func(ms *servingv1alpha1.ModelServer) {
+			ms.Spec.PodTemplate.Tolerations = []corev1.Toleration{{Key: "k", Operator: corev1.TolerationOpExists, Effect: "NoScheduled"}}
+		}, "spec.podTemplate.tolerations[0].effect", `"NoScheduled": must be NoSchedule, PreferNoSchedule or NoExecute`},
+		{"a toleration's operator misspelt", func(ms *servingv1alpha1.ModelServer) {
+			ms.Spec.PodTemplate.Tolerations = []corev1.Toleration{{Key: "k", Operator: "Equals", Value: "v"}}
+		}, "spec.podTemplate.tolerations[0].operator", `"Equals": must be Equal or Exists`},
+		{"a toleration's key with a space", func(ms *servingv1alpha1.ModelServer) {
+			ms.Spec.PodTemplate.Tolerations = []corev1.Toleration{{Key: "dedicated pool", Operator: corev1.TolerationOpExists}}
+		}, "spec.podTemplate.tolerations[0].key", `"dedicated pool": name part must consist of`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Validate(modelServer(tc.mutate))
+			e, ok := err.(*Error)
+			if !ok {
+				t.Fatalf("Validate = %v, want an *Error naming %s", err, tc.field)
+			}
+			if e.Field != tc.field || !strings.Contains(e.Reason, tc.want) {
+				t.Errorf("Validate = %s: %s\nwant      %s: …%s…", e.Field, e.Reason, tc.field, tc.want)
+			}
+		})
+	}
+
+	for _, ok := range []struct {
+		name   string
+		mutate func(*servingv1alpha1.ModelServer)
+	}{
+		{"requests at their limits, a GPU, huge pages with memory", func(ms *servingv1alpha1.ModelServer) {
+			ms.Spec.Resources = corev1.ResourceRequirements{
+				Limits:   resources("cpu", "2", "memory", "4Gi", "nvidia.com/gpu", "1", "hugepages-2Mi", "4Mi"),
+				Requests: resources("cpu", "2", "memory", "4Gi", "nvidia.com/gpu", "1", "hugepages-2Mi", "4Mi"),
+			}
+		}},
+		{"requests without limits, and a limit of Kubernetes' domain", func(ms *servingv1alpha1.ModelServer) {
+			ms.Spec.Resources = corev1.ResourceRequirements{Requests: resources("cpu", "500m", "ephemeral-storage", "1Gi"), Limits: resources("memory", "1Gi")}
+		}},
+		{"tolerations of every kind", func(ms *servingv1alpha1.ModelServer) {
+			ms.Spec.PodTemplate.Tolerations = []corev1.Toleration{
+				{Operator: corev1.TolerationOpExists},
+				{Key: "nvidia.com/gpu", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule},
+				{Key: "dedicated", Value: "ml"},
+				{Key: "node.kubernetes.io/unreachable", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: ptr.To[int64](30)},
+			}
+		}},
+	} {
+		t.Run(ok.name, func(t *testing.T) {
+			if _, err := Validate(modelServer(ok.mutate)); err != nil {
+				t.Errorf("Validate = %v, want none", err)
+			}
+		})
+	}
+}
