@@ -14,8 +14,9 @@ import (
 )
 
 // TestTheOperatorRefusesThePodSettingsTheAPIServerRefuses holds the
-// operator's copy of the apiserver's rules for container resources and
-// tolerations to the apiserver itself: each case's settings go on a pod
+// operator's copy of the apiserver's rules for container resources,
+// tolerations, affinity and topology spread constraints to the apiserver
+// itself: each case's settings go on a pod
 // that the apiserver is asked to create (a dry run), and the operator's
 // validation must refuse the ModelServer exactly when the apiserver
 // refuses the pod. Settings a feature gate decides (Lt and Gt
@@ -33,7 +34,36 @@ func TestTheOperatorRefusesThePodSettingsTheAPIServerRefuses(t *testing.T) {
 	type settings struct {
 		resources   corev1.ResourceRequirements
 		tolerations []corev1.Toleration
+		affinity    *corev1.Affinity
+		spread      []corev1.TopologySpreadConstraint
 	}
+	nodeTerm := func(key string, op corev1.NodeSelectorOperator, values ...string) corev1.NodeSelectorTerm {
+		return corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: key, Operator: op, Values: values}}}
+	}
+	required := func(terms ...corev1.NodeSelectorTerm) *corev1.Affinity {
+		return &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: terms}}}
+	}
+	preferred := func(weight int32, term corev1.NodeSelectorTerm) *corev1.Affinity {
+		return &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{PreferredDuringSchedulingIgnoredDuringExecution: []corev1.PreferredSchedulingTerm{{Weight: weight, Preference: term}}}}
+	}
+	byField := func(key string, op corev1.NodeSelectorOperator, values ...string) *corev1.Affinity {
+		return required(corev1.NodeSelectorTerm{MatchFields: []corev1.NodeSelectorRequirement{{Key: key, Operator: op, Values: values}}})
+	}
+	app := &metav1.LabelSelector{MatchLabels: map[string]string{"app": "tf"}}
+	antiRequired := func(term corev1.PodAffinityTerm) *corev1.Affinity {
+		return &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{term}}}
+	}
+	podPreferred := func(weight int32, term corev1.PodAffinityTerm) *corev1.Affinity {
+		return &corev1.Affinity{PodAffinity: &corev1.PodAffinity{PreferredDuringSchedulingIgnoredDuringExecution: []corev1.WeightedPodAffinityTerm{{Weight: weight, PodAffinityTerm: term}}}}
+	}
+	spread := func(mutate ...func(*corev1.TopologySpreadConstraint)) []corev1.TopologySpreadConstraint {
+		c := corev1.TopologySpreadConstraint{MaxSkew: 1, TopologyKey: "topology.kubernetes.io/zone", WhenUnsatisfiable: corev1.ScheduleAnyway, LabelSelector: app}
+		for _, m := range mutate {
+			m(&c)
+		}
+		return []corev1.TopologySpreadConstraint{c}
+	}
+	policy := func(p corev1.NodeInclusionPolicy) *corev1.NodeInclusionPolicy { return &p }
 	cases := map[string]settings{
 		"request over limit":                 {resources: corev1.ResourceRequirements{Limits: list("memory", "1Gi"), Requests: list("memory", "2Gi")}},
 		"request at limit":                   {resources: corev1.ResourceRequirements{Limits: list("memory", "1Gi"), Requests: list("memory", "1Gi")}},
@@ -61,6 +91,57 @@ func TestTheOperatorRefusesThePodSettingsTheAPIServerRefuses(t *testing.T) {
 		"toleration seconds, NoSchedule":     {tolerations: []corev1.Toleration{{Key: "k", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule, TolerationSeconds: seconds}}},
 		"toleration effect misspelt":         {tolerations: []corev1.Toleration{{Key: "k", Operator: corev1.TolerationOpExists, Effect: "NoScheduled"}}},
 		"toleration operator misspelt":       {tolerations: []corev1.Toleration{{Key: "k", Operator: "Equals", Value: "v"}}},
+
+		"node affinity In":                        {affinity: required(nodeTerm("example.com/pool", corev1.NodeSelectorOpIn, "ml"))},
+		"node affinity In without values":         {affinity: required(nodeTerm("example.com/pool", corev1.NodeSelectorOpIn))},
+		"node affinity Exists with values":        {affinity: required(nodeTerm("example.com/pool", corev1.NodeSelectorOpExists, "ml"))},
+		"node affinity Gt with two values":        {affinity: required(nodeTerm("example.com/gen", corev1.NodeSelectorOpGt, "1", "2"))},
+		"node affinity Gt":                        {affinity: required(nodeTerm("example.com/gen", corev1.NodeSelectorOpGt, "1"))},
+		"node affinity operator misspelt":         {affinity: required(nodeTerm("example.com/pool", "Equals", "ml"))},
+		"node affinity key with a space":          {affinity: required(nodeTerm("a b", corev1.NodeSelectorOpExists))},
+		"node affinity value not a label value":   {affinity: required(nodeTerm("example.com/pool", corev1.NodeSelectorOpIn, "a b"))},
+		"node affinity without terms":             {affinity: required()},
+		"node affinity with an empty term":        {affinity: required(corev1.NodeSelectorTerm{})},
+		"node preference weight 0":                {affinity: preferred(0, nodeTerm("example.com/pool", corev1.NodeSelectorOpIn, "ml"))},
+		"node preference weight 101":              {affinity: preferred(101, nodeTerm("example.com/pool", corev1.NodeSelectorOpIn, "ml"))},
+		"node preference of a value not a label":  {affinity: preferred(50, nodeTerm("example.com/pool", corev1.NodeSelectorOpIn, "a b"))},
+		"node preference In without values":       {affinity: preferred(50, nodeTerm("example.com/pool", corev1.NodeSelectorOpIn))},
+		"node field metadata.name":                {affinity: byField("metadata.name", corev1.NodeSelectorOpIn, "node-1")},
+		"node field other than metadata.name":     {affinity: byField("spec.unschedulable", corev1.NodeSelectorOpIn, "true")},
+		"node field with two names":               {affinity: byField("metadata.name", corev1.NodeSelectorOpIn, "a", "b")},
+		"node field Exists":                       {affinity: byField("metadata.name", corev1.NodeSelectorOpExists)},
+		"node field not a node name":              {affinity: byField("metadata.name", corev1.NodeSelectorOpIn, "Node_1")},
+		"pod anti-affinity":                       {affinity: antiRequired(corev1.PodAffinityTerm{LabelSelector: app, TopologyKey: "kubernetes.io/hostname"})},
+		"pod anti-affinity without topology key":  {affinity: antiRequired(corev1.PodAffinityTerm{LabelSelector: app})},
+		"pod anti-affinity topology key a b":      {affinity: antiRequired(corev1.PodAffinityTerm{LabelSelector: app, TopologyKey: "a b"})},
+		"pod anti-affinity bad selector operator": {affinity: antiRequired(corev1.PodAffinityTerm{TopologyKey: "kubernetes.io/hostname", LabelSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "app", Operator: "Equals", Values: []string{"tf"}}}}})},
+		"pod anti-affinity selector In no values": {affinity: antiRequired(corev1.PodAffinityTerm{TopologyKey: "kubernetes.io/hostname", LabelSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "app", Operator: metav1.LabelSelectorOpIn}}}})},
+		"pod anti-affinity bad namespace":         {affinity: antiRequired(corev1.PodAffinityTerm{LabelSelector: app, TopologyKey: "kubernetes.io/hostname", Namespaces: []string{"ML_Team"}})},
+		"pod anti-affinity bad namespaceSelector": {affinity: antiRequired(corev1.PodAffinityTerm{LabelSelector: app, TopologyKey: "kubernetes.io/hostname", NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"a b": "c"}}})},
+		"pod affinity weight 0":                   {affinity: podPreferred(0, corev1.PodAffinityTerm{LabelSelector: app, TopologyKey: "kubernetes.io/hostname"})},
+		"pod affinity preferred":                  {affinity: podPreferred(100, corev1.PodAffinityTerm{LabelSelector: app, TopologyKey: "kubernetes.io/hostname"})},
+
+		"spread":                                {spread: spread()},
+		"spread maxSkew 0":                      {spread: spread(func(c *corev1.TopologySpreadConstraint) { c.MaxSkew = 0 })},
+		"spread without topology key":           {spread: spread(func(c *corev1.TopologySpreadConstraint) { c.TopologyKey = "" })},
+		"spread topology key a b":               {spread: spread(func(c *corev1.TopologySpreadConstraint) { c.TopologyKey = "a b" })},
+		"spread whenUnsatisfiable misspelt":     {spread: spread(func(c *corev1.TopologySpreadConstraint) { c.WhenUnsatisfiable = "DoNotScheduled" })},
+		"spread minDomains with ScheduleAnyway": {spread: spread(func(c *corev1.TopologySpreadConstraint) { c.MinDomains = ptrTo[int32](2) })},
+		"spread minDomains with DoNotSchedule": {spread: spread(func(c *corev1.TopologySpreadConstraint) {
+			c.MinDomains, c.WhenUnsatisfiable = ptrTo[int32](2), corev1.DoNotSchedule
+		})},
+		"spread minDomains 0": {spread: spread(func(c *corev1.TopologySpreadConstraint) {
+			c.MinDomains, c.WhenUnsatisfiable = ptrTo[int32](0), corev1.DoNotSchedule
+		})},
+		"spread node policy misspelt": {spread: spread(func(c *corev1.TopologySpreadConstraint) { c.NodeTaintsPolicy = policy("Honour") })},
+		"spread node policies": {spread: spread(func(c *corev1.TopologySpreadConstraint) {
+			c.NodeTaintsPolicy, c.NodeAffinityPolicy = policy("Honor"), policy("Ignore")
+		})},
+		"spread bad selector": {spread: spread(func(c *corev1.TopologySpreadConstraint) {
+			c.LabelSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"app": "a b"}}
+		})},
+		"spread twice the same key/when": {spread: append(spread(), spread(func(c *corev1.TopologySpreadConstraint) { c.MaxSkew = 2 })...)},
+		"spread on two keys":             {spread: append(spread(), spread(func(c *corev1.TopologySpreadConstraint) { c.TopologyKey = "kubernetes.io/hostname" })...)},
 	}
 	gated := map[string]settings{
 		"toleration Gt": {tolerations: []corev1.Toleration{{Key: "example.com/generation", Operator: corev1.TolerationOpGt, Value: "3"}}},
@@ -71,12 +152,16 @@ func TestTheOperatorRefusesThePodSettingsTheAPIServerRefuses(t *testing.T) {
 			_, refused := values.Validate(newModelServer(ns, "rules", func(ms *servingv1alpha1.ModelServer) {
 				ms.Spec.Resources = s.resources
 				ms.Spec.PodTemplate.Tolerations = s.tolerations
+				ms.Spec.PodTemplate.Affinity = s.affinity
+				ms.Spec.PodTemplate.TopologySpreadConstraints = s.spread
 			}))
 			pod := &corev1.Pod{
 				ObjectMeta: metav1.ObjectMeta{Namespace: ns, GenerateName: "rules-"},
 				Spec: corev1.PodSpec{
-					Containers:  []corev1.Container{{Name: "c", Image: "example.com/c:1", Resources: s.resources}},
-					Tolerations: s.tolerations,
+					Containers:                []corev1.Container{{Name: "c", Image: "example.com/c:1", Resources: s.resources}},
+					Tolerations:               s.tolerations,
+					Affinity:                  s.affinity,
+					TopologySpreadConstraints: s.spread,
 				},
 			}
 			apiErr := env.client.Create(context.Background(), pod, client.DryRunAll)

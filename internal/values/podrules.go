@@ -7,12 +7,14 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
-// The rules below are the apiserver's for a pod's container resources and
-// tolerations, which the CRD's schema (Kubernetes' own types, without
+// The rules below are the apiserver's for a pod's container resources,
+// tolerations, affinity and topology spread constraints, which the CRD's schema (Kubernetes' own types, without
 // their validation) cannot state. A spec that breaks one would get part
 // of its release created, and the Deployment refused with a message about
 // the Deployment; the operator names the ModelServer's field instead, and
@@ -88,8 +90,11 @@ func containerResourceName(name corev1.ResourceName) string {
 		return fmt.Sprintf("%.100q is not a resource of containers: %s", name, kinds)
 	}
 	if !native(name) && !extended(name) {
-		return fmt.Sprintf("%.100q is not a resource of containers: a domain's resource name must not start with %q, and %q must be a qualified name",
-			name, corev1.DefaultResourceRequestsPrefix, corev1.DefaultResourceRequestsPrefix+string(name))
+		if strings.HasPrefix(string(name), corev1.DefaultResourceRequestsPrefix) {
+			return fmt.Sprintf("%.100q is not a resource of containers: a domain's resource must not start with %q", name, corev1.DefaultResourceRequestsPrefix)
+		}
+		return fmt.Sprintf("%.100q is not a resource of containers: its name in a quota, %q followed by it, must be a qualified name",
+			name, corev1.DefaultResourceRequestsPrefix)
 	}
 	return ""
 }
@@ -160,6 +165,229 @@ func checkTolerations(tolerations []corev1.Toleration) error {
 		case "", corev1.TaintEffectNoSchedule, corev1.TaintEffectPreferNoSchedule, corev1.TaintEffectNoExecute:
 		default:
 			return &Error{at("effect"), fmt.Sprintf("%.100q: must be NoSchedule, PreferNoSchedule or NoExecute (or empty, for every effect)", t.Effect)}
+		}
+	}
+	return nil
+}
+
+// checkAffinity applies the apiserver's rules for a pod's affinity. The
+// keys an affinity term takes from the pod's labels (matchLabelKeys,
+// mismatchLabelKeys) are left for the apiserver to judge.
+func checkAffinity(a *corev1.Affinity) error {
+	if a == nil {
+		return nil
+	}
+	path := field.NewPath("spec", "podTemplate", "affinity")
+	if err := checkNodeAffinity(a.NodeAffinity, path.Child("nodeAffinity")); err != nil {
+		return err
+	}
+	for _, pa := range []struct {
+		name      string
+		required  []corev1.PodAffinityTerm
+		preferred []corev1.WeightedPodAffinityTerm
+	}{
+		{"podAffinity", podAffinityRequired(a.PodAffinity), podAffinityPreferred(a.PodAffinity)},
+		{"podAntiAffinity", podAntiAffinityRequired(a.PodAntiAffinity), podAntiAffinityPreferred(a.PodAntiAffinity)},
+	} {
+		if err := checkPodAffinityTerms(pa.required, pa.preferred, path.Child(pa.name)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func checkNodeAffinity(na *corev1.NodeAffinity, path *field.Path) error {
+	if na == nil {
+		return nil
+	}
+	if req := na.RequiredDuringSchedulingIgnoredDuringExecution; req != nil {
+		rp := path.Child("requiredDuringSchedulingIgnoredDuringExecution", "nodeSelectorTerms")
+		if len(req.NodeSelectorTerms) == 0 {
+			return &Error{rp.String(), "must have at least one term"}
+		}
+		for i, term := range req.NodeSelectorTerms {
+			if err := checkNodeSelectorTerm(term, true, rp.Index(i)); err != nil {
+				return err
+			}
+		}
+	}
+	for i, p := range na.PreferredDuringSchedulingIgnoredDuringExecution {
+		pp := path.Child("preferredDuringSchedulingIgnoredDuringExecution").Index(i)
+		if err := checkWeight(p.Weight, pp); err != nil {
+			return err
+		}
+		// A preference may name a label value no node can have.
+		if err := checkNodeSelectorTerm(p.Preference, false, pp.Child("preference")); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func checkPodAffinityTerms(required []corev1.PodAffinityTerm, preferred []corev1.WeightedPodAffinityTerm, path *field.Path) error {
+	for i, term := range required {
+		if err := checkPodAffinityTerm(term, path.Child("requiredDuringSchedulingIgnoredDuringExecution").Index(i)); err != nil {
+			return err
+		}
+	}
+	for i, w := range preferred {
+		wp := path.Child("preferredDuringSchedulingIgnoredDuringExecution").Index(i)
+		if err := checkWeight(w.Weight, wp); err != nil {
+			return err
+		}
+		if err := checkPodAffinityTerm(w.PodAffinityTerm, wp.Child("podAffinityTerm")); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func podAffinityRequired(pa *corev1.PodAffinity) []corev1.PodAffinityTerm {
+	if pa == nil {
+		return nil
+	}
+	return pa.RequiredDuringSchedulingIgnoredDuringExecution
+}
+
+func podAffinityPreferred(pa *corev1.PodAffinity) []corev1.WeightedPodAffinityTerm {
+	if pa == nil {
+		return nil
+	}
+	return pa.PreferredDuringSchedulingIgnoredDuringExecution
+}
+
+func podAntiAffinityRequired(pa *corev1.PodAntiAffinity) []corev1.PodAffinityTerm {
+	if pa == nil {
+		return nil
+	}
+	return pa.RequiredDuringSchedulingIgnoredDuringExecution
+}
+
+func podAntiAffinityPreferred(pa *corev1.PodAntiAffinity) []corev1.WeightedPodAffinityTerm {
+	if pa == nil {
+		return nil
+	}
+	return pa.PreferredDuringSchedulingIgnoredDuringExecution
+}
+
+func checkWeight(w int32, path *field.Path) error {
+	if w < 1 || w > 100 {
+		return &Error{path.Child("weight").String(), fmt.Sprintf("%d: must be from 1 to 100", w)}
+	}
+	return nil
+}
+
+// checkNodeSelectorTerm applies the rules for one term of a node affinity;
+// strict, the values of its expressions must be label values.
+func checkNodeSelectorTerm(term corev1.NodeSelectorTerm, strict bool, path *field.Path) error {
+	for i, e := range term.MatchExpressions {
+		ep := path.Child("matchExpressions").Index(i)
+		switch e.Operator {
+		case corev1.NodeSelectorOpIn, corev1.NodeSelectorOpNotIn:
+			if len(e.Values) == 0 {
+				return &Error{ep.Child("values").String(), fmt.Sprintf("must name at least one value when operator is %s", e.Operator)}
+			}
+		case corev1.NodeSelectorOpExists, corev1.NodeSelectorOpDoesNotExist:
+			if len(e.Values) > 0 {
+				return &Error{ep.Child("values").String(), fmt.Sprintf("must be empty when operator is %s", e.Operator)}
+			}
+		case corev1.NodeSelectorOpGt, corev1.NodeSelectorOpLt:
+			if len(e.Values) != 1 {
+				return &Error{ep.Child("values").String(), fmt.Sprintf("must name exactly one value when operator is %s", e.Operator)}
+			}
+		default:
+			return &Error{ep.Child("operator").String(), fmt.Sprintf("%.100q: must be In, NotIn, Exists, DoesNotExist, Gt or Lt", e.Operator)}
+		}
+		if msgs := validation.IsQualifiedName(e.Key); len(msgs) > 0 {
+			return &Error{ep.Child("key").String(), fmt.Sprintf("%.100q: %s", e.Key, msgs[0])}
+		}
+		for j, v := range e.Values {
+			if msgs := validation.IsValidLabelValue(v); strict && len(msgs) > 0 {
+				return &Error{ep.Child("values").Index(j).String(), fmt.Sprintf("%.100q: %s", v, msgs[0])}
+			}
+		}
+	}
+	for i, f := range term.MatchFields {
+		fp := path.Child("matchFields").Index(i)
+		if f.Key != metav1.ObjectNameField {
+			return &Error{fp.Child("key").String(), fmt.Sprintf("%.100q: the only field a node is matched by is %s", f.Key, metav1.ObjectNameField)}
+		}
+		if f.Operator != corev1.NodeSelectorOpIn && f.Operator != corev1.NodeSelectorOpNotIn {
+			return &Error{fp.Child("operator").String(), fmt.Sprintf("%.100q: must be In or NotIn", f.Operator)}
+		}
+		if len(f.Values) != 1 {
+			return &Error{fp.Child("values").String(), "must name exactly one node"}
+		}
+		if msgs := validation.IsDNS1123Subdomain(f.Values[0]); len(msgs) > 0 {
+			return &Error{fp.Child("values").Index(0).String(), fmt.Sprintf("%.100q is not a node name: %s", f.Values[0], msgs[0])}
+		}
+	}
+	return nil
+}
+
+// checkPodAffinityTerm applies the rules for a term of pod affinity or
+// anti-affinity.
+func checkPodAffinityTerm(term corev1.PodAffinityTerm, path *field.Path) error {
+	strict := metav1validation.LabelSelectorValidationOptions{}
+	if errs := metav1validation.ValidateLabelSelector(term.LabelSelector, strict, path.Child("labelSelector")); len(errs) > 0 {
+		return &Error{errs[0].Field, firstError(errs)}
+	}
+	if errs := metav1validation.ValidateLabelSelector(term.NamespaceSelector, strict, path.Child("namespaceSelector")); len(errs) > 0 {
+		return &Error{errs[0].Field, firstError(errs)}
+	}
+	for i, ns := range term.Namespaces {
+		if msgs := validation.IsDNS1123Label(ns); len(msgs) > 0 {
+			return &Error{path.Child("namespaces").Index(i).String(), fmt.Sprintf("%.100q is not a namespace name: %s", ns, msgs[0])}
+		}
+	}
+	if term.TopologyKey == "" {
+		return &Error{path.Child("topologyKey").String(), "must be set: the node label whose value makes a domain, such as kubernetes.io/hostname"}
+	}
+	if msgs := validation.IsQualifiedName(term.TopologyKey); len(msgs) > 0 {
+		return &Error{path.Child("topologyKey").String(), fmt.Sprintf("%.100q: %s", term.TopologyKey, msgs[0])}
+	}
+	return nil
+}
+
+// checkSpread applies the apiserver's rules for a pod's topology spread
+// constraints; the keys a constraint takes from the pod's labels
+// (matchLabelKeys) are left for the apiserver to judge.
+func checkSpread(constraints []corev1.TopologySpreadConstraint) error {
+	for i, c := range constraints {
+		path := field.NewPath("spec", "podTemplate", "topologySpreadConstraints").Index(i)
+		at := func(child string) string { return path.Child(child).String() }
+		if c.MaxSkew < 1 {
+			return &Error{at("maxSkew"), fmt.Sprintf("%d: must be at least 1", c.MaxSkew)}
+		}
+		if c.TopologyKey == "" {
+			return &Error{at("topologyKey"), "must be set: the node label whose value makes a domain, such as topology.kubernetes.io/zone"}
+		}
+		if c.WhenUnsatisfiable != corev1.DoNotSchedule && c.WhenUnsatisfiable != corev1.ScheduleAnyway {
+			return &Error{at("whenUnsatisfiable"), fmt.Sprintf("%.100q: must be DoNotSchedule or ScheduleAnyway", c.WhenUnsatisfiable)}
+		}
+		for _, later := range constraints[i+1:] {
+			if later.TopologyKey == c.TopologyKey && later.WhenUnsatisfiable == c.WhenUnsatisfiable {
+				return &Error{path.String(), fmt.Sprintf("another constraint has the same topologyKey and whenUnsatisfiable (%s, %s)", c.TopologyKey, c.WhenUnsatisfiable)}
+			}
+		}
+		if c.MinDomains != nil {
+			if *c.MinDomains < 1 {
+				return &Error{at("minDomains"), fmt.Sprintf("%d: must be at least 1", *c.MinDomains)}
+			}
+			if c.WhenUnsatisfiable != corev1.DoNotSchedule {
+				return &Error{at("minDomains"), "needs whenUnsatisfiable: DoNotSchedule"}
+			}
+		}
+		for _, p := range []struct {
+			name   string
+			policy *corev1.NodeInclusionPolicy
+		}{{"nodeAffinityPolicy", c.NodeAffinityPolicy}, {"nodeTaintsPolicy", c.NodeTaintsPolicy}} {
+			if p.policy != nil && *p.policy != corev1.NodeInclusionPolicyHonor && *p.policy != corev1.NodeInclusionPolicyIgnore {
+				return &Error{at(p.name), fmt.Sprintf("%.100q: must be Honor or Ignore", *p.policy)}
+			}
+		}
+		if errs := metav1validation.ValidateLabelSelector(c.LabelSelector, metav1validation.LabelSelectorValidationOptions{}, path.Child("labelSelector")); len(errs) > 0 {
+			return &Error{errs[0].Field, firstError(errs)}
 		}
 	}
 	return nil

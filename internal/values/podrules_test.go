@@ -6,6 +6,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
 	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
@@ -19,12 +20,12 @@ func resources(kv ...string) corev1.ResourceList {
 	return list
 }
 
-// TestResourcesAndTolerationsThePodsCannotHaveNameTheField: what the
+// TestPodSettingsThePodsCannotHaveNameTheField: what the
 // apiserver refuses on a pod is refused before anything is created, with
 // the ModelServer's field and what is wrong with it. Whether the
 // apiserver agrees, case by case, is TestTheOperatorRefusesThePodSettingsTheAPIServerRefuses
 // in controllers.
-func TestResourcesAndTolerationsThePodsCannotHaveNameTheField(t *testing.T) {
+func TestPodSettingsThePodsCannotHaveNameTheField(t *testing.T) {
 	for _, tc := range []struct {
 		name        string
 		mutate      func(*servingv1alpha1.ModelServer)
@@ -72,6 +73,26 @@ func TestResourcesAndTolerationsThePodsCannotHaveNameTheField(t *testing.T) {
 		{"a toleration's key with a space", func(ms *servingv1alpha1.ModelServer) {
 			ms.Spec.PodTemplate.Tolerations = []corev1.Toleration{{Key: "dedicated pool", Operator: corev1.TolerationOpExists}}
 		}, "spec.podTemplate.tolerations[0].key", `"dedicated pool": name part must consist of`},
+		{"a required node affinity without values", func(ms *servingv1alpha1.ModelServer) {
+			ms.Spec.PodTemplate.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
+				NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "example.com/pool", Operator: corev1.NodeSelectorOpIn}}}},
+			}}}
+		}, "spec.podTemplate.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchExpressions[0].values",
+			"must name at least one value when operator is In"},
+		{"a pod anti-affinity without a topology key", func(ms *servingv1alpha1.ModelServer) {
+			ms.Spec.PodTemplate.Affinity = &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{PreferredDuringSchedulingIgnoredDuringExecution: []corev1.WeightedPodAffinityTerm{
+				{Weight: 50, PodAffinityTerm: corev1.PodAffinityTerm{LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "tf"}}}},
+			}}}
+		}, "spec.podTemplate.affinity.podAntiAffinity.preferredDuringSchedulingIgnoredDuringExecution[0].podAffinityTerm.topologyKey", "must be set"},
+		{"two spread constraints of one key and action", func(ms *servingv1alpha1.ModelServer) {
+			c := corev1.TopologySpreadConstraint{MaxSkew: 1, TopologyKey: "kubernetes.io/hostname", WhenUnsatisfiable: corev1.DoNotSchedule}
+			ms.Spec.PodTemplate.TopologySpreadConstraints = []corev1.TopologySpreadConstraint{c, c}
+		}, "spec.podTemplate.topologySpreadConstraints[0]", "another constraint has the same topologyKey and whenUnsatisfiable"},
+		{"a spread constraint's minDomains without DoNotSchedule", func(ms *servingv1alpha1.ModelServer) {
+			ms.Spec.PodTemplate.TopologySpreadConstraints = []corev1.TopologySpreadConstraint{
+				{MaxSkew: 1, TopologyKey: "topology.kubernetes.io/zone", WhenUnsatisfiable: corev1.ScheduleAnyway, MinDomains: ptr.To[int32](3)},
+			}
+		}, "spec.podTemplate.topologySpreadConstraints[0].minDomains", "needs whenUnsatisfiable: DoNotSchedule"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Validate(modelServer(tc.mutate))

@@ -198,11 +198,17 @@ func specModel(ms *servingv1alpha1.ModelServer, m servingv1alpha1.ModelSpec, fie
 }
 
 // checkPodTemplate refuses pod labels, annotations, node selectors,
-// tolerations and environment variables the apiserver would refuse on the
-// pods. The CRD schema cannot say it, and Helm would otherwise create part
+// tolerations, affinities, topology spread constraints and environment
+// variables the apiserver would refuse on the pods. The CRD schema cannot say it, and Helm would otherwise create part
 // of the release before the Deployment is refused.
 func checkPodTemplate(pt servingv1alpha1.PodTemplate) error {
 	if err := checkTolerations(pt.Tolerations); err != nil {
+		return err
+	}
+	if err := checkAffinity(pt.Affinity); err != nil {
+		return err
+	}
+	if err := checkSpread(pt.TopologySpreadConstraints); err != nil {
 		return err
 	}
 	for _, m := range []struct {

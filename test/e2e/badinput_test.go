@@ -168,6 +168,8 @@ stringData: {AWS_ACCESS_KEY_ID: AKIAHALFPAIR}
 			"InvalidSpec", "spec.resources.requests[memory]: 2Gi: must not exceed the limit, 1Gi", false},
 		{"toleration of Exists with a value", "s16", validModel + "  podTemplate: {tolerations: [{key: dedicated, operator: Exists, value: ml}]}\n",
 			"InvalidSpec", "spec.podTemplate.tolerations[0].value", false},
+		{"node affinity of In without values", "s17", validModel + "  podTemplate: {affinity: {nodeAffinity: {requiredDuringSchedulingIgnoredDuringExecution: {nodeSelectorTerms: [{matchExpressions: [{key: example.com/pool, operator: In}]}]}}}}\n",
+			"InvalidSpec", "matchExpressions[0].values: must name at least one value when operator is In", false},
 		// The fetcher refuses these URIs; the schema cannot say why, so
 		// the operator does, before installing anything.
 		{"s3:// prefix with an empty segment", "s11", "  model:\n    storageUri: s3://m/a//b\n",
