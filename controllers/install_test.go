@@ -17,6 +17,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -355,4 +356,65 @@ func eventsIn(t *testing.T, ns string) string {
 			e.Count, e.Reason, e.Message))
 	}
 	return strings.Join(out, "\n  ")
+}
+
+// TestAModelVolumeItsClassCannotGrowIsRefusedInTheApiserversWords: the
+// test bed's class does not allow volume expansion, so the apiserver
+// refuses the claim's larger size, as it refuses a smaller one. The
+// ModelServer says so, naming the claim, its pods keep serving, and set
+// back to its size it is deployed again.
+func TestAModelVolumeItsClassCannotGrowIsRefusedInTheApiserversWords(t *testing.T) {
+	ns := newNamespace(t)
+	ctx := context.Background()
+	ms := readyModelServer(t, ns, "grow")
+	pods := podNames(t, ns, "grow")
+	resize := func(size string) {
+		t.Helper()
+		patch := client.MergeFrom(ms.DeepCopy())
+		q := resource.MustParse(size)
+		ms.Spec.Storage.Size = &q
+		if err := env.client.Patch(ctx, ms, patch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	resize("20Gi")
+	var message string
+	eventually(t, time.Minute, "Deployed reason ReleaseFailed", func(ctx context.Context) (bool, string) {
+		got := &servingv1alpha1.ModelServer{}
+		if err := env.client.Get(ctx, client.ObjectKeyFromObject(ms), got); err != nil {
+			return false, err.Error()
+		}
+		c := meta.FindStatusCondition(got.Status.Conditions, servingv1alpha1.ConditionDeployed)
+		message = got.Status.Message
+		return c != nil && c.Reason == servingv1alpha1.ReasonReleaseFailed, message
+	})
+	if !strings.Contains(message, "grow-model") || !strings.Contains(message, "resize") {
+		t.Errorf("status.message %q, want the claim named and the apiserver's reason", message)
+	}
+	t.Logf("status.message: %s", message)
+	if p := podNames(t, ns, "grow"); p != pods {
+		t.Errorf("serving pods changed while the claim refused its size: %s → %s", pods, p)
+	}
+	if got := get(t, ns, "grow-model", &corev1.PersistentVolumeClaim{}).Spec.Resources.Requests[corev1.ResourceStorage]; got.String() != "10Gi" {
+		t.Errorf("claim's request %s, want 10Gi still", got.String())
+	}
+
+	resize("10Gi")
+	waitReady(t, ms)
+
+	// A claim cannot shrink either; the apiserver says so, and the size
+	// set back is deployed again.
+	resize("5Gi")
+	eventually(t, time.Minute, "Deployed reason ReleaseFailed", func(ctx context.Context) (bool, string) {
+		got := &servingv1alpha1.ModelServer{}
+		if err := env.client.Get(ctx, client.ObjectKeyFromObject(ms), got); err != nil {
+			return false, err.Error()
+		}
+		c := meta.FindStatusCondition(got.Status.Conditions, servingv1alpha1.ConditionDeployed)
+		message = got.Status.Message
+		return c != nil && c.Reason == servingv1alpha1.ReasonReleaseFailed, message
+	})
+	t.Logf("status.message: %s", message)
+	resize("10Gi")
+	waitReady(t, ms)
 }

@@ -114,6 +114,39 @@ func TestMalformedAndHostileSpecsAreRefusedAtAdmission(t *testing.T) {
 		"every one refused by the apiserver with a message naming the field; nothing created")
 }
 
+// TestTheModelVolumesClassAndAccessModeCannotChange: a claim's class and
+// access mode cannot change, so a change of them is refused at admission,
+// with the field named, rather than failing the release. Its size is the
+// claim's to judge (TestAModelVolumeItsClassCannotGrowIsRefusedInTheApiserversWords
+// in controllers): it may grow where the class allows it.
+func TestTheModelVolumesClassAndAccessModeCannotChange(t *testing.T) {
+	c, _ := runningOperator(t)
+	ns := kubectlNamespace(t, c)
+	kubectlStdin(t, c, msYAML("vol", validModel+"  storage: {size: 2Gi, storageClassName: standard, accessMode: ReadWriteOnce}\n"),
+		"create", "-n", ns, "-f", "-")
+	for _, tc := range []struct {
+		what, storage, refusal string
+	}{
+		{"grow", `{"size": "3Gi"}`, ""},
+		{"grow, in bytes", `{"size": 4294967296}`, ""},
+		{"the same class and access mode", `{"storageClassName": "standard", "accessMode": "ReadWriteOnce"}`, ""},
+		{"another class", `{"storageClassName": "fast"}`, "spec.storage.storageClassName is immutable"},
+		{"no class (the default one)", `{"storageClassName": null}`, "spec.storage.storageClassName is immutable"},
+		{"another access mode", `{"accessMode": "ReadWriteMany"}`, "spec.storage.accessMode is immutable"},
+	} {
+		out, err := kubectlWith(c, "patch", "-n", ns, "ms/vol", "--type", "merge", "--dry-run=server",
+			"-p", `{"spec": {"storage": `+tc.storage+`}}`)
+		switch {
+		case tc.refusal == "" && err != nil:
+			t.Errorf("%s: refused, want it admitted:\n%s", tc.what, out)
+		case tc.refusal != "" && err == nil:
+			t.Errorf("%s: admitted, want it refused with %q", tc.what, tc.refusal)
+		case tc.refusal != "" && !strings.Contains(out, tc.refusal):
+			t.Errorf("%s: refused, but the message lacks %q:\n%s", tc.what, tc.refusal, out)
+		}
+	}
+}
+
 func labels17() string {
 	var l []string
 	for i := range 17 {
