@@ -14,9 +14,9 @@ import (
 )
 
 // TestTheOperatorRefusesThePodSettingsTheAPIServerRefuses holds the
-// operator's copy of the apiserver's rules for container resources,
-// tolerations, affinity and topology spread constraints to the apiserver
-// itself: each case's settings go on a pod
+// operator's copy of the apiserver's rules for container resources and
+// environment, tolerations, affinity and topology spread constraints to
+// the apiserver itself: each case's settings go on a pod
 // that the apiserver is asked to create (a dry run), and the operator's
 // validation must refuse the ModelServer exactly when the apiserver
 // refuses the pod. Settings a feature gate decides (Lt and Gt
@@ -36,6 +36,16 @@ func TestTheOperatorRefusesThePodSettingsTheAPIServerRefuses(t *testing.T) {
 		tolerations []corev1.Toleration
 		affinity    *corev1.Affinity
 		spread      []corev1.TopologySpreadConstraint
+		env         []corev1.EnvVar
+	}
+	envVar := func(name, value string, from *corev1.EnvVarSource) []corev1.EnvVar {
+		return []corev1.EnvVar{{Name: name, Value: value, ValueFrom: from}}
+	}
+	fieldRef := func(path string) *corev1.EnvVarSource {
+		return &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: path}}
+	}
+	secretRef := func(name, key string) *corev1.EnvVarSource {
+		return &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: name}, Key: key}}
 	}
 	nodeTerm := func(key string, op corev1.NodeSelectorOperator, values ...string) corev1.NodeSelectorTerm {
 		return corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: key, Operator: op, Values: values}}}
@@ -142,6 +152,33 @@ func TestTheOperatorRefusesThePodSettingsTheAPIServerRefuses(t *testing.T) {
 		})},
 		"spread twice the same key/when": {spread: append(spread(), spread(func(c *corev1.TopologySpreadConstraint) { c.MaxSkew = 2 })...)},
 		"spread on two keys":             {spread: append(spread(), spread(func(c *corev1.TopologySpreadConstraint) { c.TopologyKey = "kubernetes.io/hostname" })...)},
+
+		"env":                            {env: envVar("MODEL_CACHE", "1", nil)},
+		"env name with a digit first":    {env: envVar("1ST", "1", nil)},
+		"env name with a dash and space": {env: envVar("my-var x", "1", nil)},
+		"env name with =":                {env: envVar("A=B", "1", nil)},
+		"env name not ASCII":             {env: envVar("MODÈLE", "1", nil)},
+		"env of no source":               {env: envVar("A", "", &corev1.EnvVarSource{})},
+		"env of a value and a source":    {env: envVar("A", "1", fieldRef("metadata.name"))},
+		"env of two sources":             {env: envVar("A", "", &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}, SecretKeyRef: secretRef("s", "k").SecretKeyRef})},
+		"env of the pod's name":          {env: envVar("A", "", fieldRef("metadata.name"))},
+		"env of the pod's IPs":           {env: envVar("A", "", fieldRef("status.podIPs"))},
+		"env of a label":                 {env: envVar("A", "", fieldRef("metadata.labels['app']"))},
+		"env of a label key a b":         {env: envVar("A", "", fieldRef("metadata.labels['a b']"))},
+		"env of an annotation":           {env: envVar("A", "", fieldRef("metadata.annotations['Example.com/Team']"))},
+		"env of all labels":              {env: envVar("A", "", fieldRef("metadata.labels"))},
+		"env of the pod's node's name":   {env: envVar("A", "", fieldRef("spec.nodeName"))},
+		"env of an unknown field":        {env: envVar("A", "", fieldRef("spec.schedulerName"))},
+		"env of a container's memory":    {env: envVar("A", "", &corev1.EnvVarSource{ResourceFieldRef: &corev1.ResourceFieldSelector{Resource: "limits.memory"}})},
+		"env of a container's GPUs":      {env: envVar("A", "", &corev1.EnvVarSource{ResourceFieldRef: &corev1.ResourceFieldSelector{Resource: "limits.nvidia.com/gpu"}})},
+		"env of huge pages":              {env: envVar("A", "", &corev1.EnvVarSource{ResourceFieldRef: &corev1.ResourceFieldSelector{Resource: "requests.hugepages-2Mi"}})},
+		"env of a Secret's key":          {env: envVar("A", "", secretRef("creds", "token.json"))},
+		"env of a Secret named Bad_Name": {env: envVar("A", "", secretRef("Bad_Name", "k"))},
+		"env of a Secret's key a/b":      {env: envVar("A", "", secretRef("creds", "a/b"))},
+		"env of a Secret without a key":  {env: envVar("A", "", secretRef("creds", ""))},
+		"env of a ConfigMap's key": {env: envVar("A", "", &corev1.EnvVarSource{ConfigMapKeyRef: &corev1.ConfigMapKeySelector{
+			LocalObjectReference: corev1.LocalObjectReference{Name: "settings"}, Key: "level"}})},
+		"env of a ConfigMap without a name": {env: envVar("A", "", &corev1.EnvVarSource{ConfigMapKeyRef: &corev1.ConfigMapKeySelector{Key: "level"}})},
 	}
 	gated := map[string]settings{
 		"toleration Gt": {tolerations: []corev1.Toleration{{Key: "example.com/generation", Operator: corev1.TolerationOpGt, Value: "3"}}},
@@ -154,11 +191,12 @@ func TestTheOperatorRefusesThePodSettingsTheAPIServerRefuses(t *testing.T) {
 				ms.Spec.PodTemplate.Tolerations = s.tolerations
 				ms.Spec.PodTemplate.Affinity = s.affinity
 				ms.Spec.PodTemplate.TopologySpreadConstraints = s.spread
+				ms.Spec.PodTemplate.Env = s.env
 			}))
 			pod := &corev1.Pod{
 				ObjectMeta: metav1.ObjectMeta{Namespace: ns, GenerateName: "rules-"},
 				Spec: corev1.PodSpec{
-					Containers:                []corev1.Container{{Name: "c", Image: "example.com/c:1", Resources: s.resources}},
+					Containers:                []corev1.Container{{Name: "c", Image: "example.com/c:1", Resources: s.resources, Env: s.env}},
 					Tolerations:               s.tolerations,
 					Affinity:                  s.affinity,
 					TopologySpreadConstraints: s.spread,

@@ -13,8 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
-// The rules below are the apiserver's for a pod's container resources,
-// tolerations, affinity and topology spread constraints, which the CRD's schema (Kubernetes' own types, without
+// The rules below are the apiserver's for a pod's container resources and
+// environment, tolerations, affinity and topology spread constraints, which the CRD's schema (Kubernetes' own types, without
 // their validation) cannot state. A spec that breaks one would get part
 // of its release created, and the Deployment refused with a message about
 // the Deployment; the operator names the ModelServer's field instead, and
@@ -391,4 +391,134 @@ func checkSpread(constraints []corev1.TopologySpreadConstraint) error {
 		}
 	}
 	return nil
+}
+
+// downwardFields are the pod fields an environment variable can take its
+// value from, besides a label or annotation.
+var downwardFields = []string{
+	"metadata.name", "metadata.namespace", "metadata.uid", "spec.nodeName", "spec.serviceAccountName",
+	"status.hostIP", "status.hostIPs", "status.podIP", "status.podIPs",
+}
+
+// containerFields are the container resources an environment variable can
+// take its value from, besides huge pages'.
+var containerFields = []string{
+	"limits.cpu", "limits.memory", "limits.ephemeral-storage", "requests.cpu", "requests.memory", "requests.ephemeral-storage",
+}
+
+// checkEnv applies the apiserver's rules for a container's environment.
+// A name is held to the relaxed rule (printable ASCII but '='), the only
+// one since Kubernetes 1.32; an older apiserver's stricter refusal is its
+// own to say. A value from a file (fileKeyRef) is left to the apiserver.
+func checkEnv(env []corev1.EnvVar) error {
+	for i, e := range env {
+		path := field.NewPath("spec", "podTemplate", "env").Index(i)
+		if msgs := validation.IsRelaxedEnvVarName(e.Name); len(msgs) > 0 {
+			return &Error{path.Child("name").String(), fmt.Sprintf("%.100q: %s", e.Name, msgs[0])}
+		}
+		if err := checkEnvSource(e, path.Child("valueFrom")); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func checkEnvSource(e corev1.EnvVar, path *field.Path) error {
+	from := e.ValueFrom
+	if from == nil {
+		return nil
+	}
+	sources := 0
+	for _, set := range []bool{from.FieldRef != nil, from.ResourceFieldRef != nil, from.ConfigMapKeyRef != nil, from.SecretKeyRef != nil, from.FileKeyRef != nil} {
+		if set {
+			sources++
+		}
+	}
+	switch {
+	case sources == 0:
+		return &Error{path.String(), "must name one source: fieldRef, resourceFieldRef, configMapKeyRef or secretKeyRef"}
+	case e.Value != "":
+		return &Error{path.String(), "must not be set together with value"}
+	case sources > 1:
+		return &Error{path.String(), "must name one source, not several"}
+	}
+	if ref := from.FieldRef; ref != nil && (ref.APIVersion == "" || ref.APIVersion == "v1") {
+		if err := checkDownwardField(ref.FieldPath, path.Child("fieldRef", "fieldPath")); err != nil {
+			return err
+		}
+	}
+	if ref := from.ResourceFieldRef; ref != nil && !slices.Contains(containerFields, ref.Resource) &&
+		!strings.HasPrefix(ref.Resource, "requests.hugepages-") && !strings.HasPrefix(ref.Resource, "limits.hugepages-") {
+		return &Error{path.Child("resourceFieldRef", "resource").String(),
+			fmt.Sprintf("%.100q: must be one of %s, or a huge pages' request or limit", ref.Resource, strings.Join(containerFields, ", "))}
+	}
+	for _, ref := range []struct {
+		kind      string
+		name, key string
+		set       bool
+	}{
+		{"configMapKeyRef", configMapName(from.ConfigMapKeyRef), configMapKey(from.ConfigMapKeyRef), from.ConfigMapKeyRef != nil},
+		{"secretKeyRef", secretName(from.SecretKeyRef), secretKey(from.SecretKeyRef), from.SecretKeyRef != nil},
+	} {
+		if !ref.set {
+			continue
+		}
+		if msgs := validation.IsDNS1123Subdomain(ref.name); len(msgs) > 0 {
+			return &Error{path.Child(ref.kind, "name").String(), fmt.Sprintf("%.100q: %s", ref.name, msgs[0])}
+		}
+		if msgs := validation.IsConfigMapKey(ref.key); len(msgs) > 0 {
+			return &Error{path.Child(ref.kind, "key").String(), fmt.Sprintf("%.100q: %s", ref.key, msgs[0])}
+		}
+	}
+	return nil
+}
+
+// checkDownwardField refuses a field of the pod that an environment
+// variable cannot take its value from.
+func checkDownwardField(fieldPath string, path *field.Path) error {
+	if slices.Contains(downwardFields, fieldPath) {
+		return nil
+	}
+	for _, m := range []string{"metadata.labels", "metadata.annotations"} {
+		if key, ok := strings.CutPrefix(fieldPath, m+"['"); ok && strings.HasSuffix(key, "']") {
+			key = strings.TrimSuffix(key, "']")
+			if m == "metadata.annotations" {
+				key = strings.ToLower(key)
+			}
+			if msgs := validation.IsQualifiedName(key); len(msgs) > 0 {
+				return &Error{path.String(), fmt.Sprintf("%.100q: %s", fieldPath, msgs[0])}
+			}
+			return nil
+		}
+	}
+	return &Error{path.String(), fmt.Sprintf("%.100q: must be one of %s, or metadata.labels['<key>'] or metadata.annotations['<key>']",
+		fieldPath, strings.Join(downwardFields, ", "))}
+}
+
+func configMapName(r *corev1.ConfigMapKeySelector) string {
+	if r == nil {
+		return ""
+	}
+	return r.Name
+}
+
+func configMapKey(r *corev1.ConfigMapKeySelector) string {
+	if r == nil {
+		return ""
+	}
+	return r.Key
+}
+
+func secretName(r *corev1.SecretKeySelector) string {
+	if r == nil {
+		return ""
+	}
+	return r.Name
+}
+
+func secretKey(r *corev1.SecretKeySelector) string {
+	if r == nil {
+		return ""
+	}
+	return r.Key
 }

@@ -93,6 +93,16 @@ func TestPodSettingsThePodsCannotHaveNameTheField(t *testing.T) {
 				{MaxSkew: 1, TopologyKey: "topology.kubernetes.io/zone", WhenUnsatisfiable: corev1.ScheduleAnyway, MinDomains: ptr.To[int32](3)},
 			}
 		}, "spec.podTemplate.topologySpreadConstraints[0].minDomains", "needs whenUnsatisfiable: DoNotSchedule"},
+		{"an environment variable of a value and a source", func(ms *servingv1alpha1.ModelServer) {
+			ms.Spec.PodTemplate.Env = []corev1.EnvVar{{Name: "POD", Value: "x", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}}}
+		}, "spec.podTemplate.env[0].valueFrom", "must not be set together with value"},
+		{"an environment variable of a field a pod does not offer", func(ms *servingv1alpha1.ModelServer) {
+			ms.Spec.PodTemplate.Env = []corev1.EnvVar{{Name: "POD", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "spec.schedulerName"}}}}
+		}, "spec.podTemplate.env[0].valueFrom.fieldRef.fieldPath", `"spec.schedulerName": must be one of metadata.name`},
+		{"an environment variable of a Secret's key with a slash", func(ms *servingv1alpha1.ModelServer) {
+			ms.Spec.PodTemplate.Env = []corev1.EnvVar{{Name: "TOKEN", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+				LocalObjectReference: corev1.LocalObjectReference{Name: "creds"}, Key: "a/b"}}}}
+		}, "spec.podTemplate.env[0].valueFrom.secretKeyRef.key", `"a/b"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Validate(modelServer(tc.mutate))
@@ -118,6 +128,13 @@ func TestPodSettingsThePodsCannotHaveNameTheField(t *testing.T) {
 		}},
 		{"requests without limits, and a limit of Kubernetes' domain", func(ms *servingv1alpha1.ModelServer) {
 			ms.Spec.Resources = corev1.ResourceRequirements{Requests: resources("cpu", "500m", "ephemeral-storage", "1Gi"), Limits: resources("memory", "1Gi")}
+		}},
+		{"environment variables named as Kubernetes 1.32 allows, and of the pod's fields", func(ms *servingv1alpha1.ModelServer) {
+			ms.Spec.PodTemplate.Env = []corev1.EnvVar{
+				{Name: "1ST", Value: "1"}, {Name: "my-var.x", Value: "2"},
+				{Name: "APP", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.labels['app.kubernetes.io/name']"}}},
+				{Name: "MEM", ValueFrom: &corev1.EnvVarSource{ResourceFieldRef: &corev1.ResourceFieldSelector{Resource: "limits.memory"}}},
+			}
 		}},
 		{"tolerations of every kind", func(ms *servingv1alpha1.ModelServer) {
 			ms.Spec.PodTemplate.Tolerations = []corev1.Toleration{

@@ -8,7 +8,6 @@ import (
 
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
 	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
-	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/utils/ptr"
 
@@ -222,12 +221,7 @@ func checkPodTemplate(pt servingv1alpha1.PodTemplate) error {
 	if errs := apivalidation.ValidateAnnotations(pt.Annotations, field.NewPath("spec.podTemplate.annotations")); len(errs) > 0 {
 		return &Error{"spec.podTemplate.annotations", firstError(errs)}
 	}
-	for i, e := range pt.Env {
-		if msgs := validation.IsEnvVarName(e.Name); len(msgs) > 0 {
-			return &Error{fmt.Sprintf("spec.podTemplate.env[%d].name", i), fmt.Sprintf("%.100q: %s", e.Name, msgs[0])}
-		}
-	}
-	return nil
+	return checkEnv(pt.Env)
 }
 
 // firstError is the first of errs, with the field path left out (the
