@@ -186,14 +186,24 @@ func TestAConflictOnANewModelServerLeavesNothingBehind(t *testing.T) {
 // waitConflict waits until ms's Deployed condition says Conflict.
 func waitConflict(t *testing.T, ms *servingv1alpha1.ModelServer) {
 	t.Helper()
-	eventually(t, time.Minute, "Deployed reason Conflict", func(ctx context.Context) (bool, string) {
+	waitDeployedReason(t, ms, servingv1alpha1.ReasonConflict)
+}
+
+// waitDeployedReason waits until ms's Deployed condition has reason, and
+// returns the status's message then.
+func waitDeployedReason(t *testing.T, ms *servingv1alpha1.ModelServer, reason string) string {
+	t.Helper()
+	var message string
+	eventually(t, time.Minute, "Deployed reason "+reason, func(ctx context.Context) (bool, string) {
 		got := &servingv1alpha1.ModelServer{}
 		if err := env.client.Get(ctx, client.ObjectKeyFromObject(ms), got); err != nil {
 			return false, err.Error()
 		}
 		c := meta.FindStatusCondition(got.Status.Conditions, servingv1alpha1.ConditionDeployed)
-		return c != nil && c.Reason == servingv1alpha1.ReasonConflict, got.Status.Message
+		message = got.Status.Message
+		return c != nil && c.Reason == reason, message
 	})
+	return message
 }
 
 // assertGone fails unless the object does not exist or is being deleted.
@@ -378,16 +388,7 @@ func TestAModelVolumeItsClassCannotGrowIsRefusedInTheApiserversWords(t *testing.
 		}
 	}
 	resize("20Gi")
-	var message string
-	eventually(t, time.Minute, "Deployed reason ReleaseFailed", func(ctx context.Context) (bool, string) {
-		got := &servingv1alpha1.ModelServer{}
-		if err := env.client.Get(ctx, client.ObjectKeyFromObject(ms), got); err != nil {
-			return false, err.Error()
-		}
-		c := meta.FindStatusCondition(got.Status.Conditions, servingv1alpha1.ConditionDeployed)
-		message = got.Status.Message
-		return c != nil && c.Reason == servingv1alpha1.ReasonReleaseFailed, message
-	})
+	message := waitDeployedReason(t, ms, servingv1alpha1.ReasonReleaseFailed)
 	if !strings.Contains(message, "grow-model") || !strings.Contains(message, "resize") {
 		t.Errorf("status.message %q, want the claim named and the apiserver's reason", message)
 	}
@@ -405,15 +406,10 @@ func TestAModelVolumeItsClassCannotGrowIsRefusedInTheApiserversWords(t *testing.
 	// A claim cannot shrink either; the apiserver says so, and the size
 	// set back is deployed again.
 	resize("5Gi")
-	eventually(t, time.Minute, "Deployed reason ReleaseFailed", func(ctx context.Context) (bool, string) {
-		got := &servingv1alpha1.ModelServer{}
-		if err := env.client.Get(ctx, client.ObjectKeyFromObject(ms), got); err != nil {
-			return false, err.Error()
-		}
-		c := meta.FindStatusCondition(got.Status.Conditions, servingv1alpha1.ConditionDeployed)
-		message = got.Status.Message
-		return c != nil && c.Reason == servingv1alpha1.ReasonReleaseFailed, message
-	})
+	message = waitDeployedReason(t, ms, servingv1alpha1.ReasonReleaseFailed)
+	if !strings.Contains(message, "grow-model") || !strings.Contains(message, "less than") {
+		t.Errorf("status.message %q, want the claim named and the apiserver's reason", message)
+	}
 	t.Logf("status.message: %s", message)
 	resize("10Gi")
 	waitReady(t, ms)

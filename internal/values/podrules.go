@@ -2,6 +2,7 @@ package values
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -29,7 +30,7 @@ func checkResources(r corev1.ResourceRequirements) error {
 		name string
 		list corev1.ResourceList
 	}{{"limits", r.Limits}, {"requests", r.Requests}} {
-		for _, name := range sortedNames(side.list) {
+		for _, name := range slices.Sorted(maps.Keys(side.list)) {
 			f := path.Child(side.name).Key(string(name)).String()
 			if problem := containerResourceName(name); problem != "" {
 				return &Error{f, problem}
@@ -43,7 +44,7 @@ func checkResources(r corev1.ResourceRequirements) error {
 			}
 		}
 	}
-	for _, name := range sortedNames(r.Requests) {
+	for _, name := range slices.Sorted(maps.Keys(r.Requests)) {
 		req := r.Requests[name]
 		limit, hasLimit := r.Limits[name]
 		switch {
@@ -120,15 +121,6 @@ func overcommittable(name corev1.ResourceName) bool {
 	return native(name) && !strings.HasPrefix(string(name), corev1.ResourceHugePagesPrefix)
 }
 
-func sortedNames(list corev1.ResourceList) []corev1.ResourceName {
-	names := make([]corev1.ResourceName, 0, len(list))
-	for n := range list {
-		names = append(names, n)
-	}
-	slices.Sort(names)
-	return names
-}
-
 // checkTolerations applies the apiserver's rules for a pod's tolerations.
 // Lt and Gt, which a feature gate allows, need only a number here.
 func checkTolerations(tolerations []corev1.Toleration) error {
@@ -181,17 +173,14 @@ func checkAffinity(a *corev1.Affinity) error {
 	if err := checkNodeAffinity(a.NodeAffinity, path.Child("nodeAffinity")); err != nil {
 		return err
 	}
-	for _, pa := range []struct {
-		name      string
-		required  []corev1.PodAffinityTerm
-		preferred []corev1.WeightedPodAffinityTerm
-	}{
-		{"podAffinity", podAffinityRequired(a.PodAffinity), podAffinityPreferred(a.PodAffinity)},
-		{"podAntiAffinity", podAntiAffinityRequired(a.PodAntiAffinity), podAntiAffinityPreferred(a.PodAntiAffinity)},
-	} {
-		if err := checkPodAffinityTerms(pa.required, pa.preferred, path.Child(pa.name)); err != nil {
+	if pa := a.PodAffinity; pa != nil {
+		err := checkPodAffinityTerms(pa.RequiredDuringSchedulingIgnoredDuringExecution, pa.PreferredDuringSchedulingIgnoredDuringExecution, path.Child("podAffinity"))
+		if err != nil {
 			return err
 		}
+	}
+	if pa := a.PodAntiAffinity; pa != nil {
+		return checkPodAffinityTerms(pa.RequiredDuringSchedulingIgnoredDuringExecution, pa.PreferredDuringSchedulingIgnoredDuringExecution, path.Child("podAntiAffinity"))
 	}
 	return nil
 }
@@ -240,34 +229,6 @@ func checkPodAffinityTerms(required []corev1.PodAffinityTerm, preferred []corev1
 		}
 	}
 	return nil
-}
-
-func podAffinityRequired(pa *corev1.PodAffinity) []corev1.PodAffinityTerm {
-	if pa == nil {
-		return nil
-	}
-	return pa.RequiredDuringSchedulingIgnoredDuringExecution
-}
-
-func podAffinityPreferred(pa *corev1.PodAffinity) []corev1.WeightedPodAffinityTerm {
-	if pa == nil {
-		return nil
-	}
-	return pa.PreferredDuringSchedulingIgnoredDuringExecution
-}
-
-func podAntiAffinityRequired(pa *corev1.PodAntiAffinity) []corev1.PodAffinityTerm {
-	if pa == nil {
-		return nil
-	}
-	return pa.RequiredDuringSchedulingIgnoredDuringExecution
-}
-
-func podAntiAffinityPreferred(pa *corev1.PodAntiAffinity) []corev1.WeightedPodAffinityTerm {
-	if pa == nil {
-		return nil
-	}
-	return pa.PreferredDuringSchedulingIgnoredDuringExecution
 }
 
 func checkWeight(w int32, path *field.Path) error {
@@ -452,17 +413,15 @@ func checkEnvSource(e corev1.EnvVar, path *field.Path) error {
 		return &Error{path.Child("resourceFieldRef", "resource").String(),
 			fmt.Sprintf("%.100q: must be one of %s, or a huge pages' request or limit", ref.Resource, strings.Join(containerFields, ", "))}
 	}
-	for _, ref := range []struct {
-		kind      string
-		name, key string
-		set       bool
-	}{
-		{"configMapKeyRef", configMapName(from.ConfigMapKeyRef), configMapKey(from.ConfigMapKeyRef), from.ConfigMapKeyRef != nil},
-		{"secretKeyRef", secretName(from.SecretKeyRef), secretKey(from.SecretKeyRef), from.SecretKeyRef != nil},
-	} {
-		if !ref.set {
-			continue
-		}
+	type keyRef struct{ kind, name, key string }
+	var refs []keyRef
+	if r := from.ConfigMapKeyRef; r != nil {
+		refs = append(refs, keyRef{"configMapKeyRef", r.Name, r.Key})
+	}
+	if r := from.SecretKeyRef; r != nil {
+		refs = append(refs, keyRef{"secretKeyRef", r.Name, r.Key})
+	}
+	for _, ref := range refs {
 		if msgs := validation.IsDNS1123Subdomain(ref.name); len(msgs) > 0 {
 			return &Error{path.Child(ref.kind, "name").String(), fmt.Sprintf("%.100q: %s", ref.name, msgs[0])}
 		}
@@ -493,32 +452,4 @@ func checkDownwardField(fieldPath string, path *field.Path) error {
 	}
 	return &Error{path.String(), fmt.Sprintf("%.100q: must be one of %s, or metadata.labels['<key>'] or metadata.annotations['<key>']",
 		fieldPath, strings.Join(downwardFields, ", "))}
-}
-
-func configMapName(r *corev1.ConfigMapKeySelector) string {
-	if r == nil {
-		return ""
-	}
-	return r.Name
-}
-
-func configMapKey(r *corev1.ConfigMapKeySelector) string {
-	if r == nil {
-		return ""
-	}
-	return r.Key
-}
-
-func secretName(r *corev1.SecretKeySelector) string {
-	if r == nil {
-		return ""
-	}
-	return r.Name
-}
-
-func secretKey(r *corev1.SecretKeySelector) string {
-	if r == nil {
-		return ""
-	}
-	return r.Key
 }
