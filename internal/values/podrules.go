@@ -15,12 +15,15 @@ import (
 )
 
 // The rules below are the apiserver's for a pod's container resources and
-// environment, tolerations, affinity and topology spread constraints, which the CRD's schema (Kubernetes' own types, without
-// their validation) cannot state. A spec that breaks one would get part
-// of its release created, and the Deployment refused with a message about
-// the Deployment; the operator names the ModelServer's field instead, and
+// environment, tolerations, affinity and topology spread constraints,
+// which the CRD's schema (Kubernetes' own types, without their validation)
+// cannot state. A spec that breaks one would get part of its release
+// created, and the Deployment refused with a message about the
+// Deployment; the operator names the ModelServer's field instead, and
 // creates nothing. They are written to refuse only what every apiserver
-// refuses: what a feature gate may allow is left for the apiserver to say.
+// refuses: what a feature gate or a newer version may allow is left for
+// the apiserver to say. controllers' TestTheOperatorRefusesThePodSettingsTheAPIServerRefuses
+// holds them to the apiserver.
 
 // checkResources applies the apiserver's rules for a container's
 // resources to the serving container's.
