@@ -132,7 +132,7 @@ func checkTolerations(tolerations []corev1.Toleration) error {
 		at := func(child string) string { return path.Child(child).String() }
 		if t.Key != "" {
 			if msgs := validation.IsQualifiedName(t.Key); len(msgs) > 0 {
-				return &Error{at("key"), fmt.Sprintf("%.100q: %s", t.Key, msgs[0])}
+				return &Error{at("key"), badValue(t.Key, msgs[0])}
 			}
 		} else if t.Operator != corev1.TolerationOpExists {
 			return &Error{at("operator"), "must be Exists when key is empty (a toleration of every taint)"}
@@ -143,7 +143,7 @@ func checkTolerations(tolerations []corev1.Toleration) error {
 		switch t.Operator {
 		case corev1.TolerationOpEqual, "":
 			if msgs := validation.IsValidLabelValue(t.Value); len(msgs) > 0 {
-				return &Error{at("value"), fmt.Sprintf("%.100q: %s", t.Value, msgs[0])}
+				return &Error{at("value"), badValue(t.Value, msgs[0])}
 			}
 		case corev1.TolerationOpExists:
 			if t.Value != "" {
@@ -245,30 +245,8 @@ func checkWeight(w int32, path *field.Path) error {
 // strict, the values of its expressions must be label values.
 func checkNodeSelectorTerm(term corev1.NodeSelectorTerm, strict bool, path *field.Path) error {
 	for i, e := range term.MatchExpressions {
-		ep := path.Child("matchExpressions").Index(i)
-		switch e.Operator {
-		case corev1.NodeSelectorOpIn, corev1.NodeSelectorOpNotIn:
-			if len(e.Values) == 0 {
-				return &Error{ep.Child("values").String(), fmt.Sprintf("must name at least one value when operator is %s", e.Operator)}
-			}
-		case corev1.NodeSelectorOpExists, corev1.NodeSelectorOpDoesNotExist:
-			if len(e.Values) > 0 {
-				return &Error{ep.Child("values").String(), fmt.Sprintf("must be empty when operator is %s", e.Operator)}
-			}
-		case corev1.NodeSelectorOpGt, corev1.NodeSelectorOpLt:
-			if len(e.Values) != 1 {
-				return &Error{ep.Child("values").String(), fmt.Sprintf("must name exactly one value when operator is %s", e.Operator)}
-			}
-		default:
-			return &Error{ep.Child("operator").String(), fmt.Sprintf("%.100q: must be In, NotIn, Exists, DoesNotExist, Gt or Lt", e.Operator)}
-		}
-		if msgs := validation.IsQualifiedName(e.Key); len(msgs) > 0 {
-			return &Error{ep.Child("key").String(), fmt.Sprintf("%.100q: %s", e.Key, msgs[0])}
-		}
-		for j, v := range e.Values {
-			if msgs := validation.IsValidLabelValue(v); strict && len(msgs) > 0 {
-				return &Error{ep.Child("values").Index(j).String(), fmt.Sprintf("%.100q: %s", v, msgs[0])}
-			}
+		if err := checkNodeSelectorRequirement(e, strict, path.Child("matchExpressions").Index(i)); err != nil {
+			return err
 		}
 	}
 	for i, f := range term.MatchFields {
@@ -289,15 +267,47 @@ func checkNodeSelectorTerm(term corev1.NodeSelectorTerm, strict bool, path *fiel
 	return nil
 }
 
+// checkNodeSelectorRequirement applies the rules for one expression of a
+// node selector term; strict, its values must be label values.
+func checkNodeSelectorRequirement(e corev1.NodeSelectorRequirement, strict bool, ep *field.Path) error {
+	switch e.Operator {
+	case corev1.NodeSelectorOpIn, corev1.NodeSelectorOpNotIn:
+		if len(e.Values) == 0 {
+			return &Error{ep.Child("values").String(), fmt.Sprintf("must name at least one value when operator is %s", e.Operator)}
+		}
+	case corev1.NodeSelectorOpExists, corev1.NodeSelectorOpDoesNotExist:
+		if len(e.Values) > 0 {
+			return &Error{ep.Child("values").String(), fmt.Sprintf("must be empty when operator is %s", e.Operator)}
+		}
+	case corev1.NodeSelectorOpGt, corev1.NodeSelectorOpLt:
+		if len(e.Values) != 1 {
+			return &Error{ep.Child("values").String(), fmt.Sprintf("must name exactly one value when operator is %s", e.Operator)}
+		}
+	default:
+		return &Error{ep.Child("operator").String(), fmt.Sprintf("%.100q: must be In, NotIn, Exists, DoesNotExist, Gt or Lt", e.Operator)}
+	}
+	if msgs := validation.IsQualifiedName(e.Key); len(msgs) > 0 {
+		return &Error{ep.Child("key").String(), badValue(e.Key, msgs[0])}
+	}
+	if !strict {
+		return nil
+	}
+	for j, v := range e.Values {
+		if msgs := validation.IsValidLabelValue(v); len(msgs) > 0 {
+			return &Error{ep.Child("values").Index(j).String(), badValue(v, msgs[0])}
+		}
+	}
+	return nil
+}
+
 // checkPodAffinityTerm applies the rules for a term of pod affinity or
 // anti-affinity.
 func checkPodAffinityTerm(term corev1.PodAffinityTerm, path *field.Path) error {
-	strict := metav1validation.LabelSelectorValidationOptions{}
-	if errs := metav1validation.ValidateLabelSelector(term.LabelSelector, strict, path.Child("labelSelector")); len(errs) > 0 {
-		return &Error{errs[0].Field, firstError(errs)}
+	if err := checkLabelSelector(term.LabelSelector, path.Child("labelSelector")); err != nil {
+		return err
 	}
-	if errs := metav1validation.ValidateLabelSelector(term.NamespaceSelector, strict, path.Child("namespaceSelector")); len(errs) > 0 {
-		return &Error{errs[0].Field, firstError(errs)}
+	if err := checkLabelSelector(term.NamespaceSelector, path.Child("namespaceSelector")); err != nil {
+		return err
 	}
 	for i, ns := range term.Namespaces {
 		if msgs := validation.IsDNS1123Label(ns); len(msgs) > 0 {
@@ -308,7 +318,16 @@ func checkPodAffinityTerm(term corev1.PodAffinityTerm, path *field.Path) error {
 		return &Error{path.Child("topologyKey").String(), "must be set: the node label whose value makes a domain, such as kubernetes.io/hostname"}
 	}
 	if msgs := validation.IsQualifiedName(term.TopologyKey); len(msgs) > 0 {
-		return &Error{path.Child("topologyKey").String(), fmt.Sprintf("%.100q: %s", term.TopologyKey, msgs[0])}
+		return &Error{path.Child("topologyKey").String(), badValue(term.TopologyKey, msgs[0])}
+	}
+	return nil
+}
+
+// checkLabelSelector applies the apiserver's rules for a label selector
+// of a pod's, which take only label values.
+func checkLabelSelector(sel *metav1.LabelSelector, path *field.Path) error {
+	if errs := metav1validation.ValidateLabelSelector(sel, metav1validation.LabelSelectorValidationOptions{}, path); len(errs) > 0 {
+		return &Error{errs[0].Field, firstError(errs)}
 	}
 	return nil
 }
@@ -350,8 +369,8 @@ func checkSpread(constraints []corev1.TopologySpreadConstraint) error {
 				return &Error{at(p.name), fmt.Sprintf("%.100q: must be Honor or Ignore", *p.policy)}
 			}
 		}
-		if errs := metav1validation.ValidateLabelSelector(c.LabelSelector, metav1validation.LabelSelectorValidationOptions{}, path.Child("labelSelector")); len(errs) > 0 {
-			return &Error{errs[0].Field, firstError(errs)}
+		if err := checkLabelSelector(c.LabelSelector, path.Child("labelSelector")); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -378,7 +397,7 @@ func checkEnv(env []corev1.EnvVar) error {
 	for i, e := range env {
 		path := field.NewPath("spec", "podTemplate", "env").Index(i)
 		if msgs := validation.IsRelaxedEnvVarName(e.Name); len(msgs) > 0 {
-			return &Error{path.Child("name").String(), fmt.Sprintf("%.100q: %s", e.Name, msgs[0])}
+			return &Error{path.Child("name").String(), badValue(e.Name, msgs[0])}
 		}
 		if err := checkEnvSource(e, path.Child("valueFrom")); err != nil {
 			return err
@@ -426,10 +445,10 @@ func checkEnvSource(e corev1.EnvVar, path *field.Path) error {
 	}
 	for _, ref := range refs {
 		if msgs := validation.IsDNS1123Subdomain(ref.name); len(msgs) > 0 {
-			return &Error{path.Child(ref.kind, "name").String(), fmt.Sprintf("%.100q: %s", ref.name, msgs[0])}
+			return &Error{path.Child(ref.kind, "name").String(), badValue(ref.name, msgs[0])}
 		}
 		if msgs := validation.IsConfigMapKey(ref.key); len(msgs) > 0 {
-			return &Error{path.Child(ref.kind, "key").String(), fmt.Sprintf("%.100q: %s", ref.key, msgs[0])}
+			return &Error{path.Child(ref.kind, "key").String(), badValue(ref.key, msgs[0])}
 		}
 	}
 	return nil
@@ -448,7 +467,7 @@ func checkDownwardField(fieldPath string, path *field.Path) error {
 				key = strings.ToLower(key)
 			}
 			if msgs := validation.IsQualifiedName(key); len(msgs) > 0 {
-				return &Error{path.String(), fmt.Sprintf("%.100q: %s", fieldPath, msgs[0])}
+				return &Error{path.String(), badValue(fieldPath, msgs[0])}
 			}
 			return nil
 		}

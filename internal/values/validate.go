@@ -198,8 +198,9 @@ func specModel(ms *servingv1alpha1.ModelServer, m servingv1alpha1.ModelSpec, fie
 
 // checkPodTemplate refuses pod labels, annotations, node selectors,
 // tolerations, affinities, topology spread constraints and environment
-// variables the apiserver would refuse on the pods. The CRD schema cannot say it, and Helm would otherwise create part
-// of the release before the Deployment is refused.
+// variables the apiserver would refuse on the pods. The CRD schema cannot
+// say it, and Helm would otherwise create part of the release before the
+// Deployment is refused.
 func checkPodTemplate(pt servingv1alpha1.PodTemplate) error {
 	if err := checkTolerations(pt.Tolerations); err != nil {
 		return err
@@ -224,6 +225,11 @@ func checkPodTemplate(pt servingv1alpha1.PodTemplate) error {
 	return checkEnv(pt.Env)
 }
 
+// badValue is msg about value, the value quoted and cut short.
+func badValue(value, msg string) string {
+	return fmt.Sprintf("%.100q: %s", value, msg)
+}
+
 // firstError is the first of errs, with the field path left out (the
 // Error names it) and the value cut short.
 func firstError(errs field.ErrorList) string {
@@ -233,7 +239,7 @@ func firstError(errs field.ErrorList) string {
 		msg += ": " + e.Detail
 	}
 	if s, ok := e.BadValue.(string); ok && s != "" {
-		msg = fmt.Sprintf("%.100q: %s", s, msg)
+		msg = badValue(s, msg)
 	}
 	if len(errs) > 1 {
 		msg += fmt.Sprintf(" (and %d more)", len(errs)-1)
