@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
@@ -475,4 +476,46 @@ func TestGatewayRoutesAppearOnceTheGatewayAPIIsInstalled(t *testing.T) {
 		}
 		return len(cur.Status.Warnings) == 0, fmt.Sprintf("warnings %q", cur.Status.Warnings)
 	})
+}
+
+// TestExtraServerFlagsReachTheServerAndOneItLacksIsWarnedOf: extra args
+// follow the operator's flags in the serving container; a flag TF Serving
+// lacks is named in status.warnings, which needs no look again (it changes
+// only with the spec); a change of them rolls the pods and clears the
+// warning.
+func TestExtraServerFlagsReachTheServerAndOneItLacksIsWarnedOf(t *testing.T) {
+	ctx := context.Background()
+	r := newProcessReconciler(t, nil)
+	ms := createUnmanaged(t, "flags", func(ms *servingv1alpha1.ModelServer) {
+		ms.Spec.ExtraArgs = []string{"--rest_api_num_threads=8", "--rest_api_timeout_ms=5000"}
+	})
+	got := reconcileUntilReady(t, r, ms)
+	want := []string{"spec.extraArgs[1]: tensorflow_model_server 2.19 has no flag --rest_api_timeout_ms; TF Serving ignores a flag it does not have"}
+	if !slices.Equal(got.Status.Warnings, want) {
+		t.Errorf("warnings %q, want %q", got.Status.Warnings, want)
+	}
+	if result, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(ms)}); err != nil || result.RequeueAfter != 0 {
+		t.Errorf("Ready with a flag warned of: look again in %v (%v), want never", result.RequeueAfter, err)
+	}
+	d := get(t, ms.Namespace, ms.Name, &appsv1.Deployment{})
+	args := d.Spec.Template.Spec.Containers[0].Args
+	if !slices.Contains(args, "--model_config_file=/etc/modelserver/models.config") || !slices.Equal(args[len(args)-2:], ms.Spec.ExtraArgs) {
+		t.Errorf("serving args %q: want the operator's, then %q", args, ms.Spec.ExtraArgs)
+	}
+
+	got.Spec.ExtraArgs = []string{"--rest_api_num_threads=8", "--rest_api_timeout_in_ms=5000"}
+	if err := env.client.Update(ctx, got); err != nil {
+		t.Fatal(err)
+	}
+	got = reconcileUntilReady(t, r, got)
+	if len(got.Status.Warnings) != 0 {
+		t.Errorf("warnings %q after the flag was mended", got.Status.Warnings)
+	}
+	after := get(t, ms.Namespace, ms.Name, &appsv1.Deployment{})
+	if args := after.Spec.Template.Spec.Containers[0].Args; args[len(args)-1] != "--rest_api_timeout_in_ms=5000" {
+		t.Errorf("serving args %q after the change", args)
+	}
+	if after.Spec.Template.Annotations["checksum/config"] == d.Spec.Template.Annotations["checksum/config"] {
+		t.Error("the pods' checksum did not change with their flags")
+	}
 }

@@ -251,11 +251,11 @@ func (r *ModelServerReconciler) reconcileNormal(ctx context.Context, ms *serving
 		return ctrl.Result{}, err
 	}
 	log.FromContext(ctx).V(1).Info("reconciled", "fetch", report.Fetch, "plan", plan.kind, "why", plan.why)
-	return r.lookAgain(report, obs), nil
+	return r.lookAgain(obs, want.Values.WaitsForAPIs), nil
 }
 
 // lookAgain says when to reconcile again for what no watch reports.
-func (r *ModelServerReconciler) lookAgain(report status.Observation, obs *observed) ctrl.Result {
+func (r *ModelServerReconciler) lookAgain(obs *observed, waitsForAPIs bool) ctrl.Result {
 	var after time.Duration
 	sooner := func(d time.Duration) {
 		if d > 0 && (after == 0 || d < after) {
@@ -272,7 +272,7 @@ func (r *ModelServerReconciler) lookAgain(report status.Observation, obs *observ
 		sooner(podRejectedRetry)
 	}
 	// Nothing watched changes when a missing API is installed.
-	if len(report.Warnings) > 0 && after == 0 {
+	if waitsForAPIs && after == 0 {
 		after = cmp.Or(r.RecheckAfter, time.Minute)
 	}
 	return ctrl.Result{RequeueAfter: after}

@@ -366,6 +366,15 @@ func TestBadSpecsAreRejectedAtAdmission(t *testing.T) {
 		{"no time to load a model", newModelServer(ns, "noload", func(ms *servingv1alpha1.ModelServer) {
 			ms.Spec.PodTemplate.LoadTimeoutSeconds = ptrTo[int64](5)
 		}), "spec.podTemplate.loadTimeoutSeconds", "greater than or equal to 10"},
+		{"a flag's value as its own item", newModelServer(ns, "argvalue", func(ms *servingv1alpha1.ModelServer) {
+			ms.Spec.ExtraArgs = []string{"--rest_api_num_threads", "16"}
+		}), "spec.extraArgs[1]", "the server does not read --name and its value as two items"},
+		{"a flag the operator sets", newModelServer(ns, "argport", func(ms *servingv1alpha1.ModelServer) {
+			ms.Spec.ExtraArgs = []string{"--enable_model_warmup=false", "--rest_api_port=9000"}
+		}), "spec.extraArgs[1]", "the operator sets this flag from the spec"},
+		{"a flag that stops the server", newModelServer(ns, "argversion", func(ms *servingv1alpha1.ModelServer) {
+			ms.Spec.ExtraArgs = []string{"--version"}
+		}), "spec.extraArgs[0]", "it would never serve"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := env.client.Create(context.Background(), tc.ms)

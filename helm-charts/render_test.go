@@ -398,6 +398,7 @@ func renderCases() []renderCase { //nolint:gocognit // a table of cases: each ca
 				ms.Spec.PodTemplate.TerminationGracePeriodSeconds = ptr.To[int64](60)
 				ms.Spec.PodTemplate.DrainSeconds = ptr.To[int64](15)
 				ms.Spec.PodTemplate.LoadTimeoutSeconds = ptr.To[int64](1800)
+				ms.Spec.ExtraArgs = []string{"--per_process_gpu_memory_fraction=0.8", "--grpc_channel_arguments=grpc.max_concurrent_streams=100"}
 			}),
 			in: values.Inputs{Served: fetched},
 			check: func(t *testing.T, v *values.Values, objs *objects) {
@@ -414,7 +415,8 @@ func renderCases() []renderCase { //nolint:gocognit // a table of cases: each ca
 					t.Errorf("the fetch pod tolerates %+v: it needs no GPU", jt)
 				}
 				args := strings.Join(ps.Containers[0].Args, " ")
-				if !strings.Contains(args, "--enable_batching=true --batching_parameters_file=/etc/modelserver/batching.config") {
+				if !strings.Contains(args, "--enable_batching=true --batching_parameters_file=/etc/modelserver/batching.config") ||
+					!strings.HasSuffix(args, " --per_process_gpu_memory_fraction=0.8 --grpc_channel_arguments=grpc.max_concurrent_streams=100") {
 					t.Errorf("args %s", args)
 				}
 				want := "max_batch_size { value: 64 }\nbatch_timeout_micros { value: 2000 }\nmax_enqueued_batches { value: 10 }\nnum_batch_threads { value: 4 }\nallowed_batch_sizes: 16\nallowed_batch_sizes: 32\nallowed_batch_sizes: 64\n"
@@ -637,6 +639,7 @@ func TestOnlyStartupSettingsRollPods(t *testing.T) {
 		"batching":   func(ms *servingv1alpha1.ModelServer) { ms.Spec.Batching = &servingv1alpha1.Batching{MaxBatchSize: 8} },
 		"monitoring": func(ms *servingv1alpha1.ModelServer) { ms.Spec.Monitoring.Enabled = ptr.To(false) },
 		"ports":      func(ms *servingv1alpha1.ModelServer) { ms.Spec.Ports = servingv1alpha1.Ports{GRPC: 9000, REST: 9001} },
+		"extra args": func(ms *servingv1alpha1.ModelServer) { ms.Spec.ExtraArgs = []string{"--enable_model_warmup=false"} },
 	}
 	for name, mutate := range restart {
 		if got, _ := render(mutate); got == base {
@@ -787,7 +790,7 @@ func TestOperatorValuesOverrideEveryDefault(t *testing.T) {
 				// read them then.
 				got.Volume.Size, got.Volume.AccessMode = v.Volume.Size, v.Volume.AccessMode
 			}
-			got.Warnings = v.Warnings // not chart values
+			got.Warnings, got.WaitsForAPIs = v.Warnings, v.WaitsForAPIs // not chart values
 			if !equality.Semantic.DeepEqual(got, v) {
 				want, _ := json.MarshalIndent(v, "", "  ")
 				have, _ := json.MarshalIndent(got, "", "  ")

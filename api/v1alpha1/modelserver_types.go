@@ -130,6 +130,25 @@ type ModelServerSpec struct {
 	// +optional
 	Batching *Batching `json:"batching,omitempty"`
 
+	// extraArgs are more flags for tensorflow_model_server, after the
+	// operator's own: each one flag written --name=value, or --name alone
+	// for a boolean, such as --rest_api_num_threads=16,
+	// --tensorflow_intra_op_parallelism=4 or --enable_model_warmup=false.
+	// The flags the operator sets from the rest of the spec (ports, model
+	// config, batching, monitoring) are refused, and so is a value the
+	// server could not read as its flag's type. A flag TF Serving 2.19 does
+	// not have is passed on with a warning in status.warnings: the server
+	// ignores flags it does not know. A change restarts the pods, one at a
+	// time: TF Serving reads its flags at start.
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=4096
+	// +kubebuilder:validation:items:XValidation:rule="self.matches('^--[a-z][a-z0-9_]*(=.*)?$')",message="spec.extraArgs: each item is one tensorflow_model_server flag, written --name=value (or --name alone for a boolean); the server does not read --name and its value as two items"
+	// +kubebuilder:validation:items:XValidation:rule="!self.matches('^--(port|rest_api_port|model_config_file|model_config_file_poll_wait_seconds|model_name|model_base_path|allow_version_labels_for_unavailable_models|enable_batching|batching_parameters_file|monitoring_config_file)(=.*)?$')",message="spec.extraArgs: the operator sets this flag from the spec: --port and --rest_api_port from spec.ports, the model config from spec.model or spec.models, batching from spec.batching, monitoring from spec.monitoring"
+	// +kubebuilder:validation:items:XValidation:rule="!self.matches('^--(version|help)(=.*)?$')",message="spec.extraArgs: --version and --help make the server print and exit: it would never serve"
+	// +listType=atomic
+	// +optional
+	ExtraArgs []string `json:"extraArgs,omitempty"`
+
 	// monitoring exposes TensorFlow Serving's Prometheus metrics.
 	// +kubebuilder:default={}
 	// +optional

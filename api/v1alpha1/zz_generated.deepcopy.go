@@ -303,6 +303,11 @@ func (in *ModelServerSpec) DeepCopyInto(out *ModelServerSpec) {
 		*out = new(Batching)
 		(*in).DeepCopyInto(*out)
 	}
+	if in.ExtraArgs != nil {
+		in, out := &in.ExtraArgs, &out.ExtraArgs
+		*out = make([]string, len(*in))
+		copy(*out, *in)
+	}
 	in.Monitoring.DeepCopyInto(&out.Monitoring)
 	if in.Ingress != nil {
 		in, out := &in.Ingress, &out.Ingress

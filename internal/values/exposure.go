@@ -23,6 +23,7 @@ func exposure(ms *servingv1alpha1.ModelServer, v *Values, in Inputs) {
 			if *route.on && !in.has(route.kind) {
 				*route.on = false
 				v.Warnings = append(v.Warnings, "spec.gateway: the cluster has no "+APIKey(route.kind)+" API (install the Gateway API); no "+route.kind.Kind+" rendered")
+				v.WaitsForAPIs = true
 			}
 		}
 		for _, p := range g.ParentRefs {

@@ -87,6 +87,8 @@ func servingValues(sp *Spec, v *Values, in Inputs, grpc, rest int32, served []Mo
 		s.Args = append(s.Args, "--enable_batching=true", "--batching_parameters_file="+path.Join(ConfigMountPath, BatchingConfigFile))
 	}
 	monitoring(spec.Monitoring, v, &s, in, rest)
+	s.Args = append(s.Args, spec.ExtraArgs...)
+	v.Warnings = append(v.Warnings, extraArgWarnings(spec.ExtraArgs)...)
 
 	// What TF Serving reads only when it starts: a change must roll the
 	// pods. The model config is polled, but a model's base path is in the
@@ -220,6 +222,7 @@ func monitoring(mon servingv1alpha1.Monitoring, v *Values, s *Serving, in Inputs
 	case sm == nil:
 	case !in.has(ServiceMonitorKind):
 		v.Warnings = append(v.Warnings, "spec.monitoring.serviceMonitor: the cluster has no "+APIKey(ServiceMonitorKind)+" API (install the Prometheus Operator); no ServiceMonitor rendered")
+		v.WaitsForAPIs = true
 	default:
 		interval := sm.Interval
 		if interval == "" {

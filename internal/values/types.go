@@ -52,8 +52,12 @@ type Values struct {
 	NetworkPolicy *NetworkPolicy    `json:"networkPolicy,omitempty"`
 
 	// Warnings name what the spec asks for that cannot be rendered in
-	// this cluster (see Inputs.APIs). They are not chart values.
+	// this cluster (see Inputs.APIs), or that the server would ignore.
+	// They are not chart values.
 	Warnings []string `json:"-"`
+	// WaitsForAPIs says that some of the Warnings are of APIs missing
+	// from the cluster, which nothing watched tells of when they come.
+	WaitsForAPIs bool `json:"-"`
 }
 
 // Names of the rendered objects (see package names). The autoscaler,

@@ -90,6 +90,9 @@ func Validate(ms *servingv1alpha1.ModelServer) (*Spec, error) {
 	if err := checkServing(spec); err != nil {
 		return nil, err
 	}
+	if err := checkExtraArgs(spec.ExtraArgs); err != nil {
+		return nil, err
+	}
 	if err := checkResources(spec.Resources); err != nil {
 		return nil, err
 	}
@@ -266,6 +269,9 @@ func checkUTF8(ms *servingv1alpha1.ModelServer, models []SpecModel) error {
 	}
 	for i, e := range spec.PodTemplate.Env {
 		fields = append(fields, check{fmt.Sprintf("spec.podTemplate.env[%d]", i), e.Name + e.Value})
+	}
+	for i, a := range spec.ExtraArgs {
+		fields = append(fields, check{fmt.Sprintf("spec.extraArgs[%d]", i), a})
 	}
 	for _, f := range fields {
 		if !utf8.ValidString(f.value) {

@@ -316,6 +316,42 @@ func TestAModelFromS3IsFetchedAndServedThroughTheRealProbe(t *testing.T) {
 	logFetch(t, e, ns)
 }
 
+// TestAnExtraServerFlagReachesTheServer: spec.extraArgs reach the
+// server's command line. TF Serving answers with CORS headers only with
+// --rest_api_enable_cors_support, off by default.
+func TestAnExtraServerFlagReachesTheServer(t *testing.T) {
+	t.Parallel()
+	e := realNode(t)
+	ns := e.namespace(t)
+	e.kubectl(t, e.ModelServerYAML(realenv.ModelServer{Name: "flags", URI: halfPlusTwo,
+		SpecExtra: "  extraArgs: [--rest_api_enable_cors_support=true, --rest_api_num_threads=4]\n"}), "-n", ns, "apply", "-f", "-")
+	e.waitReady(t, ns, "flags", 3*time.Minute)
+	if w := e.get(t, ns, "flags").Status.Warnings; len(w) != 0 {
+		t.Errorf("status.warnings %q, want none: both flags are TF Serving's", w)
+	}
+	// Once the Service takes connections (modelStatus waits for that):
+	if got := e.modelStatus(t, ns, "flags", "half_plus_two"); got["123"] != "AVAILABLE" {
+		t.Fatalf("TF Serving (double) reports %v, want version 123 AVAILABLE", got)
+	}
+	s, err := e.cs.CoreV1().Services(ns).Get(context.Background(), "flags", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, err := http.NewRequest(http.MethodGet, "http://"+net.JoinHostPort(s.Spec.ClusterIP, "8501")+"/v1/models/half_plus_two", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Origin", "https://app.example.com")
+	resp, err := (&http.Client{Timeout: 5 * time.Second}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	if got := resp.Header.Get("Access-Control-Allow-Origin"); resp.StatusCode != http.StatusOK || got != "*" {
+		t.Errorf("GET with an Origin: %s, Access-Control-Allow-Origin %q; want 200 and \"*\" (CORS on)", resp.Status, got)
+	}
+}
+
 func TestChangingTheModelFetchesItBesideTheOldOneAndRollsWithoutLosingCapacity(t *testing.T) {
 	e := realNode(t)
 	ns := e.namespace(t)
