@@ -200,7 +200,9 @@ type Autoscaling struct {
 	// +optional
 	TargetMemoryUtilizationPercentage *int32 `json:"targetMemoryUtilizationPercentage,omitempty"`
 	// behavior tunes how fast the autoscaler scales up and down, as in
-	// autoscaling/v2.
+	// autoscaling/v2. What the apiserver would refuse in it (a policy's
+	// value of 0, a period over 1800 seconds, a window over 3600) makes the
+	// ModelServer InvalidSpec, the field named, before anything is created.
 	// +optional
 	Behavior *autoscalingv2.HorizontalPodAutoscalerBehavior `json:"behavior,omitempty"`
 }

@@ -99,12 +99,22 @@ func Validate(ms *servingv1alpha1.ModelServer) (*Spec, error) {
 	if err := checkPodTemplate(spec.PodTemplate); err != nil {
 		return nil, err
 	}
+	_, pvc := userClaim(models)
+	if err := checkObjectSettings(spec, !pvc); err != nil {
+		return nil, err
+	}
+	added := []keyValues{{"spec.podTemplate.labels", spec.PodTemplate.Labels}}
+	if sm := spec.Monitoring.ServiceMonitor; sm != nil {
+		added = append(added, keyValues{"spec.monitoring.serviceMonitor.labels", sm.Labels})
+	}
 	reserved := labels(ms.Name, "", "")
-	for k := range spec.PodTemplate.Labels {
-		_, common := reserved.Common[k]
-		_, selector := reserved.Selector[k]
-		if common || selector {
-			return nil, &Error{"spec.podTemplate.labels", fmt.Sprintf("%q is set by the operator", k)}
+	for _, a := range added {
+		for k := range a.kv {
+			_, common := reserved.Common[k]
+			_, selector := reserved.Selector[k]
+			if common || selector {
+				return nil, &Error{a.field, fmt.Sprintf("%q is set by the operator", k)}
+			}
 		}
 	}
 	return &Spec{ms: ms, Source: source, Models: models, DesiredReplicas: DesiredReplicas(ms)}, nil
@@ -150,7 +160,7 @@ func checkServing(spec servingv1alpha1.ModelServerSpec) error {
 	if a.TargetCPUUtilizationPercentage == nil && a.TargetMemoryUtilizationPercentage == nil {
 		return &Error{"spec.autoscaling", "needs targetCPUUtilizationPercentage or targetMemoryUtilizationPercentage"}
 	}
-	return nil
+	return checkBehavior(a.Behavior)
 }
 
 // specModels are the models ms serves, with their names defaulted, and
@@ -214,10 +224,7 @@ func checkPodTemplate(pt servingv1alpha1.PodTemplate) error {
 	if err := checkSpread(pt.TopologySpreadConstraints); err != nil {
 		return err
 	}
-	for _, m := range []struct {
-		field string
-		kv    map[string]string
-	}{{"spec.podTemplate.labels", pt.Labels}, {"spec.podTemplate.nodeSelector", pt.NodeSelector}} {
+	for _, m := range []keyValues{{"spec.podTemplate.labels", pt.Labels}, {"spec.podTemplate.nodeSelector", pt.NodeSelector}} {
 		if errs := metav1validation.ValidateLabels(m.kv, field.NewPath(m.field)); len(errs) > 0 {
 			return &Error{m.field, firstError(errs)}
 		}

@@ -111,13 +111,20 @@ func labels(ms, chartVersion, appVersion string) Labels {
 	return Labels{Common: common, Pod: pod, Selector: selector}
 }
 
+// userClaim is the location of a pvc:// model: its models are on the
+// user's claim, and the operator makes no volume.
+func userClaim(models []SpecModel) (storageuri.Location, bool) {
+	loc, err := storageuri.Parse(models[0].StorageURI)
+	return loc, err == nil && loc.Scheme == storageuri.SchemePVC
+}
+
 // volume is where the models live: the user's claim for pvc:// (mounted
 // as it is, the path inside it, returned too, being the model), else a
 // claim of our own where each generation is fetched into a directory of
 // its own, so that serving pods keep the previous model until the new one
 // is complete.
 func volume(sp *Spec, claimName string) (Volume, string) {
-	if loc, err := storageuri.Parse(sp.Models[0].StorageURI); err == nil && loc.Scheme == storageuri.SchemePVC {
+	if loc, ok := userClaim(sp.Models); ok {
 		return Volume{Create: false, ClaimName: loc.Claim}, path.Join(ModelsMountPath, path.Clean("/"+loc.Path))
 	}
 	storage := sp.ms.Spec.Storage

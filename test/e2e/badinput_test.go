@@ -157,9 +157,9 @@ func labels17() string {
 
 // TestSpecsTheSchemaAdmitsButCannotWorkAreReportedAndChangeNothing covers
 // what only the operator can see: Secrets that are missing or lack the
-// keys, pod settings the apiserver would refuse on a pod, a server flag
-// TF Serving would refuse at start, and a fetch pod the apiserver
-// refuses. Each is reported in status with a reason and a message, and
+// keys, pod settings the apiserver would refuse on a pod, an autoscaler's
+// behavior it would refuse, a server flag TF Serving would refuse at
+// start, and a fetch pod the apiserver refuses. Each is reported in status with a reason and a message, and
 // nothing is installed (or, for the refused pod, nothing serves).
 func TestSpecsTheSchemaAdmitsButCannotWorkAreReportedAndChangeNothing(t *testing.T) {
 	c, _ := runningOperator(t)
@@ -203,6 +203,8 @@ stringData: {AWS_ACCESS_KEY_ID: AKIAHALFPAIR}
 			"InvalidSpec", "spec.podTemplate.tolerations[0].value", false},
 		{"node affinity of In without values", "s17", validModel + "  podTemplate: {affinity: {nodeAffinity: {requiredDuringSchedulingIgnoredDuringExecution: {nodeSelectorTerms: [{matchExpressions: [{key: example.com/pool, operator: In}]}]}}}}\n",
 			"InvalidSpec", "matchExpressions[0].values: must name at least one value when operator is In", false},
+		{"autoscaler policy of no pods", "s19", "  model:\n    storageUri: s3://m/r\n  autoscaling: {maxReplicas: 3, targetCPUUtilizationPercentage: 60, behavior: {scaleUp: {policies: [{type: Pods, value: 0, periodSeconds: 60}]}}}\n",
+			"InvalidSpec", "spec.autoscaling.behavior.scaleUp.policies[0].value: 0: must be greater than zero", false},
 		{"server flag of the wrong type", "s18", validModel + "  extraArgs: [--rest_api_timeout_in_ms=5s]\n",
 			"InvalidSpec", `spec.extraArgs[0]: --rest_api_timeout_in_ms takes a whole number (32 bits), not "5s"`, false},
 		// The fetcher refuses these URIs; the schema cannot say why, so
@@ -252,7 +254,7 @@ stringData: {AWS_ACCESS_KEY_ID: AKIAHALFPAIR}
 	if msg := kubectl(t, c, "get", "ms", "-n", ns, "-o", "jsonpath={.items[*].status}"); strings.Contains(msg, "hunter2") {
 		t.Errorf("a Secret's value reached a status: %s", msg)
 	}
-	report(t, "spec admitted but unusable (missing or wrong Secret, pod settings the apiserver refuses, a server flag TF Serving would refuse, refused fetch pod)", len(cases),
+	report(t, "spec admitted but unusable (missing or wrong Secret, pod settings or autoscaler behavior the apiserver refuses, a server flag TF Serving would refuse, refused fetch pod)", len(cases),
 		"each reported in status (SecretNotFound, InvalidSecret, InvalidSpec, FetchPodRejected) with the field or key; nothing installed, or for the refused pod nothing serving")
 }
 

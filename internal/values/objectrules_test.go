@@ -1,0 +1,125 @@
+package values
+
+import (
+	"strings"
+	"testing"
+
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/utils/ptr"
+
+	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
+)
+
+func behavior(up, down *autoscalingv2.HPAScalingRules) func(*servingv1alpha1.ModelServer) {
+	return func(ms *servingv1alpha1.ModelServer) {
+		ms.Spec.Replicas = nil
+		ms.Spec.Autoscaling = &servingv1alpha1.Autoscaling{MaxReplicas: 4, TargetCPUUtilizationPercentage: ptr.To[int32](60),
+			Behavior: &autoscalingv2.HorizontalPodAutoscalerBehavior{ScaleUp: up, ScaleDown: down}}
+	}
+}
+
+func policies(p ...autoscalingv2.HPAScalingPolicy) *autoscalingv2.HPAScalingRules {
+	return &autoscalingv2.HPAScalingRules{Policies: p}
+}
+
+// TestAutoscalerBehaviorTheAPIServerRefusesNamesTheField: the
+// autoscaler's behavior the apiserver would refuse is refused before
+// anything is created. Whether the apiserver agrees, case by case, is
+// TestTheOperatorRefusesTheAutoscalerBehaviorTheAPIServerRefuses in
+// controllers.
+func TestAutoscalerBehaviorTheAPIServerRefusesNamesTheField(t *testing.T) {
+	pods := func(value, period int32) autoscalingv2.HPAScalingPolicy {
+		return autoscalingv2.HPAScalingPolicy{Type: autoscalingv2.PodsScalingPolicy, Value: value, PeriodSeconds: period}
+	}
+	selectPolicy := func(s string) *autoscalingv2.HPAScalingRules {
+		p := autoscalingv2.ScalingPolicySelect(s)
+		return &autoscalingv2.HPAScalingRules{SelectPolicy: &p}
+	}
+	tolerance := resource.MustParse("-0.1")
+	for _, tc := range []struct {
+		name        string
+		mutate      func(*servingv1alpha1.ModelServer)
+		field, want string
+	}{
+		{"a policy of no pods", behavior(policies(pods(0, 60)), nil), "spec.autoscaling.behavior.scaleUp.policies[0].value", "0: must be greater than zero"},
+		{"a policy of a period too long", behavior(nil, policies(pods(4, 60), pods(1, 3600))), "spec.autoscaling.behavior.scaleDown.policies[1].periodSeconds", "3600: must be between 1 and 1800"},
+		{"a policy of no period", behavior(policies(pods(1, 0)), nil), "spec.autoscaling.behavior.scaleUp.policies[0].periodSeconds", "0: must be between 1 and 1800"},
+		{"a policy of another type", behavior(policies(autoscalingv2.HPAScalingPolicy{Type: "Percentage", Value: 50, PeriodSeconds: 60}), nil),
+			"spec.autoscaling.behavior.scaleUp.policies[0].type", `"Percentage": must be Pods or Percent`},
+		{"a window of over an hour", behavior(&autoscalingv2.HPAScalingRules{StabilizationWindowSeconds: ptr.To[int32](3601)}, nil),
+			"spec.autoscaling.behavior.scaleUp.stabilizationWindowSeconds", "3601: must be between 0 and 3600"},
+		{"a negative window", behavior(nil, &autoscalingv2.HPAScalingRules{StabilizationWindowSeconds: ptr.To[int32](-1)}),
+			"spec.autoscaling.behavior.scaleDown.stabilizationWindowSeconds", "-1: must be between 0 and 3600"},
+		{"a select policy misspelt", behavior(nil, selectPolicy("Maximum")), "spec.autoscaling.behavior.scaleDown.selectPolicy", `"Maximum": must be Max, Min or Disabled`},
+		{"a negative tolerance", behavior(&autoscalingv2.HPAScalingRules{Tolerance: &tolerance}, nil), "spec.autoscaling.behavior.scaleUp.tolerance", "-100m: must not be negative"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Validate(modelServer(tc.mutate))
+			e, ok := err.(*Error)
+			if !ok {
+				t.Fatalf("Validate = %v, want an *Error naming %s", err, tc.field)
+			}
+			if e.Field != tc.field || !strings.Contains(e.Reason, tc.want) {
+				t.Errorf("Validate = %s: %s\nwant      %s: …%s…", e.Field, e.Reason, tc.field, tc.want)
+			}
+		})
+	}
+
+	for name, mutate := range map[string]func(*servingv1alpha1.ModelServer){
+		"policies at their bounds": behavior(policies(pods(1, 1), autoscalingv2.HPAScalingPolicy{Type: autoscalingv2.PercentScalingPolicy, Value: 100, PeriodSeconds: 1800}),
+			&autoscalingv2.HPAScalingRules{StabilizationWindowSeconds: ptr.To[int32](3600)}),
+		"scale down disabled": behavior(nil, selectPolicy("Disabled")),
+		"no policies":         behavior(&autoscalingv2.HPAScalingRules{StabilizationWindowSeconds: ptr.To[int32](0)}, policies()),
+	} {
+		if _, err := Validate(modelServer(mutate)); err != nil {
+			t.Errorf("%s: Validate = %v, want it accepted", name, err)
+		}
+	}
+}
+
+// TestObjectSettingsTheAPIServerRefusesNameTheField: annotations, labels
+// and a volume size the apiserver would refuse on the Service, the
+// Ingress, the ServiceMonitor or the claim are refused before anything is
+// created.
+func TestObjectSettingsTheAPIServerRefusesNameTheField(t *testing.T) {
+	size := func(q string) func(*servingv1alpha1.ModelServer) {
+		return func(ms *servingv1alpha1.ModelServer) { ms.Spec.Storage.Size = ptr.To(resource.MustParse(q)) }
+	}
+	for _, tc := range []struct {
+		name        string
+		mutate      func(*servingv1alpha1.ModelServer)
+		field, want string
+	}{
+		{"a Service annotation key with a space", func(ms *servingv1alpha1.ModelServer) {
+			ms.Spec.Service.Annotations = map[string]string{"cloud lb": "internal"}
+		}, "spec.service.annotations", `"cloud lb": Invalid value`},
+		{"an Ingress annotation key of two slashes", func(ms *servingv1alpha1.ModelServer) {
+			ms.Spec.Ingress = &servingv1alpha1.IngressSpec{Host: "tf.example.com", Annotations: map[string]string{"a/b/c": "x"}}
+		}, "spec.ingress.annotations", `"a/b/c": Invalid value`},
+		{"a ServiceMonitor label value too long", func(ms *servingv1alpha1.ModelServer) {
+			ms.Spec.Monitoring.ServiceMonitor = &servingv1alpha1.ServiceMonitorSpec{Labels: map[string]string{"release": strings.Repeat("p", 64)}}
+		}, "spec.monitoring.serviceMonitor.labels", "must be no more than 63 bytes"},
+		{"a ServiceMonitor label the operator sets", func(ms *servingv1alpha1.ModelServer) {
+			ms.Spec.Monitoring.ServiceMonitor = &servingv1alpha1.ServiceMonitorSpec{Labels: map[string]string{"app.kubernetes.io/name": "tf"}}
+		}, "spec.monitoring.serviceMonitor.labels", `"app.kubernetes.io/name" is set by the operator`},
+		{"an empty volume", size("0"), "spec.storage.size", "0: must be greater than zero"},
+		{"a negative volume", size("-1Gi"), "spec.storage.size", "-1Gi: must be greater than zero"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Validate(modelServer(tc.mutate))
+			e, ok := err.(*Error)
+			if !ok {
+				t.Fatalf("Validate = %v, want an *Error naming %s", err, tc.field)
+			}
+			if e.Field != tc.field || !strings.Contains(e.Reason, tc.want) {
+				t.Errorf("Validate = %s: %s\nwant      %s: …%s…", e.Field, e.Reason, tc.field, tc.want)
+			}
+		})
+	}
+	// A pvc:// model is on the user's claim: the size is not used.
+	pvc := func(ms *servingv1alpha1.ModelServer) { ms.Spec.Model.StorageURI = "pvc://models/resnet" }
+	if _, err := Validate(modelServer(pvc, size("0"))); err != nil {
+		t.Errorf("a pvc:// model with a size of 0: Validate = %v, want it accepted", err)
+	}
+}
