@@ -7,6 +7,7 @@ import (
 
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -95,10 +96,10 @@ func TestTheOperatorRefusesTheAutoscalerBehaviorTheAPIServerRefuses(t *testing.T
 	}
 }
 
-// TestTheOperatorRefusesTheVolumeSizesAndAnnotationsTheAPIServerRefuses:
-// the same for the model volume's size, on a claim, and for the
-// Service's annotations, on a Service.
-func TestTheOperatorRefusesTheVolumeSizesAndAnnotationsTheAPIServerRefuses(t *testing.T) {
+// TestTheOperatorRefusesTheObjectSettingsTheAPIServerRefuses: the same
+// for the model volume's size, on a claim, the Ingress's host, on an
+// Ingress, and the Service's annotations, on a Service.
+func TestTheOperatorRefusesTheObjectSettingsTheAPIServerRefuses(t *testing.T) {
 	ns := newNamespace(t)
 	for _, size := range []string{"1Gi", "1", "0", "-1Gi", "500m"} {
 		t.Run("size "+size, func(t *testing.T) {
@@ -112,6 +113,24 @@ func TestTheOperatorRefusesTheVolumeSizesAndAnnotationsTheAPIServerRefuses(t *te
 				},
 			}
 			if apiErr := env.client.Create(context.Background(), claim, client.DryRunAll); (refused != nil) != (apiErr != nil) {
+				t.Errorf("the operator: %v\nthe apiserver: %v", refused, apiErr)
+			}
+		})
+	}
+	for _, host := range []string{"tf.example.com", "*.example.com", "198.18.0.10", "010.0.0.1", "1.2.3", "999.1.1.1"} {
+		t.Run("Ingress host "+host, func(t *testing.T) {
+			_, refused := values.Validate(newModelServer(ns, "rules", func(ms *servingv1alpha1.ModelServer) {
+				ms.Spec.Ingress = &servingv1alpha1.IngressSpec{Host: host}
+			}))
+			prefix := networkingv1.PathTypePrefix
+			ingress := &networkingv1.Ingress{
+				ObjectMeta: metav1.ObjectMeta{Namespace: ns, GenerateName: "rules-"},
+				Spec: networkingv1.IngressSpec{Rules: []networkingv1.IngressRule{{Host: host, IngressRuleValue: networkingv1.IngressRuleValue{
+					HTTP: &networkingv1.HTTPIngressRuleValue{Paths: []networkingv1.HTTPIngressPath{{Path: "/", PathType: &prefix,
+						Backend: networkingv1.IngressBackend{Service: &networkingv1.IngressServiceBackend{Name: "rules", Port: networkingv1.ServiceBackendPort{Name: "http"}}}}}},
+				}}}},
+			}
+			if apiErr := env.client.Create(context.Background(), ingress, client.DryRunAll); (refused != nil) != (apiErr != nil) {
 				t.Errorf("the operator: %v\nthe apiserver: %v", refused, apiErr)
 			}
 		})

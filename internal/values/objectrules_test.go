@@ -97,6 +97,9 @@ func TestObjectSettingsTheAPIServerRefusesNameTheField(t *testing.T) {
 		{"an Ingress annotation key of two slashes", func(ms *servingv1alpha1.ModelServer) {
 			ms.Spec.Ingress = &servingv1alpha1.IngressSpec{Host: "tf.example.com", Annotations: map[string]string{"a/b/c": "x"}}
 		}, "spec.ingress.annotations", `"a/b/c": Invalid value`},
+		{"an Ingress for an IP address", func(ms *servingv1alpha1.ModelServer) {
+			ms.Spec.Ingress = &servingv1alpha1.IngressSpec{Host: "198.18.0.10"}
+		}, "spec.ingress.host", `"198.18.0.10": must be a DNS name, not an IP address`},
 		{"a ServiceMonitor label value too long", func(ms *servingv1alpha1.ModelServer) {
 			ms.Spec.Monitoring.ServiceMonitor = &servingv1alpha1.ServiceMonitorSpec{Labels: map[string]string{"release": strings.Repeat("p", 64)}}
 		}, "spec.monitoring.serviceMonitor.labels", "must be no more than 63 bytes"},
