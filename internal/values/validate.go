@@ -103,8 +103,19 @@ func Validate(ms *servingv1alpha1.ModelServer) (*Spec, error) {
 	if err := checkObjectSettings(spec, !pvc); err != nil {
 		return nil, err
 	}
-	added := []keyValues{{"spec.podTemplate.labels", spec.PodTemplate.Labels}}
-	if sm := spec.Monitoring.ServiceMonitor; sm != nil {
+	if err := checkLabelsAdded(ms); err != nil {
+		return nil, err
+	}
+	return &Spec{ms: ms, Source: source, Models: models, DesiredReplicas: DesiredReplicas(ms)}, nil
+}
+
+// checkLabelsAdded refuses labels the spec adds to the operator's own on
+// the pods or the ServiceMonitor where they would set one of those again:
+// a pod's would take over the Service's selector, and the chart would
+// write the key twice.
+func checkLabelsAdded(ms *servingv1alpha1.ModelServer) error {
+	added := []keyValues{{"spec.podTemplate.labels", ms.Spec.PodTemplate.Labels}}
+	if sm := ms.Spec.Monitoring.ServiceMonitor; sm != nil {
 		added = append(added, keyValues{"spec.monitoring.serviceMonitor.labels", sm.Labels})
 	}
 	reserved := labels(ms.Name, "", "")
@@ -113,11 +124,11 @@ func Validate(ms *servingv1alpha1.ModelServer) (*Spec, error) {
 			_, common := reserved.Common[k]
 			_, selector := reserved.Selector[k]
 			if common || selector {
-				return nil, &Error{a.field, fmt.Sprintf("%q is set by the operator", k)}
+				return &Error{a.field, fmt.Sprintf("%q is set by the operator", k)}
 			}
 		}
 	}
-	return &Spec{ms: ms, Source: source, Models: models, DesiredReplicas: DesiredReplicas(ms)}, nil
+	return nil
 }
 
 // uriProblem is what the URI parser says is wrong, without the URI: the
