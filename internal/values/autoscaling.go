@@ -4,7 +4,10 @@ import (
 	"fmt"
 
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
 )
 
 // The apiserver's bounds of an autoscaler's scaling rules.
@@ -68,4 +71,28 @@ func checkScalingRules(r autoscalingv2.HPAScalingRules, path *field.Path) error 
 		return &Error{path.Child("tolerance").String(), fmt.Sprintf("%s: must not be negative", t.String())}
 	}
 	return nil
+}
+
+// unmeasuredTargets warn of utilization targets the autoscaler cannot
+// measure: it reads a pod's use as a share of its containers' requests,
+// and without a request (or a limit, which the request then defaults to)
+// it reports the metric missing and never scales. A LimitRange of the
+// namespace may give the pods one, so the spec is not refused.
+func unmeasuredTargets(a *servingv1alpha1.Autoscaling, r corev1.ResourceRequirements) []string {
+	var warnings []string
+	for _, t := range []struct {
+		field string
+		name  corev1.ResourceName
+		set   bool
+	}{
+		{"targetCPUUtilizationPercentage", corev1.ResourceCPU, a.TargetCPUUtilizationPercentage != nil},
+		{"targetMemoryUtilizationPercentage", corev1.ResourceMemory, a.TargetMemoryUtilizationPercentage != nil},
+	} {
+		_, request := r.Requests[t.name]
+		_, limit := r.Limits[t.name]
+		if t.set && !request && !limit {
+			warnings = append(warnings, fmt.Sprintf("spec.autoscaling.%s: the serving container has no %s request (spec.resources.requests.%s): the autoscaler measures use as a share of it, and will not scale unless a LimitRange of the namespace gives the pods one", t.field, t.name, t.name))
+		}
+	}
+	return warnings
 }

@@ -1,10 +1,12 @@
 package values
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/utils/ptr"
 
@@ -124,5 +126,48 @@ func TestObjectSettingsTheAPIServerRefusesNameTheField(t *testing.T) {
 	pvc := func(ms *servingv1alpha1.ModelServer) { ms.Spec.Model.StorageURI = "pvc://models/resnet" }
 	if _, err := Validate(modelServer(pvc, size("0"))); err != nil {
 		t.Errorf("a pvc:// model with a size of 0: Validate = %v, want it accepted", err)
+	}
+}
+
+// TestUtilizationTargetsWithoutARequestAreWarnedOf: the autoscaler
+// measures use as a share of the serving container's request, so a target
+// without a request (or a limit) is warned of; nothing is refused, since a
+// LimitRange may give the pods one.
+func TestUtilizationTargetsWithoutARequestAreWarnedOf(t *testing.T) {
+	autoscaled := func(cpu, memory bool, r corev1.ResourceRequirements) func(*servingv1alpha1.ModelServer) {
+		return func(ms *servingv1alpha1.ModelServer) {
+			ms.Spec.Replicas = nil
+			ms.Spec.Resources = r
+			ms.Spec.Autoscaling = &servingv1alpha1.Autoscaling{MaxReplicas: 4}
+			if cpu {
+				ms.Spec.Autoscaling.TargetCPUUtilizationPercentage = ptr.To[int32](70)
+			}
+			if memory {
+				ms.Spec.Autoscaling.TargetMemoryUtilizationPercentage = ptr.To[int32](80)
+			}
+		}
+	}
+	cpuWarning := "spec.autoscaling.targetCPUUtilizationPercentage: the serving container has no cpu request (spec.resources.requests.cpu): the autoscaler measures use as a share of it, and will not scale unless a LimitRange of the namespace gives the pods one"
+	memoryWarning := "spec.autoscaling.targetMemoryUtilizationPercentage: the serving container has no memory request (spec.resources.requests.memory): the autoscaler measures use as a share of it, and will not scale unless a LimitRange of the namespace gives the pods one"
+	for _, tc := range []struct {
+		name   string
+		mutate func(*servingv1alpha1.ModelServer)
+		want   []string
+	}{
+		{"CPU target, no resources", autoscaled(true, false, corev1.ResourceRequirements{}), []string{cpuWarning}},
+		{"both targets, no resources", autoscaled(true, true, corev1.ResourceRequirements{}), []string{cpuWarning, memoryWarning}},
+		{"both targets, a CPU request", autoscaled(true, true, corev1.ResourceRequirements{Requests: resources("cpu", "1")}), []string{memoryWarning}},
+		{"memory target, a memory limit", autoscaled(false, true, corev1.ResourceRequirements{Limits: resources("memory", "2Gi")}), nil},
+		{"CPU target, a CPU request", autoscaled(true, false, corev1.ResourceRequirements{Requests: resources("cpu", "500m", "memory", "1Gi")}), nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v, err := For(modelServer(tc.mutate), fetched)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(v.Warnings, tc.want) || v.WaitsForAPIs {
+				t.Errorf("warnings %q (waits for APIs: %v), want %q and no wait", v.Warnings, v.WaitsForAPIs, tc.want)
+			}
+		})
 	}
 }

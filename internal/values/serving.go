@@ -254,6 +254,7 @@ func scale(sp *Spec, v *Values, s *Serving, in Inputs, hasData bool) {
 	maxPods := desired
 	if a := spec.Autoscaling; a != nil {
 		maxPods = a.MaxReplicas
+		v.Warnings = append(v.Warnings, unmeasuredTargets(a, spec.Resources)...)
 	}
 	if maxPods > 1 {
 		// One pod at a time may be evicted: node drains proceed, capacity
