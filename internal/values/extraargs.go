@@ -50,7 +50,7 @@ func checkExtraArgs(args []string) error {
 		}
 		if !hasValue {
 			if f.Kind != servingflags.Bool {
-				return &Error{field, fmt.Sprintf("--%s takes a value (%s): write --%s=VALUE", name, f.Kind, name)}
+				return &Error{field, fmt.Sprintf("--%s takes a value, %s: write --%s=VALUE", name, kindPhrase(f.Kind), name)}
 			}
 			value = "true"
 		}

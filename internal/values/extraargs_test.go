@@ -21,7 +21,7 @@ func TestExtraArgsTheServerCouldNotStartWithAreRefused(t *testing.T) {
 		args        []string
 		field, want string
 	}{
-		{"a value as its own item", []string{"--rest_api_num_threads", "16"}, "spec.extraArgs[0]", "--rest_api_num_threads takes a value (int32): write --rest_api_num_threads=VALUE"},
+		{"a value as its own item", []string{"--rest_api_num_threads", "16"}, "spec.extraArgs[0]", "--rest_api_num_threads takes a value, a whole number (32 bits): write --rest_api_num_threads=VALUE"},
 		{"a positional argument", []string{"--enable_model_warmup", "16"}, "spec.extraArgs[1]", `"16": not one tensorflow_model_server flag`},
 		{"one dash", []string{"-rest_api_num_threads=16"}, "spec.extraArgs[0]", "not one tensorflow_model_server flag"},
 		{"a name in capitals", []string{"--Port=1"}, "spec.extraArgs[0]", "not one tensorflow_model_server flag"},
