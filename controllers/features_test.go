@@ -15,6 +15,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	nodev1 "k8s.io/api/node/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -517,5 +518,45 @@ func TestExtraServerFlagsReachTheServerAndOneItLacksIsWarnedOf(t *testing.T) {
 	}
 	if after.Spec.Template.Annotations["checksum/config"] == d.Spec.Template.Annotations["checksum/config"] {
 		t.Error("the pods' checksum did not change with their flags")
+	}
+}
+
+// TestServingPodsRunWithTheRuntimeClassAndAMissingOneIsNamed: the serving
+// pods carry spec.podTemplate.runtimeClassName, the fetch pod does not;
+// a runtime class the cluster lacks is named in the status, from the
+// Deployment's refused pods, and once it is created the ModelServer
+// becomes Ready.
+func TestServingPodsRunWithTheRuntimeClassAndAMissingOneIsNamed(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	class := "gpu-runtime-" + ns
+	ms := newModelServer(ns, "runtime", func(ms *servingv1alpha1.ModelServer) { ms.Spec.PodTemplate.RuntimeClassName = class })
+	if err := env.client.Create(ctx, ms); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 60*time.Second, "the missing runtime class named", func(ctx context.Context) (bool, string) {
+		got := &servingv1alpha1.ModelServer{}
+		if err := env.client.Get(ctx, client.ObjectKeyFromObject(ms), got); err != nil {
+			return false, err.Error()
+		}
+		return strings.Contains(got.Status.Message, `RuntimeClass "`+class+`" not found`), string(got.Status.Phase) + ": " + got.Status.Message
+	})
+	t.Logf("status.message: %s", get(t, ns, "runtime", &servingv1alpha1.ModelServer{}).Status.Message)
+	rc := &nodev1.RuntimeClass{ObjectMeta: metav1.ObjectMeta{Name: class}, Handler: "runc"}
+	if err := env.client.Create(ctx, rc); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.client.Delete(context.Background(), rc) })
+	waitReady(t, ms)
+	d := get(t, ns, "runtime", &appsv1.Deployment{})
+	if got := d.Spec.Template.Spec.RuntimeClassName; got == nil || *got != class {
+		t.Errorf("serving pods' runtime class %v, want %q", got, class)
+	}
+	var jobs batchv1.JobList
+	if err := env.client.List(ctx, &jobs, client.InNamespace(ns)); err != nil || len(jobs.Items) == 0 {
+		t.Fatalf("fetch Jobs: %v (%d)", err, len(jobs.Items))
+	}
+	if rc := jobs.Items[0].Spec.Template.Spec.RuntimeClassName; rc != nil {
+		t.Errorf("the fetch pod runs with runtime class %q", *rc)
 	}
 }

@@ -395,6 +395,7 @@ func renderCases() []renderCase { //nolint:gocognit // a table of cases: each ca
 				ms.Spec.Resources.Limits = corev1.ResourceList{values.GPUResource: resource.MustParse("1")}
 				ms.Spec.Batching = &servingv1alpha1.Batching{MaxBatchSize: 64, BatchTimeoutMicros: ptr.To[int64](2000), MaxEnqueuedBatches: 10, NumBatchThreads: ptr.To[int32](4), AllowedBatchSizes: []int32{16, 32, 64}}
 				ms.Spec.PodTemplate.PriorityClassName = "serving-critical"
+				ms.Spec.PodTemplate.RuntimeClassName = "nvidia"
 				ms.Spec.PodTemplate.TerminationGracePeriodSeconds = ptr.To[int64](60)
 				ms.Spec.PodTemplate.DrainSeconds = ptr.To[int64](15)
 				ms.Spec.PodTemplate.LoadTimeoutSeconds = ptr.To[int64](1800)
@@ -425,6 +426,12 @@ func renderCases() []renderCase { //nolint:gocognit // a table of cases: each ca
 				}
 				if ps.PriorityClassName != "serving-critical" || ptr.Deref(ps.TerminationGracePeriodSeconds, 0) != 60 {
 					t.Errorf("priority %q grace %v", ps.PriorityClassName, ps.TerminationGracePeriodSeconds)
+				}
+				if ptr.Deref(ps.RuntimeClassName, "") != "nvidia" {
+					t.Errorf("runtime class %v, want nvidia", ps.RuntimeClassName)
+				}
+				if rc := objs.jobs[0].Spec.Template.Spec.RuntimeClassName; rc != nil {
+					t.Errorf("the fetch pod runs with runtime class %q: it needs no GPU", *rc)
 				}
 				if l := ps.Containers[0].Lifecycle; l == nil || l.PreStop == nil || l.PreStop.Sleep == nil || l.PreStop.Sleep.Seconds != 15 {
 					t.Errorf("preStop = %+v, want a 15s sleep", l)
@@ -1010,8 +1017,8 @@ func checkStack(t *testing.T, ms *servingv1alpha1.ModelServer, v *values.Values,
 	if ps.TerminationGracePeriodSeconds == nil || *ps.TerminationGracePeriodSeconds != v.Serving.TerminationGracePeriodSeconds {
 		t.Errorf("terminationGracePeriodSeconds = %v, want %d", ps.TerminationGracePeriodSeconds, v.Serving.TerminationGracePeriodSeconds)
 	}
-	if ps.PriorityClassName != v.Serving.PriorityClassName {
-		t.Errorf("priorityClassName = %q, want %q", ps.PriorityClassName, v.Serving.PriorityClassName)
+	if ps.PriorityClassName != v.Serving.PriorityClassName || ptr.Deref(ps.RuntimeClassName, "") != v.Serving.RuntimeClassName {
+		t.Errorf("priorityClassName = %q, runtimeClassName = %v, want %q and %q", ps.PriorityClassName, ps.RuntimeClassName, v.Serving.PriorityClassName, v.Serving.RuntimeClassName)
 	}
 	if !equality.Semantic.DeepEqual(ps.TopologySpreadConstraints, v.Serving.TopologySpreadConstraints) {
 		t.Errorf("topologySpreadConstraints = %+v, want %+v", ps.TopologySpreadConstraints, v.Serving.TopologySpreadConstraints)

@@ -546,6 +546,13 @@ type PodTemplate struct {
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`
 	// +optional
 	PriorityClassName string `json:"priorityClassName,omitempty"`
+	// runtimeClassName of the serving pods: the container runtime handler
+	// they run with, such as nvidia on GPU nodes whose default runtime does
+	// not reach the GPUs. The fetch pod keeps the cluster's default.
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`
+	// +optional
+	RuntimeClassName string `json:"runtimeClassName,omitempty"`
 	// topologySpreadConstraints of the serving pods. Default: spread over
 	// zones, and over nodes when the model volume can be mounted on
 	// several nodes (ReadWriteMany), both as a preference.

@@ -50,6 +50,7 @@ func servingValues(sp *Spec, v *Values, in Inputs, grpc, rest int32, served []Mo
 		RESTPort:                      rest,
 		Tolerations:                   pt.Tolerations,
 		PriorityClassName:             pt.PriorityClassName,
+		RuntimeClassName:              pt.RuntimeClassName,
 		TopologySpreadConstraints:     pt.TopologySpreadConstraints,
 		TerminationGracePeriodSeconds: ptr.Deref(pt.TerminationGracePeriodSeconds, 30),
 		DrainSeconds:                  ptr.Deref(pt.DrainSeconds, 5),

@@ -167,6 +167,7 @@ type Serving struct {
 	// when the pods ask for GPUs.
 	Tolerations                   []corev1.Toleration               `json:"tolerations,omitempty"`
 	PriorityClassName             string                            `json:"priorityClassName,omitempty"`
+	RuntimeClassName              string                            `json:"runtimeClassName,omitempty"`
 	TopologySpreadConstraints     []corev1.TopologySpreadConstraint `json:"topologySpreadConstraints,omitempty"`
 	TerminationGracePeriodSeconds int64                             `json:"terminationGracePeriodSeconds"`
 	DrainSeconds                  int64                             `json:"drainSeconds"`
