@@ -91,12 +91,19 @@ func kindPhrase(k servingflags.Kind) string {
 }
 
 // extraArgWarnings name the extra args TF Serving would ignore: flags
-// the server the operator knows does not have. A newer server may have
-// them, so they are passed on.
+// the server the operator knows does not have (a newer server may have
+// them, so they are passed on), and a flag set again, whose earlier
+// values the server drops for the last.
 func extraArgWarnings(args []string) []string {
 	var warnings []string
+	first := map[string]int{}
 	for i, arg := range args {
 		name, _, _, _ := servingflags.Split(arg)
+		if j, seen := first[name]; seen {
+			warnings = append(warnings, fmt.Sprintf("spec.extraArgs[%d]: --%s is set again (first in spec.extraArgs[%d]); TF Serving keeps only the last value", i, name, j))
+			continue
+		}
+		first[name] = i
 		if _, known := servingflags.Lookup(name); !known {
 			warnings = append(warnings, fmt.Sprintf("spec.extraArgs[%d]: tensorflow_model_server %s has no flag --%s; TF Serving ignores a flag it does not have", i, servingflags.Version, name))
 		}

@@ -93,3 +93,25 @@ func TestExtraArgsFollowTheOperatorsAndRollThePods(t *testing.T) {
 		t.Errorf("warnings without extra args: %q", base.Warnings)
 	}
 }
+
+// TestAFlagSetTwiceIsWarnedOf: the server keeps the last of a flag's
+// values, so the earlier item does nothing; each repeat is named with
+// the item it repeats, and a repeated unknown flag is named once as
+// unknown.
+func TestAFlagSetTwiceIsWarnedOf(t *testing.T) {
+	v, err := For(modelServer(extraArgs(
+		"--rest_api_num_threads=16", "--enable_model_warmup", "--rest_api_num_threads=32",
+		"--enable_model_warmup=true", "--no_such_flag=1", "--no_such_flag=2")), fetched)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"spec.extraArgs[2]: --rest_api_num_threads is set again (first in spec.extraArgs[0]); TF Serving keeps only the last value",
+		"spec.extraArgs[3]: --enable_model_warmup is set again (first in spec.extraArgs[1]); TF Serving keeps only the last value",
+		"spec.extraArgs[4]: tensorflow_model_server 2.19 has no flag --no_such_flag; TF Serving ignores a flag it does not have",
+		"spec.extraArgs[5]: --no_such_flag is set again (first in spec.extraArgs[4]); TF Serving keeps only the last value",
+	}
+	if !slices.Equal(v.Warnings, want) {
+		t.Errorf("warnings\n got %q\nwant %q", v.Warnings, want)
+	}
+}
