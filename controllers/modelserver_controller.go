@@ -212,6 +212,7 @@ func (r *ModelServerReconciler) reconcileNormal(ctx context.Context, ms *serving
 	report.Selector, report.Endpoints, report.Warnings = want.Selector, want.Endpoints, want.Values.Warnings
 	report.Deployment = obs.Deployment
 	report.DesiredReplicas = desiredReplicas(ms, want, obs.Deployment)
+	r.reportAutoscaler(ms, obs, &report)
 	if report.Fetch != status.FetchSucceeded {
 		if reason, msg, err := r.checkSecrets(ctx, ms, want.Spec.Models); err != nil {
 			return ctrl.Result{}, err
@@ -266,6 +267,9 @@ func (r *ModelServerReconciler) lookAgain(obs *observed, waitsForAPIs bool) ctrl
 	sooner(obs.lookAgainIn)
 	// So are serving pods that are not ready and no longer progressing.
 	sooner(obs.stalledLookAgainIn)
+	// And an autoscaler that says it cannot scale: its syncs wake nothing
+	// while it says the same.
+	sooner(obs.autoscalerLookAgainIn)
 	// The Job controller retries a refused pod without a change the
 	// watches see; look again soon to notice when it gets through.
 	if obs.podRejected {

@@ -6,10 +6,12 @@ import (
 	"maps"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -45,6 +47,11 @@ type observed struct {
 	// fetchPodsProblem is what the unstarted fetch pods say keeps them
 	// from starting, once one has stood so for fetchPodStartGrace.
 	fetchPodsProblem string
+	// autoscaler is the serving pods' autoscaler, if the spec asks for
+	// one and it exists; autoscalerLookAgainIn, when a fault it says has
+	// lasted status.AutoscalerGrace.
+	autoscaler            *autoscalingv2.HorizontalPodAutoscaler
+	autoscalerLookAgainIn time.Duration
 }
 
 // observe reads the ModelServer's fetch Jobs (with what their pods left
@@ -60,8 +67,44 @@ func (r *ModelServerReconciler) observe(ctx context.Context, ms *servingv1alpha1
 		return nil, err
 	}
 	obs.Deployment = d
+	if ms.Spec.Autoscaling != nil {
+		if obs.autoscaler, err = r.observeAutoscaler(ctx, ms); err != nil {
+			return nil, err
+		}
+	}
 	return obs, nil
 }
+
+// observeAutoscaler reads the serving pods' autoscaler from the cache; nil
+// if it does not exist.
+func (r *ModelServerReconciler) observeAutoscaler(ctx context.Context, ms *servingv1alpha1.ModelServer) (*autoscalingv2.HorizontalPodAutoscaler, error) {
+	hpa := &autoscalingv2.HorizontalPodAutoscaler{}
+	err := r.Get(ctx, types.NamespacedName{Namespace: ms.Namespace, Name: names.Deployment(ms.Name)}, hpa)
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return hpa, nil
+}
+
+// reportAutoscaler puts what keeps the autoscaler from scaling, once it
+// has lasted, in the status's warnings, with a Warning Event once per
+// fault: the ModelServer serves, at the count it has, and stays Ready.
+func (r *ModelServerReconciler) reportAutoscaler(ms *servingv1alpha1.ModelServer, obs *observed, report *status.Observation) {
+	report.AutoscalerProblem, obs.autoscalerLookAgainIn = status.AutoscalerProblem(obs.autoscaler, r.clock().Now())
+	if report.AutoscalerProblem == "" {
+		r.problems.resolved(ms.UID, eventAutoscalerInactive)
+		return
+	}
+	r.warn(ms, eventAutoscalerInactive, "Autoscale", sentence("%s", strings.TrimPrefix(report.AutoscalerProblem, "spec.autoscaling: ")))
+}
+
+// eventAutoscalerInactive is the reason of the Warning that says the
+// autoscaler cannot scale: a ModelServer that stays Ready has no other
+// Event to show it by.
+const eventAutoscalerInactive = "AutoscalerInactive"
 
 // observeFetchJobs reads the ModelServer's model-fetch Jobs from the cache.
 // A Job that has ended gets the termination message of its pod, unless the

@@ -47,13 +47,13 @@ var Kinds = []Kind{
 		Changed:  predicate.Funcs{UpdateFunc: deploymentChanged},
 		Rendered: func(v *values.Values) []string { return []string{v.Names.Deployment} }},
 	{Name: "HorizontalPodAutoscaler", Group: "autoscaling", Resource: "horizontalpodautoscalers",
-		New: func() client.Object { return &autoscalingv2.HorizontalPodAutoscaler{} },
-		// Their status says nothing the ModelServer reports; a change of
-		// spec or a deletion is what matters. So for the kinds below.
-		Changed:  predicate.GenerationChangedPredicate{},
+		New:      func() client.Object { return &autoscalingv2.HorizontalPodAutoscaler{} },
+		Changed:  predicate.Funcs{UpdateFunc: autoscalerChanged},
 		Rendered: func(v *values.Values) []string { return when(v.Autoscaling != nil, v.Names.Deployment) }},
 	{Name: "Ingress", Group: "networking.k8s.io", Resource: "ingresses",
-		New:      func() client.Object { return &networkingv1.Ingress{} },
+		New: func() client.Object { return &networkingv1.Ingress{} },
+		// Their status says nothing the ModelServer reports; a change of
+		// spec or a deletion is what matters. So for the kinds below.
 		Changed:  predicate.GenerationChangedPredicate{},
 		Rendered: func(v *values.Values) []string { return when(v.Ingress != nil, v.Names.Deployment) }},
 	{Name: "Job", Group: "batch", Resource: "jobs",

@@ -2,6 +2,7 @@ package owned
 
 import (
 	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -27,6 +28,18 @@ func deploymentChanged(e event.UpdateEvent) bool {
 		o.Status.ReadyReplicas != n.Status.ReadyReplicas ||
 		status.RolloutProblem(o) != status.RolloutProblem(n) ||
 		!equality.Semantic.DeepEqual(o.Labels, n.Labels)
+}
+
+// autoscalerChanged lets through a new spec, and a change of what the
+// autoscaler says keeps it from scaling; not the metrics and counts it
+// rewrites at each sync (every 15 s).
+func autoscalerChanged(e event.UpdateEvent) bool {
+	o, okOld := e.ObjectOld.(*autoscalingv2.HorizontalPodAutoscaler)
+	n, okNew := e.ObjectNew.(*autoscalingv2.HorizontalPodAutoscaler)
+	if !okOld || !okNew {
+		return true
+	}
+	return o.Generation != n.Generation || status.AutoscalerFault(o) != status.AutoscalerFault(n)
 }
 
 func jobChanged(e event.UpdateEvent) bool {

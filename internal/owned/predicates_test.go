@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 )
@@ -30,6 +31,39 @@ func TestARolloutProblemWakesTheReconcilerOnce(t *testing.T) {
 		{"the refusal ends", refused("b"), &appsv1.Deployment{}, true},
 	} {
 		if got := deploymentChanged(event.UpdateEvent{ObjectOld: tc.old, ObjectNew: tc.new}); got != tc.want {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// An autoscaler that starts or stops saying it cannot scale wakes the
+// reconciler; the metrics and counts it rewrites at each sync do not.
+func TestAnAutoscalersFaultWakesTheReconciler(t *testing.T) {
+	hpa := func(active corev1.ConditionStatus, reason string, current int32) *autoscalingv2.HorizontalPodAutoscaler {
+		h := &autoscalingv2.HorizontalPodAutoscaler{}
+		h.Generation = 1
+		h.Status.CurrentReplicas = current
+		h.Status.Conditions = []autoscalingv2.HorizontalPodAutoscalerCondition{
+			{Type: autoscalingv2.AbleToScale, Status: corev1.ConditionTrue, Reason: "SucceededGetScale"},
+			{Type: autoscalingv2.ScalingActive, Status: active, Reason: reason},
+		}
+		return h
+	}
+	respec := hpa(corev1.ConditionTrue, "ValidMetricFound", 2)
+	respec.Generation = 2
+	for _, tc := range []struct {
+		name     string
+		old, new *autoscalingv2.HorizontalPodAutoscaler
+		want     bool
+	}{
+		{"a sync", hpa(corev1.ConditionTrue, "ValidMetricFound", 2), hpa(corev1.ConditionTrue, "ValidMetricFound", 3), false},
+		{"metrics lost", hpa(corev1.ConditionTrue, "ValidMetricFound", 2), hpa(corev1.ConditionFalse, "FailedGetResourceMetric", 2), true},
+		{"still lost", hpa(corev1.ConditionFalse, "FailedGetResourceMetric", 2), hpa(corev1.ConditionFalse, "FailedGetResourceMetric", 2), false},
+		{"another fault", hpa(corev1.ConditionFalse, "FailedGetResourceMetric", 2), hpa(corev1.ConditionFalse, "InvalidSelector", 2), true},
+		{"metrics back", hpa(corev1.ConditionFalse, "FailedGetResourceMetric", 2), hpa(corev1.ConditionTrue, "ValidMetricFound", 2), true},
+		{"a new spec", hpa(corev1.ConditionTrue, "ValidMetricFound", 2), respec, true},
+	} {
+		if got := autoscalerChanged(event.UpdateEvent{ObjectOld: tc.old, ObjectNew: tc.new}); got != tc.want {
 			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"cmp"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -67,6 +68,9 @@ type Observation struct {
 	// Warnings are parts of the spec that could not be honoured, such as
 	// routes of an API the cluster does not have.
 	Warnings []string
+	// AutoscalerProblem is what keeps the autoscaler from scaling, once
+	// it has lasted (AutoscalerProblem): a warning too.
+	AutoscalerProblem string
 
 	Deployment *appsv1.Deployment
 	// DesiredReplicas is the number of serving pods wanted: the spec's,
@@ -173,6 +177,9 @@ func Compute(old servingv1alpha1.ModelServerStatus, o Observation, now time.Time
 		Release:            o.Release,
 		Endpoints:          o.Endpoints,
 		Warnings:           o.Warnings,
+	}
+	if o.AutoscalerProblem != "" {
+		st.Warnings = append(slices.Clip(o.Warnings), o.AutoscalerProblem)
 	}
 	var modelNames []string
 	for _, m := range o.Models {

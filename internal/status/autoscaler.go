@@ -1,0 +1,69 @@
+package status
+
+import (
+	"fmt"
+	"regexp"
+	"time"
+
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	corev1 "k8s.io/api/core/v1"
+)
+
+// AutoscalerGrace is how long the autoscaler may say it cannot set the
+// replica count before the ModelServer says so. A new autoscaler has no
+// metrics of new pods until the metrics pipeline has scraped them (a
+// minute or so with metrics-server), and says so meanwhile: that is a
+// wait, not a fault. A cluster without a metrics API, a target without
+// the resource request it is a share of, or a scale the autoscaler cannot
+// read or write say it for good.
+const AutoscalerGrace = 2 * time.Minute
+
+// podName is how the autoscaler names the pod a metric is missing for.
+// Another pod may be named at each of its syncs (every 15 s): left in, it
+// would rewrite the status each time.
+var podName = regexp.MustCompile(` of Pod [^ :]+`)
+
+// AutoscalerProblem is what the autoscaler says keeps it from setting the
+// replica count, once it has said so for AutoscalerGrace, as a warning
+// for status.warnings; or "" with how long until the problem it says now,
+// if any, has lasted that long. hpa may be nil.
+func AutoscalerProblem(hpa *autoscalingv2.HorizontalPodAutoscaler, now time.Time) (problem string, due time.Duration) {
+	c := autoscalerFault(hpa)
+	if c == nil {
+		return "", 0
+	}
+	if left := c.LastTransitionTime.Add(AutoscalerGrace).Sub(now); left > 0 {
+		return "", left
+	}
+	return oneLine(fmt.Sprintf("spec.autoscaling: the autoscaler cannot scale the serving pods (%s): %s",
+		c.Reason, podName.ReplaceAllString(c.Message, " of a serving pod"))), 0
+}
+
+// AutoscalerFault is the reason the autoscaler gives for not scaling, or
+// "": what of its status, rewritten at each of its syncs, matters to the
+// ModelServer. A new message for the same reason is read at the next
+// reconcile.
+func AutoscalerFault(hpa *autoscalingv2.HorizontalPodAutoscaler) string {
+	if c := autoscalerFault(hpa); c != nil {
+		return c.Reason
+	}
+	return ""
+}
+
+// autoscalerFault is the autoscaler's condition saying it cannot scale:
+// AbleToScale (a scale it cannot read or write), else ScalingActive
+// (metrics it cannot read or use, a selector it cannot use, a target
+// scaled to zero) when False; or nil.
+func autoscalerFault(hpa *autoscalingv2.HorizontalPodAutoscaler) *autoscalingv2.HorizontalPodAutoscalerCondition {
+	if hpa == nil {
+		return nil
+	}
+	for _, t := range []autoscalingv2.HorizontalPodAutoscalerConditionType{autoscalingv2.AbleToScale, autoscalingv2.ScalingActive} {
+		for i, c := range hpa.Status.Conditions {
+			if c.Type == t && c.Status == corev1.ConditionFalse {
+				return &hpa.Status.Conditions[i]
+			}
+		}
+	}
+	return nil
+}
