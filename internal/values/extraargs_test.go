@@ -2,7 +2,6 @@ package values
 
 import (
 	"slices"
-	"strings"
 	"testing"
 
 	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
@@ -38,16 +37,7 @@ func TestExtraArgsTheServerCouldNotStartWithAreRefused(t *testing.T) {
 		{"all three parallelisms", []string{"--tensorflow_session_parallelism=4", "--tensorflow_intra_op_parallelism=2", "--tensorflow_inter_op_parallelism=2"}, "spec.extraArgs", "not all three"},
 		{"ALTS and TLS", []string{"--ssl_config_file=/x", "--use_alts_credentials"}, "spec.extraArgs", "exclude each other"},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			_, err := Validate(modelServer(extraArgs(tc.args...)))
-			e, ok := err.(*Error)
-			if !ok {
-				t.Fatalf("Validate = %v, want an *Error naming %s", err, tc.field)
-			}
-			if e.Field != tc.field || !strings.Contains(e.Reason, tc.want) {
-				t.Errorf("Validate = %s: %s\nwant      %s: …%s…", e.Field, e.Reason, tc.field, tc.want)
-			}
-		})
+		t.Run(tc.name, func(t *testing.T) { expectRefused(t, modelServer(extraArgs(tc.args...)), tc.field, tc.want) })
 	}
 
 	for _, args := range [][]string{

@@ -56,16 +56,7 @@ func TestAutoscalerBehaviorTheAPIServerRefusesNamesTheField(t *testing.T) {
 		{"a select policy misspelt", behavior(nil, selectPolicy("Maximum")), "spec.autoscaling.behavior.scaleDown.selectPolicy", `"Maximum": must be Max, Min or Disabled`},
 		{"a negative tolerance", behavior(&autoscalingv2.HPAScalingRules{Tolerance: &tolerance}, nil), "spec.autoscaling.behavior.scaleUp.tolerance", "-100m: must not be negative"},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			_, err := Validate(modelServer(tc.mutate))
-			e, ok := err.(*Error)
-			if !ok {
-				t.Fatalf("Validate = %v, want an *Error naming %s", err, tc.field)
-			}
-			if e.Field != tc.field || !strings.Contains(e.Reason, tc.want) {
-				t.Errorf("Validate = %s: %s\nwant      %s: …%s…", e.Field, e.Reason, tc.field, tc.want)
-			}
-		})
+		t.Run(tc.name, func(t *testing.T) { expectRefused(t, modelServer(tc.mutate), tc.field, tc.want) })
 	}
 
 	for name, mutate := range map[string]func(*servingv1alpha1.ModelServer){
@@ -111,16 +102,7 @@ func TestObjectSettingsTheAPIServerRefusesNameTheField(t *testing.T) {
 		{"an empty volume", size("0"), "spec.storage.size", "0: must be greater than zero"},
 		{"a negative volume", size("-1Gi"), "spec.storage.size", "-1Gi: must be greater than zero"},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			_, err := Validate(modelServer(tc.mutate))
-			e, ok := err.(*Error)
-			if !ok {
-				t.Fatalf("Validate = %v, want an *Error naming %s", err, tc.field)
-			}
-			if e.Field != tc.field || !strings.Contains(e.Reason, tc.want) {
-				t.Errorf("Validate = %s: %s\nwant      %s: …%s…", e.Field, e.Reason, tc.field, tc.want)
-			}
-		})
+		t.Run(tc.name, func(t *testing.T) { expectRefused(t, modelServer(tc.mutate), tc.field, tc.want) })
 	}
 	// A pvc:// model is on the user's claim: the size is not used.
 	pvc := func(ms *servingv1alpha1.ModelServer) { ms.Spec.Model.StorageURI = "pvc://models/resnet" }

@@ -30,6 +30,20 @@ func modelServer(mutate ...func(*servingv1alpha1.ModelServer)) *servingv1alpha1.
 	return ms
 }
 
+// expectRefused fails the test unless ms is refused with an *Error
+// naming field, whose reason says want.
+func expectRefused(t *testing.T, ms *servingv1alpha1.ModelServer, field, want string) {
+	t.Helper()
+	_, err := Validate(ms)
+	e, ok := err.(*Error)
+	if !ok {
+		t.Fatalf("Validate = %v, want an *Error naming %s", err, field)
+	}
+	if e.Field != field || !strings.Contains(e.Reason, want) {
+		t.Errorf("Validate = %s: %s\nwant      %s: …%s…", e.Field, e.Reason, field, want)
+	}
+}
+
 var fetched = Inputs{ChartVersion: "0.1.0", AppVersion: "2.19.1", FetchImage: "example.com/op:1", Served: map[string]string{"resnet": "gen00001"}}
 
 func TestValuesForASpec(t *testing.T) {
