@@ -78,15 +78,7 @@ func (r *ModelServerReconciler) observe(ctx context.Context, ms *servingv1alpha1
 // observeAutoscaler reads the serving pods' autoscaler from the cache; nil
 // if it does not exist.
 func (r *ModelServerReconciler) observeAutoscaler(ctx context.Context, ms *servingv1alpha1.ModelServer) (*autoscalingv2.HorizontalPodAutoscaler, error) {
-	hpa := &autoscalingv2.HorizontalPodAutoscaler{}
-	err := r.Get(ctx, types.NamespacedName{Namespace: ms.Namespace, Name: names.Deployment(ms.Name)}, hpa)
-	if apierrors.IsNotFound(err) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	return hpa, nil
+	return getIfExists(ctx, r, ms.Namespace, names.Deployment(ms.Name), &autoscalingv2.HorizontalPodAutoscaler{})
 }
 
 // reportAutoscaler puts what keeps the autoscaler from scaling, once it
@@ -435,15 +427,21 @@ func newestTerminationMessage(pods []corev1.Pod, phase corev1.PodPhase) (string,
 // observeDeployment reads the serving Deployment from the cache; nil if it
 // does not exist.
 func (r *ModelServerReconciler) observeDeployment(ctx context.Context, ms *servingv1alpha1.ModelServer) (*appsv1.Deployment, error) {
-	deploy := &appsv1.Deployment{}
-	err := r.Get(ctx, types.NamespacedName{Namespace: ms.Namespace, Name: names.Deployment(ms.Name)}, deploy)
+	return getIfExists(ctx, r, ms.Namespace, names.Deployment(ms.Name), &appsv1.Deployment{})
+}
+
+// getIfExists reads obj, named name in namespace ns, through c; nil if it
+// does not exist.
+func getIfExists[T client.Object](ctx context.Context, c client.Reader, ns, name string, obj T) (T, error) {
+	var none T
+	err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, obj)
 	if apierrors.IsNotFound(err) {
-		return nil, nil
+		return none, nil
 	}
 	if err != nil {
-		return nil, err
+		return none, err
 	}
-	return deploy, nil
+	return obj, nil
 }
 
 // observeStalledRollout reads the serving pods, if their rollout has
