@@ -18,10 +18,10 @@ import (
 // TestAnAutoscalerThatCannotScaleIsWarnedOf: the local cluster has no
 // metrics API, so the autoscaler kube-controller-manager runs says it
 // cannot compute a replica count. Once it has said so for the grace, the
-// status's warnings say it in its words, with one Warning Event; the
-// ModelServer serves, and stays Ready. Before, the reconciler looks again
-// when the grace ends, as the autoscaler's syncs wake nothing. Without
-// an autoscaler, the warning goes.
+// status's warnings say it in its words, with one Warning Event, and the
+// gauge counts it; the ModelServer serves, and stays Ready. Before, the
+// reconciler looks again when the grace ends, as the autoscaler's syncs
+// wake nothing. Without an autoscaler, the warning goes.
 func TestAnAutoscalerThatCannotScaleIsWarnedOf(t *testing.T) {
 	ctx := context.Background()
 	_, r, rec := recordingReconciler(t)
@@ -32,6 +32,10 @@ func TestAnAutoscalerThatCannotScaleIsWarnedOf(t *testing.T) {
 	})
 	c := newClockedReconciler(t, r, ms)
 	c.reconcileUntilReady()
+	// Other tests' autoscalers, in the suite's operator, may be counted
+	// meanwhile: only this one's count is sure.
+	metricsCause := map[string]string{"cause": status.AutoscalerCauseMetrics}
+	before := gather(t).value("modelserver_inactive_autoscalers", metricsCause)
 
 	var since time.Time
 	eventually(t, 60*time.Second, "the autoscaler says it cannot scale", func(context.Context) (bool, string) {
@@ -61,6 +65,9 @@ func TestAnAutoscalerThatCannotScaleIsWarnedOf(t *testing.T) {
 	c.reconcile(since.Add(2 * status.AutoscalerGrace))
 	if n := rec.count("AutoscalerInactive"); n != 1 {
 		t.Errorf("%d AutoscalerInactive Events, want 1; all:\n%s", n, rec)
+	}
+	if n := gather(t).value("modelserver_inactive_autoscalers", metricsCause) - before; n < 1 {
+		t.Errorf("modelserver_inactive_autoscalers{cause=Metrics} grew by %v, want it to count this ModelServer", n)
 	}
 
 	got.Spec.Autoscaling, got.Spec.Replicas = nil, ptr.To[int32](1)

@@ -87,9 +87,11 @@ func (r *ModelServerReconciler) observeAutoscaler(ctx context.Context, ms *servi
 func (r *ModelServerReconciler) reportAutoscaler(ms *servingv1alpha1.ModelServer, obs *observed, report *status.Observation) {
 	report.AutoscalerProblem, obs.autoscalerLookAgainIn = status.AutoscalerProblem(obs.autoscaler, r.clock().Now())
 	if report.AutoscalerProblem == "" {
+		metrics.InactiveAutoscaler(ms.UID, "")
 		r.problems.resolved(ms.UID, eventAutoscalerInactive)
 		return
 	}
+	metrics.InactiveAutoscaler(ms.UID, status.AutoscalerCause(status.AutoscalerFault(obs.autoscaler)))
 	r.warn(ms, eventAutoscalerInactive, "Autoscale", sentence("%s", strings.TrimPrefix(report.AutoscalerProblem, "spec.autoscaling: ")))
 }
 

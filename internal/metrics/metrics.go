@@ -78,6 +78,12 @@ var (
 		Help:      "ModelServers whose model-fetch pods have stood Pending for 30 s with a reason named (no node takes them, an image that cannot be pulled, a volume that does not mount), by what stops most of them.",
 	}, []string{"cause"})
 
+	inactiveAutoscalerGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: Namespace,
+		Name:      "inactive_autoscalers",
+		Help:      "ModelServers whose autoscaler has said for 2 minutes that it cannot scale (no metrics, a selector or scale it cannot use, a target scaled to zero), by cause.",
+	}, []string{"cause"})
+
 	timeToReady = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Namespace: Namespace,
 		Name:      "time_to_ready_seconds",
@@ -87,7 +93,7 @@ var (
 )
 
 // collectors are the operator's metrics, registered with controller-runtime.
-var collectors = []prometheus.Collector{phaseGauge, stalledGauge, stalledFetchGauge, helmOperations, helmDuration, fetchDuration, fetchBytes, fetchModelBytes, timeToReady}
+var collectors = []prometheus.Collector{phaseGauge, stalledGauge, stalledFetchGauge, inactiveAutoscalerGauge, helmOperations, helmDuration, fetchDuration, fetchBytes, fetchModelBytes, timeToReady}
 
 func init() {
 	ctrlmetrics.Registry.MustRegister(collectors...)
@@ -99,6 +105,9 @@ func init() {
 	}
 	for _, c := range FetchCauses {
 		stalledFetchGauge.WithLabelValues(c)
+	}
+	for _, c := range status.AutoscalerCauses {
+		inactiveAutoscalerGauge.WithLabelValues(c)
 	}
 }
 
@@ -122,8 +131,9 @@ func HelmOperation(operation, result string, took time.Duration) {
 type tracked struct {
 	phase string
 	// stalled is the cause of its stalled rollout, "" if none;
-	// stalledFetch, of its fetch pods' not starting.
-	stalled, stalledFetch string
+	// stalledFetch, of its fetch pods' not starting; autoscaler, of its
+	// autoscaler's not scaling.
+	stalled, stalledFetch, autoscaler string
 	// generation and since: the generation last seen and when it was
 	// first seen; ready says time to Ready was recorded for it.
 	generation int64
@@ -194,6 +204,12 @@ func StalledFetch(uid types.UID, cause string) {
 	recordCause(uid, stalledFetchGauge, func(t *tracked) *string { return &t.stalledFetch }, cause)
 }
 
+// InactiveAutoscaler records the cause that keeps a ModelServer's
+// autoscaler from scaling, once it has lasted; "" when nothing does.
+func InactiveAutoscaler(uid types.UID, cause string) {
+	recordCause(uid, inactiveAutoscalerGauge, func(t *tracked) *string { return &t.autoscaler }, cause)
+}
+
 // recordCause moves uid to cause in gauge, in the field of its record that
 // field names.
 func recordCause(uid types.UID, gauge *prometheus.GaugeVec, field func(*tracked) *string, cause string) {
@@ -230,6 +246,7 @@ func Forget(uid types.UID) {
 		}
 		moveCause(stalledGauge, &t.stalled, "")
 		moveCause(stalledFetchGauge, &t.stalledFetch, "")
+		moveCause(inactiveAutoscalerGauge, &t.autoscaler, "")
 	}
 	delete(servers, uid)
 }

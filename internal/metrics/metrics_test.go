@@ -81,6 +81,7 @@ func TestAStalledModelServerIsCountedUnderOneCauseUntilItMovesOn(t *testing.T) {
 	}{
 		{"rollout", stalledGauge, Stalled, status.Causes, status.CauseUnknown, status.CauseImagePull, status.CauseCrashLoop},
 		{"fetch", stalledFetchGauge, StalledFetch, FetchCauses, status.CauseUnschedulable, status.CausePodWarning, status.CauseImagePull},
+		{"autoscaler", inactiveAutoscalerGauge, InactiveAutoscaler, status.AutoscalerCauses, status.AutoscalerCauseScale, status.AutoscalerCauseMetrics, status.AutoscalerCauseSelector},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			uid, never := types.UID("stalled-"+tc.name), types.UID("never-stalled-"+tc.name)

@@ -3,6 +3,7 @@ package status
 import (
 	"fmt"
 	"regexp"
+	"strings"
 	"time"
 
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
@@ -37,6 +38,37 @@ func AutoscalerProblem(hpa *autoscalingv2.HorizontalPodAutoscaler, now time.Time
 	}
 	return oneLine(fmt.Sprintf("spec.autoscaling: the autoscaler cannot scale the serving pods (%s): %s",
 		c.Reason, podName.ReplaceAllString(c.Message, " of a serving pod"))), 0
+}
+
+// The causes an inactive autoscaler is counted under
+// (AutoscalerCause).
+const (
+	AutoscalerCauseMetrics      = "Metrics"
+	AutoscalerCauseSelector     = "Selector"
+	AutoscalerCauseScale        = "Scale"
+	AutoscalerCauseScaledToZero = "ScaledToZero"
+	AutoscalerCauseOther        = "Other"
+)
+
+// AutoscalerCauses are all of them, for a gauge to show each from the
+// start.
+var AutoscalerCauses = []string{AutoscalerCauseMetrics, AutoscalerCauseSelector, AutoscalerCauseScale, AutoscalerCauseScaledToZero, AutoscalerCauseOther}
+
+// AutoscalerCause sorts the autoscaler's reason for not scaling into a
+// few causes, for a metric's label: its reasons are many and may grow
+// (one per kind of metric it cannot read).
+func AutoscalerCause(reason string) string {
+	switch {
+	case strings.Contains(reason, "Metric"):
+		return AutoscalerCauseMetrics
+	case strings.HasSuffix(reason, "Selector"):
+		return AutoscalerCauseSelector
+	case reason == "FailedGetScale" || reason == "FailedUpdateScale":
+		return AutoscalerCauseScale
+	case reason == "ScalingDisabled":
+		return AutoscalerCauseScaledToZero
+	}
+	return AutoscalerCauseOther
 }
 
 // AutoscalerFault is the reason the autoscaler gives for not scaling, or

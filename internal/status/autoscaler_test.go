@@ -72,3 +72,24 @@ func TestAnAutoscalersProblemJoinsTheSpecsWarnings(t *testing.T) {
 		t.Error("the spec's warnings were written into")
 	}
 }
+
+// The autoscaler's reasons, one per kind of metric among them, come down
+// to a few causes for the gauge.
+func TestAnAutoscalersReasonsComeDownToAFewCauses(t *testing.T) {
+	for reason, want := range map[string]string{
+		"FailedGetResourceMetric":          AutoscalerCauseMetrics,
+		"FailedGetContainerResourceMetric": AutoscalerCauseMetrics,
+		"FailedGetExternalMetric":          AutoscalerCauseMetrics,
+		"InvalidMetricSourceType":          AutoscalerCauseMetrics,
+		"InvalidSelector":                  AutoscalerCauseSelector,
+		"AmbiguousSelector":                AutoscalerCauseSelector,
+		"FailedGetScale":                   AutoscalerCauseScale,
+		"FailedUpdateScale":                AutoscalerCauseScale,
+		"ScalingDisabled":                  AutoscalerCauseScaledToZero,
+		"SomethingNew":                     AutoscalerCauseOther,
+	} {
+		if got := AutoscalerCause(reason); got != want {
+			t.Errorf("AutoscalerCause(%s) = %s, want %s", reason, got, want)
+		}
+	}
+}
