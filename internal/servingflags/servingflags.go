@@ -120,6 +120,22 @@ func Split(arg string) (name, value string, hasValue, ok bool) {
 	return name, value, hasValue, true
 }
 
+// ErrNeedsValue is a flag other than a boolean given without a value:
+// the server does not read the next argument as its value.
+var ErrNeedsValue = errors.New("the flag needs a value")
+
+// Value is what the server reads for f from an argument: a bare boolean
+// flag is true, and a value is read as Kind.Parse reads it.
+func (f Flag) Value(value string, hasValue bool) (string, error) {
+	if !hasValue {
+		if f.Kind != Bool {
+			return "", ErrNeedsValue
+		}
+		return "true", nil
+	}
+	return f.Kind.Parse(value)
+}
+
 // ErrNotKind is a value the server cannot read as its flag's type: it
 // prints "Couldn't interpret value" and its usage, and exits.
 var ErrNotKind = errors.New("not a value of the flag's type")

@@ -1,6 +1,7 @@
 package servingflags
 
 import (
+	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -101,6 +102,31 @@ func TestSplitTakesOnlyTheServersForms(t *testing.T) {
 		name, value, hasValue, ok := Split(tc.arg)
 		if name != tc.name || value != tc.value || hasValue != tc.hasValue || ok != tc.ok {
 			t.Errorf("Split(%q) = %q, %q, %v, %v; want %q, %q, %v, %v", tc.arg, name, value, hasValue, ok, tc.name, tc.value, tc.hasValue, tc.ok)
+		}
+	}
+}
+
+// A bare flag is a boolean's true, and refused for any other type; a
+// value is read by its type.
+func TestABareFlagIsOnlyABooleansTrue(t *testing.T) {
+	warmup, _ := Lookup("enable_model_warmup")
+	threads, _ := Lookup("rest_api_num_threads")
+	for _, tc := range []struct {
+		f        Flag
+		value    string
+		hasValue bool
+		want     string
+		wantErr  error
+	}{
+		{warmup, "", false, "true", nil},
+		{warmup, "False", true, "false", nil},
+		{threads, "", false, "", ErrNeedsValue},
+		{threads, " 16", true, "16", nil},
+		{threads, "16s", true, "", ErrNotKind},
+	} {
+		got, err := tc.f.Value(tc.value, tc.hasValue)
+		if got != tc.want || !errors.Is(err, tc.wantErr) {
+			t.Errorf("--%s (value %q, given %v) = %q, %v; want %q, %v", tc.f.Name, tc.value, tc.hasValue, got, err, tc.want, tc.wantErr)
 		}
 	}
 }

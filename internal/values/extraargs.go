@@ -1,6 +1,7 @@
 package values
 
 import (
+	"errors"
 	"fmt"
 	"regexp"
 
@@ -48,14 +49,11 @@ func checkExtraArgs(args []string) error {
 		if !known {
 			continue
 		}
-		if !hasValue {
-			if f.Kind != servingflags.Bool {
-				return &Error{field, fmt.Sprintf("--%s takes a value, %s: write --%s=VALUE", name, kindPhrase(f.Kind), name)}
-			}
-			value = "true"
-		}
-		canonical, err := f.Kind.Parse(value)
-		if err != nil {
+		canonical, err := f.Value(value, hasValue)
+		switch {
+		case errors.Is(err, servingflags.ErrNeedsValue):
+			return &Error{field, fmt.Sprintf("--%s takes a value, %s: write --%s=VALUE", name, kindPhrase(f.Kind), name)}
+		case err != nil:
 			return &Error{field, fmt.Sprintf("--%s takes %s, not %.100q: TF Serving would not start", name, kindPhrase(f.Kind), value)}
 		}
 		set[name] = canonical

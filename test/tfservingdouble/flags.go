@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -107,14 +108,11 @@ func parseFlags(args []string) (flags, error) {
 		if !known {
 			return nil, &flagError{msg: fmt.Sprintf("ERROR: unknown command line flag '%s'", name)}
 		}
-		if !hasValue {
-			if spec.Kind != servingflags.Bool {
-				return nil, &flagError{msg: fmt.Sprintf("ERROR: flag '%s' needs a value: write --%s=VALUE (tensorflow_model_server does not read '--%s VALUE')", name, name, name)}
-			}
-			value = "true"
-		}
-		canonical, err := spec.Kind.Parse(value)
-		if err != nil {
+		canonical, err := spec.Value(value, hasValue)
+		switch {
+		case errors.Is(err, servingflags.ErrNeedsValue):
+			return nil, &flagError{msg: fmt.Sprintf("ERROR: flag '%s' needs a value: write --%s=VALUE (tensorflow_model_server does not read '--%s VALUE')", name, name, name)}
+		case err != nil:
 			return nil, &flagError{msg: fmt.Sprintf("Couldn't interpret value %s for flag %s.", value, name), showUsage: true}
 		}
 		f[name] = canonical
