@@ -6,7 +6,6 @@ import (
 	"maps"
 	"slices"
 	"sort"
-	"strings"
 	"sync"
 	"time"
 
@@ -92,7 +91,7 @@ func (r *ModelServerReconciler) reportAutoscaler(ms *servingv1alpha1.ModelServer
 		return
 	}
 	metrics.InactiveAutoscaler(ms.UID, status.AutoscalerCause(status.AutoscalerFault(obs.autoscaler)))
-	r.warn(ms, eventAutoscalerInactive, "Autoscale", sentence("%s", strings.TrimPrefix(report.AutoscalerProblem, "spec.autoscaling: ")))
+	r.warn(ms, eventAutoscalerInactive, "Autoscale", sentence("%s", report.AutoscalerProblem))
 }
 
 // eventAutoscalerInactive is the reason of the Warning that says the

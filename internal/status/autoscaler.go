@@ -25,8 +25,8 @@ const AutoscalerGrace = 2 * time.Minute
 var podName = regexp.MustCompile(` of Pod [^ :]+`)
 
 // AutoscalerProblem is what the autoscaler says keeps it from setting the
-// replica count, once it has said so for AutoscalerGrace, as a warning
-// for status.warnings; or "" with how long until the problem it says now,
+// replica count, once it has said so for AutoscalerGrace, for a warning
+// of spec.autoscaling and an Event; or "" with how long until the problem it says now,
 // if any, has lasted that long. hpa may be nil.
 func AutoscalerProblem(hpa *autoscalingv2.HorizontalPodAutoscaler, now time.Time) (problem string, due time.Duration) {
 	c := autoscalerFault(hpa)
@@ -36,7 +36,7 @@ func AutoscalerProblem(hpa *autoscalingv2.HorizontalPodAutoscaler, now time.Time
 	if left := c.LastTransitionTime.Add(AutoscalerGrace).Sub(now); left > 0 {
 		return "", left
 	}
-	return oneLine(fmt.Sprintf("spec.autoscaling: the autoscaler cannot scale the serving pods (%s): %s",
+	return oneLine(fmt.Sprintf("the autoscaler cannot scale the serving pods (%s): %s",
 		c.Reason, podName.ReplaceAllString(c.Message, " of a serving pod"))), 0
 }
 

@@ -41,13 +41,13 @@ func TestAnAutoscalerThatCannotScaleIsWarnedOfOnceItLasts(t *testing.T) {
 		{"scaling", autoscaler(able, hpaCondition(autoscalingv2.ScalingActive, corev1.ConditionTrue, time.Hour, "ValidMetricFound", "the HPA was able to successfully calculate a replica count from cpu resource utilization (percentage of request)")), "", 0},
 		{"no metrics for a minute", autoscaler(able, hpaCondition(autoscalingv2.ScalingActive, corev1.ConditionFalse, time.Minute, "FailedGetResourceMetric", noMetrics)), "", time.Minute},
 		{"no metrics API", autoscaler(able, hpaCondition(autoscalingv2.ScalingActive, corev1.ConditionFalse, AutoscalerGrace, "FailedGetResourceMetric", noMetrics)),
-			"spec.autoscaling: the autoscaler cannot scale the serving pods (FailedGetResourceMetric): " + noMetrics, 0},
+			"the autoscaler cannot scale the serving pods (FailedGetResourceMetric): " + noMetrics, 0},
 		{"no request", autoscaler(able, hpaCondition(autoscalingv2.ScalingActive, corev1.ConditionFalse, time.Hour, "FailedGetResourceMetric", "the HPA was unable to compute the replica count: failed to get memory utilization: missing request for memory in container tensorflow-serving of Pod resnet-7d9f8-x2x8z")),
-			"spec.autoscaling: the autoscaler cannot scale the serving pods (FailedGetResourceMetric): the HPA was unable to compute the replica count: failed to get memory utilization: missing request for memory in container tensorflow-serving of a serving pod", 0},
+			"the autoscaler cannot scale the serving pods (FailedGetResourceMetric): the HPA was unable to compute the replica count: failed to get memory utilization: missing request for memory in container tensorflow-serving of a serving pod", 0},
 		{"a scale it cannot write", autoscaler(
 			hpaCondition(autoscalingv2.AbleToScale, corev1.ConditionFalse, 3*time.Minute, "FailedUpdateScale", "the HPA controller was unable to update the target scale: deployments.apps \"resnet\" is forbidden: exceeded quota"),
 			hpaCondition(autoscalingv2.ScalingActive, corev1.ConditionTrue, time.Hour, "ValidMetricFound", "…")),
-			`spec.autoscaling: the autoscaler cannot scale the serving pods (FailedUpdateScale): the HPA controller was unable to update the target scale: deployments.apps "resnet" is forbidden: exceeded quota`, 0},
+			`the autoscaler cannot scale the serving pods (FailedUpdateScale): the HPA controller was unable to update the target scale: deployments.apps "resnet" is forbidden: exceeded quota`, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, due := AutoscalerProblem(tc.hpa, testNow)
@@ -63,9 +63,9 @@ func TestAnAutoscalerThatCannotScaleIsWarnedOfOnceItLasts(t *testing.T) {
 func TestAnAutoscalersProblemJoinsTheSpecsWarnings(t *testing.T) {
 	spec := make([]string, 1, 4)
 	spec[0] = "spec.gateway: the cluster has no HTTPRoute API"
-	o := Observation{Warnings: spec, AutoscalerProblem: "spec.autoscaling: the autoscaler cannot scale the serving pods (X): y"}
+	o := Observation{Warnings: spec, AutoscalerProblem: "the autoscaler cannot scale the serving pods (X): y"}
 	st := Compute(servingv1alpha1.ModelServerStatus{}, o, testNow)
-	if want := []string{spec[0], o.AutoscalerProblem}; !slices.Equal(st.Warnings, want) {
+	if want := []string{spec[0], "spec.autoscaling: the autoscaler cannot scale the serving pods (X): y"}; !slices.Equal(st.Warnings, want) {
 		t.Errorf("warnings %q, want %q", st.Warnings, want)
 	}
 	if spec[:2][1] != "" {

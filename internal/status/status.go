@@ -69,7 +69,7 @@ type Observation struct {
 	// routes of an API the cluster does not have.
 	Warnings []string
 	// AutoscalerProblem is what keeps the autoscaler from scaling, once
-	// it has lasted (AutoscalerProblem): a warning too.
+	// it has lasted (AutoscalerProblem): a warning of spec.autoscaling.
 	AutoscalerProblem string
 
 	Deployment *appsv1.Deployment
@@ -179,7 +179,7 @@ func Compute(old servingv1alpha1.ModelServerStatus, o Observation, now time.Time
 		Warnings:           o.Warnings,
 	}
 	if o.AutoscalerProblem != "" {
-		st.Warnings = append(slices.Clip(o.Warnings), o.AutoscalerProblem)
+		st.Warnings = append(slices.Clip(o.Warnings), oneLine("spec.autoscaling: "+o.AutoscalerProblem))
 	}
 	var modelNames []string
 	for _, m := range o.Models {
