@@ -117,7 +117,7 @@ func TestTheOperatorRefusesTheObjectSettingsTheAPIServerRefuses(t *testing.T) {
 			}
 		})
 	}
-	for _, host := range []string{"tf.example.com", "*.example.com", "198.18.0.10", "010.0.0.1", "1.2.3", "999.1.1.1"} {
+	for _, host := range []string{"tf.example.com", "*.example.com", "198.18.0.10", "0198.018.0.010", "1.2.3", "999.1.1.1"} {
 		t.Run("Ingress host "+host, func(t *testing.T) {
 			_, refused := values.Validate(newModelServer(ns, "rules", func(ms *servingv1alpha1.ModelServer) {
 				ms.Spec.Ingress = &servingv1alpha1.IngressSpec{Host: host}
