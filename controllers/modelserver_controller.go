@@ -6,6 +6,7 @@ package controllers
 import (
 	"cmp"
 	"context"
+	"slices"
 	"sync"
 	"time"
 
@@ -213,6 +214,17 @@ func (r *ModelServerReconciler) reconcileNormal(ctx context.Context, ms *serving
 	report.Deployment = obs.Deployment
 	report.DesiredReplicas = desiredReplicas(ms, want, obs.Deployment)
 	r.reportAutoscaler(ms, obs, &report)
+	if obs.tls.reason != "" {
+		// Watched, but a Secret of another type is not: look again.
+		report.BlockedReason, report.BlockedMessage = obs.tls.reason, obs.tls.message
+		return ctrl.Result{RequeueAfter: cmp.Or(r.RecheckAfter, time.Minute)}, nil
+	}
+	if obs.tls.warning != "" {
+		report.Warnings = append(slices.Clone(report.Warnings), obs.tls.warning)
+		r.warn(ms, eventTLSSecretUnusable, "ReadTLSSecret", sentence("%s", obs.tls.warning))
+	} else {
+		r.problems.resolved(ms.UID, eventTLSSecretUnusable)
+	}
 	if report.Fetch != status.FetchSucceeded {
 		if reason, msg, err := r.checkSecrets(ctx, ms, want.Spec.Models); err != nil {
 			return ctrl.Result{}, err
@@ -398,6 +410,8 @@ func (r *ModelServerReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		builder.WithPredicates(fetchPodNews))
 	b = b.Watches(&corev1.Event{}, firstForInstalled{handler.EnqueueRequestsFromMapFunc(r.claimFailureModelServer)},
 		builder.WithPredicates(claimFailureNews))
+	// spec.tls's Secrets, by their metadata alone (TLSSecretsCache).
+	b = b.WatchesMetadata(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.tlsSecretModelServers))
 	return b.WithOptions(controller.Options{MaxConcurrentReconciles: cmp.Or(r.MaxConcurrentReconciles, DefaultMaxConcurrentReconciles), RateLimiter: retryLimiter()}).
 		Complete(r)
 }

@@ -51,11 +51,13 @@ type observed struct {
 	// lasted status.AutoscalerGrace.
 	autoscaler            *autoscalingv2.HorizontalPodAutoscaler
 	autoscalerLookAgainIn time.Duration
+	// tls is what spec.tls's Secret gave, if the spec has one.
+	tls tlsObservation
 }
 
 // observe reads the ModelServer's fetch Jobs (with what their pods left
-// behind when they ended), its serving Deployment, and whether the
-// optional APIs its spec asks for exist.
+// behind when they ended), its serving Deployment, spec.tls's Secret, and
+// whether the optional APIs its spec asks for exist.
 func (r *ModelServerReconciler) observe(ctx context.Context, ms *servingv1alpha1.ModelServer) (*observed, error) {
 	obs := &observed{Observed: desired.Observed{Status: ms.Status, APIs: r.optionalAPIs(ms)}}
 	if err := r.observeFetchJobs(ctx, ms, obs); err != nil {
@@ -66,6 +68,12 @@ func (r *ModelServerReconciler) observe(ctx context.Context, ms *servingv1alpha1
 		return nil, err
 	}
 	obs.Deployment = d
+	if ms.Spec.TLS != nil {
+		if obs.tls, err = r.observeTLS(ctx, ms, d); err != nil {
+			return nil, err
+		}
+		obs.TLSCertDigest = obs.tls.digest
+	}
 	if ms.Spec.Autoscaling != nil {
 		if obs.autoscaler, err = r.observeAutoscaler(ctx, ms); err != nil {
 			return nil, err

@@ -564,6 +564,19 @@ func renderCases() []renderCase { //nolint:gocognit // a table of cases: each ca
 			},
 		},
 		{
+			name: "gRPC over TLS with client certificates",
+			ms: modelServer("resnet", func(ms *servingv1alpha1.ModelServer) {
+				ms.Spec.TLS = &servingv1alpha1.TLSSpec{SecretName: "resnet-grpc", ClientAuth: servingv1alpha1.TLSClientAuthRequire}
+			}),
+			in: values.Inputs{FetchImage: "example.com/operator:1", TLSCertDigest: "d1"},
+			check: func(t *testing.T, v *values.Values, objs *objects) {
+				ic := objs.deployment(t).Spec.Template.Spec.InitContainers[0]
+				if ic.Name != values.TLSConfigContainerName || !slices.Contains(ic.Args, "--require-client-cert") || !slices.Contains(ic.Args, values.TLSSecretMountPath+"/ca.crt") {
+					t.Errorf("first init container %s %q, want tls-config asking clients for certificates signed by ca.crt", ic.Name, ic.Args)
+				}
+			},
+		},
+		{
 			name: "longest ModelServer name",
 			ms:   modelServer("m"+strings.Repeat("x", servingv1alpha1.MaxNameLength-2)+"9", nil),
 			check: func(t *testing.T, v *values.Values, objs *objects) {
@@ -1028,7 +1041,7 @@ func checkStack(t *testing.T, ms *servingv1alpha1.ModelServer, v *values.Values,
 	servingPod.Tolerations = v.Serving.Tolerations
 	servingPod.NodeSelector = union(v.Pod.NodeSelector, v.Serving.NodeSelector)
 	checkPodSettings(t, "serving pod", ps, servingPod)
-	checkModelWait(t, v, ps)
+	checkInitContainers(t, v, ps)
 	c := ps.Containers[0]
 	if c.Name != "tensorflow-serving" || c.Image != v.Serving.Image || c.ImagePullPolicy != v.Serving.ImagePullPolicy {
 		t.Errorf("serving container %q image %q %q, want tensorflow-serving %q %q", c.Name, c.Image, c.ImagePullPolicy, v.Serving.Image, v.Serving.ImagePullPolicy)
@@ -1093,6 +1106,9 @@ func checkStack(t *testing.T, ms *servingv1alpha1.ModelServer, v *values.Values,
 		{Name: "config", MountPath: values.ConfigMountPath, ReadOnly: true},
 		{Name: "tmp", MountPath: "/tmp"},
 	}
+	if v.Serving.TLS != nil {
+		wantMounts = append(wantMounts, corev1.VolumeMount{Name: "tls-config", MountPath: values.SSLConfigDir, ReadOnly: true})
+	}
 	if !equality.Semantic.DeepEqual(c.VolumeMounts, wantMounts) {
 		t.Errorf("serving mounts = %+v, want %+v", c.VolumeMounts, wantMounts)
 	}
@@ -1100,6 +1116,11 @@ func checkStack(t *testing.T, ms *servingv1alpha1.ModelServer, v *values.Values,
 		{Name: "model", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: v.Volume.ClaimName, ReadOnly: true}}},
 		{Name: "config", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: v.Names.ConfigMap}}}},
 		{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+	}
+	if t := v.Serving.TLS; t != nil {
+		wantVolumes = append(wantVolumes,
+			corev1.Volume{Name: "tls-secret", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: t.SecretName, DefaultMode: ptr.To[int32](0o440)}}},
+			corev1.Volume{Name: "tls-config", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory, SizeLimit: ptr.To(resource.MustParse("1Mi"))}}})
 	}
 	if !equality.Semantic.DeepEqual(ps.Volumes, wantVolumes) {
 		t.Errorf("serving volumes = %+v, want %+v", ps.Volumes, wantVolumes)
@@ -1228,37 +1249,51 @@ func checkJob(t *testing.T, v *values.Values, fetch values.Fetch, job *batchv1.J
 }
 
 // checkRestricted checks the restricted Pod Security Standard.
-// checkModelWait: the serving pod waits, in one init container, for the
-// fetch manifest of every model it is configured with, on the model volume
-// mounted read-only.
-func checkModelWait(t *testing.T, v *values.Values, ps corev1.PodSpec) {
+// checkInitContainers: the serving pod writes its SSL config from
+// spec.tls's Secret, mounted there alone, first; then it waits, in one init
+// container, for the fetch manifest of every model it is configured with,
+// on the model volume mounted read-only.
+func checkInitContainers(t *testing.T, v *values.Values, ps corev1.PodSpec) {
 	t.Helper()
-	wantInit := 0
-	if v.Serving.ModelWait != nil {
-		wantInit = 1
+	type want struct {
+		name   string
+		c      *values.InitContainer
+		mounts []corev1.VolumeMount
 	}
-	if len(ps.Containers) != 1 || len(ps.InitContainers) != wantInit {
-		t.Fatalf("serving pod has containers %d and init containers %d, want 1 and %d", len(ps.Containers), len(ps.InitContainers), wantInit)
-	}
-	if wantInit == 0 {
-		return
-	}
-	w, ic := v.Serving.ModelWait, ps.InitContainers[0]
-	if ic.Name != values.ModelWaitContainerName || ic.Image != w.Image || ic.ImagePullPolicy != w.ImagePullPolicy ||
-		!slices.Equal(ic.Command, w.Command) || !slices.Equal(ic.Args, w.Args) {
-		t.Errorf("init container %s %s %s %q %q, want wait-for-model %s %s %q %q", ic.Name, ic.Image, ic.ImagePullPolicy, ic.Command, ic.Args,
-			w.Image, w.ImagePullPolicy, w.Command, w.Args)
-	}
-	for _, m := range v.Models {
-		if m.BasePath != "" && !slices.Contains(ic.Args, m.BasePath+"/"+fetchcontract.ManifestName) {
-			t.Errorf("init container args %q do not wait for model %s at %s", ic.Args, m.Name, m.BasePath)
+	var wants []want
+	if tls := v.Serving.TLS; tls != nil {
+		wants = append(wants, want{values.TLSConfigContainerName, &tls.Config, []corev1.VolumeMount{
+			{Name: "tls-secret", MountPath: values.TLSSecretMountPath, ReadOnly: true},
+			{Name: "tls-config", MountPath: values.SSLConfigDir},
+		}})
+		if !slices.Contains(v.Serving.Args, "--ssl_config_file="+values.SSLConfigPath) || tls.Config.Args[len(tls.Config.Args)-1] != values.SSLConfigPath {
+			t.Errorf("TF Serving reads %q and tls-config writes %q, want both %s", v.Serving.Args, tls.Config.Args, values.SSLConfigPath)
 		}
 	}
-	if len(ic.VolumeMounts) != 1 || ic.VolumeMounts[0].Name != "model" || ic.VolumeMounts[0].MountPath != values.ModelsMountPath || !ic.VolumeMounts[0].ReadOnly {
-		t.Errorf("init container mounts %+v, want the model volume read-only at %s", ic.VolumeMounts, values.ModelsMountPath)
+	if w := v.Serving.ModelWait; w != nil {
+		wants = append(wants, want{values.ModelWaitContainerName, w, []corev1.VolumeMount{{Name: "model", MountPath: values.ModelsMountPath, ReadOnly: true}}})
+		for _, m := range v.Models {
+			if m.BasePath != "" && !slices.Contains(w.Args, m.BasePath+"/"+fetchcontract.ManifestName) {
+				t.Errorf("init container args %q do not wait for model %s at %s", w.Args, m.Name, m.BasePath)
+			}
+		}
 	}
-	if ic.Resources.Requests.Cpu().IsZero() || ic.Resources.Limits.Memory().IsZero() {
-		t.Errorf("init container resources %+v lack a CPU request or a memory limit", ic.Resources)
+	if len(ps.Containers) != 1 || len(ps.InitContainers) != len(wants) {
+		t.Fatalf("serving pod has containers %d and init containers %d, want 1 and %d", len(ps.Containers), len(ps.InitContainers), len(wants))
+	}
+	for i, w := range wants {
+		ic := ps.InitContainers[i]
+		if ic.Name != w.name || ic.Image != w.c.Image || ic.ImagePullPolicy != w.c.ImagePullPolicy ||
+			!slices.Equal(ic.Command, w.c.Command) || !slices.Equal(ic.Args, w.c.Args) {
+			t.Errorf("init container %d: %s %s %s %q %q, want %s %s %s %q %q", i, ic.Name, ic.Image, ic.ImagePullPolicy, ic.Command, ic.Args,
+				w.name, w.c.Image, w.c.ImagePullPolicy, w.c.Command, w.c.Args)
+		}
+		if !equality.Semantic.DeepEqual(ic.VolumeMounts, w.mounts) {
+			t.Errorf("init container %s mounts %+v, want %+v", ic.Name, ic.VolumeMounts, w.mounts)
+		}
+		if ic.Resources.Requests.Cpu().IsZero() || ic.Resources.Limits.Memory().IsZero() {
+			t.Errorf("init container %s resources %+v lack a CPU request or a memory limit", ic.Name, ic.Resources)
+		}
 	}
 }
 

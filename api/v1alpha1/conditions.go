@@ -22,11 +22,12 @@ const (
 	// ReasonInvalidSpec (Deployed): the spec cannot be turned into a
 	// release; the message names the field.
 	ReasonInvalidSpec = "InvalidSpec"
-	// ReasonSecretNotFound (Deployed): a model's credentials Secret is
-	// missing.
+	// ReasonSecretNotFound (Deployed): a model's credentials Secret, or
+	// spec.tls's Secret, is missing.
 	ReasonSecretNotFound = "SecretNotFound"
 	// ReasonInvalidSecret (Deployed): the credentials Secret lacks the keys
-	// the storage URI's scheme needs.
+	// the storage URI's scheme needs, or spec.tls's Secret is not a
+	// kubernetes.io/tls Secret whose certificate TF Serving could serve.
 	ReasonInvalidSecret = "InvalidSecret"
 	// ReasonConflict (Deployed): an object of the release exists and is
 	// not the operator's.

@@ -110,6 +110,15 @@ type ModelServerSpec struct {
 	// +optional
 	Ports Ports `json:"ports,omitempty"`
 
+	// tls serves the gRPC API over TLS, with the certificate and key of a
+	// kubernetes.io/tls Secret (a cert-manager Certificate, or kubectl
+	// create secret tls, makes one). TF Serving has no TLS on its REST API:
+	// that stays plain HTTP inside the cluster (spec.ingress.tlsSecretName
+	// covers it outside). TF Serving reads the certificate only at start:
+	// when the Secret's certificate changes, the pods roll, one at a time.
+	// +optional
+	TLS *TLSSpec `json:"tls,omitempty"`
+
 	// service exposes the serving pods.
 	// +kubebuilder:default={}
 	// +optional
@@ -135,7 +144,7 @@ type ModelServerSpec struct {
 	// for a boolean, such as --rest_api_num_threads=16,
 	// --tensorflow_intra_op_parallelism=4 or --enable_model_warmup=false.
 	// The flags the operator sets from the rest of the spec (ports, model
-	// config, batching, monitoring) are refused, and so is a value the
+	// config, batching, monitoring, TLS) are refused, and so is a value the
 	// server could not read as its flag's type. A flag TF Serving 2.19 does
 	// not have is passed on with a warning in status.warnings: the server
 	// ignores flags it does not know. A change restarts the pods, one at a
@@ -143,7 +152,7 @@ type ModelServerSpec struct {
 	// +kubebuilder:validation:MaxItems=64
 	// +kubebuilder:validation:items:MaxLength=4096
 	// +kubebuilder:validation:items:XValidation:rule="self.matches('^--[a-z][a-z0-9_]*(=.*)?$')",message="spec.extraArgs: each item is one tensorflow_model_server flag, written --name=value (or --name alone for a boolean); the server does not read --name and its value as two items"
-	// +kubebuilder:validation:items:XValidation:rule="!self.matches('^--(port|rest_api_port|model_config_file|model_config_file_poll_wait_seconds|model_name|model_base_path|allow_version_labels_for_unavailable_models|enable_batching|batching_parameters_file|monitoring_config_file)(=.*)?$')",message="spec.extraArgs: the operator sets this flag from the spec: --port and --rest_api_port from spec.ports, the model config from spec.model or spec.models, batching from spec.batching, monitoring from spec.monitoring"
+	// +kubebuilder:validation:items:XValidation:rule="!self.matches('^--(port|rest_api_port|model_config_file|model_config_file_poll_wait_seconds|model_name|model_base_path|allow_version_labels_for_unavailable_models|enable_batching|batching_parameters_file|monitoring_config_file|ssl_config_file)(=.*)?$')",message="spec.extraArgs: the operator sets this flag from the spec: --port and --rest_api_port from spec.ports, the model config from spec.model or spec.models, batching from spec.batching, monitoring from spec.monitoring, --ssl_config_file from spec.tls"
 	// +kubebuilder:validation:items:XValidation:rule="!self.matches('^--(version|help)(=.*)?$')",message="spec.extraArgs: --version and --help make the server print and exit: it would never serve"
 	// +listType=atomic
 	// +optional
@@ -269,6 +278,36 @@ type ServiceMonitorSpec struct {
 	// +optional
 	Labels map[string]string `json:"labels,omitempty"`
 }
+
+// TLSSpec is the TLS of the gRPC API.
+type TLSSpec struct {
+	// secretName is a Secret of type kubernetes.io/tls in the ModelServer's
+	// namespace: tls.crt, the server's certificate (its chain after it),
+	// and tls.key, its private key, in PEM. The operator reads only its
+	// certificates; the key goes from the Secret to the pods alone.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	// +required
+	SecretName string `json:"secretName"`
+	// clientAuth: None (the default) serves any client; Require makes it
+	// mutual TLS: a client must present a certificate signed by a CA in the
+	// Secret's ca.crt, which must then be there.
+	// +kubebuilder:validation:Enum=None;Require
+	// +kubebuilder:default=None
+	// +optional
+	ClientAuth TLSClientAuth `json:"clientAuth,omitempty"`
+}
+
+// TLSClientAuth says whether the gRPC API asks its clients for a
+// certificate.
+type TLSClientAuth string
+
+// The TLS client authentication modes.
+const (
+	TLSClientAuthNone    TLSClientAuth = "None"
+	TLSClientAuthRequire TLSClientAuth = "Require"
+)
 
 // IngressSpec configures the Ingress of the REST API.
 type IngressSpec struct {

@@ -214,15 +214,17 @@ func envOr(key, def string) string {
 // ownedObjectsOnly keeps only the objects of ModelServer releases in the
 // caches of the kinds the operator owns (owned.Kinds), instead of every
 // ConfigMap, Service, Deployment, Job and claim in the cluster; of pods
-// only the fetch pods; and of Events only claims' ProvisioningFailed.
+// only the fetch pods; of Events only claims' ProvisioningFailed; and of
+// Secrets only the metadata of TLS ones.
 func ownedObjectsOnly() map[client.Object]cache.ByObject {
 	req, err := labels.NewRequirement(values.LabelModelServer, selection.Exists, nil)
 	if err != nil {
 		panic(err) // a constant key; cannot fail
 	}
 	objects := map[client.Object]cache.ByObject{
-		&corev1.Pod{}:   controllers.FetchPodsCache(),
-		&corev1.Event{}: controllers.ProvisioningFailedCache(),
+		&corev1.Pod{}:    controllers.FetchPodsCache(),
+		&corev1.Event{}:  controllers.ProvisioningFailedCache(),
+		&corev1.Secret{}: controllers.TLSSecretsCache(),
 	}
 	for _, k := range owned.Kinds {
 		objects[k.New()] = cache.ByObject{Label: labels.NewSelector().Add(*req)}

@@ -40,6 +40,9 @@ type Observed struct {
 	// APIs says, by values.APIKey, whether the optional kinds the spec
 	// asks for exist in the cluster.
 	APIs map[string]bool
+	// TLSCertDigest is a digest of the certificates of spec.tls's Secret,
+	// checked (see values.Inputs).
+	TLSCertDigest string
 }
 
 // State is what a ModelServer should be, given what was observed.
@@ -75,7 +78,9 @@ func For(ms *servingv1alpha1.ModelServer, obs Observed, cfg Config) (*State, err
 		ProxyEnv:      cfg.ProxyEnv,
 		APIs:          obs.APIs,
 		LiveJobs:      liveJobs(spec, obs.FetchJobs),
-		LiveModelWait: liveModelWait(obs.Deployment),
+		LiveModelWait: liveInit(obs.Deployment, values.ModelWaitContainerName),
+		LiveTLSConfig: liveInit(obs.Deployment, values.TLSConfigContainerName),
+		TLSCertDigest: obs.TLSCertDigest,
 		LiveReplicas:  liveReplicas(obs.Deployment),
 		Served:        status.Served(fetches),
 		FailedFetches: status.FailedFetches(fetches),
@@ -125,14 +130,14 @@ func liveJobs(spec *values.Spec, jobs map[string]*status.FetchJob) map[string]va
 	return progs
 }
 
-// liveModelWait is the serving Deployment's wait-for-model init container.
-func liveModelWait(d *appsv1.Deployment) *values.ModelWait {
+// liveInit is the serving Deployment's init container of that name.
+func liveInit(d *appsv1.Deployment, name string) *values.InitContainer {
 	if d == nil {
 		return nil
 	}
 	for _, c := range d.Spec.Template.Spec.InitContainers {
-		if c.Name == values.ModelWaitContainerName {
-			return &values.ModelWait{Image: c.Image, Command: c.Command, Args: c.Args}
+		if c.Name == name {
+			return &values.InitContainer{Image: c.Image, Command: c.Command, Args: c.Args}
 		}
 	}
 	return nil

@@ -1,8 +1,8 @@
-// Package fetchcmd holds the two commands the operator's image runs in the
+// Package fetchcmd holds the commands the operator's image runs in the
 // pods of a ModelServer: `fetch`, the model-fetch Job's, and
-// `wait-for-model`, the serving pods' init container's. Both the fetcher
-// binary (what new pods run) and the manager (what pods made by earlier
-// versions of the operator run) serve them.
+// `wait-for-model` and `tls-config`, the serving pods' init containers'.
+// The fetcher binary runs them in new pods; the manager serves them too,
+// for the pods earlier versions of the operator made, which ran it.
 //
 // It must stay free of the operator's controllers, Helm and client-go's
 // scheme: the fetcher links only this package and internal/fetch, so that
@@ -19,7 +19,7 @@ import (
 )
 
 // Run runs the command sub with args and returns the process's exit code,
-// and false if sub is neither of the two.
+// and false if sub is none of them.
 func Run(sub string, args []string) (code int, ok bool) {
 	switch sub {
 	case "fetch":
@@ -28,6 +28,12 @@ func Run(sub string, args []string) (code int, ok bool) {
 	case "wait-for-model":
 		setMemoryLimit(os.Stderr)
 		if err := WaitForModel(args); err != nil {
+			fmt.Fprintln(os.Stderr, "error:", err)
+			return 1, true
+		}
+		return 0, true
+	case "tls-config":
+		if err := TLSConfig(args, os.Stderr); err != nil {
 			fmt.Fprintln(os.Stderr, "error:", err)
 			return 1, true
 		}

@@ -25,14 +25,16 @@ var operatorFlags = map[string]string{
 	"enable_batching":          "spec.batching",
 	"batching_parameters_file": "spec.batching",
 	"monitoring_config_file":   "spec.monitoring",
+	"ssl_config_file":          "spec.tls",
 }
 
 // checkExtraArgs refuses what the CRD refuses in spec.extraArgs, for a
 // ModelServer admitted before it did, and what TF Serving would refuse
 // at start: a value its flag's type cannot take, and the flags it will
-// not take together. A pod that cannot start would only roll out and
-// stall; the spec is refused before anything is built.
-func checkExtraArgs(args []string) error {
+// not take together (tls: spec.tls sets --ssl_config_file). A pod that
+// cannot start would only roll out and stall; the spec is refused before
+// anything is built.
+func checkExtraArgs(args []string, tls bool) error {
 	set := map[string]string{}
 	for i, arg := range args {
 		field := fmt.Sprintf("spec.extraArgs[%d]", i)
@@ -58,18 +60,22 @@ func checkExtraArgs(args []string) error {
 		}
 		set[name] = canonical
 	}
+	if tls {
+		set["ssl_config_file"] = "spec.tls"
+	}
 	return checkFlagsTogether(set)
 }
 
 // checkFlagsTogether refuses the flags TF Serving refuses to start with
-// together; set holds each flag's last value, the one the server keeps.
+// together; set holds each flag's last value, the one the server keeps,
+// and --ssl_config_file where spec.tls sets it.
 func checkFlagsTogether(set map[string]string) error {
 	positive := func(name string) bool { v := set[name]; return v != "" && v != "0" && v[0] != '-' }
 	if positive("tensorflow_session_parallelism") && positive("tensorflow_intra_op_parallelism") && positive("tensorflow_inter_op_parallelism") {
 		return &Error{"spec.extraArgs", "set --tensorflow_session_parallelism, or --tensorflow_intra_op_parallelism and --tensorflow_inter_op_parallelism, not all three: TF Serving would not start"}
 	}
 	if set["use_alts_credentials"] == "true" && set["ssl_config_file"] != "" {
-		return &Error{"spec.extraArgs", "--use_alts_credentials and --ssl_config_file exclude each other: TF Serving would not start"}
+		return &Error{"spec.extraArgs", "--use_alts_credentials and spec.tls exclude each other: TF Serving would not start"}
 	}
 	return nil
 }

@@ -35,9 +35,14 @@ func TestExtraArgsTheServerCouldNotStartWithAreRefused(t *testing.T) {
 		{"not a boolean", []string{"--enable_model_warmup=no"}, "spec.extraArgs[0]", `takes true or false, not "no"`},
 		{"not a fraction", []string{"--per_process_gpu_memory_fraction=half"}, "spec.extraArgs[0]", "takes a number"},
 		{"all three parallelisms", []string{"--tensorflow_session_parallelism=4", "--tensorflow_intra_op_parallelism=2", "--tensorflow_inter_op_parallelism=2"}, "spec.extraArgs", "not all three"},
-		{"ALTS and TLS", []string{"--ssl_config_file=/x", "--use_alts_credentials"}, "spec.extraArgs", "exclude each other"},
+		{"the SSL config", []string{"--ssl_config_file=/x"}, "spec.extraArgs[0]", "--ssl_config_file is set by the operator from spec.tls"},
 	} {
 		t.Run(tc.name, func(t *testing.T) { expectRefused(t, modelServer(extraArgs(tc.args...)), tc.field, tc.want) })
+	}
+	withTLS := func(ms *servingv1alpha1.ModelServer) { ms.Spec.TLS = &servingv1alpha1.TLSSpec{SecretName: "cert"} }
+	expectRefused(t, modelServer(withTLS, extraArgs("--use_alts_credentials")), "spec.extraArgs", "--use_alts_credentials and spec.tls exclude each other: TF Serving would not start")
+	if _, err := Validate(modelServer(withTLS, extraArgs("--use_alts_credentials", "--use_alts_credentials=false"))); err != nil {
+		t.Errorf("ALTS turned off again beside spec.tls: %v, want it accepted", err)
 	}
 
 	for _, args := range [][]string{
@@ -46,7 +51,7 @@ func TestExtraArgsTheServerCouldNotStartWithAreRefused(t *testing.T) {
 		{"--per_process_gpu_memory_fraction=0.5", "--saved_model_tags=serve,gpu"},
 		// The last value is the one the server keeps.
 		{"--tensorflow_session_parallelism=4", "--tensorflow_intra_op_parallelism=2", "--tensorflow_inter_op_parallelism=2", "--tensorflow_session_parallelism=0"},
-		{"--ssl_config_file=/x", "--use_alts_credentials", "--use_alts_credentials=false"},
+		{"--use_alts_credentials"},
 		// A flag the server lacks is its to ignore: it is warned of.
 		{"--rest_api_timeout_ms=5000", "--enable_everything"},
 	} {

@@ -10,6 +10,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
+	"github.com/modelserver-dev/modelserver-operator/internal/pbtext"
 )
 
 // ModelEntry is one model of the model config.
@@ -55,8 +56,8 @@ func writeModel(b *strings.Builder, m ModelEntry) error {
 		return err
 	}
 	b.WriteString("  config {\n")
-	fmt.Fprintf(b, "    name: %s\n", quoteText(m.Name))
-	fmt.Fprintf(b, "    base_path: %s\n", quoteText(m.BasePath))
+	fmt.Fprintf(b, "    name: %s\n", pbtext.Quote(m.Name))
+	fmt.Fprintf(b, "    base_path: %s\n", pbtext.Quote(m.BasePath))
 	b.WriteString("    model_platform: \"tensorflow\"\n")
 	policy := m.Policy
 	switch {
@@ -78,7 +79,7 @@ func writeModel(b *strings.Builder, m ModelEntry) error {
 		b.WriteString("    model_version_policy {\n      all {\n      }\n    }\n")
 	}
 	for _, k := range slices.Sorted(maps.Keys(m.Labels)) {
-		fmt.Fprintf(b, "    version_labels {\n      key: %s\n      value: %d\n    }\n", quoteText(k), m.Labels[k])
+		fmt.Fprintf(b, "    version_labels {\n      key: %s\n      value: %d\n    }\n", pbtext.Quote(k), m.Labels[k])
 	}
 	b.WriteString("  }\n")
 	return nil
@@ -172,26 +173,4 @@ func checkBatching(b *servingv1alpha1.Batching) error {
 		}
 	}
 	return nil
-}
-
-// quoteText quotes s as a protobuf text-format string: printable ASCII as
-// it is, quotes and backslashes escaped, every other byte as an octal
-// escape, which every protobuf text parser reads back byte for byte.
-func quoteText(s string) string {
-	var b strings.Builder
-	b.WriteByte('"')
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c == '"' || c == '\\':
-			b.WriteByte('\\')
-			b.WriteByte(c)
-		case c >= 0x20 && c < 0x7f:
-			b.WriteByte(c)
-		default:
-			fmt.Fprintf(&b, "\\%03o", c)
-		}
-	}
-	b.WriteByte('"')
-	return b.String()
 }

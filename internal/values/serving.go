@@ -10,13 +10,13 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
 	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
 	"github.com/modelserver-dev/modelserver-operator/internal/fetchcontract"
 	"github.com/modelserver-dev/modelserver-operator/internal/names"
+	"github.com/modelserver-dev/modelserver-operator/internal/pbtext"
 )
 
 // servingImage is the TF Serving image: the spec's, else the official one,
@@ -88,6 +88,16 @@ func servingValues(sp *Spec, v *Values, in Inputs, grpc, rest int32, served []Mo
 		s.Args = append(s.Args, "--enable_batching=true", "--batching_parameters_file="+path.Join(ConfigMountPath, BatchingConfigFile))
 	}
 	monitoring(spec.Monitoring, v, &s, in, rest)
+	if s.TLS = servingTLS(spec.TLS, in); s.TLS != nil {
+		s.Args = append(s.Args, "--ssl_config_file="+SSLConfigPath)
+		// TF Serving reads the certificate only at start: a new one rolls
+		// the pods. The controller reads the digest back from the pods
+		// when the Secret cannot be read.
+		if s.Annotations == nil {
+			s.Annotations = map[string]string{}
+		}
+		s.Annotations[AnnotationTLSCertDigest] = in.TLSCertDigest
+	}
 	s.Args = append(s.Args, spec.ExtraArgs...)
 	v.Warnings = append(v.Warnings, extraArgWarnings(spec.ExtraArgs)...)
 
@@ -166,7 +176,7 @@ func tolerates(ts []corev1.Toleration, key corev1.ResourceName) bool {
 // modelWait is the init container that holds the serving pods until the
 // fetch manifest of each configured model exists, or nil when no model is
 // configured.
-func modelWait(in Inputs, configs []ModelEntry) *ModelWait {
+func modelWait(in Inputs, configs []ModelEntry) *InitContainer {
 	if len(configs) == 0 {
 		return nil
 	}
@@ -178,20 +188,12 @@ func modelWait(in Inputs, configs []ModelEntry) *ModelWait {
 	if live := in.LiveModelWait; live != nil && live.Image != "" && slices.Equal(live.Args, args) {
 		prog = Program{Image: live.Image, Command: live.Command}
 	}
-	return &ModelWait{
+	return &InitContainer{
 		Image:           prog.Image,
 		Command:         prog.Command,
 		ImagePullPolicy: corev1.PullIfNotPresent,
 		Args:            args,
-		Resources: corev1.ResourceRequirements{
-			Requests: corev1.ResourceList{
-				corev1.ResourceCPU:    resource.MustParse("10m"),
-				corev1.ResourceMemory: resource.MustParse("16Mi"),
-			},
-			Limits: corev1.ResourceList{
-				corev1.ResourceMemory: resource.MustParse("64Mi"),
-			},
-		},
+		Resources:       initResources(),
 	}
 }
 
@@ -211,7 +213,7 @@ func monitoring(mon servingv1alpha1.Monitoring, v *Values, s *Serving, in Inputs
 		return
 	}
 	v.Monitoring = Monitoring{Enabled: true, Path: MonitoringPath}
-	v.ConfigFiles[MonitoringConfigFile] = "prometheus_config {\n  enable: true\n  path: " + quoteText(MonitoringPath) + "\n}\n"
+	v.ConfigFiles[MonitoringConfigFile] = "prometheus_config {\n  enable: true\n  path: " + pbtext.Quote(MonitoringPath) + "\n}\n"
 	s.Args = append(s.Args, "--monitoring_config_file="+path.Join(ConfigMountPath, MonitoringConfigFile))
 	s.Annotations = map[string]string{
 		"prometheus.io/scrape": "true",

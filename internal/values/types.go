@@ -12,6 +12,9 @@ import (
 const (
 	LabelModelServer = "serving.modelserver.dev/modelserver"
 	LabelComponent   = "app.kubernetes.io/component"
+	// AnnotationTLSCertDigest, on the serving pods, is the digest of the
+	// certificates they serve (Inputs.TLSCertDigest).
+	AnnotationTLSCertDigest = "serving.modelserver.dev/tls-cert-digest"
 )
 
 // ComponentFetch is the LabelComponent of the model-fetch Jobs and their
@@ -25,6 +28,12 @@ const (
 	ConfigMountPath      = "/etc/modelserver"
 	ModelConfigFile      = "models.config"
 	CredentialsMountPath = "/var/run/secrets/modelserver/credentials"
+	// TLSSecretMountPath is where spec.tls's Secret is mounted, in the
+	// tls-config init container alone; SSLConfigPath is the SSL config it
+	// writes there for TF Serving, in a memory-backed volume.
+	TLSSecretMountPath = "/etc/modelserver-tls"
+	SSLConfigDir       = "/run/modelserver-tls"
+	SSLConfigPath      = SSLConfigDir + "/ssl.config"
 )
 
 // Values are the embedded chart's values. Their JSON form is what the chart
@@ -178,7 +187,17 @@ type Serving struct {
 	Annotations        map[string]string `json:"annotations,omitempty"`
 	// ModelWait, when set, is the serving pods' init container that holds
 	// them until every model they are configured with is on the volume.
-	ModelWait *ModelWait `json:"modelWait,omitempty"`
+	ModelWait *InitContainer `json:"modelWait,omitempty"`
+	// TLS, when set, serves the gRPC API over TLS (spec.tls).
+	TLS *ServingTLS `json:"tls,omitempty"`
+}
+
+// ServingTLS is the gRPC API's TLS: spec.tls's Secret, mounted in the
+// tls-config init container alone, which writes TF Serving's SSL config
+// (SSLConfigPath) for the server to read at start.
+type ServingTLS struct {
+	SecretName string        `json:"secretName"`
+	Config     InitContainer `json:"config"`
 }
 
 // The chart's names of the fetch Job's container and the serving pods'
@@ -186,15 +205,17 @@ type Serving struct {
 const (
 	FetchContainerName     = "fetch"
 	ModelWaitContainerName = "wait-for-model"
+	TLSConfigContainerName = "tls-config"
 )
 
-// ModelWait is the serving pods' wait-for-model init container: the
-// operator's image, waiting until the fetch manifest of each fetched model
-// the pods serve exists. It lets the serving pods start together with the
-// first fetch instead of after it, so that a new ModelServer needs one Helm
-// install and no upgrade; a model already on the volume lets it finish at
-// once.
-type ModelWait struct {
+// InitContainer is an init container of the serving pods that runs the
+// operator's image. The wait-for-model one waits until the fetch manifest
+// of each fetched model the pods serve exists: it lets the serving pods
+// start together with the first fetch instead of after it, so that a new
+// ModelServer needs one Helm install and no upgrade; a model already on
+// the volume lets it finish at once. The tls-config one writes TF
+// Serving's SSL config.
+type InitContainer struct {
 	Image           string            `json:"image"`
 	ImagePullPolicy corev1.PullPolicy `json:"imagePullPolicy"`
 	// Command is nil in pods made before the image had the fetcher (see
@@ -306,8 +327,14 @@ type Inputs struct {
 	// LiveModelWait is the wait-for-model init container of the serving
 	// Deployment, nil if there is none. While its arguments stay the same
 	// it keeps its image and command, so that upgrading the operator
-	// restarts no serving pod.
-	LiveModelWait *ModelWait
+	// restarts no serving pod. LiveTLSConfig is the tls-config one, kept
+	// the same way.
+	LiveModelWait, LiveTLSConfig *InitContainer
+	// TLSCertDigest is a digest of the certificates of spec.tls's Secret
+	// (tls.crt, and ca.crt where clients must present one), which the
+	// controller has checked: a new certificate rolls the pods, since TF
+	// Serving reads it only at start. "" without spec.tls.
+	TLSCertDigest string
 	// Served maps a model's name to the fetch generation it is served
 	// from: the newest one that succeeded. A model of spec.models missing
 	// from it has no data yet and is left out of the model config; the

@@ -90,7 +90,7 @@ func Validate(ms *servingv1alpha1.ModelServer) (*Spec, error) {
 	if err := checkServing(spec); err != nil {
 		return nil, err
 	}
-	if err := checkExtraArgs(spec.ExtraArgs); err != nil {
+	if err := checkExtraArgs(spec.ExtraArgs, spec.TLS != nil); err != nil {
 		return nil, err
 	}
 	if err := checkResources(spec.Resources); err != nil {

@@ -332,7 +332,7 @@ func TestAnOperatorUpgradeChangesNothingThatRuns(t *testing.T) {
 			upgraded.LiveJobs = map[string]LiveJob{before.Fetches[0].Generation: {
 				Program: Program{Image: "example.com/op:1", Command: command}, NodeSelector: before.Fetches[0].NodeSelector,
 			}}
-			upgraded.LiveModelWait = &ModelWait{Image: "example.com/op:1", Command: command, Args: before.Serving.ModelWait.Args}
+			upgraded.LiveModelWait = &InitContainer{Image: "example.com/op:1", Command: command, Args: before.Serving.ModelWait.Args}
 			after, err := For(ms, upgraded)
 			if err != nil {
 				t.Fatal(err)

@@ -98,6 +98,30 @@ securityContext:
 {{- end }}
 
 {{/*
+modelserver.initContainer: what follows the name of a serving pod's init
+container that runs the operator's image (values' InitContainer), but its
+volume mounts.
+Call: include "modelserver.initContainer" (dict "root" $ "c" .Values.serving.modelWait)
+*/}}
+{{- define "modelserver.initContainer" -}}
+image: {{ .c.image | quote }}
+imagePullPolicy: {{ .c.imagePullPolicy | quote }}
+{{- with .c.command }}
+command:
+  {{- range . }}
+  - {{ . | quote }}
+  {{- end }}
+{{- end }}
+args:
+  {{- range .c.args }}
+  - {{ . | quote }}
+  {{- end }}
+resources:
+  {{- include "modelserver.resources" .c.resources | nindent 2 }}
+{{ include "modelserver.containerSecurityContext" .root }}
+{{- end }}
+
+{{/*
 modelserver.podScheduling: the pod settings the serving and fetch pods share,
 what the pod at hand adds to their node selector (an architecture), and its
 tolerations (the serving pods may add the GPU taint's).

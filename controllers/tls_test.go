@@ -1,0 +1,183 @@
+package controllers_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
+	"github.com/modelserver-dev/modelserver-operator/internal/servingtls/tlstest"
+	"github.com/modelserver-dev/modelserver-operator/internal/values"
+)
+
+// tlsSecret is a kubernetes.io/tls Secret of server, with ca as its
+// ca.crt when not nil.
+func tlsSecret(ns, name string, server, ca *tlstest.Cert) *corev1.Secret {
+	s := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Type:       corev1.SecretTypeTLS,
+		Data:       map[string][]byte{corev1.TLSCertKey: server.CertPEM, corev1.TLSPrivateKeyKey: server.KeyPEM},
+	}
+	if ca != nil {
+		s.Data["ca.crt"] = ca.CertPEM
+	}
+	return s
+}
+
+// waitStatus waits until the ModelServer's status satisfies ok, and returns
+// it.
+func waitStatus(t *testing.T, ms *servingv1alpha1.ModelServer, what string, ok func(*servingv1alpha1.ModelServer) bool) *servingv1alpha1.ModelServer {
+	t.Helper()
+	got := &servingv1alpha1.ModelServer{}
+	eventually(t, 60*time.Second, what, func(ctx context.Context) (bool, string) {
+		if err := env.client.Get(ctx, client.ObjectKeyFromObject(ms), got); err != nil {
+			return false, err.Error()
+		}
+		return ok(got), fmt.Sprintf("phase %s: %s; warnings %q", got.Status.Phase, got.Status.Message, got.Status.Warnings)
+	})
+	return got
+}
+
+// TestGRPCTLSFollowsItsSecret: a ModelServer whose spec.tls names a Secret
+// that is missing, or that TF Serving could not serve, creates nothing and
+// says why; each change of the Secret wakes it (the operator watches TLS
+// Secrets' metadata), and once it is good the pods serve it through the
+// tls-config init container. A renewed certificate rolls them; a Secret
+// deleted under running pods is a warning, not an outage.
+func TestGRPCTLSFollowsItsSecret(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	ms := newModelServer(ns, "secure", func(ms *servingv1alpha1.ModelServer) {
+		ms.Spec.TLS = &servingv1alpha1.TLSSpec{SecretName: "secure-grpc", ClientAuth: servingv1alpha1.TLSClientAuthRequire}
+	})
+	if err := env.client.Create(ctx, ms); err != nil {
+		t.Fatal(err)
+	}
+	blocked := func(reason, message string) {
+		t.Helper()
+		got := waitStatus(t, ms, reason+": "+message, func(got *servingv1alpha1.ModelServer) bool {
+			c := meta.FindStatusCondition(got.Status.Conditions, servingv1alpha1.ConditionDeployed)
+			return c != nil && c.Reason == reason && strings.Contains(c.Message, message)
+		})
+		if got.Status.Phase != servingv1alpha1.PhaseFailed {
+			t.Errorf("phase %s, want Failed", got.Status.Phase)
+		}
+		if err := env.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: ms.Name}, &appsv1.Deployment{}); !apierrors.IsNotFound(err) {
+			t.Errorf("a Deployment exists (%v) while spec.tls's Secret cannot be served", err)
+		}
+	}
+	blocked(servingv1alpha1.ReasonSecretNotFound, `spec.tls.secretName: Secret "secure-grpc" not found in namespace `+ns)
+
+	issuer, clients := tlstest.CA(t, "issuer"), tlstest.CA(t, "clients")
+	first := issuer.Server(t, "secure."+ns+".svc")
+	mismatched := tlsSecret(ns, "secure-grpc", first, clients)
+	mismatched.Data[corev1.TLSPrivateKeyKey] = tlstest.CA(t, "other").KeyPEM
+	if err := env.client.Create(ctx, mismatched); err != nil {
+		t.Fatal(err)
+	}
+	blocked(servingv1alpha1.ReasonInvalidSecret, `spec.tls.secretName: Secret "secure-grpc": tls.crt and tls.key: private key does not match public key`)
+
+	noCA := tlsSecret(ns, "secure-grpc", first, nil)
+	if err := env.client.Update(ctx, noCA); err != nil {
+		t.Fatal(err)
+	}
+	blocked(servingv1alpha1.ReasonInvalidSecret, "ca.crt is missing or empty: clientAuth Require needs the CA certificates")
+
+	good := tlsSecret(ns, "secure-grpc", first, clients)
+	if err := env.client.Update(ctx, good); err != nil {
+		t.Fatal(err)
+	}
+	waitReady(t, ms)
+	d := get(t, ns, ms.Name, &appsv1.Deployment{})
+	pod := d.Spec.Template.Spec
+	if len(pod.InitContainers) == 0 || pod.InitContainers[0].Name != values.TLSConfigContainerName || !slices.Contains(pod.InitContainers[0].Args, "--require-client-cert") {
+		t.Fatalf("init containers %+v, want tls-config first, asking for client certificates", pod.InitContainers)
+	}
+	if !slices.Contains(pod.Containers[0].Args, "--ssl_config_file="+values.SSLConfigPath) {
+		t.Errorf("serving args %q lack the SSL config", pod.Containers[0].Args)
+	}
+	firstDigest := d.Spec.Template.Annotations[values.AnnotationTLSCertDigest]
+	if firstDigest == "" {
+		t.Fatal("the serving pods carry no certificate digest")
+	}
+
+	// cert-manager renews by updating the Secret in place.
+	renewed := tlsSecret(ns, "secure-grpc", issuer.Server(t, "secure."+ns+".svc"), clients)
+	if err := env.client.Update(ctx, renewed); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 60*time.Second, "the pods rolled for the renewed certificate", func(ctx context.Context) (bool, string) {
+		d := get(t, ns, ms.Name, &appsv1.Deployment{})
+		got := d.Spec.Template.Annotations[values.AnnotationTLSCertDigest]
+		return got != firstDigest && got != "", "digest " + got
+	})
+	waitReady(t, ms)
+	renewedDigest := get(t, ns, ms.Name, &appsv1.Deployment{}).Spec.Template.Annotations[values.AnnotationTLSCertDigest]
+
+	if err := env.client.Delete(ctx, renewed); err != nil {
+		t.Fatal(err)
+	}
+	got := waitStatus(t, ms, "the deleted Secret warned of", func(got *servingv1alpha1.ModelServer) bool {
+		return slices.ContainsFunc(got.Status.Warnings, func(w string) bool {
+			return strings.Contains(w, `Secret "secure-grpc" not found`) && strings.Contains(w, "the pods running keep serving their certificate")
+		})
+	})
+	if got.Status.Phase != servingv1alpha1.PhaseReady {
+		t.Errorf("phase %s (%s) with the Secret gone: the pods still serve", got.Status.Phase, got.Status.Message)
+	}
+	if d := get(t, ns, ms.Name, &appsv1.Deployment{}); d.Spec.Template.Annotations[values.AnnotationTLSCertDigest] != renewedDigest {
+		t.Error("the Secret's deletion changed the serving pods")
+	}
+	eventually(t, 30*time.Second, "a TLSSecretUnusable Warning", func(context.Context) (bool, string) {
+		events := modelServerEvents(t, ns)
+		return slices.ContainsFunc(events, func(e string) bool { return strings.HasPrefix(e, "Warning TLSSecretUnusable: ") }), strings.Join(events, "; ")
+	})
+
+	if err := env.client.Create(ctx, tlsSecret(ns, "secure-grpc", issuer.Server(t, "secure."+ns+".svc"), clients)); err != nil {
+		t.Fatal(err)
+	}
+	waitStatus(t, ms, "the warning gone with the Secret back", func(got *servingv1alpha1.ModelServer) bool {
+		return len(got.Status.Warnings) == 0 && got.Status.Phase == servingv1alpha1.PhaseReady
+	})
+}
+
+// TestATLSSecretOfAnotherTypeIsNamed: spec.tls takes a kubernetes.io/tls
+// Secret; an Opaque one with the same keys is refused by its type, and
+// looked at again after a while, since only TLS Secrets are watched.
+func TestATLSSecretOfAnotherTypeIsNamed(t *testing.T) {
+	ctx := context.Background()
+	r := newProcessReconciler(t, nil)
+	ms := createUnmanaged(t, "opaque-tls", func(ms *servingv1alpha1.ModelServer) {
+		ms.Spec.TLS = &servingv1alpha1.TLSSpec{SecretName: "opaque-tls"}
+	})
+	opaque := tlsSecret(ms.Namespace, "opaque-tls", tlstest.CA(t, "issuer").Server(t, "opaque"), nil)
+	opaque.Type = corev1.SecretTypeOpaque
+	if err := env.client.Create(ctx, opaque); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.client.Delete(context.Background(), opaque) })
+	result, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(ms)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := get(t, ms.Namespace, ms.Name, &servingv1alpha1.ModelServer{})
+	c := meta.FindStatusCondition(got.Status.Conditions, servingv1alpha1.ConditionDeployed)
+	const want = `spec.tls.secretName: Secret "opaque-tls" is of type Opaque, not kubernetes.io/tls (kubectl create secret tls, or a cert-manager Certificate, makes one)`
+	if c == nil || c.Reason != servingv1alpha1.ReasonInvalidSecret || c.Message != want {
+		t.Errorf("Deployed %+v, want InvalidSecret: %s", c, want)
+	}
+	if result.RequeueAfter <= 0 {
+		t.Error("no look again: nothing watched tells of a Secret of another type")
+	}
+}

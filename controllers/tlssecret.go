@@ -1,0 +1,128 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
+	"github.com/modelserver-dev/modelserver-operator/internal/names"
+	"github.com/modelserver-dev/modelserver-operator/internal/servingtls"
+	"github.com/modelserver-dev/modelserver-operator/internal/values"
+)
+
+// TLSSecretsCache is how the operator's cache holds Secrets: only the
+// metadata of those of type kubernetes.io/tls, which is what spec.tls
+// takes. A renewed certificate then wakes its ModelServers, while the keys
+// stay out of the operator's memory and the Helm release records, Secrets
+// too, out of its watch.
+func TLSSecretsCache() cache.ByObject {
+	return cache.ByObject{Field: fields.OneTermEqualSelector("type", string(corev1.SecretTypeTLS))}
+}
+
+// tlsSecretOf indexes the ModelServers by the Secret of their spec.tls.
+const tlsSecretOf = "modelserver.dev/tls-secret-of"
+
+func tlsSecretKey(o client.Object) []string {
+	if ms, ok := o.(*servingv1alpha1.ModelServer); ok && ms.Spec.TLS != nil {
+		return []string{ms.Spec.TLS.SecretName}
+	}
+	return nil
+}
+
+// tlsSecretModelServers are the ModelServers whose spec.tls names the
+// Secret o.
+func (r *ModelServerReconciler) tlsSecretModelServers(ctx context.Context, o client.Object) []reconcile.Request {
+	list := &servingv1alpha1.ModelServerList{}
+	if err := r.List(ctx, list, client.InNamespace(o.GetNamespace()), client.MatchingFields{tlsSecretOf: o.GetName()}); err != nil {
+		return nil
+	}
+	reqs := make([]reconcile.Request, 0, len(list.Items))
+	for _, ms := range list.Items {
+		reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ms.Namespace, Name: ms.Name}})
+	}
+	return reqs
+}
+
+// eventTLSSecretUnusable is the reason of the Warning that says spec.tls's
+// Secret went missing or bad under running pods, which keep serving: the
+// ModelServer stays Ready, and has no other Event to show it by.
+const eventTLSSecretUnusable = "TLSSecretUnusable"
+
+// tlsObservation is what spec.tls's Secret gave: the digest of its
+// certificates, or why TF Serving could not serve it (reason, message).
+// Where the pods running serve this Secret already, its problem is a
+// warning and the digest theirs (warning): they keep serving their
+// certificate, and the rest of the spec is still rolled out.
+type tlsObservation struct {
+	digest, reason, message, warning string
+}
+
+// observeTLS reads spec.tls's Secret past the cache, which holds none of
+// its data. Only its certificates make the digest; the key is checked
+// against them and goes nowhere.
+func (r *ModelServerReconciler) observeTLS(ctx context.Context, ms *servingv1alpha1.ModelServer, d *appsv1.Deployment) (tlsObservation, error) {
+	t := ms.Spec.TLS
+	requireClient := t.ClientAuth == servingv1alpha1.TLSClientAuthRequire
+	field := "spec.tls.secretName"
+	secret := &corev1.Secret{}
+	err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: ms.Namespace, Name: t.SecretName}, secret)
+	var obs tlsObservation
+	switch {
+	case apierrors.IsNotFound(err):
+		obs.reason, obs.message = servingv1alpha1.ReasonSecretNotFound, fmt.Sprintf("%s: Secret %q not found in namespace %s", field, t.SecretName, ms.Namespace)
+	case err != nil:
+		return obs, fmt.Errorf("read spec.tls's Secret: %w", err)
+	case secret.Type != corev1.SecretTypeTLS:
+		obs.reason, obs.message = servingv1alpha1.ReasonInvalidSecret, fmt.Sprintf("%s: Secret %q is of type %s, not %s (kubectl create secret tls, or a cert-manager Certificate, makes one)", field, t.SecretName, cmpType(secret.Type), corev1.SecretTypeTLS)
+	default:
+		f := servingtls.Files{Cert: secret.Data[servingtls.CertKey], Key: secret.Data[servingtls.KeyKey], CA: secret.Data[servingtls.CAKey]}
+		if problem := servingtls.Check(f, requireClient); problem != "" {
+			obs.reason, obs.message = servingv1alpha1.ReasonInvalidSecret, fmt.Sprintf("%s: Secret %q: %s", field, t.SecretName, problem)
+			break
+		}
+		if requireClient {
+			obs.digest = names.Hash(string(f.Cert), string(f.CA))
+		} else {
+			obs.digest = names.Hash(string(f.Cert))
+		}
+		return obs, nil
+	}
+	if live := servedTLS(d, t.SecretName, requireClient); live != "" {
+		obs.digest, obs.warning = live, obs.message+": the pods running keep serving their certificate, but no new pod can start until it is mended"
+		obs.reason, obs.message = "", ""
+	}
+	return obs, nil
+}
+
+// servedTLS is the digest of the certificates the serving pods were made
+// with, if they serve the Secret name, and ask clients for certificates as
+// requireClient says; else "".
+func servedTLS(d *appsv1.Deployment, name string, requireClient bool) string {
+	if d == nil {
+		return ""
+	}
+	pod := d.Spec.Template
+	mounted := slices.ContainsFunc(pod.Spec.Volumes, func(v corev1.Volume) bool { return v.Secret != nil && v.Secret.SecretName == name })
+	init := slices.IndexFunc(pod.Spec.InitContainers, func(c corev1.Container) bool { return c.Name == values.TLSConfigContainerName })
+	if !mounted || init < 0 || slices.Contains(pod.Spec.InitContainers[init].Args, "--require-client-cert") != requireClient {
+		return ""
+	}
+	return pod.Annotations[values.AnnotationTLSCertDigest]
+}
+
+func cmpType(t corev1.SecretType) corev1.SecretType {
+	if t == "" {
+		return corev1.SecretTypeOpaque
+	}
+	return t
+}

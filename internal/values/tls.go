@@ -1,0 +1,58 @@
+package values
+
+import (
+	"path"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
+	"github.com/modelserver-dev/modelserver-operator/internal/servingtls"
+)
+
+// servingTLS is the gRPC API's TLS, nil without spec.tls: TF Serving wants
+// the PEM inside its SSL config rather than paths to it, so an init
+// container of the operator's image writes the config from the Secret, and
+// the private key stays out of the chart's values and the release record.
+func servingTLS(t *servingv1alpha1.TLSSpec, in Inputs) *ServingTLS {
+	if t == nil {
+		return nil
+	}
+	args := []string{"tls-config",
+		"--cert", path.Join(TLSSecretMountPath, servingtls.CertKey),
+		"--key", path.Join(TLSSecretMountPath, servingtls.KeyKey),
+	}
+	if t.ClientAuth == servingv1alpha1.TLSClientAuthRequire {
+		args = append(args, "--ca", path.Join(TLSSecretMountPath, servingtls.CAKey), "--require-client-cert")
+	}
+	args = append(args, "--out", SSLConfigPath)
+	prog := in.fetcher()
+	if live := in.LiveTLSConfig; live != nil && live.Image != "" && slices.Equal(live.Args, args) {
+		prog = Program{Image: live.Image, Command: live.Command}
+	}
+	return &ServingTLS{
+		SecretName: t.SecretName,
+		Config: InitContainer{
+			Image:           prog.Image,
+			Command:         prog.Command,
+			ImagePullPolicy: corev1.PullIfNotPresent,
+			Args:            args,
+			Resources:       initResources(),
+		},
+	}
+}
+
+// initResources are those of the serving pods' init containers, which
+// read a few files: enough for a quota that wants requests and limits.
+func initResources() corev1.ResourceRequirements {
+	return corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{
+			corev1.ResourceCPU:    resource.MustParse("10m"),
+			corev1.ResourceMemory: resource.MustParse("16Mi"),
+		},
+		Limits: corev1.ResourceList{
+			corev1.ResourceMemory: resource.MustParse("64Mi"),
+		},
+	}
+}
