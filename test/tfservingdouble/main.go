@@ -9,6 +9,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -165,23 +166,8 @@ func start(ctx context.Context, opts options, log *logger) (*server, error) {
 		s.spawn(func() { s.pollModelConfig(bg, opts.modelConfigFile, every) })
 	}
 
-	if opts.grpcPort != 0 {
-		l, err := net.Listen("tcp", fmt.Sprintf("%s:%d", bindHost, opts.grpcPort))
-		if err != nil {
-			log.errorf("Failed to listen on the gRPC port: %v", err)
-			return fail(errorf(codeInvalidArgument, "Failed to BuildAndStart gRPC server"))
-		}
-		s.grpc, s.grpcAddr = append(s.grpc, l), l.Addr().String()
-		log.infof("Running gRPC ModelServer at 0.0.0.0:%d ...", opts.grpcPort)
-	}
-	if opts.grpcSocketPath != "" {
-		l, err := net.Listen("unix", opts.grpcSocketPath)
-		if err != nil {
-			log.errorf("Failed to listen on %s: %v", opts.grpcSocketPath, err)
-			return fail(errorf(codeInvalidArgument, "Failed to BuildAndStart gRPC server"))
-		}
-		s.grpc = append(s.grpc, l)
-		log.infof("Running gRPC ModelServer at UNIX socket %s ...", opts.grpcSocketPath)
+	if err := s.openGRPC(opts); err != nil {
+		return fail(err)
 	}
 	for _, l := range s.grpc {
 		s.spawn(func() { acceptAndClose(l) })
@@ -254,6 +240,42 @@ func configure(opts options, log *logger) (serverConfig, error) {
 	return cfg, nil
 }
 
+// openGRPC opens the gRPC port and socket, over TLS where an SSL config is
+// given.
+func (s *server) openGRPC(opts options) error {
+	if opts.grpcPort != 0 {
+		// TF Serving reads its SSL config as it opens the port, once the
+		// models are loaded.
+		var creds *tls.Config
+		if opts.sslConfigFile != "" {
+			var err error
+			if creds, err = readSSLConfig(opts.sslConfigFile, s.log); err != nil {
+				return err
+			}
+		}
+		l, err := net.Listen("tcp", fmt.Sprintf("%s:%d", bindHost, opts.grpcPort))
+		if err != nil {
+			s.log.errorf("Failed to listen on the gRPC port: %v", err)
+			return errorf(codeInvalidArgument, "Failed to BuildAndStart gRPC server")
+		}
+		if creds != nil {
+			l = tls.NewListener(l, creds)
+		}
+		s.grpc, s.grpcAddr = append(s.grpc, l), l.Addr().String()
+		s.log.infof("Running gRPC ModelServer at 0.0.0.0:%d ...", opts.grpcPort)
+	}
+	if opts.grpcSocketPath != "" {
+		l, err := net.Listen("unix", opts.grpcSocketPath)
+		if err != nil {
+			s.log.errorf("Failed to listen on %s: %v", opts.grpcSocketPath, err)
+			return errorf(codeInvalidArgument, "Failed to BuildAndStart gRPC server")
+		}
+		s.grpc = append(s.grpc, l)
+		s.log.infof("Running gRPC ModelServer at UNIX socket %s ...", opts.grpcSocketPath)
+	}
+	return nil
+}
+
 func (s *server) spawn(f func()) {
 	s.tasks.Add(1)
 	go func() {
@@ -318,7 +340,7 @@ func (s *server) reloadModelConfig(ctx context.Context, path string) {
 
 // acceptAndClose is the gRPC port: the double does not speak gRPC, but a
 // TCP probe (the liveness probe) connects, and a gRPC client fails fast
-// instead of hanging.
+// instead of hanging; over TLS, after the handshake.
 func acceptAndClose(l net.Listener) {
 	for {
 		c, err := l.Accept()
@@ -329,6 +351,6 @@ func acceptAndClose(l net.Listener) {
 			time.Sleep(10 * time.Millisecond)
 			continue
 		}
-		_ = c.Close()
+		go handshakeAndClose(c)
 	}
 }
