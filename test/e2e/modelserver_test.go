@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -18,6 +19,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/modelserver-dev/modelserver-operator/internal/localcluster"
+	"github.com/modelserver-dev/modelserver-operator/internal/servingtls/tlstest"
 )
 
 // The ModelServer scenarios share one cluster and one operator process,
@@ -305,7 +307,26 @@ func TestEverySampleBecomesReady(t *testing.T) {
 	for _, s := range samples {
 		kubectl(t, c, "apply", "-n", ns, "-f", s)
 	}
+	// The exposed sample serves gRPC with the certificate of a Secret that
+	// cert-manager would make: until it exists, nothing is created.
+	kubectl(t, c, "wait", "-n", ns, "ms/resnet-exposed", "--timeout=60s",
+		`--for=jsonpath={.status.conditions[?(@.type=="Deployed")].reason}=SecretNotFound`)
+	dir := t.TempDir()
+	server := tlstest.CA(t, "issuer").Server(t, "resnet-exposed."+ns+".svc")
+	crt, key := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
+	for path, data := range map[string][]byte{crt: server.CertPEM, key: server.KeyPEM} {
+		if err := os.WriteFile(path, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	kubectl(t, c, "create", "secret", "tls", "-n", ns, "resnet-exposed-grpc", "--cert="+crt, "--key="+key)
+	// The operator watches TLS Secrets (their metadata alone): the new one
+	// wakes the ModelServer, where its look again would take a minute.
+	kubectl(t, c, "wait", "-n", ns, "--for=condition=Ready", "ms/resnet-exposed", "--timeout=45s")
 	kubectl(t, c, "wait", "-n", ns, "--for=condition=Ready", "ms", "--all", "--timeout=90s")
+	if args := kubectl(t, c, "get", "-n", ns, "deploy", "resnet-exposed", "-o", "jsonpath={.spec.template.spec.initContainers[0].name} {.spec.template.spec.containers[0].args}"); !strings.HasPrefix(args, "tls-config ") || !strings.Contains(args, "--ssl_config_file=") {
+		t.Errorf("the exposed sample's pods: %s, want tls-config first and the SSL config read", args)
+	}
 	out := kubectl(t, c, "get", "-n", ns, "ms")
 	for _, name := range []string{"resnet-autoscaled", "resnet-gpu", "resnet-canary", "model-zoo", "resnet-exposed"} {
 		if !strings.Contains(out, name) {
