@@ -375,6 +375,15 @@ func TestBadSpecsAreRejectedAtAdmission(t *testing.T) {
 		{"a flag that stops the server", newModelServer(ns, "argversion", func(ms *servingv1alpha1.ModelServer) {
 			ms.Spec.ExtraArgs = []string{"--version"}
 		}), "spec.extraArgs[0]", "it would never serve"},
+		{"an SSL config of one's own", newModelServer(ns, "argssl", func(ms *servingv1alpha1.ModelServer) {
+			ms.Spec.ExtraArgs = []string{"--ssl_config_file=/etc/ssl.config"}
+		}), "spec.extraArgs[0]", "--ssl_config_file from spec.tls"},
+		{"a TLS Secret that is no name", newModelServer(ns, "tlsname", func(ms *servingv1alpha1.ModelServer) {
+			ms.Spec.TLS = &servingv1alpha1.TLSSpec{SecretName: "Grpc_Cert"}
+		}), "spec.tls.secretName", "should match"},
+		{"client authentication of another kind", newModelServer(ns, "tlsauth", func(ms *servingv1alpha1.ModelServer) {
+			ms.Spec.TLS = &servingv1alpha1.TLSSpec{SecretName: "grpc-cert", ClientAuth: "Optional"}
+		}), "spec.tls.clientAuth", `supported values: "None", "Require"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := env.client.Create(context.Background(), tc.ms)

@@ -22,7 +22,8 @@ func TestTLSConfigWritesTheSSLConfigForItsOwnerAlone(t *testing.T) {
 		}
 		return p
 	}
-	cert, key, caFile := write("tls.crt", server.CertPEM), write("tls.key", server.KeyPEM), write("ca.crt", ca.CertPEM)
+	cert, key := server.WriteTo(t, dir)
+	caFile := write("ca.crt", ca.CertPEM)
 	out := filepath.Join(dir, "ssl.config")
 	for _, requireClient := range []bool{false, true} {
 		args := []string{"--cert", cert, "--key", key, "--ca", caFile, "--out", out}

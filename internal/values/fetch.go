@@ -59,13 +59,20 @@ func fetchArgs(m servingv1alpha1.ModelSpec, dest string) []string {
 }
 
 func fetchResources() corev1.ResourceRequirements {
+	return requestsAndMemoryLimit("100m", "128Mi", "512Mi")
+}
+
+// requestsAndMemoryLimit are the resources of a container of the
+// operator's image: a request of each, for a quota that wants them, and a
+// memory limit; no CPU limit, which would only slow it.
+func requestsAndMemoryLimit(cpu, memory, memoryLimit string) corev1.ResourceRequirements {
 	return corev1.ResourceRequirements{
 		Requests: corev1.ResourceList{
-			corev1.ResourceCPU:    resource.MustParse("100m"),
-			corev1.ResourceMemory: resource.MustParse("128Mi"),
+			corev1.ResourceCPU:    resource.MustParse(cpu),
+			corev1.ResourceMemory: resource.MustParse(memory),
 		},
 		Limits: corev1.ResourceList{
-			corev1.ResourceMemory: resource.MustParse("512Mi"),
+			corev1.ResourceMemory: resource.MustParse(memoryLimit),
 		},
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 
 	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
 	"github.com/modelserver-dev/modelserver-operator/internal/servingtls"
@@ -44,15 +43,7 @@ func servingTLS(t *servingv1alpha1.TLSSpec, in Inputs) *ServingTLS {
 }
 
 // initResources are those of the serving pods' init containers, which
-// read a few files: enough for a quota that wants requests and limits.
+// read a few files.
 func initResources() corev1.ResourceRequirements {
-	return corev1.ResourceRequirements{
-		Requests: corev1.ResourceList{
-			corev1.ResourceCPU:    resource.MustParse("10m"),
-			corev1.ResourceMemory: resource.MustParse("16Mi"),
-		},
-		Limits: corev1.ResourceList{
-			corev1.ResourceMemory: resource.MustParse("64Mi"),
-		},
-	}
+	return requestsAndMemoryLimit("10m", "16Mi", "64Mi")
 }

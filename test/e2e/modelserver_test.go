@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -311,14 +310,7 @@ func TestEverySampleBecomesReady(t *testing.T) {
 	// cert-manager would make: until it exists, nothing is created.
 	kubectl(t, c, "wait", "-n", ns, "ms/resnet-exposed", "--timeout=60s",
 		`--for=jsonpath={.status.conditions[?(@.type=="Deployed")].reason}=SecretNotFound`)
-	dir := t.TempDir()
-	server := tlstest.CA(t, "issuer").Server(t, "resnet-exposed."+ns+".svc")
-	crt, key := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
-	for path, data := range map[string][]byte{crt: server.CertPEM, key: server.KeyPEM} {
-		if err := os.WriteFile(path, data, 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
+	crt, key := tlstest.CA(t, "issuer").Server(t, "resnet-exposed."+ns+".svc").WriteTo(t, t.TempDir())
 	kubectl(t, c, "create", "secret", "tls", "-n", ns, "resnet-exposed-grpc", "--cert="+crt, "--key="+key)
 	// The operator watches TLS Secrets (their metadata alone): the new one
 	// wakes the ModelServer, where its look again would take a minute.

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -21,17 +20,12 @@ import (
 func sslConfig(t *testing.T, server, clients *tlstest.Cert) string {
 	t.Helper()
 	dir := t.TempDir()
-	write := func(name string, data []byte) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, data, 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
+	cert, key := server.WriteTo(t, dir)
 	out := filepath.Join(dir, "ssl.config")
-	args := []string{"--cert", write("tls.crt", server.CertPEM), "--key", write("tls.key", server.KeyPEM), "--out", out}
+	args := []string{"--cert", cert, "--key", key, "--out", out}
 	if clients != nil {
-		args = append(args, "--ca", write("ca.crt", clients.CertPEM), "--require-client-cert")
+		ca, _ := clients.WriteTo(t, t.TempDir())
+		args = append(args, "--ca", ca, "--require-client-cert")
 	}
 	if err := fetchcmd.TLSConfig(args, io.Discard); err != nil {
 		t.Fatal(err)

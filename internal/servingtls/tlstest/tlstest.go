@@ -12,6 +12,8 @@ import (
 	"encoding/pem"
 	"math/big"
 	"net"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 )
@@ -26,6 +28,20 @@ type Cert struct {
 // TLS is c as a crypto/tls certificate.
 func (c *Cert) TLS() tls.Certificate {
 	return tls.Certificate{Certificate: [][]byte{c.Cert.Raw}, PrivateKey: c.key, Leaf: c.Cert}
+}
+
+// WriteTo writes c's certificate and key into dir as tls.crt and tls.key,
+// as a kubernetes.io/tls Secret's volume holds them, and returns their
+// paths.
+func (c *Cert) WriteTo(t testing.TB, dir string) (cert, key string) {
+	t.Helper()
+	cert, key = filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
+	for path, data := range map[string][]byte{cert: c.CertPEM, key: c.KeyPEM} {
+		if err := os.WriteFile(path, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return cert, key
 }
 
 // Pool is a pool of c alone, to trust it.
