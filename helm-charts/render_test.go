@@ -574,6 +574,9 @@ func renderCases() []renderCase { //nolint:gocognit // a table of cases: each ca
 				if ic.Name != values.TLSConfigContainerName || !slices.Contains(ic.Args, "--require-client-cert") || !slices.Contains(ic.Args, values.TLSSecretMountPath+"/ca.crt") {
 					t.Errorf("first init container %s %q, want tls-config asking clients for certificates signed by ca.crt", ic.Name, ic.Args)
 				}
+				if want := "over TLS with the certificate of Secret resnet-grpc; clients present a certificate signed by its ca.crt"; !strings.Contains(objs.notes, want) {
+					t.Errorf("NOTES.txt does not say %q:\n%s", want, objs.notes)
+				}
 			},
 		},
 		{
@@ -1392,6 +1395,7 @@ func checkOwner(t *testing.T, what string, refs []metav1.OwnerReference, ms *ser
 
 // objects are the decoded objects of one render.
 type objects struct {
+	notes       string // NOTES.txt
 	kinds       []string
 	configMaps  []corev1.ConfigMap
 	deployments []appsv1.Deployment
@@ -1450,6 +1454,7 @@ func decodeAll(t *testing.T, rendered map[string]string) *objects {
 	objs := &objects{}
 	for _, file := range slices.Sorted(maps.Keys(rendered)) {
 		if strings.HasSuffix(file, "NOTES.txt") {
+			objs.notes = rendered[file]
 			continue
 		}
 		if !strings.HasSuffix(file, ".yaml") {
