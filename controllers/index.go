@@ -8,7 +8,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
 	"github.com/modelserver-dev/modelserver-operator/internal/values"
 )
 
@@ -35,10 +34,7 @@ func addIndexes(ctx context.Context, indexer client.FieldIndexer) error {
 	if err := indexer.IndexField(ctx, &corev1.Pod{}, podsOfJob, jobKey); err != nil {
 		return err
 	}
-	if err := indexer.IndexField(ctx, &corev1.Event{}, eventsAbout, aboutKey); err != nil {
-		return err
-	}
-	return indexer.IndexField(ctx, &servingv1alpha1.ModelServer{}, tlsSecretOf, tlsSecretKey)
+	return indexer.IndexField(ctx, &corev1.Event{}, eventsAbout, aboutKey)
 }
 
 // aboutKey is an Event's key in eventsAbout: the UID of its object.

@@ -29,26 +29,20 @@ func TLSSecretsCache() cache.ByObject {
 	return cache.ByObject{Field: fields.OneTermEqualSelector("type", string(corev1.SecretTypeTLS))}
 }
 
-// tlsSecretOf indexes the ModelServers by the Secret of their spec.tls.
-const tlsSecretOf = "modelserver.dev/tls-secret-of"
-
-func tlsSecretKey(o client.Object) []string {
-	if ms, ok := o.(*servingv1alpha1.ModelServer); ok && ms.Spec.TLS != nil {
-		return []string{ms.Spec.TLS.SecretName}
-	}
-	return nil
-}
-
 // tlsSecretModelServers are the ModelServers whose spec.tls names the
-// Secret o.
+// Secret o. They are found by a walk of the namespace's ModelServers in
+// the cache, uncopied: an index of ModelServers would make the operator
+// need their CRD before it starts, and a TLS Secret's change is rare.
 func (r *ModelServerReconciler) tlsSecretModelServers(ctx context.Context, o client.Object) []reconcile.Request {
 	list := &servingv1alpha1.ModelServerList{}
-	if err := r.List(ctx, list, client.InNamespace(o.GetNamespace()), client.MatchingFields{tlsSecretOf: o.GetName()}); err != nil {
+	if err := r.List(ctx, list, client.InNamespace(o.GetNamespace()), client.UnsafeDisableDeepCopy); err != nil {
 		return nil
 	}
-	reqs := make([]reconcile.Request, 0, len(list.Items))
-	for _, ms := range list.Items {
-		reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ms.Namespace, Name: ms.Name}})
+	var reqs []reconcile.Request
+	for i := range list.Items {
+		if t := list.Items[i].Spec.TLS; t != nil && t.SecretName == o.GetName() {
+			reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: list.Items[i].Name}})
+		}
 	}
 	return reqs
 }

@@ -282,6 +282,32 @@ func TestALMExamplesAreTheSamples(t *testing.T) {
 	}
 }
 
+// TestEveryExampleSpecFieldHasADescriptor asks what operator-sdk
+// scorecard's olm-spec-descriptors test asks, without a cluster: every
+// field an alm-example sets at the top of its spec has a spec descriptor
+// in the CSV, so that a console shows it.
+func TestEveryExampleSpecFieldHasADescriptor(t *testing.T) {
+	b := committedBundle(t)
+	var examples []map[string]any
+	if err := json.Unmarshal([]byte(b.CSV.Annotations["alm-examples"]), &examples); err != nil {
+		t.Fatalf("alm-examples: %v", err)
+	}
+	described := map[string]bool{}
+	for _, crd := range b.CSV.Spec.CustomResourceDefinitions.Owned {
+		for _, d := range crd.SpecDescriptors {
+			described[d.Path] = true
+		}
+	}
+	for _, ex := range examples {
+		spec, _ := ex["spec"].(map[string]any)
+		for field := range spec {
+			if !described[field] {
+				t.Errorf("alm-example %v sets spec.%s, which has no spec descriptor", ex["metadata"], field)
+			}
+		}
+	}
+}
+
 // TestOperatorDeploymentAsOLMRunsIt checks what the operator needs from the
 // bundle's Deployment and RBAC: its image for the fetch Job, the watched
 // namespaces from the OperatorGroup, the restricted security context, and
