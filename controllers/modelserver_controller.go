@@ -219,11 +219,14 @@ func (r *ModelServerReconciler) reconcileNormal(ctx context.Context, ms *serving
 		report.BlockedReason, report.BlockedMessage = obs.tls.reason, obs.tls.message
 		return ctrl.Result{RequeueAfter: cmp.Or(r.RecheckAfter, time.Minute)}, nil
 	}
+	for _, reason := range []string{eventTLSSecretUnusable, eventTLSCertificateExpired} {
+		if reason != obs.tls.warningReason {
+			r.problems.resolved(ms.UID, reason)
+		}
+	}
 	if obs.tls.warning != "" {
 		report.Warnings = append(slices.Clone(report.Warnings), obs.tls.warning)
-		r.warn(ms, eventTLSSecretUnusable, "ReadTLSSecret", sentence("%s", obs.tls.warning))
-	} else {
-		r.problems.resolved(ms.UID, eventTLSSecretUnusable)
+		r.warn(ms, obs.tls.warningReason, "ReadTLSSecret", sentence("%s", obs.tls.warning))
 	}
 	if report.Fetch != status.FetchSucceeded {
 		if reason, msg, err := r.checkSecrets(ctx, ms, want.Spec.Models); err != nil {
@@ -282,6 +285,8 @@ func (r *ModelServerReconciler) lookAgain(obs *observed, waitsForAPIs bool) ctrl
 	// And an autoscaler that says it cannot scale: its syncs wake nothing
 	// while it says the same.
 	sooner(obs.autoscalerLookAgainIn)
+	// And a certificate, when it expires.
+	sooner(obs.tls.lookAgainIn)
 	// The Job controller retries a refused pod without a change the
 	// watches see; look again soon to notice when it gets through.
 	if obs.podRejected {

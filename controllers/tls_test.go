@@ -181,3 +181,56 @@ func TestATLSSecretOfAnotherTypeIsNamed(t *testing.T) {
 		t.Error("no look again: nothing watched tells of a Secret of another type")
 	}
 }
+
+// TestAnExpiredCertificateIsWarnedOf: the pods serve the certificate they
+// read, expired or not, and clients refuse an expired one while the
+// ModelServer is Ready: the status says so from the moment it expires,
+// when the reconciler looks again, with one Warning Event; a renewed
+// certificate takes the warning away.
+func TestAnExpiredCertificateIsWarnedOf(t *testing.T) {
+	ctx := context.Background()
+	_, r, rec := recordingReconciler(t)
+	ms := createUnmanaged(t, "expiring", func(ms *servingv1alpha1.ModelServer) {
+		ms.Spec.TLS = &servingv1alpha1.TLSSpec{SecretName: "expiring-grpc"}
+	})
+	issuer := tlstest.CA(t, "issuer")
+	server := issuer.Server(t, "expiring")
+	secret := tlsSecret(ms.Namespace, "expiring-grpc", server, nil)
+	if err := env.client.Create(ctx, secret); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.client.Delete(context.Background(), secret) })
+	c := newClockedReconciler(t, r, ms)
+	c.reconcileUntilReady()
+	notAfter := server.Cert.NotAfter
+	now := time.Now()
+	if result := c.reconcile(now); !about(result.RequeueAfter, notAfter.Sub(now)) {
+		t.Errorf("look again in %v, want when the certificate expires, in %v", result.RequeueAfter, notAfter.Sub(now))
+	}
+	if w := c.get().Status.Warnings; len(w) != 0 {
+		t.Errorf("warnings %q before the certificate expires", w)
+	}
+
+	c.reconcile(notAfter.Add(time.Second))
+	c.reconcile(notAfter.Add(time.Minute))
+	got := c.get()
+	want := `spec.tls.secretName: Secret "expiring-grpc": its certificate expired at ` + notAfter.UTC().Format(time.RFC3339) + "; TF Serving serves it, and clients refuse it"
+	if len(got.Status.Warnings) != 1 || !strings.HasPrefix(got.Status.Warnings[0], want) {
+		t.Errorf("warnings %q, want one: %s…", got.Status.Warnings, want)
+	}
+	if got.Status.Phase != servingv1alpha1.PhaseReady {
+		t.Errorf("phase %s: the pods serve", got.Status.Phase)
+	}
+	if n := rec.count("TLSCertificateExpired"); n != 1 {
+		t.Errorf("%d TLSCertificateExpired Events, want 1; all:\n%s", n, rec)
+	}
+
+	renewed := tlsSecret(ms.Namespace, "expiring-grpc", issuer.Server(t, "expiring"), nil)
+	if err := env.client.Update(ctx, renewed); err != nil {
+		t.Fatal(err)
+	}
+	c.reconcile(time.Now())
+	if w := c.get().Status.Warnings; len(w) != 0 {
+		t.Errorf("warnings %q after the renewal", w)
+	}
+}

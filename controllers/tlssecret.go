@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -52,13 +53,22 @@ func (r *ModelServerReconciler) tlsSecretModelServers(ctx context.Context, o cli
 // ModelServer stays Ready, and has no other Event to show it by.
 const eventTLSSecretUnusable = "TLSSecretUnusable"
 
+// eventTLSCertificateExpired is the reason of the Warning that says the
+// certificate of spec.tls's Secret has expired: the pods serve it, and
+// every client that checks it refuses it, while the ModelServer is Ready.
+const eventTLSCertificateExpired = "TLSCertificateExpired"
+
 // tlsObservation is what spec.tls's Secret gave: the digest of its
 // certificates, or why TF Serving could not serve it (reason, message).
 // Where the pods running serve this Secret already, its problem is a
-// warning and the digest theirs (warning): they keep serving their
-// certificate, and the rest of the spec is still rolled out.
+// warning and the digest theirs: they keep serving their certificate, and
+// the rest of the spec is still rolled out. An expired certificate is a
+// warning too (warning, with the reason of its Event); one that has not
+// expired is looked at again when it does (lookAgainIn).
 type tlsObservation struct {
-	digest, reason, message, warning string
+	digest, reason, message string
+	warning, warningReason  string
+	lookAgainIn             time.Duration
 }
 
 // observeTLS reads spec.tls's Secret past the cache, which holds none of
@@ -89,10 +99,18 @@ func (r *ModelServerReconciler) observeTLS(ctx context.Context, ms *servingv1alp
 		} else {
 			obs.digest = names.Hash(string(f.Cert))
 		}
+		now, notAfter := r.clock().Now(), servingtls.NotAfter(f.Cert)
+		if now.After(notAfter) {
+			obs.warning = fmt.Sprintf("%s: Secret %q: its certificate expired at %s; TF Serving serves it, and clients refuse it (is its issuer renewing it?)", field, t.SecretName, notAfter.UTC().Format(time.RFC3339))
+			obs.warningReason = eventTLSCertificateExpired
+		} else {
+			obs.lookAgainIn = notAfter.Sub(now) + time.Second
+		}
 		return obs, nil
 	}
 	if live := servedTLS(d, t.SecretName, requireClient); live != "" {
 		obs.digest, obs.warning = live, obs.message+": the pods running keep serving their certificate, but no new pod can start until it is mended"
+		obs.warningReason = eventTLSSecretUnusable
 		obs.reason, obs.message = "", ""
 	}
 	return obs, nil

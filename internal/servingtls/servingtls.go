@@ -14,6 +14,7 @@ import (
 	"encoding/pem"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/modelserver-dev/modelserver-operator/internal/pbtext"
 )
@@ -56,6 +57,20 @@ func Check(f Files, requireClient bool) string {
 		return CAKey + ": no CERTIFICATE block in PEM"
 	}
 	return ""
+}
+
+// NotAfter is when the first certificate of cert, the server's, expires;
+// zero if it does not parse.
+func NotAfter(cert []byte) time.Time {
+	block, _ := pem.Decode(cert)
+	if block == nil {
+		return time.Time{}
+	}
+	c, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		return time.Time{}
+	}
+	return c.NotAfter
 }
 
 // certificates counts the certificates of a PEM bundle, or says which

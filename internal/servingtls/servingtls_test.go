@@ -105,3 +105,15 @@ func TestSSLConfigReadsBackAsWritten(t *testing.T) {
 		}
 	}
 }
+
+func TestNotAfterIsTheServersCertificates(t *testing.T) {
+	issuer := tlstest.CA(t, "issuer")
+	server := issuer.Server(t, "server")
+	chain := append(append([]byte{}, server.CertPEM...), issuer.CertPEM...)
+	if got := NotAfter(chain); !got.Equal(server.Cert.NotAfter) {
+		t.Errorf("NotAfter = %v, want the server certificate's %v", got, server.Cert.NotAfter)
+	}
+	if got := NotAfter([]byte("hello")); !got.IsZero() {
+		t.Errorf("NotAfter of no PEM = %v, want zero", got)
+	}
+}
