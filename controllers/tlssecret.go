@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -87,7 +88,7 @@ func (r *ModelServerReconciler) observeTLS(ctx context.Context, ms *servingv1alp
 	case err != nil:
 		return obs, fmt.Errorf("read spec.tls's Secret: %w", err)
 	case secret.Type != corev1.SecretTypeTLS:
-		obs.reason, obs.message = servingv1alpha1.ReasonInvalidSecret, fmt.Sprintf("%s: Secret %q is of type %s, not %s (kubectl create secret tls, or a cert-manager Certificate, makes one)", field, t.SecretName, cmpType(secret.Type), corev1.SecretTypeTLS)
+		obs.reason, obs.message = servingv1alpha1.ReasonInvalidSecret, fmt.Sprintf("%s: Secret %q is of type %s, not %s (kubectl create secret tls, or a cert-manager Certificate, makes one)", field, t.SecretName, cmp.Or(secret.Type, corev1.SecretTypeOpaque), corev1.SecretTypeTLS)
 	default:
 		f := servingtls.Files{Cert: secret.Data[servingtls.CertKey], Key: secret.Data[servingtls.KeyKey], CA: secret.Data[servingtls.CAKey]}
 		if problem := servingtls.Check(f, requireClient); problem != "" {
@@ -130,11 +131,4 @@ func servedTLS(d *appsv1.Deployment, name string, requireClient bool) string {
 		return ""
 	}
 	return pod.Annotations[values.AnnotationTLSCertDigest]
-}
-
-func cmpType(t corev1.SecretType) corev1.SecretType {
-	if t == "" {
-		return corev1.SecretTypeOpaque
-	}
-	return t
 }
