@@ -12,10 +12,12 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -320,18 +322,33 @@ func runningServingPod(t *testing.T, ms *servingv1alpha1.ModelServer, poll func(
 // kubelet would: ready once it runs.
 func setContainerState(t *testing.T, pod *corev1.Pod, state corev1.ContainerState) {
 	t.Helper()
+	ctx := context.Background()
 	ready := corev1.ConditionFalse
 	if state.Running != nil {
 		ready = corev1.ConditionTrue
 	}
-	pod.Status.ContainerStatuses[0].State = state
-	pod.Status.ContainerStatuses[0].Ready = ready == corev1.ConditionTrue
-	for i, c := range pod.Status.Conditions {
-		if c.Type == corev1.PodReady || c.Type == corev1.ContainersReady {
-			pod.Status.Conditions[i].Status = ready
+	// The control plane may write the pod's status meanwhile (seen once
+	// right after a binding): write again over the newest.
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if len(pod.Status.ContainerStatuses) == 0 {
+			pod.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: pod.Spec.Containers[0].Name, Image: pod.Spec.Containers[0].Image}}
 		}
-	}
-	if err := env.client.Status().Update(context.Background(), pod); err != nil {
+		pod.Status.ContainerStatuses[0].State = state
+		pod.Status.ContainerStatuses[0].Ready = ready == corev1.ConditionTrue
+		for i, c := range pod.Status.Conditions {
+			if c.Type == corev1.PodReady || c.Type == corev1.ContainersReady {
+				pod.Status.Conditions[i].Status = ready
+			}
+		}
+		err := env.client.Status().Update(ctx, pod)
+		if apierrors.IsConflict(err) {
+			if getErr := env.client.Get(ctx, client.ObjectKeyFromObject(pod), pod); getErr != nil {
+				return getErr
+			}
+		}
+		return err
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
 }
