@@ -91,7 +91,8 @@ func (r *ModelServerReconciler) observeTLS(ctx context.Context, ms *servingv1alp
 		obs.reason, obs.message = servingv1alpha1.ReasonInvalidSecret, fmt.Sprintf("%s: Secret %q is of type %s, not %s (kubectl create secret tls, or a cert-manager Certificate, makes one)", field, t.SecretName, cmp.Or(secret.Type, corev1.SecretTypeOpaque), corev1.SecretTypeTLS)
 	default:
 		f := servingtls.Files{Cert: secret.Data[servingtls.CertKey], Key: secret.Data[servingtls.KeyKey], CA: secret.Data[servingtls.CAKey]}
-		if problem := servingtls.Check(f, requireClient); problem != "" {
+		server, problem := servingtls.Check(f, requireClient)
+		if problem != "" {
 			obs.reason, obs.message = servingv1alpha1.ReasonInvalidSecret, fmt.Sprintf("%s: Secret %q: %s", field, t.SecretName, problem)
 			break
 		}
@@ -100,7 +101,7 @@ func (r *ModelServerReconciler) observeTLS(ctx context.Context, ms *servingv1alp
 		} else {
 			obs.digest = names.Hash(string(f.Cert))
 		}
-		now, notAfter := r.clock().Now(), servingtls.NotAfter(f.Cert)
+		now, notAfter := r.clock().Now(), server.NotAfter
 		if now.After(notAfter) {
 			obs.warning = fmt.Sprintf("%s: Secret %q: its certificate expired at %s; TF Serving serves it, and clients refuse it (is its issuer renewing it?)", field, t.SecretName, notAfter.UTC().Format(time.RFC3339))
 			obs.warningReason = eventTLSCertificateExpired

@@ -31,20 +31,19 @@ func TLSConfig(args []string, stderr io.Writer) error {
 		return errors.New("tls-config: want --cert, --key and --out (and --ca with --require-client-cert), and no other arguments")
 	}
 	var f servingtls.Files
-	for _, r := range []struct {
-		path string
-		to   *[]byte
-	}{{*cert, &f.Cert}, {*key, &f.Key}, {*ca, &f.CA}} {
-		if r.path == "" || r.path == *ca && !*requireClient {
-			continue
-		}
-		data, err := os.ReadFile(r.path)
-		if err != nil {
+	var err error
+	if f.Cert, err = os.ReadFile(*cert); err != nil {
+		return err
+	}
+	if f.Key, err = os.ReadFile(*key); err != nil {
+		return err
+	}
+	if *requireClient {
+		if f.CA, err = os.ReadFile(*ca); err != nil {
 			return err
 		}
-		*r.to = data
 	}
-	if problem := servingtls.Check(f, *requireClient); problem != "" {
+	if _, problem := servingtls.Check(f, *requireClient); problem != "" {
 		return fmt.Errorf("spec.tls's Secret: %s", problem)
 	}
 	return writePrivate(*out, []byte(servingtls.SSLConfig(f, *requireClient)))

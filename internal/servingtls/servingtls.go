@@ -14,7 +14,6 @@ import (
 	"encoding/pem"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/modelserver-dev/modelserver-operator/internal/pbtext"
 )
@@ -35,42 +34,30 @@ type Files struct {
 // Check says what TF Serving could not serve from f, or "": a certificate
 // chain and the private key of its first certificate, and, where clients
 // must present a certificate (requireClient), the CAs that sign theirs.
-func Check(f Files, requireClient bool) string {
+// With no problem it gives that first certificate, the server's, as parsed
+// for the check.
+func Check(f Files, requireClient bool) (server *x509.Certificate, problem string) {
 	if len(f.Cert) == 0 {
-		return CertKey + " is empty"
+		return nil, CertKey + " is empty"
 	}
 	if len(f.Key) == 0 {
-		return KeyKey + " is empty"
+		return nil, KeyKey + " is empty"
 	}
-	if _, err := tls.X509KeyPair(f.Cert, f.Key); err != nil {
-		return CertKey + " and " + KeyKey + ": " + strings.TrimPrefix(err.Error(), "tls: ")
-	}
-	if !requireClient {
-		return ""
-	}
-	if len(f.CA) == 0 {
-		return CAKey + " is missing or empty: clientAuth Require needs the CA certificates that sign the clients' certificates"
-	}
-	if n, problem := certificates(f.CA); problem != "" {
-		return CAKey + ": " + problem
-	} else if n == 0 {
-		return CAKey + ": no CERTIFICATE block in PEM"
-	}
-	return ""
-}
-
-// NotAfter is when the first certificate of cert, the server's, expires;
-// zero if it does not parse.
-func NotAfter(cert []byte) time.Time {
-	block, _ := pem.Decode(cert)
-	if block == nil {
-		return time.Time{}
-	}
-	c, err := x509.ParseCertificate(block.Bytes)
+	pair, err := tls.X509KeyPair(f.Cert, f.Key)
 	if err != nil {
-		return time.Time{}
+		return nil, CertKey + " and " + KeyKey + ": " + strings.TrimPrefix(err.Error(), "tls: ")
 	}
-	return c.NotAfter
+	if requireClient {
+		if len(f.CA) == 0 {
+			return nil, CAKey + " is missing or empty: clientAuth Require needs the CA certificates that sign the clients' certificates"
+		}
+		if n, problem := certificates(f.CA); problem != "" {
+			return nil, CAKey + ": " + problem
+		} else if n == 0 {
+			return nil, CAKey + ": no CERTIFICATE block in PEM"
+		}
+	}
+	return pair.Leaf, ""
 }
 
 // certificates counts the certificates of a PEM bundle, or says which

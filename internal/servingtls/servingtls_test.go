@@ -45,7 +45,7 @@ func TestCheck(t *testing.T) {
 		{"a CA that does not parse", Files{Cert: cert, Key: key, CA: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: []byte("junk")})}, true, "ca.crt: certificate 1: "},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := Check(tc.f, tc.requireClient)
+			_, got := Check(tc.f, tc.requireClient)
 			if tc.want == "" && got != "" || tc.want != "" && !strings.Contains(got, tc.want) {
 				t.Errorf("Check = %q, want %q", got, tc.want)
 			}
@@ -106,14 +106,14 @@ func TestSSLConfigReadsBackAsWritten(t *testing.T) {
 	}
 }
 
-func TestNotAfterIsTheServersCertificates(t *testing.T) {
+func TestCheckGivesTheServersCertificate(t *testing.T) {
 	issuer := tlstest.CA(t, "issuer")
 	server := issuer.Server(t, "server")
 	chain := append(append([]byte{}, server.CertPEM...), issuer.CertPEM...)
-	if got := NotAfter(chain); !got.Equal(server.Cert.NotAfter) {
-		t.Errorf("NotAfter = %v, want the server certificate's %v", got, server.Cert.NotAfter)
+	if got, problem := Check(Files{Cert: chain, Key: server.KeyPEM}, false); got == nil || !got.Equal(server.Cert) {
+		t.Errorf("Check = %v (%s), want the server certificate, expiring %v", got, problem, server.Cert.NotAfter)
 	}
-	if got := NotAfter([]byte("hello")); !got.IsZero() {
-		t.Errorf("NotAfter of no PEM = %v, want zero", got)
+	if got, problem := Check(Files{Cert: []byte("hello"), Key: server.KeyPEM}, false); got != nil || problem == "" {
+		t.Errorf("Check of no PEM = %v (%q), want no certificate and a problem", got, problem)
 	}
 }

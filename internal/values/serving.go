@@ -184,16 +184,25 @@ func modelWait(in Inputs, configs []ModelEntry) *InitContainer {
 	for _, c := range configs {
 		args = append(args, "--file", path.Join(c.BasePath, fetchcontract.ManifestName))
 	}
+	c := initContainer(in, in.LiveModelWait, args)
+	return &c
+}
+
+// initContainer is a serving pods' init container of the operator's image
+// running args: the fetcher of this operator's image, unless live, the one
+// running, has the same args, whose image and command it keeps, so that
+// upgrading the operator restarts no serving pod.
+func initContainer(in Inputs, live *InitContainer, args []string) InitContainer {
 	prog := in.fetcher()
-	if live := in.LiveModelWait; live != nil && live.Image != "" && slices.Equal(live.Args, args) {
+	if live != nil && live.Image != "" && slices.Equal(live.Args, args) {
 		prog = Program{Image: live.Image, Command: live.Command}
 	}
-	return &InitContainer{
+	return InitContainer{
 		Image:           prog.Image,
 		Command:         prog.Command,
 		ImagePullPolicy: corev1.PullIfNotPresent,
 		Args:            args,
-		Resources:       initResources(),
+		Resources:       requestsAndMemoryLimit("10m", "16Mi", "64Mi"),
 	}
 }
 

@@ -2,9 +2,6 @@ package values
 
 import (
 	"path"
-	"slices"
-
-	corev1 "k8s.io/api/core/v1"
 
 	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
 	"github.com/modelserver-dev/modelserver-operator/internal/servingtls"
@@ -26,24 +23,5 @@ func servingTLS(t *servingv1alpha1.TLSSpec, in Inputs) *ServingTLS {
 		args = append(args, "--ca", path.Join(TLSSecretMountPath, servingtls.CAKey), "--require-client-cert")
 	}
 	args = append(args, "--out", SSLConfigPath)
-	prog := in.fetcher()
-	if live := in.LiveTLSConfig; live != nil && live.Image != "" && slices.Equal(live.Args, args) {
-		prog = Program{Image: live.Image, Command: live.Command}
-	}
-	return &ServingTLS{
-		SecretName: t.SecretName,
-		Config: InitContainer{
-			Image:           prog.Image,
-			Command:         prog.Command,
-			ImagePullPolicy: corev1.PullIfNotPresent,
-			Args:            args,
-			Resources:       initResources(),
-		},
-	}
-}
-
-// initResources are those of the serving pods' init containers, which
-// read a few files.
-func initResources() corev1.ResourceRequirements {
-	return requestsAndMemoryLimit("10m", "16Mi", "64Mi")
+	return &ServingTLS{SecretName: t.SecretName, Config: initContainer(in, in.LiveTLSConfig, args)}
 }
