@@ -326,6 +326,13 @@ func TestBadSpecsAreRejectedAtAdmission(t *testing.T) {
 	}{
 		{"bad URI scheme", newModelServer(ns, "scheme", func(ms *servingv1alpha1.ModelServer) { ms.Spec.Model.StorageURI = "ftp://models/x" }),
 			"spec.model.storageUri", "must start with s3://"},
+		{"oci:// with user info", newModelServer(ns, "ociuser", func(ms *servingv1alpha1.ModelServer) { ms.Spec.Model.StorageURI = "oci://user:pw@r.example/m:v1" }),
+			"spec.model.storageUri", "an oci:// URI names an image"},
+		{"oci:// with a fragment", newModelServer(ns, "ocifrag", func(ms *servingv1alpha1.ModelServer) {
+			ms.Spec.Model.StorageURI = "oci://r.example/m:v1#sha256=" + strings.Repeat("0", 64)
+		}), "spec.model.storageUri", "an oci:// URI names an image"},
+		{"oci:// without a repository", newModelServer(ns, "ocirepo", func(ms *servingv1alpha1.ModelServer) { ms.Spec.Model.StorageURI = "oci://r.example" }),
+			"spec.model.storageUri", "oci://<registry>/<repository>"},
 		{"shell metacharacters in URI", newModelServer(ns, "inject", func(ms *servingv1alpha1.ModelServer) { ms.Spec.Model.StorageURI = "s3://m/x;rm -rf /" }),
 			"spec.model.storageUri", "should match"},
 		{"negative replicas", newModelServer(ns, "negative", func(ms *servingv1alpha1.ModelServer) { ms.Spec.Replicas = ptrTo[int32](-1) }),

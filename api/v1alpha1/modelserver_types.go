@@ -404,7 +404,10 @@ type ModelSpec struct {
 	// storageUri is where the model is: s3://bucket/prefix, gs://bucket/prefix,
 	// https://host/path (a .tar, .tar.gz, .tgz or .zip archive; end it with
 	// #sha256=<hex> to pin it), pvc://claim/path (a claim of yours in this
-	// namespace, mounted read-only as it is, nothing copied), or an absolute
+	// namespace, mounted read-only as it is, nothing copied),
+	// oci://registry/repository[:tag][@sha256:digest] (an image whose
+	// /models holds the model, as KServe's modelcars, or an oras artifact
+	// of its files; a tag is pulled again when it moves), or an absolute
 	// path in the fetch pod's file system. It must hold TensorFlow Serving's
 	// layout: a directory per version, named by its number (1/, 2/ or a
 	// zero-padded 00000123/), each with saved_model.pb and variables/.
@@ -414,10 +417,11 @@ type ModelSpec struct {
 	// +kubebuilder:validation:MinLength=2
 	// +kubebuilder:validation:MaxLength=2048
 	// +kubebuilder:validation:Pattern=`^[^\s\x00-\x1f"'$;|&<>\x60\\{}]*$`
-	// +kubebuilder:validation:XValidation:rule="self.startsWith('s3://') || self.startsWith('gs://') || self.startsWith('http://') || self.startsWith('https://') || self.startsWith('pvc://') || self.startsWith('/')",message="spec.model.storageUri must start with s3://, gs://, http://, https://, pvc:// or / (an absolute path)"
+	// +kubebuilder:validation:XValidation:rule="self.startsWith('s3://') || self.startsWith('gs://') || self.startsWith('http://') || self.startsWith('https://') || self.startsWith('pvc://') || self.startsWith('oci://') || self.startsWith('/')",message="spec.model.storageUri must start with s3://, gs://, http://, https://, pvc://, oci:// or / (an absolute path)"
 	// +kubebuilder:validation:XValidation:rule="!self.startsWith('pvc://') || self.matches('^pvc://[a-z0-9]([-a-z0-9.]*[a-z0-9])?(/.*)?$')",message="spec.model.storageUri: a pvc:// URI must name a claim: pvc://<claim>[/path]"
 	// +kubebuilder:validation:XValidation:rule="!self.startsWith('/') || !self.contains('/../')",message="spec.model.storageUri: a path must not contain '..'"
-	// +kubebuilder:validation:XValidation:rule="self.startsWith('/') || !self.contains('#') || self.matches('^[^#]*#(sha256=[0-9a-fA-F]{64})?$')",message="spec.model.storageUri: the only fragment is #sha256=<64 hex digits>, a download's checksum"
+	// +kubebuilder:validation:XValidation:rule="!self.startsWith('oci://') || self.matches('^oci://[^/?#@]+/[a-z0-9][^?#]*$')",message="spec.model.storageUri: an oci:// URI names an image, without user info, query or fragment: oci://<registry>/<repository>[:tag][@sha256:<digest>]"
+	// +kubebuilder:validation:XValidation:rule="self.startsWith('/') || self.startsWith('oci://') || !self.contains('#') || self.matches('^[^#]*#(sha256=[0-9a-fA-F]{64})?$')",message="spec.model.storageUri: the only fragment is #sha256=<64 hex digits>, a download's checksum"
 	// +kubebuilder:validation:XValidation:rule="!self.startsWith('pvc://') || !self.contains('#')",message="spec.model.storageUri: a pvc:// URI takes no fragment: #sha256 pins a download, and a pvc:// model is not downloaded"
 	// +kubebuilder:validation:XValidation:rule="!(self.startsWith('s3://') || self.startsWith('gs://')) || self.matches('^[a-z0-9]+://[^/?#]')",message="spec.model.storageUri: an s3:// or gs:// URI must name a bucket: s3://<bucket>[/prefix]"
 	// +kubebuilder:validation:XValidation:rule="!(self.startsWith('s3://') || self.startsWith('gs://')) || self.matches('^[a-z0-9]+://[^/?#@]*(/[^?#]*)?(#.*)?$')",message="spec.model.storageUri: an s3:// or gs:// URI takes no user info or query parameters: put credentials in the credentialsSecret"
@@ -429,7 +433,9 @@ type ModelSpec struct {
 	// credentialsSecret names a Secret in the ModelServer's namespace whose
 	// keys the model-fetch Job reads (per scheme: AWS_ACCESS_KEY_ID,
 	// AWS_SECRET_ACCESS_KEY, AWS_ENDPOINT_URL, AWS_REGION for s3://;
-	// service-account.json for gs://; headers for https://).
+	// service-account.json for gs://; headers for https://;
+	// .dockerconfigjson and ca.crt for oci://, so that a
+	// kubernetes.io/dockerconfigjson Secret serves).
 	// +kubebuilder:validation:MaxLength=253
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`
 	// +optional

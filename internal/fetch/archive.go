@@ -164,7 +164,16 @@ func (x *extractor) list() []fileRecord {
 }
 
 // untar extracts a tar stream.
-func (x *extractor) untar(r io.Reader) error {
+func (x *extractor) untar(r io.Reader) error { return x.untarFiltered(r, nil) }
+
+// entryFilter decides what becomes of a tar entry: the name it is written
+// under, or keep false to skip it. It may act on the entry itself: an
+// image layer's whiteout removes what lower layers wrote.
+type entryFilter func(hdr *tar.Header) (name string, keep bool, err error)
+
+// untarFiltered extracts a tar stream, each entry as filter says (nil:
+// every entry under its own name).
+func (x *extractor) untarFiltered(r io.Reader, filter entryFilter) error {
 	tr := tar.NewReader(r)
 	for {
 		hdr, err := tr.Next()
@@ -173,6 +182,16 @@ func (x *extractor) untar(r io.Reader) error {
 		}
 		if err != nil {
 			return err
+		}
+		if filter != nil {
+			name, keep, err := filter(hdr)
+			if err != nil {
+				return err
+			}
+			if !keep {
+				continue
+			}
+			hdr.Name = name
 		}
 		switch hdr.Typeflag {
 		case tar.TypeDir:

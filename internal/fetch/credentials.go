@@ -30,7 +30,7 @@ const (
 
 // secretKeys are the keys whose values must never be shown: in messages,
 // logs or the termination message.
-var secretKeys = []string{KeyAWSAccessKeyID, KeyAWSSecretAccessKey, KeyAWSSessionToken, KeyGCSServiceAccount, KeyHTTPHeaders}
+var secretKeys = []string{KeyAWSAccessKeyID, KeyAWSSecretAccessKey, KeyAWSSessionToken, KeyGCSServiceAccount, KeyHTTPHeaders, KeyDockerConfigJSON}
 
 // Credentials are the files of a mounted Secret, by key.
 type Credentials struct {
@@ -101,6 +101,8 @@ func secretValues(values map[string]string) []string {
 			set.addHeaderValues(v)
 		case KeyGCSServiceAccount:
 			set.addServiceAccountFields(v)
+		case KeyDockerConfigJSON:
+			set.addDockerConfigFields(v)
 		}
 	}
 	out := make([]string, 0, len(set))
@@ -167,6 +169,20 @@ func (s secretSet) addServiceAccountFields(v string) {
 	}
 }
 
+// addDockerConfigFields adds each registry's secret fields: its auth (the
+// base64 of user:password), password and tokens.
+func (s secretSet) addDockerConfigFields(v string) {
+	var cfg dockerConfig
+	if json.Unmarshal([]byte(v), &cfg) != nil {
+		return
+	}
+	for _, a := range cfg.Auths {
+		for _, field := range []string{a.Auth, a.Password, a.IdentityToken, a.RegistryToken} {
+			s.add(field)
+		}
+	}
+}
+
 // parseHeaders reads http-headers: lines of "Name: value"; blank lines and
 // lines starting with # are skipped.
 func parseHeaders(text string) ([][2]string, error) {
@@ -213,6 +229,8 @@ func CheckCredentialKeys(uri string, keys []string) string {
 		read = []string{KeyGCSServiceAccount, KeyGCSEndpointURL}
 	case strings.HasPrefix(uri, "http://"), strings.HasPrefix(uri, "https://"):
 		read = []string{KeyHTTPHeaders}
+	case strings.HasPrefix(strings.ToLower(uri), "oci://"):
+		read = []string{KeyDockerConfigJSON, KeyCACert}
 	default:
 		return ""
 	}

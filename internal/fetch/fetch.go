@@ -21,6 +21,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+
 	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
 	"github.com/modelserver-dev/modelserver-operator/internal/storageuri"
 )
@@ -144,6 +147,15 @@ type fetcher struct {
 	creds Credentials
 	log   *slog.Logger
 	retry *retrier
+	// origin is what the manifest records the model came from, and what
+	// a later fetch must find there to download nothing: the URI, and for
+	// an oci:// tag the digest it named when pulled, so that a moved tag
+	// is pulled again.
+	origin string
+	// Of an oci:// model: the registry's, the digest pulled, its manifest.
+	oci         *ociModel
+	pinned      name.Digest
+	ociManifest *v1.Manifest
 }
 
 func (f *fetcher) run(ctx context.Context) (Summary, error) {
@@ -155,7 +167,12 @@ func (f *fetcher) run(ctx context.Context) (Summary, error) {
 		return Summary{}, permanentf(servingv1alpha1.ReasonInvalidURI, "the source %s and the destination %s overlap", f.loc.Path, f.dest)
 	}
 	removeLeftovers(f.dest, f.log)
-	if sum, ok := f.alreadyFetched(ctx); ok {
+	f.origin = f.loc.String()
+	if f.loc.Scheme == storageuri.SchemeOCI {
+		if sum, ok, err := f.resolveOCI(ctx); ok || err != nil {
+			return sum, err
+		}
+	} else if sum, ok := f.alreadyFetched(ctx); ok {
 		return sum, nil
 	}
 	staging, err := newStaging(f.dest)
@@ -177,21 +194,7 @@ func (f *fetcher) run(ctx context.Context) (Summary, error) {
 	defer func() { _ = stagingDir.Close() }()
 	pendingBefore := pendingWrites()
 
-	src, err := f.openSource(ctx)
-	if err != nil {
-		return Summary{}, err
-	}
-	defer func() { _ = src.Close() }()
-	var listing Listing
-	err = f.retry.do(ctx, src.Describe(""), func(ctx context.Context) error {
-		var err error
-		listing, err = src.List(ctx)
-		return err
-	})
-	if err != nil {
-		return Summary{}, err
-	}
-	records, archive, err := f.download(ctx, src, listing, staging)
+	records, archive, err := f.fetchInto(ctx, staging)
 	if err != nil {
 		return Summary{}, err
 	}
@@ -210,7 +213,7 @@ func (f *fetcher) run(ctx context.Context) (Summary, error) {
 	if err != nil {
 		return Summary{}, err
 	}
-	m := newManifest(f.loc.String(), versions, records)
+	m := newManifest(f.origin, versions, records)
 	if err := writeManifest(staging, m); err != nil {
 		return Summary{}, err
 	}
@@ -226,6 +229,64 @@ func (f *fetcher) run(ctx context.Context) (Summary, error) {
 	published = true
 	f.log.Info("model published", "dest", f.dest, "versions", versions, "files", len(m.Files), "bytes", m.Bytes, "digest", m.Digest)
 	return m.summary(), nil
+}
+
+// resolveOCI reads which manifest an oci:// reference names. A model
+// pinned by digest that dest already holds is not asked of the registry;
+// a tag is, since it may have moved.
+func (f *fetcher) resolveOCI(ctx context.Context) (Summary, bool, error) {
+	m, err := f.openOCI()
+	if err != nil {
+		return Summary{}, false, err
+	}
+	_, byDigest := m.ref.(name.Digest)
+	if byDigest {
+		if sum, ok := f.alreadyFetched(ctx); ok {
+			return sum, true, nil
+		}
+	}
+	err = f.retry.do(ctx, m.shown, func(ctx context.Context) error {
+		var err error
+		f.pinned, f.ociManifest, err = m.resolve(ctx)
+		return err
+	})
+	if err != nil {
+		return Summary{}, false, err
+	}
+	f.oci = m
+	if !byDigest {
+		f.origin += "@" + f.pinned.DigestStr()
+		f.log.Info("the tag names a manifest", "reference", m.ref.String(), "digest", f.pinned.DigestStr())
+		if sum, ok := f.alreadyFetched(ctx); ok {
+			return sum, true, nil
+		}
+	}
+	return Summary{}, false, nil
+}
+
+// fetchInto copies the model into staging. archive tells that what came
+// was unpacked (an archive, an image's layers), so that a single top
+// directory is taken as the model's base.
+func (f *fetcher) fetchInto(ctx context.Context, staging string) ([]fileRecord, bool, error) {
+	if f.oci != nil {
+		records, err := f.fetchOCI(ctx, f.oci, f.pinned, f.ociManifest, staging)
+		return records, true, err
+	}
+	src, err := f.openSource(ctx)
+	if err != nil {
+		return nil, false, err
+	}
+	defer func() { _ = src.Close() }()
+	var listing Listing
+	err = f.retry.do(ctx, src.Describe(""), func(ctx context.Context) error {
+		var err error
+		listing, err = src.List(ctx)
+		return err
+	})
+	if err != nil {
+		return nil, false, err
+	}
+	return f.download(ctx, src, listing, staging)
 }
 
 func (f *fetcher) openSource(ctx context.Context) (Source, error) {
@@ -354,7 +415,7 @@ func (f *fetcher) alreadyFetched(ctx context.Context) (Summary, bool) {
 	case err != nil:
 		f.log.Info("the destination holds no complete fetch; fetching again", "dest", f.dest)
 		return Summary{}, false
-	case m.URI != f.loc.String():
+	case m.URI != f.origin:
 		f.log.Info("the destination holds a model fetched from another URI; fetching again", "dest", f.dest)
 		return Summary{}, false
 	}

@@ -1,6 +1,7 @@
 package fetch
 
 import (
+	"cmp"
 	"crypto/tls"
 	"crypto/x509"
 	"net"
@@ -14,6 +15,9 @@ import (
 type transportOptions struct {
 	// CABundle is extra PEM certificates to trust, beside the system's.
 	CABundle []byte
+	// CAKey is the credentials key CABundle came from, for messages
+	// ("": AWS_CA_BUNDLE).
+	CAKey string
 	// InsecureSkipVerify turns certificate checks off.
 	InsecureSkipVerify bool
 	// Conns is how many connections to one host are kept open: the
@@ -37,7 +41,7 @@ func newTransport(o transportOptions) (*http.Transport, error) {
 			pool = x509.NewCertPool()
 		}
 		if !pool.AppendCertsFromPEM(o.CABundle) {
-			return nil, permanentf(servingv1alpha1.ReasonFetchFailed, "credentials key %s holds no PEM certificate", KeyAWSCABundle)
+			return nil, permanentf(servingv1alpha1.ReasonFetchFailed, "credentials key %s holds no PEM certificate", cmp.Or(o.CAKey, KeyAWSCABundle))
 		}
 		tlsConfig.RootCAs = pool
 	}

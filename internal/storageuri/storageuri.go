@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"path"
 	"path/filepath"
+	"regexp"
 	"strings"
 )
 
@@ -25,6 +26,7 @@ const (
 	SchemeHTTPS Scheme = "https"
 	SchemePVC   Scheme = "pvc"
 	SchemeLocal Scheme = "file"
+	SchemeOCI   Scheme = "oci"
 )
 
 // Location is a parsed storage URI.
@@ -41,6 +43,10 @@ type Location struct {
 	Path string
 	// Claim is the claim of a pvc:// source.
 	Claim string
+	// Reference is the image reference of an oci:// source:
+	// registry/repository[:tag][@digest], as written (no tag nor digest
+	// means the tag latest, as for any image).
+	Reference string
 	// SHA256 pins the checksum of a single downloaded file (#sha256=...),
 	// in lower-case hex; empty when not pinned.
 	SHA256 string
@@ -66,7 +72,8 @@ func (e *Error) Error() string { return fmt.Sprintf("%q: ", e.URI) + e.Problem }
 
 // Parse parses a model's storage URI: s3://bucket/prefix,
 // gs://bucket/prefix, http(s)://host/path[#sha256=hex], pvc://claim/path,
-// or an absolute directory path. A URI it refuses yields an *Error.
+// oci://registry/repository[:tag][@digest], or an absolute directory
+// path. A URI it refuses yields an *Error.
 func Parse(raw string) (Location, error) {
 	raw = strings.TrimSpace(raw)
 	invalid := func(format string, args ...any) (Location, error) {
@@ -79,18 +86,20 @@ func Parse(raw string) (Location, error) {
 		clean := filepath.Clean(raw)
 		return Location{Scheme: SchemeLocal, Path: clean, raw: raw}, nil
 	}
+	scheme, ref, ok := strings.Cut(raw, "://")
+	if ok && strings.EqualFold(scheme, string(SchemeOCI)) {
+		if problem := checkReference(ref); problem != "" {
+			return invalid("%s", problem)
+		}
+		return Location{Scheme: SchemeOCI, Reference: ref, raw: raw}, nil
+	}
 	u, err := url.Parse(raw)
 	if err != nil {
 		return invalid("not a URI")
 	}
 	loc := Location{Scheme: Scheme(strings.ToLower(u.Scheme)), raw: raw}
-	if u.Fragment != "" {
-		sum, ok := strings.CutPrefix(u.Fragment, "sha256=")
-		sum = strings.ToLower(sum)
-		if b, err := hex.DecodeString(sum); !ok || err != nil || len(b) != 32 {
-			return invalid("the fragment must be #sha256=<64 hex digits>")
-		}
-		loc.SHA256 = sum
+	if loc.SHA256, ok = pinnedChecksum(u.Fragment); !ok {
+		return invalid("the fragment must be #sha256=<64 hex digits>")
 	}
 	switch loc.Scheme {
 	case SchemeS3, SchemeGCS:
@@ -128,9 +137,72 @@ func Parse(raw string) (Location, error) {
 			return invalid("#sha256 applies to a download, not to a pvc:// model")
 		}
 	default:
-		return invalid("unsupported scheme %q: want s3://, gs://, http(s)://, pvc:// or an absolute path", u.Scheme)
+		return invalid("unsupported scheme %q: want s3://, gs://, http(s)://, pvc://, oci:// or an absolute path", u.Scheme)
 	}
 	return loc, nil
+}
+
+// pinnedChecksum reads a URI's fragment: none, or #sha256=<hex>, which
+// pins the sha256 of a download (returned in lower case).
+func pinnedChecksum(fragment string) (string, bool) {
+	if fragment == "" {
+		return "", true
+	}
+	sum, ok := strings.CutPrefix(fragment, "sha256=")
+	sum = strings.ToLower(sum)
+	if b, err := hex.DecodeString(sum); !ok || err != nil || len(b) != 32 {
+		return "", false
+	}
+	return sum, true
+}
+
+// The grammar of an image reference (the distribution project's), in
+// parts: a registry host with an optional port, path components of
+// lower-case letters and digits joined by separators, a tag, a digest.
+var (
+	registryHost    = regexp.MustCompile(`^([a-zA-Z0-9]([a-zA-Z0-9-]*[a-zA-Z0-9])?(\.[a-zA-Z0-9]([a-zA-Z0-9-]*[a-zA-Z0-9])?)*|\[[0-9a-fA-F:.]+\])(:[0-9]{1,5})?$`)
+	repositoryPath  = regexp.MustCompile(`^[a-z0-9]+((\.|_|__|-+)[a-z0-9]+)*(/[a-z0-9]+((\.|_|__|-+)[a-z0-9]+)*)*$`)
+	referenceTag    = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$`)
+	referenceDigest = regexp.MustCompile(`^(sha256:[a-f0-9]{64}|sha512:[a-f0-9]{128})$`)
+)
+
+// checkReference says what is wrong with the image reference of an oci://
+// URI, or "" when nothing is. The registry is required: an oci:// model
+// names where it is, with no default registry to guess.
+func checkReference(ref string) string {
+	if i := strings.IndexAny(ref, "?#"); i >= 0 {
+		return "an oci:// reference takes no query or fragment; pin the model with @sha256:<digest>"
+	}
+	registry, rest, ok := strings.Cut(ref, "/")
+	switch {
+	case registry == "":
+		return "no registry: want oci://<registry>/<repository>[:tag][@digest]"
+	case strings.Contains(registry, "@"):
+		return "user info in the reference is not supported; put a .dockerconfigjson in the credentials Secret"
+	case !registryHost.MatchString(registry):
+		return fmt.Sprintf("%q is not a registry host[:port]", registry)
+	case !strings.ContainsAny(registry, ".:") && registry != "localhost":
+		// Image tools read a first part without a dot or a port as a
+		// Docker Hub repository: the model would come from elsewhere.
+		return fmt.Sprintf("%q is not a registry host: a registry's name has a dot or a port (registry.local, registry:5000) or is localhost", registry)
+	case !ok || rest == "":
+		return "no repository: want oci://<registry>/<repository>[:tag][@digest]"
+	}
+	name, digest, pinned := strings.Cut(rest, "@")
+	if pinned && !referenceDigest.MatchString(digest) {
+		return "the digest must be sha256:<64 lower-case hex digits> (or sha512:<128>)"
+	}
+	repo, tag := name, ""
+	if i := strings.LastIndex(name, ":"); i > strings.LastIndex(name, "/") {
+		repo, tag = name[:i], name[i+1:]
+		if !referenceTag.MatchString(tag) {
+			return fmt.Sprintf("%q is not a tag: up to 128 letters, digits, _, . and -, not starting with . or -", tag)
+		}
+	}
+	if !repositoryPath.MatchString(repo) {
+		return fmt.Sprintf("%q is not a repository: lower-case letters and digits in /-separated parts, joined by ., _, __ or -", repo)
+	}
+	return ""
 }
 
 // Redact drops user info and query values from a URI before it is shown

@@ -198,6 +198,9 @@ func TestBadSpecsNameTheField(t *testing.T) {
 		{"same ports", modelServer(func(ms *servingv1alpha1.ModelServer) { ms.Spec.Ports = servingv1alpha1.Ports{GRPC: 9000, REST: 9000} }), "spec.ports"},
 		{"negative replicas", modelServer(func(ms *servingv1alpha1.ModelServer) { ms.Spec.Replicas = ptr.To[int32](-1) }), "spec.replicas"},
 		{"no uri", modelServer(func(ms *servingv1alpha1.ModelServer) { ms.Spec.Model.StorageURI = "" }), "spec.model.storageUri"},
+		// Past the CRD's rules: a registry without a dot or a port would be
+		// read as a Docker Hub repository.
+		{"oci:// registry that reads as a repository", modelServer(func(ms *servingv1alpha1.ModelServer) { ms.Spec.Model.StorageURI = "oci://registry/m:v1" }), "spec.model.storageUri"},
 		{"long name", modelServer(func(ms *servingv1alpha1.ModelServer) { ms.Name = strings.Repeat("a", 60) }), "metadata.name"},
 		{"operator label", modelServer(func(ms *servingv1alpha1.ModelServer) {
 			ms.Spec.PodTemplate.Labels = map[string]string{LabelModelServer: "other"}

@@ -1,0 +1,260 @@
+package fetch
+
+import (
+	"archive/tar"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"io"
+	"log"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/google/go-containerregistry/pkg/authn"
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/registry"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/static"
+	"github.com/google/go-containerregistry/pkg/v1/types"
+
+	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
+)
+
+// testRegistry is an in-process OCI registry on loopback, which the
+// fetch reaches over plain HTTP as it would any registry on 127.0.0.1.
+type testRegistry struct {
+	host  string
+	blobs atomic.Int64 // blob downloads
+	// auth, when set, is the user:password every request must carry.
+	auth string
+}
+
+func newTestRegistry(t testing.TB, auth string) *testRegistry {
+	t.Helper()
+	r := &testRegistry{auth: auth}
+	inner := registry.New(registry.Logger(log.New(io.Discard, "", 0)))
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if u, p, ok := req.BasicAuth(); r.auth != "" && (!ok || u+":"+p != r.auth) {
+			w.Header().Set("WWW-Authenticate", `Basic realm="test"`)
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+		if req.Method == http.MethodGet && strings.Contains(req.URL.Path, "/blobs/sha256:") {
+			r.blobs.Add(1)
+		}
+		inner.ServeHTTP(w, req)
+	}))
+	t.Cleanup(srv.Close)
+	r.host = strings.TrimPrefix(srv.URL, "http://")
+	return r
+}
+
+// push writes img as repo:tag and returns its oci:// URI.
+func (r *testRegistry) push(t testing.TB, repoTag string, img v1.Image) string {
+	t.Helper()
+	ref, err := name.ParseReference(r.host + "/" + repoTag)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := []remote.Option{}
+	if u, p, ok := strings.Cut(r.auth, ":"); ok {
+		opts = append(opts, remote.WithAuth(&authn.Basic{Username: u, Password: p}))
+	}
+	if err := remote.Write(ref, img, opts...); err != nil {
+		t.Fatal(err)
+	}
+	return "oci://" + r.host + "/" + repoTag
+}
+
+// imageOf is an image of layers, each a gzipped tar of its entries.
+func imageOf(t testing.TB, layers ...[]archiveEntry) v1.Image {
+	t.Helper()
+	img := empty.Image
+	for _, es := range layers {
+		var err error
+		img, err = mutate.AppendLayers(img, static.NewLayer(tarball(t, true, es), types.OCILayer))
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	return img
+}
+
+// baseImageFiles stand for a base image's files outside /models: a
+// modelcar is often built FROM busybox, whose links the fetch must leave.
+var baseImageFiles = []archiveEntry{
+	{name: "bin/", typ: tar.TypeDir},
+	{name: "bin/sh", typ: tar.TypeSymlink, link: "busybox"},
+	{name: "bin/busybox", body: []byte("\x7fELF")},
+}
+
+func TestAModelImageIsPulledFromItsModelsDirectoryWithItsLayersApplied(t *testing.T) {
+	reg := newTestRegistry(t, "")
+	v1Files, v2Files, v3Files := model(1), model(2), model(3)
+	v1Files["1/saved_model.pb"] = []byte("the first graph")
+	img := imageOf(t,
+		baseImageFiles,
+		append([]archiveEntry{{name: "/models/", typ: tar.TypeDir}}, entries(prefixed("/models/", merge(v1Files, v2Files)))...),
+		// The next layer replaces a file, removes version 2 and adds 3.
+		append([]archiveEntry{
+			{name: "models/1/saved_model.pb", body: []byte("graph of version 1")},
+			{name: "./models/.wh.2", body: nil},
+		}, entries(prefixed("models/", v3Files))...),
+	)
+	uri := reg.push(t, "team/half-plus-two:v1", img)
+	o, logs := testOptions(t, uri, "")
+	sum, err := Run(context.Background(), o)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, logs)
+	}
+	want := merge(model(1), v3Files)
+	assertTree(t, o.Dest, want)
+	if len(sum.Versions) != 2 || sum.Versions[0] != 1 || sum.Versions[1] != 3 {
+		t.Errorf("versions %v; want [1 3]", sum.Versions)
+	}
+	blobs := reg.blobs.Load()
+
+	// The tag still names the same manifest: nothing is downloaded.
+	if _, err := Run(context.Background(), o); err != nil {
+		t.Fatal(err)
+	}
+	if n := reg.blobs.Load(); n != blobs {
+		t.Errorf("a second run downloaded %d blobs; want none", n-blobs)
+	}
+	// The tag moves: the new model is pulled.
+	reg.push(t, "team/half-plus-two:v1", imageOf(t, entries(prefixed("models/", model(7)))))
+	if sum, err := Run(context.Background(), o); err != nil || len(sum.Versions) != 1 || sum.Versions[0] != 7 {
+		t.Fatalf("after the tag moved: %+v, %v; want version 7", sum, err)
+	}
+	assertTree(t, o.Dest, model(7))
+}
+
+func TestAnOpaqueWhiteoutEmptiesTheModelOfLowerLayers(t *testing.T) {
+	reg := newTestRegistry(t, "")
+	uri := reg.push(t, "m:v1", imageOf(t,
+		entries(prefixed("models/", model(1, 2))),
+		append([]archiveEntry{{name: "models/.wh..wh..opq"}}, entries(prefixed("models/", model(5)))...),
+	))
+	o, _ := testOptions(t, uri, "")
+	if _, err := Run(context.Background(), o); err != nil {
+		t.Fatal(err)
+	}
+	assertTree(t, o.Dest, model(5))
+}
+
+func TestAnOrasArtifactsFilesAndDirectoriesAreTheModel(t *testing.T) {
+	reg := newTestRegistry(t, "")
+	files := model(1, 2)
+	// oras push reg/m:v1 resnet/ gives the directory as one titled tar.gz;
+	// oras push reg/m:v1 1/saved_model.pb ... gives a layer per file.
+	dir := static.NewLayer(tarball(t, true, append([]archiveEntry{{name: "resnet/", typ: tar.TypeDir}}, entries(prefixed("resnet/", model(1)))...)), "application/vnd.oci.image.layer.v1.tar+gzip")
+	img, err := mutate.Append(mutate.MediaType(empty.Image, types.OCIManifestSchema1), mutate.Addendum{
+		Layer:       dir,
+		Annotations: map[string]string{annotationTitle: "resnet", annotationUnpack: "true"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	img = mutate.ConfigMediaType(img, types.OCIEmptyJSON)
+	dirURI := reg.push(t, "dir:v1", img)
+
+	perFile := mutate.MediaType(empty.Image, types.OCIManifestSchema1)
+	for _, n := range keys(model(2)) {
+		perFile, err = mutate.Append(perFile, mutate.Addendum{
+			Layer:       static.NewLayer(files[n], "application/octet-stream"),
+			Annotations: map[string]string{annotationTitle: n},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	filesURI := reg.push(t, "files:v1", perFile)
+
+	for uri, want := range map[string]map[string][]byte{dirURI: model(1), filesURI: model(2)} {
+		o, logs := testOptions(t, uri, "")
+		if _, err := Run(context.Background(), o); err != nil {
+			t.Fatalf("%s: %v\n%s", uri, err, logs)
+		}
+		assertTree(t, o.Dest, want)
+	}
+}
+
+func TestRegistryCredentialsComeFromADockerConfigAndAreNeverShown(t *testing.T) {
+	const password = "pa55word-do-not-print-7"
+	reg := newTestRegistry(t, "puller:"+password)
+	uri := reg.push(t, "private/m:v1", imageOf(t, entries(prefixed("models/", model(1)))))
+
+	o, _ := testOptions(t, uri, "")
+	fe := wantFailure(t, mustFail(Run(context.Background(), o)), servingv1alpha1.ReasonAccessDenied, ExitPermanent)
+	if !strings.Contains(fe.Message, KeyDockerConfigJSON) {
+		t.Errorf("message %q does not name %s", fe.Message, KeyDockerConfigJSON)
+	}
+
+	// The Secret kubectl create secret docker-registry makes.
+	auth := base64.StdEncoding.EncodeToString([]byte("puller:" + password))
+	cfg, _ := json.Marshal(map[string]any{"auths": map[string]any{"http://" + reg.host + "/v2/": map[string]string{"auth": auth}}})
+	o, logs := testOptions(t, uri, secretDir(t, map[string]string{KeyDockerConfigJSON: string(cfg)}))
+	if _, err := Run(context.Background(), o); err != nil {
+		t.Fatalf("%v\n%s", err, logs)
+	}
+	assertTree(t, o.Dest, model(1))
+
+	// Refused credentials: the message names the key, and shows neither.
+	bad := base64.StdEncoding.EncodeToString([]byte("puller:wrong-" + password))
+	cfg, _ = json.Marshal(map[string]any{"auths": map[string]any{reg.host: map[string]string{"auth": bad, "password": "wrong-" + password}}})
+	o, logs = testOptions(t, uri, secretDir(t, map[string]string{KeyDockerConfigJSON: string(cfg)}))
+	fe = wantFailure(t, mustFail(Run(context.Background(), o)), servingv1alpha1.ReasonAccessDenied, ExitPermanent)
+	for _, secret := range []string{password, bad} {
+		if strings.Contains(fe.Message, secret) || strings.Contains(logs.String(), secret) {
+			t.Errorf("a credential is shown: %s\n%s", fe.Message, logs)
+		}
+	}
+}
+
+func TestOCIFailuresSayWhatIsWrong(t *testing.T) {
+	reg := newTestRegistry(t, "")
+	noModels := reg.push(t, "plain:v1", imageOf(t, baseImageFiles))
+	link := reg.push(t, "link:v1", imageOf(t, []archiveEntry{{name: "models/1/saved_model.pb", typ: tar.TypeSymlink, link: "/etc/passwd"}}))
+	for _, c := range []struct {
+		uri, reason, message string
+	}{
+		{"oci://" + reg.host + "/absent:v1", servingv1alpha1.ReasonNotFound, "NAME_UNKNOWN"},
+		{noModels, servingv1alpha1.ReasonInvalidLayout, "is an image without a /models directory"},
+		{link, servingv1alpha1.ReasonInvalidLayout, "is a link"},
+		{"oci://" + reg.host + "/plain@sha256:" + strings.Repeat("0", 64), servingv1alpha1.ReasonNotFound, "MANIFEST_UNKNOWN"},
+	} {
+		o, _ := testOptions(t, c.uri, "")
+		fe := wantFailure(t, mustFail(Run(context.Background(), o)), c.reason, ExitPermanent)
+		if !strings.Contains(fe.Message, c.message) {
+			t.Errorf("%s: message %q; want it to say %q", c.uri, fe.Message, c.message)
+		}
+		assertNothingPublished(t, o.Dest)
+	}
+}
+
+func TestCredentialKeysForOCI(t *testing.T) {
+	if msg := CheckCredentialKeys("oci://r.example/m:v1", []string{KeyDockerConfigJSON}); msg != "" {
+		t.Errorf("a docker-registry Secret: %q", msg)
+	}
+	if msg := CheckCredentialKeys("oci://r.example/m:v1", []string{"AWS_ACCESS_KEY_ID"}); !strings.Contains(msg, KeyDockerConfigJSON) {
+		t.Errorf("an S3 Secret for an oci:// model: %q; want the keys read named", msg)
+	}
+}
+
+func mustFail(_ Summary, err error) error { return err }
+
+func merge(ms ...map[string][]byte) map[string][]byte {
+	out := map[string][]byte{}
+	for _, m := range ms {
+		for k, v := range m {
+			out[k] = v
+		}
+	}
+	return out
+}

@@ -1,0 +1,394 @@
+package fetch
+
+import (
+	"archive/tar"
+	"compress/gzip"
+	"context"
+	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/authn"
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
+	"github.com/google/go-containerregistry/pkg/v1/types"
+	"github.com/klauspost/compress/zstd"
+
+	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
+)
+
+// Keys of the credentials Secret that an oci:// fetch reads.
+const (
+	// KeyDockerConfigJSON is a kubernetes.io/dockerconfigjson Secret's
+	// key: the Secret that pulls images from the registry pulls the
+	// model too.
+	KeyDockerConfigJSON = ".dockerconfigjson"
+	// KeyCACert is the PEM of the CA that signed the registry's
+	// certificate.
+	KeyCACert = "ca.crt"
+)
+
+// modelcarRoot is where a model image holds its model: KServe's modelcars
+// put it in /models, so an image built for them serves here unchanged.
+const modelcarRoot = "models"
+
+// The annotations of an artifact pushed by oras: each layer is a file
+// named by its title, or a directory packed as a tar.gz.
+const (
+	annotationTitle  = "org.opencontainers.image.title"
+	annotationUnpack = "io.deis.oras.content.unpack"
+)
+
+// ociModel is a model in an OCI registry.
+type ociModel struct {
+	ref   name.Reference
+	opts  []remote.Option
+	shown string
+}
+
+func (f *fetcher) openOCI() (*ociModel, error) {
+	ref, err := name.ParseReference(f.loc.Reference)
+	if err != nil {
+		return nil, permanentf(servingv1alpha1.ReasonInvalidURI, "%s: %v", f.loc, err)
+	}
+	t, err := newTransport(transportOptions{CABundle: []byte(f.creds.values[KeyCACert]), CAKey: KeyCACert, Conns: 2})
+	if err != nil {
+		return nil, err
+	}
+	keys, err := dockerConfigKeychain(f.creds)
+	if err != nil {
+		return nil, err
+	}
+	return &ociModel{ref: ref, shown: f.loc.String(), opts: []remote.Option{
+		remote.WithTransport(t),
+		remote.WithAuthFromKeychain(keys),
+		// An index (a model image built for several platforms) gives this
+		// node's; a model is the same on all, but each needs one.
+		remote.WithPlatform(v1.Platform{OS: "linux", Architecture: runtime.GOARCH}),
+		// The fetch's own retries, with their backoff and messages, are
+		// the only ones.
+		remote.WithRetryPredicate(func(error) bool { return false }),
+		remote.WithUserAgent("modelserver-fetch"),
+	}}, nil
+}
+
+// resolve reads the manifest that the reference names now: its digest
+// pins the layers of every later attempt, even if the tag moves.
+func (m *ociModel) resolve(ctx context.Context) (name.Digest, *v1.Manifest, error) {
+	img, err := remote.Image(m.ref, append(m.opts, remote.WithContext(ctx))...)
+	if err != nil {
+		return name.Digest{}, nil, m.classify(err, m.shown)
+	}
+	digest, err := img.Digest()
+	if err != nil {
+		return name.Digest{}, nil, m.classify(err, m.shown)
+	}
+	manifest, err := img.Manifest()
+	if err != nil {
+		return name.Digest{}, nil, m.classify(err, m.shown)
+	}
+	return m.ref.Context().Digest(digest.String()), manifest, nil
+}
+
+// classify words a registry's answer: its status first (404 is a missing
+// tag or repository, 401 and 403 credentials), and a certificate it does
+// not trust names the key that would make it trusted.
+func (m *ociModel) classify(err error, what string) *Error {
+	var te *transport.Error
+	if errors.As(err, &te) {
+		detail := fmt.Sprintf("HTTP %d", te.StatusCode)
+		if len(te.Errors) > 0 {
+			detail += " " + te.Errors[0].String()
+		}
+		fe := byStatus(te.StatusCode, err, what+": ", firstLineOf(detail))
+		if fe.Reason == servingv1alpha1.ReasonAccessDenied {
+			fe.Message = fmt.Sprintf("%s: access denied (%s); check the credentials Secret's %s", what, firstLineOf(detail), KeyDockerConfigJSON)
+		}
+		return fe
+	}
+	var ua x509.UnknownAuthorityError
+	var he x509.HostnameError
+	var cv *tls.CertificateVerificationError
+	if errors.As(err, &ua) || errors.As(err, &he) || errors.As(err, &cv) {
+		return &Error{Reason: servingv1alpha1.ReasonFetchFailed, Permanent: true, Err: err,
+			Message: fmt.Sprintf("%s: the registry's TLS certificate is not trusted (%s); put its CA in the credentials Secret's %s", what, firstLineOf(err.Error()), KeyCACert)}
+	}
+	return classify(err, what)
+}
+
+// fetchOCI pulls the model of an oci:// URI into staging: the /models of
+// an image, its layers applied in order with their whiteouts, or the
+// files and directories of an artifact.
+func (f *fetcher) fetchOCI(ctx context.Context, m *ociModel, pinned name.Digest, manifest *v1.Manifest, staging string) ([]fileRecord, error) {
+	layers := manifest.Layers
+	artifact := len(layers) > 0
+	var total int64
+	for _, l := range layers {
+		total += l.Size
+		artifact = artifact && l.Annotations[annotationTitle] != ""
+	}
+	if total > f.o.MaxBytes {
+		return nil, permanentf(servingv1alpha1.ReasonTooLarge, "%s holds %s, over the limit of %s (spec.model.maxSizeBytes)", m.shown, FormatBytes(total), FormatBytes(f.o.MaxBytes))
+	}
+	if err := checkSpace(staging, []Object{{Key: "layers", Size: total}}); err != nil {
+		return nil, err
+	}
+	kind := "an image, whose /" + modelcarRoot + " is the model"
+	if artifact {
+		kind = "an artifact, whose layers are the model's files"
+	}
+	f.log.Info("pulling", "reference", pinned.String(), "kind", kind, "layers", len(layers), "bytes", total)
+	prog := newProgress(-1, total)
+	pctx, stop := context.WithCancel(ctx)
+	defer stop()
+	go prog.report(pctx, f.log, f.o.ProgressInterval)
+
+	var records []fileRecord
+	err := f.retry.do(ctx, m.shown, func(ctx context.Context) error {
+		if err := emptyDir(staging); err != nil {
+			return classify(err, staging)
+		}
+		prog.bytes.Store(0)
+		prog.files.Store(0)
+		x := newExtractor(staging, f.o.MaxBytes, f.o.MaxFiles, prog)
+		o := &overlay{x: x, origin: map[string]int{}}
+		defer func() { records = x.list() }()
+		for i, desc := range layers {
+			o.layer = i
+			if err := f.pullLayer(ctx, m, pinned, desc, artifact, o); err != nil {
+				return err
+			}
+		}
+		if !artifact && !o.sawRoot {
+			return permanentf(servingv1alpha1.ReasonInvalidLayout,
+				"%s is an image without a /%s directory: a model image holds its model there (COPY resnet/ /%s/), as KServe's modelcars do", m.shown, modelcarRoot, modelcarRoot)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	prog.done(f.log, "model pulled")
+	return records, nil
+}
+
+// pullLayer downloads one layer, its digest verified as it arrives, and
+// writes what it holds into the overlay.
+func (f *fetcher) pullLayer(ctx context.Context, m *ociModel, pinned name.Digest, desc v1.Descriptor, artifact bool, o *overlay) error {
+	what := fmt.Sprintf("%s layer %d (%s)", m.shown, o.layer+1, desc.Digest)
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	layer, err := remote.Layer(pinned.Context().Digest(desc.Digest.String()), append(m.opts, remote.WithContext(ctx))...)
+	if err != nil {
+		return m.classify(err, what)
+	}
+	body, err := layer.Compressed()
+	if err != nil {
+		return m.classify(err, what)
+	}
+	defer func() { _ = body.Close() }()
+	stall := f.o.StallTimeout
+	br := &bodyReader{r: body, sha: sha256.New(), prog: o.x.prog, limit: f.o.MaxBytes, stall: stall,
+		watchdog: time.AfterFunc(stall, func() { cancel(errStalled) })}
+	defer br.watchdog.Stop()
+	// failed tells a broken download (worth a retry) from a broken layer.
+	failed := func(err error) error {
+		var fe *Error
+		switch {
+		case err == nil:
+			return nil
+		case errors.As(err, &fe):
+			return fe
+		case errors.Is(context.Cause(ctx), errStalled):
+			return transientf(servingv1alpha1.ReasonFetchFailed, "%s: no data received for %s", what, stall)
+		case br.err != nil:
+			return m.classify(br.err, what)
+		}
+		return permanentf(servingv1alpha1.ReasonInvalidLayout, "%s: %v", what, err)
+	}
+
+	title := desc.Annotations[annotationTitle]
+	if artifact && desc.Annotations[annotationUnpack] != "true" {
+		if err := o.x.fileEntry(title, desc.Size, br); err != nil {
+			return failed(err)
+		}
+		return failed(drain(br))
+	}
+	r, closeReader, err := decompress(desc.MediaType, br, artifact)
+	if err != nil {
+		return failed(err)
+	}
+	defer closeReader()
+	filter := o.modelcarEntry
+	if artifact {
+		filter = nil // a directory oras packed: its entries are the model's
+	}
+	if err := o.x.untarFiltered(r, filter); err != nil {
+		return failed(err)
+	}
+	// The digest covers every byte: read what follows the tar's end.
+	return failed(drain(br))
+}
+
+// drain reads a body to its end, where its digest is verified.
+func drain(r io.Reader) error {
+	if _, err := io.Copy(io.Discard, r); err != nil {
+		return err
+	}
+	return nil
+}
+
+// decompress opens a layer by its media type. An artifact's directory is
+// a tar.gz whatever its type says.
+func decompress(mt types.MediaType, r io.Reader, artifact bool) (io.Reader, func(), error) {
+	switch {
+	case artifact, mt == types.OCILayer, mt == types.OCIRestrictedLayer, mt == types.DockerLayer, mt == types.DockerForeignLayer:
+		gz, err := gzip.NewReader(r)
+		if err != nil {
+			return nil, nil, err
+		}
+		return gz, func() { _ = gz.Close() }, nil
+	case mt == types.OCILayerZStd:
+		zr, err := zstd.NewReader(r)
+		if err != nil {
+			return nil, nil, err
+		}
+		return zr, zr.Close, nil
+	case mt == types.OCIUncompressedLayer, mt == types.OCIUncompressedRestrictedLayer, mt == types.DockerUncompressedLayer:
+		return r, func() {}, nil
+	}
+	return nil, nil, permanentf(servingv1alpha1.ReasonInvalidLayout, "media type %q is not a file system layer", mt)
+}
+
+// overlay applies an image's layers as a container runtime would, but
+// only what lies below /models: a later layer's file replaces an earlier
+// one's, and a whiteout (.wh.name, or .wh..wh..opq for a directory's
+// whole content) removes what the layers below wrote.
+type overlay struct {
+	x     *extractor
+	layer int
+	// origin is the layer that wrote each file and directory, by its
+	// path below /models.
+	origin  map[string]int
+	sawRoot bool
+}
+
+// modelcarEntry is the entryFilter of an image's layer.
+func (o *overlay) modelcarEntry(hdr *tar.Header) (string, bool, error) {
+	p := path.Clean("/" + hdr.Name)[1:] // "" is the image's root
+	dir, base := path.Split(p)
+	dir = strings.TrimSuffix(dir, "/")
+	if target, ok := strings.CutPrefix(base, ".wh."); ok {
+		if target == ".wh..opq" {
+			o.remove(dir, true)
+		} else {
+			o.remove(path.Join(dir, target), false)
+		}
+		return "", false, nil
+	}
+	rel, ok := belowModelcarRoot(p)
+	if !ok {
+		return "", false, nil // the rest of the image: a base image's files
+	}
+	o.sawRoot = true
+	if rel == "" {
+		return "", false, nil
+	}
+	o.origin[rel] = o.layer
+	for d := path.Dir(rel); d != "."; d = path.Dir(d) {
+		if _, seen := o.origin[d]; !seen {
+			o.origin[d] = o.layer
+		}
+	}
+	return rel, true, nil
+}
+
+// belowModelcarRoot gives an image path's place below /models ("" for
+// /models itself), or false when it is elsewhere.
+func belowModelcarRoot(p string) (string, bool) {
+	if p == modelcarRoot {
+		return "", true
+	}
+	rel, ok := strings.CutPrefix(p, modelcarRoot+"/")
+	return rel, ok
+}
+
+// remove takes away what lower layers wrote at p, an image path: all of
+// it, or with opaque what is inside it. A whiteout of /models or of the
+// root takes the whole model.
+func (o *overlay) remove(p string, opaque bool) {
+	rel, ok := belowModelcarRoot(p)
+	switch {
+	case p == "" || (p == modelcarRoot && !opaque):
+		rel, opaque = "", true
+	case !ok:
+		return
+	}
+	for q, l := range o.origin {
+		inside := rel == "" || strings.HasPrefix(q, rel+"/")
+		whole := q == rel && !opaque
+		if l >= o.layer || (!inside && !whole) {
+			continue
+		}
+		delete(o.origin, q)
+		delete(o.x.records, q)
+		_ = os.RemoveAll(filepath.Join(o.x.dir, filepath.FromSlash(q)))
+	}
+}
+
+// dockerConfig is a .dockerconfigjson: credentials by registry.
+type dockerConfig struct {
+	Auths map[string]authn.AuthConfig `json:"auths"`
+}
+
+// dockerConfigKeychain gives the credentials of the Secret's
+// .dockerconfigjson for each registry it names, anonymous access
+// elsewhere.
+func dockerConfigKeychain(c Credentials) (authn.Keychain, error) {
+	raw := c.Get(KeyDockerConfigJSON)
+	if raw == "" {
+		return authn.NewMultiKeychain(), nil
+	}
+	var cfg dockerConfig
+	if err := json.Unmarshal([]byte(raw), &cfg); err != nil {
+		// The value is not shown: it holds the credentials.
+		return nil, permanentf(servingv1alpha1.ReasonFetchFailed, "credentials key %s is not a docker config.json (want {\"auths\": {\"<registry>\": {...}}})", KeyDockerConfigJSON)
+	}
+	byHost := make(map[string]authn.AuthConfig, len(cfg.Auths))
+	for k, a := range cfg.Auths {
+		byHost[registryOfConfigKey(k)] = a
+	}
+	return configKeychain(byHost), nil
+}
+
+// registryOfConfigKey reads the registry out of a config.json key, which
+// may be a URL (https://index.docker.io/v1/) or a bare host[:port].
+func registryOfConfigKey(k string) string {
+	k = strings.TrimPrefix(strings.TrimPrefix(k, "https://"), "http://")
+	host, _, _ := strings.Cut(k, "/")
+	if host == "docker.io" {
+		return name.DefaultRegistry
+	}
+	return host
+}
+
+type configKeychain map[string]authn.AuthConfig
+
+func (k configKeychain) Resolve(r authn.Resource) (authn.Authenticator, error) {
+	if a, ok := k[r.RegistryStr()]; ok {
+		return authn.FromConfig(a), nil
+	}
+	return authn.Anonymous, nil
+}
