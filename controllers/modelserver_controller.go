@@ -219,7 +219,7 @@ func (r *ModelServerReconciler) reconcileNormal(ctx context.Context, ms *serving
 		report.BlockedReason, report.BlockedMessage = obs.tls.reason, obs.tls.message
 		return ctrl.Result{RequeueAfter: cmp.Or(r.RecheckAfter, time.Minute)}, nil
 	}
-	for _, reason := range []string{eventTLSSecretUnusable, eventTLSCertificateExpired} {
+	for _, reason := range []string{eventTLSSecretUnusable, eventTLSCertificateExpired, eventTLSCertificateNotYetValid} {
 		if reason != obs.tls.warningReason {
 			r.problems.resolved(ms.UID, reason)
 		}

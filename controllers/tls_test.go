@@ -234,3 +234,45 @@ func TestAnExpiredCertificateIsWarnedOf(t *testing.T) {
 		t.Errorf("warnings %q after the renewal", w)
 	}
 }
+
+// TestACertificateNotValidYetIsWarnedOfUntilItIs: a certificate whose
+// start is ahead of the clock (an issuer's clock, or the cluster's, off)
+// is served, and refused by clients until it starts: the status says so,
+// with one Warning Event, and the reconciler looks again when it starts.
+func TestACertificateNotValidYetIsWarnedOfUntilItIs(t *testing.T) {
+	ctx := context.Background()
+	_, r, rec := recordingReconciler(t)
+	ms := createUnmanaged(t, "early", func(ms *servingv1alpha1.ModelServer) {
+		ms.Spec.TLS = &servingv1alpha1.TLSSpec{SecretName: "early-grpc"}
+	})
+	server := tlstest.CA(t, "issuer").Server(t, "early")
+	secret := tlsSecret(ms.Namespace, "early-grpc", server, nil)
+	if err := env.client.Create(ctx, secret); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.client.Delete(context.Background(), secret) })
+	c := newClockedReconciler(t, r, ms)
+	c.reconcileUntilReady()
+	notBefore := server.Cert.NotBefore
+
+	// Within the clock skew allowed: nothing to say.
+	if c.reconcile(notBefore.Add(-time.Minute)); len(c.get().Status.Warnings) != 0 {
+		t.Errorf("warnings %q a minute before the certificate starts", c.get().Status.Warnings)
+	}
+	early := notBefore.Add(-time.Hour)
+	result := c.reconcile(early)
+	c.reconcile(early.Add(time.Second))
+	want := `spec.tls.secretName: Secret "early-grpc": its certificate is not valid before ` + notBefore.UTC().Format(time.RFC3339) + "; TF Serving serves it, and clients refuse it until then"
+	if w := c.get().Status.Warnings; len(w) != 1 || !strings.HasPrefix(w[0], want) {
+		t.Errorf("warnings %q, want one: %s…", w, want)
+	}
+	if !about(result.RequeueAfter, time.Hour) {
+		t.Errorf("look again in %v, want when the certificate starts, in an hour", result.RequeueAfter)
+	}
+	if n := rec.count("TLSCertificateNotYetValid"); n != 1 {
+		t.Errorf("%d TLSCertificateNotYetValid Events, want 1; all:\n%s", n, rec)
+	}
+	if c.reconcile(time.Now()); len(c.get().Status.Warnings) != 0 {
+		t.Errorf("warnings %q once the certificate is valid", c.get().Status.Warnings)
+	}
+}

@@ -59,13 +59,23 @@ const eventTLSSecretUnusable = "TLSSecretUnusable"
 // every client that checks it refuses it, while the ModelServer is Ready.
 const eventTLSCertificateExpired = "TLSCertificateExpired"
 
+// eventTLSCertificateNotYetValid is the reason of the Warning that says
+// the certificate of spec.tls's Secret is not valid yet: clients refuse it
+// until then.
+const eventTLSCertificateNotYetValid = "TLSCertificateNotYetValid"
+
+// certClockSkew is how far in the future a certificate's start may be
+// without a warning: issuers that do not backdate (cert-manager) start a
+// certificate the second they sign it, and clocks differ by that much.
+const certClockSkew = 5 * time.Minute
+
 // tlsObservation is what spec.tls's Secret gave: the digest of its
 // certificates, or why TF Serving could not serve it (reason, message).
 // Where the pods running serve this Secret already, its problem is a
 // warning and the digest theirs: they keep serving their certificate, and
-// the rest of the spec is still rolled out. An expired certificate is a
-// warning too (warning, with the reason of its Event); one that has not
-// expired is looked at again when it does (lookAgainIn).
+// the rest of the spec is still rolled out. An expired certificate, or one
+// not valid yet, is a warning too (warning, with the reason of its Event);
+// the reconciler looks again when that changes (lookAgainIn).
 type tlsObservation struct {
 	digest, reason, message string
 	warning, warningReason  string
@@ -101,11 +111,16 @@ func (r *ModelServerReconciler) observeTLS(ctx context.Context, ms *servingv1alp
 		} else {
 			obs.digest = names.Hash(string(f.Cert))
 		}
-		now, notAfter := r.clock().Now(), server.NotAfter
-		if now.After(notAfter) {
+		now, notBefore, notAfter := r.clock().Now(), server.NotBefore, server.NotAfter
+		switch {
+		case notBefore.Sub(now) > certClockSkew:
+			obs.warning = fmt.Sprintf("%s: Secret %q: its certificate is not valid before %s; TF Serving serves it, and clients refuse it until then (is a clock wrong, the issuer's or this cluster's?)", field, t.SecretName, notBefore.UTC().Format(time.RFC3339))
+			obs.warningReason = eventTLSCertificateNotYetValid
+			obs.lookAgainIn = notBefore.Sub(now) + time.Second
+		case now.After(notAfter):
 			obs.warning = fmt.Sprintf("%s: Secret %q: its certificate expired at %s; TF Serving serves it, and clients refuse it (is its issuer renewing it?)", field, t.SecretName, notAfter.UTC().Format(time.RFC3339))
 			obs.warningReason = eventTLSCertificateExpired
-		} else {
+		default:
 			obs.lookAgainIn = notAfter.Sub(now) + time.Second
 		}
 		return obs, nil
