@@ -250,9 +250,10 @@ func (x *extractor) unzip(ra io.ReaderAt, size int64) error {
 	return nil
 }
 
-// bodyReader reads a download, hashing and counting it, remembering the
-// first error of the transport (as opposed to the archive's format), and
-// cancelling the attempt (through cancel) when nothing arrives for stall.
+// bodyReader reads a download, hashing (when sha is not nil) and counting
+// it, remembering the first error of the transport (as opposed to the
+// archive's format), and cancelling the attempt (through cancel) when
+// nothing arrives for stall.
 type bodyReader struct {
 	r        io.Reader
 	sha      hash.Hash
@@ -268,7 +269,9 @@ func (b *bodyReader) Read(p []byte) (int, error) {
 	n, err := b.r.Read(p)
 	if n > 0 {
 		b.watchdog.Reset(b.stall)
-		b.sha.Write(p[:n])
+		if b.sha != nil {
+			b.sha.Write(p[:n])
+		}
 		b.n += int64(n)
 		b.prog.bytes.Add(int64(n))
 		if b.n > b.limit {

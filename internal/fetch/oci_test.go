@@ -2,9 +2,11 @@ package fetch
 
 import (
 	"archive/tar"
+	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log"
 	"net/http"
@@ -12,6 +14,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
@@ -22,6 +25,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/static"
 	"github.com/google/go-containerregistry/pkg/v1/types"
+	"github.com/klauspost/compress/zstd"
 
 	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
 )
@@ -33,6 +37,9 @@ type testRegistry struct {
 	blobs atomic.Int64 // blob downloads
 	// auth, when set, is the user:password every request must carry.
 	auth string
+	// fault, when set, answers a blob download in place of the registry
+	// when it returns true.
+	fault atomic.Pointer[func(w http.ResponseWriter, r *http.Request) bool]
 }
 
 func newTestRegistry(t testing.TB, auth string) *testRegistry {
@@ -47,6 +54,9 @@ func newTestRegistry(t testing.TB, auth string) *testRegistry {
 		}
 		if req.Method == http.MethodGet && strings.Contains(req.URL.Path, "/blobs/sha256:") {
 			r.blobs.Add(1)
+			if f := r.fault.Load(); f != nil && (*f)(w, req) {
+				return
+			}
 		}
 		inner.ServeHTTP(w, req)
 	}))
@@ -148,6 +158,32 @@ func TestAnOpaqueWhiteoutEmptiesTheModelOfLowerLayers(t *testing.T) {
 	assertTree(t, o.Dest, model(5))
 }
 
+func TestZstdAndUncompressedLayersAreRead(t *testing.T) {
+	reg := newTestRegistry(t, "")
+	var zbuf bytes.Buffer
+	zw, err := zstd.NewWriter(&zbuf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := zw.Write(tarball(t, false, entries(prefixed("models/", model(1))))); err != nil {
+		t.Fatal(err)
+	}
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	img, err := mutate.AppendLayers(empty.Image,
+		static.NewLayer(zbuf.Bytes(), types.OCILayerZStd),
+		static.NewLayer(tarball(t, false, entries(prefixed("models/", model(2)))), types.OCIUncompressedLayer))
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, logs := testOptions(t, reg.push(t, "zstd:v1", img), "")
+	if _, err := Run(context.Background(), o); err != nil {
+		t.Fatalf("%v\n%s", err, logs)
+	}
+	assertTree(t, o.Dest, model(1, 2))
+}
+
 func TestAnOrasArtifactsFilesAndDirectoriesAreTheModel(t *testing.T) {
 	reg := newTestRegistry(t, "")
 	files := model(1, 2)
@@ -236,6 +272,55 @@ func TestOCIFailuresSayWhatIsWrong(t *testing.T) {
 		}
 		assertNothingPublished(t, o.Dest)
 	}
+}
+
+// TestAStalledOrCorruptLayerIsPulledAgain: a layer download on which
+// nothing arrives for the stall timeout, or whose bytes do not match its
+// digest, is retried; a registry that keeps serving corrupt bytes fails
+// the fetch, and nothing is published.
+func TestAStalledOrCorruptLayerIsPulledAgain(t *testing.T) {
+	reg := newTestRegistry(t, "")
+	uri := reg.push(t, "m:v1", imageOf(t, entries(prefixed("models/", model(1, 2)))))
+	faults := atomic.Int64{}
+	once := func(w http.ResponseWriter, r *http.Request) bool {
+		if faults.Add(1) > 1 {
+			return false
+		}
+		w.Header().Set("Content-Length", "100000")
+		w.WriteHeader(http.StatusOK)
+		_, _ = w.Write([]byte{0x1f, 0x8b})
+		w.(http.Flusher).Flush()
+		<-r.Context().Done() // nothing more: a stall
+		return true
+	}
+	reg.fault.Store(&once)
+	o, logs := testOptions(t, uri, "")
+	o.StallTimeout = 200 * time.Millisecond
+	if _, err := Run(context.Background(), o); err != nil {
+		t.Fatalf("%v\n%s", err, logs)
+	}
+	assertTree(t, o.Dest, model(1, 2))
+	if !strings.Contains(logs.String(), "no data received for 200ms") {
+		t.Errorf("the stall is not in the log:\n%s", logs)
+	}
+
+	corrupt := func(w http.ResponseWriter, _ *http.Request) bool {
+		body := tarball(t, true, entries(prefixed("models/", model(3))))
+		w.Header().Set("Content-Length", fmt.Sprint(len(body)))
+		_, _ = w.Write(body)
+		return true
+	}
+	reg.fault.Store(&corrupt)
+	before := reg.blobs.Load()
+	o, _ = testOptions(t, uri, "")
+	fe := wantFailure(t, mustFail(Run(context.Background(), o)), servingv1alpha1.ReasonFetchFailed, ExitTransient)
+	if !strings.Contains(fe.Message, "sha256") {
+		t.Errorf("message %q does not say the digest differs", fe.Message)
+	}
+	if n := reg.blobs.Load() - before; n != int64(o.Retry.Attempts) {
+		t.Errorf("%d downloads of the corrupt layer, want %d (every attempt)", n, o.Retry.Attempts)
+	}
+	assertNothingPublished(t, o.Dest)
 }
 
 func TestCredentialKeysForOCI(t *testing.T) {

@@ -4,7 +4,6 @@ import (
 	"archive/tar"
 	"compress/gzip"
 	"context"
-	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
@@ -200,33 +199,40 @@ func (f *fetcher) pullLayer(ctx context.Context, m *ociModel, pinned name.Digest
 	}
 	defer func() { _ = body.Close() }()
 	stall := f.o.StallTimeout
-	br := &bodyReader{r: body, sha: sha256.New(), prog: o.x.prog, limit: f.o.MaxBytes, stall: stall,
+	// No sha256 of ours: the layer's reader checks its digest at the end.
+	br := &bodyReader{r: body, prog: o.x.prog, limit: f.o.MaxBytes, stall: stall,
 		watchdog: time.AfterFunc(stall, func() { cancel(errStalled) })}
 	defer br.watchdog.Stop()
+	ahead := newAheadReader(br, 4, 1<<20)
+	// Ending the request first, so that a read in flight returns at once.
+	stop := func() { cancel(errLayerAbandoned); ahead.Close() }
+	defer stop()
 	// failed tells a broken download (worth a retry) from a broken layer.
 	failed := func(err error) error {
+		if err == nil {
+			return nil
+		}
+		stop()
 		var fe *Error
 		switch {
-		case err == nil:
-			return nil
 		case errors.As(err, &fe):
 			return fe
 		case errors.Is(context.Cause(ctx), errStalled):
 			return transientf(servingv1alpha1.ReasonFetchFailed, "%s: no data received for %s", what, stall)
-		case br.err != nil:
-			return m.classify(br.err, what)
+		case ahead.sourceError() != nil:
+			return m.classify(ahead.sourceError(), what)
 		}
 		return permanentf(servingv1alpha1.ReasonInvalidLayout, "%s: %v", what, err)
 	}
 
 	title := desc.Annotations[annotationTitle]
 	if artifact && desc.Annotations[annotationUnpack] != "true" {
-		if err := o.x.fileEntry(title, desc.Size, br); err != nil {
+		if err := o.x.fileEntry(title, desc.Size, ahead); err != nil {
 			return failed(err)
 		}
-		return failed(drain(br))
+		return failed(drain(ahead))
 	}
-	r, closeReader, err := decompress(desc.MediaType, br, artifact)
+	r, closeReader, err := decompress(desc.MediaType, ahead, artifact)
 	if err != nil {
 		return failed(err)
 	}
@@ -239,8 +245,12 @@ func (f *fetcher) pullLayer(ctx context.Context, m *ociModel, pinned name.Digest
 		return failed(err)
 	}
 	// The digest covers every byte: read what follows the tar's end.
-	return failed(drain(br))
+	return failed(drain(ahead))
 }
+
+// errLayerAbandoned ends the download of a layer that is not read to its
+// end: its unpacking failed, or the pull is over.
+var errLayerAbandoned = errors.New("layer abandoned")
 
 // drain reads a body to its end, where its digest is verified.
 func drain(r io.Reader) error {
@@ -261,7 +271,9 @@ func decompress(mt types.MediaType, r io.Reader, artifact bool) (io.Reader, func
 		}
 		return gz, func() { _ = gz.Close() }, nil
 	case mt == types.OCILayerZStd:
-		zr, err := zstd.NewReader(r)
+		// One stream, in the fetch pod's memory: no decoding ahead, and a
+		// window far above what image builders use (8 MiB) but bounded.
+		zr, err := zstd.NewReader(r, zstd.WithDecoderConcurrency(1), zstd.WithDecoderLowmem(true), zstd.WithDecoderMaxWindow(64<<20))
 		if err != nil {
 			return nil, nil, err
 		}
