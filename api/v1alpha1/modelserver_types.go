@@ -434,7 +434,7 @@ type ModelSpec struct {
 	// keys the model-fetch Job reads (per scheme: AWS_ACCESS_KEY_ID,
 	// AWS_SECRET_ACCESS_KEY, AWS_ENDPOINT_URL, AWS_REGION for s3://;
 	// service-account.json for gs://; headers for https://;
-	// .dockerconfigjson and ca.crt for oci://, so that a
+	// .dockerconfigjson, ca.crt and plain-http for oci://, so that a
 	// kubernetes.io/dockerconfigjson Secret serves).
 	// +kubebuilder:validation:MaxLength=253
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`

@@ -230,7 +230,7 @@ func CheckCredentialKeys(uri string, keys []string) string {
 	case strings.HasPrefix(uri, "http://"), strings.HasPrefix(uri, "https://"):
 		read = []string{KeyHTTPHeaders}
 	case strings.HasPrefix(strings.ToLower(uri), "oci://"):
-		read = []string{KeyDockerConfigJSON, KeyCACert}
+		read = []string{KeyDockerConfigJSON, KeyCACert, KeyPlainHTTP}
 	default:
 		return ""
 	}

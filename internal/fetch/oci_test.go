@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -321,6 +322,43 @@ func TestAStalledOrCorruptLayerIsPulledAgain(t *testing.T) {
 		t.Errorf("%d downloads of the corrupt layer, want %d (every attempt)", n, o.Retry.Attempts)
 	}
 	assertNothingPublished(t, o.Dest)
+}
+
+// TestARegistryInPlainHTTPIsReachedOnlyWhenTheSecretSaysSo: a registry
+// whose name is not loopback's is asked for HTTPS; one that answers in
+// plain text fails the fetch, naming the key that allows it, and with it
+// is pulled from. 127.0.0.2 is loopback, but not by the name image tools
+// treat as such.
+func TestARegistryInPlainHTTPIsReachedOnlyWhenTheSecretSaysSo(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.2:0")
+	if err != nil {
+		t.Skipf("no 127.0.0.2 here: %v", err)
+	}
+	srv := httptest.NewUnstartedServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
+	_ = srv.Listener.Close()
+	srv.Listener = ln
+	srv.Start()
+	t.Cleanup(srv.Close)
+	host := ln.Addr().String()
+	ref, err := name.ParseReference(host+"/m:v1", name.Insecure)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := remote.Write(ref, imageOf(t, entries(prefixed("models/", model(1))))); err != nil {
+		t.Fatal(err)
+	}
+	uri := "oci://" + host + "/m:v1"
+
+	o, _ := testOptions(t, uri, "")
+	fe := wantFailure(t, mustFail(Run(context.Background(), o)), servingv1alpha1.ReasonFetchFailed, ExitPermanent)
+	if !strings.Contains(fe.Message, "plain HTTP") || !strings.Contains(fe.Message, KeyPlainHTTP) {
+		t.Errorf("message %q: want it to say the registry answers plain HTTP, and name %s", fe.Message, KeyPlainHTTP)
+	}
+	o, logs := testOptions(t, uri, secretDir(t, map[string]string{KeyPlainHTTP: "true"}))
+	if _, err := Run(context.Background(), o); err != nil {
+		t.Fatalf("%v\n%s", err, logs)
+	}
+	assertTree(t, o.Dest, model(1))
 }
 
 func TestCredentialKeysForOCI(t *testing.T) {

@@ -37,6 +37,10 @@ const (
 	// KeyCACert is the PEM of the CA that signed the registry's
 	// certificate.
 	KeyCACert = "ca.crt"
+	// KeyPlainHTTP "true" lets the registry be reached over plain HTTP
+	// when it does not answer HTTPS: a registry inside the cluster, behind
+	// its Service, often serves no TLS.
+	KeyPlainHTTP = "plain-http"
 )
 
 // modelcarRoot is where a model image holds its model: KServe's modelcars
@@ -58,7 +62,11 @@ type ociModel struct {
 }
 
 func (f *fetcher) openOCI() (*ociModel, error) {
-	ref, err := name.ParseReference(f.loc.Reference)
+	var nameOpts []name.Option
+	if strings.EqualFold(f.creds.Get(KeyPlainHTTP), "true") {
+		nameOpts = append(nameOpts, name.Insecure)
+	}
+	ref, err := name.ParseReference(f.loc.Reference, nameOpts...)
 	if err != nil {
 		return nil, permanentf(servingv1alpha1.ReasonInvalidURI, "%s: %v", f.loc, err)
 	}
@@ -123,6 +131,11 @@ func (m *ociModel) classify(err error, what string) *Error {
 	if errors.As(err, &ua) || errors.As(err, &he) || errors.As(err, &cv) {
 		return &Error{Reason: servingv1alpha1.ReasonFetchFailed, Permanent: true, Err: err,
 			Message: fmt.Sprintf("%s: the registry's TLS certificate is not trusted (%s); put its CA in the credentials Secret's %s", what, firstLineOf(err.Error()), KeyCACert)}
+	}
+	// Go's client says this when a registry answers HTTPS in plain text.
+	if strings.Contains(err.Error(), "server gave HTTP response to HTTPS client") {
+		return &Error{Reason: servingv1alpha1.ReasonFetchFailed, Permanent: true, Err: err,
+			Message: fmt.Sprintf("%s: the registry answers in plain HTTP, not HTTPS; if it is meant to, set %s: \"true\" in the credentials Secret", what, KeyPlainHTTP)}
 	}
 	return classify(err, what)
 }
