@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -359,6 +360,50 @@ func TestARegistryInPlainHTTPIsReachedOnlyWhenTheSecretSaysSo(t *testing.T) {
 		t.Fatalf("%v\n%s", err, logs)
 	}
 	assertTree(t, o.Dest, model(1))
+}
+
+// TestAnIndexGivesTheNodesPlatform: a model image built for several
+// platforms is an index; the node's image is pulled, and an index without
+// one fails at once, naming the platform.
+func TestAnIndexGivesTheNodesPlatform(t *testing.T) {
+	reg := newTestRegistry(t, "")
+	index := func(byArch map[string]v1.Image) v1.ImageIndex {
+		idx := v1.ImageIndex(empty.Index)
+		for arch, img := range byArch {
+			idx = mutate.AppendManifests(idx, mutate.IndexAddendum{Add: img, Descriptor: v1.Descriptor{Platform: &v1.Platform{OS: "linux", Architecture: arch}}})
+		}
+		return idx
+	}
+	pushIndex := func(repoTag string, idx v1.ImageIndex) string {
+		ref, err := name.ParseReference(reg.host + "/" + repoTag)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := remote.WriteIndex(ref, idx); err != nil {
+			t.Fatal(err)
+		}
+		return "oci://" + reg.host + "/" + repoTag
+	}
+	other := "s390x"
+	if runtime.GOARCH == other {
+		other = "ppc64le"
+	}
+	both := pushIndex("multi:v1", index(map[string]v1.Image{
+		runtime.GOARCH: imageOf(t, entries(prefixed("models/", model(1)))),
+		other:          imageOf(t, entries(prefixed("models/", model(2)))),
+	}))
+	o, logs := testOptions(t, both, "")
+	if _, err := Run(context.Background(), o); err != nil {
+		t.Fatalf("%v\n%s", err, logs)
+	}
+	assertTree(t, o.Dest, model(1))
+
+	elsewhere := pushIndex("foreign:v1", index(map[string]v1.Image{other: imageOf(t, entries(prefixed("models/", model(2))))}))
+	o, _ = testOptions(t, elsewhere, "")
+	fe := wantFailure(t, mustFail(Run(context.Background(), o)), servingv1alpha1.ReasonInvalidLayout, ExitPermanent)
+	if !strings.Contains(fe.Message, "without an image for linux/"+runtime.GOARCH) {
+		t.Errorf("message %q does not name the node's platform", fe.Message)
+	}
 }
 
 func TestCredentialKeysForOCI(t *testing.T) {

@@ -132,6 +132,10 @@ func (m *ociModel) classify(err error, what string) *Error {
 		return &Error{Reason: servingv1alpha1.ReasonFetchFailed, Permanent: true, Err: err,
 			Message: fmt.Sprintf("%s: the registry's TLS certificate is not trusted (%s); put its CA in the credentials Secret's %s", what, firstLineOf(err.Error()), KeyCACert)}
 	}
+	// An index without the node's platform: pulling again will not add it.
+	if strings.Contains(err.Error(), "no child with platform") {
+		return permanentf(servingv1alpha1.ReasonInvalidLayout, "%s is an image index without an image for linux/%s, this node's platform; add one (a model image's files are the same on every platform)", what, runtime.GOARCH)
+	}
 	// Go's client says this when a registry answers HTTPS in plain text.
 	if strings.Contains(err.Error(), "server gave HTTP response to HTTPS client") {
 		return &Error{Reason: servingv1alpha1.ReasonFetchFailed, Permanent: true, Err: err,
