@@ -89,3 +89,45 @@ func hpaConditions(hpa *autoscalingv2.HorizontalPodAutoscaler) []string {
 	}
 	return out
 }
+
+// TestAnAutoscalerOnTheRequestRateGetsItsMetricAndSaysWhenNoAdapterServesIt:
+// spec.autoscaling.metrics reach the autoscaler as written, here a Pods
+// metric alone; the local cluster serves no custom metrics API, so the
+// autoscaler cannot read it, and the status names the metric.
+func TestAnAutoscalerOnTheRequestRateGetsItsMetricAndSaysWhenNoAdapterServesIt(t *testing.T) {
+	_, r, _ := recordingReconciler(t)
+	perPod := resource.MustParse("50")
+	ms := createUnmanaged(t, "byrate", func(ms *servingv1alpha1.ModelServer) {
+		ms.Spec.Replicas = nil
+		ms.Spec.Autoscaling = &servingv1alpha1.Autoscaling{MaxReplicas: 3, Metrics: []autoscalingv2.MetricSpec{{
+			Type: autoscalingv2.PodsMetricSourceType,
+			Pods: &autoscalingv2.PodsMetricSource{
+				Metric: autoscalingv2.MetricIdentifier{Name: "tensorflow_serving_requests_per_second"},
+				Target: autoscalingv2.MetricTarget{Type: autoscalingv2.AverageValueMetricType, AverageValue: &perPod},
+			},
+		}}}
+	})
+	c := newClockedReconciler(t, r, ms)
+	c.reconcileUntilReady()
+	hpa := get(t, ms.Namespace, ms.Name, &autoscalingv2.HorizontalPodAutoscaler{})
+	if m := hpa.Spec.Metrics; len(m) != 1 || m[0].Pods == nil || m[0].Pods.Metric.Name != "tensorflow_serving_requests_per_second" || m[0].Pods.Target.AverageValue.Cmp(perPod) != 0 {
+		t.Fatalf("the autoscaler's metrics %+v, want the request rate alone", m)
+	}
+
+	var since time.Time
+	eventually(t, 60*time.Second, "the autoscaler says it cannot read the metric", func(context.Context) (bool, string) {
+		hpa := get(t, ms.Namespace, ms.Name, &autoscalingv2.HorizontalPodAutoscaler{})
+		for _, cond := range hpa.Status.Conditions {
+			if cond.Type == autoscalingv2.ScalingActive && cond.Status == corev1.ConditionFalse {
+				since = cond.LastTransitionTime.Time
+				return true, ""
+			}
+		}
+		return false, "conditions " + strings.Join(hpaConditions(hpa), ", ")
+	})
+	c.reconcile(since.Add(status.AutoscalerGrace))
+	const want = "spec.autoscaling: the autoscaler cannot scale the serving pods (FailedGetPodsMetric): "
+	if w := c.get().Status.Warnings; len(w) != 1 || !strings.HasPrefix(w[0], want) || !strings.Contains(w[0], "tensorflow_serving_requests_per_second") {
+		t.Errorf("warnings %q, want one: %s… naming the metric", w, want)
+	}
+}

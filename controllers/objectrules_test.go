@@ -96,6 +96,97 @@ func TestTheOperatorRefusesTheAutoscalerBehaviorTheAPIServerRefuses(t *testing.T
 	}
 }
 
+// TestTheOperatorRefusesTheAutoscalerMetricsTheAPIServerRefuses: the same
+// for spec.autoscaling.metrics, each case a metric beside a CPU target.
+func TestTheOperatorRefusesTheAutoscalerMetricsTheAPIServerRefuses(t *testing.T) {
+	ns := newNamespace(t)
+	q := func(s string) *resource.Quantity { v := resource.MustParse(s); return &v }
+	target := func(typ autoscalingv2.MetricTargetType, value, average *resource.Quantity, utilization *int32) autoscalingv2.MetricTarget {
+		return autoscalingv2.MetricTarget{Type: typ, Value: value, AverageValue: average, AverageUtilization: utilization}
+	}
+	id := func(name string) autoscalingv2.MetricIdentifier { return autoscalingv2.MetricIdentifier{Name: name} }
+	pods := func(name string, t autoscalingv2.MetricTarget) autoscalingv2.MetricSpec {
+		return autoscalingv2.MetricSpec{Type: autoscalingv2.PodsMetricSourceType, Pods: &autoscalingv2.PodsMetricSource{Metric: id(name), Target: t}}
+	}
+	object := func(kind, name string, t autoscalingv2.MetricTarget) autoscalingv2.MetricSpec {
+		return autoscalingv2.MetricSpec{Type: autoscalingv2.ObjectMetricSourceType, Object: &autoscalingv2.ObjectMetricSource{
+			DescribedObject: autoscalingv2.CrossVersionObjectReference{APIVersion: "networking.k8s.io/v1", Kind: kind, Name: name}, Metric: id("requests_per_second"), Target: t}}
+	}
+	external := func(t autoscalingv2.MetricTarget) autoscalingv2.MetricSpec {
+		return autoscalingv2.MetricSpec{Type: autoscalingv2.ExternalMetricSourceType, External: &autoscalingv2.ExternalMetricSource{Metric: id("queue_depth"), Target: t}}
+	}
+	res := func(name corev1.ResourceName, t autoscalingv2.MetricTarget) autoscalingv2.MetricSpec {
+		return autoscalingv2.MetricSpec{Type: autoscalingv2.ResourceMetricSourceType, Resource: &autoscalingv2.ResourceMetricSource{Name: name, Target: t}}
+	}
+	container := func(c string, t autoscalingv2.MetricTarget) autoscalingv2.MetricSpec {
+		return autoscalingv2.MetricSpec{Type: autoscalingv2.ContainerResourceMetricSourceType, ContainerResource: &autoscalingv2.ContainerResourceMetricSource{Name: "cpu", Container: c, Target: t}}
+	}
+	avg := target(autoscalingv2.AverageValueMetricType, nil, q("10"), nil)
+	withSelector := pods("tensorflow_serving_request_rate", avg)
+	withSelector.Pods.Metric.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{"model": "resnet"}}
+	badSelector := pods("tensorflow_serving_request_rate", avg)
+	badSelector.Pods.Metric.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{"model": "a b"}}
+	twoSources := pods("rate", avg)
+	twoSources.External = &autoscalingv2.ExternalMetricSource{Metric: id("queue_depth"), Target: avg}
+	cases := map[string]autoscalingv2.MetricSpec{
+		"pods, average value":              pods("tensorflow_serving_request_rate", avg),
+		"pods, with a selector":            withSelector,
+		"pods, with a bad selector":        badSelector,
+		"pods, value only":                 pods("rate", target(autoscalingv2.ValueMetricType, q("10"), nil, nil)),
+		"pods, value and average":          pods("rate", target(autoscalingv2.AverageValueMetricType, q("10"), q("10"), nil)),
+		"pods, zero average":               pods("rate", target(autoscalingv2.AverageValueMetricType, nil, q("0"), nil)),
+		"pods, negative average":           pods("rate", target(autoscalingv2.AverageValueMetricType, nil, q("-1"), nil)),
+		"pods, milli average":              pods("rate", target(autoscalingv2.AverageValueMetricType, nil, q("500m"), nil)),
+		"pods, no name":                    pods("", avg),
+		"pods, a slash in the name":        pods("requests/second", avg),
+		"pods, name ..":                    pods("..", avg),
+		"pods, no target type":             pods("rate", target("", nil, q("10"), nil)),
+		"pods, target type misspelt":       pods("rate", target("Average", nil, q("10"), nil)),
+		"object, value":                    object("Ingress", "resnet", target(autoscalingv2.ValueMetricType, q("100"), nil, nil)),
+		"object, value and average":        object("Ingress", "resnet", target(autoscalingv2.ValueMetricType, q("100"), q("10"), nil)),
+		"object, utilization only":         object("Ingress", "resnet", target(autoscalingv2.UtilizationMetricType, nil, nil, ptrTo[int32](50))),
+		"object, no kind":                  object("", "resnet", avg),
+		"object, no name":                  object("Ingress", "", avg),
+		"external, value":                  external(target(autoscalingv2.ValueMetricType, q("30"), nil, nil)),
+		"external, value and average":      external(target(autoscalingv2.ValueMetricType, q("30"), q("3"), nil)),
+		"external, neither":                external(target(autoscalingv2.ValueMetricType, nil, nil, nil)),
+		"resource, memory utilization":     res("memory", target(autoscalingv2.UtilizationMetricType, nil, nil, ptrTo[int32](70))),
+		"resource, average value":          res("cpu", target(autoscalingv2.AverageValueMetricType, nil, q("500m"), nil)),
+		"resource, both":                   res("cpu", target(autoscalingv2.UtilizationMetricType, nil, q("500m"), ptrTo[int32](70))),
+		"resource, zero utilization":       res("cpu", target(autoscalingv2.UtilizationMetricType, nil, nil, ptrTo[int32](0))),
+		"resource, no name":                res("", target(autoscalingv2.UtilizationMetricType, nil, nil, ptrTo[int32](70))),
+		"container resource":               container("tensorflow-serving", target(autoscalingv2.UtilizationMetricType, nil, nil, ptrTo[int32](70))),
+		"container resource, bad name":     container("Serving_1", target(autoscalingv2.UtilizationMetricType, nil, nil, ptrTo[int32](70))),
+		"container resource, no container": container("", target(autoscalingv2.UtilizationMetricType, nil, nil, ptrTo[int32](70))),
+		"type without its source":          {Type: autoscalingv2.PodsMetricSourceType},
+		"two sources":                      twoSources,
+		"no type":                          {Pods: pods("rate", avg).Pods},
+		"type misspelt":                    {Type: "Pod", Pods: pods("rate", avg).Pods},
+	}
+	for name, m := range cases {
+		t.Run(name, func(t *testing.T) {
+			_, refused := values.Validate(newModelServer(ns, "rules", func(ms *servingv1alpha1.ModelServer) {
+				ms.Spec.Replicas = nil
+				ms.Spec.Autoscaling = &servingv1alpha1.Autoscaling{MaxReplicas: 4, TargetCPUUtilizationPercentage: ptrTo[int32](60), Metrics: []autoscalingv2.MetricSpec{m}}
+			}))
+			hpa := &autoscalingv2.HorizontalPodAutoscaler{
+				ObjectMeta: metav1.ObjectMeta{Namespace: ns, GenerateName: "rules-"},
+				Spec: autoscalingv2.HorizontalPodAutoscalerSpec{
+					ScaleTargetRef: autoscalingv2.CrossVersionObjectReference{APIVersion: "apps/v1", Kind: "Deployment", Name: "rules"},
+					MinReplicas:    ptrTo[int32](1),
+					MaxReplicas:    4,
+					Metrics: []autoscalingv2.MetricSpec{{Type: autoscalingv2.ResourceMetricSourceType, Resource: &autoscalingv2.ResourceMetricSource{
+						Name: "cpu", Target: autoscalingv2.MetricTarget{Type: autoscalingv2.UtilizationMetricType, AverageUtilization: ptrTo[int32](60)}}}, m},
+				},
+			}
+			apiErr := env.client.Create(context.Background(), hpa, client.DryRunAll)
+			if (refused != nil) != (apiErr != nil) {
+				t.Errorf("the operator: %v\nthe apiserver: %v", refused, apiErr)
+			}
+		})
+	}
+}
+
 // TestTheOperatorRefusesTheObjectSettingsTheAPIServerRefuses: the same
 // for the model volume's size, on a claim, the Ingress's host, on an
 // Ingress, and the Service's annotations, on a Service.

@@ -182,7 +182,7 @@ type ModelServerSpec struct {
 
 // Autoscaling configures the HorizontalPodAutoscaler of the serving pods.
 // +kubebuilder:validation:XValidation:rule="!has(self.minReplicas) || self.minReplicas <= self.maxReplicas",message="spec.autoscaling.minReplicas must not exceed maxReplicas"
-// +kubebuilder:validation:XValidation:rule="has(self.targetCPUUtilizationPercentage) || has(self.targetMemoryUtilizationPercentage)",message="spec.autoscaling needs targetCPUUtilizationPercentage, targetMemoryUtilizationPercentage or both"
+// +kubebuilder:validation:XValidation:rule="has(self.targetCPUUtilizationPercentage) || has(self.targetMemoryUtilizationPercentage) || (has(self.metrics) && size(self.metrics) > 0)",message="spec.autoscaling needs targetCPUUtilizationPercentage, targetMemoryUtilizationPercentage or metrics"
 type Autoscaling struct {
 	// minReplicas is the fewest serving pods (default 1).
 	// +kubebuilder:validation:Minimum=1
@@ -208,6 +208,18 @@ type Autoscaling struct {
 	// +kubebuilder:validation:Maximum=1000
 	// +optional
 	TargetMemoryUtilizationPercentage *int32 `json:"targetMemoryUtilizationPercentage,omitempty"`
+	// metrics are more metrics to scale on, as in autoscaling/v2, beside
+	// (or in place of) the CPU and memory targets: a Pods metric such as
+	// TF Serving's request rate, served by a metrics adapter
+	// (prometheus-adapter, KEDA's), an Object or an External one. The
+	// autoscaler scales to the most replicas any of them asks for. What
+	// the apiserver would refuse in them makes the ModelServer
+	// InvalidSpec, the field named; a metric no adapter serves is told in
+	// status.warnings once the autoscaler says so.
+	// +kubebuilder:validation:MaxItems=10
+	// +listType=atomic
+	// +optional
+	Metrics []autoscalingv2.MetricSpec `json:"metrics,omitempty"`
 	// behavior tunes how fast the autoscaler scales up and down, as in
 	// autoscaling/v2. What the apiserver would refuse in it (a policy's
 	// value of 0, a period over 1800 seconds, a window over 3600) makes the

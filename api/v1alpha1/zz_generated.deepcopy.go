@@ -60,6 +60,13 @@ func (in *Autoscaling) DeepCopyInto(out *Autoscaling) {
 		*out = new(int32)
 		**out = **in
 	}
+	if in.Metrics != nil {
+		in, out := &in.Metrics, &out.Metrics
+		*out = make([]v2.MetricSpec, len(*in))
+		for i := range *in {
+			(*in)[i].DeepCopyInto(&(*out)[i])
+		}
+	}
 	if in.Behavior != nil {
 		in, out := &in.Behavior, &out.Behavior
 		*out = new(v2.HorizontalPodAutoscalerBehavior)

@@ -71,6 +71,58 @@ func TestAutoscalerBehaviorTheAPIServerRefusesNamesTheField(t *testing.T) {
 	}
 }
 
+// TestAutoscalerMetricsTheAPIServerRefusesNameTheField: the same for
+// spec.autoscaling.metrics; TestTheOperatorRefusesTheAutoscalerMetricsTheAPIServerRefuses
+// in controllers holds the rules to the apiserver.
+func TestAutoscalerMetricsTheAPIServerRefusesNameTheField(t *testing.T) {
+	metrics := func(m ...autoscalingv2.MetricSpec) func(*servingv1alpha1.ModelServer) {
+		return func(ms *servingv1alpha1.ModelServer) {
+			ms.Spec.Replicas = nil
+			ms.Spec.Autoscaling = &servingv1alpha1.Autoscaling{MaxReplicas: 4, Metrics: m}
+		}
+	}
+	rate := func(average string) autoscalingv2.MetricSpec {
+		q := resource.MustParse(average)
+		return autoscalingv2.MetricSpec{Type: autoscalingv2.PodsMetricSourceType, Pods: &autoscalingv2.PodsMetricSource{
+			Metric: autoscalingv2.MetricIdentifier{Name: "tensorflow_serving_request_rate"},
+			Target: autoscalingv2.MetricTarget{Type: autoscalingv2.AverageValueMetricType, AverageValue: &q}}}
+	}
+	noTarget := rate("10")
+	noTarget.Pods.Target.AverageValue = nil
+	slash := rate("10")
+	slash.Pods.Metric.Name = "requests/second"
+	both := autoscalingv2.MetricSpec{Type: autoscalingv2.ResourceMetricSourceType, Resource: &autoscalingv2.ResourceMetricSource{Name: "cpu",
+		Target: autoscalingv2.MetricTarget{Type: autoscalingv2.UtilizationMetricType, AverageUtilization: ptr.To[int32](60), AverageValue: ptr.To(resource.MustParse("1"))}}}
+	for _, tc := range []struct {
+		name        string
+		mutate      func(*servingv1alpha1.ModelServer)
+		field, want string
+	}{
+		{"no metric at all", metrics(), "spec.autoscaling", "needs targetCPUUtilizationPercentage, targetMemoryUtilizationPercentage or metrics"},
+		{"a zero target", metrics(rate("1"), rate("0")), "spec.autoscaling.metrics[1].pods.target.averageValue", "0: must be positive"},
+		{"no average value", metrics(noTarget), "spec.autoscaling.metrics[0].pods.target", "needs averageValue"},
+		{"a slash in the metric's name", metrics(slash), "spec.autoscaling.metrics[0].pods.metric.name", `"requests/second": may not contain '/'`},
+		{"a type without its source", metrics(autoscalingv2.MetricSpec{Type: autoscalingv2.ExternalMetricSourceType}), "spec.autoscaling.metrics[0].external", "must be set for type External"},
+		{"a source of another type", metrics(autoscalingv2.MetricSpec{Type: autoscalingv2.ExternalMetricSourceType, Pods: rate("1").Pods}), "spec.autoscaling.metrics[0].pods", "must not be set for type External"},
+		{"a type misspelt", metrics(autoscalingv2.MetricSpec{Type: "Pod"}), "spec.autoscaling.metrics[0].type", `"Pod": must be Pods, Object, External, Resource or ContainerResource`},
+		{"utilization and a value", metrics(both), "spec.autoscaling.metrics[0].resource.target", "takes one of averageUtilization and averageValue, not both"},
+	} {
+		t.Run(tc.name, func(t *testing.T) { expectRefused(t, modelServer(tc.mutate), tc.field, tc.want) })
+	}
+
+	v, err := For(modelServer(func(ms *servingv1alpha1.ModelServer) {
+		metrics(rate("20"))(ms)
+		ms.Spec.Autoscaling.TargetCPUUtilizationPercentage = ptr.To[int32](80)
+	}), fetched)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := v.Autoscaling.Metrics
+	if len(got) != 2 || got[0].Resource == nil || got[0].Resource.Name != corev1.ResourceCPU || got[1].Pods == nil || got[1].Pods.Target.AverageValue.String() != "20" {
+		t.Errorf("the autoscaler's metrics %+v, want the CPU target, then the request rate", got)
+	}
+}
+
 // TestObjectSettingsTheAPIServerRefusesNameTheField: annotations, labels
 // and a volume size the apiserver would refuse on the Service, the
 // Ingress, the ServiceMonitor or the claim are refused before anything is

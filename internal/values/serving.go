@@ -133,6 +133,7 @@ func autoscaling(a *servingv1alpha1.Autoscaling) *Autoscaling {
 			},
 		})
 	}
+	hpa.Metrics = append(hpa.Metrics, a.Metrics...)
 	return hpa
 }
 

@@ -168,8 +168,11 @@ func checkServing(spec servingv1alpha1.ModelServerSpec) error {
 	if ptr.Deref(a.MinReplicas, 1) > a.MaxReplicas {
 		return &Error{"spec.autoscaling.minReplicas", "must not exceed maxReplicas"}
 	}
-	if a.TargetCPUUtilizationPercentage == nil && a.TargetMemoryUtilizationPercentage == nil {
-		return &Error{"spec.autoscaling", "needs targetCPUUtilizationPercentage or targetMemoryUtilizationPercentage"}
+	if a.TargetCPUUtilizationPercentage == nil && a.TargetMemoryUtilizationPercentage == nil && len(a.Metrics) == 0 {
+		return &Error{"spec.autoscaling", "needs targetCPUUtilizationPercentage, targetMemoryUtilizationPercentage or metrics"}
+	}
+	if err := checkMetrics(a.Metrics); err != nil {
+		return err
 	}
 	return checkBehavior(a.Behavior)
 }
