@@ -741,6 +741,11 @@ type ModelStatus struct {
 	// sizeBytes of the fetched model.
 	// +optional
 	SizeBytes int64 `json:"sizeBytes,omitempty"`
+	// resolvedImage is, for an oci:// model, the image it was pulled
+	// from, by digest (registry/repository@sha256:...): what its tag named
+	// when the fetch ran.
+	// +optional
+	ResolvedImage string `json:"resolvedImage,omitempty"`
 	// versions found in the fetched model.
 	// +optional
 	// +listType=atomic

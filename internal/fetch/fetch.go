@@ -214,6 +214,9 @@ func (f *fetcher) run(ctx context.Context) (Summary, error) {
 		return Summary{}, err
 	}
 	m := newManifest(f.origin, versions, records)
+	if f.oci != nil {
+		m.Image = f.pinned.String()
+	}
 	if err := writeManifest(staging, m); err != nil {
 		return Summary{}, err
 	}

@@ -35,6 +35,9 @@ type Summary struct {
 	// each as its path, size and content digest: the same model always has
 	// the same digest, wherever and however it was fetched from.
 	Digest string `json:"digest"`
+	// Image is the image an oci:// model was pulled from, by digest
+	// (registry/repository@sha256:...): what its tag named then.
+	Image string `json:"image,omitempty"`
 }
 
 type manifest struct {
@@ -45,11 +48,12 @@ type manifest struct {
 	Versions []int64      `json:"versions"`
 	Bytes    int64        `json:"bytes"`
 	Digest   string       `json:"digest"`
+	Image    string       `json:"image,omitempty"`
 	Files    []fileRecord `json:"files"`
 }
 
 func (m manifest) summary() Summary {
-	return Summary{Versions: m.Versions, Files: int64(len(m.Files)), Bytes: m.Bytes, Digest: m.Digest}
+	return Summary{Versions: m.Versions, Files: int64(len(m.Files)), Bytes: m.Bytes, Digest: m.Digest, Image: m.Image}
 }
 
 func newManifest(uri string, versions []int64, files []fileRecord) manifest {

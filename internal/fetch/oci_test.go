@@ -130,11 +130,19 @@ func TestAModelImageIsPulledFromItsModelsDirectoryWithItsLayersApplied(t *testin
 	if len(sum.Versions) != 2 || sum.Versions[0] != 1 || sum.Versions[1] != 3 {
 		t.Errorf("versions %v; want [1 3]", sum.Versions)
 	}
+	digest, err := img.Digest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := reg.host + "/team/half-plus-two@" + digest.String(); sum.Image != want {
+		t.Errorf("the summary's image %q, want %q", sum.Image, want)
+	}
 	blobs := reg.blobs.Load()
 
-	// The tag still names the same manifest: nothing is downloaded.
-	if _, err := Run(context.Background(), o); err != nil {
-		t.Fatal(err)
+	// The tag still names the same manifest: nothing is downloaded, and
+	// the summary is the same.
+	if again, err := Run(context.Background(), o); err != nil || again.Image != sum.Image {
+		t.Fatalf("a second run: %+v, %v; want %+v", again, err, sum)
 	}
 	if n := reg.blobs.Load(); n != blobs {
 		t.Errorf("a second run downloaded %d blobs; want none", n-blobs)

@@ -19,6 +19,7 @@ func TestASuccessfulFetchSummaryReachesTheOperator(t *testing.T) {
 	for _, sum := range []Summary{
 		{Versions: []int64{1, 2}, Files: 12, Bytes: 123456, Digest: "sha256:ab"},
 		{Versions: []int64{}, Digest: "sha256:00"},
+		{Versions: []int64{1}, Files: 4, Bytes: 100, Digest: "sha256:cd", Image: "registry.example.com/team/resnet@sha256:" + strings.Repeat("e", 64)},
 	} {
 		msg := TerminationMessage(sum, nil)
 		// The termination log holds the line and a newline.

@@ -302,7 +302,7 @@ func TestFetchStateAndFailureParsing(t *testing.T) {
 }
 
 func TestAFetchPodsSuccessCountsBeforeTheJobSaysSo(t *testing.T) {
-	const summary = `{"versions":[1,2],"files":4,"bytes":2048,"digest":"sha256:ab"}`
+	const summary = `{"versions":[1,2],"files":4,"bytes":2048,"digest":"sha256:ab","image":"r.example/m@sha256:ef"}`
 	running := &batchv1.Job{Status: batchv1.JobStatus{Active: 1}}
 	failed := &batchv1.Job{Status: batchv1.JobStatus{Conditions: []batchv1.JobCondition{
 		{Type: batchv1.JobFailed, Status: corev1.ConditionTrue, Reason: "DeadlineExceeded", Message: "Job was active longer than specified deadline"},
@@ -331,7 +331,7 @@ func TestAFetchPodsSuccessCountsBeforeTheJobSaysSo(t *testing.T) {
 				return
 			}
 			st := mf.Status
-			if !mf.NewlyFetched || st.FetchedGeneration != "g1" || st.Digest != "sha256:ab" || st.SizeBytes != 2048 || len(st.Versions) != 2 {
+			if !mf.NewlyFetched || st.FetchedGeneration != "g1" || st.Digest != "sha256:ab" || st.SizeBytes != 2048 || len(st.Versions) != 2 || st.ResolvedImage != "r.example/m@sha256:ef" {
 				t.Errorf("a success seen on the pod must be taken with the pod's summary: newly %v, %+v", mf.NewlyFetched, st)
 			}
 		})

@@ -89,6 +89,8 @@ func TestAModelImageIsPulledFromTheRegistryOverTLSAndServed(t *testing.T) {
 		t.Fatalf("status.model %+v: want versions [123]", m)
 	} else if want, _ := modelFiles(root); m.SizeBytes != want || want == 0 {
 		t.Errorf("status.model.sizeBytes %d, want %d (the SavedModel's bytes)", m.SizeBytes, want)
+	} else if digest, _ := img.Digest(); m.ResolvedImage != e.Cluster.RegistryTLS+"/models/half-plus-two@"+digest.String() {
+		t.Errorf("status.model.resolvedImage %q, want the image pulled, by its digest %s", m.ResolvedImage, digest)
 	}
 	if got := e.modelStatus(t, ns, "modelcar", "half_plus_two"); got["123"] != "AVAILABLE" || len(got) != 1 {
 		t.Errorf("TF Serving (double) reports %v, want version 123 AVAILABLE", got)
