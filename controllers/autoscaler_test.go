@@ -37,17 +37,7 @@ func TestAnAutoscalerThatCannotScaleIsWarnedOf(t *testing.T) {
 	metricsCause := map[string]string{"cause": status.AutoscalerCauseMetrics}
 	before := gather(t).value("modelserver_inactive_autoscalers", metricsCause)
 
-	var since time.Time
-	eventually(t, 60*time.Second, "the autoscaler says it cannot scale", func(context.Context) (bool, string) {
-		hpa := get(t, ms.Namespace, ms.Name, &autoscalingv2.HorizontalPodAutoscaler{})
-		for _, cond := range hpa.Status.Conditions {
-			if cond.Type == autoscalingv2.ScalingActive && cond.Status == corev1.ConditionFalse {
-				since = cond.LastTransitionTime.Time
-				return true, ""
-			}
-		}
-		return false, "conditions " + strings.Join(hpaConditions(hpa), ", ")
-	})
+	since := waitScalingInactive(t, ms)
 	early := since.Add(status.AutoscalerGrace / 2)
 	if result := c.reconcile(early); len(c.get().Status.Warnings) != 0 || !about(result.RequeueAfter, status.AutoscalerGrace/2) {
 		t.Errorf("within the grace: warnings %q, look again in %v; want none, in %v", c.get().Status.Warnings, result.RequeueAfter, status.AutoscalerGrace/2)
@@ -114,8 +104,20 @@ func TestAnAutoscalerOnTheRequestRateGetsItsMetricAndSaysWhenNoAdapterServesIt(t
 		t.Fatalf("the autoscaler's metrics %+v, want the request rate alone", m)
 	}
 
+	since := waitScalingInactive(t, ms)
+	c.reconcile(since.Add(status.AutoscalerGrace))
+	const want = "spec.autoscaling: the autoscaler cannot scale the serving pods (FailedGetPodsMetric): "
+	if w := c.get().Status.Warnings; len(w) != 1 || !strings.HasPrefix(w[0], want) || !strings.Contains(w[0], "tensorflow_serving_requests_per_second") {
+		t.Errorf("warnings %q, want one: %s… naming the metric", w, want)
+	}
+}
+
+// waitScalingInactive waits for the autoscaler of ms to say it cannot
+// scale, and returns since when.
+func waitScalingInactive(t *testing.T, ms *servingv1alpha1.ModelServer) time.Time {
+	t.Helper()
 	var since time.Time
-	eventually(t, 60*time.Second, "the autoscaler says it cannot read the metric", func(context.Context) (bool, string) {
+	eventually(t, 60*time.Second, "the autoscaler says it cannot scale", func(context.Context) (bool, string) {
 		hpa := get(t, ms.Namespace, ms.Name, &autoscalingv2.HorizontalPodAutoscaler{})
 		for _, cond := range hpa.Status.Conditions {
 			if cond.Type == autoscalingv2.ScalingActive && cond.Status == corev1.ConditionFalse {
@@ -125,9 +127,5 @@ func TestAnAutoscalerOnTheRequestRateGetsItsMetricAndSaysWhenNoAdapterServesIt(t
 		}
 		return false, "conditions " + strings.Join(hpaConditions(hpa), ", ")
 	})
-	c.reconcile(since.Add(status.AutoscalerGrace))
-	const want = "spec.autoscaling: the autoscaler cannot scale the serving pods (FailedGetPodsMetric): "
-	if w := c.get().Status.Warnings; len(w) != 1 || !strings.HasPrefix(w[0], want) || !strings.Contains(w[0], "tensorflow_serving_requests_per_second") {
-		t.Errorf("warnings %q, want one: %s… naming the metric", w, want)
-	}
+	return since
 }

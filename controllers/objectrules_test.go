@@ -77,18 +77,7 @@ func TestTheOperatorRefusesTheAutoscalerBehaviorTheAPIServerRefuses(t *testing.T
 				ms.Spec.Replicas = nil
 				ms.Spec.Autoscaling = &servingv1alpha1.Autoscaling{MaxReplicas: 4, TargetCPUUtilizationPercentage: ptrTo[int32](60), Behavior: b}
 			}))
-			hpa := &autoscalingv2.HorizontalPodAutoscaler{
-				ObjectMeta: metav1.ObjectMeta{Namespace: ns, GenerateName: "rules-"},
-				Spec: autoscalingv2.HorizontalPodAutoscalerSpec{
-					ScaleTargetRef: autoscalingv2.CrossVersionObjectReference{APIVersion: "apps/v1", Kind: "Deployment", Name: "rules"},
-					MinReplicas:    ptrTo[int32](1),
-					MaxReplicas:    4,
-					Metrics: []autoscalingv2.MetricSpec{{Type: autoscalingv2.ResourceMetricSourceType, Resource: &autoscalingv2.ResourceMetricSource{
-						Name: "cpu", Target: autoscalingv2.MetricTarget{Type: autoscalingv2.UtilizationMetricType, AverageUtilization: ptrTo[int32](60)}}}},
-					Behavior: b,
-				},
-			}
-			apiErr := env.client.Create(context.Background(), hpa, client.DryRunAll)
+			apiErr := createAutoscalerDryRun(ns, nil, b)
 			if (refused != nil) != (apiErr != nil) {
 				t.Errorf("the operator: %v\nthe apiserver: %v", refused, apiErr)
 			}
@@ -169,22 +158,34 @@ func TestTheOperatorRefusesTheAutoscalerMetricsTheAPIServerRefuses(t *testing.T)
 				ms.Spec.Replicas = nil
 				ms.Spec.Autoscaling = &servingv1alpha1.Autoscaling{MaxReplicas: 4, TargetCPUUtilizationPercentage: ptrTo[int32](60), Metrics: []autoscalingv2.MetricSpec{m}}
 			}))
-			hpa := &autoscalingv2.HorizontalPodAutoscaler{
-				ObjectMeta: metav1.ObjectMeta{Namespace: ns, GenerateName: "rules-"},
-				Spec: autoscalingv2.HorizontalPodAutoscalerSpec{
-					ScaleTargetRef: autoscalingv2.CrossVersionObjectReference{APIVersion: "apps/v1", Kind: "Deployment", Name: "rules"},
-					MinReplicas:    ptrTo[int32](1),
-					MaxReplicas:    4,
-					Metrics: []autoscalingv2.MetricSpec{{Type: autoscalingv2.ResourceMetricSourceType, Resource: &autoscalingv2.ResourceMetricSource{
-						Name: "cpu", Target: autoscalingv2.MetricTarget{Type: autoscalingv2.UtilizationMetricType, AverageUtilization: ptrTo[int32](60)}}}, m},
-				},
-			}
-			apiErr := env.client.Create(context.Background(), hpa, client.DryRunAll)
+			apiErr := createAutoscalerDryRun(ns, &m, nil)
 			if (refused != nil) != (apiErr != nil) {
 				t.Errorf("the operator: %v\nthe apiserver: %v", refused, apiErr)
 			}
 		})
 	}
+}
+
+// createAutoscalerDryRun asks the apiserver to create an autoscaler on a
+// CPU target, with metric beside it and behavior, and says how it
+// refused.
+func createAutoscalerDryRun(ns string, metric *autoscalingv2.MetricSpec, behavior *autoscalingv2.HorizontalPodAutoscalerBehavior) error {
+	metrics := []autoscalingv2.MetricSpec{{Type: autoscalingv2.ResourceMetricSourceType, Resource: &autoscalingv2.ResourceMetricSource{
+		Name: "cpu", Target: autoscalingv2.MetricTarget{Type: autoscalingv2.UtilizationMetricType, AverageUtilization: ptrTo[int32](60)}}}}
+	if metric != nil {
+		metrics = append(metrics, *metric)
+	}
+	hpa := &autoscalingv2.HorizontalPodAutoscaler{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, GenerateName: "rules-"},
+		Spec: autoscalingv2.HorizontalPodAutoscalerSpec{
+			ScaleTargetRef: autoscalingv2.CrossVersionObjectReference{APIVersion: "apps/v1", Kind: "Deployment", Name: "rules"},
+			MinReplicas:    ptrTo[int32](1),
+			MaxReplicas:    4,
+			Metrics:        metrics,
+			Behavior:       behavior,
+		},
+	}
+	return env.client.Create(context.Background(), hpa, client.DryRunAll)
 }
 
 // TestTheOperatorRefusesTheObjectSettingsTheAPIServerRefuses: the same

@@ -123,19 +123,7 @@ func pullAndUntar(ref, dest string) error {
 			if err != nil {
 				return err
 			}
-			p := filepath.Join(dest, filepath.FromSlash(hdr.Name))
-			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-				return err
-			}
-			f, err := os.Create(p)
-			if err != nil {
-				return err
-			}
-			_, err = io.Copy(f, tr)
-			if cerr := f.Close(); err == nil {
-				err = cerr
-			}
-			if err != nil {
+			if err := writePlainly(filepath.Join(dest, filepath.FromSlash(hdr.Name)), tr); err != nil {
 				return err
 			}
 		}
