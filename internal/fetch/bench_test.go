@@ -28,6 +28,13 @@ func benchModel(b *testing.B) (*fakeS3, string) {
 	b.Helper()
 	s3 := newFakeS3(b)
 	s3.latency = benchLatency
+	s3.put(b, "bench", benchModelFiles())
+	return s3, s3.creds(b, testAccessKey, testSecretKey)
+}
+
+// benchModelFiles are the files of a 256 MiB model, 64 of 4 MiB of random
+// bytes (as weights are, which do not compress), the same in every run.
+func benchModelFiles() map[string][]byte {
 	rng := rand.New(rand.NewPCG(1, 2))
 	files := map[string][]byte{"1/saved_model.pb": make([]byte, benchFileSize)}
 	for i := 1; i < benchFiles; i++ {
@@ -41,8 +48,7 @@ func benchModel(b *testing.B) (*fakeS3, string) {
 			}
 		}
 	}
-	s3.put(b, "bench", files)
-	return s3, s3.creds(b, testAccessKey, testSecretKey)
+	return files
 }
 
 // BenchmarkFetchS3 fetches a 256 MiB model of 64 files from a fake S3 over

@@ -3,9 +3,7 @@ package fetch
 import (
 	"archive/tar"
 	"context"
-	"fmt"
 	"io"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"testing"
@@ -28,24 +26,12 @@ import (
 // x` would.
 func BenchmarkFetchOCI(b *testing.B) {
 	reg := newTestRegistry(b, "")
-	rng := rand.New(rand.NewPCG(1, 2))
-	var es []archiveEntry
-	for i := range benchFiles {
-		data := make([]byte, benchFileSize)
-		for j := 0; j < len(data); j += 8 {
-			v := rng.Uint64()
-			for k := range 8 {
-				data[j+k] = byte(v >> (8 * k))
-			}
-		}
-		es = append(es, archiveEntry{name: fmt.Sprintf("models/1/variables/variables.data-%05d-of-%05d", i, benchFiles), body: data})
-	}
-	es = append(es, archiveEntry{name: "models/1/saved_model.pb", body: []byte("graph")})
+	es := entries(prefixed("models/", benchModelFiles()))
 	layers := map[string]v1.Layer{
 		"gzip": static.NewLayer(tarball(b, true, es), types.OCILayer),
 		"tar":  static.NewLayer(tarball(b, false, es), types.OCIUncompressedLayer),
 	}
-	total := int64(benchFiles*benchFileSize) + 5
+	total := int64(benchFiles * benchFileSize)
 	rates := map[string]float64{}
 	for _, kind := range []string{"gzip", "tar"} {
 		img, err := mutate.AppendLayers(empty.Image, layers[kind])
