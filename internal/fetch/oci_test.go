@@ -314,6 +314,25 @@ func TestAStalledOrCorruptLayerIsPulledAgain(t *testing.T) {
 		t.Errorf("the stall is not in the log:\n%s", logs)
 	}
 
+	// Damaged on its way: the bytes do not unpack, and their digest
+	// tells that they are not the layer's.
+	faults.Store(0)
+	damaged := func(w http.ResponseWriter, _ *http.Request) bool {
+		if faults.Add(1) > 1 {
+			return false
+		}
+		body := []byte("\x1f\x8b this is no gzip stream")
+		w.Header().Set("Content-Length", fmt.Sprint(len(body)))
+		_, _ = w.Write(body)
+		return true
+	}
+	reg.fault.Store(&damaged)
+	o, logs = testOptions(t, uri, "")
+	if _, err := Run(context.Background(), o); err != nil {
+		t.Fatalf("a layer damaged once: %v\n%s", err, logs)
+	}
+	assertTree(t, o.Dest, model(1, 2))
+
 	corrupt := func(w http.ResponseWriter, _ *http.Request) bool {
 		body := tarball(t, true, entries(prefixed("models/", model(3))))
 		w.Header().Set("Content-Length", fmt.Sprint(len(body)))

@@ -229,10 +229,15 @@ func (f *fetcher) pullLayer(ctx context.Context, m *ociModel, pinned name.Digest
 		if err == nil {
 			return nil
 		}
-		stop()
 		var fe *Error
+		if !errors.As(err, &fe) && ahead.sourceError() == nil {
+			// A layer that does not unpack may have been damaged on its
+			// way: its digest, checked at its end, tells.
+			_ = drain(ahead)
+		}
+		stop()
 		switch {
-		case errors.As(err, &fe):
+		case fe != nil:
 			return fe
 		case errors.Is(context.Cause(ctx), errStalled):
 			return transientf(servingv1alpha1.ReasonFetchFailed, "%s: no data received for %s", what, stall)
