@@ -175,10 +175,7 @@ func classify(err error, what string) *Error {
 	}
 
 	// A TLS setup that retrying cannot fix.
-	var ua x509.UnknownAuthorityError
-	var he x509.HostnameError
-	var cv *tls.CertificateVerificationError
-	if errors.As(err, &ua) || errors.As(err, &he) || errors.As(err, &cv) {
+	if untrustedCertificate(err) {
 		return e(servingv1alpha1.ReasonFetchFailed, true, "TLS certificate not trusted (%s); set AWS_CA_BUNDLE in the credentials Secret", firstLineOf(err.Error()))
 	}
 
@@ -198,6 +195,15 @@ func classify(err error, what string) *Error {
 		return e(servingv1alpha1.ReasonFetchFailed, false, "network error: %s", firstLineOf(err.Error()))
 	}
 	return e(servingv1alpha1.ReasonFetchFailed, false, "%s", firstLineOf(err.Error()))
+}
+
+// untrustedCertificate tells a server certificate the client does not
+// trust (an unknown issuer, another name): a setup retrying cannot fix.
+func untrustedCertificate(err error) bool {
+	var ua x509.UnknownAuthorityError
+	var he x509.HostnameError
+	var cv *tls.CertificateVerificationError
+	return errors.As(err, &ua) || errors.As(err, &he) || errors.As(err, &cv)
 }
 
 // byStatus maps an HTTP status to a reason: 404 and 410 are NotFound, 401

@@ -22,7 +22,6 @@ import (
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
-	v1 "github.com/google/go-containerregistry/pkg/v1"
 
 	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
 	"github.com/modelserver-dev/modelserver-operator/internal/storageuri"
@@ -152,10 +151,8 @@ type fetcher struct {
 	// an oci:// tag the digest it named when pulled, so that a moved tag
 	// is pulled again.
 	origin string
-	// Of an oci:// model: the registry's, the digest pulled, its manifest.
-	oci         *ociModel
-	pinned      name.Digest
-	ociManifest *v1.Manifest
+	// oci is an oci:// model, once resolved.
+	oci *ociModel
 }
 
 func (f *fetcher) run(ctx context.Context) (Summary, error) {
@@ -215,7 +212,7 @@ func (f *fetcher) run(ctx context.Context) (Summary, error) {
 	}
 	m := newManifest(f.origin, versions, records)
 	if f.oci != nil {
-		m.Image = f.pinned.String()
+		m.Image = f.oci.pinned.String()
 	}
 	if err := writeManifest(staging, m); err != nil {
 		return Summary{}, err
@@ -248,18 +245,13 @@ func (f *fetcher) resolveOCI(ctx context.Context) (Summary, bool, error) {
 			return sum, true, nil
 		}
 	}
-	err = f.retry.do(ctx, m.shown, func(ctx context.Context) error {
-		var err error
-		f.pinned, f.ociManifest, err = m.resolve(ctx)
-		return err
-	})
-	if err != nil {
+	if err := f.retry.do(ctx, m.shown, m.resolve); err != nil {
 		return Summary{}, false, err
 	}
 	f.oci = m
 	if !byDigest {
-		f.origin += "@" + f.pinned.DigestStr()
-		f.log.Info("the tag names a manifest", "reference", m.ref.String(), "digest", f.pinned.DigestStr())
+		f.origin += "@" + m.pinned.DigestStr()
+		f.log.Info("the tag names a manifest", "reference", m.ref.String(), "digest", m.pinned.DigestStr())
 		if sum, ok := f.alreadyFetched(ctx); ok {
 			return sum, true, nil
 		}
@@ -272,7 +264,7 @@ func (f *fetcher) resolveOCI(ctx context.Context) (Summary, bool, error) {
 // directory is taken as the model's base.
 func (f *fetcher) fetchInto(ctx context.Context, staging string) ([]fileRecord, bool, error) {
 	if f.oci != nil {
-		records, err := f.fetchOCI(ctx, f.oci, f.pinned, f.ociManifest, staging)
+		records, err := f.fetchOCI(ctx, staging)
 		return records, true, err
 	}
 	src, err := f.openSource(ctx)

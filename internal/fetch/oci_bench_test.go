@@ -3,11 +3,10 @@ package fetch
 import (
 	"archive/tar"
 	"context"
+	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -40,41 +39,21 @@ func BenchmarkFetchOCI(b *testing.B) {
 		}
 		uri := reg.push(b, "bench:"+kind, img)
 		b.Run(kind, func(b *testing.B) {
-			b.SetBytes(total)
-			var elapsed time.Duration
-			for range b.N {
+			rates[kind] = float64(total) / 1e6 / timeEachRun(b, total, func(dest string) error {
 				o, _ := testOptions(b, uri, "")
-				start := time.Now()
+				o.Dest = dest
 				sum, err := Run(context.Background(), o)
-				elapsed += time.Since(start)
-				if err != nil {
-					b.Fatal(err)
+				if err == nil && sum.Bytes != total {
+					err = fmt.Errorf("summary %+v", sum)
 				}
-				if sum.Bytes != total {
-					b.Fatalf("summary %+v", sum)
-				}
-				b.StopTimer()
-				_ = os.RemoveAll(filepath.Dir(o.Dest))
-				b.StartTimer()
-			}
-			rates[kind] = float64(total) / 1e6 / (elapsed / time.Duration(b.N)).Seconds()
+				return err
+			}).Seconds()
 		})
 	}
 	b.Run("baseline", func(b *testing.B) {
-		b.SetBytes(total)
-		var elapsed time.Duration
-		for range b.N {
-			dest := b.TempDir()
-			start := time.Now()
-			if err := pullAndUntar(reg.host+"/bench:gzip", dest); err != nil {
-				b.Fatal(err)
-			}
-			elapsed += time.Since(start)
-			b.StopTimer()
-			_ = os.RemoveAll(dest)
-			b.StartTimer()
-		}
-		rates["baseline"] = float64(total) / 1e6 / (elapsed / time.Duration(b.N)).Seconds()
+		rates["baseline"] = float64(total) / 1e6 / timeEachRun(b, total, func(dest string) error {
+			return pullAndUntar(reg.host+"/bench:gzip", dest)
+		}).Seconds()
 	})
 	b.Logf("256 MiB in one layer over loopback: gzip %.0f MB/s, plain tar %.0f MB/s; the baseline (pull and unpack the gzip layer, nothing checked) %.0f MB/s",
 		rates["gzip"], rates["tar"], rates["baseline"])

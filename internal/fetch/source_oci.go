@@ -4,8 +4,6 @@ import (
 	"archive/tar"
 	"compress/gzip"
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -59,6 +57,10 @@ type ociModel struct {
 	ref   name.Reference
 	opts  []remote.Option
 	shown string
+	// pinned is the manifest ref named when resolved, by its digest, and
+	// manifest that manifest.
+	pinned   name.Digest
+	manifest *v1.Manifest
 }
 
 func (f *fetcher) openOCI() (*ociModel, error) {
@@ -93,20 +95,21 @@ func (f *fetcher) openOCI() (*ociModel, error) {
 
 // resolve reads the manifest that the reference names now: its digest
 // pins the layers of every later attempt, even if the tag moves.
-func (m *ociModel) resolve(ctx context.Context) (name.Digest, *v1.Manifest, error) {
+func (m *ociModel) resolve(ctx context.Context) error {
 	img, err := remote.Image(m.ref, append(m.opts, remote.WithContext(ctx))...)
 	if err != nil {
-		return name.Digest{}, nil, m.classify(err, m.shown)
+		return m.classify(err, m.shown)
 	}
 	digest, err := img.Digest()
 	if err != nil {
-		return name.Digest{}, nil, m.classify(err, m.shown)
+		return m.classify(err, m.shown)
 	}
 	manifest, err := img.Manifest()
 	if err != nil {
-		return name.Digest{}, nil, m.classify(err, m.shown)
+		return m.classify(err, m.shown)
 	}
-	return m.ref.Context().Digest(digest.String()), manifest, nil
+	m.pinned, m.manifest = m.ref.Context().Digest(digest.String()), manifest
+	return nil
 }
 
 // classify words a registry's answer: its status first (404 is a missing
@@ -125,10 +128,7 @@ func (m *ociModel) classify(err error, what string) *Error {
 		}
 		return fe
 	}
-	var ua x509.UnknownAuthorityError
-	var he x509.HostnameError
-	var cv *tls.CertificateVerificationError
-	if errors.As(err, &ua) || errors.As(err, &he) || errors.As(err, &cv) {
+	if untrustedCertificate(err) {
 		return &Error{Reason: servingv1alpha1.ReasonFetchFailed, Permanent: true, Err: err,
 			Message: fmt.Sprintf("%s: the registry's TLS certificate is not trusted (%s); put its CA in the credentials Secret's %s", what, firstLineOf(err.Error()), KeyCACert)}
 	}
@@ -147,8 +147,9 @@ func (m *ociModel) classify(err error, what string) *Error {
 // fetchOCI pulls the model of an oci:// URI into staging: the /models of
 // an image, its layers applied in order with their whiteouts, or the
 // files and directories of an artifact.
-func (f *fetcher) fetchOCI(ctx context.Context, m *ociModel, pinned name.Digest, manifest *v1.Manifest, staging string) ([]fileRecord, error) {
-	layers := manifest.Layers
+func (f *fetcher) fetchOCI(ctx context.Context, staging string) ([]fileRecord, error) {
+	m := f.oci
+	layers := m.manifest.Layers
 	artifact := len(layers) > 0
 	var total int64
 	for _, l := range layers {
@@ -165,7 +166,7 @@ func (f *fetcher) fetchOCI(ctx context.Context, m *ociModel, pinned name.Digest,
 	if artifact {
 		kind = "an artifact, whose layers are the model's files"
 	}
-	f.log.Info("pulling", "reference", pinned.String(), "kind", kind, "layers", len(layers), "bytes", total)
+	f.log.Info("pulling", "reference", m.pinned.String(), "kind", kind, "layers", len(layers), "bytes", total)
 	prog := newProgress(-1, total)
 	pctx, stop := context.WithCancel(ctx)
 	defer stop()
@@ -183,7 +184,7 @@ func (f *fetcher) fetchOCI(ctx context.Context, m *ociModel, pinned name.Digest,
 		defer func() { records = x.list() }()
 		for i, desc := range layers {
 			o.layer = i
-			if err := f.pullLayer(ctx, m, pinned, desc, artifact, o); err != nil {
+			if err := f.pullLayer(ctx, desc, artifact, o); err != nil {
 				return err
 			}
 		}
@@ -202,11 +203,12 @@ func (f *fetcher) fetchOCI(ctx context.Context, m *ociModel, pinned name.Digest,
 
 // pullLayer downloads one layer, its digest verified as it arrives, and
 // writes what it holds into the overlay.
-func (f *fetcher) pullLayer(ctx context.Context, m *ociModel, pinned name.Digest, desc v1.Descriptor, artifact bool, o *overlay) error {
+func (f *fetcher) pullLayer(ctx context.Context, desc v1.Descriptor, artifact bool, o *overlay) error {
+	m := f.oci
 	what := fmt.Sprintf("%s layer %d (%s)", m.shown, o.layer+1, desc.Digest)
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	layer, err := remote.Layer(pinned.Context().Digest(desc.Digest.String()), append(m.opts, remote.WithContext(ctx))...)
+	layer, err := remote.Layer(m.ref.Context().Digest(desc.Digest.String()), append(m.opts, remote.WithContext(ctx))...)
 	if err != nil {
 		return m.classify(err, what)
 	}
@@ -276,10 +278,8 @@ var errLayerAbandoned = errors.New("layer abandoned")
 
 // drain reads a body to its end, where its digest is verified.
 func drain(r io.Reader) error {
-	if _, err := io.Copy(io.Discard, r); err != nil {
-		return err
-	}
-	return nil
+	_, err := io.Copy(io.Discard, r)
+	return err
 }
 
 // decompress opens a layer by its media type. An artifact's directory is
