@@ -550,6 +550,30 @@ func renderCases() []renderCase { //nolint:gocognit // a table of cases: each ca
 			},
 		},
 		{
+			name: "an oci:// model's fetch reads the pods' image pull secrets",
+			ms: func() *servingv1alpha1.ModelServer {
+				ms := modelServer("zoo", nil)
+				ms.Spec.Model = nil
+				ms.Spec.Models = []servingv1alpha1.ModelSpec{
+					{Name: "resnet", StorageURI: "oci://registry.example.com/models/resnet:v1", CredentialsSecret: "registry-ca"},
+					{Name: "bert", StorageURI: "s3://models/bert"},
+				}
+				ms.Spec.PodTemplate.ImagePullSecrets = []corev1.LocalObjectReference{{Name: "regcred"}, {Name: "mirror.example.com"}}
+				return ms
+			}(),
+			check: func(t *testing.T, v *values.Values, objs *objects) {
+				pulls := volume(t, objs.jobs[0].Spec.Template.Spec, "pull-secrets")
+				if pulls.Projected == nil || len(pulls.Projected.Sources) != 2 {
+					t.Errorf("the oci:// model's fetch volume %+v, want a projection of the two pull secrets", pulls)
+				}
+				for _, vol := range objs.jobs[1].Spec.Template.Spec.Volumes {
+					if vol.Name == "pull-secrets" {
+						t.Errorf("the s3:// model's fetch mounts the pull secrets")
+					}
+				}
+			},
+		},
+		{
 			name: "ReadWriteMany spreads the pods over nodes",
 			ms: modelServer("resnet", func(ms *servingv1alpha1.ModelServer) {
 				ms.Spec.Storage.AccessMode = corev1.ReadWriteMany
@@ -1241,6 +1265,23 @@ func checkJob(t *testing.T, v *values.Values, fetch values.Fetch, job *batchv1.J
 		wantFetchMounts = append(wantFetchMounts, corev1.VolumeMount{Name: "credentials", MountPath: values.CredentialsMountPath, ReadOnly: true})
 		wantFetchVolumes = append(wantFetchVolumes, corev1.Volume{Name: "credentials", VolumeSource: corev1.VolumeSource{
 			Secret: &corev1.SecretVolumeSource{SecretName: fetch.CredentialsSecret, DefaultMode: ptr.To[int32](0o440)},
+		}})
+	}
+	if len(fetch.PullSecrets) > 0 {
+		wantFetchMounts = append(wantFetchMounts, corev1.VolumeMount{Name: "pull-secrets", MountPath: values.PullSecretsMountPath, ReadOnly: true})
+		var sources []corev1.VolumeProjection
+		for _, name := range fetch.PullSecrets {
+			sources = append(sources, corev1.VolumeProjection{Secret: &corev1.SecretProjection{
+				LocalObjectReference: corev1.LocalObjectReference{Name: name},
+				Optional:             ptr.To(true),
+				Items: []corev1.KeyToPath{
+					{Key: corev1.DockerConfigJsonKey, Path: name + "/" + corev1.DockerConfigJsonKey},
+					{Key: corev1.DockerConfigKey, Path: name + "/" + corev1.DockerConfigKey},
+				},
+			}})
+		}
+		wantFetchVolumes = append(wantFetchVolumes, corev1.Volume{Name: "pull-secrets", VolumeSource: corev1.VolumeSource{
+			Projected: &corev1.ProjectedVolumeSource{Sources: sources, DefaultMode: ptr.To[int32](0o440)},
 		}})
 	}
 	if !equality.Semantic.DeepEqual(fc.VolumeMounts, wantFetchMounts) {

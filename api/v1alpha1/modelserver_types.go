@@ -590,7 +590,9 @@ type PodTemplate struct {
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`
 	// +optional
 	ServiceAccountName string `json:"serviceAccountName,omitempty"`
-	// imagePullSecrets for the serving and fetch images.
+	// imagePullSecrets for the serving and fetch images. An oci:// model's
+	// fetch reads its registry's credentials from them too, after the
+	// model's credentialsSecret.
 	// +optional
 	// +listType=atomic
 	ImagePullSecrets []corev1.LocalObjectReference `json:"imagePullSecrets,omitempty"`

@@ -102,11 +102,15 @@ func secretValues(values map[string]string) []string {
 		case KeyGCSServiceAccount:
 			set.addServiceAccountFields(v)
 		case KeyDockerConfigJSON:
-			set.addDockerConfigFields(v)
+			set.addDockerConfigFields(v, k)
 		}
 	}
-	out := make([]string, 0, len(set))
-	for v := range set {
+	return set.longestFirst()
+}
+
+func (s secretSet) longestFirst() []string {
+	out := make([]string, 0, len(s))
+	for v := range s {
 		out = append(out, v)
 	}
 	sort.Slice(out, func(i, j int) bool { return len(out[i]) > len(out[j]) })
@@ -169,14 +173,30 @@ func (s secretSet) addServiceAccountFields(v string) {
 	}
 }
 
+// hidePullSecrets adds the image pull secrets' docker configs to what
+// Redact hides.
+func (c *Credentials) hidePullSecrets(pulls []loadedPullSecret) {
+	set := secretSet{}
+	for _, v := range c.secrets {
+		set[v] = true
+	}
+	for _, p := range pulls {
+		set.add(p.raw)
+		set.addLines(p.raw)
+		set.addDockerConfigFields(p.raw, p.key)
+	}
+	c.secrets = set.longestFirst()
+}
+
 // addDockerConfigFields adds each registry's secret fields: its auth (the
-// base64 of user:password), password and tokens.
-func (s secretSet) addDockerConfigFields(v string) {
-	var cfg dockerConfig
-	if json.Unmarshal([]byte(v), &cfg) != nil {
+// base64 of user:password), password and tokens. key says the config's
+// form: a .dockerconfigjson or a .dockercfg.
+func (s secretSet) addDockerConfigFields(v, key string) {
+	auths, ok := parseDockerConfig(v, key)
+	if !ok {
 		return
 	}
-	for _, a := range cfg.Auths {
+	for _, a := range auths {
 		for _, field := range []string{a.Auth, a.Password, a.IdentityToken, a.RegistryToken} {
 			s.add(field)
 		}

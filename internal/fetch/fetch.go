@@ -45,6 +45,9 @@ type Options struct {
 	Dest string
 	// CredentialsDir is a mounted Secret, one file per key; "" for none.
 	CredentialsDir string
+	// PullSecrets are the serving pods' image pull secrets, read for an
+	// oci:// model's registry credentials after the credentials Secret's.
+	PullSecrets []PullSecret
 	// MaxBytes caps the model's size (0: DefaultMaxBytes).
 	MaxBytes int64
 	// MaxFiles caps its number of files (0: DefaultMaxFiles).
@@ -114,6 +117,11 @@ func Run(ctx context.Context, o Options) (Summary, error) {
 	if err != nil {
 		return Summary{}, err
 	}
+	pulls, err := loadPullSecrets(o.PullSecrets)
+	if err != nil {
+		return Summary{}, err
+	}
+	creds.hidePullSecrets(pulls)
 	if o.Timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, o.Timeout)
@@ -124,6 +132,7 @@ func Run(ctx context.Context, o Options) (Summary, error) {
 		loc:   loc,
 		dest:  filepath.Clean(o.Dest),
 		creds: creds,
+		pulls: pulls,
 		log:   slog.New(redactingHandler{inner: o.Logger.Handler(), redact: creds.Redact}),
 	}
 	f.retry = newRetrier(o.Retry, f.log)
@@ -144,6 +153,7 @@ type fetcher struct {
 	loc   storageuri.Location
 	dest  string
 	creds Credentials
+	pulls []loadedPullSecret
 	log   *slog.Logger
 	retry *retrier
 	// origin is what the manifest records the model came from, and what

@@ -12,7 +12,10 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -452,4 +455,118 @@ func merge(ms ...map[string][]byte) map[string][]byte {
 		}
 	}
 	return out
+}
+
+// pullSecretVolume lays out image pull secrets as the fetch Job's
+// projected volume does: a directory per Secret, behind ..data; a Secret
+// missing has none.
+func pullSecretVolume(t testing.TB, secrets map[string]map[string]string, names ...string) []PullSecret {
+	t.Helper()
+	dir := t.TempDir()
+	data := filepath.Join(dir, "..2026_01_01_00_00_00.000000001")
+	for name, keys := range secrets {
+		if err := os.MkdirAll(filepath.Join(data, name), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		for k, v := range keys {
+			if err := os.WriteFile(filepath.Join(data, name, k), []byte(v), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := os.Symlink(filepath.Join(filepath.Base(data), name), filepath.Join(dir, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out := make([]PullSecret, 0, len(names))
+	for _, n := range names {
+		out = append(out, PullSecret{Name: n, Dir: filepath.Join(dir, n)})
+	}
+	return out
+}
+
+func dockerConfigJSON(host, userPassword string) string {
+	cfg, _ := json.Marshal(map[string]any{"auths": map[string]any{host: map[string]string{"auth": base64.StdEncoding.EncodeToString([]byte(userPassword))}}})
+	return string(cfg)
+}
+
+// The serving pods' image pull secrets give an oci:// model's registry
+// its credentials when the credentials Secret has none for it, in either
+// form (.dockerconfigjson, .dockercfg); one missing is skipped, as the
+// kubelet skips it, and named if the registry then refuses.
+func TestImagePullSecretsGiveTheModelsRegistryItsCredentials(t *testing.T) {
+	const password = "pull-pa55word-never-shown"
+	reg := newTestRegistry(t, "puller:"+password)
+	uri := reg.push(t, "private/m:v1", imageOf(t, entries(prefixed("models/", model(1)))))
+	legacy, _ := json.Marshal(map[string]any{reg.host: map[string]string{"auth": base64.StdEncoding.EncodeToString([]byte("puller:" + password))}})
+	secrets := map[string]map[string]string{
+		"elsewhere": {KeyDockerConfigJSON: dockerConfigJSON("registry.example.com", "someone:else")},
+		"current":   {KeyDockerConfigJSON: dockerConfigJSON(reg.host, "puller:"+password)},
+		"legacy":    {KeyDockerCfg: string(legacy)},
+		"wrong":     {KeyDockerConfigJSON: dockerConfigJSON(reg.host, "puller:wrong-"+password)},
+	}
+
+	for _, tc := range []struct {
+		name  string
+		pulls []string
+	}{
+		{"a .dockerconfigjson after one missing and one for another registry", []string{"missing", "elsewhere", "current"}},
+		{"a .dockercfg", []string{"legacy"}},
+		{"the first naming the registry", []string{"current", "wrong"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o, logs := testOptions(t, uri, "")
+			o.PullSecrets = pullSecretVolume(t, secrets, tc.pulls...)
+			if _, err := Run(context.Background(), o); err != nil {
+				t.Fatalf("%v\n%s", err, logs)
+			}
+			assertTree(t, o.Dest, model(1))
+			if slices.Contains(tc.pulls, "missing") && !strings.Contains(logs.String(), `"secret":"missing"`) {
+				t.Errorf("the missing pull secret is not logged:\n%s", logs)
+			}
+		})
+	}
+
+	// The credentials Secret's entry for the registry comes first: its
+	// refusal names it.
+	o, _ := testOptions(t, uri, secretDir(t, map[string]string{KeyDockerConfigJSON: dockerConfigJSON(reg.host, "puller:wrong-"+password)}))
+	o.PullSecrets = pullSecretVolume(t, secrets, "current")
+	fe := wantFailure(t, mustFail(Run(context.Background(), o)), servingv1alpha1.ReasonAccessDenied, ExitPermanent)
+	if !strings.Contains(fe.Message, "the registry refused the credentials for "+reg.host+" in the credentials Secret's .dockerconfigjson") {
+		t.Errorf("message %q: want it to say whose credentials were refused", fe.Message)
+	}
+
+	// A pull secret's refused credentials are named by the Secret, and
+	// shown nowhere.
+	o, logs := testOptions(t, uri, "")
+	o.PullSecrets = pullSecretVolume(t, secrets, "wrong")
+	fe = wantFailure(t, mustFail(Run(context.Background(), o)), servingv1alpha1.ReasonAccessDenied, ExitPermanent)
+	if !strings.Contains(fe.Message, `in image pull secret "wrong"`) {
+		t.Errorf("message %q: want it to name the image pull secret", fe.Message)
+	}
+	wrongAuth := base64.StdEncoding.EncodeToString([]byte("puller:wrong-" + password))
+	for _, secret := range []string{password, wrongAuth} {
+		if strings.Contains(fe.Message, secret) || strings.Contains(logs.String(), secret) {
+			t.Errorf("a credential is shown: %s\n%s", fe.Message, logs)
+		}
+	}
+
+	// None for the registry: the message says where they would be read,
+	// and which pull secrets were not there.
+	o, _ = testOptions(t, uri, "")
+	o.PullSecrets = pullSecretVolume(t, secrets, "missing", "elsewhere")
+	fe = wantFailure(t, mustFail(Run(context.Background(), o)), servingv1alpha1.ReasonAccessDenied, ExitPermanent)
+	for _, want := range []string{"no credentials for " + reg.host, "spec.podTemplate.imagePullSecrets", "without .dockerconfigjson or .dockercfg: missing"} {
+		if !strings.Contains(fe.Message, want) {
+			t.Errorf("message %q: want %q in it", fe.Message, want)
+		}
+	}
+
+	// A pull secret that is not a docker config fails at once, its value
+	// unshown.
+	o, _ = testOptions(t, uri, "")
+	o.PullSecrets = pullSecretVolume(t, map[string]map[string]string{"broken": {KeyDockerConfigJSON: "not-json " + password}}, "broken")
+	fe = wantFailure(t, mustFail(Run(context.Background(), o)), servingv1alpha1.ReasonFetchFailed, ExitPermanent)
+	if !strings.Contains(fe.Message, `image pull secret "broken"`) || strings.Contains(fe.Message, password) {
+		t.Errorf("message %q: want it to name the Secret, not show its value", fe.Message)
+	}
 }

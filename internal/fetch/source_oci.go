@@ -4,7 +4,6 @@ import (
 	"archive/tar"
 	"compress/gzip"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -56,6 +55,7 @@ const (
 type ociModel struct {
 	ref   name.Reference
 	opts  []remote.Option
+	keys  registryKeychain
 	shown string
 	// pinned is the manifest ref named when resolved, by its digest, and
 	// manifest that manifest.
@@ -76,11 +76,14 @@ func (f *fetcher) openOCI() (*ociModel, error) {
 	if err != nil {
 		return nil, err
 	}
-	keys, err := dockerConfigKeychain(f.creds)
+	keys, err := loadKeychain(f.creds, f.pulls)
 	if err != nil {
 		return nil, err
 	}
-	return &ociModel{ref: ref, shown: f.loc.String(), opts: []remote.Option{
+	for _, name := range keys.missing {
+		f.log.Warn("an image pull secret has no registry credentials here: not found, or without either key", "secret", name, "keys", KeyDockerConfigJSON+", "+KeyDockerCfg)
+	}
+	return &ociModel{ref: ref, shown: f.loc.String(), keys: keys, opts: []remote.Option{
 		remote.WithTransport(t),
 		remote.WithAuthFromKeychain(keys),
 		// An index (a model image built for several platforms) gives this
@@ -124,7 +127,7 @@ func (m *ociModel) classify(err error, what string) *Error {
 		}
 		fe := byStatus(te.StatusCode, err, what+": ", firstLineOf(detail))
 		if fe.Reason == servingv1alpha1.ReasonAccessDenied {
-			fe.Message = fmt.Sprintf("%s: access denied (%s); check the credentials Secret's %s", what, firstLineOf(detail), KeyDockerConfigJSON)
+			fe.Message = fmt.Sprintf("%s: access denied (%s); %s", what, firstLineOf(detail), m.keys.refused(m.ref.Context().RegistryStr()))
 		}
 		return fe
 	}
@@ -387,26 +390,6 @@ type dockerConfig struct {
 	Auths map[string]authn.AuthConfig `json:"auths"`
 }
 
-// dockerConfigKeychain gives the credentials of the Secret's
-// .dockerconfigjson for each registry it names, anonymous access
-// elsewhere.
-func dockerConfigKeychain(c Credentials) (authn.Keychain, error) {
-	raw := c.Get(KeyDockerConfigJSON)
-	if raw == "" {
-		return authn.NewMultiKeychain(), nil
-	}
-	var cfg dockerConfig
-	if err := json.Unmarshal([]byte(raw), &cfg); err != nil {
-		// The value is not shown: it holds the credentials.
-		return nil, permanentf(servingv1alpha1.ReasonFetchFailed, "credentials key %s is not a docker config.json (want {\"auths\": {\"<registry>\": {...}}})", KeyDockerConfigJSON)
-	}
-	byHost := make(map[string]authn.AuthConfig, len(cfg.Auths))
-	for k, a := range cfg.Auths {
-		byHost[registryOfConfigKey(k)] = a
-	}
-	return configKeychain(byHost), nil
-}
-
 // registryOfConfigKey reads the registry out of a config.json key, which
 // may be a URL (https://index.docker.io/v1/) or a bare host[:port].
 func registryOfConfigKey(k string) string {
@@ -416,13 +399,4 @@ func registryOfConfigKey(k string) string {
 		return name.DefaultRegistry
 	}
 	return host
-}
-
-type configKeychain map[string]authn.AuthConfig
-
-func (k configKeychain) Resolve(r authn.Resource) (authn.Authenticator, error) {
-	if a, ok := k[r.RegistryStr()]; ok {
-		return authn.FromConfig(a), nil
-	}
-	return authn.Anonymous, nil
 }

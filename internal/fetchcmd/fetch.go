@@ -9,6 +9,8 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
+	"strings"
 	"syscall"
 
 	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
@@ -34,10 +36,14 @@ func fetchCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	var (
 		o              fetch.Options
 		terminationLog string
+		pullSecretsDir string
+		pullSecrets    string
 	)
 	fs.StringVar(&o.URI, "uri", "", "The model's storage URI: s3://bucket/prefix, gs://bucket/prefix, http(s)://host/file[#sha256=hex], pvc://claim/path, oci://registry/repository[:tag][@digest] or /absolute/dir.")
 	fs.StringVar(&o.Dest, "dest", "", "The model's base directory as TF Serving sees it (for pvc://: where the claim's path is mounted, verified only).")
 	fs.StringVar(&o.CredentialsDir, "credentials-dir", "", "A mounted Secret, one file per key (AWS_ACCESS_KEY_ID, service-account.json, http-headers, ...).")
+	fs.StringVar(&pullSecretsDir, "pull-secrets-dir", "", "Where the image pull secrets named by --pull-secrets are mounted, each in a directory of its name holding its .dockerconfigjson or .dockercfg.")
+	fs.StringVar(&pullSecrets, "pull-secrets", "", "The serving pods' image pull secrets, comma-separated, whose registry credentials an oci:// model's registry is given after those of --credentials-dir.")
 	fs.Int64Var(&o.MaxBytes, "max-bytes", 0, "The largest model accepted, in bytes (0: 1 TiB).")
 	fs.IntVar(&o.Concurrency, "concurrency", fetch.DefaultConcurrency, "How many files are downloaded at once.")
 	fs.DurationVar(&o.Timeout, "timeout", fetch.DefaultTimeout, "The longest the whole fetch may take.")
@@ -54,8 +60,15 @@ func fetchCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	} else if perr != nil {
 		err = &fetch.Error{Reason: servingv1alpha1.ReasonFetchFailed, Message: "bad arguments: " + perr.Error(), Permanent: true}
 	}
+	if pullSecrets != "" {
+		for _, name := range strings.Split(pullSecrets, ",") {
+			o.PullSecrets = append(o.PullSecrets, fetch.PullSecret{Name: name, Dir: filepath.Join(pullSecretsDir, name)})
+		}
+	}
 	switch {
 	case err != nil:
+	case pullSecrets != "" && pullSecretsDir == "":
+		err = &fetch.Error{Reason: servingv1alpha1.ReasonFetchFailed, Message: "--pull-secrets needs --pull-secrets-dir", Permanent: true}
 	case fs.NArg() > 0:
 		err = &fetch.Error{Reason: servingv1alpha1.ReasonFetchFailed, Message: fmt.Sprintf("unexpected arguments %q", fs.Args()), Permanent: true}
 	case o.URI == "":

@@ -91,6 +91,10 @@ type Cluster struct {
 	// bridge address, which pods reach too; its certificate is signed by
 	// the cluster's CA, CACertFile.
 	RegistryTLS string
+	// RegistryPrivateCredentials are the user:password the registry asks
+	// for to download a repository under PrivateRepositories, as a private
+	// registry would.
+	RegistryPrivateCredentials string
 	// CACertFile is the cluster's CA certificate (PEM).
 	CACertFile string
 	// EtcdURL is etcd's client URL (plain HTTP on loopback), for reading

@@ -2,6 +2,7 @@ package localcluster
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
@@ -203,6 +204,10 @@ func createBridge() error {
 	return nil
 }
 
+// PrivateRepositories is the prefix of the registry's repositories whose
+// downloads need RegistryPrivateCredentials.
+const PrivateRepositories = "private/"
+
 // startRealNode serves the registry, pushes the pause image, and starts
 // containerd, the kubelet and kube-proxy; it returns once the node is
 // Ready and its default StorageClass provisions claims.
@@ -213,7 +218,9 @@ func (c *Cluster) startRealNode(ctx context.Context, certs *pki, cs kubernetes.I
 			return err
 		}
 	}
-	reg, err := ociimage.StartRegistry("127.0.0.1:0", filepath.Join(c.Dir, "registry"))
+	c.RegistryPrivateCredentials = "puller:" + rand.Text()
+	user, password, _ := strings.Cut(c.RegistryPrivateCredentials, ":")
+	reg, err := ociimage.StartRegistry("127.0.0.1:0", filepath.Join(c.Dir, "registry"), ociimage.RegistryPrivate(PrivateRepositories, user, password))
 	if err != nil {
 		return fmt.Errorf("start the registry: %w", err)
 	}

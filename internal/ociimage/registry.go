@@ -1,6 +1,7 @@
 package ociimage
 
 import (
+	"crypto/subtle"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -37,6 +39,41 @@ type RegistryOption func(*registryConfig)
 
 type registryConfig struct {
 	requestLog io.Writer
+	// private are the repositories whose downloads need credentials.
+	private *privateRepositories
+}
+
+type privateRepositories struct {
+	prefix, user, password string
+}
+
+// RegistryPrivate makes the downloads (GET) of repositories whose name
+// starts with prefix ask for basic credentials user:password, as a private
+// registry does, for tests of clients that must send them. Pushes, and
+// existence checks (HEAD), stay open.
+func RegistryPrivate(prefix, user, password string) RegistryOption {
+	return func(c *registryConfig) {
+		c.private = &privateRepositories{prefix: prefix, user: user, password: password}
+	}
+}
+
+func (p *privateRepositories) wrap(h http.Handler) http.Handler {
+	if p == nil {
+		return h
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if req.Method == http.MethodGet && strings.HasPrefix(req.URL.Path, "/v2/"+p.prefix) {
+			u, pw, ok := req.BasicAuth()
+			if !ok || subtle.ConstantTimeCompare([]byte(u+":"+pw), []byte(p.user+":"+p.password)) != 1 {
+				w.Header().Set("WWW-Authenticate", `Basic realm="localcluster"`)
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(http.StatusUnauthorized)
+				_, _ = io.WriteString(w, `{"errors":[{"code":"UNAUTHORIZED","message":"authentication required"}]}`)
+				return
+			}
+		}
+		h.ServeHTTP(w, req)
+	})
 }
 
 // RegistryRequestLog logs each request the registry answers to w; by
@@ -80,7 +117,7 @@ func StartRegistry(addr, blobDir string, opts ...RegistryOption) (*Registry, err
 	r := &Registry{
 		ln: ln,
 		srv: &http.Server{
-			Handler:           registry.New(regOpts...),
+			Handler:           cfg.private.wrap(registry.New(regOpts...)),
 			ReadHeaderTimeout: 30 * time.Second,
 			ErrorLog:          log.New(cfg.requestLog, "registry: ", log.LstdFlags),
 		},

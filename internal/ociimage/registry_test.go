@@ -16,10 +16,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 )
 
@@ -89,6 +91,46 @@ func TestPushAndPullBack(t *testing.T) {
 	// A second push of the same image uploads nothing and is the same.
 	if err := Push(ctx, img, ref); err != nil {
 		t.Errorf("pushing again: %v", err)
+	}
+}
+
+// TestPrivateRepositoriesAreDownloadedWithCredentialsOnly: an image
+// pushed under the private prefix is pulled with the credentials only;
+// others stay open.
+func TestPrivateRepositoriesAreDownloadedWithCredentialsOnly(t *testing.T) {
+	reg, err := StartRegistry("", "", RegistryPrivate("private/", "puller", "s3cret"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = reg.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	img := operatorImage(t, fakeBinaries(t, "the manager"))
+	for _, repo := range []string{"private/m:1", "public/m:1"} {
+		if err := Push(ctx, img, reg.Addr()+"/"+repo); err != nil {
+			t.Fatalf("push %s: %v", repo, err)
+		}
+	}
+	pull := func(repo string, opts ...remote.Option) error {
+		r, err := name.ParseReference(reg.Addr()+"/"+repo, name.Insecure)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = remote.Image(r, append(opts, remote.WithContext(ctx))...)
+		return err
+	}
+	var te *transport.Error
+	if err := pull("private/m:1"); !errors.As(err, &te) || te.StatusCode != http.StatusUnauthorized {
+		t.Errorf("an anonymous pull of the private image: %v, want 401", err)
+	}
+	if err := pull("private/m:1", remote.WithAuth(&authn.Basic{Username: "puller", Password: "wrong"})); !errors.As(err, &te) || te.StatusCode != http.StatusUnauthorized {
+		t.Errorf("a pull with a wrong password: %v, want 401", err)
+	}
+	if err := pull("private/m:1", remote.WithAuth(&authn.Basic{Username: "puller", Password: "s3cret"})); err != nil {
+		t.Errorf("a pull with the credentials: %v", err)
+	}
+	if err := pull("public/m:1"); err != nil {
+		t.Errorf("an anonymous pull of another repository: %v", err)
 	}
 }
 

@@ -1,7 +1,9 @@
 package values
 
 import (
+	"slices"
 	"strconv"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -9,6 +11,7 @@ import (
 	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
 	"github.com/modelserver-dev/modelserver-operator/internal/fetchcontract"
 	"github.com/modelserver-dev/modelserver-operator/internal/names"
+	"github.com/modelserver-dev/modelserver-operator/internal/storageuri"
 )
 
 // FetchGeneration is a digest of everything the fetch Job's pod is made
@@ -38,7 +41,30 @@ func FetchGeneration(ms *servingv1alpha1.ModelServer, m servingv1alpha1.ModelSpe
 	if ms.Spec.Storage.StorageClassName != nil {
 		parts = append(parts, *ms.Spec.Storage.StorageClassName)
 	}
+	if len(pullSecrets(ms, m)) > 0 {
+		// The Job mounts them: a Job made before it did must be replaced.
+		parts = append(parts, "pull-secrets-mounted")
+	}
 	return names.Hash(parts...)
+}
+
+// pullSecrets are the image pull secrets an oci:// model's fetch reads
+// registry credentials from, after its credentials Secret's: the serving
+// pods', once each, so that the registry credentials already given for
+// the pods' images serve their model's image too. The service account's
+// are not seen: the operator reads no ServiceAccount.
+func pullSecrets(ms *servingv1alpha1.ModelServer, m servingv1alpha1.ModelSpec) []string {
+	loc, err := storageuri.Parse(m.StorageURI)
+	if err != nil || loc.Scheme != storageuri.SchemeOCI {
+		return nil
+	}
+	var out []string
+	for _, s := range ms.Spec.PodTemplate.ImagePullSecrets {
+		if s.Name != "" && !slices.Contains(out, s.Name) {
+			out = append(out, s.Name)
+		}
+	}
+	return out
 }
 
 // fetchTemplateRevision is part of every fetch generation. Bump it with any
@@ -47,10 +73,13 @@ func FetchGeneration(ms *servingv1alpha1.ModelServer, m servingv1alpha1.ModelSpe
 // Job names (and fetches each model again).
 const fetchTemplateRevision = "1"
 
-func fetchArgs(m servingv1alpha1.ModelSpec, dest string) []string {
+func fetchArgs(m servingv1alpha1.ModelSpec, dest string, pulls []string) []string {
 	args := []string{"fetch", "--uri", m.StorageURI, "--dest", dest}
 	if m.CredentialsSecret != "" {
 		args = append(args, "--credentials-dir", CredentialsMountPath)
+	}
+	if len(pulls) > 0 {
+		args = append(args, "--pull-secrets-dir", PullSecretsMountPath, "--pull-secrets", strings.Join(pulls, ","))
 	}
 	if m.MaxSizeBytes != nil {
 		args = append(args, "--max-bytes", strconv.FormatInt(*m.MaxSizeBytes, 10))

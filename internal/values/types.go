@@ -28,6 +28,9 @@ const (
 	ConfigMountPath      = "/etc/modelserver"
 	ModelConfigFile      = "models.config"
 	CredentialsMountPath = "/var/run/secrets/modelserver/credentials"
+	// PullSecretsMountPath holds an oci:// model's image pull secrets, a
+	// directory each (see Fetch.PullSecrets).
+	PullSecretsMountPath = "/var/run/secrets/modelserver/pull-secrets"
 	// TLSSecretMountPath is where spec.tls's Secret is mounted, in the
 	// tls-config init container alone; SSLConfigPath is the SSL config it
 	// writes there for TF Serving, in a memory-backed volume.
@@ -128,11 +131,14 @@ type Fetch struct {
 	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
 	// PermanentFailureExitCode is the fetcher's exit code for a failure
 	// that a retry cannot fix (a missing model, refused credentials).
-	PermanentFailureExitCode int32                       `json:"permanentFailureExitCode"`
-	CredentialsSecret        string                      `json:"credentialsSecret,omitempty"`
-	BackoffLimit             int32                       `json:"backoffLimit"`
-	ActiveDeadline           int64                       `json:"activeDeadlineSeconds"`
-	Resources                corev1.ResourceRequirements `json:"resources"`
+	PermanentFailureExitCode int32  `json:"permanentFailureExitCode"`
+	CredentialsSecret        string `json:"credentialsSecret,omitempty"`
+	// PullSecrets are image pull secrets whose registry credentials an
+	// oci:// model's fetch reads (see pullSecrets).
+	PullSecrets    []string                    `json:"pullSecrets,omitempty"`
+	BackoffLimit   int32                       `json:"backoffLimit"`
+	ActiveDeadline int64                       `json:"activeDeadlineSeconds"`
+	Resources      corev1.ResourceRequirements `json:"resources"`
 }
 
 // Volume is where the models live: a claim the chart creates, or the

@@ -180,17 +180,19 @@ func modelsAndFetches(sp *Spec, v *Values, in Inputs, pvcPath string, arch map[s
 		v.Models = append(v.Models, model)
 		if !slices.ContainsFunc(v.Fetches, func(f Fetch) bool { return f.Generation == generation }) {
 			prog, selector := in.job(generation, sp.ms.Spec.PodTemplate.NodeSelector, arch)
+			pulls := pullSecrets(sp.ms, m.ModelSpec)
 			v.Fetches = append(v.Fetches, Fetch{
 				Name:                     jobName,
 				Generation:               generation,
 				Image:                    prog.Image,
 				Command:                  prog.Command,
 				ImagePullPolicy:          corev1.PullIfNotPresent,
-				Args:                     fetchArgs(m.ModelSpec, dest),
+				Args:                     fetchArgs(m.ModelSpec, dest, pulls),
 				Env:                      in.ProxyEnv,
 				NodeSelector:             selector,
 				PermanentFailureExitCode: fetchcontract.PermanentFailureExitCode,
 				CredentialsSecret:        m.CredentialsSecret,
+				PullSecrets:              pulls,
 				BackoffLimit:             2,
 				ActiveDeadline:           3600,
 				Resources:                fetchResources(),

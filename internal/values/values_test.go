@@ -275,6 +275,46 @@ func TestFetchGenerationIgnoresServingOnlyChanges(t *testing.T) {
 	}
 }
 
+// TestAnOCIModelsFetchReadsThePodsImagePullSecrets: an oci:// model's
+// Job mounts the serving pods' image pull secrets, once each, and is a
+// new Job when they are added (a Job's pod template is immutable); other
+// schemes' Jobs do not mount them, and keep their generation.
+func TestAnOCIModelsFetchReadsThePodsImagePullSecrets(t *testing.T) {
+	withPulls := func(uri string) func(*servingv1alpha1.ModelServer) {
+		return func(ms *servingv1alpha1.ModelServer) {
+			ms.Spec.Model.StorageURI = uri
+			ms.Spec.PodTemplate.ImagePullSecrets = []corev1.LocalObjectReference{{Name: "regcred"}, {Name: "mirror"}, {Name: "regcred"}}
+		}
+	}
+	const oci = "oci://registry.example.com/models/resnet:v1"
+	v, err := For(modelServer(withPulls(oci)), fetched)
+	if err != nil {
+		t.Fatal(err)
+	}
+	expectStrings(t, "pull secrets", v.Fetches[0].PullSecrets, []string{"regcred", "mirror"})
+	if args := strings.Join(v.Fetches[0].Args, " "); !strings.Contains(args, "--pull-secrets-dir "+PullSecretsMountPath+" --pull-secrets regcred,mirror") {
+		t.Errorf("fetch args %q lack the pull secrets", args)
+	}
+	s3, err := For(modelServer(withPulls("s3://bucket/resnet")), fetched)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s3.Fetches[0].PullSecrets != nil || slices.Contains(s3.Fetches[0].Args, "--pull-secrets") {
+		t.Errorf("an s3:// model's fetch mounts pull secrets: %+v", s3.Fetches[0])
+	}
+
+	// The generations these specs had before the Jobs mounted pull
+	// secrets: an s3:// model's Job is unchanged and keeps its generation
+	// (fetched again for nothing otherwise); an oci:// one's gains a
+	// volume, so a Job made before would have to change in place.
+	if g := generation(modelServer(withPulls("s3://bucket/resnet"))); g != "307b5c71" {
+		t.Errorf("an s3:// model's fetch generation changed (%s): it would be fetched again for nothing", g)
+	}
+	if g := generation(modelServer(withPulls(oci))); g == "0fc85751" {
+		t.Error("an oci:// model with pull secrets kept its fetch generation: its Job's pod template would change in place")
+	}
+}
+
 func expect[T comparable](t *testing.T, what string, got, want T) {
 	t.Helper()
 	if got != want {

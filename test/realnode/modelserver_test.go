@@ -105,16 +105,16 @@ func (e *env) waitFetchFailed(t *testing.T, ns, name, reason string) string {
 }
 
 // modelStatus asks a serving pod, as the kubelet's probe does, what TF
-// Serving reports for the model; through the Service's cluster IP, so
+// Serving reports for the model (realenv.ModelName); through the Service's cluster IP, so
 // kube-proxy's rules are on the path. A ModelServer's Ready is its pods'
 // readiness, and the Service's rules follow that (the EndpointSlice
 // controller, then kube-proxy): a refused connection is tried again for
 // up to 30 s, as a client would, and the wait logged.
-func (e *env) modelStatus(t *testing.T, ns, svc, model string) map[string]string {
+func (e *env) modelStatus(t *testing.T, ns, svc string) map[string]string {
 	t.Helper()
 	start := time.Now()
 	for {
-		st, err := e.askModelStatus(ns, svc, model)
+		st, err := e.askModelStatus(ns, svc, realenv.ModelName)
 		if err == nil {
 			if waited := time.Since(start); waited > 50*time.Millisecond {
 				t.Logf("the Service accepted a connection %.2fs after the first try", waited.Seconds())
@@ -292,7 +292,7 @@ func TestAModelFromS3IsFetchedAndServedThroughTheRealProbe(t *testing.T) {
 	if ms.Status.ReadyReplicas != 2 {
 		t.Errorf("readyReplicas %d, want 2", ms.Status.ReadyReplicas)
 	}
-	if got := e.modelStatus(t, ns, "hp2", "half_plus_two"); got["123"] != "AVAILABLE" || len(got) != 1 {
+	if got := e.modelStatus(t, ns, "hp2"); got["123"] != "AVAILABLE" || len(got) != 1 {
 		t.Errorf("TF Serving (double) reports %v, want version 123 AVAILABLE", got)
 	}
 	// What fetched and waited is the image's fetcher, not its manager.
@@ -330,7 +330,7 @@ func TestAnExtraServerFlagReachesTheServer(t *testing.T) {
 		t.Errorf("status.warnings %q, want none: both flags are TF Serving's", w)
 	}
 	// Once the Service takes connections (modelStatus waits for that):
-	if got := e.modelStatus(t, ns, "flags", "half_plus_two"); got["123"] != "AVAILABLE" {
+	if got := e.modelStatus(t, ns, "flags"); got["123"] != "AVAILABLE" {
 		t.Fatalf("TF Serving (double) reports %v, want version 123 AVAILABLE", got)
 	}
 	s, err := e.cs.CoreV1().Services(ns).Get(context.Background(), "flags", metav1.GetOptions{})

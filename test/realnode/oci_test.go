@@ -12,9 +12,11 @@ import (
 	"testing"
 	"time"
 
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/modelserver-dev/modelserver-operator/internal/localcluster"
 	"github.com/modelserver-dev/modelserver-operator/internal/ociimage"
 	"github.com/modelserver-dev/modelserver-operator/test/realenv"
 )
@@ -32,37 +34,14 @@ func TestAModelImageIsPulledFromTheRegistryOverTLSAndServed(t *testing.T) {
 	ns := e.namespace(t)
 	ctx := context.Background()
 
-	root := filepath.Join(e.Root, "test/testdata/tf-serving/saved_model_half_plus_two_cpu")
-	spec := ociimage.Spec{}
-	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		rel, _ := filepath.Rel(root, p)
-		spec.Files = append(spec.Files, ociimage.File{Path: "/models/" + filepath.ToSlash(rel), HostPath: p})
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	img, err := ociimage.BuildLocal(spec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := e.Cluster.PushImage(ctx, img, "models/half-plus-two:123"); err != nil {
-		t.Fatal(err)
-	}
+	root, img := e.pushModelImage(t, "models/half-plus-two:123")
 	uri := "oci://" + e.Cluster.RegistryTLS + "/models/half-plus-two:123"
-
-	ca, err := os.ReadFile(e.Cluster.CACertFile)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ca := e.caCert(t)
 	// The registry asks for no credentials; the Secret's are those a
 	// private one would check.
 	auth := base64.StdEncoding.EncodeToString([]byte("puller:not-checked-here"))
 	dockerConfig, _ := json.Marshal(map[string]any{"auths": map[string]any{e.Cluster.RegistryTLS: map[string]string{"auth": auth}}})
-	_, err = e.cs.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{
+	_, err := e.cs.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "registry"},
 		Type:       corev1.SecretTypeDockerConfigJson,
 		Data:       map[string][]byte{corev1.DockerConfigJsonKey: dockerConfig, "ca.crt": ca},
@@ -92,7 +71,7 @@ func TestAModelImageIsPulledFromTheRegistryOverTLSAndServed(t *testing.T) {
 	} else if digest, _ := img.Digest(); m.ResolvedImage != e.Cluster.RegistryTLS+"/models/half-plus-two@"+digest.String() {
 		t.Errorf("status.model.resolvedImage %q, want the image pulled, by its digest %s", m.ResolvedImage, digest)
 	}
-	if got := e.modelStatus(t, ns, "modelcar", "half_plus_two"); got["123"] != "AVAILABLE" || len(got) != 1 {
+	if got := e.modelStatus(t, ns, "modelcar"); got["123"] != "AVAILABLE" || len(got) != 1 {
 		t.Errorf("TF Serving (double) reports %v, want version 123 AVAILABLE", got)
 	}
 	logs := e.kubectl(t, "", "-n", ns, "logs", "-l", "job-name", "-c", "fetch", "--tail=-1", "--prefix")
@@ -104,4 +83,89 @@ func TestAModelImageIsPulledFromTheRegistryOverTLSAndServed(t *testing.T) {
 	if !strings.Contains(msg, "not trusted") || !strings.Contains(msg, "ca.crt") {
 		t.Errorf("ModelFetched message %q: want it to say the certificate is not trusted and name ca.crt", msg)
 	}
+}
+
+// TestAModelImageInAPrivateRepositoryIsPulledWithThePodsImagePullSecret:
+// the registry asks for credentials to download the model image; the
+// ModelServer's credentials Secret holds only the registry's CA, and the
+// credentials come from the serving pods' image pull secret, as they
+// would for the pods' own images. A pull secret that does not exist is
+// skipped, as the kubelet skips it. Without the pull secret, the fetch
+// fails saying where credentials are read.
+func TestAModelImageInAPrivateRepositoryIsPulledWithThePodsImagePullSecret(t *testing.T) {
+	t.Parallel()
+	e := realNode(t)
+	ns := e.namespace(t)
+	ctx := context.Background()
+
+	repo := localcluster.PrivateRepositories + "half-plus-two:123"
+	e.pushModelImage(t, repo)
+	uri := "oci://" + e.Cluster.RegistryTLS + "/" + repo
+	auth := base64.StdEncoding.EncodeToString([]byte(e.Cluster.RegistryPrivateCredentials))
+	dockerConfig, _ := json.Marshal(map[string]any{"auths": map[string]any{e.Cluster.RegistryTLS: map[string]string{"auth": auth}}})
+	for _, s := range []*corev1.Secret{
+		{ObjectMeta: metav1.ObjectMeta{Name: "registry-ca"}, Data: map[string][]byte{"ca.crt": e.caCert(t)}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "regcred"}, Type: corev1.SecretTypeDockerConfigJson, Data: map[string][]byte{corev1.DockerConfigJsonKey: dockerConfig}},
+	} {
+		if _, err := e.cs.CoreV1().Secrets(ns).Create(ctx, s, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	start := time.Now()
+	e.kubectl(t, e.ModelServerYAML(realenv.ModelServer{Name: "private", URI: uri, Secret: "registry-ca",
+		SpecExtra: "  podTemplate:\n    imagePullSecrets:\n    - name: not-there\n    - name: regcred\n"}), "-n", ns, "apply", "-f", "-")
+	e.kubectl(t, e.ModelServerYAML(realenv.ModelServer{Name: "no-pull-secret", URI: uri, Secret: "registry-ca"}), "-n", ns, "apply", "-f", "-")
+	e.waitReady(t, ns, "private", 3*time.Minute)
+	t.Logf("kubectl apply to Ready, the model pulled with the pull secret's credentials: %.1fs", time.Since(start).Seconds())
+	if got := e.modelStatus(t, ns, "private"); got["123"] != "AVAILABLE" {
+		t.Errorf("TF Serving (double) reports %v, want version 123 AVAILABLE", got)
+	}
+
+	msg := e.waitFetchFailed(t, ns, "no-pull-secret", "AccessDenied")
+	for _, want := range []string{"no credentials for " + e.Cluster.RegistryTLS, "imagePullSecrets"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("ModelFetched message %q: want %q in it", msg, want)
+		}
+	}
+}
+
+// pushModelImage pushes the half_plus_two SavedModel as KServe's
+// modelcars pack a model, an image whose /models is the model, to the
+// cluster's registry as ref; it returns the model's directory and the
+// image.
+func (e *env) pushModelImage(t *testing.T, ref string) (string, v1.Image) {
+	t.Helper()
+	root := filepath.Join(e.Root, "test/testdata/tf-serving/saved_model_half_plus_two_cpu")
+	spec := ociimage.Spec{}
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		rel, _ := filepath.Rel(root, p)
+		spec.Files = append(spec.Files, ociimage.File{Path: "/models/" + filepath.ToSlash(rel), HostPath: p})
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := ociimage.BuildLocal(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Cluster.PushImage(context.Background(), img, ref); err != nil {
+		t.Fatal(err)
+	}
+	return root, img
+}
+
+// caCert is the PEM of the cluster's CA, which signed the registry's TLS
+// certificate.
+func (e *env) caCert(t *testing.T) []byte {
+	t.Helper()
+	ca, err := os.ReadFile(e.Cluster.CACertFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ca
 }
