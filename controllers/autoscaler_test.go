@@ -2,6 +2,7 @@ package controllers_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -9,7 +10,10 @@ import (
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
 	"github.com/modelserver-dev/modelserver-operator/internal/status"
@@ -70,6 +74,96 @@ func TestAnAutoscalerThatCannotScaleIsWarnedOf(t *testing.T) {
 		got := c.get()
 		return got.Status.Phase == servingv1alpha1.PhaseReady && len(got.Status.Warnings) == 0, string(got.Status.Phase) + " " + strings.Join(got.Status.Warnings, "; ")
 	})
+}
+
+// TestAnAutoscalerAtItsMaximumIsWarnedOf: an autoscaler that has wanted
+// more pods than its maximum for a minute is a warning naming the
+// maximum, with one Warning Event; the ModelServer serves, and stays
+// Ready. Before the minute, the reconciler looks again when it ends, as
+// the autoscaler's syncs wake nothing. The local cluster has no metrics
+// API, so its autoscaler never wants more pods: the test writes the
+// conditions of one that does, and writes them again if
+// kube-controller-manager's autoscaler has written its own back at a
+// sync meanwhile.
+func TestAnAutoscalerAtItsMaximumIsWarnedOf(t *testing.T) {
+	_, r, rec := recordingReconciler(t)
+	ms := createUnmanaged(t, "atmax", func(ms *servingv1alpha1.ModelServer) {
+		ms.Spec.Replicas = nil
+		ms.Spec.Resources.Requests = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m")}
+		ms.Spec.Autoscaling = &servingv1alpha1.Autoscaling{MinReplicas: ptr.To[int32](1), MaxReplicas: 3, TargetCPUUtilizationPercentage: ptr.To[int32](70)}
+	})
+	c := newClockedReconciler(t, r, ms)
+	c.reconcileUntilReady()
+	since := time.Now().Truncate(time.Second)
+
+	// reconcileAt reconciles at a time with the autoscaler saying it is
+	// at its maximum (limited) or within its range, as the reconciler's
+	// cache sees it.
+	reconcileAt := func(at time.Time, limited bool, check func(*servingv1alpha1.ModelServer, ctrl.Result) string) {
+		t.Helper()
+		eventually(t, 60*time.Second, "the reconcile with the autoscaler's conditions written", func(ctx context.Context) (bool, string) {
+			hpa := get(t, ms.Namespace, ms.Name, &autoscalingv2.HorizontalPodAutoscaler{})
+			if err := writeAutoscalerLimited(ctx, hpa, since, limited); err != nil {
+				return false, err.Error()
+			}
+			cached := &autoscalingv2.HorizontalPodAutoscaler{}
+			if err := r.Get(ctx, client.ObjectKeyFromObject(hpa), cached); err != nil || status.AutoscalerLimited(cached) != limited {
+				return false, "the reconciler's cache has not seen the conditions yet"
+			}
+			result := c.reconcile(at)
+			if problem := check(c.get(), result); problem != "" {
+				return false, problem
+			}
+			return true, ""
+		})
+	}
+
+	reconcileAt(since.Add(status.AutoscalerLimitGrace/2), true, func(got *servingv1alpha1.ModelServer, result ctrl.Result) string {
+		if len(got.Status.Warnings) != 0 || !about(result.RequeueAfter, status.AutoscalerLimitGrace/2) {
+			return fmt.Sprintf("within the grace: warnings %q, look again in %v; want none, in %v", got.Status.Warnings, result.RequeueAfter, status.AutoscalerLimitGrace/2)
+		}
+		return ""
+	})
+	want := "spec.autoscaling: the autoscaler has wanted more serving pods than maxReplicas (3) allows since " + since.UTC().Format(time.RFC3339)
+	for _, after := range []time.Duration{status.AutoscalerLimitGrace, 2 * status.AutoscalerLimitGrace} {
+		reconcileAt(since.Add(after), true, func(got *servingv1alpha1.ModelServer, _ ctrl.Result) string {
+			if len(got.Status.Warnings) != 1 || !strings.HasPrefix(got.Status.Warnings[0], want) {
+				return fmt.Sprintf("warnings %q, want one: %s…", got.Status.Warnings, want)
+			}
+			if got.Status.Phase != servingv1alpha1.PhaseReady {
+				return fmt.Sprintf("phase %s (%s): an autoscaler at its maximum leaves the pods serving", got.Status.Phase, got.Status.Message)
+			}
+			return ""
+		})
+	}
+	if n := rec.count("AutoscalerAtMaximum"); n != 1 {
+		t.Errorf("%d AutoscalerAtMaximum Events, want 1; all:\n%s", n, rec)
+	}
+
+	reconcileAt(since.Add(3*status.AutoscalerLimitGrace), false, func(got *servingv1alpha1.ModelServer, _ ctrl.Result) string {
+		if len(got.Status.Warnings) != 0 {
+			return fmt.Sprintf("warnings %q once the autoscaler is within its range, want none", got.Status.Warnings)
+		}
+		return ""
+	})
+}
+
+// writeAutoscalerLimited writes the conditions of an autoscaler that
+// scales, at its maximum since a time (limited) or within its range,
+// unless it says so already.
+func writeAutoscalerLimited(ctx context.Context, hpa *autoscalingv2.HorizontalPodAutoscaler, since time.Time, limited bool) error {
+	if status.AutoscalerLimited(hpa) == limited {
+		return nil
+	}
+	hpa.Status.Conditions = []autoscalingv2.HorizontalPodAutoscalerCondition{
+		{Type: autoscalingv2.AbleToScale, Status: corev1.ConditionTrue, Reason: "ReadyForNewScale", LastTransitionTime: metav1.NewTime(since)},
+		{Type: autoscalingv2.ScalingActive, Status: corev1.ConditionTrue, Reason: "ValidMetricFound", LastTransitionTime: metav1.NewTime(since)},
+		{Type: autoscalingv2.ScalingLimited, Status: corev1.ConditionFalse, Reason: "DesiredWithinRange", LastTransitionTime: metav1.NewTime(since)},
+	}
+	if limited {
+		hpa.Status.Conditions[2].Status, hpa.Status.Conditions[2].Reason = corev1.ConditionTrue, "TooManyReplicas"
+	}
+	return env.client.Status().Update(ctx, hpa)
 }
 
 func hpaConditions(hpa *autoscalingv2.HorizontalPodAutoscaler) []string {

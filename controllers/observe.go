@@ -91,8 +91,23 @@ func (r *ModelServerReconciler) observeAutoscaler(ctx context.Context, ms *servi
 // reportAutoscaler puts what keeps the autoscaler from scaling, once it
 // has lasted, in the status's warnings, with a Warning Event once per
 // fault: the ModelServer serves, at the count it has, and stays Ready.
+//
+// So does an autoscaler that has wanted more pods than its maximum for a
+// while: the endpoint serves at its most, and only whoever sets the
+// maximum can give it more.
 func (r *ModelServerReconciler) reportAutoscaler(ms *servingv1alpha1.ModelServer, obs *observed, report *status.Observation) {
-	report.AutoscalerProblem, obs.autoscalerLookAgainIn = status.AutoscalerProblem(obs.autoscaler, r.clock().Now())
+	now := r.clock().Now()
+	var limitDue time.Duration
+	report.AutoscalerProblem, obs.autoscalerLookAgainIn = status.AutoscalerProblem(obs.autoscaler, now)
+	report.AutoscalerLimit, limitDue = status.AutoscalerAtMaximum(obs.autoscaler, now)
+	if limitDue > 0 && (obs.autoscalerLookAgainIn == 0 || limitDue < obs.autoscalerLookAgainIn) {
+		obs.autoscalerLookAgainIn = limitDue
+	}
+	if report.AutoscalerLimit == "" {
+		r.problems.resolved(ms.UID, eventAutoscalerAtMaximum)
+	} else {
+		r.warn(ms, eventAutoscalerAtMaximum, "Autoscale", sentence("%s", report.AutoscalerLimit))
+	}
 	if report.AutoscalerProblem == "" {
 		metrics.InactiveAutoscaler(ms.UID, "")
 		r.problems.resolved(ms.UID, eventAutoscalerInactive)
@@ -102,10 +117,13 @@ func (r *ModelServerReconciler) reportAutoscaler(ms *servingv1alpha1.ModelServer
 	r.warn(ms, eventAutoscalerInactive, "Autoscale", sentence("%s", report.AutoscalerProblem))
 }
 
-// eventAutoscalerInactive is the reason of the Warning that says the
-// autoscaler cannot scale: a ModelServer that stays Ready has no other
-// Event to show it by.
-const eventAutoscalerInactive = "AutoscalerInactive"
+// The reasons of the Warnings that say the autoscaler cannot scale, or
+// cannot scale further: a ModelServer that stays Ready has no other Event
+// to show them by.
+const (
+	eventAutoscalerInactive  = "AutoscalerInactive"
+	eventAutoscalerAtMaximum = "AutoscalerAtMaximum"
+)
 
 // observeFetchJobs reads the ModelServer's model-fetch Jobs from the cache.
 // A Job that has ended gets the termination message of its pod, unless the

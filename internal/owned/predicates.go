@@ -31,15 +31,17 @@ func deploymentChanged(e event.UpdateEvent) bool {
 }
 
 // autoscalerChanged lets through a new spec, and a change of what the
-// autoscaler says keeps it from scaling; not the metrics and counts it
-// rewrites at each sync (every 15 s).
+// autoscaler says keeps it from scaling, or of whether it wants more pods
+// than its maximum; not the metrics and counts it rewrites at each sync
+// (every 15 s).
 func autoscalerChanged(e event.UpdateEvent) bool {
 	o, okOld := e.ObjectOld.(*autoscalingv2.HorizontalPodAutoscaler)
 	n, okNew := e.ObjectNew.(*autoscalingv2.HorizontalPodAutoscaler)
 	if !okOld || !okNew {
 		return true
 	}
-	return o.Generation != n.Generation || status.AutoscalerFault(o) != status.AutoscalerFault(n)
+	return o.Generation != n.Generation || status.AutoscalerFault(o) != status.AutoscalerFault(n) ||
+		status.AutoscalerLimited(o) != status.AutoscalerLimited(n)
 }
 
 func jobChanged(e event.UpdateEvent) bool {

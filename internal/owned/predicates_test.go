@@ -36,8 +36,9 @@ func TestARolloutProblemWakesTheReconcilerOnce(t *testing.T) {
 	}
 }
 
-// An autoscaler that starts or stops saying it cannot scale wakes the
-// reconciler; the metrics and counts it rewrites at each sync do not.
+// An autoscaler that starts or stops saying it cannot scale, or wants
+// more pods than its maximum, wakes the reconciler; the metrics and
+// counts it rewrites at each sync do not.
 func TestAnAutoscalersFaultWakesTheReconciler(t *testing.T) {
 	hpa := func(active corev1.ConditionStatus, reason string, current int32) *autoscalingv2.HorizontalPodAutoscaler {
 		h := &autoscalingv2.HorizontalPodAutoscaler{}
@@ -51,6 +52,12 @@ func TestAnAutoscalersFaultWakesTheReconciler(t *testing.T) {
 	}
 	respec := hpa(corev1.ConditionTrue, "ValidMetricFound", 2)
 	respec.Generation = 2
+	limited := func(reason string, current int32) *autoscalingv2.HorizontalPodAutoscaler {
+		h := hpa(corev1.ConditionTrue, "ValidMetricFound", current)
+		h.Status.Conditions = append(h.Status.Conditions, autoscalingv2.HorizontalPodAutoscalerCondition{
+			Type: autoscalingv2.ScalingLimited, Status: corev1.ConditionTrue, Reason: reason})
+		return h
+	}
 	for _, tc := range []struct {
 		name     string
 		old, new *autoscalingv2.HorizontalPodAutoscaler
@@ -62,6 +69,10 @@ func TestAnAutoscalersFaultWakesTheReconciler(t *testing.T) {
 		{"another fault", hpa(corev1.ConditionFalse, "FailedGetResourceMetric", 2), hpa(corev1.ConditionFalse, "InvalidSelector", 2), true},
 		{"metrics back", hpa(corev1.ConditionFalse, "FailedGetResourceMetric", 2), hpa(corev1.ConditionTrue, "ValidMetricFound", 2), true},
 		{"a new spec", hpa(corev1.ConditionTrue, "ValidMetricFound", 2), respec, true},
+		{"at its maximum", hpa(corev1.ConditionTrue, "ValidMetricFound", 8), limited("TooManyReplicas", 8), true},
+		{"still at its maximum", limited("TooManyReplicas", 8), limited("TooManyReplicas", 8), false},
+		{"below its maximum again", limited("TooManyReplicas", 8), hpa(corev1.ConditionTrue, "ValidMetricFound", 7), true},
+		{"held at its minimum", hpa(corev1.ConditionTrue, "ValidMetricFound", 1), limited("TooFewReplicas", 1), false},
 	} {
 		if got := autoscalerChanged(event.UpdateEvent{ObjectOld: tc.old, ObjectNew: tc.new}); got != tc.want {
 			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)

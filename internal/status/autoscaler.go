@@ -33,7 +33,7 @@ func AutoscalerProblem(hpa *autoscalingv2.HorizontalPodAutoscaler, now time.Time
 	if c == nil {
 		return "", 0
 	}
-	if left := c.LastTransitionTime.Add(AutoscalerGrace).Sub(now); left > 0 {
+	if left := untilLasted(c, AutoscalerGrace, now); left > 0 {
 		return "", left
 	}
 	return oneLine(fmt.Sprintf("the autoscaler cannot scale the serving pods (%s): %s",
@@ -98,4 +98,59 @@ func autoscalerFault(hpa *autoscalingv2.HorizontalPodAutoscaler) *autoscalingv2.
 		}
 	}
 	return nil
+}
+
+// AutoscalerLimitGrace is how long the autoscaler must have wanted more
+// pods than its maximum before the ModelServer says so: load at the edge
+// of the maximum turns the condition on and off at its syncs, and a
+// limit that does not last is no capacity problem.
+const AutoscalerLimitGrace = time.Minute
+
+// AutoscalerAtMaximum says that the autoscaler wants more serving pods
+// than spec.autoscaling.maxReplicas allows, once it has wanted them for
+// AutoscalerLimitGrace, for a warning of spec.autoscaling and an Event;
+// or "" with how long until the limit it reports now, if any, has lasted
+// that long. The ModelServer serves, and stays Ready: the warning is for
+// whoever sets the maximum. hpa may be nil.
+func AutoscalerAtMaximum(hpa *autoscalingv2.HorizontalPodAutoscaler, now time.Time) (limit string, due time.Duration) {
+	c := atMaximum(hpa)
+	if c == nil {
+		return "", 0
+	}
+	if left := untilLasted(c, AutoscalerLimitGrace, now); left > 0 {
+		return "", left
+	}
+	// The time it began, not how long ago: the words stay the same, and so
+	// does the status.
+	return fmt.Sprintf("the autoscaler has wanted more serving pods than maxReplicas (%d) allows since %s: raise spec.autoscaling.maxReplicas if the cluster has room for them",
+		hpa.Spec.MaxReplicas, c.LastTransitionTime.UTC().Format(time.RFC3339)), 0
+}
+
+// AutoscalerLimited tells whether the autoscaler says it wants more pods
+// than its maximum: what of its ScalingLimited condition, rewritten at
+// each of its syncs, matters to the ModelServer.
+func AutoscalerLimited(hpa *autoscalingv2.HorizontalPodAutoscaler) bool {
+	return atMaximum(hpa) != nil
+}
+
+// atMaximum is the autoscaler's ScalingLimited condition when it is True
+// for TooManyReplicas (the count it wants, capped at maxReplicas); not for
+// TooFewReplicas (an idle server held at minReplicas, as meant) nor for
+// the rate limits of spec.autoscaling.behavior, which pass.
+func atMaximum(hpa *autoscalingv2.HorizontalPodAutoscaler) *autoscalingv2.HorizontalPodAutoscalerCondition {
+	if hpa == nil {
+		return nil
+	}
+	for i, c := range hpa.Status.Conditions {
+		if c.Type == autoscalingv2.ScalingLimited && c.Status == corev1.ConditionTrue && c.Reason == "TooManyReplicas" {
+			return &hpa.Status.Conditions[i]
+		}
+	}
+	return nil
+}
+
+// untilLasted is how long until condition c has held for grace; 0 or less
+// once it has.
+func untilLasted(c *autoscalingv2.HorizontalPodAutoscalerCondition, grace time.Duration, now time.Time) time.Duration {
+	return c.LastTransitionTime.Add(grace).Sub(now)
 }

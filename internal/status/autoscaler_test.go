@@ -2,6 +2,7 @@ package status
 
 import (
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -55,6 +56,55 @@ func TestAnAutoscalerThatCannotScaleIsWarnedOfOnceItLasts(t *testing.T) {
 				t.Errorf("AutoscalerProblem =\n  %q, due in %v\nwant\n  %q, due in %v", got, due, tc.want, tc.wantDue)
 			}
 		})
+	}
+}
+
+// TestAnAutoscalerAtItsMaximumIsWarnedOfOnceItLasts: an autoscaler that
+// has wanted more pods than its maximum for the grace is a warning that
+// names the maximum and when it began, in words that stay the same while
+// it lasts; held at its minimum, or slowed by its behavior's rate, it is
+// not.
+func TestAnAutoscalerAtItsMaximumIsWarnedOfOnceItLasts(t *testing.T) {
+	limited := func(reason string, since time.Duration) *autoscalingv2.HorizontalPodAutoscaler {
+		hpa := autoscaler(
+			hpaCondition(autoscalingv2.ScalingActive, corev1.ConditionTrue, time.Hour, "ValidMetricFound", "…"),
+			hpaCondition(autoscalingv2.ScalingLimited, corev1.ConditionTrue, since, reason, "…"))
+		hpa.Spec.MaxReplicas = 8
+		return hpa
+	}
+	within := autoscaler(hpaCondition(autoscalingv2.ScalingLimited, corev1.ConditionFalse, time.Hour, "DesiredWithinRange", "the desired count is within the acceptable range"))
+	began := testNow.Add(-5 * time.Minute).UTC().Format(time.RFC3339)
+	for _, tc := range []struct {
+		name    string
+		hpa     *autoscalingv2.HorizontalPodAutoscaler
+		want    string
+		wantDue time.Duration
+	}{
+		{"none", nil, "", 0},
+		{"within range", within, "", 0},
+		{"held at its minimum", limited("TooFewReplicas", time.Hour), "", 0},
+		{"slowed by its behavior", limited("ScaleUpLimit", time.Hour), "", 0},
+		{"at its maximum for 20 s", limited("TooManyReplicas", 20*time.Second), "", 40 * time.Second},
+		{"at its maximum for 5 min", limited("TooManyReplicas", 5*time.Minute),
+			"the autoscaler has wanted more serving pods than maxReplicas (8) allows since " + began + ": raise spec.autoscaling.maxReplicas if the cluster has room for them", 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, due := AutoscalerAtMaximum(tc.hpa, testNow)
+			if got != tc.want || due != tc.wantDue {
+				t.Errorf("AutoscalerAtMaximum =\n  %q, due in %v\nwant\n  %q, due in %v", got, due, tc.want, tc.wantDue)
+			}
+			if later, _ := AutoscalerAtMaximum(tc.hpa, testNow.Add(time.Hour)); tc.want != "" && later != got {
+				t.Errorf("an hour later the warning reads %q: its words change while it lasts, and each change is a status write", later)
+			}
+			if AutoscalerLimited(tc.hpa) != strings.HasPrefix(tc.name, "at its maximum") {
+				t.Errorf("AutoscalerLimited = %v", AutoscalerLimited(tc.hpa))
+			}
+		})
+	}
+
+	o := Observation{AutoscalerLimit: "x", Warnings: []string{"spec.gateway: y"}}
+	if st := Compute(servingv1alpha1.ModelServerStatus{}, o, testNow); !slices.Equal(st.Warnings, []string{"spec.gateway: y", "spec.autoscaling: x"}) {
+		t.Errorf("warnings %q", st.Warnings)
 	}
 }
 

@@ -71,6 +71,10 @@ type Observation struct {
 	// AutoscalerProblem is what keeps the autoscaler from scaling, once
 	// it has lasted (AutoscalerProblem): a warning of spec.autoscaling.
 	AutoscalerProblem string
+	// AutoscalerLimit says the autoscaler has wanted more pods than its
+	// maximum for a while (AutoscalerAtMaximum): a warning of
+	// spec.autoscaling too.
+	AutoscalerLimit string
 
 	Deployment *appsv1.Deployment
 	// DesiredReplicas is the number of serving pods wanted: the spec's,
@@ -178,8 +182,10 @@ func Compute(old servingv1alpha1.ModelServerStatus, o Observation, now time.Time
 		Endpoints:          o.Endpoints,
 		Warnings:           o.Warnings,
 	}
-	if o.AutoscalerProblem != "" {
-		st.Warnings = append(slices.Clip(o.Warnings), oneLine("spec.autoscaling: "+o.AutoscalerProblem))
+	for _, w := range []string{o.AutoscalerProblem, o.AutoscalerLimit} {
+		if w != "" {
+			st.Warnings = append(slices.Clip(st.Warnings), oneLine("spec.autoscaling: "+w))
+		}
 	}
 	var modelNames []string
 	for _, m := range o.Models {
