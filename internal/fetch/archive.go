@@ -143,8 +143,11 @@ func (x *extractor) fileEntry(name string, size int64, r io.Reader) error {
 	}
 	rec := h.record(n)
 	rec.Path = rel
+	if _, seen := x.records[rel]; !seen {
+		// Added, not set: extractors pulling at once share the count.
+		x.prog.files.Add(1)
+	}
 	x.records[rel] = rec
-	x.prog.files.Store(int64(len(x.records)))
 	return nil
 }
 

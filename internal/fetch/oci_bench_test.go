@@ -59,6 +59,41 @@ func BenchmarkFetchOCI(b *testing.B) {
 		rates["gzip"], rates["tar"], rates["baseline"])
 }
 
+// BenchmarkFetchOCIArtifact pulls the same model as an oras artifact, a
+// layer per file, one file at a time (Concurrency 1) and as the fetch
+// does (ociLayersAtOnce at a time): over loopback, and from a registry
+// that caps each download at 50 MB/s, as one behind a CDN caps a
+// connection.
+func BenchmarkFetchOCIArtifact(b *testing.B) {
+	reg := newTestRegistry(b, "")
+	uri := reg.push(b, "bench:artifact", filesArtifact(b, benchModelFiles()))
+	total := int64(benchFiles * benchFileSize)
+	rates := map[string]float64{}
+	for _, capped := range []bool{false, true} {
+		for _, conc := range []int{1, DefaultConcurrency} {
+			kind := fmt.Sprintf("loopback/files-at-once=%d", min(conc, ociLayersAtOnce))
+			if capped {
+				kind = fmt.Sprintf("50MBps-a-stream/files-at-once=%d", min(conc, ociLayersAtOnce))
+				reg.streamRate.Store(50e6)
+			}
+			b.Run(kind, func(b *testing.B) {
+				rates[kind] = float64(total) / 1e6 / timeEachRun(b, total, func(dest string) error {
+					o, _ := testOptions(b, uri, "")
+					o.Dest, o.Concurrency = dest, conc
+					sum, err := Run(context.Background(), o)
+					if err == nil && sum.Bytes != total {
+						err = fmt.Errorf("summary %+v", sum)
+					}
+					return err
+				}).Seconds()
+			})
+		}
+	}
+	b.Logf("256 MiB as an artifact of %d files: over loopback %.0f MB/s one at a time, %.0f MB/s %d at once; at 50 MB/s a stream %.0f MB/s one at a time, %.0f MB/s %d at once",
+		benchFiles, rates["loopback/files-at-once=1"], rates[fmt.Sprintf("loopback/files-at-once=%d", ociLayersAtOnce)], ociLayersAtOnce,
+		rates["50MBps-a-stream/files-at-once=1"], rates[fmt.Sprintf("50MBps-a-stream/files-at-once=%d", ociLayersAtOnce)], ociLayersAtOnce)
+}
+
 // pullAndUntar pulls an image's layers and unpacks them into dest, with no
 // digest of the files, no checks and no sync.
 func pullAndUntar(ref, dest string) error {

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -45,6 +46,26 @@ type testRegistry struct {
 	// fault, when set, answers a blob download in place of the registry
 	// when it returns true.
 	fault atomic.Pointer[func(w http.ResponseWriter, r *http.Request) bool]
+	// streamRate, when set, caps each blob download at that many bytes a
+	// second, as a registry behind a CDN caps a connection.
+	streamRate atomic.Int64
+}
+
+// paced writes at most rate bytes a second.
+type paced struct {
+	http.ResponseWriter
+	rate  int64
+	start time.Time
+	sent  int64
+}
+
+func (p *paced) Write(b []byte) (int, error) {
+	n, err := p.ResponseWriter.Write(b)
+	p.sent += int64(n)
+	if ahead := time.Duration(p.sent*int64(time.Second)/p.rate) - time.Since(p.start); ahead > 0 {
+		time.Sleep(ahead)
+	}
+	return n, err
 }
 
 func newTestRegistry(t testing.TB, auth string) *testRegistry {
@@ -61,6 +82,9 @@ func newTestRegistry(t testing.TB, auth string) *testRegistry {
 			r.blobs.Add(1)
 			if f := r.fault.Load(); f != nil && (*f)(w, req) {
 				return
+			}
+			if rate := r.streamRate.Load(); rate > 0 {
+				w = &paced{ResponseWriter: w, rate: rate, start: time.Now()}
 			}
 		}
 		inner.ServeHTTP(w, req)
@@ -568,5 +592,92 @@ func TestImagePullSecretsGiveTheModelsRegistryItsCredentials(t *testing.T) {
 	fe = wantFailure(t, mustFail(Run(context.Background(), o)), servingv1alpha1.ReasonFetchFailed, ExitPermanent)
 	if !strings.Contains(fe.Message, `image pull secret "broken"`) || strings.Contains(fe.Message, password) {
 		t.Errorf("message %q: want it to name the Secret, not show its value", fe.Message)
+	}
+}
+
+// filesArtifact is an oras artifact of one layer per file, titled by its
+// path.
+func filesArtifact(t testing.TB, files map[string][]byte) v1.Image {
+	t.Helper()
+	img := mutate.MediaType(empty.Image, types.OCIManifestSchema1)
+	for _, n := range slices.Sorted(maps.Keys(files)) {
+		var err error
+		img, err = mutate.Append(img, mutate.Addendum{
+			Layer:       static.NewLayer(files[n], "application/octet-stream"),
+			Annotations: map[string]string{annotationTitle: n},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	return mutate.ConfigMediaType(img, types.OCIEmptyJSON)
+}
+
+// TestAnArtifactsFilesArePulledAtOnce: the files of an artifact are
+// pulled ociLayersAtOnce at a time, not one after another; one that
+// fails ends the fetch with its own failure, and nothing is published.
+func TestAnArtifactsFilesArePulledAtOnce(t *testing.T) {
+	reg := newTestRegistry(t, "")
+	files := model(1, 2, 3) // 12 files
+	uri := reg.push(t, "files:v1", filesArtifact(t, files))
+
+	var inFlight, most atomic.Int64
+	overlap := func(http.ResponseWriter, *http.Request) bool {
+		n := inFlight.Add(1)
+		defer inFlight.Add(-1)
+		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+		}
+		time.Sleep(20 * time.Millisecond) // long enough for the others to start
+		return false
+	}
+	reg.fault.Store(&overlap)
+	o, logs := testOptions(t, uri, "")
+	if _, err := Run(context.Background(), o); err != nil {
+		t.Fatalf("%v\n%s", err, logs)
+	}
+	assertTree(t, o.Dest, files)
+	if n := most.Load(); n < 2 || n > ociLayersAtOnce {
+		t.Errorf("at most %d files were pulled at once, want 2 to %d", n, ociLayersAtOnce)
+	}
+
+	var served atomic.Int64
+	missing := func(w http.ResponseWriter, _ *http.Request) bool {
+		if served.Add(1) != 5 {
+			return false
+		}
+		w.WriteHeader(http.StatusNotFound)
+		_, _ = io.WriteString(w, `{"errors":[{"code":"BLOB_UNKNOWN","message":"blob unknown to registry"}]}`)
+		return true
+	}
+	reg.fault.Store(&missing)
+	o, _ = testOptions(t, uri, "")
+	fe := wantFailure(t, mustFail(Run(context.Background(), o)), servingv1alpha1.ReasonNotFound, ExitPermanent)
+	if !strings.Contains(fe.Message, "BLOB_UNKNOWN") || !strings.Contains(fe.Message, "layer ") {
+		t.Errorf("message %q: want the layer and the registry's word", fe.Message)
+	}
+	assertNothingPublished(t, o.Dest)
+}
+
+// Pulled at once only when no two layers write the same path; others are
+// applied one by one, in order.
+func TestFilesApart(t *testing.T) {
+	file := func(title string) v1.Descriptor {
+		return v1.Descriptor{Annotations: map[string]string{annotationTitle: title}}
+	}
+	dir := v1.Descriptor{Annotations: map[string]string{annotationTitle: "resnet", annotationUnpack: "true"}}
+	for _, tc := range []struct {
+		name   string
+		layers []v1.Descriptor
+		want   bool
+	}{
+		{"files of their own", []v1.Descriptor{file("1/saved_model.pb"), file("1/variables/variables.index"), file("./2/saved_model.pb")}, true},
+		{"the same path twice", []v1.Descriptor{file("1/saved_model.pb"), file("1//saved_model.pb")}, false},
+		{"a file inside another's path", []v1.Descriptor{file("1"), file("1/saved_model.pb")}, false},
+		{"a directory to unpack", []v1.Descriptor{file("1/saved_model.pb"), dir}, false},
+		{"a path out of the model", []v1.Descriptor{file("../1/saved_model.pb")}, false},
+	} {
+		if got := filesApart(tc.layers); got != tc.want {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
 	}
 }

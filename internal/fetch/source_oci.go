@@ -7,11 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path"
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/authn"
@@ -21,6 +23,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 	"github.com/klauspost/compress/zstd"
+	"golang.org/x/sync/errgroup"
 
 	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
 )
@@ -183,11 +186,18 @@ func (f *fetcher) fetchOCI(ctx context.Context, staging string) ([]fileRecord, e
 		prog.bytes.Store(0)
 		prog.files.Store(0)
 		x := newExtractor(staging, f.o.MaxBytes, f.o.MaxFiles, prog)
-		o := &overlay{x: x, origin: map[string]int{}}
 		defer func() { records = x.list() }()
+		if artifact && filesApart(layers) {
+			return f.pullFilesAtOnce(ctx, layers, x)
+		}
+		o := &overlay{x: x, origin: map[string]int{}}
+		filter := o.modelcarEntry
+		if artifact {
+			filter = nil // a directory oras packed: its entries are the model's
+		}
 		for i, desc := range layers {
 			o.layer = i
-			if err := f.pullLayer(ctx, desc, artifact, o); err != nil {
+			if err := f.pullLayer(ctx, i, desc, artifact, x, filter); err != nil {
 				return err
 			}
 		}
@@ -204,11 +214,69 @@ func (f *fetcher) fetchOCI(ctx context.Context, staging string) ([]fileRecord, e
 	return records, nil
 }
 
-// pullLayer downloads one layer, its digest verified as it arrives, and
-// writes what it holds into the overlay.
-func (f *fetcher) pullLayer(ctx context.Context, desc v1.Descriptor, artifact bool, o *overlay) error {
+// ociLayersAtOnce is how many of an artifact's files are pulled at once:
+// a registry, or the CDN behind it, gives each stream its share, and a
+// model's files are many (a SavedModel's variables shards).
+const ociLayersAtOnce = 4
+
+// filesApart tells whether an artifact's layers are all files (none a
+// directory to unpack), each at a path of its own, none inside another's:
+// no two write the same path, so the order they are written in does not
+// matter and they may be pulled at once.
+func filesApart(layers []v1.Descriptor) bool {
+	paths := make(map[string]bool, len(layers))
+	for _, l := range layers {
+		if l.Annotations[annotationUnpack] == "true" {
+			return false
+		}
+		p, err := entryPath(l.Annotations[annotationTitle])
+		if err != nil || p == "" || paths[p] {
+			return false // pulled one by one, the failure is named there
+		}
+		paths[p] = true
+	}
+	for p := range paths {
+		for d := path.Dir(p); d != "."; d = path.Dir(d) {
+			if paths[d] {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// pullFilesAtOnce pulls an artifact's files ociLayersAtOnce at a time,
+// each into an extractor of its own, and gathers what they wrote into x.
+// The first failure ends the others.
+func (f *fetcher) pullFilesAtOnce(ctx context.Context, layers []v1.Descriptor, x *extractor) error {
+	if len(layers) > x.maxFiles {
+		return permanentf(servingv1alpha1.ReasonTooLarge, "the artifact holds more than %d files", x.maxFiles)
+	}
+	var mu sync.Mutex
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(min(ociLayersAtOnce, f.o.Concurrency))
+	for i, desc := range layers {
+		g.Go(func() error {
+			one := newExtractor(x.dir, x.maxBytes, x.maxFiles, x.prog)
+			if err := f.pullLayer(gctx, i, desc, true, one, nil); err != nil {
+				return err
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			maps.Copy(x.records, one.records)
+			x.bytes += one.bytes
+			return nil
+		})
+	}
+	return g.Wait()
+}
+
+// pullLayer downloads layer index, its digest verified as it arrives, and
+// writes what it holds into x: an artifact's file under its title, or the
+// entries of a tar as filter says.
+func (f *fetcher) pullLayer(ctx context.Context, index int, desc v1.Descriptor, artifact bool, x *extractor, filter entryFilter) error {
 	m := f.oci
-	what := fmt.Sprintf("%s layer %d (%s)", m.shown, o.layer+1, desc.Digest)
+	what := fmt.Sprintf("%s layer %d (%s)", m.shown, index+1, desc.Digest)
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	layer, err := remote.Layer(m.ref.Context().Digest(desc.Digest.String()), append(m.opts, remote.WithContext(ctx))...)
@@ -222,7 +290,7 @@ func (f *fetcher) pullLayer(ctx context.Context, desc v1.Descriptor, artifact bo
 	defer func() { _ = body.Close() }()
 	stall := f.o.StallTimeout
 	// No sha256 of ours: the layer's reader checks its digest at the end.
-	br := &bodyReader{r: body, prog: o.x.prog, limit: f.o.MaxBytes, stall: stall,
+	br := &bodyReader{r: body, prog: x.prog, limit: f.o.MaxBytes, stall: stall,
 		watchdog: time.AfterFunc(stall, func() { cancel(errStalled) })}
 	defer br.watchdog.Stop()
 	ahead := newAheadReader(br, 4, 1<<20)
@@ -254,7 +322,7 @@ func (f *fetcher) pullLayer(ctx context.Context, desc v1.Descriptor, artifact bo
 
 	title := desc.Annotations[annotationTitle]
 	if artifact && desc.Annotations[annotationUnpack] != "true" {
-		if err := o.x.fileEntry(title, desc.Size, ahead); err != nil {
+		if err := x.fileEntry(title, desc.Size, ahead); err != nil {
 			return failed(err)
 		}
 		return failed(drain(ahead))
@@ -264,11 +332,7 @@ func (f *fetcher) pullLayer(ctx context.Context, desc v1.Descriptor, artifact bo
 		return failed(err)
 	}
 	defer closeReader()
-	filter := o.modelcarEntry
-	if artifact {
-		filter = nil // a directory oras packed: its entries are the model's
-	}
-	if err := o.x.untarFiltered(r, filter); err != nil {
+	if err := x.untarFiltered(r, filter); err != nil {
 		return failed(err)
 	}
 	// The digest covers every byte: read what follows the tar's end.
@@ -380,7 +444,10 @@ func (o *overlay) remove(p string, opaque bool) {
 			continue
 		}
 		delete(o.origin, q)
-		delete(o.x.records, q)
+		if _, ok := o.x.records[q]; ok {
+			delete(o.x.records, q)
+			o.x.prog.files.Add(-1)
+		}
 		_ = os.RemoveAll(filepath.Join(o.x.dir, filepath.FromSlash(q)))
 	}
 }
