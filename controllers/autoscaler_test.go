@@ -139,6 +139,11 @@ func TestAnAutoscalerAtItsMaximumIsWarnedOf(t *testing.T) {
 	if n := rec.count("AutoscalerAtMaximum"); n != 1 {
 		t.Errorf("%d AutoscalerAtMaximum Events, want 1; all:\n%s", n, rec)
 	}
+	// Other tests' autoscalers, in the suite's operator, are never at their
+	// maximum: the local cluster's cannot want more pods.
+	if n := gather(t).value("modelserver_autoscalers_at_maximum", nil); n != 1 {
+		t.Errorf("modelserver_autoscalers_at_maximum %v, want 1: this ModelServer", n)
+	}
 
 	reconcileAt(since.Add(3*status.AutoscalerLimitGrace), false, func(got *servingv1alpha1.ModelServer, _ ctrl.Result) string {
 		if len(got.Status.Warnings) != 0 {
@@ -146,6 +151,9 @@ func TestAnAutoscalerAtItsMaximumIsWarnedOf(t *testing.T) {
 		}
 		return ""
 	})
+	if n := gather(t).value("modelserver_autoscalers_at_maximum", nil); n != 0 {
+		t.Errorf("modelserver_autoscalers_at_maximum %v once within its range, want 0", n)
+	}
 }
 
 // writeAutoscalerLimited writes the conditions of an autoscaler that

@@ -103,6 +103,7 @@ func (r *ModelServerReconciler) reportAutoscaler(ms *servingv1alpha1.ModelServer
 	if limitDue > 0 && (obs.autoscalerLookAgainIn == 0 || limitDue < obs.autoscalerLookAgainIn) {
 		obs.autoscalerLookAgainIn = limitDue
 	}
+	metrics.AutoscalerAtMaximum(ms.UID, report.AutoscalerLimit != "")
 	if report.AutoscalerLimit == "" {
 		r.problems.resolved(ms.UID, eventAutoscalerAtMaximum)
 	} else {

@@ -84,6 +84,12 @@ var (
 		Help:      "ModelServers whose autoscaler has said for 2 minutes that it cannot scale (no metrics, a selector or scale it cannot use, a target scaled to zero), by cause.",
 	}, []string{"cause"})
 
+	atMaximumGauge = prometheus.NewGauge(prometheus.GaugeOpts{
+		Namespace: Namespace,
+		Name:      "autoscalers_at_maximum",
+		Help:      "ModelServers whose autoscaler has wanted more serving pods than spec.autoscaling.maxReplicas for a minute: endpoints serving at their most.",
+	})
+
 	timeToReady = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Namespace: Namespace,
 		Name:      "time_to_ready_seconds",
@@ -93,7 +99,7 @@ var (
 )
 
 // collectors are the operator's metrics, registered with controller-runtime.
-var collectors = []prometheus.Collector{phaseGauge, stalledGauge, stalledFetchGauge, inactiveAutoscalerGauge, helmOperations, helmDuration, fetchDuration, fetchBytes, fetchModelBytes, timeToReady}
+var collectors = []prometheus.Collector{phaseGauge, stalledGauge, stalledFetchGauge, inactiveAutoscalerGauge, atMaximumGauge, helmOperations, helmDuration, fetchDuration, fetchBytes, fetchModelBytes, timeToReady}
 
 func init() {
 	ctrlmetrics.Registry.MustRegister(collectors...)
@@ -134,6 +140,8 @@ type tracked struct {
 	// stalledFetch, of its fetch pods' not starting; autoscaler, of its
 	// autoscaler's not scaling.
 	stalled, stalledFetch, autoscaler string
+	// atMaximum says its autoscaler is counted at its maximum.
+	atMaximum bool
 	// generation and since: the generation last seen and when it was
 	// first seen; ready says time to Ready was recorded for it.
 	generation int64
@@ -210,6 +218,27 @@ func InactiveAutoscaler(uid types.UID, cause string) {
 	recordCause(uid, inactiveAutoscalerGauge, func(t *tracked) *string { return &t.autoscaler }, cause)
 }
 
+// AutoscalerAtMaximum records whether a ModelServer's autoscaler has
+// wanted more pods than its maximum for a while.
+func AutoscalerAtMaximum(uid types.UID, at bool) {
+	mu.Lock()
+	defer mu.Unlock()
+	if _, ok := servers[uid]; !ok && !at {
+		return // nothing to clear: no need to track it
+	}
+	countAtMaximum(get(uid), at)
+}
+
+func countAtMaximum(t *tracked, at bool) {
+	switch {
+	case at && !t.atMaximum:
+		atMaximumGauge.Inc()
+	case !at && t.atMaximum:
+		atMaximumGauge.Dec()
+	}
+	t.atMaximum = at
+}
+
 // recordCause moves uid to cause in gauge, in the field of its record that
 // field names.
 func recordCause(uid types.UID, gauge *prometheus.GaugeVec, field func(*tracked) *string, cause string) {
@@ -247,6 +276,7 @@ func Forget(uid types.UID) {
 		moveCause(stalledGauge, &t.stalled, "")
 		moveCause(stalledFetchGauge, &t.stalledFetch, "")
 		moveCause(inactiveAutoscalerGauge, &t.autoscaler, "")
+		countAtMaximum(t, false)
 	}
 	delete(servers, uid)
 }

@@ -115,6 +115,30 @@ func TestAStalledModelServerIsCountedUnderOneCauseUntilItMovesOn(t *testing.T) {
 	}
 }
 
+// An autoscaler at its maximum counts its ModelServer once, until it is
+// no more or the ModelServer is deleted.
+func TestAnAutoscalerAtItsMaximumIsCountedOnce(t *testing.T) {
+	uid, never := types.UID("at-maximum"), types.UID("never-at-maximum")
+	AutoscalerAtMaximum(uid, true)
+	AutoscalerAtMaximum(uid, true)
+	if got := value(t, atMaximumGauge); got != 1 {
+		t.Errorf("%v at their maximum, want 1", got)
+	}
+	AutoscalerAtMaximum(uid, false)
+	AutoscalerAtMaximum(never, false)
+	if got := value(t, atMaximumGauge); got != 0 {
+		t.Errorf("%v at their maximum once it is no more, want 0", got)
+	}
+	if _, tracked := servers[never]; tracked {
+		t.Error("a ModelServer never at its maximum is tracked for clearing it")
+	}
+	AutoscalerAtMaximum(uid, true)
+	Forget(uid)
+	if got := value(t, atMaximumGauge); got != 0 {
+		t.Errorf("%v at their maximum after the ModelServer was deleted, want 0", got)
+	}
+}
+
 func TestAFetchIsCountedOnceHoweverOftenItsEndIsSeen(t *testing.T) {
 	for range 3 {
 		FetchEnded("ms", "job-1", true, 2*time.Second, 1000)
