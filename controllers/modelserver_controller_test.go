@@ -333,6 +333,13 @@ func TestBadSpecsAreRejectedAtAdmission(t *testing.T) {
 		}), "spec.model.storageUri", "an oci:// URI names an image"},
 		{"oci:// without a repository", newModelServer(ns, "ocirepo", func(ms *servingv1alpha1.ModelServer) { ms.Spec.Model.StorageURI = "oci://r.example" }),
 			"spec.model.storageUri", "oci://<registry>/<repository>"},
+		{"a signature of an s3:// model", newModelServer(ns, "sigs3", func(ms *servingv1alpha1.ModelServer) {
+			ms.Spec.Model.Signature = &servingv1alpha1.ModelSignature{PublicKeys: []string{"-----BEGIN PUBLIC KEY-----\nx\n-----END PUBLIC KEY-----\n"}}
+		}), "spec.model", "applies to oci:// models only"},
+		{"a signature key that is no PEM public key", newModelServer(ns, "sigkey", func(ms *servingv1alpha1.ModelServer) {
+			ms.Spec.Model.StorageURI = "oci://r.example/m:v1"
+			ms.Spec.Model.Signature = &servingv1alpha1.ModelSignature{PublicKeys: []string{"cosign.pub"}}
+		}), "spec.model.signature.publicKeys[0]", "each key is a PEM public key"},
 		{"shell metacharacters in URI", newModelServer(ns, "inject", func(ms *servingv1alpha1.ModelServer) { ms.Spec.Model.StorageURI = "s3://m/x;rm -rf /" }),
 			"spec.model.storageUri", "should match"},
 		{"negative replicas", newModelServer(ns, "negative", func(ms *servingv1alpha1.ModelServer) { ms.Spec.Replicas = ptrTo[int32](-1) }),

@@ -66,6 +66,9 @@ const (
 	ReasonTimeout = "Timeout"
 	// ReasonInvalidURI: the storage URI cannot be fetched from.
 	ReasonInvalidURI = "InvalidURI"
+	// ReasonSignatureNotVerified: an oci:// model's image has no cosign
+	// signature by a key of spec.model.signature.
+	ReasonSignatureNotVerified = "SignatureNotVerified"
 	// ReasonFetchFailed: any other fetch failure.
 	ReasonFetchFailed = "FetchFailed"
 

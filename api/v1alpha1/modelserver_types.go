@@ -404,6 +404,7 @@ type NetworkPolicySpec struct {
 
 // ModelSpec names a model and where it is stored.
 // +kubebuilder:validation:XValidation:rule="!has(self.credentialsSecret) || !self.storageUri.startsWith('pvc://')",message="spec.model.credentialsSecret does not apply to a pvc:// model"
+// +kubebuilder:validation:XValidation:rule="!has(self.signature) || self.storageUri.startsWith('oci://')",message="spec.model.signature applies to oci:// models only: their signatures are in their registry"
 type ModelSpec struct {
 	// name is the TensorFlow Serving model name, the <name> in
 	// /v1/models/<name>. Default: the ModelServer's name.
@@ -453,6 +454,13 @@ type ModelSpec struct {
 	// +optional
 	CredentialsSecret string `json:"credentialsSecret,omitempty"`
 
+	// signature, for an oci:// model, requires a cosign signature of the
+	// image, made with one of these keys, before anything of it is
+	// written: an unsigned model, or one signed by another key, fails the
+	// fetch with reason SignatureNotVerified, and the model served stays.
+	// +optional
+	Signature *ModelSignature `json:"signature,omitempty"`
+
 	// maxSizeBytes caps the size of the fetched model; a larger one fails
 	// the fetch with reason TooLarge. Default: 1 TiB.
 	// +kubebuilder:validation:Minimum=1
@@ -471,6 +479,22 @@ type ModelSpec struct {
 	// +kubebuilder:validation:XValidation:rule="self.all(k, self[k] >= 1)",message="spec.model.versionLabels values must be versions >= 1"
 	// +optional
 	VersionLabels map[string]int64 `json:"versionLabels,omitempty"`
+}
+
+// ModelSignature names the keys whose cosign signature an oci:// model's
+// image must carry.
+type ModelSignature struct {
+	// publicKeys are PEM public keys (-----BEGIN PUBLIC KEY-----, as
+	// cosign generate-key-pair writes cosign.pub): ECDSA, RSA or Ed25519.
+	// A signature by any of them verifies the image: list the next key
+	// beside the current one to rotate.
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=8
+	// +kubebuilder:validation:items:MaxLength=8192
+	// +kubebuilder:validation:items:XValidation:rule="self.contains('-----BEGIN PUBLIC KEY-----')",message="spec.model.signature.publicKeys: each key is a PEM public key (-----BEGIN PUBLIC KEY-----), as cosign.pub is"
+	// +listType=atomic
+	// +required
+	PublicKeys []string `json:"publicKeys"`
 }
 
 // VersionPolicy is TensorFlow Serving's model_version_policy: exactly one
@@ -748,6 +772,12 @@ type ModelStatus struct {
 	// when the fetch ran.
 	// +optional
 	ResolvedImage string `json:"resolvedImage,omitempty"`
+	// signedBy is, for a model whose spec asks for a signature, the key
+	// whose cosign signature of the image verified it: "sha256:" and the
+	// hex of the sha256 of the key's DER form (openssl pkey -pubin -in
+	// cosign.pub -outform DER | sha256sum).
+	// +optional
+	SignedBy string `json:"signedBy,omitempty"`
 	// versions found in the fetched model.
 	// +optional
 	// +listType=atomic

@@ -24,6 +24,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 
 	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
+	"github.com/modelserver-dev/modelserver-operator/internal/imagesig"
 	"github.com/modelserver-dev/modelserver-operator/internal/storageuri"
 )
 
@@ -48,6 +49,9 @@ type Options struct {
 	// PullSecrets are the serving pods' image pull secrets, read for an
 	// oci:// model's registry credentials after the credentials Secret's.
 	PullSecrets []PullSecret
+	// SignatureKeys, PEM public keys, require an oci:// model's image to
+	// carry a cosign signature by one of them (imagesig).
+	SignatureKeys []string
 	// MaxBytes caps the model's size (0: DefaultMaxBytes).
 	MaxBytes int64
 	// MaxFiles caps its number of files (0: DefaultMaxFiles).
@@ -122,6 +126,13 @@ func Run(ctx context.Context, o Options) (Summary, error) {
 		return Summary{}, err
 	}
 	creds.hidePullSecrets(pulls)
+	keys, err := imagesig.ParseKeys(o.SignatureKeys)
+	if err != nil {
+		return Summary{}, permanentf(servingv1alpha1.ReasonFetchFailed, "--signature-key: %v", err)
+	}
+	if len(keys) > 0 && loc.Scheme != storageuri.SchemeOCI {
+		return Summary{}, permanentf(servingv1alpha1.ReasonFetchFailed, "--signature-key applies to oci:// models only")
+	}
 	if o.Timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, o.Timeout)
@@ -133,6 +144,7 @@ func Run(ctx context.Context, o Options) (Summary, error) {
 		dest:  filepath.Clean(o.Dest),
 		creds: creds,
 		pulls: pulls,
+		keys:  keys,
 		log:   slog.New(redactingHandler{inner: o.Logger.Handler(), redact: creds.Redact}),
 	}
 	f.retry = newRetrier(o.Retry, f.log)
@@ -154,8 +166,12 @@ type fetcher struct {
 	dest  string
 	creds Credentials
 	pulls []loadedPullSecret
-	log   *slog.Logger
-	retry *retrier
+	// keys are the keys an oci:// model's signature must be made with,
+	// and signedBy the one that made it, once verified.
+	keys     []imagesig.Key
+	signedBy string
+	log      *slog.Logger
+	retry    *retrier
 	// origin is what the manifest records the model came from, and what
 	// a later fetch must find there to download nothing: the URI, and for
 	// an oci:// tag the digest it named when pulled, so that a moved tag
@@ -222,7 +238,7 @@ func (f *fetcher) run(ctx context.Context) (Summary, error) {
 	}
 	m := newManifest(f.origin, versions, records)
 	if f.oci != nil {
-		m.Image = f.oci.pinned.String()
+		m.Image, m.SignedBy = f.oci.pinned.String(), f.signedBy
 	}
 	if err := writeManifest(staging, m); err != nil {
 		return Summary{}, err
@@ -265,6 +281,17 @@ func (f *fetcher) resolveOCI(ctx context.Context) (Summary, bool, error) {
 		if sum, ok := f.alreadyFetched(ctx); ok {
 			return sum, true, nil
 		}
+	}
+	if len(f.keys) > 0 {
+		err := f.retry.do(ctx, m.shown+" signature", func(ctx context.Context) error {
+			k, err := m.verifySignature(ctx, f.keys)
+			f.signedBy = k.ID
+			return err
+		})
+		if err != nil {
+			return Summary{}, false, err
+		}
+		f.log.Info("the image's cosign signature verifies", "digest", m.pinned.DigestStr(), "key", f.signedBy)
 	}
 	return Summary{}, false, nil
 }

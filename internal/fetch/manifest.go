@@ -38,6 +38,9 @@ type Summary struct {
 	// Image is the image an oci:// model was pulled from, by digest
 	// (registry/repository@sha256:...): what its tag named then.
 	Image string `json:"image,omitempty"`
+	// SignedBy is the key whose cosign signature of Image verified it
+	// (imagesig.Key.ID), where one was required.
+	SignedBy string `json:"signedBy,omitempty"`
 }
 
 type manifest struct {
@@ -49,11 +52,12 @@ type manifest struct {
 	Bytes    int64        `json:"bytes"`
 	Digest   string       `json:"digest"`
 	Image    string       `json:"image,omitempty"`
+	SignedBy string       `json:"signedBy,omitempty"`
 	Files    []fileRecord `json:"files"`
 }
 
 func (m manifest) summary() Summary {
-	return Summary{Versions: m.Versions, Files: int64(len(m.Files)), Bytes: m.Bytes, Digest: m.Digest, Image: m.Image}
+	return Summary{Versions: m.Versions, Files: int64(len(m.Files)), Bytes: m.Bytes, Digest: m.Digest, Image: m.Image, SignedBy: m.SignedBy}
 }
 
 func newManifest(uri string, versions []int64, files []fileRecord) manifest {

@@ -111,6 +111,28 @@ func (r *testRegistry) push(t testing.TB, repoTag string, img v1.Image) string {
 	return "oci://" + r.host + "/" + repoTag
 }
 
+// pushIndex writes idx as repo:tag and returns its oci:// URI.
+func (r *testRegistry) pushIndex(t testing.TB, repoTag string, idx v1.ImageIndex) string {
+	t.Helper()
+	ref, err := name.ParseReference(r.host + "/" + repoTag)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := remote.WriteIndex(ref, idx); err != nil {
+		t.Fatal(err)
+	}
+	return "oci://" + r.host + "/" + repoTag
+}
+
+// imageIndex is an index of an image for each architecture.
+func imageIndex(byArch map[string]v1.Image) v1.ImageIndex {
+	idx := v1.ImageIndex(empty.Index)
+	for arch, img := range byArch {
+		idx = mutate.AppendManifests(idx, mutate.IndexAddendum{Add: img, Descriptor: v1.Descriptor{Platform: &v1.Platform{OS: "linux", Architecture: arch}}})
+	}
+	return idx
+}
+
 // imageOf is an image of layers, each a gzipped tar of its entries.
 func imageOf(t testing.TB, layers ...[]archiveEntry) v1.Image {
 	t.Helper()
@@ -421,23 +443,8 @@ func TestARegistryInPlainHTTPIsReachedOnlyWhenTheSecretSaysSo(t *testing.T) {
 // one fails at once, naming the platform.
 func TestAnIndexGivesTheNodesPlatform(t *testing.T) {
 	reg := newTestRegistry(t, "")
-	index := func(byArch map[string]v1.Image) v1.ImageIndex {
-		idx := v1.ImageIndex(empty.Index)
-		for arch, img := range byArch {
-			idx = mutate.AppendManifests(idx, mutate.IndexAddendum{Add: img, Descriptor: v1.Descriptor{Platform: &v1.Platform{OS: "linux", Architecture: arch}}})
-		}
-		return idx
-	}
-	pushIndex := func(repoTag string, idx v1.ImageIndex) string {
-		ref, err := name.ParseReference(reg.host + "/" + repoTag)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := remote.WriteIndex(ref, idx); err != nil {
-			t.Fatal(err)
-		}
-		return "oci://" + reg.host + "/" + repoTag
-	}
+	index := imageIndex
+	pushIndex := func(repoTag string, idx v1.ImageIndex) string { return reg.pushIndex(t, repoTag, idx) }
 	other := "s390x"
 	if runtime.GOARCH == other {
 		other = "ppc64le"

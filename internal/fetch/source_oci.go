@@ -61,9 +61,10 @@ type ociModel struct {
 	keys  registryKeychain
 	shown string
 	// pinned is the manifest ref named when resolved, by its digest, and
-	// manifest that manifest.
-	pinned   name.Digest
-	manifest *v1.Manifest
+	// manifest that manifest; named is what ref named, by its digest: the
+	// same, or an index holding it.
+	pinned, named name.Digest
+	manifest      *v1.Manifest
 }
 
 func (f *fetcher) openOCI() (*ociModel, error) {
@@ -102,10 +103,15 @@ func (f *fetcher) openOCI() (*ociModel, error) {
 // resolve reads the manifest that the reference names now: its digest
 // pins the layers of every later attempt, even if the tag moves.
 func (m *ociModel) resolve(ctx context.Context) error {
-	img, err := remote.Image(m.ref, append(m.opts, remote.WithContext(ctx))...)
+	desc, err := remote.Get(m.ref, append(m.opts, remote.WithContext(ctx))...)
 	if err != nil {
 		return m.classify(err, m.shown)
 	}
+	img, err := desc.Image() // an index gives the node's platform's image
+	if err != nil {
+		return m.classify(err, m.shown)
+	}
+	m.named = m.ref.Context().Digest(desc.Digest.String())
 	digest, err := img.Digest()
 	if err != nil {
 		return m.classify(err, m.shown)

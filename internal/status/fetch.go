@@ -80,9 +80,9 @@ func modelFetch(m values.SpecModel, fj *FetchJob, previous map[string]servingv1a
 			// taken before.
 			st = servingv1alpha1.ModelStatus{Name: m.Name, Fetch: string(state), FetchedGeneration: m.Generation}
 			if s, ok := fetch.ParseSummary(fj.Termination); ok {
-				st.Digest, st.SizeBytes, st.Versions, st.ResolvedImage = s.Digest, s.Bytes, s.Versions, s.Image
+				st.Digest, st.SizeBytes, st.Versions, st.ResolvedImage, st.SignedBy = s.Digest, s.Bytes, s.Versions, s.Image, s.SignedBy
 			} else if other, ok := sameGeneration(previous, m.Generation); ok {
-				st.Digest, st.SizeBytes, st.Versions, st.ResolvedImage = other.Digest, other.SizeBytes, other.Versions, other.ResolvedImage
+				st.Digest, st.SizeBytes, st.Versions, st.ResolvedImage, st.SignedBy = other.Digest, other.SizeBytes, other.Versions, other.ResolvedImage, other.SignedBy
 			}
 			mf.NewlyFetched = true
 		}

@@ -41,6 +41,9 @@ func FetchGeneration(ms *servingv1alpha1.ModelServer, m servingv1alpha1.ModelSpe
 	if ms.Spec.Storage.StorageClassName != nil {
 		parts = append(parts, *ms.Spec.Storage.StorageClassName)
 	}
+	if m.Signature != nil {
+		parts = append(parts, "signature", canonical(m.Signature.PublicKeys))
+	}
 	if len(pullSecrets(ms, m)) > 0 {
 		// The Job mounts them: a Job made before it did must be replaced.
 		parts = append(parts, "pull-secrets-mounted")
@@ -80,6 +83,11 @@ func fetchArgs(m servingv1alpha1.ModelSpec, dest string, pulls []string) []strin
 	}
 	if len(pulls) > 0 {
 		args = append(args, "--pull-secrets-dir", PullSecretsMountPath, "--pull-secrets", strings.Join(pulls, ","))
+	}
+	if m.Signature != nil {
+		for _, k := range m.Signature.PublicKeys {
+			args = append(args, "--signature-key", k)
+		}
 	}
 	if m.MaxSizeBytes != nil {
 		args = append(args, "--max-bytes", strconv.FormatInt(*m.MaxSizeBytes, 10))

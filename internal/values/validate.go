@@ -12,6 +12,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
+	"github.com/modelserver-dev/modelserver-operator/internal/imagesig"
 	"github.com/modelserver-dev/modelserver-operator/internal/names"
 	"github.com/modelserver-dev/modelserver-operator/internal/storageuri"
 )
@@ -75,8 +76,12 @@ func Validate(ms *servingv1alpha1.ModelServer) (*Spec, error) {
 		return nil, err
 	}
 	for _, m := range models {
-		if _, err := storageuri.Parse(m.StorageURI); err != nil {
+		loc, err := storageuri.Parse(m.StorageURI)
+		if err != nil {
 			return nil, &Error{m.Field + ".storageUri", uriProblem(err)}
+		}
+		if err := checkSignature(m, loc); err != nil {
+			return nil, err
 		}
 	}
 	if portOr(spec.Ports.GRPC, 8500) == portOr(spec.Ports.REST, 8501) {
@@ -298,6 +303,30 @@ func checkUTF8(ms *servingv1alpha1.ModelServer, models []SpecModel) error {
 		if !utf8.ValidString(f.value) {
 			return &Error{f.field, "must be valid UTF-8"}
 		}
+	}
+	return nil
+}
+
+// checkSignature refuses what the fetcher could not check a model's
+// signature with: keys that do not read, or a model not in a registry
+// (past the CRD's rule, which only new objects meet).
+func checkSignature(m SpecModel, loc storageuri.Location) error {
+	if m.Signature == nil {
+		return nil
+	}
+	field := m.Field + ".signature"
+	if loc.Scheme != storageuri.SchemeOCI {
+		return &Error{field, "applies to oci:// models only: their signatures are in their registry"}
+	}
+	if len(m.Signature.PublicKeys) == 0 {
+		return &Error{field + ".publicKeys", "is required: the keys a signature may be made with"}
+	}
+	if _, err := imagesig.ParseKeys(m.Signature.PublicKeys); err != nil {
+		var ke *imagesig.KeyError
+		if errors.As(err, &ke) {
+			return &Error{fmt.Sprintf("%s.publicKeys[%d]", field, ke.Index), ke.Err.Error()}
+		}
+		return &Error{field + ".publicKeys", err.Error()}
 	}
 	return nil
 }

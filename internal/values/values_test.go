@@ -14,6 +14,7 @@ import (
 
 	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
 	"github.com/modelserver-dev/modelserver-operator/internal/fetchcontract"
+	"github.com/modelserver-dev/modelserver-operator/internal/imagesig/sigtest"
 )
 
 func modelServer(mutate ...func(*servingv1alpha1.ModelServer)) *servingv1alpha1.ModelServer {
@@ -312,6 +313,44 @@ func TestAnOCIModelsFetchReadsThePodsImagePullSecrets(t *testing.T) {
 	}
 	if g := generation(modelServer(withPulls(oci))); g == "0fc85751" {
 		t.Error("an oci:// model with pull secrets kept its fetch generation: its Job's pod template would change in place")
+	}
+}
+
+// TestASignatureKeyReachesTheFetchAndBadOnesAreNamed: the keys of
+// spec.model.signature are the fetch's, and a new Job's; a key that does
+// not read, or a signature of a model not in a registry, is named.
+func TestASignatureKeyReachesTheFetchAndBadOnesAreNamed(t *testing.T) {
+	key := sigtest.NewKey(t).PublicPEM()
+	signed := func(uri string, keys ...string) *servingv1alpha1.ModelServer {
+		return modelServer(func(ms *servingv1alpha1.ModelServer) {
+			ms.Spec.Model.StorageURI = uri
+			ms.Spec.Model.Signature = &servingv1alpha1.ModelSignature{PublicKeys: keys}
+		})
+	}
+	const oci = "oci://registry.example.com/models/resnet:v1"
+	v, err := For(signed(oci, key), fetched)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if args := v.Fetches[0].Args; !slices.Contains(args, key) || args[slices.Index(args, key)-1] != "--signature-key" {
+		t.Errorf("fetch args %q lack --signature-key and the key", args)
+	}
+	if generation(signed(oci, key)) == generation(modelServer(func(ms *servingv1alpha1.ModelServer) { ms.Spec.Model.StorageURI = oci })) {
+		t.Error("requiring a signature kept the fetch generation: the model fetched unverified would stay")
+	}
+	for _, tc := range []struct {
+		name, field string
+		ms          *servingv1alpha1.ModelServer
+	}{
+		{"a key that is not PEM", "spec.model.signature.publicKeys[1]", signed(oci, key, "cosign.pub")},
+		{"no key", "spec.model.signature.publicKeys", signed(oci)},
+		{"a model not in a registry", "spec.model.signature", signed("s3://bucket/resnet", key)},
+	} {
+		_, err := For(tc.ms, fetched)
+		var ve *Error
+		if !errors.As(err, &ve) || ve.Field != tc.field {
+			t.Errorf("%s: %v, want an error of %s", tc.name, err, tc.field)
+		}
 	}
 }
 

@@ -12,10 +12,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/modelserver-dev/modelserver-operator/internal/imagesig"
+	"github.com/modelserver-dev/modelserver-operator/internal/imagesig/sigtest"
 	"github.com/modelserver-dev/modelserver-operator/internal/localcluster"
 	"github.com/modelserver-dev/modelserver-operator/internal/ociimage"
 	"github.com/modelserver-dev/modelserver-operator/test/realenv"
@@ -168,4 +171,59 @@ func (e *env) caCert(t *testing.T) []byte {
 		t.Fatal(err)
 	}
 	return ca
+}
+
+// TestASignedModelImageIsVerifiedBeforeItIsPulled: a model image signed
+// with cosign's key, as cosign 3 attaches its signature, is verified with
+// the spec's key by the fetch Job on the real node and served, the key
+// named in the status; the same image required to carry another key's
+// signature fails, nothing served.
+func TestASignedModelImageIsVerifiedBeforeItIsPulled(t *testing.T) {
+	t.Parallel()
+	e := realNode(t)
+	ns := e.namespace(t)
+	ctx := context.Background()
+
+	_, img := e.pushModelImage(t, "models/signed-half-plus-two:123")
+	digest, err := img.Digest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ours, stranger := sigtest.NewKey(t), sigtest.NewKey(t)
+	pushed, err := name.NewDigest(e.Cluster.Registry + "/models/signed-half-plus-two@" + digest.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ours.PushBundle(pushed); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.cs.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "registry-ca"}, Data: map[string][]byte{"ca.crt": e.caCert(t)},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	uri := "oci://" + e.Cluster.RegistryTLS + "/models/signed-half-plus-two:123"
+	signature := func(key *sigtest.Key) string {
+		return "    signature:\n      publicKeys:\n      - |\n" + indent(key.PublicPEM(), "        ")
+	}
+	start := time.Now()
+	e.kubectl(t, e.ModelServerYAML(realenv.ModelServer{Name: "signed", URI: uri, Secret: "registry-ca", ModelExtra: signature(ours)}), "-n", ns, "apply", "-f", "-")
+	e.kubectl(t, e.ModelServerYAML(realenv.ModelServer{Name: "strange", URI: uri, Secret: "registry-ca", ModelExtra: signature(stranger)}), "-n", ns, "apply", "-f", "-")
+	e.waitReady(t, ns, "signed", 3*time.Minute)
+	t.Logf("kubectl apply to Ready, the signature verified: %.1fs", time.Since(start).Seconds())
+	want, err := imagesig.ParseKey(ours.PublicPEM())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := e.get(t, ns, "signed").Status.Model; m == nil || m.SignedBy != want.ID {
+		t.Errorf("status.model %+v: want signedBy %s", m, want.ID)
+	}
+	msg := e.waitFetchFailed(t, ns, "strange", "SignatureNotVerified")
+	if !strings.Contains(msg, "not made by any of the keys") {
+		t.Errorf("ModelFetched message %q: want it to say the signature is another key's", msg)
+	}
+}
+
+func indent(text, prefix string) string {
+	return prefix + strings.ReplaceAll(strings.TrimSuffix(text, "\n"), "\n", "\n"+prefix) + "\n"
 }
