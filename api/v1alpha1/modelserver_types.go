@@ -495,6 +495,13 @@ type ModelSignature struct {
 	// +listType=atomic
 	// +required
 	PublicKeys []string `json:"publicKeys"`
+	// repository, registry/repository, is where the signatures are when
+	// they were stored elsewhere than beside the image (cosign's
+	// COSIGN_REPOSITORY), under the image's digest. The model's
+	// credentials are used there too.
+	// +kubebuilder:validation:MaxLength=512
+	// +optional
+	Repository string `json:"repository,omitempty"`
 }
 
 // VersionPolicy is TensorFlow Serving's model_version_policy: exactly one

@@ -52,6 +52,10 @@ type Options struct {
 	// SignatureKeys, PEM public keys, require an oci:// model's image to
 	// carry a cosign signature by one of them (imagesig).
 	SignatureKeys []string
+	// SignatureRepository, registry/repository, is where the signatures
+	// are when cosign was told to store them elsewhere than beside the
+	// image (COSIGN_REPOSITORY); "" for beside it.
+	SignatureRepository string
 	// MaxBytes caps the model's size (0: DefaultMaxBytes).
 	MaxBytes int64
 	// MaxFiles caps its number of files (0: DefaultMaxFiles).

@@ -47,7 +47,7 @@ func (m *ociModel) verifySignature(ctx context.Context, keys []imagesig.Key) (im
 	digest := m.named.DigestStr()
 	if len(seen) == 0 {
 		return imagesig.Key{}, permanentf(servingv1alpha1.ReasonSignatureNotVerified,
-			"%s (%s) has no cosign signature: none among its referrers, nor tagged %s; sign it (cosign sign --key cosign.key %s@%s) with a key of spec.model.signature",
+			"%s (%s) has no cosign signature: none among its referrers, nor in %s; sign it (cosign sign --key cosign.key %s@%s) with a key of spec.model.signature, or, if cosign stored its signatures in another repository (COSIGN_REPOSITORY), name it in spec.model.signature.repository",
 			m.shown, digest, strings.Join(tags, " or "), m.ref.Context(), digest)
 	}
 	return imagesig.Key{}, permanentf(servingv1alpha1.ReasonSignatureNotVerified,
@@ -59,8 +59,14 @@ func (m *ociModel) verifySignature(ctx context.Context, keys []imagesig.Key) (im
 func (m *ociModel) signaturesOf(ctx context.Context, signed name.Digest, keys []imagesig.Key) (imagesig.Key, []string, string, error) {
 	opts := append(m.opts, remote.WithContext(ctx))
 	digest := signed.DigestStr()
+	// Where the signatures are: beside the image, or in the repository
+	// cosign was told (COSIGN_REPOSITORY), under the same digest.
+	repo := signed.Context()
+	if m.signatures != nil {
+		repo = *m.signatures
+	}
 	var seen []string
-	refs, err := remote.Referrers(signed, opts...)
+	refs, err := remote.Referrers(repo.Digest(digest), opts...)
 	if err != nil {
 		return imagesig.Key{}, nil, "", m.classify(err, m.shown+" referrers")
 	}
@@ -69,14 +75,14 @@ func (m *ociModel) signaturesOf(ctx context.Context, signed name.Digest, keys []
 		return imagesig.Key{}, nil, "", m.classify(err, m.shown+" referrers")
 	}
 	for _, d := range index.Manifests {
-		k, why, err := m.checkReferrer(d, keys, digest, opts)
+		k, why, err := m.checkReferrer(repo, d, keys, digest, opts)
 		if err != nil || k.ID != "" {
 			return k, nil, "", err
 		}
 		seen = append(seen, why...)
 	}
 
-	tag := signed.Context().Tag(strings.Replace(digest, ":", "-", 1) + imagesig.SignatureTagSuffix)
+	tag := repo.Tag(strings.Replace(digest, ":", "-", 1) + imagesig.SignatureTagSuffix)
 	img, err := remote.Image(tag, opts...)
 	var te *transport.Error
 	switch {
@@ -93,7 +99,7 @@ func (m *ociModel) signaturesOf(ctx context.Context, signed name.Digest, keys []
 		}
 		seen = append(seen, why...)
 	}
-	return imagesig.Key{}, seen, tag.TagStr(), nil
+	return imagesig.Key{}, seen, tag.String(), nil
 }
 
 // checkReferrer checks the sigstore bundles of one referrer; others (an
@@ -101,8 +107,8 @@ func (m *ociModel) signaturesOf(ctx context.Context, signed name.Digest, keys []
 // referrer's layers are looked at, as cosign looks: its artifactType may
 // be the bundle's, or, where a registry lists the config's media type in
 // its place, the empty config's.
-func (m *ociModel) checkReferrer(d v1.Descriptor, keys []imagesig.Key, digest string, opts []remote.Option) (imagesig.Key, []string, error) {
-	ref := m.ref.Context().Digest(d.Digest.String())
+func (m *ociModel) checkReferrer(repo name.Repository, d v1.Descriptor, keys []imagesig.Key, digest string, opts []remote.Option) (imagesig.Key, []string, error) {
+	ref := repo.Digest(d.Digest.String())
 	img, err := remote.Image(ref, opts...)
 	if err != nil {
 		return imagesig.Key{}, nil, m.classify(err, ref.String())

@@ -94,7 +94,26 @@ func TestAModelImageIsPulledOnlyWhenSignedByAKeyOfTheSpec(t *testing.T) {
 		assertNothingPublished(t, o.Dest)
 	}
 
-	o, _ := testOptions(t, "s3://bucket/m", "")
+	// Signatures stored in another repository (COSIGN_REPOSITORY): found
+	// there when the spec says so, not otherwise.
+	elsewhere, elsewhereDigest := push("m:elsewhere", 5)
+	sigs, err := name.NewRepository(reg.host + "/signatures")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ours.PushSimpleSignatureTo(elsewhereDigest, sigs); err != nil {
+		t.Fatal(err)
+	}
+	o, logs := testOptions(t, elsewhere, "")
+	o.SignatureKeys, o.SignatureRepository = keys, sigs.String()
+	if _, err := Run(context.Background(), o); err != nil {
+		t.Fatalf("signatures in %s: %v\n%s", sigs, err, logs)
+	}
+	o, _ = testOptions(t, elsewhere, "")
+	o.SignatureKeys = keys
+	wantFailure(t, mustFail(Run(context.Background(), o)), servingv1alpha1.ReasonSignatureNotVerified, ExitPermanent)
+
+	o, _ = testOptions(t, "s3://bucket/m", "")
 	o.SignatureKeys = keys
 	wantFailure(t, mustFail(Run(context.Background(), o)), servingv1alpha1.ReasonFetchFailed, ExitPermanent)
 }

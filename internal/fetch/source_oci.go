@@ -65,6 +65,9 @@ type ociModel struct {
 	// same, or an index holding it.
 	pinned, named name.Digest
 	manifest      *v1.Manifest
+	// signatures is the repository its signatures are in, when not its
+	// own (SignatureRepository).
+	signatures *name.Repository
 }
 
 func (f *fetcher) openOCI() (*ociModel, error) {
@@ -75,6 +78,14 @@ func (f *fetcher) openOCI() (*ociModel, error) {
 	ref, err := name.ParseReference(f.loc.Reference, nameOpts...)
 	if err != nil {
 		return nil, permanentf(servingv1alpha1.ReasonInvalidURI, "%s: %v", f.loc, err)
+	}
+	var signatures *name.Repository
+	if f.o.SignatureRepository != "" {
+		r, err := name.NewRepository(f.o.SignatureRepository, nameOpts...)
+		if err != nil {
+			return nil, permanentf(servingv1alpha1.ReasonFetchFailed, "--signature-repository: %v", err)
+		}
+		signatures = &r
 	}
 	t, err := newTransport(transportOptions{CABundle: []byte(f.creds.values[KeyCACert]), CAKey: KeyCACert, Conns: 2})
 	if err != nil {
@@ -87,7 +98,7 @@ func (f *fetcher) openOCI() (*ociModel, error) {
 	for _, name := range keys.missing {
 		f.log.Warn("an image pull secret has no registry credentials here: not found, or without either key", "secret", name, "keys", KeyDockerConfigJSON+", "+KeyDockerCfg)
 	}
-	return &ociModel{ref: ref, shown: f.loc.String(), keys: keys, opts: []remote.Option{
+	return &ociModel{ref: ref, shown: f.loc.String(), keys: keys, signatures: signatures, opts: []remote.Option{
 		remote.WithTransport(t),
 		remote.WithAuthFromKeychain(keys),
 		// An index (a model image built for several platforms) gives this

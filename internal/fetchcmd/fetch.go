@@ -48,6 +48,7 @@ func fetchCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		o.SignatureKeys = append(o.SignatureKeys, v)
 		return nil
 	})
+	fs.StringVar(&o.SignatureRepository, "signature-repository", "", "Where the cosign signatures of an oci:// model's image are, registry/repository, when not beside the image (cosign's COSIGN_REPOSITORY).")
 	fs.Int64Var(&o.MaxBytes, "max-bytes", 0, "The largest model accepted, in bytes (0: 1 TiB).")
 	fs.IntVar(&o.Concurrency, "concurrency", fetch.DefaultConcurrency, "How many files are downloaded at once.")
 	fs.DurationVar(&o.Timeout, "timeout", fetch.DefaultTimeout, "The longest the whole fetch may take.")

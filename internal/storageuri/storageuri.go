@@ -166,6 +166,18 @@ var (
 	referenceDigest = regexp.MustCompile(`^(sha256:[a-f0-9]{64}|sha512:[a-f0-9]{128})$`)
 )
 
+// CheckRepository says what is wrong with an image repository,
+// registry/repository with neither tag nor digest, or "" when nothing is.
+func CheckRepository(repo string) string {
+	if problem := checkReference(repo); problem != "" {
+		return problem
+	}
+	if _, path, _ := strings.Cut(repo, "/"); strings.ContainsAny(path, ":@") {
+		return "a repository takes neither tag nor digest: want <registry>/<repository>"
+	}
+	return ""
+}
+
 // checkReference says what is wrong with the image reference of an oci://
 // URI, or "" when nothing is. The registry is required: an oci:// model
 // names where it is, with no default registry to guess.

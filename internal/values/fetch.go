@@ -42,7 +42,7 @@ func FetchGeneration(ms *servingv1alpha1.ModelServer, m servingv1alpha1.ModelSpe
 		parts = append(parts, *ms.Spec.Storage.StorageClassName)
 	}
 	if m.Signature != nil {
-		parts = append(parts, "signature", canonical(m.Signature.PublicKeys))
+		parts = append(parts, "signature", canonical(m.Signature.PublicKeys), m.Signature.Repository)
 	}
 	if len(pullSecrets(ms, m)) > 0 {
 		// The Job mounts them: a Job made before it did must be replaced.
@@ -87,6 +87,9 @@ func fetchArgs(m servingv1alpha1.ModelSpec, dest string, pulls []string) []strin
 	if m.Signature != nil {
 		for _, k := range m.Signature.PublicKeys {
 			args = append(args, "--signature-key", k)
+		}
+		if r := m.Signature.Repository; r != "" {
+			args = append(args, "--signature-repository", r)
 		}
 	}
 	if m.MaxSizeBytes != nil {

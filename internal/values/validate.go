@@ -321,6 +321,11 @@ func checkSignature(m SpecModel, loc storageuri.Location) error {
 	if len(m.Signature.PublicKeys) == 0 {
 		return &Error{field + ".publicKeys", "is required: the keys a signature may be made with"}
 	}
+	if r := m.Signature.Repository; r != "" {
+		if problem := storageuri.CheckRepository(r); problem != "" {
+			return &Error{field + ".repository", problem}
+		}
+	}
 	if _, err := imagesig.ParseKeys(m.Signature.PublicKeys); err != nil {
 		var ke *imagesig.KeyError
 		if errors.As(err, &ke) {

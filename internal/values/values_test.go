@@ -345,6 +345,11 @@ func TestASignatureKeyReachesTheFetchAndBadOnesAreNamed(t *testing.T) {
 		{"a key that is not PEM", "spec.model.signature.publicKeys[1]", signed(oci, key, "cosign.pub")},
 		{"no key", "spec.model.signature.publicKeys", signed(oci)},
 		{"a model not in a registry", "spec.model.signature", signed("s3://bucket/resnet", key)},
+		{"a signature repository with a tag", "spec.model.signature.repository", func() *servingv1alpha1.ModelServer {
+			ms := signed(oci, key)
+			ms.Spec.Model.Signature.Repository = "registry.example.com/signatures:v1"
+			return ms
+		}()},
 	} {
 		_, err := For(tc.ms, fetched)
 		var ve *Error

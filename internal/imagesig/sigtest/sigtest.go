@@ -104,6 +104,12 @@ func Bundle(sign func([]byte) []byte, digest string) []byte {
 // PushSimpleSignature signs image as cosign's older form does and pushes
 // the signature manifest to its tag, sha256-<hex>.sig, beside it.
 func (k *Key) PushSimpleSignature(image name.Digest, opts ...remote.Option) error {
+	return k.PushSimpleSignatureTo(image, image.Context(), opts...)
+}
+
+// PushSimpleSignatureTo pushes the signature to repo, as cosign does with
+// COSIGN_REPOSITORY set.
+func (k *Key) PushSimpleSignatureTo(image name.Digest, repo name.Repository, opts ...remote.Option) error {
 	payload := SimpleSigningPayload(image.Context().Name(), image.DigestStr())
 	sig, err := mutate.Append(mutate.MediaType(empty.Image, types.OCIManifestSchema1), mutate.Addendum{
 		Layer:       static.NewLayer(payload, simpleSigningMediaType),
@@ -112,7 +118,7 @@ func (k *Key) PushSimpleSignature(image name.Digest, opts ...remote.Option) erro
 	if err != nil {
 		return err
 	}
-	tag := image.Context().Tag(strings.Replace(image.DigestStr(), ":", "-", 1) + ".sig")
+	tag := repo.Tag(strings.Replace(image.DigestStr(), ":", "-", 1) + ".sig")
 	return remote.Write(tag, sig, opts...)
 }
 
@@ -120,17 +126,18 @@ func (k *Key) PushSimpleSignature(image name.Digest, opts ...remote.Option) erro
 // referrer of it (go-containerregistry keeps the sha256-<hex> index of a
 // registry without the referrers API).
 func (k *Key) PushBundle(image name.Digest, opts ...remote.Option) error {
-	return PushBundleOf(Bundle(k.Sign, image.DigestStr()), image, opts...)
+	return k.PushBundleTo(image, image.Context(), opts...)
 }
 
-// PushBundleOf pushes a bundle as a referrer of image.
-func PushBundleOf(bundle []byte, image name.Digest, opts ...remote.Option) error {
+// PushBundleTo pushes the bundle to repo, as cosign does with
+// COSIGN_REPOSITORY set: a referrer there of the image's digest.
+func (k *Key) PushBundleTo(image name.Digest, repo name.Repository, opts ...remote.Option) error {
 	desc, err := remote.Head(image, opts...)
 	if err != nil {
 		return err
 	}
 	art, err := mutate.Append(mutate.MediaType(empty.Image, types.OCIManifestSchema1), mutate.Addendum{
-		Layer: static.NewLayer(bundle, bundleMediaType),
+		Layer: static.NewLayer(Bundle(k.Sign, image.DigestStr()), bundleMediaType),
 	})
 	if err != nil {
 		return err
@@ -144,5 +151,5 @@ func PushBundleOf(bundle []byte, image name.Digest, opts ...remote.Option) error
 	if err != nil {
 		return err
 	}
-	return remote.Write(image.Context().Digest(d.String()), art, opts...)
+	return remote.Write(repo.Digest(d.String()), art, opts...)
 }
