@@ -29,11 +29,7 @@ import (
 func TestAnAutoscalerThatCannotScaleIsWarnedOf(t *testing.T) {
 	ctx := context.Background()
 	_, r, rec := recordingReconciler(t)
-	ms := createUnmanaged(t, "noscale", func(ms *servingv1alpha1.ModelServer) {
-		ms.Spec.Replicas = nil
-		ms.Spec.Resources.Requests = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m")}
-		ms.Spec.Autoscaling = &servingv1alpha1.Autoscaling{MinReplicas: ptr.To[int32](1), MaxReplicas: 3, TargetCPUUtilizationPercentage: ptr.To[int32](70)}
-	})
+	ms := createUnmanagedAutoscaled(t, "noscale")
 	c := newClockedReconciler(t, r, ms)
 	c.reconcileUntilReady()
 	// Other tests' autoscalers, in the suite's operator, may be counted
@@ -87,11 +83,7 @@ func TestAnAutoscalerThatCannotScaleIsWarnedOf(t *testing.T) {
 // sync meanwhile.
 func TestAnAutoscalerAtItsMaximumIsWarnedOf(t *testing.T) {
 	_, r, rec := recordingReconciler(t)
-	ms := createUnmanaged(t, "atmax", func(ms *servingv1alpha1.ModelServer) {
-		ms.Spec.Replicas = nil
-		ms.Spec.Resources.Requests = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m")}
-		ms.Spec.Autoscaling = &servingv1alpha1.Autoscaling{MinReplicas: ptr.To[int32](1), MaxReplicas: 3, TargetCPUUtilizationPercentage: ptr.To[int32](70)}
-	})
+	ms := createUnmanagedAutoscaled(t, "atmax")
 	c := newClockedReconciler(t, r, ms)
 	c.reconcileUntilReady()
 	since := time.Now().Truncate(time.Second)
@@ -172,6 +164,17 @@ func writeAutoscalerLimited(ctx context.Context, hpa *autoscalingv2.HorizontalPo
 		hpa.Status.Conditions[2].Status, hpa.Status.Conditions[2].Reason = corev1.ConditionTrue, "TooManyReplicas"
 	}
 	return env.client.Status().Update(ctx, hpa)
+}
+
+// createUnmanagedAutoscaled creates, for a reconciler of the test's own, a
+// ModelServer autoscaled on CPU between 1 and 3 pods.
+func createUnmanagedAutoscaled(t *testing.T, name string) *servingv1alpha1.ModelServer {
+	t.Helper()
+	return createUnmanaged(t, name, func(ms *servingv1alpha1.ModelServer) {
+		ms.Spec.Replicas = nil
+		ms.Spec.Resources.Requests = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m")}
+		ms.Spec.Autoscaling = &servingv1alpha1.Autoscaling{MinReplicas: ptr.To[int32](1), MaxReplicas: 3, TargetCPUUtilizationPercentage: ptr.To[int32](70)}
+	})
 }
 
 func hpaConditions(hpa *autoscalingv2.HorizontalPodAutoscaler) []string {

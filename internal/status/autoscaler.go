@@ -30,11 +30,8 @@ var podName = regexp.MustCompile(` of Pod [^ :]+`)
 // if any, has lasted that long. hpa may be nil.
 func AutoscalerProblem(hpa *autoscalingv2.HorizontalPodAutoscaler, now time.Time) (problem string, due time.Duration) {
 	c := autoscalerFault(hpa)
-	if c == nil {
-		return "", 0
-	}
-	if left := untilLasted(c, AutoscalerGrace, now); left > 0 {
-		return "", left
+	if ok, due := lasted(c, AutoscalerGrace, now); !ok {
+		return "", due
 	}
 	return oneLine(fmt.Sprintf("the autoscaler cannot scale the serving pods (%s): %s",
 		c.Reason, podName.ReplaceAllString(c.Message, " of a serving pod"))), 0
@@ -114,11 +111,8 @@ const AutoscalerLimitGrace = time.Minute
 // whoever sets the maximum. hpa may be nil.
 func AutoscalerAtMaximum(hpa *autoscalingv2.HorizontalPodAutoscaler, now time.Time) (limit string, due time.Duration) {
 	c := atMaximum(hpa)
-	if c == nil {
-		return "", 0
-	}
-	if left := untilLasted(c, AutoscalerLimitGrace, now); left > 0 {
-		return "", left
+	if ok, due := lasted(c, AutoscalerLimitGrace, now); !ok {
+		return "", due
 	}
 	// The time it began, not how long ago: the words stay the same, and so
 	// does the status.
@@ -149,8 +143,14 @@ func atMaximum(hpa *autoscalingv2.HorizontalPodAutoscaler) *autoscalingv2.Horizo
 	return nil
 }
 
-// untilLasted is how long until condition c has held for grace; 0 or less
-// once it has.
-func untilLasted(c *autoscalingv2.HorizontalPodAutoscalerCondition, grace time.Duration, now time.Time) time.Duration {
-	return c.LastTransitionTime.Add(grace).Sub(now)
+// lasted tells whether condition c, when there is one, has held for
+// grace; if not yet, due is how long until it has.
+func lasted(c *autoscalingv2.HorizontalPodAutoscalerCondition, grace time.Duration, now time.Time) (ok bool, due time.Duration) {
+	if c == nil {
+		return false, 0
+	}
+	if left := c.LastTransitionTime.Add(grace).Sub(now); left > 0 {
+		return false, left
+	}
+	return true, 0
 }
