@@ -22,7 +22,10 @@ import (
 // loopback, as a model image of one layer: gzip, as image builders
 // compress by default, and plain tar. The baseline pulls the gzip layer
 // and unpacks it with no hashing, checks or sync, as `crane export | tar
-// x` would.
+// x` would. Then the gzip layer from a registry that caps each download
+// at 50 MB/s, as one behind a CDN caps a connection: as one download
+// (Concurrency 1) and as the fetch does, in ranges ociLayersAtOnce at a
+// time.
 func BenchmarkFetchOCI(b *testing.B) {
 	reg := newTestRegistry(b, "")
 	es := entries(prefixed("models/", benchModelFiles()))
@@ -31,16 +34,16 @@ func BenchmarkFetchOCI(b *testing.B) {
 		"tar":  static.NewLayer(tarball(b, false, es), types.OCIUncompressedLayer),
 	}
 	total := int64(benchFiles * benchFileSize)
-	rates := map[string]float64{}
+	rates, uri := map[string]float64{}, map[string]string{}
 	for _, kind := range []string{"gzip", "tar"} {
 		img, err := mutate.AppendLayers(empty.Image, layers[kind])
 		if err != nil {
 			b.Fatal(err)
 		}
-		uri := reg.push(b, "bench:"+kind, img)
+		uri[kind] = reg.push(b, "bench:"+kind, img)
 		b.Run(kind, func(b *testing.B) {
 			rates[kind] = float64(total) / 1e6 / timeEachRun(b, total, func(dest string) error {
-				o, _ := testOptions(b, uri, "")
+				o, _ := testOptions(b, uri[kind], "")
 				o.Dest = dest
 				sum, err := Run(context.Background(), o)
 				if err == nil && sum.Bytes != total {
@@ -55,8 +58,21 @@ func BenchmarkFetchOCI(b *testing.B) {
 			return pullAndUntar(reg.host+"/bench:gzip", dest)
 		}).Seconds()
 	})
-	b.Logf("256 MiB in one layer over loopback: gzip %.0f MB/s, plain tar %.0f MB/s; the baseline (pull and unpack the gzip layer, nothing checked) %.0f MB/s",
-		rates["gzip"], rates["tar"], rates["baseline"])
+	reg.streamRate.Store(50e6)
+	defer reg.streamRate.Store(0)
+	for _, conc := range []int{1, DefaultConcurrency} {
+		kind := fmt.Sprintf("50MBps-a-stream/streams=%d", min(conc, ociLayersAtOnce))
+		b.Run(kind, func(b *testing.B) {
+			rates[kind] = float64(total) / 1e6 / timeEachRun(b, total, func(dest string) error {
+				o, _ := testOptions(b, uri["gzip"], "")
+				o.Dest, o.Concurrency = dest, conc
+				_, err := Run(context.Background(), o)
+				return err
+			}).Seconds()
+		})
+	}
+	b.Logf("256 MiB in one layer over loopback: gzip %.0f MB/s, plain tar %.0f MB/s; the baseline (pull and unpack the gzip layer, nothing checked) %.0f MB/s; at 50 MB/s a stream, gzip %.0f MB/s as one download, %.0f MB/s in ranges %d at once",
+		rates["gzip"], rates["tar"], rates["baseline"], rates["50MBps-a-stream/streams=1"], rates[fmt.Sprintf("50MBps-a-stream/streams=%d", ociLayersAtOnce)], ociLayersAtOnce)
 }
 
 // BenchmarkFetchOCIArtifact pulls the same model as an oras artifact, a

@@ -49,6 +49,9 @@ type testRegistry struct {
 	// streamRate, when set, caps each blob download at that many bytes a
 	// second, as a registry behind a CDN caps a connection.
 	streamRate atomic.Int64
+	// ranges counts the blob downloads that asked for a range; inFlight
+	// the blob downloads running, and mostInFlight the most at once.
+	ranges, inFlight, mostInFlight atomic.Int64
 }
 
 // paced writes at most rate bytes a second.
@@ -59,13 +62,23 @@ type paced struct {
 	sent  int64
 }
 
+// Write sends b 32 KiB at a time: the registry hands a whole blob to one
+// Write, which would otherwise arrive at once and wait after.
 func (p *paced) Write(b []byte) (int, error) {
-	n, err := p.ResponseWriter.Write(b)
-	p.sent += int64(n)
-	if ahead := time.Duration(p.sent*int64(time.Second)/p.rate) - time.Since(p.start); ahead > 0 {
-		time.Sleep(ahead)
+	sent := 0
+	for len(b) > 0 {
+		n, err := p.ResponseWriter.Write(b[:min(len(b), 32<<10)])
+		sent += n
+		p.sent += int64(n)
+		if err != nil {
+			return sent, err
+		}
+		b = b[n:]
+		if ahead := time.Duration(p.sent*int64(time.Second)/p.rate) - time.Since(p.start); ahead > 0 {
+			time.Sleep(ahead)
+		}
 	}
-	return n, err
+	return sent, nil
 }
 
 func newTestRegistry(t testing.TB, auth string) *testRegistry {
@@ -80,6 +93,13 @@ func newTestRegistry(t testing.TB, auth string) *testRegistry {
 		}
 		if req.Method == http.MethodGet && strings.Contains(req.URL.Path, "/blobs/sha256:") {
 			r.blobs.Add(1)
+			if req.Header.Get("Range") != "" {
+				r.ranges.Add(1)
+			}
+			n := r.inFlight.Add(1)
+			defer r.inFlight.Add(-1)
+			for most := r.mostInFlight.Load(); n > most && !r.mostInFlight.CompareAndSwap(most, n); most = r.mostInFlight.Load() {
+			}
 			if f := r.fault.Load(); f != nil && (*f)(w, req) {
 				return
 			}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"net/http"
 	"os"
 	"path"
 	"path/filepath"
@@ -68,6 +69,14 @@ type ociModel struct {
 	// signatures is the repository its signatures are in, when not its
 	// own (SignatureRepository).
 	signatures *name.Repository
+
+	// What its layers are downloaded with (ocirange.go): the fetch's
+	// streams, and a client for ranges of its blobs, made once.
+	streams    *ociStreams
+	transport  http.RoundTripper
+	clientOnce sync.Once
+	client     *http.Client
+	clientErr  error
 }
 
 func (f *fetcher) openOCI() (*ociModel, error) {
@@ -98,7 +107,8 @@ func (f *fetcher) openOCI() (*ociModel, error) {
 	for _, name := range keys.missing {
 		f.log.Warn("an image pull secret has no registry credentials here: not found, or without either key", "secret", name, "keys", KeyDockerConfigJSON+", "+KeyDockerCfg)
 	}
-	return &ociModel{ref: ref, shown: f.loc.String(), keys: keys, signatures: signatures, opts: []remote.Option{
+	streams := newOCIStreams(min(ociLayersAtOnce, f.o.Concurrency))
+	return &ociModel{ref: ref, shown: f.loc.String(), keys: keys, signatures: signatures, streams: streams, transport: t, opts: []remote.Option{
 		remote.WithTransport(t),
 		remote.WithAuthFromKeychain(keys),
 		// An index (a model image built for several platforms) gives this
@@ -294,15 +304,15 @@ func (f *fetcher) pullFilesAtOnce(ctx context.Context, layers []v1.Descriptor, x
 func (f *fetcher) pullLayer(ctx context.Context, index int, desc v1.Descriptor, artifact bool, x *extractor, filter entryFilter) error {
 	m := f.oci
 	what := fmt.Sprintf("%s layer %d (%s)", m.shown, index+1, desc.Digest)
+	if err := m.streams.sem.Acquire(ctx, 1); err != nil {
+		return classify(err, what)
+	}
+	defer m.streams.sem.Release(1)
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	layer, err := remote.Layer(m.ref.Context().Digest(desc.Digest.String()), append(m.opts, remote.WithContext(ctx))...)
+	body, err := f.openLayer(ctx, desc, what)
 	if err != nil {
-		return m.classify(err, what)
-	}
-	body, err := layer.Compressed()
-	if err != nil {
-		return m.classify(err, what)
+		return err
 	}
 	defer func() { _ = body.Close() }()
 	stall := f.o.StallTimeout
@@ -354,6 +364,25 @@ func (f *fetcher) pullLayer(ctx context.Context, index int, desc v1.Descriptor, 
 	}
 	// The digest covers every byte: read what follows the tar's end.
 	return failed(drain(ahead))
+}
+
+// openLayer opens a layer's blob: as ranges when it is large and the
+// registry serves them, else as one download, whose digest its reader
+// checks at the end.
+func (f *fetcher) openLayer(ctx context.Context, desc v1.Descriptor, what string) (io.ReadCloser, error) {
+	if r := f.openRanged(ctx, desc, what); r != nil {
+		return r, nil
+	}
+	m := f.oci
+	layer, err := remote.Layer(m.ref.Context().Digest(desc.Digest.String()), append(m.opts, remote.WithContext(ctx))...)
+	if err != nil {
+		return nil, m.classify(err, what)
+	}
+	body, err := layer.Compressed()
+	if err != nil {
+		return nil, m.classify(err, what)
+	}
+	return body, nil
 }
 
 // errLayerAbandoned ends the download of a layer that is not read to its

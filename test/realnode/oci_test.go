@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"io/fs"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
@@ -102,7 +103,11 @@ func TestAModelImageInAPrivateRepositoryIsPulledWithThePodsImagePullSecret(t *te
 	ctx := context.Background()
 
 	repo := localcluster.PrivateRepositories + "half-plus-two:123"
-	e.pushModelImage(t, repo)
+	// Weights of 40 MiB, which do not compress: the model's layer is
+	// large enough to be downloaded in ranges.
+	weights := make([]byte, 40<<20)
+	_, _ = rand.NewChaCha8([32]byte{}).Read(weights)
+	e.pushModelImage(t, repo, ociimage.File{Path: "/models/00000123/assets/weights.bin", Content: weights})
 	uri := "oci://" + e.Cluster.RegistryTLS + "/" + repo
 	auth := base64.StdEncoding.EncodeToString([]byte(e.Cluster.RegistryPrivateCredentials))
 	dockerConfig, _ := json.Marshal(map[string]any{"auths": map[string]any{e.Cluster.RegistryTLS: map[string]string{"auth": auth}}})
@@ -124,6 +129,13 @@ func TestAModelImageInAPrivateRepositoryIsPulledWithThePodsImagePullSecret(t *te
 	if got := e.modelStatus(t, ns, "private"); got["123"] != "AVAILABLE" {
 		t.Errorf("TF Serving (double) reports %v, want version 123 AVAILABLE", got)
 	}
+	if ms := e.get(t, ns, "private"); ms.Status.Model == nil || ms.Status.Model.SizeBytes < int64(len(weights)) {
+		t.Errorf("status.model %+v: want the 40 MiB of weights in its size", ms.Status.Model)
+	}
+	logs := e.kubectl(t, "", "-n", ns, "logs", "-l", "job-name", "-c", "fetch", "--tail=-1", "--prefix")
+	if !strings.Contains(logs, `"msg":"downloading a layer in ranges"`) {
+		t.Errorf("the fetch's log does not say the model's layer came in ranges:\n%s", logs)
+	}
 
 	msg := e.waitFetchFailed(t, ns, "no-pull-secret", "AccessDenied")
 	for _, want := range []string{"no credentials for " + e.Cluster.RegistryTLS, "imagePullSecrets"} {
@@ -137,7 +149,7 @@ func TestAModelImageInAPrivateRepositoryIsPulledWithThePodsImagePullSecret(t *te
 // modelcars pack a model, an image whose /models is the model, to the
 // cluster's registry as ref; it returns the model's directory and the
 // image.
-func (e *env) pushModelImage(t *testing.T, ref string) (string, v1.Image) {
+func (e *env) pushModelImage(t *testing.T, ref string, extra ...ociimage.File) (string, v1.Image) {
 	t.Helper()
 	root := filepath.Join(e.Root, "test/testdata/tf-serving/saved_model_half_plus_two_cpu")
 	spec := ociimage.Spec{}
@@ -152,6 +164,7 @@ func (e *env) pushModelImage(t *testing.T, ref string) (string, v1.Image) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	spec.Files = append(spec.Files, extra...)
 	img, err := ociimage.BuildLocal(spec)
 	if err != nil {
 		t.Fatal(err)
