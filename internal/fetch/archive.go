@@ -316,7 +316,7 @@ func (d *downloader) untarOnce(ctx context.Context, obj Object, kind archiveKind
 	what := d.src.Describe(obj.Key)
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	body, size, err := d.src.Open(ctx, obj.Key)
+	body, size, err := d.openArchive(ctx, obj)
 	if err != nil {
 		return err
 	}
@@ -369,7 +369,13 @@ func (d *downloader) unzipOnce(ctx context.Context, obj Object, x *extractor) er
 	tmp := d.dir + ".download"
 	defer func() { _ = os.Remove(tmp) }()
 	d.used.Store(0)
-	rec, err := d.copyOnce(ctx, obj, tmp) // checks d.pin
+	var rec fileRecord
+	var err error
+	if rs, ok := d.ranged(obj); ok {
+		rec, err = d.fetchRanged(ctx, rs, obj, tmp) // checks d.pin
+	} else {
+		rec, err = d.copyOnce(ctx, obj, tmp) // checks d.pin
+	}
 	if err != nil {
 		return err
 	}

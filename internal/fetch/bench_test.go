@@ -88,6 +88,40 @@ func BenchmarkFetchS3(b *testing.B) {
 	}
 }
 
+// BenchmarkFetchS3Archive fetches the same 256 MiB as one tar.gz from the
+// fake S3 capping each download at 50 MB/s, as a store caps a
+// connection: as one download (Concurrency 1), and as the fetch does, in
+// parts archiveStreams at a time, read in order.
+func BenchmarkFetchS3Archive(b *testing.B) {
+	s3 := newFakeS3(b)
+	s3.put(b, "", map[string][]byte{"bench.tar.gz": tarball(b, true, entries(benchModelFiles()))})
+	creds := s3.creds(b, testAccessKey, testSecretKey)
+	s3.streamRate.Store(50e6)
+	total := int64(benchFiles * benchFileSize)
+	rates := map[int]float64{}
+	for _, conc := range []int{1, DefaultConcurrency} {
+		b.Run(fmt.Sprintf("50MBps-a-stream/concurrency=%d", conc), func(b *testing.B) {
+			rates[conc] = fetchRate(b, "s3://models/bench.tar.gz", creds, conc, total)
+		})
+	}
+	b.Logf("256 MiB as one tar.gz at 50 MB/s a stream: %.0f MB/s as one download, %.0f MB/s in parts %d at once",
+		rates[1], rates[DefaultConcurrency], archiveStreams)
+}
+
+// fetchRate fetches uri b.N times with concurrency conc, each a model of
+// total bytes, and returns the mean MB/s.
+func fetchRate(b *testing.B, uri, creds string, conc int, total int64) float64 {
+	return float64(total) / 1e6 / timeEachRun(b, total, func(dest string) error {
+		o, _ := testOptions(b, uri, creds)
+		o.Dest, o.Concurrency = dest, conc
+		sum, err := Run(context.Background(), o)
+		if err == nil && sum.Bytes != total {
+			err = fmt.Errorf("summary %+v", sum)
+		}
+		return err
+	}).Seconds()
+}
+
 // timeEachRun runs copyTo b.N times, each into a fresh directory removed
 // off the clock, and returns the mean time of a run, which must succeed.
 func timeEachRun(b *testing.B, bytes int64, copyTo func(dest string) error) time.Duration {

@@ -124,7 +124,7 @@ func (d *downloader) fetchFile(ctx context.Context, obj Object, rel string) (fil
 		err    error
 		target = filepath.Join(d.dir, rel)
 	)
-	if rs, ok := d.src.(rangeSource); ok && d.partSize > 0 && obj.Size >= rangedMinParts*d.partSize {
+	if rs, ok := d.ranged(obj); ok {
 		rec, err = d.fetchRanged(ctx, rs, obj, target)
 	} else {
 		err = d.retry.do(ctx, d.src.Describe(obj.Key), func(ctx context.Context) error {
@@ -135,6 +135,13 @@ func (d *downloader) fetchFile(ctx context.Context, obj Object, rel string) (fil
 	}
 	rec.Path = filepath.ToSlash(rel)
 	return rec, err
+}
+
+// ranged gives the source to download obj from as ranges, when it
+// serves them and obj is large enough.
+func (d *downloader) ranged(obj Object) (rangeSource, bool) {
+	rs, ok := d.src.(rangeSource)
+	return rs, ok && d.partSize > 0 && obj.Size >= rangedMinParts*d.partSize
 }
 
 // request takes a token for a request, waiting while concurrency of them

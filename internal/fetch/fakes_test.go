@@ -48,6 +48,9 @@ type fakeS3 struct {
 	// latency is added before the store answers a GET of an object,
 	// as a real store's time to first byte.
 	latency time.Duration
+	// streamRate, when set, caps each GET of an object at that many bytes
+	// a second, as a store caps a connection.
+	streamRate atomic.Int64
 
 	mu        sync.Mutex
 	requests  []string // "GET /bucket/key", "LIST /bucket"
@@ -75,6 +78,9 @@ func newFakeS3(t testing.TB) *fakeS3 {
 		}
 		if f.latency > 0 && r.Method == http.MethodGet && isObjectRequest(r) {
 			time.Sleep(f.latency)
+		}
+		if rate := f.streamRate.Load(); rate > 0 && r.Method == http.MethodGet && isObjectRequest(r) {
+			w = &paced{ResponseWriter: w, rate: rate, start: time.Now()}
 		}
 		inner.ServeHTTP(w, r)
 	}))

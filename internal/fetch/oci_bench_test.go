@@ -2,7 +2,6 @@ package fetch
 
 import (
 	"archive/tar"
-	"context"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -42,15 +41,7 @@ func BenchmarkFetchOCI(b *testing.B) {
 		}
 		uri[kind] = reg.push(b, "bench:"+kind, img)
 		b.Run(kind, func(b *testing.B) {
-			rates[kind] = float64(total) / 1e6 / timeEachRun(b, total, func(dest string) error {
-				o, _ := testOptions(b, uri[kind], "")
-				o.Dest = dest
-				sum, err := Run(context.Background(), o)
-				if err == nil && sum.Bytes != total {
-					err = fmt.Errorf("summary %+v", sum)
-				}
-				return err
-			}).Seconds()
+			rates[kind] = fetchRate(b, uri[kind], "", DefaultConcurrency, total)
 		})
 	}
 	b.Run("baseline", func(b *testing.B) {
@@ -63,12 +54,7 @@ func BenchmarkFetchOCI(b *testing.B) {
 	for _, conc := range []int{1, DefaultConcurrency} {
 		kind := fmt.Sprintf("50MBps-a-stream/streams=%d", min(conc, ociLayersAtOnce))
 		b.Run(kind, func(b *testing.B) {
-			rates[kind] = float64(total) / 1e6 / timeEachRun(b, total, func(dest string) error {
-				o, _ := testOptions(b, uri["gzip"], "")
-				o.Dest, o.Concurrency = dest, conc
-				_, err := Run(context.Background(), o)
-				return err
-			}).Seconds()
+			rates[kind] = fetchRate(b, uri["gzip"], "", conc, total)
 		})
 	}
 	b.Logf("256 MiB in one layer over loopback: gzip %.0f MB/s, plain tar %.0f MB/s; the baseline (pull and unpack the gzip layer, nothing checked) %.0f MB/s; at 50 MB/s a stream, gzip %.0f MB/s as one download, %.0f MB/s in ranges %d at once",
@@ -93,15 +79,7 @@ func BenchmarkFetchOCIArtifact(b *testing.B) {
 				reg.streamRate.Store(50e6)
 			}
 			b.Run(kind, func(b *testing.B) {
-				rates[kind] = float64(total) / 1e6 / timeEachRun(b, total, func(dest string) error {
-					o, _ := testOptions(b, uri, "")
-					o.Dest, o.Concurrency = dest, conc
-					sum, err := Run(context.Background(), o)
-					if err == nil && sum.Bytes != total {
-						err = fmt.Errorf("summary %+v", sum)
-					}
-					return err
-				}).Seconds()
+				rates[kind] = fetchRate(b, uri, "", conc, total)
 			})
 		}
 	}

@@ -2,11 +2,7 @@ package fetch
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"errors"
 	"fmt"
-	"hash"
 	"io"
 	"net/http"
 	"strings"
@@ -29,16 +25,8 @@ import (
 // The downloads of one fetch share ociLayersAtOnce streams: a layer holds
 // one, and its ranges take more only while they are free, so that files
 // pulled at once are not slowed by one file's ranges. One layer at a time
-// is ranged, which bounds the memory its ranges wait in to
-// ociRangesAhead parts.
-
-// ociPartSize is the largest range of a layer: a part waits in memory
-// until the parts before it are written.
-const ociPartSize = 8 << 20
-
-// ociRangesAhead is how many parts of a layer are downloaded, or wait to
-// be written, at most.
-const ociRangesAhead = 4
+// is ranged, which bounds the memory its ranges wait in to inOrderAhead
+// parts (inorder.go).
 
 // ociStreams bounds the downloads of one oci:// fetch.
 type ociStreams struct {
@@ -72,7 +60,7 @@ func (m *ociModel) blobClient(ctx context.Context) (*http.Client, error) {
 // or a registry that does not serve the range asked.
 func (f *fetcher) openRanged(ctx context.Context, desc v1.Descriptor, what string) io.ReadCloser {
 	m := f.oci
-	part := int64(ociPartSize)
+	part := int64(inOrderPartSize)
 	if f.o.partSize > 0 {
 		part = min(part, f.o.partSize)
 	}
@@ -101,32 +89,26 @@ func (f *fetcher) openRanged(ctx context.Context, desc v1.Descriptor, what strin
 	}
 	ranged = true
 	f.log.Info("downloading a layer in ranges", "layer", what, "parts", (desc.Size+part-1)/part, "partBytes", part)
-	ctx, cancel := context.WithCancelCause(ctx)
-	b := &rangedBlob{ctx: ctx, cancel: cancel, size: desc.Size, want: desc.Digest, sha: sha256.New(),
-		parts: make(chan *blobPart, ociRangesAhead-1), done: make(chan struct{})}
-	go func() {
-		defer close(b.done)
-		defer m.streams.ranging.Unlock()
-		defer func() { _ = first.Body.Close() }() // when never read
-		b.download(func(ctx context.Context, off, n int64) ([]byte, error) {
-			if off == 0 {
-				// The answer that showed ranges served: its body is the
-				// first part, read while the next are asked for.
-				data, err := readPart(first, n)
-				if err == nil {
-					return data, nil
-				}
+	get := func(ctx context.Context, off, n int64) ([]byte, error) {
+		if off == 0 {
+			// The answer that showed ranges served: its body is the first
+			// part, read while the next are asked for.
+			if data, err := readPart(first, n); err == nil {
+				return data, nil
 			}
-			var data []byte
-			err := f.retry.do(ctx, fmt.Sprintf("%s (bytes %d-%d)", what, off, off+n-1), func(ctx context.Context) error {
-				var err error
-				data, err = getRange(ctx, client, url, off, n)
-				return err
-			})
-			return data, err
-		}, part, m.streams.sem)
-	}()
-	return b
+		}
+		var data []byte
+		err := f.retry.do(ctx, fmt.Sprintf("%s (bytes %d-%d)", what, off, off+n-1), func(ctx context.Context) error {
+			var err error
+			data, err = getRange(ctx, client, url, off, n)
+			return err
+		})
+		return data, err
+	}
+	return readInOrder(ctx, desc.Size, part, desc.Digest.Hex, m.streams.sem, get, func() {
+		_ = first.Body.Close() // when never read
+		m.streams.ranging.Unlock()
+	})
 }
 
 // getRange downloads bytes off to off+n-1 of a blob.
@@ -170,126 +152,4 @@ func readPart(resp *http.Response, n int64) ([]byte, error) {
 		return nil, err
 	}
 	return data, nil
-}
-
-// rangedBlob reads a blob's parts in order as they arrive.
-type rangedBlob struct {
-	ctx    context.Context
-	cancel context.CancelCauseFunc
-	size   int64
-	want   v1.Hash
-	sha    hash.Hash
-	// parts are the parts asked for, in order; done closes when no more
-	// will be.
-	parts chan *blobPart
-	done  chan struct{}
-	cur   []byte
-	read  int64
-	err   error
-}
-
-type blobPart struct {
-	data  []byte
-	err   error
-	ready chan struct{}
-}
-
-// download asks for each part in turn once a stream is free: the layer's
-// own, or one of the fetch's that no other download holds.
-func (b *rangedBlob) download(get func(ctx context.Context, off, n int64) ([]byte, error), part int64, shared *semaphore.Weighted) {
-	defer close(b.parts)
-	own := make(chan struct{}, 1)
-	own <- struct{}{}
-	stream := func() (release func(), ok bool) {
-		select {
-		case <-own:
-			return func() { own <- struct{}{} }, true
-		default:
-		}
-		if shared.TryAcquire(1) {
-			return func() { shared.Release(1) }, true
-		}
-		select {
-		case <-own:
-			return func() { own <- struct{}{} }, true
-		case <-b.ctx.Done():
-			return nil, false
-		}
-	}
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	for off := int64(0); off < b.size; off += part {
-		n := min(part, b.size-off)
-		p := &blobPart{ready: make(chan struct{})}
-		select {
-		case b.parts <- p:
-		case <-b.ctx.Done():
-			return
-		}
-		release, ok := stream()
-		if !ok {
-			p.err = context.Cause(b.ctx)
-			close(p.ready)
-			return
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer close(p.ready)
-			defer release()
-			p.data, p.err = get(b.ctx, off, n)
-		}()
-	}
-}
-
-func (b *rangedBlob) Read(p []byte) (int, error) {
-	for len(b.cur) == 0 {
-		if b.err != nil {
-			return 0, b.err
-		}
-		next, ok := <-b.parts
-		if !ok {
-			b.err = b.end()
-			continue
-		}
-		<-next.ready
-		if next.err != nil {
-			b.err = next.err
-			continue
-		}
-		b.cur = next.data
-	}
-	n := copy(p, b.cur)
-	b.sha.Write(p[:n])
-	b.cur = b.cur[n:]
-	b.read += int64(n)
-	return n, nil
-}
-
-// end is the error at the blob's end: io.EOF when it is whole and its
-// digest is the one asked for.
-func (b *rangedBlob) end() error {
-	if b.read != b.size {
-		if err := context.Cause(b.ctx); err != nil {
-			return err
-		}
-		return io.ErrUnexpectedEOF
-	}
-	if got := hex.EncodeToString(b.sha.Sum(nil)); b.want.Algorithm != "sha256" || got != b.want.Hex {
-		return fmt.Errorf("%w: its ranges add up to sha256:%s, not %s", errLayerDamaged, got, b.want)
-	}
-	return io.EOF
-}
-
-// errLayerDamaged is a layer whose bytes are not its digest's: damaged on
-// its way, worth downloading again.
-var errLayerDamaged = errors.New("the layer was damaged on its way")
-
-// Close ends the downloads still running and waits for them.
-func (b *rangedBlob) Close() error {
-	b.cancel(errLayerAbandoned)
-	for range b.parts {
-	}
-	<-b.done
-	return nil
 }
