@@ -338,6 +338,30 @@ func TestAGCSObjectAtThePrefixIsFetchedAsAnArchive(t *testing.T) {
 	assertTree(t, o.Dest, files)
 }
 
+func TestALargeGCSArchiveIsReadInParts(t *testing.T) {
+	gcs := newFakeGCS(t)
+	files := largeModel()
+	gcs.store.CreateObject(fakestorage.Object{
+		ObjectAttrs: fakestorage.ObjectAttrs{BucketName: testBucket, Name: "exports/m.tar.gz"},
+		Content:     tarball(t, true, entries(files)),
+	})
+	var seen rangesOf
+	gcs.seen = func(r *http.Request) {
+		if r.URL.Query().Get("alt") == "media" && strings.HasSuffix(r.URL.Path, "/exports/m.tar.gz") {
+			seen.add(r.Header.Get("Range"))
+		}
+	}
+	o, logs := testOptions(t, "gs://models/exports/m.tar.gz", secretDir(t, map[string]string{KeyGCSEndpointURL: gcs.URL}))
+	o.partSize = testPartSize
+	if _, err := Run(context.Background(), o); err != nil {
+		t.Fatalf("%v\n%s", err, logs)
+	}
+	assertTree(t, o.Dest, files)
+	if len(seen.ranges) < 10 || seen.count("") != 0 {
+		t.Errorf("downloads of the archive: %q; want one range for each of its parts", seen.ranges)
+	}
+}
+
 func TestAGzipEncodedGCSObjectIsRefusedByName(t *testing.T) {
 	gcs := newFakeGCS(t)
 	files := model(1)

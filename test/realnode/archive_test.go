@@ -1,0 +1,96 @@
+package realnode
+
+import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	"context"
+	"io/fs"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelserver-dev/modelserver-operator/test/realenv"
+	"github.com/modelserver-dev/modelserver-operator/test/s3server"
+)
+
+// TestALargeArchiveFromS3IsReadInPartsAndServed: a model as one tar.gz of
+// over 72 MiB (the SavedModel, and weights that do not compress) in the
+// S3 server is fetched on the real node as parts read in order, and
+// served.
+func TestALargeArchiveFromS3IsReadInPartsAndServed(t *testing.T) {
+	t.Parallel()
+	e := realNode(t)
+	ns := e.namespace(t)
+	ctx := context.Background()
+
+	root := filepath.Join(e.Root, "test/testdata/tf-serving/saved_model_half_plus_two_cpu")
+	weights := make([]byte, 72<<20)
+	_, _ = rand.NewChaCha8([32]byte{1}).Read(weights)
+	archive := tarGzOf(t, root, map[string][]byte{"00000123/assets/weights.bin": weights})
+	key := "archives/" + ns + ".tar.gz"
+	if err := s3server.PutObject(ctx, s3server.Client(e.S3Endpoint, e.S3Creds), realenv.Bucket, key, archive); err != nil {
+		t.Fatal(err)
+	}
+
+	start := time.Now()
+	e.kubectl(t, e.modelServer("archive", "s3://"+realenv.Bucket+"/"+key, 1, "512Mi", ""), "-n", ns, "apply", "-f", "-")
+	e.waitReady(t, ns, "archive", 5*time.Minute)
+	t.Logf("kubectl apply to Ready, a %d MiB archive read in parts: %.1fs", len(archive)>>20, time.Since(start).Seconds())
+
+	if m, want := e.get(t, ns, "archive").Status.Model, int64(len(weights)); m == nil || m.SizeBytes < want {
+		t.Errorf("status.model %+v: want the %d bytes of weights in its size", m, want)
+	}
+	if got := e.modelStatus(t, ns, "archive"); got["123"] != "AVAILABLE" {
+		t.Errorf("TF Serving (double) reports %v, want version 123 AVAILABLE", got)
+	}
+	logs := e.kubectl(t, "", "-n", ns, "logs", "-l", "job-name", "-c", "fetch", "--tail=-1")
+	if !strings.Contains(logs, `"msg":"downloading an archive in ranges"`) {
+		t.Errorf("the fetch's log does not say the archive was read in parts:\n%s", logs)
+	}
+}
+
+// tarGzOf packs the files below root, and extra, as a tar.gz whose top
+// entries are root's.
+func tarGzOf(t *testing.T, root string, extra map[string][]byte) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	zw, _ := gzip.NewWriterLevel(&buf, gzip.BestSpeed)
+	tw := tar.NewWriter(zw)
+	add := func(name string, data []byte) {
+		if err := tw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: int64(len(data)), Typeflag: tar.TypeReg}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tw.Write(data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, p)
+		add(filepath.ToSlash(rel), data)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, data := range extra {
+		add(name, data)
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
