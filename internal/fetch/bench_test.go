@@ -1,10 +1,13 @@
 package fetch
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"testing"
@@ -106,6 +109,28 @@ func BenchmarkFetchS3Archive(b *testing.B) {
 	}
 	b.Logf("256 MiB as one tar.gz at 50 MB/s a stream: %.0f MB/s as one download, %.0f MB/s in parts %d at once",
 		rates[1], rates[DefaultConcurrency], archiveStreams)
+}
+
+// BenchmarkFetchHTTPArchive fetches the same tar.gz from a web server
+// (net/http's file serving: ranges, ETag) capping each download at 50
+// MB/s: as one download (Concurrency 1), and in parts httpStreams at a
+// time.
+func BenchmarkFetchHTTPArchive(b *testing.B) {
+	archive := tarball(b, true, entries(benchModelFiles()))
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("ETag", `"bench"`)
+		http.ServeContent(&paced{ResponseWriter: w, rate: 50e6, start: time.Now()}, r, "bench.tar.gz", time.Time{}, bytes.NewReader(archive))
+	}))
+	defer srv.Close()
+	total := int64(benchFiles * benchFileSize)
+	rates := map[int]float64{}
+	for _, conc := range []int{1, DefaultConcurrency} {
+		b.Run(fmt.Sprintf("50MBps-a-stream/concurrency=%d", conc), func(b *testing.B) {
+			rates[conc] = fetchRate(b, srv.URL+"/bench.tar.gz", "", conc, total)
+		})
+	}
+	b.Logf("256 MiB as one tar.gz over HTTP at 50 MB/s a stream: %.0f MB/s as one download, %.0f MB/s in parts %d at once",
+		rates[1], rates[DefaultConcurrency], httpStreams)
 }
 
 // fetchRate fetches uri b.N times with concurrency conc, each a model of

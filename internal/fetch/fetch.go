@@ -340,7 +340,11 @@ func (f *fetcher) openSource(ctx context.Context) (Source, error) {
 	case storageuri.SchemeGCS:
 		return newGCSSource(ctx, f.loc, f.creds, transport, f.o.MaxFiles)
 	case storageuri.SchemeHTTP, storageuri.SchemeHTTPS:
-		return newHTTPSource(f.loc, f.creds, transport)
+		var part int64
+		if f.o.Concurrency > 1 {
+			part = min(inOrderPartSize, f.o.partSize)
+		}
+		return newHTTPSource(f.loc, f.creds, transport, part)
 	case storageuri.SchemeLocal:
 		return newLocalSource(f.loc, f.o.MaxFiles), nil
 	}

@@ -15,9 +15,12 @@ import (
 type httpSource struct {
 	client *http.Client
 	loc    storageuri.Location
+	// part, when not 0, is the size of the parts a large file is read in,
+	// several at once, when the server serves ranges (httprange.go).
+	part int64
 }
 
-func newHTTPSource(loc storageuri.Location, creds Credentials, transport http.RoundTripper) (Source, error) {
+func newHTTPSource(loc storageuri.Location, creds Credentials, transport http.RoundTripper, part int64) (Source, error) {
 	headers, err := parseHeaders(creds.values[KeyHTTPHeaders])
 	if err != nil {
 		return nil, err
@@ -25,7 +28,7 @@ func newHTTPSource(loc storageuri.Location, creds Credentials, transport http.Ro
 	if len(headers) > 0 {
 		transport = &headerTransport{base: transport, headers: headers}
 	}
-	return &httpSource{client: &http.Client{Transport: transport}, loc: loc}, nil
+	return &httpSource{client: &http.Client{Transport: transport}, loc: loc, part: part}, nil
 }
 
 func (s *httpSource) List(context.Context) (Listing, error) {
@@ -33,22 +36,38 @@ func (s *httpSource) List(context.Context) (Listing, error) {
 }
 
 func (s *httpSource) Open(ctx context.Context, _ string) (io.ReadCloser, int64, error) {
+	if s.part > 0 {
+		return s.openInParts(ctx)
+	}
+	resp, err := s.get(ctx, "")
+	if err != nil {
+		return nil, 0, err
+	}
+	return resp.Body, resp.ContentLength, nil
+}
+
+// get asks for the file, or the range of it rng names ("" for all): an
+// answer of 200 or 206, whose body the caller reads, or an error.
+func (s *httpSource) get(ctx context.Context, rng string) (*http.Response, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.loc.URL.String(), nil)
 	if err != nil {
-		return nil, 0, permanentf(servingv1alpha1.ReasonInvalidURI, "%s: %v", s.loc, err)
+		return nil, permanentf(servingv1alpha1.ReasonInvalidURI, "%s: %v", s.loc, err)
 	}
 	// The checksum and sizes are those of the bytes as stored.
 	req.Header.Set("Accept-Encoding", "identity")
+	if rng != "" {
+		req.Header.Set("Range", rng)
+	}
 	resp, err := s.client.Do(req)
 	if err != nil {
-		return nil, 0, classify(err, s.loc.String())
+		return nil, classify(err, s.loc.String())
 	}
-	if resp.StatusCode != http.StatusOK {
+	if resp.StatusCode != http.StatusOK && (rng == "" || resp.StatusCode != http.StatusPartialContent) {
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 		_ = resp.Body.Close()
-		return nil, 0, classify(&statusError{code: resp.StatusCode, status: resp.Status}, s.loc.String())
+		return nil, classify(&statusError{code: resp.StatusCode, status: resp.Status}, s.loc.String())
 	}
-	return resp.Body, resp.ContentLength, nil
+	return resp, nil
 }
 
 func (s *httpSource) Describe(string) string { return s.loc.String() }

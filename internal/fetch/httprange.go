@@ -1,0 +1,70 @@
+package fetch
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+
+	"golang.org/x/sync/semaphore"
+
+	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
+)
+
+// httpStreams is how many downloads a large file at an http(s):// URL is
+// read with at once.
+const httpStreams = 4
+
+// openInParts asks for the file's first part. A server that serves ranges
+// answers with it and the file's size: a file larger than the part is read
+// as parts several at once, handed on in order (inorder.go), each of the
+// version the first named (its ETag, else its Last-Modified). A server
+// that does not answers with the whole file, which is read as it comes: a
+// Range asked costs nothing there.
+func (s *httpSource) openInParts(ctx context.Context) (io.ReadCloser, int64, error) {
+	first, err := s.get(ctx, fmt.Sprintf("bytes=0-%d", s.part-1))
+	if err != nil {
+		return nil, 0, err
+	}
+	if first.StatusCode == http.StatusOK {
+		return first.Body, first.ContentLength, nil
+	}
+	var from, to, size int64
+	if _, err := fmt.Sscanf(first.Header.Get("Content-Range"), "bytes %d-%d/%d", &from, &to, &size); err != nil || from != 0 || to != min(s.part, size)-1 {
+		// Not the range asked, or of a size not told: the whole, then.
+		_ = first.Body.Close()
+		resp, err := s.get(ctx, "")
+		if err != nil {
+			return nil, 0, err
+		}
+		return resp.Body, resp.ContentLength, nil
+	}
+	if size <= s.part {
+		return first.Body, size, nil
+	}
+	version := versionOf(first)
+	get := func(ctx context.Context, off, n int64) ([]byte, error) {
+		if off == 0 {
+			return readPart(first, n)
+		}
+		resp, err := s.get(ctx, fmt.Sprintf("bytes=%d-%d", off, off+n-1))
+		if err != nil {
+			return nil, err
+		}
+		if resp.StatusCode != http.StatusPartialContent || versionOf(resp) != version {
+			_ = resp.Body.Close()
+			return nil, transientf(servingv1alpha1.ReasonFetchFailed, "%s: the file changed during the fetch (%s, then %s)", s.loc, version, versionOf(resp))
+		}
+		return readPart(resp, n)
+	}
+	return readInOrder(ctx, size, s.part, "", semaphore.NewWeighted(httpStreams-1), get, func() { _ = first.Body.Close() }), size, nil
+}
+
+// versionOf is what names the content of a server's answer: its ETag,
+// else its Last-Modified; "" when it names none.
+func versionOf(resp *http.Response) string {
+	if etag := resp.Header.Get("ETag"); etag != "" {
+		return etag
+	}
+	return resp.Header.Get("Last-Modified")
+}
