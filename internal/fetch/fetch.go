@@ -344,7 +344,7 @@ func (f *fetcher) openSource(ctx context.Context) (Source, error) {
 		if f.o.Concurrency > 1 {
 			part = min(inOrderPartSize, f.o.partSize)
 		}
-		return newHTTPSource(f.loc, f.creds, transport, part)
+		return newHTTPSource(f.loc, f.creds, transport, part, f.retry)
 	case storageuri.SchemeLocal:
 		return newLocalSource(f.loc, f.o.MaxFiles), nil
 	}

@@ -18,7 +18,8 @@ const httpStreams = 4
 // openInParts asks for the file's first part. A server that serves ranges
 // answers with it and the file's size: a file larger than the part is read
 // as parts several at once, handed on in order (inorder.go), each of the
-// version the first named (its ETag, else its Last-Modified). A server
+// version the first named (its ETag, else its Last-Modified), each
+// retried on its own. A server
 // that does not answers with the whole file, which is read as it comes: a
 // Range asked costs nothing there.
 func (s *httpSource) openInParts(ctx context.Context) (io.ReadCloser, int64, error) {
@@ -47,15 +48,33 @@ func (s *httpSource) openInParts(ctx context.Context) (io.ReadCloser, int64, err
 		if off == 0 {
 			return readPart(first, n)
 		}
-		resp, err := s.get(ctx, fmt.Sprintf("bytes=%d-%d", off, off+n-1))
-		if err != nil {
+		var (
+			data []byte
+			v    string
+		)
+		rng := fmt.Sprintf("bytes=%d-%d", off, off+n-1)
+		err := s.retry.do(ctx, fmt.Sprintf("%s (%s)", s.loc, rng), func(ctx context.Context) error {
+			resp, err := s.get(ctx, rng)
+			if err != nil {
+				return err
+			}
+			if v = versionOf(resp); resp.StatusCode != http.StatusPartialContent {
+				v = "the whole file, not a range"
+			}
+			if v != version {
+				_ = resp.Body.Close()
+				return nil // the attempt fails for it, not this part
+			}
+			data, err = readPart(resp, n)
+			return err
+		})
+		switch {
+		case err != nil:
 			return nil, err
+		case v != version:
+			return nil, transientf(servingv1alpha1.ReasonFetchFailed, "%s: the file changed during the fetch (%s, then %s)", s.loc, version, v)
 		}
-		if resp.StatusCode != http.StatusPartialContent || versionOf(resp) != version {
-			_ = resp.Body.Close()
-			return nil, transientf(servingv1alpha1.ReasonFetchFailed, "%s: the file changed during the fetch (%s, then %s)", s.loc, version, versionOf(resp))
-		}
-		return readPart(resp, n)
+		return data, nil
 	}
 	return readInOrder(ctx, size, s.part, "", semaphore.NewWeighted(httpStreams-1), get, func() { _ = first.Body.Close() }), size, nil
 }

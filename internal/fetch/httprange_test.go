@@ -84,3 +84,30 @@ func TestAnArchiveOverHTTPReplacedWhileReadInPartsIsReadAgain(t *testing.T) {
 		t.Errorf("the retry does not say the file changed:\n%s", logs)
 	}
 }
+
+func TestABrokenPartOverHTTPIsAskedForAgainAlone(t *testing.T) {
+	files := largeModel()
+	archive := tarball(t, true, entries(files))
+	var failed atomic.Bool
+	srv, ranges := serveRanged(t, func(string) ([]byte, string) { return archive, `"v1"` })
+	broken := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.Header.Get("Range"), "bytes=131072-") && !failed.Swap(true) {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		srv.Config.Handler.ServeHTTP(w, r)
+	}))
+	t.Cleanup(broken.Close)
+	o, logs := testOptions(t, broken.URL+"/m.tar.gz", "")
+	o.partSize = testPartSize
+	if _, err := Run(context.Background(), o); err != nil {
+		t.Fatalf("%v\n%s", err, logs)
+	}
+	assertTree(t, o.Dest, files)
+	if want := int64(len(archive)+testPartSize-1) / testPartSize; ranges.Load() != want {
+		t.Errorf("%d ranges served, want the archive's %d parts once each (the broken one asked again)", ranges.Load(), want)
+	}
+	if !strings.Contains(logs.String(), "(bytes=131072-196607)") {
+		t.Errorf("the retry does not name the part:\n%s", logs)
+	}
+}

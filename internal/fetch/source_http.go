@@ -16,11 +16,13 @@ type httpSource struct {
 	client *http.Client
 	loc    storageuri.Location
 	// part, when not 0, is the size of the parts a large file is read in,
-	// several at once, when the server serves ranges (httprange.go).
-	part int64
+	// several at once, when the server serves ranges (httprange.go), each
+	// retried on its own by retry.
+	part  int64
+	retry *retrier
 }
 
-func newHTTPSource(loc storageuri.Location, creds Credentials, transport http.RoundTripper, part int64) (Source, error) {
+func newHTTPSource(loc storageuri.Location, creds Credentials, transport http.RoundTripper, part int64, retry *retrier) (Source, error) {
 	headers, err := parseHeaders(creds.values[KeyHTTPHeaders])
 	if err != nil {
 		return nil, err
@@ -28,7 +30,7 @@ func newHTTPSource(loc storageuri.Location, creds Credentials, transport http.Ro
 	if len(headers) > 0 {
 		transport = &headerTransport{base: transport, headers: headers}
 	}
-	return &httpSource{client: &http.Client{Transport: transport}, loc: loc, part: part}, nil
+	return &httpSource{client: &http.Client{Transport: transport}, loc: loc, part: part, retry: retry}, nil
 }
 
 func (s *httpSource) List(context.Context) (Listing, error) {
