@@ -6,15 +6,8 @@ import (
 	"io"
 	"sync"
 
-	"golang.org/x/sync/semaphore"
-
 	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
 )
-
-// archiveStreams is how many downloads a large tar archive is read with
-// at once: a store gives each connection its share, as a registry does
-// (ociLayersAtOnce).
-const archiveStreams = 4
 
 // openArchive opens a tar archive as one stream: a large one from a store
 // that serves ranges as parts, several at once, handed on in order
@@ -62,7 +55,7 @@ func (d *downloader) openArchive(ctx context.Context, obj Object) (io.ReadCloser
 	}
 	d.retry.log.Info("downloading an archive in ranges", "archive", what, "parts", (obj.Size+part-1)/part, "partBytes", part)
 	// A pinned sha256 is checked by the caller, over the bytes read.
-	return readInOrder(ctx, obj.Size, part, "", semaphore.NewWeighted(archiveStreams-1), get, func() {}), obj.Size, nil
+	return readInOrder(ctx, obj.Size, part, "", nil, get, func() {}), obj.Size, nil
 }
 
 // readRange reads the n bytes of obj from off, and the version they are of.
@@ -72,8 +65,8 @@ func readRange(ctx context.Context, rs rangeSource, obj Object, off, n int64, wh
 		return nil, "", err
 	}
 	defer func() { _ = body.Close() }()
-	if info.Size >= 0 && info.Size != obj.Size {
-		return nil, "", transientf(servingv1alpha1.ReasonFetchFailed, "%s: %d bytes listed but the object has %d; the object changed during the fetch", what, obj.Size, info.Size)
+	if err := sizeChanged(obj, info, what); err != nil {
+		return nil, "", err
 	}
 	data := make([]byte, n)
 	if _, err := io.ReadFull(body, data); err != nil {

@@ -94,7 +94,7 @@ func BenchmarkFetchS3(b *testing.B) {
 // BenchmarkFetchS3Archive fetches the same 256 MiB as one tar.gz from the
 // fake S3 capping each download at 50 MB/s, as a store caps a
 // connection: as one download (Concurrency 1), and as the fetch does, in
-// parts archiveStreams at a time, read in order.
+// parts inOrderAhead at a time, read in order.
 func BenchmarkFetchS3Archive(b *testing.B) {
 	s3 := newFakeS3(b)
 	s3.put(b, "", map[string][]byte{"bench.tar.gz": tarball(b, true, entries(benchModelFiles()))})
@@ -108,12 +108,12 @@ func BenchmarkFetchS3Archive(b *testing.B) {
 		})
 	}
 	b.Logf("256 MiB as one tar.gz at 50 MB/s a stream: %.0f MB/s as one download, %.0f MB/s in parts %d at once",
-		rates[1], rates[DefaultConcurrency], archiveStreams)
+		rates[1], rates[DefaultConcurrency], inOrderAhead)
 }
 
 // BenchmarkFetchHTTPArchive fetches the same tar.gz from a web server
 // (net/http's file serving: ranges, ETag) capping each download at 50
-// MB/s: as one download (Concurrency 1), and in parts httpStreams at a
+// MB/s: as one download (Concurrency 1), and in parts inOrderAhead at a
 // time.
 func BenchmarkFetchHTTPArchive(b *testing.B) {
 	archive := tarball(b, true, entries(benchModelFiles()))
@@ -130,7 +130,7 @@ func BenchmarkFetchHTTPArchive(b *testing.B) {
 		})
 	}
 	b.Logf("256 MiB as one tar.gz over HTTP at 50 MB/s a stream: %.0f MB/s as one download, %.0f MB/s in parts %d at once",
-		rates[1], rates[DefaultConcurrency], httpStreams)
+		rates[1], rates[DefaultConcurrency], inOrderAhead)
 }
 
 // fetchRate fetches uri b.N times with concurrency conc, each a model of

@@ -6,14 +6,8 @@ import (
 	"io"
 	"net/http"
 
-	"golang.org/x/sync/semaphore"
-
 	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
 )
-
-// httpStreams is how many downloads a large file at an http(s):// URL is
-// read with at once.
-const httpStreams = 4
 
 // openInParts asks for the file's first part. A server that serves ranges
 // answers with it and the file's size: a file larger than the part is read
@@ -76,7 +70,7 @@ func (s *httpSource) openInParts(ctx context.Context) (io.ReadCloser, int64, err
 		}
 		return data, nil
 	}
-	return readInOrder(ctx, size, s.part, "", semaphore.NewWeighted(httpStreams-1), get, func() { _ = first.Body.Close() }), size, nil
+	return readInOrder(ctx, size, s.part, "", nil, get, func() { _ = first.Body.Close() }), size, nil
 }
 
 // versionOf is what names the content of a server's answer: its ETag,

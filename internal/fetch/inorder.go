@@ -35,7 +35,8 @@ type inOrder struct {
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 	size   int64
-	// wantSHA256, when not empty, is the hex sha256 the whole must have.
+	// wantSHA256, when not empty, is the hex sha256 the whole must have,
+	// and sha hashes what is read.
 	wantSHA256 string
 	sha        hash.Hash
 	// parts are the parts asked for, in order; done closes when no more
@@ -55,12 +56,21 @@ type orderedPart struct {
 
 // readInOrder starts downloading size bytes with get, parts of part bytes
 // each: one at a time on a stream of its own, and more at once while
-// shared has streams free. after runs once the downloads have ended.
+// shared has streams free; nil shared is streams of its own, as many as
+// its parts ahead can use. after runs once the downloads have ended.
 func readInOrder(ctx context.Context, size, part int64, wantSHA256 string, shared *semaphore.Weighted,
 	get func(ctx context.Context, off, n int64) ([]byte, error), after func()) *inOrder {
 	ctx, cancel := context.WithCancelCause(ctx)
-	r := &inOrder{ctx: ctx, cancel: cancel, size: size, wantSHA256: wantSHA256, sha: sha256.New(),
+	if shared == nil {
+		shared = semaphore.NewWeighted(inOrderAhead - 1)
+	}
+	r := &inOrder{ctx: ctx, cancel: cancel, size: size, wantSHA256: wantSHA256,
 		parts: make(chan *orderedPart, inOrderAhead-1), done: make(chan struct{})}
+	if wantSHA256 != "" {
+		// Hashed only to be checked: a caller that pins the bytes hashes
+		// what it reads itself.
+		r.sha = sha256.New()
+	}
 	go func() {
 		defer close(r.done)
 		defer after()
@@ -135,7 +145,9 @@ func (b *inOrder) Read(p []byte) (int, error) {
 		b.cur = next.data
 	}
 	n := copy(p, b.cur)
-	b.sha.Write(p[:n])
+	if b.sha != nil {
+		b.sha.Write(p[:n])
+	}
 	b.cur = b.cur[n:]
 	b.read += int64(n)
 	return n, nil
@@ -150,7 +162,10 @@ func (b *inOrder) end() error {
 		}
 		return io.ErrUnexpectedEOF
 	}
-	if got := hex.EncodeToString(b.sha.Sum(nil)); b.wantSHA256 != "" && got != b.wantSHA256 {
+	if b.sha == nil {
+		return io.EOF
+	}
+	if got := hex.EncodeToString(b.sha.Sum(nil)); got != b.wantSHA256 {
 		return fmt.Errorf("%w: its parts add up to sha256:%s, not sha256:%s", errDamaged, got, b.wantSHA256)
 	}
 	return io.EOF

@@ -60,10 +60,7 @@ func (m *ociModel) blobClient(ctx context.Context) (*http.Client, error) {
 // or a registry that does not serve the range asked.
 func (f *fetcher) openRanged(ctx context.Context, desc v1.Descriptor, what string) io.ReadCloser {
 	m := f.oci
-	part := int64(inOrderPartSize)
-	if f.o.partSize > 0 {
-		part = min(part, f.o.partSize)
-	}
+	part := min(inOrderPartSize, f.o.partSize)
 	if desc.Size < rangedMinParts*part || desc.Digest.Algorithm != "sha256" || f.o.Concurrency < 2 || !m.streams.ranging.TryLock() {
 		return nil
 	}

@@ -205,8 +205,8 @@ func (d *downloader) copyPart(ctx context.Context, src rangeSource, obj Object, 
 		return "", err
 	}
 	defer func() { _ = body.Close() }()
-	if info.Size >= 0 && info.Size != obj.Size {
-		return "", transientf(servingv1alpha1.ReasonFetchFailed, "%s: %d bytes listed but the object has %d; the object changed during the fetch", what, obj.Size, info.Size)
+	if err := sizeChanged(obj, info, what); err != nil {
+		return "", err
 	}
 	var counted int64
 	defer func() {
@@ -224,6 +224,15 @@ func (d *downloader) copyPart(ctx context.Context, src rangeSource, obj Object, 
 	}
 	startWriteBack(f.file, off, n)
 	return info.Version, nil
+}
+
+// sizeChanged fails a range of an object whose size is no longer the one
+// listed: it was replaced during the fetch.
+func sizeChanged(obj Object, info rangeInfo, what string) error {
+	if info.Size >= 0 && info.Size != obj.Size {
+		return transientf(servingv1alpha1.ReasonFetchFailed, "%s: %d bytes listed but the object has %d; the object changed during the fetch", what, obj.Size, info.Size)
+	}
+	return nil
 }
 
 // hashInOrder hashes into h the size bytes of f, whose parts of partSize
