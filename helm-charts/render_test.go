@@ -8,6 +8,7 @@ import (
 	"io"
 	"io/fs"
 	"maps"
+	"path"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -1283,6 +1284,23 @@ func checkJob(t *testing.T, v *values.Values, fetch values.Fetch, job *batchv1.J
 		wantFetchVolumes = append(wantFetchVolumes, corev1.Volume{Name: "pull-secrets", VolumeSource: corev1.VolumeSource{
 			Projected: &corev1.ProjectedVolumeSource{Sources: sources, DefaultMode: ptr.To[int32](0o440)},
 		}})
+	}
+	if fetch.ReadsModelConfig {
+		// The file the fetcher is told to read is the serving pods'.
+		if i := slices.Index(fc.Args, values.ServedConfigFlag); i < 0 || i+1 == len(fc.Args) ||
+			fc.Args[i+1] != path.Join(values.ConfigMountPath, values.ModelConfigFile) {
+			t.Errorf("fetch args %q do not name the mounted model config", fc.Args)
+		}
+		wantFetchMounts = append(wantFetchMounts, corev1.VolumeMount{Name: "config", MountPath: values.ConfigMountPath, ReadOnly: true})
+		wantFetchVolumes = append(wantFetchVolumes, corev1.Volume{Name: "config", VolumeSource: corev1.VolumeSource{
+			ConfigMap: &corev1.ConfigMapVolumeSource{
+				LocalObjectReference: corev1.LocalObjectReference{Name: v.Names.ConfigMap},
+				Optional:             ptr.To(true),
+				Items:                []corev1.KeyToPath{{Key: values.ModelConfigFile, Path: values.ModelConfigFile}},
+			},
+		}})
+	} else if slices.Contains(fc.Args, values.ServedConfigFlag) {
+		t.Errorf("fetch args %q name a model config the Job does not mount", fc.Args)
 	}
 	if !equality.Semantic.DeepEqual(fc.VolumeMounts, wantFetchMounts) {
 		t.Errorf("fetch mounts = %+v, want %+v", fc.VolumeMounts, wantFetchMounts)

@@ -6,6 +6,7 @@ package desired
 
 import (
 	"fmt"
+	"slices"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -123,7 +124,8 @@ func liveJobs(spec *values.Spec, jobs map[string]*status.FetchJob) map[string]va
 		pod := fj.Job.Spec.Template.Spec
 		for _, c := range pod.Containers {
 			if c.Name == values.FetchContainerName {
-				progs[m.Generation] = values.LiveJob{Program: values.Program{Image: c.Image, Command: c.Command}, NodeSelector: pod.NodeSelector}
+				progs[m.Generation] = values.LiveJob{Program: values.Program{Image: c.Image, Command: c.Command}, NodeSelector: pod.NodeSelector,
+					ReadsModelConfig: slices.Contains(c.Args, values.ServedConfigFlag)}
 			}
 		}
 	}

@@ -62,6 +62,31 @@ func TestANewModelServerIsServedFromTheGenerationBeingFetched(t *testing.T) {
 	}
 }
 
+// TestAFetchJobIsRenderedAsItWasMade: whether a live Job's fetch reads
+// the model config is read from its arguments, so that a Job made before
+// fetches pruned the volume keeps its immutable pod template.
+func TestAFetchJobIsRenderedAsItWasMade(t *testing.T) {
+	ms := modelServer()
+	fresh, err := For(ms, Observed{}, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := fresh.Spec.Models[0].FetchJob
+	for _, reads := range []bool{false, true} {
+		j := job(name, "example.com/op:1", "")
+		if reads {
+			j.Spec.Template.Spec.Containers[0].Args = fresh.Values.Fetches[0].Args
+		}
+		st, err := For(ms, Observed{FetchJobs: map[string]*status.FetchJob{name: {Job: j}}}, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := st.Values.Fetches[0].ReadsModelConfig; got != reads {
+			t.Errorf("a Job made with args %q renders as reading the model config: %v", j.Spec.Template.Spec.Containers[0].Args, got)
+		}
+	}
+}
+
 func TestAFinishedFetchIsReadFromItsTerminationMessage(t *testing.T) {
 	ms := modelServer()
 	fresh, err := For(ms, Observed{}, cfg)

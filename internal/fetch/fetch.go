@@ -56,6 +56,11 @@ type Options struct {
 	// are when cosign was told to store them elsewhere than beside the
 	// image (COSIGN_REPOSITORY); "" for beside it.
 	SignatureRepository string
+	// ServedConfig is the serving pods' model config, as mounted into the
+	// fetch's pod: the models of earlier fetches beside Dest that it has
+	// moved the pods off are removed before the download (prune.go). ""
+	// removes none.
+	ServedConfig string
 	// MaxBytes caps the model's size (0: DefaultMaxBytes).
 	MaxBytes int64
 	// MaxFiles caps its number of files (0: DefaultMaxFiles).
@@ -194,6 +199,9 @@ func (f *fetcher) run(ctx context.Context) (Summary, error) {
 		return Summary{}, permanentf(servingv1alpha1.ReasonInvalidURI, "the source %s and the destination %s overlap", f.loc.Path, f.dest)
 	}
 	removeLeftovers(f.dest, f.log)
+	if f.o.ServedConfig != "" {
+		pruneSuperseded(f.dest, f.o.ServedConfig, time.Now(), f.log)
+	}
 	f.origin = f.loc.String()
 	if f.loc.Scheme == storageuri.SchemeOCI {
 		if sum, ok, err := f.resolveOCI(ctx); ok || err != nil {
@@ -468,6 +476,9 @@ func (f *fetcher) alreadyFetched(ctx context.Context) (Summary, bool) {
 		return Summary{}, false
 	}
 	f.log.Info("the model is already fetched and intact; nothing to download", "dest", f.dest, "files", len(m.Files), "digest", m.Digest)
+	if f.o.ServedConfig != "" {
+		markPublished(f.dest, time.Now(), f.log)
+	}
 	return m.summary(), true
 }
 

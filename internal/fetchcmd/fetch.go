@@ -49,6 +49,7 @@ func fetchCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return nil
 	})
 	fs.StringVar(&o.SignatureRepository, "signature-repository", "", "Where the cosign signatures of an oci:// model's image are, registry/repository, when not beside the image (cosign's COSIGN_REPOSITORY).")
+	fs.StringVar(&o.ServedConfig, "served-config", "", "The serving pods' model config (TF Serving's --model_config_file): models beside --dest that it no longer names, published before all it names, are removed before the download.")
 	fs.Int64Var(&o.MaxBytes, "max-bytes", 0, "The largest model accepted, in bytes (0: 1 TiB).")
 	fs.IntVar(&o.Concurrency, "concurrency", fetch.DefaultConcurrency, "How many files are downloaded at once.")
 	fs.DurationVar(&o.Timeout, "timeout", fetch.DefaultTimeout, "The longest the whole fetch may take.")

@@ -5,6 +5,8 @@ package pbtext
 
 import (
 	"fmt"
+	"regexp"
+	"strconv"
 	"strings"
 )
 
@@ -31,4 +33,20 @@ func Quote(s string) string {
 	}
 	b.WriteByte('"')
 	return b.String()
+}
+
+// StringFields reads back the values of every string field named field
+// in text that Quote wrote, at any depth: the base paths of a model
+// config, for the fetch that must leave the models it serves alone. A
+// value that does not unquote is left out.
+func StringFields(text, field string) []string {
+	re := regexp.MustCompile(`(?m)(?:^|[\s{])` + regexp.QuoteMeta(field) + `\s*:\s*("(?:[^"\\\n]|\\.)*")`)
+	var out []string
+	for _, m := range re.FindAllStringSubmatch(text, -1) {
+		// Quote's escapes (\" \\ and three octal digits) are Go's too.
+		if s, err := strconv.Unquote(m[1]); err == nil {
+			out = append(out, s)
+		}
+	}
+	return out
 }

@@ -1,6 +1,7 @@
 package values
 
 import (
+	"path"
 	"slices"
 	"strconv"
 	"strings"
@@ -72,12 +73,21 @@ func pullSecrets(ms *servingv1alpha1.ModelServer, m servingv1alpha1.ModelSpec) [
 
 // fetchTemplateRevision is part of every fetch generation. Bump it with any
 // change to the chart's fetch Job template that changes the rendered pod
-// template: a Job's pod template is immutable, so such a chart needs new
-// Job names (and fetches each model again).
+// template, unless existing Jobs are rendered as they were made (LiveJob,
+// as the model config's mount is): a Job's pod template is immutable, so
+// such a chart needs new Job names (and fetches each model again).
 const fetchTemplateRevision = "1"
 
-func fetchArgs(m servingv1alpha1.ModelSpec, dest string, pulls []string) []string {
-	args := []string{"fetch", "--uri", m.StorageURI, "--dest", dest}
+// ServedConfigFlag names the model config to the fetcher, whose models it
+// must leave on the volume (Fetch.ReadsModelConfig).
+const ServedConfigFlag = "--served-config"
+
+func fetchArgs(m servingv1alpha1.ModelSpec, dest string, pulls []string, readsConfig bool) []string {
+	args := []string{"fetch"}
+	if readsConfig {
+		args = append(args, ServedConfigFlag, path.Join(ConfigMountPath, ModelConfigFile))
+	}
+	args = append(args, "--uri", m.StorageURI, "--dest", dest)
 	if m.CredentialsSecret != "" {
 		args = append(args, "--credentials-dir", CredentialsMountPath)
 	}
@@ -117,15 +127,15 @@ func requestsAndMemoryLimit(cpu, memory, memoryLimit string) corev1.ResourceRequ
 	}
 }
 
-// job is what a fetch generation's Job runs, and what its pod's node
-// selector adds to the pod's (podSelector): what it was made with if it
-// exists, else the fetcher of the operator's image and the serving pods'
-// architecture (arch).
-func (in Inputs) job(generation string, podSelector, arch map[string]string) (Program, map[string]string) {
+// job is what a fetch generation's Job runs, what its pod's node selector
+// adds to the pod's (podSelector), and whether it reads the model config:
+// what it was made with if it exists, else the fetcher of the operator's
+// image, the serving pods' architecture (arch), and the model config.
+func (in Inputs) job(generation string, podSelector, arch map[string]string) (Program, map[string]string, bool) {
 	if j := in.LiveJobs[generation]; j.Image != "" {
-		return j.Program, beyond(j.NodeSelector, podSelector)
+		return j.Program, beyond(j.NodeSelector, podSelector), j.ReadsModelConfig
 	}
-	return in.fetcher(), arch
+	return in.fetcher(), arch, true
 }
 
 // fetcher is the fetcher of the operator's image, which new fetch Jobs and

@@ -135,10 +135,15 @@ type Fetch struct {
 	CredentialsSecret        string `json:"credentialsSecret,omitempty"`
 	// PullSecrets are image pull secrets whose registry credentials an
 	// oci:// model's fetch reads (see pullSecrets).
-	PullSecrets    []string                    `json:"pullSecrets,omitempty"`
-	BackoffLimit   int32                       `json:"backoffLimit"`
-	ActiveDeadline int64                       `json:"activeDeadlineSeconds"`
-	Resources      corev1.ResourceRequirements `json:"resources"`
+	PullSecrets []string `json:"pullSecrets,omitempty"`
+	// ReadsModelConfig says the Job mounts the serving pods' model config
+	// (at ConfigMountPath) and removes, before it downloads, the models of
+	// earlier generations the config has moved the pods off: a Job made
+	// since the fetch prunes the model volume (LiveJob.ReadsModelConfig).
+	ReadsModelConfig bool                        `json:"readsModelConfig,omitempty"`
+	BackoffLimit     int32                       `json:"backoffLimit"`
+	ActiveDeadline   int64                       `json:"activeDeadlineSeconds"`
+	Resources        corev1.ResourceRequirements `json:"resources"`
 }
 
 // Volume is where the models live: a claim the chart creates, or the
@@ -316,6 +321,9 @@ type LiveJob struct {
 	Program
 	// NodeSelector is the node selector of the Job's pod.
 	NodeSelector map[string]string
+	// ReadsModelConfig says the Job's fetch reads the model config to
+	// prune the volume: a Job made before it did is rendered without.
+	ReadsModelConfig bool
 }
 
 // Inputs are what the values depend on besides the ModelServer's spec.

@@ -179,7 +179,9 @@ func modelsAndFetches(sp *Spec, v *Values, in Inputs, pvcPath string, arch map[s
 		}
 		v.Models = append(v.Models, model)
 		if !slices.ContainsFunc(v.Fetches, func(f Fetch) bool { return f.Generation == generation }) {
-			prog, selector := in.job(generation, sp.ms.Spec.PodTemplate.NodeSelector, arch)
+			prog, selector, readsConfig := in.job(generation, sp.ms.Spec.PodTemplate.NodeSelector, arch)
+			// A pvc:// model is the user's, verified where it is.
+			readsConfig = readsConfig && pvcPath == ""
 			pulls := pullSecrets(sp.ms, m.ModelSpec)
 			v.Fetches = append(v.Fetches, Fetch{
 				Name:                     jobName,
@@ -187,12 +189,13 @@ func modelsAndFetches(sp *Spec, v *Values, in Inputs, pvcPath string, arch map[s
 				Image:                    prog.Image,
 				Command:                  prog.Command,
 				ImagePullPolicy:          corev1.PullIfNotPresent,
-				Args:                     fetchArgs(m.ModelSpec, dest, pulls),
+				Args:                     fetchArgs(m.ModelSpec, dest, pulls, readsConfig),
 				Env:                      in.ProxyEnv,
 				NodeSelector:             selector,
 				PermanentFailureExitCode: fetchcontract.PermanentFailureExitCode,
 				CredentialsSecret:        m.CredentialsSecret,
 				PullSecrets:              pulls,
+				ReadsModelConfig:         readsConfig,
 				BackoffLimit:             2,
 				ActiveDeadline:           3600,
 				Resources:                fetchResources(),

@@ -373,6 +373,37 @@ func expectStrings(t *testing.T, what string, got, want []string) {
 	}
 }
 
+// TestAJobMadeBeforeTheFetchPrunedRendersAsItRuns: a fetch Job made
+// before fetches pruned the volume keeps its pod template (immutable),
+// without the model config; a new generation's Job reads it; a pvc://
+// model's, on the user's claim, never does.
+func TestAJobMadeBeforeTheFetchPrunedRendersAsItRuns(t *testing.T) {
+	ms := modelServer()
+	in := Inputs{ChartVersion: "0.1.0", AppVersion: "2.19.1", FetchImage: "example.com/op:2"}
+	fresh, err := For(ms, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f := fresh.Fetches[0]; !f.ReadsModelConfig || !slices.Contains(f.Args, ServedConfigFlag) {
+		t.Errorf("a new Job does not read the model config: %+v", f)
+	}
+	in.LiveJobs = map[string]LiveJob{fresh.Fetches[0].Generation: {Program: Program{Image: "example.com/op:1", Command: []string{fetchcontract.FetcherCommand}}}}
+	live, err := For(ms, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f := live.Fetches[0]; f.ReadsModelConfig || slices.Contains(f.Args, ServedConfigFlag) {
+		t.Errorf("a Job made without the model config renders with it: %+v", f)
+	}
+	pvc, err := For(modelServer(func(ms *servingv1alpha1.ModelServer) { ms.Spec.Model.StorageURI = "pvc://models/resnet" }), Inputs{FetchImage: "example.com/op:2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f := pvc.Fetches[0]; f.ReadsModelConfig || slices.Contains(f.Args, ServedConfigFlag) {
+		t.Errorf("a pvc:// model's Job would prune the user's claim: %+v", f)
+	}
+}
+
 // TestFirstFetchEndingChangesNoValue: a new ModelServer's release is
 // installed once. The fetch ending must leave the values, and so the
 // digest, as they were, or it would cost a Helm upgrade.
@@ -418,6 +449,7 @@ func TestAnOperatorUpgradeChangesNothingThatRuns(t *testing.T) {
 			upgraded.FetchImage = "example.com/op:2"
 			upgraded.LiveJobs = map[string]LiveJob{before.Fetches[0].Generation: {
 				Program: Program{Image: "example.com/op:1", Command: command}, NodeSelector: before.Fetches[0].NodeSelector,
+				ReadsModelConfig: before.Fetches[0].ReadsModelConfig,
 			}}
 			upgraded.LiveModelWait = &InitContainer{Image: "example.com/op:1", Command: command, Args: before.Serving.ModelWait.Args}
 			after, err := For(ms, upgraded)

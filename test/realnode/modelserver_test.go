@@ -435,6 +435,61 @@ func TestChangingTheModelFetchesItBesideTheOldOneAndRollsWithoutLosingCapacity(t
 	}
 }
 
+// TestAModelReplacedTwiceLeavesTheServedModelsAloneOnItsVolume: each new
+// model is fetched beside the one served, and its fetch removes the
+// models the pods were moved off before, so that a model replaced daily
+// does not fill its volume.
+func TestAModelReplacedTwiceLeavesTheServedModelsAloneOnItsVolume(t *testing.T) {
+	t.Parallel()
+	e := realNode(t)
+	ns := e.namespace(t)
+	var gens []string
+	for _, uri := range []string{halfPlusTwo, twoVersions, realenv.HalfPlusThree} {
+		e.kubectl(t, e.modelServer("daily", uri, 1, "64Mi", ""), "-n", ns, "apply", "-f", "-")
+		gens = append(gens, e.waitNewModelReady(t, ns, "daily", gens))
+	}
+	volume := e.volumeDir(t, ns, "daily")
+	entries, err := os.ReadDir(volume)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, en := range entries {
+		got = append(got, en.Name())
+	}
+	want := []string{gens[1], gens[2]}
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		logFetch(t, e, ns)
+		t.Fatalf("the model volume holds %q, want the models of the last two generations %q (all three: %q)", got, want, gens)
+	}
+	for _, g := range want {
+		if why := incompleteModel(filepath.Join(volume, g)); why != "" {
+			t.Errorf("the model of generation %s is no longer whole: %s", g, why)
+		}
+	}
+}
+
+// waitNewModelReady waits for the ModelServer to be Ready at its latest
+// generation, serving a fetch generation not among seen, and returns it.
+func (e *env) waitNewModelReady(t *testing.T, ns, name string, seen []string) string {
+	t.Helper()
+	var gen string
+	err := wait.PollUntilContextTimeout(context.Background(), time.Second, 5*time.Minute, true, func(context.Context) (bool, error) {
+		ms := e.get(t, ns, name)
+		if ms.Status.Model == nil || slices.Contains(seen, ms.Status.Model.FetchedGeneration) ||
+			ms.Status.Phase != servingv1alpha1.PhaseReady || ms.Status.ObservedGeneration != ms.Generation {
+			return false, nil
+		}
+		gen = ms.Status.Model.FetchedGeneration
+		return true, nil
+	})
+	if err != nil {
+		t.Fatalf("no new model became Ready: %s", e.kubectlOut("-n", ns, "get", "modelserver", name, "-o", "jsonpath={.status}"))
+	}
+	return gen
+}
+
 func TestFailedFetchesSayWhyAndFixingTheSpecRecovers(t *testing.T) {
 	t.Parallel()
 	e := realNode(t)
