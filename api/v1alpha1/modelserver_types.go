@@ -461,6 +461,17 @@ type ModelSpec struct {
 	// +optional
 	Signature *ModelSignature `json:"signature,omitempty"`
 
+	// refetch, any text, fetches the model again from the same storageUri
+	// when it changes: for a store whose contents changed in place (a new
+	// version directory, files overwritten), which the operator does not
+	// watch. The new copy is fetched beside the model being served, then
+	// the pods roll onto it, as for a new storageUri. A pipeline sets it
+	// to its run's name or the time.
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[^\x00-\x1f\x7f]*$`
+	// +optional
+	Refetch string `json:"refetch,omitempty"`
+
 	// maxSizeBytes caps the size of the fetched model; a larger one fails
 	// the fetch with reason TooLarge. Default: 1 TiB.
 	// +kubebuilder:validation:Minimum=1

@@ -45,6 +45,9 @@ func FetchGeneration(ms *servingv1alpha1.ModelServer, m servingv1alpha1.ModelSpe
 	if m.Signature != nil {
 		parts = append(parts, "signature", canonical(m.Signature.PublicKeys), m.Signature.Repository)
 	}
+	if m.Refetch != "" {
+		parts = append(parts, "refetch", m.Refetch)
+	}
 	if len(pullSecrets(ms, m)) > 0 {
 		// The Job mounts them: a Job made before it did must be replaced.
 		parts = append(parts, "pull-secrets-mounted")

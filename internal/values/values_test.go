@@ -269,6 +269,7 @@ func TestFetchGenerationIgnoresServingOnlyChanges(t *testing.T) {
 		"uri":         func(ms *servingv1alpha1.ModelServer) { ms.Spec.Model.StorageURI = "s3://other" },
 		"secret":      func(ms *servingv1alpha1.ModelServer) { ms.Spec.Model.CredentialsSecret = "c" },
 		"annotations": func(ms *servingv1alpha1.ModelServer) { ms.Spec.PodTemplate.Annotations = map[string]string{"a": "b"} },
+		"refetch":     func(ms *servingv1alpha1.ModelServer) { ms.Spec.Model.Refetch = "run-2" },
 	} {
 		if generation(modelServer(m)) == base {
 			t.Errorf("a change of %s kept the fetch generation: its Job's pod template would have to change in place", name)

@@ -35,6 +35,7 @@ import (
 	"github.com/modelserver-dev/modelserver-operator/internal/status"
 	"github.com/modelserver-dev/modelserver-operator/internal/values"
 	"github.com/modelserver-dev/modelserver-operator/test/realenv"
+	"github.com/modelserver-dev/modelserver-operator/test/s3server"
 )
 
 // namespace makes a namespace for one test, with the credentials Secret
@@ -467,6 +468,38 @@ func TestAModelReplacedTwiceLeavesTheServedModelsAloneOnItsVolume(t *testing.T) 
 		if why := incompleteModel(filepath.Join(volume, g)); why != "" {
 			t.Errorf("the model of generation %s is no longer whole: %s", g, why)
 		}
+	}
+}
+
+// TestAModelChangedInPlaceIsFetchedAgainWhenAskedTo: a version added
+// under the prefix a ModelServer serves from is fetched, and served, once
+// spec.model.refetch takes a new value.
+func TestAModelChangedInPlaceIsFetchedAgainWhenAskedTo(t *testing.T) {
+	t.Parallel()
+	e := realNode(t)
+	ns := e.namespace(t)
+	ctx := context.Background()
+	client := s3server.Client(e.S3Endpoint, e.S3Creds)
+	root := filepath.Join(e.Root, "test/testdata/tf-serving/saved_model_half_plus_two_cpu")
+	prefix := "in-place/" + ns
+	if err := s3server.UploadDir(ctx, client, realenv.Bucket, prefix, root); err != nil {
+		t.Fatal(err)
+	}
+	uri := "s3://" + realenv.Bucket + "/" + prefix
+	e.kubectl(t, e.modelServer("in-place", uri, 1, "64Mi", ""), "-n", ns, "apply", "-f", "-")
+	first := e.waitNewModelReady(t, ns, "in-place", nil)
+
+	// The pipeline writes version 124 beside 123, then asks for it.
+	if err := s3server.UploadDir(ctx, client, realenv.Bucket, prefix+"/00000124", filepath.Join(root, "00000123")); err != nil {
+		t.Fatal(err)
+	}
+	e.kubectl(t, e.modelServer("in-place", uri, 1, "64Mi", "    refetch: run-2\n"), "-n", ns, "apply", "-f", "-")
+	e.waitNewModelReady(t, ns, "in-place", []string{first})
+	if m := e.get(t, ns, "in-place").Status.Model; !slices.Equal(m.Versions, []int64{123, 124}) || !slices.Equal(m.ServedVersions, []int64{124}) {
+		t.Errorf("status.model versions %v, served %v; want [123 124] and [124]", m.Versions, m.ServedVersions)
+	}
+	if got := e.modelStatus(t, ns, "in-place"); got["124"] != "AVAILABLE" {
+		t.Errorf("TF Serving (double) reports %v, want version 124 AVAILABLE", got)
 	}
 }
 
