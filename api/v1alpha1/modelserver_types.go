@@ -465,8 +465,9 @@ type ModelSpec struct {
 	// when it changes: for a store whose contents changed in place (a new
 	// version directory, files overwritten), which the operator does not
 	// watch. The new copy is fetched beside the model being served, then
-	// the pods roll onto it, as for a new storageUri. A pipeline sets it
-	// to its run's name or the time.
+	// the pods roll onto it, as for a new storageUri, unless it is the
+	// model they serve (the same digest): then nothing rolls. A pipeline
+	// sets it to its run's name or the time.
 	// +kubebuilder:validation:MaxLength=253
 	// +kubebuilder:validation:Pattern=`^[^\x00-\x1f\x7f]*$`
 	// +optional
@@ -779,6 +780,12 @@ type ModelStatus struct {
 	// settings) the data was fetched with.
 	// +optional
 	FetchedGeneration string `json:"fetchedGeneration,omitempty"`
+	// servedGeneration is the generation whose copy the pods serve, when
+	// it is not fetchedGeneration: a fetch that found the model served
+	// unchanged (the same digest; a refetch of a store nothing was added
+	// to) leaves the pods on it, without a roll.
+	// +optional
+	ServedGeneration string `json:"servedGeneration,omitempty"`
 	// digest of the fetched model, as the fetch Job reported it.
 	// +optional
 	Digest string `json:"digest,omitempty"`

@@ -74,7 +74,7 @@ func modelFetch(m values.SpecModel, fj *FetchJob, previous map[string]servingv1a
 	}
 	switch state {
 	case FetchSucceeded:
-		if st.FetchedGeneration != m.Generation {
+		if was := st; st.FetchedGeneration != m.Generation {
 			// Newly fetched: take the summary the fetch left behind, or
 			// that of a model sharing the generation, whose summary was
 			// taken before.
@@ -83,6 +83,11 @@ func modelFetch(m values.SpecModel, fj *FetchJob, previous map[string]servingv1a
 				st.Digest, st.SizeBytes, st.Versions, st.ResolvedImage, st.SignedBy = s.Digest, s.Bytes, s.Versions, s.Image, s.SignedBy
 			} else if other, ok := sameGeneration(previous, m.Generation); ok {
 				st.Digest, st.SizeBytes, st.Versions, st.ResolvedImage, st.SignedBy = other.Digest, other.SizeBytes, other.Versions, other.ResolvedImage, other.SignedBy
+			}
+			if from := servedFrom(was); from != "" && from != m.Generation && st.Digest != "" && st.Digest == was.Digest {
+				// The same model again: rolling the pods onto a copy of
+				// what they serve would cost a load each, for nothing.
+				st.ServedGeneration = from
 			}
 			mf.NewlyFetched = true
 		}
@@ -102,6 +107,15 @@ func modelFetch(m values.SpecModel, fj *FetchJob, previous map[string]servingv1a
 	st.VersionLabels = m.VersionLabels
 	mf.Status = st
 	return mf
+}
+
+// servedFrom is the generation whose copy the pods serve for a model of
+// this status, "" if none has been fetched.
+func servedFrom(st servingv1alpha1.ModelStatus) string {
+	if st.ServedGeneration != "" {
+		return st.ServedGeneration
+	}
+	return st.FetchedGeneration
 }
 
 func sameGeneration(previous map[string]servingv1alpha1.ModelStatus, generation string) (servingv1alpha1.ModelStatus, bool) {

@@ -119,8 +119,8 @@ type ModelFetch struct {
 func Served(fetches []ModelFetch) map[string]string {
 	served := map[string]string{}
 	for _, m := range fetches {
-		if m.Status.FetchedGeneration != "" {
-			served[m.Name] = m.Status.FetchedGeneration
+		if from := servedFrom(m.Status); from != "" {
+			served[m.Name] = from
 		}
 	}
 	return served

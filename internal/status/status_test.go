@@ -338,6 +338,38 @@ func TestAFetchPodsSuccessCountsBeforeTheJobSaysSo(t *testing.T) {
 	}
 }
 
+// TestAFetchOfTheSameModelLeavesThePodsOnTheirCopy: a new generation's
+// fetch that found the model the pods serve (the same digest) keeps them
+// on their copy, through later identical fetches too; another model moves
+// them.
+func TestAFetchOfTheSameModelLeavesThePodsOnTheirCopy(t *testing.T) {
+	done := func(digest string) *FetchJob {
+		return &FetchJob{
+			Job:         &batchv1.Job{Status: batchv1.JobStatus{Conditions: []batchv1.JobCondition{{Type: batchv1.JobComplete, Status: corev1.ConditionTrue}}}},
+			Termination: `{"versions":[1],"files":4,"bytes":2048,"digest":"` + digest + `"}`,
+		}
+	}
+	model := func(gen string) values.SpecModel {
+		return values.SpecModel{ModelSpec: servingv1alpha1.ModelSpec{Name: "resnet"}, Generation: gen, FetchJob: "resnet-fetch-" + gen}
+	}
+	status := map[string]servingv1alpha1.ModelStatus{"resnet": {Name: "resnet", FetchedGeneration: "g1", Digest: "sha256:aa"}}
+	for _, step := range []struct {
+		gen, digest, served string
+	}{
+		{"g2", "sha256:aa", "g1"}, // refetched, unchanged
+		{"g2", "sha256:aa", "g1"}, // seen again
+		{"g3", "sha256:aa", "g1"}, // refetched again, unchanged
+		{"g4", "sha256:bb", "g4"}, // a new model
+		{"g5", "sha256:aa", "g5"}, // another: the pods' copy is g4's
+	} {
+		mf := modelFetch(model(step.gen), done(step.digest), status)
+		if got := Served([]ModelFetch{mf})["resnet"]; got != step.served || mf.Status.FetchedGeneration != step.gen {
+			t.Fatalf("after %s's fetch of %s: served from %q (fetched %q), want %q", step.gen, step.digest, got, mf.Status.FetchedGeneration, step.served)
+		}
+		status["resnet"] = mf.Status
+	}
+}
+
 func TestRedactURIHidesCredentials(t *testing.T) {
 	for in, want := range map[string]string{
 		"s3://models/resnet": "s3://models/resnet",

@@ -350,7 +350,8 @@ type Inputs struct {
 	// Serving reads it only at start. "" without spec.tls.
 	TLSCertDigest string
 	// Served maps a model's name to the fetch generation it is served
-	// from: the newest one that succeeded. A model of spec.models missing
+	// from: the newest one that succeeded, unless that found the model
+	// served unchanged (ModelStatus.ServedGeneration). A model of spec.models missing
 	// from it has no data yet and is left out of the model config; the
 	// serving pods stay at zero replicas until some model has data. The
 	// model of spec.model missing from it is served from the generation

@@ -488,19 +488,56 @@ func TestAModelChangedInPlaceIsFetchedAgainWhenAskedTo(t *testing.T) {
 	uri := "s3://" + realenv.Bucket + "/" + prefix
 	e.kubectl(t, e.modelServer("in-place", uri, 1, "64Mi", ""), "-n", ns, "apply", "-f", "-")
 	first := e.waitNewModelReady(t, ns, "in-place", nil)
+	pods := e.servingPodNames(t, ns)
+
+	// Asked again with nothing new in the store: the copy fetched is the
+	// model served, and the pod serving it stays.
+	e.kubectl(t, e.modelServer("in-place", uri, 1, "64Mi", "    refetch: run-1\n"), "-n", ns, "apply", "-f", "-")
+	again := e.waitNewModelReady(t, ns, "in-place", []string{first})
+	if m := e.get(t, ns, "in-place").Status.Model; m.ServedGeneration != first {
+		t.Errorf("status.model.servedGeneration %q after fetching generation %s unchanged, want the pods' copy %s", m.ServedGeneration, again, first)
+	}
+	if now := e.servingPodNames(t, ns); !slices.Equal(now, pods) {
+		t.Errorf("the serving pods %q were replaced by %q for a model that did not change", pods, now)
+	}
 
 	// The pipeline writes version 124 beside 123, then asks for it.
 	if err := s3server.UploadDir(ctx, client, realenv.Bucket, prefix+"/00000124", filepath.Join(root, "00000123")); err != nil {
 		t.Fatal(err)
 	}
 	e.kubectl(t, e.modelServer("in-place", uri, 1, "64Mi", "    refetch: run-2\n"), "-n", ns, "apply", "-f", "-")
-	e.waitNewModelReady(t, ns, "in-place", []string{first})
-	if m := e.get(t, ns, "in-place").Status.Model; !slices.Equal(m.Versions, []int64{123, 124}) || !slices.Equal(m.ServedVersions, []int64{124}) {
-		t.Errorf("status.model versions %v, served %v; want [123 124] and [124]", m.Versions, m.ServedVersions)
+	e.waitNewModelReady(t, ns, "in-place", []string{first, again})
+	if m := e.get(t, ns, "in-place").Status.Model; !slices.Equal(m.Versions, []int64{123, 124}) || !slices.Equal(m.ServedVersions, []int64{124}) || m.ServedGeneration != "" {
+		t.Errorf("status.model versions %v, served %v from %q; want [123 124] and [124] from the generation fetched", m.Versions, m.ServedVersions, m.ServedGeneration)
 	}
-	if got := e.modelStatus(t, ns, "in-place"); got["124"] != "AVAILABLE" {
-		t.Errorf("TF Serving (double) reports %v, want version 124 AVAILABLE", got)
+	// The old pod drains for a while after Ready, and may still answer
+	// through the Service until kube-proxy has dropped it.
+	var got map[string]string
+	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, 15*time.Second, true, func(context.Context) (bool, error) {
+		got, _ = e.askModelStatus(ns, "in-place", realenv.ModelName)
+		return got["124"] == "AVAILABLE", nil
+	})
+	if err != nil {
+		t.Errorf("TF Serving (double) reports %v 15 s after Ready, want version 124 AVAILABLE", got)
 	}
+}
+
+// servingPodNames lists the namespace's serving pods that are not being
+// deleted.
+func (e *env) servingPodNames(t *testing.T, ns string) []string {
+	t.Helper()
+	pods, err := e.cs.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=serving"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, p := range pods.Items {
+		if p.DeletionTimestamp == nil {
+			names = append(names, p.Name)
+		}
+	}
+	slices.Sort(names)
+	return names
 }
 
 // waitNewModelReady waits for the ModelServer to be Ready at its latest
