@@ -34,6 +34,10 @@ type fileRecord struct {
 	// ChunkedBLAKE3 is the BLAKE3 of the file's chunks' BLAKE3 digests: a
 	// file's of chunkedMinSize or more in format 3.
 	ChunkedBLAKE3 string `json:"chunkedBlake3,omitempty"`
+	// Source is the version the source listed the file with (Object.Version),
+	// "" when it told none: a later fetch of the same URI takes a file
+	// listed with the same path, size and version from here.
+	Source string `json:"source,omitempty"`
 }
 
 // downloader copies a source's files into a directory, several at once,
@@ -101,6 +105,7 @@ func (d *downloader) downloadAll(ctx context.Context, objs []Object) ([]fileReco
 			if err != nil {
 				return err
 			}
+			rec.Source = objs[i].Version
 			records[i] = rec
 			d.prog.files.Add(1)
 			return nil

@@ -362,28 +362,41 @@ func (f *fetcher) openSource(ctx context.Context) (Source, error) {
 // download copies the listed files into staging. archive tells that the
 // source was one archive, extracted there.
 func (f *fetcher) download(ctx context.Context, src Source, l Listing, staging string) ([]fileRecord, bool, error) {
-	var totalBytes int64
-	for _, obj := range l.Objects {
-		if obj.Size < 0 {
-			totalBytes = -1
-			break
-		}
-		totalBytes += obj.Size
-	}
+	totalBytes := totalOf(l.Objects)
 	if totalBytes > f.o.MaxBytes {
 		return nil, false, permanentf(servingv1alpha1.ReasonTooLarge, "%s holds %s, over the limit of %s (spec.model.maxSizeBytes)", src.Describe(""), FormatBytes(totalBytes), FormatBytes(f.o.MaxBytes))
 	}
 	if len(l.Objects) > f.o.MaxFiles {
 		return nil, false, permanentf(servingv1alpha1.ReasonTooLarge, "%s holds %d files, over the limit of %d", src.Describe(""), len(l.Objects), f.o.MaxFiles)
 	}
-	if err := checkSpace(staging, l.Objects); err != nil {
+	objs := l.Objects // what is left to download
+	var linked []fileRecord
+	if !l.Single {
+		if f.loc.SHA256 != "" {
+			return nil, false, permanentf(servingv1alpha1.ReasonInvalidURI, "#sha256 pins a single file or archive, and %s holds %d files", src.Describe(""), len(l.Objects))
+		}
+		if err := pathConflicts(l.Objects); err != nil {
+			return nil, false, err
+		}
+		for _, dir := range l.Dirs {
+			if err := os.MkdirAll(filepath.Join(staging, filepath.FromSlash(dir)), 0o755); err != nil {
+				return nil, false, pathConflict(err, src.Describe(dir+"/"))
+			}
+		}
+		var err error
+		linked, objs, err = findEarlier(f.dest, f.origin).linkUnchanged(ctx, staging, l.Objects, f.o.Concurrency, f.log)
+		if err != nil {
+			return nil, false, err
+		}
+	}
+	if err := checkSpace(staging, objs); err != nil {
 		return nil, false, err
 	}
-	totalFiles := int64(len(l.Objects))
-	if l.Single && archiveKindOf(l.Objects[0].Key) != archiveNone {
+	totalFiles := int64(len(objs))
+	if l.Single && archiveKindOf(objs[0].Key) != archiveNone {
 		totalFiles = -1 // known once extracted
 	}
-	prog := newProgress(totalFiles, totalBytes)
+	prog := newProgress(totalFiles, totalOf(objs))
 	d := &downloader{src: src, dir: staging, retry: f.retry, concurrency: f.o.Concurrency, maxBytes: f.o.MaxBytes, stall: f.o.StallTimeout, prog: prog, partSize: f.o.partSize, pin: f.loc.SHA256}
 	pctx, stop := context.WithCancel(ctx)
 	defer stop()
@@ -411,24 +424,25 @@ func (f *fetcher) download(ctx context.Context, src Source, l Listing, staging s
 		return []fileRecord{rec}, false, nil
 	}
 
-	if f.loc.SHA256 != "" {
-		return nil, false, permanentf(servingv1alpha1.ReasonInvalidURI, "#sha256 pins a single file or archive, and %s holds %d files", src.Describe(""), len(l.Objects))
-	}
-	if err := pathConflicts(l.Objects); err != nil {
-		return nil, false, err
-	}
-	for _, dir := range l.Dirs {
-		if err := os.MkdirAll(filepath.Join(staging, filepath.FromSlash(dir)), 0o755); err != nil {
-			return nil, false, pathConflict(err, src.Describe(dir+"/"))
-		}
-	}
-	f.log.Info("downloading", "source", src.Describe(""), "files", len(l.Objects), "bytes", totalBytes)
-	records, err := d.downloadAll(ctx, l.Objects)
+	f.log.Info("downloading", "source", src.Describe(""), "files", len(objs), "bytes", prog.totalBytes)
+	records, err := d.downloadAll(ctx, objs)
 	if err != nil {
 		return nil, false, err
 	}
 	prog.done(f.log, "download complete")
-	return records, false, nil
+	return append(linked, records...), false, nil
+}
+
+// totalOf is the objects' total size, -1 when one's is not known.
+func totalOf(objs []Object) int64 {
+	var total int64
+	for _, o := range objs {
+		if o.Size < 0 {
+			return -1
+		}
+		total += o.Size
+	}
+	return total
 }
 
 // pathConflicts finds a file whose path is another's directory.

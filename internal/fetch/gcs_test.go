@@ -17,6 +17,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
@@ -393,4 +394,44 @@ func TestEscapeSegmentLeavesOnlyUnreservedBytes(t *testing.T) {
 			t.Errorf("escapeSegment(%q) = %q; want %q", name, got, want)
 		}
 	}
+}
+
+// TestAGCSRefetchDownloadsOnlyWhatChanged: objects listed with the
+// generation they were fetched at are taken from the earlier copy; a new
+// version is downloaded.
+func TestAGCSRefetchDownloadsOnlyWhatChanged(t *testing.T) {
+	gcs := newFakeGCS(t)
+	gcs.put("resnet", model(1))
+	var downloads atomic.Int32
+	gcs.seen = func(r *http.Request) {
+		if r.URL.Query().Get("alt") == "media" || strings.HasPrefix(r.URL.Path, "/"+testBucket+"/") {
+			downloads.Add(1)
+		}
+	}
+	creds := secretDir(t, map[string]string{KeyGCSEndpointURL: gcs.URL})
+	models := t.TempDir()
+	for _, gen := range []string{"0000000a", "0000000b"} {
+		o, logs := testOptions(t, "gs://models/resnet", creds)
+		o.Dest = filepath.Join(models, gen)
+		downloads.Store(0)
+		if _, err := Run(context.Background(), o); err != nil {
+			t.Fatal(err)
+		}
+		if gen == "0000000a" {
+			gcs.put("resnet", model(2))
+			continue
+		}
+		if n, want := downloads.Load(), int32(len(model(2))); n != want {
+			t.Errorf("the refetch made %d downloads, want %d, of version 2's files\n%s", n, want, logs)
+		}
+		assertTree(t, o.Dest, mergeTrees(model(1), model(2)))
+	}
+}
+
+func mergeTrees(trees ...map[string][]byte) map[string][]byte {
+	out := map[string][]byte{}
+	for _, t := range trees {
+		maps.Copy(out, t)
+	}
+	return out
 }

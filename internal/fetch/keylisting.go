@@ -61,8 +61,8 @@ type keyListing struct {
 
 func (b *bucketPrefix) listing() *keyListing { return &keyListing{b: b} }
 
-// add takes one listed key and its size.
-func (k *keyListing) add(key string, size int64) error {
+// add takes one listed key, its size and its version.
+func (k *keyListing) add(key string, size int64, version string) error {
 	rel := strings.TrimPrefix(key, k.b.listPrefix())
 	// A key ending in "/" is a folder marker, as the S3 console's "Create
 	// folder" leaves; one for the prefix itself ("prefix/") is left empty
@@ -76,7 +76,7 @@ func (k *keyListing) add(key string, size int64) error {
 	if !storageuri.SafeRelPath(rel) {
 		return permanentf(servingv1alpha1.ReasonInvalidLayout, "%s: the object key %q has empty, . or .. path segments", k.b.Describe(""), key)
 	}
-	k.l.Objects = append(k.l.Objects, Object{Key: rel, Size: size})
+	k.l.Objects = append(k.l.Objects, Object{Key: rel, Size: size, Version: version})
 	if len(k.l.Objects) > k.b.maxFiles {
 		return permanentf(servingv1alpha1.ReasonTooLarge, "%s holds more than %d files", k.b.Describe(""), k.b.maxFiles)
 	}

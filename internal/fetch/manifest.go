@@ -285,7 +285,9 @@ func (m manifest) matches(ctx context.Context, dir string, concurrency int) (boo
 		want[f.Path] = f
 	}
 	for _, f := range have {
-		if w, ok := want[f.Path]; !ok || w != f {
+		w, ok := want[f.Path]
+		w.Source = "" // what the source said, not what the file is
+		if !ok || w != f {
 			return false, fmt.Sprintf("%s differs from the manifest", f.Path)
 		}
 	}

@@ -11,6 +11,11 @@ type Object struct {
 	Key string
 	// Size in bytes, -1 when the source does not tell before the download.
 	Size int64
+	// Version is what the source says identifies the file's content, as
+	// listed: S3's ETag, GCS's generation; "" when it does not say. A
+	// file listed with the path, size and version it had when a model
+	// beside the destination was fetched is taken from there (reuse.go).
+	Version string
 }
 
 // Listing is what a source holds.

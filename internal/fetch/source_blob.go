@@ -7,6 +7,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"gocloud.dev/blob"
 	"gocloud.dev/gcerrors"
 )
@@ -29,7 +30,12 @@ func (s *blobSource) List(ctx context.Context) (Listing, error) {
 		if err != nil {
 			return Listing{}, classify(err, s.Describe(""))
 		}
-		if err := keys.add(obj.Key, obj.Size); err != nil {
+		var listed s3types.Object
+		var etag string
+		if obj.As(&listed) {
+			etag = aws.ToString(listed.ETag)
+		}
+		if err := keys.add(obj.Key, obj.Size, etag); err != nil {
 			return Listing{}, err
 		}
 	}

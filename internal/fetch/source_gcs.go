@@ -124,15 +124,16 @@ func (s *gcsSource) get(ctx context.Context, target string, header http.Header, 
 
 func (s *gcsSource) List(ctx context.Context) (Listing, error) {
 	keys := s.listing()
-	query := url.Values{"prefix": {s.listPrefix()}, "fields": {"items(name,size),nextPageToken"}}
+	query := url.Values{"prefix": {s.listPrefix()}, "fields": {"items(name,size,generation),nextPageToken"}}
 	if s.pageSize > 0 {
 		query.Set("maxResults", strconv.Itoa(s.pageSize))
 	}
 	for {
 		var page struct {
 			Items []struct {
-				Name string `json:"name"`
-				Size int64  `json:"size,string"`
+				Name       string `json:"name"`
+				Size       int64  `json:"size,string"`
+				Generation string `json:"generation"`
 			} `json:"items"`
 			NextPageToken string `json:"nextPageToken"`
 		}
@@ -144,7 +145,7 @@ func (s *gcsSource) List(ctx context.Context) (Listing, error) {
 			return Listing{}, classify(err, s.Describe(""))
 		}
 		for _, it := range page.Items {
-			if err := keys.add(it.Name, it.Size); err != nil {
+			if err := keys.add(it.Name, it.Size, it.Generation); err != nil {
 				return Listing{}, err
 			}
 		}

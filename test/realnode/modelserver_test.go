@@ -32,6 +32,7 @@ import (
 	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
 	"github.com/modelserver-dev/modelserver-operator/internal/fetchcontract"
 	"github.com/modelserver-dev/modelserver-operator/internal/memlimit"
+	"github.com/modelserver-dev/modelserver-operator/internal/names"
 	"github.com/modelserver-dev/modelserver-operator/internal/status"
 	"github.com/modelserver-dev/modelserver-operator/internal/values"
 	"github.com/modelserver-dev/modelserver-operator/test/realenv"
@@ -506,7 +507,13 @@ func TestAModelChangedInPlaceIsFetchedAgainWhenAskedTo(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.kubectl(t, e.modelServer("in-place", uri, 1, "64Mi", "    refetch: run-2\n"), "-n", ns, "apply", "-f", "-")
-	e.waitNewModelReady(t, ns, "in-place", []string{first, again})
+	third := e.waitNewModelReady(t, ns, "in-place", []string{first, again})
+	// Version 123's files, unchanged in the store, were taken from the
+	// copy on the volume; only version 124's were downloaded.
+	logs := e.kubectl(t, "", "-n", ns, "logs", "job/"+names.FetchJob("in-place", third), "-c", "fetch")
+	if !regexp.MustCompile(`"msg":"files unchanged since the earlier model were taken from it".*"files":[1-9][0-9]*,.*"toDownload":[1-9]`).MatchString(logs) {
+		t.Errorf("the fetch of version 124 does not say it took version 123's files from the volume:\n%s", logs)
+	}
 	if m := e.get(t, ns, "in-place").Status.Model; !slices.Equal(m.Versions, []int64{123, 124}) || !slices.Equal(m.ServedVersions, []int64{124}) || m.ServedGeneration != "" {
 		t.Errorf("status.model versions %v, served %v from %q; want [123 124] and [124] from the generation fetched", m.Versions, m.ServedVersions, m.ServedGeneration)
 	}

@@ -1,0 +1,171 @@
+package fetch
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+)
+
+// A refetch (spec.model.refetch) of a store to which one version was
+// added would download every file again into the new generation's
+// directory. Where the source lists each file's version (S3's ETag, GCS's
+// generation), a file listed with the path, size and version it had when
+// the newest model of the same URI beside the destination was fetched is
+// hard-linked from there instead, then hashed again: the network carries
+// only what changed, and a copy damaged since is downloaded after all.
+
+// earlier is a model fetched before from the same URI, beside dest.
+type earlier struct {
+	dir   string
+	files map[string]fileRecord // by path: those with a source version
+}
+
+// findEarlier picks, among dest's siblings named as fetch generations,
+// the newest model fetched from origin whose manifest, in the current
+// format, records its files' source versions; nil if there is none.
+func findEarlier(dest, origin string) *earlier {
+	parent, own := filepath.Dir(dest), filepath.Base(dest)
+	entries, err := os.ReadDir(parent)
+	if err != nil || !isGeneration(own, own) {
+		return nil
+	}
+	var best *earlier
+	var bestAt time.Time
+	for _, e := range entries {
+		if !e.IsDir() || e.Name() == own || !isGeneration(e.Name(), own) {
+			continue
+		}
+		dir := filepath.Join(parent, e.Name())
+		at, ok := publishedAt(dir)
+		if !ok || (best != nil && !at.After(bestAt)) {
+			continue
+		}
+		m, err := readManifest(dir)
+		if err != nil || m.URI != origin || m.format() != manifestFormat {
+			continue
+		}
+		files := map[string]fileRecord{}
+		for _, r := range m.Files {
+			if r.Source != "" {
+				files[r.Path] = r
+			}
+		}
+		if len(files) > 0 {
+			best, bestAt = &earlier{dir: dir, files: files}, at
+		}
+	}
+	return best
+}
+
+// unchanged is the record of obj's copy in the earlier model, if the
+// source lists it as it was when that model was fetched.
+func (e *earlier) unchanged(obj Object) (fileRecord, bool) {
+	if e == nil || obj.Version == "" {
+		return fileRecord{}, false
+	}
+	r, ok := e.files[obj.Key]
+	return r, ok && r.Size == obj.Size && r.Source == obj.Version
+}
+
+// linkUnchanged links into staging the objects the earlier model holds
+// unchanged, hashes them there, and returns their records and the
+// objects left to download: those it does not hold, and those whose copy
+// no longer hashes to its record. A file system without hard links gets
+// every object downloaded.
+func (e *earlier) linkUnchanged(ctx context.Context, staging string, objs []Object, concurrency int, log *slog.Logger) ([]fileRecord, []Object, error) {
+	if e == nil {
+		return nil, objs, nil
+	}
+	linked, want, rest, err := e.link(staging, objs, log)
+	if err != nil || len(linked) == 0 {
+		return nil, rest, err
+	}
+	got, err := hashLinked(ctx, staging, linked, concurrency)
+	if err != nil {
+		return nil, nil, err
+	}
+	var records []fileRecord
+	var bytes int64
+	for i, obj := range linked {
+		if got[i] != want[i] {
+			// Damaged since it was fetched: download it.
+			log.Warn("a file of the earlier model no longer matches its manifest; downloading it", "path", obj.Key, "model", e.dir)
+			if err := os.Remove(filepath.Join(staging, filepath.FromSlash(obj.Key))); err != nil {
+				return nil, nil, classify(err, staging)
+			}
+			rest = append(rest, obj)
+			continue
+		}
+		records = append(records, got[i])
+		bytes += obj.Size
+	}
+	log.Info("files unchanged since the earlier model were taken from it", "model", e.dir, "files", len(records), "bytes", bytes,
+		"toDownload", len(rest))
+	return records, rest, nil
+}
+
+// link links the objects the earlier model holds unchanged into staging,
+// returning them with their records there, and the others. Where a link
+// fails, none is kept, and every object is returned as to download.
+func (e *earlier) link(staging string, objs []Object, log *slog.Logger) (linked []Object, want []fileRecord, rest []Object, err error) {
+	for _, obj := range objs {
+		r, ok := e.unchanged(obj)
+		if !ok {
+			rest = append(rest, obj)
+			continue
+		}
+		target := filepath.Join(staging, filepath.FromSlash(obj.Key))
+		if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
+			return nil, nil, nil, classify(err, target)
+		}
+		if err := os.Link(filepath.Join(e.dir, filepath.FromSlash(obj.Key)), target); err != nil {
+			log.Info("could not link a file of the earlier model; downloading every file", "error", err.Error())
+			for _, l := range linked {
+				if err := os.Remove(filepath.Join(staging, filepath.FromSlash(l.Key))); err != nil {
+					return nil, nil, nil, classify(err, staging)
+				}
+			}
+			return nil, nil, objs, nil
+		}
+		linked, want = append(linked, obj), append(want, r)
+	}
+	return linked, want, rest, nil
+}
+
+// hashLinked records the linked objects as their copies in staging hash,
+// each with the version the source listed it with.
+func hashLinked(ctx context.Context, staging string, linked []Object, concurrency int) ([]fileRecord, error) {
+	got := make([]fileRecord, len(linked))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(max(concurrency, 1))
+	for i, obj := range linked {
+		p := filepath.Join(staging, filepath.FromSlash(obj.Key))
+		if obj.Size >= chunkedMinSize {
+			got[i].Path = obj.Key
+			hashChunks(g, p, obj.Size, manifestFormat, &got[i], nil)
+			continue
+		}
+		g.Go(func() error {
+			if gctx.Err() != nil {
+				return gctx.Err()
+			}
+			sum, size, err := hashFile(p, 0, -1, manifestFormat, nil)
+			if err != nil {
+				return err
+			}
+			got[i] = withPath(sum.record(size), obj.Key)
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, classify(err, staging)
+	}
+	for i, obj := range linked {
+		got[i].Source = obj.Version
+	}
+	return got, nil
+}
