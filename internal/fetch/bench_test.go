@@ -91,6 +91,58 @@ func BenchmarkFetchS3(b *testing.B) {
 	}
 }
 
+// BenchmarkRefetchS3 fetches the 256 MiB model of BenchmarkFetchS3 again
+// into a new generation beside the copy a first fetch made, one 4 MiB
+// file overwritten in the store since: the 63 files unchanged are linked
+// from the copy and hashed again, one is downloaded. Beside it, the same
+// fetch with no earlier copy.
+func BenchmarkRefetchS3(b *testing.B) {
+	s3, creds := benchModel(b)
+	total := int64(benchFiles * benchFileSize)
+	models := b.TempDir()
+	fetchInto := func(dest string) error {
+		o, _ := testOptions(b, "s3://models/bench", creds)
+		o.Dest = dest
+		sum, err := Run(context.Background(), o)
+		if err == nil && sum.Bytes != total {
+			err = fmt.Errorf("summary %+v", sum)
+		}
+		return err
+	}
+	if err := fetchInto(filepath.Join(models, "0000000a")); err != nil {
+		b.Fatal(err)
+	}
+	changed := bytes.Repeat([]byte{7}, benchFileSize)
+	s3.put(b, "bench", map[string][]byte{"1/saved_model.pb": changed})
+	var refetch, fresh time.Duration
+	b.Run("refetch", func(b *testing.B) {
+		b.SetBytes(total)
+		refetch = 0
+		for range b.N {
+			dest := filepath.Join(models, "0000000b")
+			start := time.Now()
+			err := fetchInto(dest)
+			refetch += time.Since(start)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.StopTimer()
+			_ = os.RemoveAll(dest)
+			b.StartTimer()
+		}
+		refetch /= time.Duration(b.N)
+	})
+	b.Run("fresh", func(b *testing.B) {
+		fresh = timeEachRun(b, total, func(dest string) error {
+			return fetchInto(filepath.Join(filepath.Dir(dest), "0000000c"))
+		})
+	})
+	if refetch > 0 && fresh > 0 {
+		b.Logf("256 MiB in 64 files, one changed: refetch beside the earlier copy %v, fresh fetch %v (%.1fx)",
+			refetch.Round(time.Millisecond), fresh.Round(time.Millisecond), fresh.Seconds()/refetch.Seconds())
+	}
+}
+
 // BenchmarkFetchS3Archive fetches the same 256 MiB as one tar.gz from the
 // fake S3 capping each download at 50 MB/s, as a store caps a
 // connection: as one download (Concurrency 1), and as the fetch does, in
