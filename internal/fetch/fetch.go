@@ -229,9 +229,17 @@ func (f *fetcher) run(ctx context.Context) (Summary, error) {
 	defer func() { _ = stagingDir.Close() }()
 	pendingBefore := pendingWrites()
 
-	records, archive, err := f.fetchInto(ctx, staging)
-	if err != nil {
-		return Summary{}, err
+	var (
+		records         []fileRecord
+		archive, linked bool
+	)
+	if f.contentAddressed() {
+		records, linked = f.linkEarlierCopy(ctx, staging)
+	}
+	if !linked {
+		if records, archive, err = f.fetchInto(ctx, staging); err != nil {
+			return Summary{}, err
+		}
 	}
 
 	move, notes, err := normalize(staging, archive)
@@ -267,6 +275,13 @@ func (f *fetcher) run(ctx context.Context) (Summary, error) {
 	published = true
 	f.log.Info("model published", "dest", f.dest, "versions", versions, "files", len(m.Files), "bytes", m.Bytes, "digest", m.Digest)
 	return m.summary(), nil
+}
+
+// contentAddressed says that the origin names the model's content: an
+// oci:// image by digest (a tag is resolved to one first), a download
+// pinned by #sha256.
+func (f *fetcher) contentAddressed() bool {
+	return f.oci != nil || f.loc.SHA256 != ""
 }
 
 // resolveOCI reads which manifest an oci:// reference names. A model
@@ -384,7 +399,7 @@ func (f *fetcher) download(ctx context.Context, src Source, l Listing, staging s
 			}
 		}
 		var err error
-		linked, objs, err = findEarlier(f.dest, f.origin).linkUnchanged(ctx, staging, l.Objects, f.o.Concurrency, f.log)
+		linked, objs, err = findEarlier(f.dest, f.origin, false).linkUnchanged(ctx, staging, l.Objects, f.o.Concurrency, f.log)
 		if err != nil {
 			return nil, false, err
 		}

@@ -22,12 +22,16 @@ import (
 type earlier struct {
 	dir   string
 	files map[string]fileRecord // by path: those with a source version
+	// whole says that the origin names the content (an oci:// image by
+	// digest, a download pinned by #sha256): every file is as it was.
+	whole bool
 }
 
 // findEarlier picks, among dest's siblings named as fetch generations,
 // the newest model fetched from origin whose manifest, in the current
-// format, records its files' source versions; nil if there is none.
-func findEarlier(dest, origin string) *earlier {
+// format, records its files' source versions, or, for a content-addressed
+// origin (whole), any files; nil if there is none.
+func findEarlier(dest, origin string, whole bool) *earlier {
 	parent, own := filepath.Dir(dest), filepath.Base(dest)
 	entries, err := os.ReadDir(parent)
 	if err != nil || !isGeneration(own, own) {
@@ -50,12 +54,12 @@ func findEarlier(dest, origin string) *earlier {
 		}
 		files := map[string]fileRecord{}
 		for _, r := range m.Files {
-			if r.Source != "" {
+			if r.Source != "" || whole {
 				files[r.Path] = r
 			}
 		}
 		if len(files) > 0 {
-			best, bestAt = &earlier{dir: dir, files: files}, at
+			best, bestAt = &earlier{dir: dir, files: files, whole: whole}, at
 		}
 	}
 	return best
@@ -64,7 +68,7 @@ func findEarlier(dest, origin string) *earlier {
 // unchanged is the record of obj's copy in the earlier model, if the
 // source lists it as it was when that model was fetched.
 func (e *earlier) unchanged(obj Object) (fileRecord, bool) {
-	if e == nil || obj.Version == "" {
+	if e == nil || (obj.Version == "" && !e.whole) {
 		return fileRecord{}, false
 	}
 	r, ok := e.files[obj.Key]
@@ -168,4 +172,42 @@ func hashLinked(ctx context.Context, staging string, linked []Object, concurrenc
 		got[i].Source = obj.Version
 	}
 	return got, nil
+}
+
+// linkEarlierCopy takes a content-addressed model (an oci:// image by
+// digest, a download pinned by #sha256) from the newest copy of the same
+// origin beside the destination: its directories made, its files linked
+// and hashed again. False, with staging emptied, when there is none, or
+// some file could not be linked or no longer hashes to its record: the
+// model is then downloaded.
+func (f *fetcher) linkEarlierCopy(ctx context.Context, staging string) ([]fileRecord, bool) {
+	e := findEarlier(f.dest, f.origin, true)
+	if e == nil {
+		return nil, false
+	}
+	err := filepath.WalkDir(e.dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil || !d.IsDir() || p == e.dir {
+			return err
+		}
+		rel, _ := filepath.Rel(e.dir, p)
+		return os.MkdirAll(filepath.Join(staging, rel), 0o755)
+	})
+	objs := make([]Object, 0, len(e.files))
+	for _, r := range e.files {
+		objs = append(objs, Object{Key: r.Path, Size: r.Size})
+	}
+	var records []fileRecord
+	var rest []Object
+	if err == nil {
+		records, rest, err = e.linkUnchanged(ctx, staging, objs, f.o.Concurrency, f.log)
+	}
+	if err == nil && len(rest) == 0 && len(records) == len(objs) {
+		return records, true
+	}
+	entries, _ := os.ReadDir(staging)
+	for _, en := range entries {
+		_ = os.RemoveAll(filepath.Join(staging, en.Name()))
+	}
+	f.log.Info("the earlier copy of the model could not all be taken; downloading it", "model", e.dir)
+	return nil, false
 }

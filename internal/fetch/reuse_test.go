@@ -3,10 +3,16 @@ package fetch
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // TestARefetchDownloadsOnlyWhatChanged: a fetch of a URI fetched before
@@ -122,5 +128,78 @@ func TestALinkThatFailsHasEveryFileDownloaded(t *testing.T) {
 	}
 	if _, err := os.Lstat(filepath.Join(staging, "1", "a")); !os.IsNotExist(err) {
 		t.Errorf("the link made before the failure was left in staging: %v", err)
+	}
+}
+
+// TestARefetchOfTheSameContentDownloadsNothing: a model whose URI names
+// its content (an oci:// tag still naming the same image, an archive
+// pinned by #sha256) is linked whole from its earlier copy; a tag moved
+// to another image is pulled.
+func TestARefetchOfTheSameContentDownloadsNothing(t *testing.T) {
+	files := model(1, 2)
+	reg := newTestRegistry(t, "")
+	_, image := pushModelImage(t, reg, files)
+	archive := tarball(t, true, entries(files))
+	var archiveGets atomic.Int64
+	web := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		archiveGets.Add(1)
+		http.ServeContent(w, r, "m.tar.gz", time.Time{}, bytes.NewReader(archive))
+	}))
+	t.Cleanup(web.Close)
+	sum := sha256.Sum256(archive)
+	pinned := web.URL + "/m.tar.gz#sha256=" + hex.EncodeToString(sum[:])
+
+	for name, c := range map[string]struct {
+		uri       string
+		downloads func() int64
+	}{
+		"oci tag":        {image, reg.blobs.Load},
+		"pinned archive": {pinned, archiveGets.Load},
+	} {
+		t.Run(name, func(t *testing.T) {
+			models := t.TempDir()
+			var digests []string
+			for i, gen := range []string{"0000000a", "0000000b"} {
+				o, logs := testOptions(t, c.uri, "")
+				o.Dest = filepath.Join(models, gen)
+				before := c.downloads()
+				got, err := Run(context.Background(), o)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if n := c.downloads() - before; i == 1 && n != 0 {
+					t.Errorf("the refetch downloaded %d times\n%s", n, logs)
+				}
+				assertTree(t, o.Dest, files)
+				digests = append(digests, got.Digest)
+			}
+			if digests[0] != digests[1] {
+				t.Errorf("digests %q differ", digests)
+			}
+			a, _ := os.Stat(filepath.Join(models, "0000000a", "1", "saved_model.pb"))
+			b, _ := os.Stat(filepath.Join(models, "0000000b", "1", "saved_model.pb"))
+			if a == nil || b == nil || !os.SameFile(a, b) {
+				t.Error("the refetched model's files are not the earlier copy's, linked")
+			}
+		})
+	}
+
+	// The tag now names another image: it is pulled.
+	moved := model(3)
+	_, image = pushModelImage(t, reg, moved)
+	models := t.TempDir()
+	for _, gen := range []string{"0000000a", "0000000b"} {
+		o, _ := testOptions(t, image, "")
+		o.Dest = filepath.Join(models, gen)
+		if gen == "0000000b" {
+			_, _ = pushModelImage(t, reg, files)
+		}
+		before := reg.blobs.Load()
+		if _, err := Run(context.Background(), o); err != nil {
+			t.Fatal(err)
+		}
+		if reg.blobs.Load() == before {
+			t.Errorf("%s: the image the tag names now was not pulled", gen)
+		}
 	}
 }
