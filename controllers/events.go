@@ -111,7 +111,12 @@ func servedNote(st servingv1alpha1.ModelServerStatus) string {
 		if len(versions) == 1 {
 			noun = "version"
 		}
-		parts = append(parts, fmt.Sprintf("model %s %s %s (%s)", m.Name, noun, strings.Join(versions, ", "), fetch.FormatBytes(m.SizeBytes)))
+		kept := ""
+		if m.ServedGeneration != "" {
+			// A refetch found it unchanged: say why no pod was replaced.
+			kept = ", fetched again unchanged: the pods kept their copy"
+		}
+		parts = append(parts, fmt.Sprintf("model %s %s %s (%s%s)", m.Name, noun, strings.Join(versions, ", "), fetch.FormatBytes(m.SizeBytes), kept))
 	}
 	if len(parts) == 0 {
 		return ""
