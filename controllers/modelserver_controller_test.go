@@ -576,3 +576,36 @@ func podNames(t *testing.T, ns, name string) string {
 	slices.Sort(out)
 	return strings.Join(out, ",")
 }
+
+// TestARefetchThatFindsTheSameModelReplacesNoPod: spec.model.refetch
+// fetches the model again; a fetch that reports the model served (the
+// same digest) leaves the Deployment as it is, and no pod is replaced.
+func TestARefetchThatFindsTheSameModelReplacesNoPod(t *testing.T) {
+	ns := newNamespace(t)
+	ctx := context.Background()
+	const summary = "localcluster.modelserver.dev/termination-message"
+	ms := newModelServer(ns, "refetch")
+	ms.Spec.PodTemplate.Annotations = map[string]string{summary: `{"versions":[1],"files":4,"bytes":2048,"digest":"sha256:aa"}`}
+	if err := env.client.Create(ctx, ms); err != nil {
+		t.Fatal(err)
+	}
+	ms = waitReady(t, ms)
+	first, pods := ms.Status.Model.FetchedGeneration, podNames(t, ns, "refetch")
+	before := get(t, ns, "refetch", &appsv1.Deployment{})
+
+	patch := client.MergeFrom(ms.DeepCopy())
+	ms.Spec.Model.Refetch = "run-2"
+	if err := env.client.Patch(ctx, ms, patch); err != nil {
+		t.Fatal(err)
+	}
+	ms = waitReady(t, ms)
+	if m := ms.Status.Model; m.FetchedGeneration == first || m.ServedGeneration != first {
+		t.Errorf("after the refetch: fetched %q, served from %q; want a new generation fetched, and %q served", m.FetchedGeneration, m.ServedGeneration, first)
+	}
+	if d := get(t, ns, "refetch", &appsv1.Deployment{}); d.Generation != before.Generation {
+		t.Errorf("the Deployment went from generation %d to %d for a model that did not change", before.Generation, d.Generation)
+	}
+	if now := podNames(t, ns, "refetch"); now != pods {
+		t.Errorf("serving pods %s became %s", pods, now)
+	}
+}
