@@ -139,6 +139,7 @@ type ModelServerReconciler struct {
 // +kubebuilder:rbac:groups="",resources=services;configmaps;persistentvolumeclaims,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=serviceaccounts,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups="",resources=events,verbs=list;watch
 // +kubebuilder:rbac:groups=autoscaling,resources=horizontalpodautoscalers,verbs=get;list;watch;create;update;patch;delete
@@ -417,6 +418,10 @@ func (r *ModelServerReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		builder.WithPredicates(claimFailureNews))
 	// spec.tls's Secrets, by their metadata alone (TLSSecretsCache).
 	b = b.WatchesMetadata(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.tlsSecretModelServers))
+	// The pods' service accounts, for an oci:// model's pull secrets
+	// (ServiceAccountsCache).
+	b = b.Watches(&corev1.ServiceAccount{}, handler.EnqueueRequestsFromMapFunc(r.serviceAccountModelServers),
+		builder.WithPredicates(pullSecretsChanged))
 	return b.WithOptions(controller.Options{MaxConcurrentReconciles: cmp.Or(r.MaxConcurrentReconciles, DefaultMaxConcurrentReconciles), RateLimiter: retryLimiter()}).
 		Complete(r)
 }

@@ -56,8 +56,9 @@ type observed struct {
 }
 
 // observe reads the ModelServer's fetch Jobs (with what their pods left
-// behind when they ended), its serving Deployment, spec.tls's Secret, and
-// whether the optional APIs its spec asks for exist.
+// behind when they ended), its serving Deployment, spec.tls's Secret, the
+// pods' service account where an oci:// model's fetch needs its pull
+// secrets, and whether the optional APIs its spec asks for exist.
 func (r *ModelServerReconciler) observe(ctx context.Context, ms *servingv1alpha1.ModelServer) (*observed, error) {
 	obs := &observed{Observed: desired.Observed{Status: ms.Status, APIs: r.optionalAPIs(ms)}}
 	if err := r.observeFetchJobs(ctx, ms, obs); err != nil {
@@ -78,6 +79,9 @@ func (r *ModelServerReconciler) observe(ctx context.Context, ms *servingv1alpha1
 		if obs.autoscaler, err = r.observeAutoscaler(ctx, ms); err != nil {
 			return nil, err
 		}
+	}
+	if obs.ServiceAccountPullSecrets, err = r.observeServiceAccount(ctx, ms); err != nil {
+		return nil, err
 	}
 	return obs, nil
 }

@@ -214,8 +214,9 @@ func envOr(key, def string) string {
 // ownedObjectsOnly keeps only the objects of ModelServer releases in the
 // caches of the kinds the operator owns (owned.Kinds), instead of every
 // ConfigMap, Service, Deployment, Job and claim in the cluster; of pods
-// only the fetch pods; of Events only claims' ProvisioningFailed; and of
-// Secrets only the metadata of TLS ones.
+// only the fetch pods; of Events only claims' ProvisioningFailed; of
+// Secrets only the metadata of TLS ones; and of ServiceAccounts only
+// their image pull secrets.
 func ownedObjectsOnly() map[client.Object]cache.ByObject {
 	req, err := labels.NewRequirement(values.LabelModelServer, selection.Exists, nil)
 	if err != nil {
@@ -225,6 +226,8 @@ func ownedObjectsOnly() map[client.Object]cache.ByObject {
 		&corev1.Pod{}:    controllers.FetchPodsCache(),
 		&corev1.Event{}:  controllers.ProvisioningFailedCache(),
 		&corev1.Secret{}: controllers.TLSSecretsCache(),
+		// Of service accounts, their image pull secrets alone.
+		&corev1.ServiceAccount{}: controllers.ServiceAccountsCache(),
 	}
 	for _, k := range owned.Kinds {
 		objects[k.New()] = cache.ByObject{Label: labels.NewSelector().Add(*req)}

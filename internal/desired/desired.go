@@ -5,8 +5,10 @@
 package desired
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
+	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -44,6 +46,30 @@ type Observed struct {
 	// TLSCertDigest is a digest of the certificates of spec.tls's Secret,
 	// checked (see values.Inputs).
 	TLSCertDigest string
+	// ServiceAccountPullSecrets are the image pull secrets of the pods'
+	// service account, read where an oci:// model's fetch may need them
+	// (NeedsServiceAccount).
+	ServiceAccountPullSecrets []string
+}
+
+// NeedsServiceAccount says whether ms's fetch reads the image pull
+// secrets of the pods' service account, and which account that is: an
+// oci:// model's, where the pod template names no pull secret.
+func NeedsServiceAccount(ms *servingv1alpha1.ModelServer) (string, bool) {
+	pt := ms.Spec.PodTemplate
+	if len(pt.ImagePullSecrets) > 0 {
+		return "", false
+	}
+	models := ms.Spec.Models
+	if ms.Spec.Model != nil {
+		models = append([]servingv1alpha1.ModelSpec{*ms.Spec.Model}, models...)
+	}
+	for _, m := range models {
+		if strings.HasPrefix(m.StorageURI, "oci://") {
+			return cmp.Or(pt.ServiceAccountName, "default"), true
+		}
+	}
+	return "", false
 }
 
 // State is what a ModelServer should be, given what was observed.
@@ -67,7 +93,7 @@ type State struct {
 // For validates ms and computes its desired state. A spec that cannot be
 // served gives a *values.Error that names the field, and no state.
 func For(ms *servingv1alpha1.ModelServer, obs Observed, cfg Config) (*State, error) {
-	spec, err := values.Validate(ms)
+	spec, err := values.ValidateWith(ms, obs.ServiceAccountPullSecrets)
 	if err != nil {
 		return nil, err
 	}

@@ -73,7 +73,7 @@ func (k registryKeychain) refused(registry string) string {
 	if c := k.configFor(registry); c != nil {
 		return fmt.Sprintf("the registry refused the credentials for %s in %s", registry, c.from)
 	}
-	msg := fmt.Sprintf("no credentials for %s were given: put them in the %s of the credentials Secret or of an image pull secret (spec.podTemplate.imagePullSecrets)", registry, KeyDockerConfigJSON)
+	msg := fmt.Sprintf("no credentials for %s were given: put them in the %s of the credentials Secret or of an image pull secret (spec.podTemplate.imagePullSecrets, or the pods' service account's)", registry, KeyDockerConfigJSON)
 	if len(k.missing) > 0 {
 		msg += fmt.Sprintf("; image pull secrets not found or without %s or %s: %s", KeyDockerConfigJSON, KeyDockerCfg, strings.Join(k.missing, ", "))
 	}

@@ -25,6 +25,12 @@ import (
 // Two models with the same fetch inputs share a generation, and so one Job
 // and one copy of the data.
 func FetchGeneration(ms *servingv1alpha1.ModelServer, m servingv1alpha1.ModelSpec) string {
+	return fetchGeneration(ms, m, nil)
+}
+
+// fetchGeneration is FetchGeneration for pods whose service account has
+// the image pull secrets accountPulls.
+func fetchGeneration(ms *servingv1alpha1.ModelServer, m servingv1alpha1.ModelSpec, accountPulls []string) string {
 	pt := ms.Spec.PodTemplate
 	parts := []string{
 		fetchTemplateRevision,
@@ -48,9 +54,12 @@ func FetchGeneration(ms *servingv1alpha1.ModelServer, m servingv1alpha1.ModelSpe
 	if m.Refetch != "" {
 		parts = append(parts, "refetch", m.Refetch)
 	}
-	if len(pullSecrets(ms, m)) > 0 {
+	if pulls := pullSecrets(ms, m, accountPulls); len(pulls) > 0 {
 		// The Job mounts them: a Job made before it did must be replaced.
 		parts = append(parts, "pull-secrets-mounted")
+		if len(pt.ImagePullSecrets) == 0 {
+			parts = append(parts, "service-account", strings.Join(pulls, ","))
+		}
 	}
 	return names.Hash(parts...)
 }
@@ -58,17 +67,25 @@ func FetchGeneration(ms *servingv1alpha1.ModelServer, m servingv1alpha1.ModelSpe
 // pullSecrets are the image pull secrets an oci:// model's fetch reads
 // registry credentials from, after its credentials Secret's: the serving
 // pods', once each, so that the registry credentials already given for
-// the pods' images serve their model's image too. The service account's
-// are not seen: the operator reads no ServiceAccount.
-func pullSecrets(ms *servingv1alpha1.ModelServer, m servingv1alpha1.ModelSpec) []string {
+// the pods' images serve their model's image too. Those are the pod
+// template's, or, where it names none, its service account's
+// (accountPulls), as the ServiceAccount admission plugin gives a pod.
+func pullSecrets(ms *servingv1alpha1.ModelServer, m servingv1alpha1.ModelSpec, accountPulls []string) []string {
 	loc, err := storageuri.Parse(m.StorageURI)
 	if err != nil || loc.Scheme != storageuri.SchemeOCI {
 		return nil
 	}
+	names := accountPulls
+	if len(ms.Spec.PodTemplate.ImagePullSecrets) > 0 {
+		names = nil
+		for _, s := range ms.Spec.PodTemplate.ImagePullSecrets {
+			names = append(names, s.Name)
+		}
+	}
 	var out []string
-	for _, s := range ms.Spec.PodTemplate.ImagePullSecrets {
-		if s.Name != "" && !slices.Contains(out, s.Name) {
-			out = append(out, s.Name)
+	for _, n := range names {
+		if n != "" && !slices.Contains(out, n) {
+			out = append(out, n)
 		}
 	}
 	return out

@@ -41,9 +41,12 @@ type SpecModel struct {
 // Spec is a ModelServer whose spec passed Validate: only a Spec is turned
 // into values.
 type Spec struct {
-	ms     *servingv1alpha1.ModelServer
-	Source Source
-	Models []SpecModel
+	ms *servingv1alpha1.ModelServer
+	// accountPulls are the image pull secrets of the pods' service
+	// account (ValidateWith).
+	accountPulls []string
+	Source       Source
+	Models       []SpecModel
 	// DesiredReplicas is the number of serving pods the spec asks for.
 	DesiredReplicas int32
 }
@@ -64,10 +67,17 @@ func (sp *Spec) AllFetched() map[string]string {
 // apiserver would refuse on a pod, or a storage URI the fetcher would
 // refuse. The *Error names the first field at fault.
 func Validate(ms *servingv1alpha1.ModelServer) (*Spec, error) {
+	return ValidateWith(ms, nil)
+}
+
+// ValidateWith is Validate for pods whose service account has the image
+// pull secrets accountPulls: where the pod template names none, the
+// kubelet uses the account's, and so does an oci:// model's fetch.
+func ValidateWith(ms *servingv1alpha1.ModelServer, accountPulls []string) (*Spec, error) {
 	if len(ms.Name) > servingv1alpha1.MaxNameLength {
 		return nil, &Error{"metadata.name", fmt.Sprintf("must be at most %d characters", servingv1alpha1.MaxNameLength)}
 	}
-	models, source, err := specModels(ms)
+	models, source, err := specModels(ms, accountPulls)
 	if err != nil {
 		return nil, err
 	}
@@ -111,7 +121,7 @@ func Validate(ms *servingv1alpha1.ModelServer) (*Spec, error) {
 	if err := checkLabelsAdded(ms); err != nil {
 		return nil, err
 	}
-	return &Spec{ms: ms, Source: source, Models: models, DesiredReplicas: DesiredReplicas(ms)}, nil
+	return &Spec{ms: ms, accountPulls: accountPulls, Source: source, Models: models, DesiredReplicas: DesiredReplicas(ms)}, nil
 }
 
 // checkLabelsAdded refuses labels the spec adds to the operator's own on
@@ -184,7 +194,7 @@ func checkServing(spec servingv1alpha1.ModelServerSpec) error {
 
 // specModels are the models ms serves, with their names defaulted, and
 // the spec field they come from.
-func specModels(ms *servingv1alpha1.ModelServer) ([]SpecModel, Source, error) {
+func specModels(ms *servingv1alpha1.ModelServer, accountPulls []string) ([]SpecModel, Source, error) {
 	spec := ms.Spec
 	switch {
 	case spec.Model != nil && len(spec.Models) > 0:
@@ -197,7 +207,7 @@ func specModels(ms *servingv1alpha1.ModelServer) ([]SpecModel, Source, error) {
 		if m.StorageURI == "" {
 			return nil, "", &Error{"spec.model.storageUri", "is required"}
 		}
-		return []SpecModel{specModel(ms, m, string(SourceModel))}, SourceModel, nil
+		return []SpecModel{specModel(ms, m, string(SourceModel), accountPulls)}, SourceModel, nil
 	case len(spec.Models) > 0:
 		models := make([]SpecModel, 0, len(spec.Models))
 		seen := map[string]bool{}
@@ -214,7 +224,7 @@ func specModels(ms *servingv1alpha1.ModelServer) ([]SpecModel, Source, error) {
 				return nil, "", &Error{field + ".storageUri", "pvc:// models are supported in spec.model only"}
 			}
 			seen[m.Name] = true
-			models = append(models, specModel(ms, m, field))
+			models = append(models, specModel(ms, m, field, accountPulls))
 		}
 		return models, SourceModels, nil
 	}
@@ -223,8 +233,8 @@ func specModels(ms *servingv1alpha1.ModelServer) ([]SpecModel, Source, error) {
 
 // specModel is model m of ms, from the spec field named field, with its
 // fetch generation and the Job fetching it.
-func specModel(ms *servingv1alpha1.ModelServer, m servingv1alpha1.ModelSpec, field string) SpecModel {
-	generation := FetchGeneration(ms, m)
+func specModel(ms *servingv1alpha1.ModelServer, m servingv1alpha1.ModelSpec, field string, accountPulls []string) SpecModel {
+	generation := fetchGeneration(ms, m, accountPulls)
 	return SpecModel{ModelSpec: m, Field: field, Generation: generation, FetchJob: names.FetchJob(ms.Name, generation)}
 }
 

@@ -317,6 +317,44 @@ func TestAnOCIModelsFetchReadsThePodsImagePullSecrets(t *testing.T) {
 	}
 }
 
+// TestAnOCIModelsFetchReadsTheServiceAccountsPullSecrets: where the pod
+// template names no pull secret, an oci:// model's fetch reads the
+// service account's, as its pods get them, and a change of them is a new
+// Job; the template's, where it names some, are the only ones read; other
+// schemes read none and keep their generation.
+func TestAnOCIModelsFetchReadsTheServiceAccountsPullSecrets(t *testing.T) {
+	const oci = "oci://registry.example.com/models/resnet:v1"
+	build := func(ms *servingv1alpha1.ModelServer, account []string) Fetch {
+		t.Helper()
+		spec, err := ValidateWith(ms, account)
+		if err != nil {
+			t.Fatal(err)
+		}
+		v, err := spec.Values(fetched)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v.Fetches[0]
+	}
+	ociModel := modelServer(func(ms *servingv1alpha1.ModelServer) { ms.Spec.Model.StorageURI = oci })
+	none, mirror, both := build(ociModel, nil), build(ociModel, []string{"mirror"}), build(ociModel, []string{"mirror", "regcred"})
+	expectStrings(t, "the account's pull secrets", mirror.PullSecrets, []string{"mirror"})
+	if none.Generation == mirror.Generation || mirror.Generation == both.Generation {
+		t.Errorf("generations %s, %s, %s: the account's pull secrets changed no Job", none.Generation, mirror.Generation, both.Generation)
+	}
+	own := modelServer(func(ms *servingv1alpha1.ModelServer) {
+		ms.Spec.Model.StorageURI = oci
+		ms.Spec.PodTemplate.ImagePullSecrets = []corev1.LocalObjectReference{{Name: "regcred"}}
+	})
+	if f := build(own, []string{"mirror"}); !slices.Equal(f.PullSecrets, []string{"regcred"}) || f.Generation != build(own, nil).Generation {
+		t.Errorf("with the template's pull secrets the fetch reads %q (generation %s): the account's count", f.PullSecrets, f.Generation)
+	}
+	s3 := modelServer()
+	if f := build(s3, []string{"mirror"}); f.PullSecrets != nil || f.Generation != build(s3, nil).Generation {
+		t.Errorf("an s3:// model's fetch reads the account's pull secrets: %+v", f)
+	}
+}
+
 // TestASignatureKeyReachesTheFetchAndBadOnesAreNamed: the keys of
 // spec.model.signature are the fetch's, and a new Job's; a key that does
 // not read, or a signature of a model not in a registry, is named.

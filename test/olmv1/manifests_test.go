@@ -82,6 +82,7 @@ rules:
   - modelserver-operato-gndyyx9umcvdlx9htvr2x2vji6zg3x48dqumu16pg1r
   - modelserver-operat-2ufa7awmhi620wx3vq6zhnxslipgtlvb2cue2g4qw0xd
   - modelserver-operat-1s05rcsur3tlub5kov4qdbqd5b52w8y4cucinkgr323s
+  - modelserver-operat-1965anjlkbovzjbgd0fk4nby1vtd2xtb203awn1pyw9t
   - modelserver-metrics-reader
 - apiGroups: [rbac.authorization.k8s.io]
   resources: [clusterrolebindings]
@@ -90,6 +91,7 @@ rules:
   - modelserver-operato-gndyyx9umcvdlx9htvr2x2vji6zg3x48dqumu16pg1r
   - modelserver-operat-2ufa7awmhi620wx3vq6zhnxslipgtlvb2cue2g4qw0xd
   - modelserver-operat-1s05rcsur3tlub5kov4qdbqd5b52w8y4cucinkgr323s
+  - modelserver-operat-1965anjlkbovzjbgd0fk4nby1vtd2xtb203awn1pyw9t
 # OLM watches the operator's ServiceAccount across namespaces.
 - apiGroups: [""]
   resources: [serviceaccounts]
@@ -110,7 +112,7 @@ rules:
   resources: [events]
   verbs: [create, list, patch, watch]
 - apiGroups: [""]
-  resources: [pods]
+  resources: [pods, serviceaccounts]
   verbs: [get, list, watch]
 - apiGroups: [apps]
   resources: [deployments]

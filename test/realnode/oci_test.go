@@ -124,7 +124,16 @@ func TestAModelImageInAPrivateRepositoryIsPulledWithThePodsImagePullSecret(t *te
 	e.kubectl(t, e.ModelServerYAML(realenv.ModelServer{Name: "private", URI: uri, Secret: "registry-ca",
 		SpecExtra: "  podTemplate:\n    imagePullSecrets:\n    - name: not-there\n    - name: regcred\n"}), "-n", ns, "apply", "-f", "-")
 	e.kubectl(t, e.ModelServerYAML(realenv.ModelServer{Name: "no-pull-secret", URI: uri, Secret: "registry-ca"}), "-n", ns, "apply", "-f", "-")
+	// The pull secret given to the pods' service account instead, as the
+	// pods get it: the fetch reads it too.
+	puller := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "puller"}, ImagePullSecrets: []corev1.LocalObjectReference{{Name: "regcred"}}}
+	if _, err := e.cs.CoreV1().ServiceAccounts(ns).Create(ctx, puller, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.kubectl(t, e.ModelServerYAML(realenv.ModelServer{Name: "account", URI: uri, Secret: "registry-ca",
+		SpecExtra: "  podTemplate:\n    serviceAccountName: puller\n"}), "-n", ns, "apply", "-f", "-")
 	e.waitReady(t, ns, "private", 3*time.Minute)
+	e.waitReady(t, ns, "account", 3*time.Minute)
 	t.Logf("kubectl apply to Ready, the model pulled with the pull secret's credentials: %.1fs", time.Since(start).Seconds())
 	if got := e.modelStatus(t, ns, "private"); got["123"] != "AVAILABLE" {
 		t.Errorf("TF Serving (double) reports %v, want version 123 AVAILABLE", got)

@@ -1,0 +1,83 @@
+package controllers_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
+)
+
+// TestAnOCIModelsFetchMountsTheServiceAccountsPullSecrets: with no pull
+// secret in the pod template, an oci:// model's fetch Job mounts those of
+// the pods' service account, as the pods get them; a pull secret added to
+// the account later makes a new Job that mounts it too.
+func TestAnOCIModelsFetchMountsTheServiceAccountsPullSecrets(t *testing.T) {
+	ns := newNamespace(t)
+	ctx := context.Background()
+	sa := &corev1.ServiceAccount{
+		ObjectMeta:       metav1.ObjectMeta{Namespace: ns, Name: "puller"},
+		ImagePullSecrets: []corev1.LocalObjectReference{{Name: "regcred"}},
+	}
+	if err := env.client.Create(ctx, sa); err != nil {
+		t.Fatal(err)
+	}
+	ms := newModelServer(ns, "sa-pulls", func(ms *servingv1alpha1.ModelServer) {
+		ms.Spec.Model.StorageURI = "oci://registry.example.com/models/resnet:v1"
+		ms.Spec.PodTemplate.ServiceAccountName = "puller"
+	})
+	if err := env.client.Create(ctx, ms); err != nil {
+		t.Fatal(err)
+	}
+	mounted := func(want ...string) {
+		t.Helper()
+		eventually(t, 30*time.Second, fmt.Sprintf("a fetch Job mounting %q", want), func(ctx context.Context) (bool, string) {
+			jobs := &batchv1.JobList{}
+			if err := env.client.List(ctx, jobs, client.InNamespace(ns)); err != nil {
+				return false, err.Error()
+			}
+			var seen []string
+			for _, j := range jobs.Items {
+				got := jobPullSecrets(j)
+				if slices.Equal(got, want) {
+					return true, ""
+				}
+				seen = append(seen, fmt.Sprintf("%s: %q", j.Name, got))
+			}
+			return false, fmt.Sprint(seen)
+		})
+	}
+	mounted("regcred")
+	// Settled: only the account's change can wake it now.
+	waitReady(t, ms)
+
+	patch := client.MergeFrom(sa.DeepCopy())
+	sa.ImagePullSecrets = append(sa.ImagePullSecrets, corev1.LocalObjectReference{Name: "mirror"})
+	if err := env.client.Patch(ctx, sa, patch); err != nil {
+		t.Fatal(err)
+	}
+	mounted("regcred", "mirror")
+}
+
+// jobPullSecrets are the pull secrets a fetch Job's pod mounts.
+func jobPullSecrets(j batchv1.Job) []string {
+	var out []string
+	for _, v := range j.Spec.Template.Spec.Volumes {
+		if v.Name != "pull-secrets" || v.Projected == nil {
+			continue
+		}
+		for _, s := range v.Projected.Sources {
+			if s.Secret != nil {
+				out = append(out, s.Secret.Name)
+			}
+		}
+	}
+	return out
+}
