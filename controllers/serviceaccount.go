@@ -6,7 +6,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
@@ -62,20 +61,12 @@ func (r *ModelServerReconciler) observeServiceAccount(ctx context.Context, ms *s
 }
 
 // serviceAccountModelServers are the ModelServers whose fetch reads the
-// image pull secrets of service account o, found by a walk of the
-// namespace's ModelServers in the cache, uncopied.
+// image pull secrets of service account o.
 func (r *ModelServerReconciler) serviceAccountModelServers(ctx context.Context, o client.Object) []reconcile.Request {
-	list := &servingv1alpha1.ModelServerList{}
-	if err := r.List(ctx, list, client.InNamespace(o.GetNamespace()), client.UnsafeDisableDeepCopy); err != nil {
-		return nil
-	}
-	var reqs []reconcile.Request
-	for i := range list.Items {
-		if name, ok := desired.NeedsServiceAccount(&list.Items[i]); ok && name == o.GetName() {
-			reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: list.Items[i].Name}})
-		}
-	}
-	return reqs
+	return r.modelServersIn(ctx, o.GetNamespace(), func(ms *servingv1alpha1.ModelServer) bool {
+		name, ok := desired.NeedsServiceAccount(ms)
+		return ok && name == o.GetName()
+	})
 }
 
 // pullSecretsChanged lets through the service accounts whose image pull

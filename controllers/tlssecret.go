@@ -36,14 +36,22 @@ func TLSSecretsCache() cache.ByObject {
 // the cache, uncopied: an index of ModelServers would make the operator
 // need their CRD before it starts, and a TLS Secret's change is rare.
 func (r *ModelServerReconciler) tlsSecretModelServers(ctx context.Context, o client.Object) []reconcile.Request {
+	return r.modelServersIn(ctx, o.GetNamespace(), func(ms *servingv1alpha1.ModelServer) bool {
+		return ms.Spec.TLS != nil && ms.Spec.TLS.SecretName == o.GetName()
+	})
+}
+
+// modelServersIn are the ModelServers of namespace ns that match, found by
+// a walk of the namespace's ModelServers in the cache, uncopied.
+func (r *ModelServerReconciler) modelServersIn(ctx context.Context, ns string, match func(*servingv1alpha1.ModelServer) bool) []reconcile.Request {
 	list := &servingv1alpha1.ModelServerList{}
-	if err := r.List(ctx, list, client.InNamespace(o.GetNamespace()), client.UnsafeDisableDeepCopy); err != nil {
+	if err := r.List(ctx, list, client.InNamespace(ns), client.UnsafeDisableDeepCopy); err != nil {
 		return nil
 	}
 	var reqs []reconcile.Request
 	for i := range list.Items {
-		if t := list.Items[i].Spec.TLS; t != nil && t.SecretName == o.GetName() {
-			reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: list.Items[i].Name}})
+		if match(&list.Items[i]) {
+			reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ns, Name: list.Items[i].Name}})
 		}
 	}
 	return reqs
