@@ -139,6 +139,13 @@ func hashTree(ctx context.Context, dir string, format, concurrency int, prog *pr
 	if err != nil {
 		return nil, err
 	}
+	return hashFiles(ctx, dir, paths, format, concurrency, prog)
+}
+
+// hashFiles records the files at paths (relative to dir) as format
+// records them, hashing up to concurrency files, or chunks of a large
+// file, at once.
+func hashFiles(ctx context.Context, dir string, paths []string, format, concurrency int, prog *progress) ([]fileRecord, error) {
 	records := make([]fileRecord, len(paths))
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(max(concurrency, 1))

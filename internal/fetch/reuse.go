@@ -6,8 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"time"
-
-	"golang.org/x/sync/errgroup"
 )
 
 // A refetch (spec.model.refetch) of a store to which one version was
@@ -143,30 +141,13 @@ func (e *earlier) link(staging string, objs []Object, log *slog.Logger) (linked 
 // hashLinked records the linked objects as their copies in staging hash,
 // each with the version the source listed it with.
 func hashLinked(ctx context.Context, staging string, linked []Object, concurrency int) ([]fileRecord, error) {
-	got := make([]fileRecord, len(linked))
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(max(concurrency, 1))
+	paths := make([]string, len(linked))
 	for i, obj := range linked {
-		p := filepath.Join(staging, filepath.FromSlash(obj.Key))
-		if obj.Size >= chunkedMinSize {
-			got[i].Path = obj.Key
-			hashChunks(g, p, obj.Size, manifestFormat, &got[i], nil)
-			continue
-		}
-		g.Go(func() error {
-			if gctx.Err() != nil {
-				return gctx.Err()
-			}
-			sum, size, err := hashFile(p, 0, -1, manifestFormat, nil)
-			if err != nil {
-				return err
-			}
-			got[i] = withPath(sum.record(size), obj.Key)
-			return nil
-		})
+		paths[i] = filepath.FromSlash(obj.Key)
 	}
-	if err := g.Wait(); err != nil {
-		return nil, classify(err, staging)
+	got, err := hashFiles(ctx, staging, paths, manifestFormat, concurrency, nil)
+	if err != nil {
+		return nil, err
 	}
 	for i, obj := range linked {
 		got[i].Source = obj.Version
@@ -204,10 +185,7 @@ func (f *fetcher) linkEarlierCopy(ctx context.Context, staging string) ([]fileRe
 	if err == nil && len(rest) == 0 && len(records) == len(objs) {
 		return records, true
 	}
-	entries, _ := os.ReadDir(staging)
-	for _, en := range entries {
-		_ = os.RemoveAll(filepath.Join(staging, en.Name()))
-	}
+	_ = emptyDir(staging)
 	f.log.Info("the earlier copy of the model could not all be taken; downloading it", "model", e.dir)
 	return nil, false
 }
