@@ -13,7 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
-	"github.com/modelserver-dev/modelserver-operator/internal/desired"
+	"github.com/modelserver-dev/modelserver-operator/internal/values"
 )
 
 // An oci:// model's fetch reads registry credentials from the serving
@@ -42,10 +42,10 @@ func ServiceAccountsCache() cache.ByObject {
 }
 
 // observeServiceAccount reads the image pull secrets of the service
-// account whose pull secrets ms's fetch reads (desired.NeedsServiceAccount);
+// account whose pull secrets ms's fetch reads (values.NeedsServiceAccount);
 // none when it reads none, or the account does not exist.
 func (r *ModelServerReconciler) observeServiceAccount(ctx context.Context, ms *servingv1alpha1.ModelServer) ([]string, error) {
-	name, ok := desired.NeedsServiceAccount(ms)
+	name, ok := values.NeedsServiceAccount(ms)
 	if !ok {
 		return nil, nil
 	}
@@ -64,7 +64,7 @@ func (r *ModelServerReconciler) observeServiceAccount(ctx context.Context, ms *s
 // image pull secrets of service account o.
 func (r *ModelServerReconciler) serviceAccountModelServers(ctx context.Context, o client.Object) []reconcile.Request {
 	return r.modelServersIn(ctx, o.GetNamespace(), func(ms *servingv1alpha1.ModelServer) bool {
-		name, ok := desired.NeedsServiceAccount(ms)
+		name, ok := values.NeedsServiceAccount(ms)
 		return ok && name == o.GetName()
 	})
 }

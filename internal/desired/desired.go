@@ -5,10 +5,8 @@
 package desired
 
 import (
-	"cmp"
 	"fmt"
 	"slices"
-	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -48,28 +46,8 @@ type Observed struct {
 	TLSCertDigest string
 	// ServiceAccountPullSecrets are the image pull secrets of the pods'
 	// service account, read where an oci:// model's fetch may need them
-	// (NeedsServiceAccount).
+	// (values.NeedsServiceAccount).
 	ServiceAccountPullSecrets []string
-}
-
-// NeedsServiceAccount says whether ms's fetch reads the image pull
-// secrets of the pods' service account, and which account that is: an
-// oci:// model's, where the pod template names no pull secret.
-func NeedsServiceAccount(ms *servingv1alpha1.ModelServer) (string, bool) {
-	pt := ms.Spec.PodTemplate
-	if len(pt.ImagePullSecrets) > 0 {
-		return "", false
-	}
-	models := ms.Spec.Models
-	if ms.Spec.Model != nil {
-		models = append([]servingv1alpha1.ModelSpec{*ms.Spec.Model}, models...)
-	}
-	for _, m := range models {
-		if strings.HasPrefix(m.StorageURI, "oci://") {
-			return cmp.Or(pt.ServiceAccountName, "default"), true
-		}
-	}
-	return "", false
 }
 
 // State is what a ModelServer should be, given what was observed.

@@ -180,24 +180,3 @@ func TestAnAutoscaledDeploymentKeepsItsCount(t *testing.T) {
 		t.Errorf("replicas %d, want the autoscaler's 4", st.Values.Serving.Replicas)
 	}
 }
-
-// TestTheServiceAccountIsReadOnlyForAnOCIModelWithoutPullSecrets: the
-// account read is the template's, or the namespace's default.
-func TestTheServiceAccountIsReadOnlyForAnOCIModelWithoutPullSecrets(t *testing.T) {
-	ms := modelServer()
-	if _, ok := NeedsServiceAccount(ms); ok {
-		t.Error("an s3:// model's fetch reads the service account")
-	}
-	ms.Spec.Models = []servingv1alpha1.ModelSpec{{Name: "b", StorageURI: "oci://r.example/m:v1"}}
-	if name, ok := NeedsServiceAccount(ms); !ok || name != "default" {
-		t.Errorf("an oci:// model reads account %q (%v), want default", name, ok)
-	}
-	ms.Spec.PodTemplate.ServiceAccountName = "puller"
-	if name, _ := NeedsServiceAccount(ms); name != "puller" {
-		t.Errorf("reads account %q, want the template's", name)
-	}
-	ms.Spec.PodTemplate.ImagePullSecrets = []corev1.LocalObjectReference{{Name: "regcred"}}
-	if _, ok := NeedsServiceAccount(ms); ok {
-		t.Error("with the template's pull secrets, the account is still read")
-	}
-}

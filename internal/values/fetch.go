@@ -1,6 +1,7 @@
 package values
 
 import (
+	"cmp"
 	"path"
 	"slices"
 	"strconv"
@@ -71,8 +72,7 @@ func fetchGeneration(ms *servingv1alpha1.ModelServer, m servingv1alpha1.ModelSpe
 // template's, or, where it names none, its service account's
 // (accountPulls), as the ServiceAccount admission plugin gives a pod.
 func pullSecrets(ms *servingv1alpha1.ModelServer, m servingv1alpha1.ModelSpec, accountPulls []string) []string {
-	loc, err := storageuri.Parse(m.StorageURI)
-	if err != nil || loc.Scheme != storageuri.SchemeOCI {
+	if !fromRegistry(m) {
 		return nil
 	}
 	names := accountPulls
@@ -89,6 +89,31 @@ func pullSecrets(ms *servingv1alpha1.ModelServer, m servingv1alpha1.ModelSpec, a
 		}
 	}
 	return out
+}
+
+// fromRegistry says that m is an oci:// model, whose fetch reads the
+// pods' image pull secrets.
+func fromRegistry(m servingv1alpha1.ModelSpec) bool {
+	loc, err := storageuri.Parse(m.StorageURI)
+	return err == nil && loc.Scheme == storageuri.SchemeOCI
+}
+
+// NeedsServiceAccount says whether ms's fetch reads the image pull
+// secrets of the pods' service account, and which account that is: an
+// oci:// model's, where the pod template names no pull secret.
+func NeedsServiceAccount(ms *servingv1alpha1.ModelServer) (string, bool) {
+	pt := ms.Spec.PodTemplate
+	if len(pt.ImagePullSecrets) > 0 {
+		return "", false
+	}
+	models := ms.Spec.Models
+	if ms.Spec.Model != nil {
+		models = append([]servingv1alpha1.ModelSpec{*ms.Spec.Model}, models...)
+	}
+	if slices.ContainsFunc(models, fromRegistry) {
+		return cmp.Or(pt.ServiceAccountName, "default"), true
+	}
+	return "", false
 }
 
 // fetchTemplateRevision is part of every fetch generation. Bump it with any
