@@ -4,8 +4,11 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 	"unicode"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
@@ -103,26 +106,37 @@ func servedNote(st servingv1alpha1.ModelServerStatus) string {
 			parts = append(parts, "model "+m.Name)
 			continue
 		}
-		versions := make([]string, len(m.Versions))
-		for i, v := range m.Versions {
-			versions[i] = fmt.Sprint(v)
-		}
-		noun := "versions"
-		if len(versions) == 1 {
-			noun = "version"
-		}
 		kept := ""
 		if m.ServedGeneration != "" {
 			// A refetch found it unchanged: say why no pod was replaced.
 			kept = ", fetched again unchanged: the pods kept their copy"
 		}
-		parts = append(parts, fmt.Sprintf("model %s %s %s (%s%s)", m.Name, noun, strings.Join(versions, ", "), fetch.FormatBytes(m.SizeBytes), kept))
+		parts = append(parts, fmt.Sprintf("model %s %s%s)", m.Name, strings.TrimSuffix(fetchedNote(m), ")"), kept))
 	}
 	if len(parts) == 0 {
 		return ""
 	}
 	return "; serving " + strings.Join(parts, ", ")
 }
+
+// fetchedNote says what was fetched of a model: its versions and size.
+func fetchedNote(m servingv1alpha1.ModelStatus) string {
+	versions := make([]string, len(m.Versions))
+	for i, v := range m.Versions {
+		versions[i] = fmt.Sprint(v)
+	}
+	noun := "versions"
+	if len(versions) == 1 {
+		noun = "version"
+	}
+	return fmt.Sprintf("%s %s (%s)", noun, strings.Join(versions, ", "), fetch.FormatBytes(m.SizeBytes))
+}
+
+// The reasons of the Events of refresh rounds.
+const (
+	eventRefreshed     = "Refreshed"
+	eventRefreshFailed = "RefreshFailed"
+)
 
 // appliedEvent is the reason of the Event for a Helm operation that
 // succeeded, and what it says, as a clause: the status write that records
@@ -137,3 +151,30 @@ func appliedEvent(op release.Op, name string, revision int, why string) (string,
 		return "Upgraded", fmt.Sprintf("upgraded Helm release %s to revision %d because %s", name, revision, why)
 	}
 }
+
+// refreshEvents tell of the refresh rounds the status written now is the
+// first to see end with a new model, or fail: the ModelServer stays Ready
+// through both, so no phase Event does. A round that found the model
+// unchanged is no news: the status holds it.
+func (r *ModelServerReconciler) refreshEvents(ms *servingv1alpha1.ModelServer, old, st servingv1alpha1.ModelServerStatus) {
+	was := map[string]*servingv1alpha1.ModelRefresh{}
+	for _, m := range statusModels(old) {
+		was[m.Name] = m.Refresh
+	}
+	for _, m := range statusModels(st) {
+		now, before := m.Refresh, was[m.Name]
+		if now == nil || (before != nil && before.Round.Equal(&now.Round) && before.State == now.State) {
+			continue
+		}
+		switch now.State {
+		case servingv1alpha1.RefreshUpdated:
+			r.Recorder.Eventf(ms, nil, corev1.EventTypeNormal, eventRefreshed, "Refresh", "%s",
+				sentence("model %s: the refresh round begun at %s found a new model, %s; the pods are rolled onto it", m.Name, roundTime(now.Round), fetchedNote(m)))
+		case servingv1alpha1.RefreshFailed:
+			r.Recorder.Eventf(ms, nil, corev1.EventTypeWarning, eventRefreshFailed, "Refresh", "%s",
+				sentence("model %s: the refresh round begun at %s failed (%s); the model fetched before is still served", m.Name, roundTime(now.Round), now.Message))
+		}
+	}
+}
+
+func roundTime(t metav1.Time) string { return t.UTC().Format(time.RFC3339) }

@@ -268,6 +268,10 @@ func (r *ModelServerReconciler) reconcileNormal(ctx context.Context, ms *serving
 		return ctrl.Result{}, err
 	}
 	log.FromContext(ctx).V(1).Info("reconciled", "fetch", report.Fetch, "plan", plan.kind, "why", plan.why)
+	if !want.NextRound.IsZero() {
+		// Nothing watched changes when a refresh round is due.
+		obs.sooner(max(want.NextRound.Sub(r.clock().Now()), time.Second))
+	}
 	return r.lookAgain(obs, want.Values.WaitsForAPIs), nil
 }
 

@@ -33,7 +33,8 @@ import (
 type observed struct {
 	desired.Observed
 	// lookAgainIn, if set, is when a fetch Job still without a pod, or a
-	// fetch pod that cannot start, is looked into.
+	// fetch pod that cannot start, is looked into, or a refresh round is
+	// due.
 	lookAgainIn time.Duration
 	// podRejected says the apiserver refuses a fetch Job's pod.
 	podRejected bool
@@ -60,7 +61,7 @@ type observed struct {
 // pods' service account where an oci:// model's fetch needs its pull
 // secrets, and whether the optional APIs its spec asks for exist.
 func (r *ModelServerReconciler) observe(ctx context.Context, ms *servingv1alpha1.ModelServer) (*observed, error) {
-	obs := &observed{Observed: desired.Observed{Status: ms.Status, APIs: r.optionalAPIs(ms)}}
+	obs := &observed{Observed: desired.Observed{Status: ms.Status, APIs: r.optionalAPIs(ms), Now: r.clock().Now()}}
 	if err := r.observeFetchJobs(ctx, ms, obs); err != nil {
 		return nil, err
 	}

@@ -144,9 +144,13 @@ func (r *ModelServerReconciler) valuesChange(ms *servingv1alpha1.ModelServer, wa
 	}
 	for _, f := range want.Fetches {
 		switch {
+		case f.Refreshing && f.State == status.FetchMissing:
+			// Each round's Job is a change of the release; the round's
+			// outcome is the news, if any.
+			return "a refresh round of model " + f.Name + " began", true
 		case f.NewlyFetched:
 			return "the model fetched for it is in place", true
-		case f.State == status.FetchFailed && !failedBefore(ms.Status, f.Name):
+		case f.State == status.FetchFailed && !f.Refreshing && !failedBefore(ms.Status, f.Name):
 			// The pods stop waiting for a first model that will not
 			// come; the failure has its Warning.
 			return "the fetch of model " + f.Name + " failed", true

@@ -77,6 +77,7 @@ func (r *ModelServerReconciler) writeStatus(ctx context.Context, ms *servingv1al
 		return 0, client.IgnoreNotFound(err)
 	}
 	r.written.Store(ms.UID, st.DeepCopy())
+	r.refreshEvents(ms, old, st)
 	if st.Phase != old.Phase && phaseWorthAnEvent(old.Phase, st.Phase) && (news == nil || !started) {
 		kind := corev1.EventTypeNormal
 		if st.Phase == servingv1alpha1.PhaseFailed || st.Phase == servingv1alpha1.PhaseDegraded {

@@ -404,6 +404,7 @@ type NetworkPolicySpec struct {
 
 // ModelSpec names a model and where it is stored.
 // +kubebuilder:validation:XValidation:rule="!has(self.credentialsSecret) || !self.storageUri.startsWith('pvc://')",message="spec.model.credentialsSecret does not apply to a pvc:// model"
+// +kubebuilder:validation:XValidation:rule="!has(self.refreshInterval) || !self.storageUri.startsWith('pvc://')",message="spec.model.refreshInterval does not apply to a pvc:// model: it is served from its claim in place, where TensorFlow Serving finds new versions itself"
 // +kubebuilder:validation:XValidation:rule="!has(self.signature) || self.storageUri.startsWith('oci://')",message="spec.model.signature applies to oci:// models only: their signatures are in their registry"
 type ModelSpec struct {
 	// name is the TensorFlow Serving model name, the <name> in
@@ -472,6 +473,22 @@ type ModelSpec struct {
 	// +kubebuilder:validation:Pattern=`^[^\x00-\x1f\x7f]*$`
 	// +optional
 	Refetch string `json:"refetch,omitempty"`
+
+	// refreshInterval fetches the model again from the same storageUri
+	// this often, in the background (rounds begin at the ModelServer's
+	// creation time plus a whole number of intervals): for a store a
+	// training pipeline writes new versions into. The ModelServer stays
+	// Ready throughout: a round whose model is unchanged replaces no pod;
+	// one that found a new model rolls the pods onto it, zero-downtime; one
+	// that failed leaves the model served, with a warning, until the next
+	// round. A round does not begin while the last one's fetch runs. At
+	// least 1m; each round is a fetch Job.
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=40
+	// +kubebuilder:validation:Pattern=`^([0-9]{1,6}(h|m|s|ms)){1,4}$`
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1m')",message="spec.model.refreshInterval must be at least 1m"
+	// +optional
+	RefreshInterval *metav1.Duration `json:"refreshInterval,omitempty"`
 
 	// maxSizeBytes caps the size of the fetched model; a larger one fails
 	// the fetch with reason TooLarge. Default: 1 TiB.
@@ -819,13 +836,51 @@ type ModelStatus struct {
 	// +optional
 	Endpoint string `json:"endpoint,omitempty"`
 	// fetch is the state of this model's fetch (Missing, Running,
-	// Succeeded or Failed) and message why it failed.
+	// Succeeded or Failed) and message why it failed. A refresh round's
+	// fetch is told in refresh instead.
 	// +optional
 	Fetch string `json:"fetch,omitempty"`
 	// message says why the fetch failed.
 	// +optional
 	Message string `json:"message,omitempty"`
+	// refresh is the state of the model's periodic refresh
+	// (refreshInterval), once it has one.
+	// +optional
+	Refresh *ModelRefresh `json:"refresh,omitempty"`
 }
+
+// ModelRefresh is where a model's periodic refresh stands.
+type ModelRefresh struct {
+	// round is when the newest refresh round began. The model's fetch
+	// generation includes it, so each round is a fetch of its own.
+	Round metav1.Time `json:"round"`
+	// baseGeneration identifies the fetch inputs, all but the round, that
+	// the model was last fetched with: a fetch of the same inputs in a
+	// later round is a refresh, in the background; one of other inputs
+	// (a new storageUri) is not.
+	// +optional
+	BaseGeneration string `json:"baseGeneration,omitempty"`
+	// state of the round: Running; Unchanged (the model fetched is the
+	// one served: no pod was replaced); Updated (a new model, which the
+	// pods are rolled onto); or Failed (the model served stays).
+	// +optional
+	State string `json:"state,omitempty"`
+	// message says why the round failed.
+	// +optional
+	Message string `json:"message,omitempty"`
+	// nextRound is when the next round is due. It begins then, or once
+	// this round's fetch has ended, if later.
+	// +optional
+	NextRound *metav1.Time `json:"nextRound,omitempty"`
+}
+
+// The states of a refresh round.
+const (
+	RefreshRunning   = "Running"
+	RefreshUnchanged = "Unchanged"
+	RefreshUpdated   = "Updated"
+	RefreshFailed    = "Failed"
+)
 
 // Endpoints are the in-cluster addresses of the model.
 type Endpoints struct {

@@ -7,6 +7,7 @@ package desired
 import (
 	"fmt"
 	"slices"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -48,6 +49,9 @@ type Observed struct {
 	// service account, read where an oci:// model's fetch may need them
 	// (values.NeedsServiceAccount).
 	ServiceAccountPullSecrets []string
+	// Now is when this was observed: the refresh rounds due are those
+	// begun by then.
+	Now time.Time
 }
 
 // State is what a ModelServer should be, given what was observed.
@@ -66,6 +70,10 @@ type State struct {
 	// Endpoints are the in-cluster addresses of the first model; each
 	// model's REST address is in its fetch's status.
 	Endpoints *servingv1alpha1.Endpoints
+	// NextRound is when the next refresh round of a model whose fetch is
+	// not running is due, zero if none is: nothing watched wakes the
+	// reconciler then.
+	NextRound time.Time
 }
 
 // For validates ms and computes its desired state. A spec that cannot be
@@ -75,7 +83,7 @@ func For(ms *servingv1alpha1.ModelServer, obs Observed, cfg Config) (*State, err
 	if err != nil {
 		return nil, err
 	}
-	fetches := status.Fetches(obs.Status, spec, obs.FetchJobs)
+	fetches, next := inRounds(ms, spec, obs)
 	in := values.Inputs{
 		ChartVersion:  cfg.ChartVersion,
 		AppVersion:    cfg.AppVersion,
@@ -95,11 +103,12 @@ func For(ms *servingv1alpha1.ModelServer, obs Observed, cfg Config) (*State, err
 		return nil, err
 	}
 	st := &State{
-		Spec:     spec,
-		Fetches:  fetches,
-		Values:   vals,
-		Digest:   values.Digest(cfg.Chart, vals),
-		Selector: labels.SelectorFromSet(vals.Labels.Selector).String(),
+		Spec:      spec,
+		Fetches:   fetches,
+		Values:    vals,
+		Digest:    values.Digest(cfg.Chart, vals),
+		Selector:  labels.SelectorFromSet(vals.Labels.Selector).String(),
+		NextRound: next,
 		Endpoints: &servingv1alpha1.Endpoints{
 			GRPC: fmt.Sprintf("%s.%s.svc:%d", vals.Names.Service, ms.Namespace, vals.Serving.GRPCPort),
 			REST: restURL(ms.Namespace, vals, vals.Models[0].Name),
@@ -109,6 +118,43 @@ func For(ms *servingv1alpha1.ModelServer, obs Observed, cfg Config) (*State, err
 		st.Fetches[i].Status.Endpoint = restURL(ms.Namespace, vals, st.Fetches[i].Name)
 	}
 	return st, nil
+}
+
+// inRounds puts each model of spec in the refresh round it is due to be
+// in (values.DueRound), and says how each model's fetch went, and when
+// the next round is due. A round does not begin while the fetch of the
+// last one runs: a fetch that outlasts the interval is let finish.
+func inRounds(ms *servingv1alpha1.ModelServer, spec *values.Spec, obs Observed) ([]status.ModelFetch, time.Time) {
+	held := status.Rounds(obs.Status, spec)
+	for i, m := range spec.Models {
+		spec.InRound(i, held[m.Name])
+	}
+	fetches := status.Fetches(obs.Status, spec, obs.FetchJobs)
+	moved := false
+	var next time.Time
+	for i, m := range spec.Models {
+		interval, f := m.RefreshInterval(), fetches[i]
+		if interval == 0 || f.State == status.FetchRunning {
+			continue
+		}
+		due := values.DueRound(ms.CreationTimestamp.Time, m.Round, obs.Now, interval)
+		if f.NewlyFetched || f.NewlyFailed {
+			// How the round ended is written first; the next begins a
+			// reconcile later, rather than hide it.
+			due = m.Round
+		}
+		if !due.Equal(m.Round) {
+			spec.InRound(i, due)
+			moved = true
+		}
+		if at := due.Add(interval); next.IsZero() || at.Before(next) {
+			next = at
+		}
+	}
+	if moved {
+		fetches = status.Fetches(obs.Status, spec, obs.FetchJobs)
+	}
+	return fetches, next
 }
 
 // restURL is the in-cluster URL of one model's REST API.

@@ -21,7 +21,11 @@ import (
 // does not name, and that were published before every model it names.
 // The second rule keeps what the config may not show yet: a model
 // fetched by another Job a moment ago, whose config the operator has yet
-// to write, or has not written since it stopped. A model served again
+// to write, or has not written since it stopped; but not for longer than
+// abandonedAfter, past which the operator that made this fetch's Job has
+// read how every other fetch ended. Without that bound, the copies of
+// refresh rounds that found the model unchanged, published after the
+// copy served and never served themselves, would all stay. A model served again
 // (a rollback to a URI fetched before) is touched when it is found
 // intact, so that it counts as just published.
 //
@@ -85,7 +89,7 @@ func pruneSuperseded(dest, servedConfig string, now time.Time, log *slog.Logger)
 			removeLogged(p, "removed what an abandoned fetch left", log)
 		case e.IsDir() && n != own && !served[n] && isGeneration(n, own):
 			at, ok := publishedAt(p)
-			if !ok || !at.Before(oldestServed) {
+			if !ok || (!at.Before(oldestServed) && now.Sub(at) <= abandonedAfter) {
 				continue
 			}
 			var bytes int64

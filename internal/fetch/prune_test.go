@@ -81,6 +81,7 @@ func TestAFetchRemovesTheModelsThePodsWereMovedOff(t *testing.T) {
 	v.published("0000000c", 3*time.Hour)                                                         // served by another model
 	v.published("0000000d", time.Hour)                                                           // fetched since the config was written
 	v.published("0000000e", 4*time.Hour)                                                         // superseded
+	v.published("00000015", 150*time.Minute)                                                     // after a served one, but never served since
 	v.published("oldmodel", 72*time.Hour)                                                        // not a generation's name
 	writeTree(t, filepath.Join(v.dir, "0000000f"), model(1))                                     // never published
 	writeTree(t, v.dir, map[string][]byte{"00000010": []byte("a file")})                         // no directory
@@ -100,7 +101,7 @@ func TestAFetchRemovesTheModelsThePodsWereMovedOff(t *testing.T) {
 	if got := v.entries(); !slices.Equal(got, want) {
 		t.Errorf("the volume holds %q, want %q\nlog:\n%s", got, want, logs)
 	}
-	for _, gone := range []string{"0000000a", "0000000e"} {
+	for _, gone := range []string{"0000000a", "0000000e", "00000015"} {
 		if !strings.Contains(logs.String(), `"msg":"removed a model no pod serves"`) || !strings.Contains(logs.String(), filepath.Join(v.dir, gone)) {
 			t.Errorf("the log does not name the removed model %s:\n%s", gone, logs)
 		}

@@ -44,6 +44,17 @@ func (fj *FetchJob) State() FetchState {
 // from the Jobs read (by name) and the status as it was. A model keeps
 // what it had fetched before while a new generation is fetched.
 func Fetches(old servingv1alpha1.ModelServerStatus, spec *values.Spec, jobs map[string]*FetchJob) []ModelFetch {
+	previous := previousByName(old, spec)
+	out := make([]ModelFetch, 0, len(spec.Models))
+	for _, m := range spec.Models {
+		out = append(out, modelFetch(m, jobs[m.FetchJob], previous))
+	}
+	return out
+}
+
+// previousByName is what the status as it was says of each of spec's
+// models.
+func previousByName(old servingv1alpha1.ModelServerStatus, spec *values.Spec) map[string]servingv1alpha1.ModelStatus {
 	previous := map[string]servingv1alpha1.ModelStatus{}
 	if old.Model != nil && spec.Source == values.SourceModel {
 		// One model: its data stays its data when only its name changes.
@@ -52,14 +63,18 @@ func Fetches(old servingv1alpha1.ModelServerStatus, spec *values.Spec, jobs map[
 	for _, m := range old.Models {
 		previous[m.Name] = *m.DeepCopy()
 	}
-	out := make([]ModelFetch, 0, len(spec.Models))
-	for _, m := range spec.Models {
-		out = append(out, modelFetch(m, jobs[m.FetchJob], previous))
-	}
-	return out
+	return previous
 }
 
 func modelFetch(m values.SpecModel, fj *FetchJob, previous map[string]servingv1alpha1.ModelStatus) ModelFetch {
+	mf := foregroundFetch(m, fj, previous)
+	if m.RefreshInterval() > 0 || !m.Round.IsZero() {
+		inRound(&mf, m, previous[m.Name])
+	}
+	return mf
+}
+
+func foregroundFetch(m values.SpecModel, fj *FetchJob, previous map[string]servingv1alpha1.ModelStatus) ModelFetch {
 	var job *batchv1.Job
 	if fj != nil {
 		job = fj.Job
@@ -68,7 +83,7 @@ func modelFetch(m values.SpecModel, fj *FetchJob, previous map[string]servingv1a
 	st := previous[m.Name]
 	st.Name = m.Name
 	st.Fetch, st.Message = string(state), ""
-	mf := ModelFetch{Name: m.Name, FetchJob: m.FetchJob, State: state, StorageURI: storageuri.Redact(m.StorageURI)}
+	mf := ModelFetch{Name: m.Name, Field: m.Field, FetchJob: m.FetchJob, State: state, StorageURI: storageuri.Redact(m.StorageURI)}
 	if job != nil {
 		mf.Retries = job.Status.Failed
 	}
@@ -94,11 +109,13 @@ func modelFetch(m values.SpecModel, fj *FetchJob, previous map[string]servingv1a
 	case FetchFailed:
 		mf.Reason, mf.Message = fetch.ParseFailure(fj.Termination, jobFailureMessage(job))
 		st.Message = mf.Reason + ": " + mf.Message
+		mf.NewlyFailed = previous[m.Name].Fetch != string(FetchFailed)
 	case FetchRunning:
 		if fj.PodRejected != "" {
 			mf.State, mf.Reason = FetchFailed, servingv1alpha1.ReasonFetchPodRejected
 			mf.Message = "the model-fetch Job cannot create its pod: " + fj.PodRejected
 			st.Fetch, st.Message = string(FetchFailed), mf.Reason+": "+mf.Message
+			mf.NewlyFailed = previous[m.Name].Fetch != string(FetchFailed)
 		}
 	}
 	if st.FetchedGeneration != "" {

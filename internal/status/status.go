@@ -99,6 +99,8 @@ type Observation struct {
 // ModelFetch is what one model's fetch Job says.
 type ModelFetch struct {
 	Name string
+	// Field names the model in the spec: spec.model or spec.models[i].
+	Field string
 	// FetchJob names the Job of the model's current fetch generation.
 	FetchJob string
 	State    FetchState
@@ -113,6 +115,13 @@ type ModelFetch struct {
 	// NewlyFetched says this observation is the first to see the fetch of
 	// the model's current generation succeed: news worth an Event.
 	NewlyFetched bool
+	// NewlyFailed says this observation is the first to see the fetch of
+	// the model's current generation (or round) fail.
+	NewlyFailed bool
+	// Refreshing says the fetch is a refresh round's, in the background
+	// of the copy served: its state is the refresh's (Status.Refresh),
+	// and neither keeps the ModelServer from Ready nor fails it.
+	Refreshing bool
 }
 
 // Served maps each model with data to the generation it is served from.
@@ -131,7 +140,7 @@ func Served(fetches []ModelFetch) map[string]string {
 func FailedFetches(fetches []ModelFetch) map[string]bool {
 	failed := map[string]bool{}
 	for _, m := range fetches {
-		if m.State == FetchFailed {
+		if m.State == FetchFailed && !m.Refreshing {
 			failed[m.Name] = true
 		}
 	}
@@ -142,7 +151,12 @@ func FailedFetches(fetches []ModelFetch) map[string]bool {
 // yet as running: the release has just been applied and created them.
 func (o *Observation) FetchJobsCreated() {
 	for i := range o.Models {
-		if m := &o.Models[i]; m.State == FetchMissing {
+		m := &o.Models[i]
+		switch {
+		case m.State != FetchMissing:
+		case m.Refreshing:
+			m.State, m.Status.Refresh.State = FetchRunning, servingv1alpha1.RefreshRunning
+		default:
 			m.State, m.Status.Fetch = FetchRunning, string(FetchRunning)
 		}
 	}
@@ -156,6 +170,8 @@ func (o *Observation) SummarizeFetches() {
 	for _, m := range o.Models {
 		o.Serving = o.Serving || m.Status.FetchedGeneration != ""
 		switch {
+		case m.Refreshing:
+			// In the background: the copy served was fetched.
 		case m.State == FetchFailed && o.Fetch != FetchFailed:
 			o.Fetch, o.FetchReason, o.FetchMessage = FetchFailed, m.Reason, m.Message
 			if o.Source == values.SourceModels {
@@ -181,6 +197,9 @@ func Compute(old servingv1alpha1.ModelServerStatus, o Observation, now time.Time
 		Release:            o.Release,
 		Endpoints:          o.Endpoints,
 		Warnings:           o.Warnings,
+	}
+	if w := refreshWarnings(o); len(w) > 0 {
+		st.Warnings = append(slices.Clip(st.Warnings), w...)
 	}
 	for _, w := range []string{o.AutoscalerProblem, o.AutoscalerLimit} {
 		if w != "" {
@@ -213,7 +232,7 @@ func Compute(old servingv1alpha1.ModelServerStatus, o Observation, now time.Time
 		})
 	}
 
-	fetched, deployed, available := fetchedCondition(o), deployedCondition(o, st.Release), availability(o)
+	fetched, deployed, available := fetchedCondition(o), deployedCondition(o, st.Release), availability(o, refreshRoll(old, o))
 	set(servingv1alpha1.ConditionModelFetched, fetched)
 	set(servingv1alpha1.ConditionDeployed, deployed)
 	set(servingv1alpha1.ConditionAvailable, available)
@@ -307,21 +326,38 @@ func wasServing(p servingv1alpha1.Phase) bool {
 // is seen again in a moment. Without that, each scale of an autoscaler
 // would take the ModelServer out of Ready and back, with an Event each
 // way.
-func availability(o Observation) verdict {
+//
+// A roll onto what a refresh round fetched (refreshRoll) leaves it
+// Available while the pods needed are ready and nothing is known to stop
+// the roll: the old pods serve until new ones are ready.
+func availability(o Observation, refreshRoll bool) verdict {
 	d := o.Deployment
+	want, need := o.DesiredReplicas, cmp.Or(o.NeededReplicas, o.DesiredReplicas)
+	servedThroughRoll := func() (verdict, bool) {
+		if !refreshRoll || d.Status.ReadyReplicas < need || withProblem("", o) != "" {
+			return verdict{}, false
+		}
+		return verdict{true, servingv1alpha1.ReasonAvailable, fmt.Sprintf("rolling the pods onto the refreshed model: %d of %d updated, %d ready",
+			d.Status.UpdatedReplicas, want, d.Status.ReadyReplicas)}, true
+	}
 	switch {
 	case !o.Serving:
 		return verdict{false, servingv1alpha1.ReasonWaitingForFetch, "serving pods start once the model is fetched"}
 	case d == nil:
 		return verdict{false, servingv1alpha1.ReasonRollingOut, "the Deployment does not exist yet"}
 	case d.Status.ObservedGeneration < d.Generation && !o.ScaledOnly:
+		if v, ok := servedThroughRoll(); ok {
+			return v
+		}
 		return verdict{false, servingv1alpha1.ReasonRollingOut, "the Deployment controller has not seen the latest pod template yet"}
 	}
-	want, need := o.DesiredReplicas, cmp.Or(o.NeededReplicas, o.DesiredReplicas)
 	if d.Spec.Replicas != nil && *d.Spec.Replicas != want {
 		return verdict{false, servingv1alpha1.ReasonRollingOut, fmt.Sprintf("the Deployment is being scaled to %d replicas", want)}
 	}
 	if d.Status.UpdatedReplicas < need || d.Status.Replicas > d.Status.UpdatedReplicas {
+		if v, ok := servedThroughRoll(); ok {
+			return v
+		}
 		return verdict{false, servingv1alpha1.ReasonRollingOut, withProblem(fmt.Sprintf("rolling out: %d of %d pods updated", d.Status.UpdatedReplicas, want), o)}
 	}
 	ready := fmt.Sprintf("%d of %d serving pods ready", d.Status.ReadyReplicas, want)
@@ -407,7 +443,7 @@ func fetchedMessage(o Observation) string {
 func fetchProgress(o Observation) string {
 	var parts []string
 	for _, m := range o.Models {
-		if m.State == FetchSucceeded {
+		if m.State == FetchSucceeded || m.Refreshing {
 			continue
 		}
 		msg := "fetching the model"

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
@@ -33,9 +34,13 @@ type SpecModel struct {
 	servingv1alpha1.ModelSpec
 	// Field names it in messages: spec.model or spec.models[i].
 	Field string
-	// Generation identifies its fetch inputs (FetchGeneration), and
-	// FetchJob names the Job fetching that generation.
+	// Generation identifies its fetch inputs (FetchGeneration) and its
+	// refresh round, and FetchJob names the Job fetching that generation.
 	Generation, FetchJob string
+	// BaseGeneration identifies its fetch inputs alone, and Round is the
+	// refresh round its fetch is in, zero for none (Spec.InRound).
+	BaseGeneration string
+	Round          time.Time
 }
 
 // Spec is a ModelServer whose spec passed Validate: only a Spec is turned
@@ -92,6 +97,9 @@ func ValidateWith(ms *servingv1alpha1.ModelServer, accountPulls []string) (*Spec
 		}
 		if err := checkSignature(m, loc); err != nil {
 			return nil, err
+		}
+		if why := refreshRefused(m.ModelSpec, loc.Scheme == storageuri.SchemePVC); why != "" {
+			return nil, &Error{m.Field + ".refreshInterval", why}
 		}
 	}
 	if portOr(spec.Ports.GRPC, 8500) == portOr(spec.Ports.REST, 8501) {
@@ -235,7 +243,7 @@ func specModels(ms *servingv1alpha1.ModelServer, accountPulls []string) ([]SpecM
 // fetch generation and the Job fetching it.
 func specModel(ms *servingv1alpha1.ModelServer, m servingv1alpha1.ModelSpec, field string, accountPulls []string) SpecModel {
 	generation := fetchGeneration(ms, m, accountPulls)
-	return SpecModel{ModelSpec: m, Field: field, Generation: generation, FetchJob: names.FetchJob(ms.Name, generation)}
+	return SpecModel{ModelSpec: m, Field: field, Generation: generation, BaseGeneration: generation, FetchJob: names.FetchJob(ms.Name, generation)}
 }
 
 // checkPodTemplate refuses pod labels, annotations, node selectors,

@@ -54,6 +54,10 @@ func TestMalformedAndHostileSpecsAreRefusedAtAdmission(t *testing.T) {
 		{"storage URI over 2048 characters", msYAML("b10", "  model:\n    storageUri: s3://m/"+strings.Repeat("x", 2100)+"\n"), "spec.model.storageUri"},
 		{"pvc:// URI with an invalid claim name", msYAML("b11", "  model:\n    storageUri: pvc://Bad_Claim/m\n"), "must name a claim"},
 		{"credentials for a pvc:// model", msYAML("b12", "  model:\n    storageUri: pvc://claim/m\n    credentialsSecret: creds\n"), "does not apply to a pvc://"},
+		{"refresh of a pvc:// model", msYAML("b25", "  model:\n    storageUri: pvc://claim/m\n    refreshInterval: 1h\n"), "spec.model.refreshInterval does not apply to a pvc://"},
+		{"refresh every 30 s", msYAML("b26", validModel+"    refreshInterval: 30s\n"), "spec.model.refreshInterval must be at least 1m"},
+		{"refresh interval in days", msYAML("b27", validModel+"    refreshInterval: 1d\n"), "spec.model.refreshInterval"},
+		{"refresh interval of a fraction", msYAML("b28", validModel+"    refreshInterval: 1.5h\n"), "spec.model.refreshInterval"},
 		{"credentials Secret name with a path", msYAML("b13", "  model:\n    storageUri: s3://m/r\n    credentialsSecret: ../admin\n"), "spec.model.credentialsSecret"},
 		{"fragment that is not a checksum", uriYAML("b14", "https://x/y#sha256=zz"), "the only fragment is #sha256=<64 hex digits>"},
 		{"checksum of 63 hex digits", uriYAML("b15", "https://x/m.tgz#sha256="+sha256Hex[:63]), "the only fragment is #sha256=<64 hex digits>"},
@@ -104,6 +108,12 @@ func TestMalformedAndHostileSpecsAreRefusedAtAdmission(t *testing.T) {
 	} {
 		if out, err := kubectlStdinWith(c, uriYAML(fmt.Sprintf("ok%d", i), uri), "create", "--dry-run=server", "-n", ns, "-f", "-"); err != nil {
 			t.Errorf("storage URI %s: refused, want it admitted:\n%s", uri, out)
+		}
+	}
+	for i, interval := range []string{"1m", "90s", "1h30m", "24h", "1h0m0s"} {
+		manifest := msYAML(fmt.Sprintf("refresh%d", i), validModel+"    refreshInterval: "+interval+"\n")
+		if out, err := kubectlStdinWith(c, manifest, "create", "--dry-run=server", "-n", ns, "-f", "-"); err != nil {
+			t.Errorf("refreshInterval %s: refused, want it admitted:\n%s", interval, out)
 		}
 	}
 	if out := kubectl(t, c, "get", "ms,deployments,jobs,services,configmaps,pvc,secrets", "-n", ns, "-o", "name"); strings.Contains(out, "/") &&
