@@ -1,0 +1,92 @@
+package realnode
+
+import (
+	"context"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
+	"github.com/modelserver-dev/modelserver-operator/test/realenv"
+	"github.com/modelserver-dev/modelserver-operator/test/s3server"
+)
+
+// TestARefreshedModelServerTakesANewVersionWhileReady: a model refreshed
+// every minute, whose store a pipeline writes version 124 into, is served
+// at 124 after a round, with no moment out of Ready on the way, and an
+// Event that says so.
+func TestARefreshedModelServerTakesANewVersionWhileReady(t *testing.T) {
+	t.Parallel()
+	e := realNode(t)
+	ns := e.namespace(t)
+	ctx := context.Background()
+	client := s3server.Client(e.S3Endpoint, e.S3Creds)
+	root := filepath.Join(e.Root, "test/testdata/tf-serving/saved_model_half_plus_two_cpu")
+	prefix := "refreshed/" + ns
+	if err := s3server.UploadDir(ctx, client, realenv.Bucket, prefix, root); err != nil {
+		t.Fatal(err)
+	}
+	uri := "s3://" + realenv.Bucket + "/" + prefix
+	e.kubectl(t, e.modelServer("refreshed", uri, 1, "64Mi", "    refreshInterval: 1m\n"), "-n", ns, "apply", "-f", "-")
+	first := e.waitNewModelReady(t, ns, "refreshed", nil)
+
+	// From now on, the ModelServer must read Ready at every look.
+	watchCtx, stop := context.WithCancel(ctx)
+	var (
+		mu      sync.Mutex
+		notOnce []string
+		watched sync.WaitGroup
+	)
+	watched.Add(1)
+	go func() {
+		defer watched.Done()
+		_ = wait.PollUntilContextCancel(watchCtx, 250*time.Millisecond, true, func(context.Context) (bool, error) {
+			ms := e.get(t, ns, "refreshed")
+			if !meta.IsStatusConditionTrue(ms.Status.Conditions, servingv1alpha1.ConditionReady) || ms.Status.Phase != servingv1alpha1.PhaseReady {
+				mu.Lock()
+				notOnce = append(notOnce, string(ms.Status.Phase)+": "+ms.Status.Message)
+				mu.Unlock()
+			}
+			return false, nil
+		})
+	}()
+	defer func() { stop(); watched.Wait() }()
+
+	// The pipeline writes version 124 beside 123; a round takes it.
+	if err := s3server.UploadDir(ctx, client, realenv.Bucket, prefix+"/00000124", filepath.Join(root, "00000123")); err != nil {
+		t.Fatal(err)
+	}
+	var last servingv1alpha1.ModelStatus
+	err := wait.PollUntilContextTimeout(ctx, time.Second, 4*time.Minute, true, func(context.Context) (bool, error) {
+		last = *e.get(t, ns, "refreshed").Status.Model
+		return last.FetchedGeneration != first && slices.Equal(last.ServedVersions, []int64{124}) &&
+			last.Refresh != nil && last.Refresh.State == servingv1alpha1.RefreshUpdated, nil
+	})
+	if err != nil {
+		t.Fatalf("no round served version 124: status.model %+v, refresh %+v", last, last.Refresh)
+	}
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		got, _ := e.askModelStatus(ns, "refreshed", realenv.ModelName)
+		return got["124"] == "AVAILABLE", nil
+	})
+	if err != nil {
+		t.Errorf("TF Serving (double) does not report version 124 AVAILABLE a minute after the round")
+	}
+	stop()
+	watched.Wait()
+	mu.Lock()
+	if len(notOnce) > 0 {
+		t.Errorf("the ModelServer left Ready during the refresh %d times, first: %q", len(notOnce), notOnce[0])
+	}
+	mu.Unlock()
+	events := e.kubectlOut("-n", ns, "get", "events", "--field-selector", "reason=Refreshed", "-o", "jsonpath={.items[*].message}")
+	if !strings.Contains(events, "found a new model, versions 123, 124") {
+		t.Errorf("Refreshed Events %q, want one naming versions 123, 124", events)
+	}
+}
