@@ -116,7 +116,7 @@ func (e *env) modelStatus(t *testing.T, ns, svc string) map[string]string {
 	t.Helper()
 	start := time.Now()
 	for {
-		st, err := e.askModelStatus(ns, svc, realenv.ModelName)
+		st, err := e.askModelStatus(ns, svc)
 		if err == nil {
 			if waited := time.Since(start); waited > 50*time.Millisecond {
 				t.Logf("the Service accepted a connection %.2fs after the first try", waited.Seconds())
@@ -130,14 +130,15 @@ func (e *env) modelStatus(t *testing.T, ns, svc string) map[string]string {
 	}
 }
 
-// askModelStatus is modelStatus for a caller that can try again: while a
-// pod drains, a connection kube-proxy still sends to it can be refused.
-func (e *env) askModelStatus(ns, svc, model string) (map[string]string, error) {
+// askModelStatus is modelStatus of the test model for a caller that can
+// try again: while a pod drains, a connection kube-proxy still sends to it
+// can be refused.
+func (e *env) askModelStatus(ns, svc string) (map[string]string, error) {
 	s, err := e.cs.CoreV1().Services(ns).Get(context.Background(), svc, metav1.GetOptions{})
 	if err != nil {
 		return nil, err
 	}
-	url := "http://" + net.JoinHostPort(s.Spec.ClusterIP, "8501") + "/v1/models/" + model
+	url := "http://" + net.JoinHostPort(s.Spec.ClusterIP, "8501") + "/v1/models/" + realenv.ModelName
 	resp, err := (&http.Client{Timeout: 5 * time.Second}).Get(url)
 	if err != nil {
 		return nil, fmt.Errorf("GET %s: %w", url, err)
@@ -420,7 +421,7 @@ func TestChangingTheModelFetchesItBesideTheOldOneAndRollsWithoutLosingCapacity(t
 	var last string
 	inARow := 0
 	for deadline := time.Now().Add(15 * time.Second); inARow < 10 && time.Now().Before(deadline); {
-		got, err := e.askModelStatus(ns, "roll", "half_plus_two")
+		got, err := e.askModelStatus(ns, "roll")
 		if err == nil && got["123"] == "AVAILABLE" && got["124"] == "AVAILABLE" {
 			inARow++
 			continue
@@ -479,14 +480,7 @@ func TestAModelChangedInPlaceIsFetchedAgainWhenAskedTo(t *testing.T) {
 	t.Parallel()
 	e := realNode(t)
 	ns := e.namespace(t)
-	ctx := context.Background()
-	client := s3server.Client(e.S3Endpoint, e.S3Creds)
-	root := filepath.Join(e.Root, "test/testdata/tf-serving/saved_model_half_plus_two_cpu")
-	prefix := "in-place/" + ns
-	if err := s3server.UploadDir(ctx, client, realenv.Bucket, prefix, root); err != nil {
-		t.Fatal(err)
-	}
-	uri := "s3://" + realenv.Bucket + "/" + prefix
+	uri, addVersion := e.storeModel(t, "in-place/"+ns)
 	e.kubectl(t, e.modelServer("in-place", uri, 1, "64Mi", ""), "-n", ns, "apply", "-f", "-")
 	first := e.waitNewModelReady(t, ns, "in-place", nil)
 	pods := e.servingPodNames(t, ns)
@@ -503,9 +497,7 @@ func TestAModelChangedInPlaceIsFetchedAgainWhenAskedTo(t *testing.T) {
 	}
 
 	// The pipeline writes version 124 beside 123, then asks for it.
-	if err := s3server.UploadDir(ctx, client, realenv.Bucket, prefix+"/00000124", filepath.Join(root, "00000123")); err != nil {
-		t.Fatal(err)
-	}
+	addVersion(124)
 	e.kubectl(t, e.modelServer("in-place", uri, 1, "64Mi", "    refetch: run-2\n"), "-n", ns, "apply", "-f", "-")
 	third := e.waitNewModelReady(t, ns, "in-place", []string{first, again})
 	// Version 123's files, unchanged in the store, were taken from the
@@ -521,12 +513,32 @@ func TestAModelChangedInPlaceIsFetchedAgainWhenAskedTo(t *testing.T) {
 	// through the Service until kube-proxy has dropped it.
 	var got map[string]string
 	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, 15*time.Second, true, func(context.Context) (bool, error) {
-		got, _ = e.askModelStatus(ns, "in-place", realenv.ModelName)
+		got, _ = e.askModelStatus(ns, "in-place")
 		return got["124"] == "AVAILABLE", nil
 	})
 	if err != nil {
 		t.Errorf("TF Serving (double) reports %v 15 s after Ready, want version 124 AVAILABLE", got)
 	}
+}
+
+// storeModel uploads half_plus_two (version 123) to prefix in the S3
+// server, and returns its s3:// URI and a function that writes another
+// version beside it, as a training pipeline would.
+func (e *env) storeModel(t *testing.T, prefix string) (string, func(version int)) {
+	t.Helper()
+	client := s3server.Client(e.S3Endpoint, e.S3Creds)
+	root := filepath.Join(e.Root, "test/testdata/tf-serving/saved_model_half_plus_two_cpu")
+	if err := s3server.UploadDir(context.Background(), client, realenv.Bucket, prefix, root); err != nil {
+		t.Fatal(err)
+	}
+	addVersion := func(version int) {
+		t.Helper()
+		dir := fmt.Sprintf("%s/%08d", prefix, version)
+		if err := s3server.UploadDir(context.Background(), client, realenv.Bucket, dir, filepath.Join(root, "00000123")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return "s3://" + realenv.Bucket + "/" + prefix, addVersion
 }
 
 // servingPodNames lists the namespace's serving pods that are not being

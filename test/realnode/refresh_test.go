@@ -2,7 +2,6 @@ package realnode
 
 import (
 	"context"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -13,8 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
-	"github.com/modelserver-dev/modelserver-operator/test/realenv"
-	"github.com/modelserver-dev/modelserver-operator/test/s3server"
 )
 
 // TestARefreshedModelServerTakesANewVersionWhileReady: a model refreshed
@@ -26,13 +23,7 @@ func TestARefreshedModelServerTakesANewVersionWhileReady(t *testing.T) {
 	e := realNode(t)
 	ns := e.namespace(t)
 	ctx := context.Background()
-	client := s3server.Client(e.S3Endpoint, e.S3Creds)
-	root := filepath.Join(e.Root, "test/testdata/tf-serving/saved_model_half_plus_two_cpu")
-	prefix := "refreshed/" + ns
-	if err := s3server.UploadDir(ctx, client, realenv.Bucket, prefix, root); err != nil {
-		t.Fatal(err)
-	}
-	uri := "s3://" + realenv.Bucket + "/" + prefix
+	uri, addVersion := e.storeModel(t, "refreshed/"+ns)
 	e.kubectl(t, e.modelServer("refreshed", uri, 1, "64Mi", "    refreshInterval: 1m\n"), "-n", ns, "apply", "-f", "-")
 	first := e.waitNewModelReady(t, ns, "refreshed", nil)
 
@@ -59,9 +50,7 @@ func TestARefreshedModelServerTakesANewVersionWhileReady(t *testing.T) {
 	defer func() { stop(); watched.Wait() }()
 
 	// The pipeline writes version 124 beside 123; a round takes it.
-	if err := s3server.UploadDir(ctx, client, realenv.Bucket, prefix+"/00000124", filepath.Join(root, "00000123")); err != nil {
-		t.Fatal(err)
-	}
+	addVersion(124)
 	var last servingv1alpha1.ModelStatus
 	err := wait.PollUntilContextTimeout(ctx, time.Second, 4*time.Minute, true, func(context.Context) (bool, error) {
 		last = *e.get(t, ns, "refreshed").Status.Model
@@ -72,7 +61,7 @@ func TestARefreshedModelServerTakesANewVersionWhileReady(t *testing.T) {
 		t.Fatalf("no round served version 124: status.model %+v, refresh %+v", last, last.Refresh)
 	}
 	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
-		got, _ := e.askModelStatus(ns, "refreshed", realenv.ModelName)
+		got, _ := e.askModelStatus(ns, "refreshed")
 		return got["124"] == "AVAILABLE", nil
 	})
 	if err != nil {
