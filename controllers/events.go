@@ -177,4 +177,14 @@ func (r *ModelServerReconciler) refreshEvents(ms *servingv1alpha1.ModelServer, o
 	}
 }
 
+// refreshFailed says a model's newest refresh round failed.
+func refreshFailed(st servingv1alpha1.ModelServerStatus) bool {
+	for _, m := range statusModels(st) {
+		if m.Refresh != nil && m.Refresh.State == servingv1alpha1.RefreshFailed {
+			return true
+		}
+	}
+	return false
+}
+
 func roundTime(t metav1.Time) string { return t.UTC().Format(time.RFC3339) }

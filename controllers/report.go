@@ -62,6 +62,7 @@ func (r *ModelServerReconciler) writeStatus(ctx context.Context, ms *servingv1al
 		created = ms.CreationTimestamp.Time
 	}
 	metrics.Observe(ms.UID, ms.Generation, created, string(shown), shown == servingv1alpha1.PhaseReady)
+	metrics.RefreshFailed(ms.UID, refreshFailed(st))
 	if unchanged {
 		r.written.Store(ms.UID, st.DeepCopy())
 		return 0, nil

@@ -90,6 +90,12 @@ var (
 		Help:      "ModelServers whose autoscaler has wanted more serving pods than spec.autoscaling.maxReplicas for a minute: endpoints serving at their most.",
 	})
 
+	failedRefreshGauge = prometheus.NewGauge(prometheus.GaugeOpts{
+		Namespace: Namespace,
+		Name:      "failed_refreshes",
+		Help:      "ModelServers with a model whose newest refresh round (refreshInterval) failed: the model fetched before is still served, and the ModelServer stays Ready.",
+	})
+
 	timeToReady = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Namespace: Namespace,
 		Name:      "time_to_ready_seconds",
@@ -99,7 +105,7 @@ var (
 )
 
 // collectors are the operator's metrics, registered with controller-runtime.
-var collectors = []prometheus.Collector{phaseGauge, stalledGauge, stalledFetchGauge, inactiveAutoscalerGauge, atMaximumGauge, helmOperations, helmDuration, fetchDuration, fetchBytes, fetchModelBytes, timeToReady}
+var collectors = []prometheus.Collector{phaseGauge, stalledGauge, stalledFetchGauge, inactiveAutoscalerGauge, atMaximumGauge, failedRefreshGauge, helmOperations, helmDuration, fetchDuration, fetchBytes, fetchModelBytes, timeToReady}
 
 func init() {
 	ctrlmetrics.Registry.MustRegister(collectors...)
@@ -140,8 +146,9 @@ type tracked struct {
 	// stalledFetch, of its fetch pods' not starting; autoscaler, of its
 	// autoscaler's not scaling.
 	stalled, stalledFetch, autoscaler string
-	// atMaximum says its autoscaler is counted at its maximum.
-	atMaximum bool
+	// atMaximum says its autoscaler is counted at its maximum;
+	// refreshFailed, that it is counted with a failed refresh round.
+	atMaximum, refreshFailed bool
 	// generation and since: the generation last seen and when it was
 	// first seen; ready says time to Ready was recorded for it.
 	generation int64
@@ -221,22 +228,36 @@ func InactiveAutoscaler(uid types.UID, cause string) {
 // AutoscalerAtMaximum records whether a ModelServer's autoscaler has
 // wanted more pods than its maximum for a while.
 func AutoscalerAtMaximum(uid types.UID, at bool) {
-	mu.Lock()
-	defer mu.Unlock()
-	if _, ok := servers[uid]; !ok && !at {
-		return // nothing to clear: no need to track it
-	}
-	countAtMaximum(get(uid), at)
+	recordFlag(uid, atMaximumGauge, func(t *tracked) *bool { return &t.atMaximum }, at)
 }
 
-func countAtMaximum(t *tracked, at bool) {
-	switch {
-	case at && !t.atMaximum:
-		atMaximumGauge.Inc()
-	case !at && t.atMaximum:
-		atMaximumGauge.Dec()
+// RefreshFailed records whether a model of a ModelServer failed its
+// newest refresh round.
+func RefreshFailed(uid types.UID, failed bool) {
+	recordFlag(uid, failedRefreshGauge, func(t *tracked) *bool { return &t.refreshFailed }, failed)
+}
+
+// recordFlag counts uid in gauge, or no more, as on says, in the field of
+// its record that field names.
+func recordFlag(uid types.UID, gauge prometheus.Gauge, field func(*tracked) *bool, on bool) {
+	mu.Lock()
+	defer mu.Unlock()
+	if _, ok := servers[uid]; !ok && !on {
+		return // nothing to clear: no need to track it
 	}
-	t.atMaximum = at
+	countFlag(gauge, field(get(uid)), on)
+}
+
+// countFlag counts a ModelServer in gauge if on, and not if not, as it
+// was counted (*was), and remembers it there.
+func countFlag(gauge prometheus.Gauge, was *bool, on bool) {
+	switch {
+	case on && !*was:
+		gauge.Inc()
+	case !on && *was:
+		gauge.Dec()
+	}
+	*was = on
 }
 
 // recordCause moves uid to cause in gauge, in the field of its record that
@@ -276,7 +297,8 @@ func Forget(uid types.UID) {
 		moveCause(stalledGauge, &t.stalled, "")
 		moveCause(stalledFetchGauge, &t.stalledFetch, "")
 		moveCause(inactiveAutoscalerGauge, &t.autoscaler, "")
-		countAtMaximum(t, false)
+		countFlag(atMaximumGauge, &t.atMaximum, false)
+		countFlag(failedRefreshGauge, &t.refreshFailed, false)
 	}
 	delete(servers, uid)
 }

@@ -115,27 +115,37 @@ func TestAStalledModelServerIsCountedUnderOneCauseUntilItMovesOn(t *testing.T) {
 	}
 }
 
-// An autoscaler at its maximum counts its ModelServer once, until it is
-// no more or the ModelServer is deleted.
-func TestAnAutoscalerAtItsMaximumIsCountedOnce(t *testing.T) {
-	uid, never := types.UID("at-maximum"), types.UID("never-at-maximum")
-	AutoscalerAtMaximum(uid, true)
-	AutoscalerAtMaximum(uid, true)
-	if got := value(t, atMaximumGauge); got != 1 {
-		t.Errorf("%v at their maximum, want 1", got)
-	}
-	AutoscalerAtMaximum(uid, false)
-	AutoscalerAtMaximum(never, false)
-	if got := value(t, atMaximumGauge); got != 0 {
-		t.Errorf("%v at their maximum once it is no more, want 0", got)
-	}
-	if _, tracked := servers[never]; tracked {
-		t.Error("a ModelServer never at its maximum is tracked for clearing it")
-	}
-	AutoscalerAtMaximum(uid, true)
-	Forget(uid)
-	if got := value(t, atMaximumGauge); got != 0 {
-		t.Errorf("%v at their maximum after the ModelServer was deleted, want 0", got)
+// An autoscaler at its maximum, or a failed refresh round, counts its
+// ModelServer once, until it is no more or the ModelServer is deleted.
+func TestAFlagCountsItsModelServerOnce(t *testing.T) {
+	for name, c := range map[string]struct {
+		record func(types.UID, bool)
+		gauge  prometheus.Gauge
+	}{
+		"at maximum":     {AutoscalerAtMaximum, atMaximumGauge},
+		"failed refresh": {RefreshFailed, failedRefreshGauge},
+	} {
+		t.Run(name, func(t *testing.T) {
+			uid, never := types.UID(name), types.UID("never "+name)
+			c.record(uid, true)
+			c.record(uid, true)
+			if got := value(t, c.gauge); got != 1 {
+				t.Errorf("%v counted, want 1", got)
+			}
+			c.record(uid, false)
+			c.record(never, false)
+			if got := value(t, c.gauge); got != 0 {
+				t.Errorf("%v counted once it is no more, want 0", got)
+			}
+			if _, tracked := servers[never]; tracked {
+				t.Error("a ModelServer never counted is tracked for clearing it")
+			}
+			c.record(uid, true)
+			Forget(uid)
+			if got := value(t, c.gauge); got != 0 {
+				t.Errorf("%v counted after the ModelServer was deleted, want 0", got)
+			}
+		})
 	}
 }
 
