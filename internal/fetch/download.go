@@ -177,6 +177,9 @@ func (d *downloader) copyOnce(ctx context.Context, obj Object, target string) (r
 		return rec, err
 	}
 	defer func() { _ = body.Close() }()
+	if err := changedSinceListed(obj, servedVersion(body), what); err != nil {
+		return rec, err
+	}
 	if size >= 0 && obj.Size >= 0 && size != obj.Size {
 		return rec, transientf(servingv1alpha1.ReasonFetchFailed, "%s: %d bytes listed but %d served; the object changed during the fetch", what, obj.Size, size)
 	}

@@ -42,6 +42,10 @@ type Error struct {
 	Reason    string
 	Message   string
 	Permanent bool
+	// Relist says that the listing the fetch works from is stale: another
+	// attempt of the same request gets the same answer, and only a new
+	// fetch, which lists again, can succeed. It is still transient.
+	Relist bool
 	// Err is the underlying error, for errors.Is/As; it is not shown.
 	Err error
 }
@@ -85,7 +89,7 @@ func transientf(reason string, format string, args ...any) *Error {
 func retryable(err error) bool {
 	var fe *Error
 	if errors.As(err, &fe) {
-		return !fe.Permanent && fe.Reason != servingv1alpha1.ReasonTimeout
+		return !fe.Permanent && !fe.Relist && fe.Reason != servingv1alpha1.ReasonTimeout
 	}
 	return true
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -45,6 +46,9 @@ type fakeS3 struct {
 	// fault, when set, may answer a request instead of the store: it
 	// returns the status to answer with, or 0 to let the store answer.
 	fault atomic.Pointer[func(r *http.Request) int]
+	// unversionedListing drops the ETags from listings, as some
+	// S3-compatible stores list objects without them.
+	unversionedListing bool
 	// latency is added before the store answers a GET of an object,
 	// as a real store's time to first byte.
 	latency time.Duration
@@ -81,6 +85,15 @@ func newFakeS3(t testing.TB) *fakeS3 {
 		}
 		if rate := f.streamRate.Load(); rate > 0 && r.Method == http.MethodGet && isObjectRequest(r) {
 			w = &paced{ResponseWriter: w, rate: rate, start: time.Now()}
+		}
+		if f.unversionedListing && r.Method == http.MethodGet && !isObjectRequest(r) {
+			listing := httptest.NewRecorder()
+			inner.ServeHTTP(listing, r)
+			maps.Copy(w.Header(), listing.Header())
+			w.Header().Del("Content-Length")
+			w.WriteHeader(listing.Code)
+			_, _ = w.Write(etagElement.ReplaceAll(listing.Body.Bytes(), nil))
+			return
 		}
 		inner.ServeHTTP(w, r)
 	}))
@@ -127,6 +140,8 @@ func (f *fakeS3) count(kind, pathPrefix string) int {
 }
 
 func (f *fakeS3) setFault(fn func(r *http.Request) int) { f.fault.Store(&fn) }
+
+var etagElement = regexp.MustCompile(`<ETag>[^<]*</ETag>`)
 
 var credentialPattern = regexp.MustCompile(`Credential=([^/]+)/([0-9]{8})/([^/]+)/s3/aws4_request, SignedHeaders=([^,]+), Signature=([0-9a-f]+)`)
 

@@ -208,6 +208,9 @@ func (d *downloader) copyPart(ctx context.Context, src rangeSource, obj Object, 
 	if err := sizeChanged(obj, info, what); err != nil {
 		return "", err
 	}
+	if err := changedSinceListed(obj, info.Version, what); err != nil {
+		return "", err
+	}
 	var counted int64
 	defer func() {
 		if err != nil {

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
@@ -150,6 +151,8 @@ func TestAFailedPartIsRetriedAlone(t *testing.T) {
 
 func TestAnObjectReplacedDuringARangedDownloadIsNotStitched(t *testing.T) {
 	s3 := newFakeS3(t)
+	// Without a version listed, only the parts' versions tell.
+	s3.unversionedListing = true
 	files := largeModel()
 	s3.put(t, "m", files)
 	replacement := bytes.Repeat([]byte{7}, len(files[largeFileKey]))
@@ -173,6 +176,50 @@ func TestAnObjectReplacedDuringARangedDownloadIsNotStitched(t *testing.T) {
 	wantNoStitch(t, o)
 }
 
+// TestAnObjectChangedSinceItWasListedIsNotTakenForTheListedVersion: a
+// file replaced between the listing and its download, whole or as
+// ranges, would be recorded with the version listed and later taken from
+// the volume for it; the fetch ends at once, to list again on its next
+// attempt, rather than retry a request that gets the same answer.
+func TestAnObjectChangedSinceItWasListedIsNotTakenForTheListedVersion(t *testing.T) {
+	for name, key := range map[string]string{"whole": "1/saved_model.pb", "as ranges": largeFileKey} {
+		t.Run(name, func(t *testing.T) {
+			s3 := newFakeS3(t)
+			s3.put(t, "m", largeModel())
+			var gets atomic.Int32
+			s3.setFault(func(r *http.Request) int {
+				if r.Method == http.MethodGet && r.URL.Path == "/models/m/"+key && gets.Add(1) == 1 {
+					replacement := []byte("a model written again, of another size")
+					if key == largeFileKey {
+						replacement = bytes.Repeat([]byte{7}, len(largeModel()[largeFileKey]))
+					}
+					if _, err := s3.backend.PutObject(testBucket, "m/"+key, map[string]string{}, bytes.NewReader(replacement), int64(len(replacement)), nil); err != nil {
+						t.Error(err)
+					}
+				}
+				return 0
+			})
+			o, _ := testOptions(t, "s3://models/m", s3.creds(t, testAccessKey, testSecretKey))
+			o.partSize = testPartSize
+			_, err := Run(context.Background(), o)
+			fe := wantFailure(t, err, servingv1alpha1.ReasonFetchFailed, ExitTransient)
+			if !strings.Contains(fe.Message, "the object changed since it was listed (listed as version") {
+				t.Errorf("message %q does not say the object changed since the listing", fe.Message)
+			}
+			if n := gets.Load(); key != largeFileKey && n != 1 {
+				t.Errorf("%d GETs of the file; want 1: another gets the same version", n)
+			}
+			assertNothingPublished(t, o.Dest)
+		})
+	}
+}
+
+func TestAnETagIsTheSameVersionWithOrWithoutItsQuotes(t *testing.T) {
+	if !sameVersion(`"5ffd25bd"`, "5ffd25bd") || sameVersion(`"5ffd25bd"`, `"68586ab5"`) {
+		t.Error("sameVersion compares ETags by more than their quotes, or not at all")
+	}
+}
+
 // wantNoStitch fetches a model whose large file the source replaces
 // when its fourth part is asked for, one part at a time (three parts of
 // one version, the rest of the other), and checks that the fetch fails
@@ -183,7 +230,9 @@ func wantNoStitch(t *testing.T, o Options) {
 	o.Concurrency = 1
 	_, err := Run(context.Background(), o)
 	fe := wantFailure(t, err, servingv1alpha1.ReasonFetchFailed, ExitTransient)
-	if !strings.Contains(fe.Message, "changed during the fetch") {
+	// A source that lists versions says the part is not of the version
+	// listed, before the parts are compared.
+	if !strings.Contains(fe.Message, "changed during the fetch") && !strings.Contains(fe.Message, "changed since it was listed") {
 		t.Errorf("message %q does not say the object changed", fe.Message)
 	}
 	assertNothingPublished(t, o.Dest)

@@ -3,6 +3,9 @@ package fetch
 import (
 	"context"
 	"io"
+	"strings"
+
+	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
 )
 
 // Object is a file of a source.
@@ -57,4 +60,43 @@ type rangeInfo struct {
 	// Version identifies its content (an ETag, a generation), "" when
 	// not told: ranges of one download must all have the same.
 	Version string
+}
+
+// versionedBody is a download's body that says which version of the
+// object it reads: what the source served, which may no longer be what it
+// listed.
+type versionedBody struct {
+	io.ReadCloser
+	version string
+}
+
+// servedVersion is the version of the object body reads, "" when its
+// source does not say.
+func servedVersion(body io.ReadCloser) string {
+	if v, ok := body.(versionedBody); ok {
+		return v.version
+	}
+	return ""
+}
+
+// changedSinceListed fails the download of an object served in another
+// version than the one it was listed with. The file is recorded with the
+// listed version (fileRecord.Source), which a later fetch of the same URI
+// trusts to take the file from the volume: the bytes must be that
+// version's, or a store changed back to the listed version would be served
+// the other's. The version listed is not there to be had any more, so the
+// fetch ends, to list again on its next attempt.
+func changedSinceListed(obj Object, served, what string) error {
+	if obj.Version == "" || served == "" || sameVersion(obj.Version, served) {
+		return nil
+	}
+	e := transientf(servingv1alpha1.ReasonFetchFailed, "%s: the object changed since it was listed (listed as version %s, served as %s); the next attempt lists it again", what, obj.Version, served)
+	e.Relist = true
+	return e
+}
+
+// sameVersion compares two versions of one object as stores write them:
+// an S3 ETag with or without its quotes.
+func sameVersion(a, b string) bool {
+	return strings.Trim(a, `"`) == strings.Trim(b, `"`)
 }

@@ -56,7 +56,7 @@ func (s *blobSource) Open(ctx context.Context, rel string) (io.ReadCloser, int64
 	if err != nil {
 		return nil, 0, classify(err, s.Describe(rel))
 	}
-	return r, r.Size(), nil
+	return versionedBody{r, objectVersion(r)}, r.Size(), nil
 }
 
 func (s *blobSource) OpenRange(ctx context.Context, rel string, offset, length int64) (io.ReadCloser, rangeInfo, error) {

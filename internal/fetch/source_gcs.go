@@ -215,7 +215,7 @@ func (s *gcsSource) Open(ctx context.Context, rel string) (io.ReadCloser, int64,
 	if err != nil {
 		return nil, 0, err
 	}
-	return resp.Body, resp.ContentLength, nil
+	return versionedBody{resp.Body, resp.Header.Get("X-Goog-Generation")}, resp.ContentLength, nil
 }
 
 func (s *gcsSource) OpenRange(ctx context.Context, rel string, offset, length int64) (io.ReadCloser, rangeInfo, error) {
