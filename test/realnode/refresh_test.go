@@ -12,12 +12,15 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
+	"github.com/modelserver-dev/modelserver-operator/test/realenv"
+	"github.com/modelserver-dev/modelserver-operator/test/s3server"
 )
 
 // TestARefreshedModelServerTakesANewVersionWhileReady: a model refreshed
 // every minute, whose store a pipeline writes version 124 into, is served
-// at 124 after a round, with no moment out of Ready on the way, and an
-// Event that says so.
+// at 124 after a round, and still after a round that found a broken
+// version 125, with no moment out of Ready on the way, and Events that
+// say so.
 func TestARefreshedModelServerTakesANewVersionWhileReady(t *testing.T) {
 	t.Parallel()
 	e := realNode(t)
@@ -67,6 +70,28 @@ func TestARefreshedModelServerTakesANewVersionWhileReady(t *testing.T) {
 	if err != nil {
 		t.Errorf("TF Serving (double) does not report version 124 AVAILABLE a minute after the round")
 	}
+
+	// The pipeline then writes a broken version: the next round fails,
+	// and says so, while version 124 is still served.
+	if err := s3server.PutObject(ctx, s3server.Client(e.S3Endpoint, e.S3Creds), realenv.Bucket, "refreshed/"+ns+"/00000125/variables/variables.index", []byte("half written")); err != nil {
+		t.Fatal(err)
+	}
+	var ms *servingv1alpha1.ModelServer
+	err = wait.PollUntilContextTimeout(ctx, time.Second, 3*time.Minute, true, func(context.Context) (bool, error) {
+		ms = e.get(t, ns, "refreshed")
+		r := ms.Status.Model.Refresh
+		return r != nil && r.State == servingv1alpha1.RefreshFailed, nil
+	})
+	if err != nil {
+		t.Fatalf("no round failed on a version without saved_model.pb: refresh %+v", ms.Status.Model.Refresh)
+	}
+	if m := ms.Status.Model; !slices.Equal(m.ServedVersions, []int64{124}) || !strings.Contains(m.Refresh.Message, "InvalidLayout") ||
+		len(ms.Status.Warnings) != 1 || !strings.Contains(ms.Status.Warnings[0], "spec.model.refreshInterval: the refresh round begun at") {
+		t.Errorf("after a failed round: served %v, refresh %+v, warnings %q; want 124 served, InvalidLayout, one warning", m.ServedVersions, m.Refresh, ms.Status.Warnings)
+	}
+	if got, _ := e.askModelStatus(ns, "refreshed"); got["124"] != "AVAILABLE" {
+		t.Errorf("TF Serving (double) reports %v after the failed round, want version 124 still AVAILABLE", got)
+	}
 	stop()
 	watched.Wait()
 	mu.Lock()
@@ -77,5 +102,9 @@ func TestARefreshedModelServerTakesANewVersionWhileReady(t *testing.T) {
 	events := e.kubectlOut("-n", ns, "get", "events", "--field-selector", "reason=Refreshed", "-o", "jsonpath={.items[*].message}")
 	if !strings.Contains(events, "found a new model, versions 123, 124") {
 		t.Errorf("Refreshed Events %q, want one naming versions 123, 124", events)
+	}
+	warned := e.kubectlOut("-n", ns, "get", "events", "--field-selector", "reason=RefreshFailed,type=Warning", "-o", "jsonpath={.items[*].message}")
+	if !strings.Contains(warned, "has no saved_model.pb") || !strings.Contains(warned, "the model fetched before is still served") {
+		t.Errorf("RefreshFailed Warnings %q, want one saying why and that the model served stays", warned)
 	}
 }
