@@ -405,6 +405,7 @@ type NetworkPolicySpec struct {
 // ModelSpec names a model and where it is stored.
 // +kubebuilder:validation:XValidation:rule="!has(self.credentialsSecret) || !self.storageUri.startsWith('pvc://')",message="spec.model.credentialsSecret does not apply to a pvc:// model"
 // +kubebuilder:validation:XValidation:rule="!has(self.refreshInterval) || !self.storageUri.startsWith('pvc://')",message="spec.model.refreshInterval does not apply to a pvc:// model: it is served from its claim in place, where TensorFlow Serving finds new versions itself"
+// +kubebuilder:validation:XValidation:rule="!has(self.refreshInterval) || !(self.storageUri.contains('#sha256=') || (self.storageUri.startsWith('oci://') && self.storageUri.contains('@')))",message="spec.model.refreshInterval does not apply to a storageUri that pins the model's digest: every round would fetch the same model"
 // +kubebuilder:validation:XValidation:rule="!has(self.signature) || self.storageUri.startsWith('oci://')",message="spec.model.signature applies to oci:// models only: their signatures are in their registry"
 type ModelSpec struct {
 	// name is the TensorFlow Serving model name, the <name> in
@@ -482,7 +483,8 @@ type ModelSpec struct {
 	// one that found a new model rolls the pods onto it, zero-downtime; one
 	// that failed leaves the model served, with a warning, until the next
 	// round. A round does not begin while the last one's fetch runs. At
-	// least 1m; each round is a fetch Job.
+	// least 1m; each round is a fetch Job. Not for a pvc:// model, nor a
+	// storageUri that pins the model's digest.
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:MaxLength=40
 	// +kubebuilder:validation:Pattern=`^([0-9]{1,6}(h|m|s|ms)){1,4}$`

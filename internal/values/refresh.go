@@ -1,10 +1,12 @@
 package values
 
 import (
+	"strings"
 	"time"
 
 	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
 	"github.com/modelserver-dev/modelserver-operator/internal/names"
+	"github.com/modelserver-dev/modelserver-operator/internal/storageuri"
 )
 
 // A model with a refreshInterval is fetched again each interval, in
@@ -56,11 +58,15 @@ func DueRound(created, last, now time.Time, interval time.Duration) time.Time {
 	return created.Add(now.Sub(created) / interval * interval).Truncate(time.Second)
 }
 
-// refreshRefused says why model m of a storage location of scheme cannot
-// be refreshed, or "".
-func refreshRefused(m servingv1alpha1.ModelSpec, pvc bool) string {
-	if m.RefreshInterval != nil && pvc {
+// refreshRefused says why model m, at loc, cannot be refreshed, or "".
+func refreshRefused(m servingv1alpha1.ModelSpec, loc storageuri.Location) string {
+	switch {
+	case m.RefreshInterval == nil:
+		return ""
+	case loc.Scheme == storageuri.SchemePVC:
 		return "a pvc:// model is served from its claim in place, where TensorFlow Serving finds new versions itself: remove refreshInterval"
+	case loc.SHA256 != "" || strings.Contains(loc.Reference, "@"):
+		return "the storageUri pins the model's digest, so every round would fetch the same model: remove refreshInterval, or the pin"
 	}
 	return ""
 }

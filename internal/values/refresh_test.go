@@ -2,6 +2,7 @@ package values
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -67,14 +68,31 @@ func TestARoundIsPartOfTheGenerationNotOfTheBase(t *testing.T) {
 	}
 }
 
-func TestAPVCModelIsNotRefreshed(t *testing.T) {
-	ms := modelServer(func(ms *servingv1alpha1.ModelServer) {
-		ms.Spec.Model.StorageURI = "pvc://shared/resnet"
-		ms.Spec.Model.RefreshInterval = &metav1.Duration{Duration: time.Hour}
-	})
-	_, err := Validate(ms)
-	var verr *Error
-	if !errors.As(err, &verr) || verr.Field != "spec.model.refreshInterval" {
-		t.Errorf("error %v, want one naming spec.model.refreshInterval", err)
+func TestAModelThatCannotChangeIsNotRefreshed(t *testing.T) {
+	for _, uri := range []string{
+		"pvc://shared/resnet",
+		"oci://registry.example/models/resnet@sha256:" + strings.Repeat("ab", 32),
+		"oci://registry.example/models/resnet:v1@sha256:" + strings.Repeat("ab", 32),
+		"https://models.example/resnet.tar.gz#sha256=" + strings.Repeat("ab", 32),
+		"s3://models/resnet.tar.gz#sha256=" + strings.Repeat("ab", 32),
+	} {
+		ms := modelServer(func(ms *servingv1alpha1.ModelServer) {
+			ms.Spec.Model.StorageURI = uri
+			ms.Spec.Model.RefreshInterval = &metav1.Duration{Duration: time.Hour}
+		})
+		_, err := Validate(ms)
+		var verr *Error
+		if !errors.As(err, &verr) || verr.Field != "spec.model.refreshInterval" {
+			t.Errorf("%s: error %v, want one naming spec.model.refreshInterval", uri, err)
+		}
+	}
+	for _, uri := range []string{"oci://registry.example/models/resnet:v1", "https://models.example/resnet.tar.gz", "gs://models/resnet"} {
+		ms := modelServer(func(ms *servingv1alpha1.ModelServer) {
+			ms.Spec.Model.StorageURI = uri
+			ms.Spec.Model.RefreshInterval = &metav1.Duration{Duration: time.Hour}
+		})
+		if _, err := Validate(ms); err != nil {
+			t.Errorf("%s: %v, want it refreshed", uri, err)
+		}
 	}
 }

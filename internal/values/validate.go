@@ -98,7 +98,7 @@ func ValidateWith(ms *servingv1alpha1.ModelServer, accountPulls []string) (*Spec
 		if err := checkSignature(m, loc); err != nil {
 			return nil, err
 		}
-		if why := refreshRefused(m.ModelSpec, loc.Scheme == storageuri.SchemePVC); why != "" {
+		if why := refreshRefused(m.ModelSpec, loc); why != "" {
 			return nil, &Error{m.Field + ".refreshInterval", why}
 		}
 	}

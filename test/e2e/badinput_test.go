@@ -55,6 +55,8 @@ func TestMalformedAndHostileSpecsAreRefusedAtAdmission(t *testing.T) {
 		{"pvc:// URI with an invalid claim name", msYAML("b11", "  model:\n    storageUri: pvc://Bad_Claim/m\n"), "must name a claim"},
 		{"credentials for a pvc:// model", msYAML("b12", "  model:\n    storageUri: pvc://claim/m\n    credentialsSecret: creds\n"), "does not apply to a pvc://"},
 		{"refresh of a pvc:// model", msYAML("b25", "  model:\n    storageUri: pvc://claim/m\n    refreshInterval: 1h\n"), "spec.model.refreshInterval does not apply to a pvc://"},
+		{"refresh of a pinned archive", msYAML("b29", "  model:\n    storageUri: https://h/m.tgz#sha256="+sha256Hex+"\n    refreshInterval: 1h\n"), "does not apply to a storageUri that pins the model's digest"},
+		{"refresh of an image by digest", msYAML("b30", "  model:\n    storageUri: oci://r.example/m@sha256:"+sha256Hex+"\n    refreshInterval: 1h\n"), "does not apply to a storageUri that pins the model's digest"},
 		{"refresh every 30 s", msYAML("b26", validModel+"    refreshInterval: 30s\n"), "spec.model.refreshInterval must be at least 1m"},
 		{"refresh interval in days", msYAML("b27", validModel+"    refreshInterval: 1d\n"), "spec.model.refreshInterval"},
 		{"refresh interval of a fraction", msYAML("b28", validModel+"    refreshInterval: 1.5h\n"), "spec.model.refreshInterval"},
