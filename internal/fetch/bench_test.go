@@ -94,8 +94,8 @@ func BenchmarkFetchS3(b *testing.B) {
 // BenchmarkRefetchS3 fetches the 256 MiB model of BenchmarkFetchS3 again
 // into a new generation beside the copy a first fetch made, one 4 MiB
 // file overwritten in the store since: the 63 files unchanged are linked
-// from the copy and hashed again, one is downloaded. Beside it, the same
-// fetch with no earlier copy.
+// from the copy (untouched since, they are not read again), one is
+// downloaded. Beside it, the same fetch with no earlier copy.
 func BenchmarkRefetchS3(b *testing.B) {
 	s3, creds := benchModel(b)
 	total := int64(benchFiles * benchFileSize)

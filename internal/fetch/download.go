@@ -38,6 +38,20 @@ type fileRecord struct {
 	// "" when it told none: a later fetch of the same URI takes a file
 	// listed with the same path, size and version from here.
 	Source string `json:"source,omitempty"`
+	// ModTime is the file's modification time when its model was
+	// published, in Unix nanoseconds (0: not recorded). A later fetch
+	// that links the file takes its digests from this record, without
+	// reading it again, while its size and modification time are still
+	// these, as rsync's quick check does: a write to the file would have
+	// changed the time.
+	ModTime int64 `json:"modTime,omitempty"`
+}
+
+// content is the record without what it says of the file's history: what
+// the file's bytes alone decide.
+func (r fileRecord) content() fileRecord {
+	r.Source, r.ModTime = "", 0
+	return r
 }
 
 // downloader copies a source's files into a directory, several at once,

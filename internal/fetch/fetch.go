@@ -256,6 +256,9 @@ func (f *fetcher) run(ctx context.Context) (Summary, error) {
 	if err != nil {
 		return Summary{}, err
 	}
+	if err := stampModTimes(staging, records); err != nil {
+		return Summary{}, err
+	}
 	m := newManifest(f.origin, versions, records)
 	if f.oci != nil {
 		m.Image, m.SignedBy = f.oci.pinned.String(), f.signedBy

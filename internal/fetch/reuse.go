@@ -13,8 +13,12 @@ import (
 // directory. Where the source lists each file's version (S3's ETag, GCS's
 // generation), a file listed with the path, size and version it had when
 // the newest model of the same URI beside the destination was fetched is
-// hard-linked from there instead, then hashed again: the network carries
-// only what changed, and a copy damaged since is downloaded after all.
+// hard-linked from there instead: the network carries only what changed.
+// A linked file whose size and modification time are still those its
+// manifest recorded keeps its recorded digests; any other is hashed
+// again, and downloaded after all if it no longer matches them (damaged
+// since). So a refresh round that finds the store unchanged reads no
+// file of the model, whatever its size.
 
 // earlier is a model fetched before from the same URI, beside dest.
 type earlier struct {
@@ -86,14 +90,16 @@ func (e *earlier) linkUnchanged(ctx context.Context, staging string, objs []Obje
 	if err != nil || len(linked) == 0 {
 		return nil, rest, err
 	}
+	var records []fileRecord
+	var bytes int64
+	linked, want, records, bytes = untouched(staging, linked, want)
+	trusted := len(records)
 	got, err := hashLinked(ctx, staging, linked, concurrency)
 	if err != nil {
 		return nil, nil, err
 	}
-	var records []fileRecord
-	var bytes int64
 	for i, obj := range linked {
-		if got[i] != want[i] {
+		if got[i].content() != want[i].content() {
 			// Damaged since it was fetched: download it.
 			log.Warn("a file of the earlier model no longer matches its manifest; downloading it", "path", obj.Key, "model", e.dir)
 			if err := os.Remove(filepath.Join(staging, filepath.FromSlash(obj.Key))); err != nil {
@@ -106,8 +112,39 @@ func (e *earlier) linkUnchanged(ctx context.Context, staging string, objs []Obje
 		bytes += obj.Size
 	}
 	log.Info("files unchanged since the earlier model were taken from it", "model", e.dir, "files", len(records), "bytes", bytes,
-		"toDownload", len(rest))
+		"hashedAgain", len(records)-trusted, "toDownload", len(rest))
 	return records, rest, nil
+}
+
+// untouched splits the linked objects: those whose copy in staging has
+// the size and modification time their record holds keep their records,
+// with the version the source lists them with now, and need no hashing;
+// the others, returned first with their records, do.
+func untouched(staging string, linked []Object, want []fileRecord) (toHash []Object, toHashWant []fileRecord, kept []fileRecord, keptBytes int64) {
+	for i, obj := range linked {
+		r := want[i]
+		st, err := os.Lstat(filepath.Join(staging, filepath.FromSlash(obj.Key)))
+		if err != nil || r.ModTime == 0 || !st.Mode().IsRegular() || st.Size() != r.Size || st.ModTime().UnixNano() != r.ModTime {
+			toHash, toHashWant = append(toHash, obj), append(toHashWant, r)
+			continue
+		}
+		r.Source = obj.Version
+		kept, keptBytes = append(kept, r), keptBytes+r.Size
+	}
+	return toHash, toHashWant, kept, keptBytes
+}
+
+// stampModTimes records in each record the modification time of its file
+// below dir, as the model is about to be published.
+func stampModTimes(dir string, records []fileRecord) error {
+	for i := range records {
+		st, err := os.Lstat(filepath.Join(dir, filepath.FromSlash(records[i].Path)))
+		if err != nil {
+			return classify(err, dir)
+		}
+		records[i].ModTime = st.ModTime().UnixNano()
+	}
+	return nil
 }
 
 // link links the objects the earlier model holds unchanged into staging,

@@ -62,6 +62,10 @@ func TestARefetchDownloadsOnlyWhatChanged(t *testing.T) {
 	if strings.Contains(logs.String(), "no longer matches") {
 		t.Errorf("a file changed in the store was taken for a damaged copy:\n%s", logs)
 	}
+	// The linked files, untouched since, are not read again.
+	if !strings.Contains(logs.String(), `"hashedAgain":0,`) {
+		t.Errorf("files linked untouched were hashed again:\n%s", logs)
+	}
 	if len(got) != len(changed) {
 		t.Errorf("downloaded %q, want the %d files changed", got, len(changed))
 	}
@@ -98,6 +102,12 @@ func TestAFileDamagedInTheEarlierModelIsDownloaded(t *testing.T) {
 			if err := os.WriteFile(p, bytes.Repeat([]byte("x"), len(files["1/saved_model.pb"])), 0o644); err != nil {
 				t.Fatal(err)
 			}
+			// The file system's clock is coarse (a few ms): make the
+			// write as late as any real one is.
+			later := time.Now().Add(time.Second)
+			if err := os.Chtimes(p, later, later); err != nil {
+				t.Fatal(err)
+			}
 			continue
 		}
 		assertTree(t, o.Dest, files)
@@ -107,6 +117,36 @@ func TestAFileDamagedInTheEarlierModelIsDownloaded(t *testing.T) {
 		if n := s3.count("GET", "/models/m/1/assets/vocab.txt"); n != 1 {
 			t.Errorf("an intact file was downloaded %d times in all, want once", n)
 		}
+	}
+}
+
+// TestAFileWithoutARecordedTimeIsHashedAgain: a model published by a
+// fetcher that recorded no modification times has its linked files
+// hashed again, not trusted.
+func TestAFileWithoutARecordedTimeIsHashedAgain(t *testing.T) {
+	earlierDir, staging := t.TempDir(), t.TempDir()
+	writeTree(t, earlierDir, map[string][]byte{"1/a": []byte("a"), "1/b": []byte("b")})
+	records, err := hashFiles(context.Background(), earlierDir, []string{"1/a", "1/b"}, manifestFormat, 2, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stampModTimes(earlierDir, records[:1]); err != nil {
+		t.Fatal(err)
+	}
+	e := &earlier{dir: earlierDir, files: map[string]fileRecord{}}
+	var objs []Object
+	for _, r := range records {
+		r.Source = "v1"
+		e.files[r.Path] = r
+		objs = append(objs, Object{Key: r.Path, Size: r.Size, Version: "v1"})
+	}
+	logs := &logBuffer{}
+	linked, rest, err := e.linkUnchanged(context.Background(), staging, objs, 2, testLogger(logs))
+	if err != nil || len(linked) != 2 || len(rest) != 0 {
+		t.Fatalf("linked %v, to download %v, %v; want both linked", linked, rest, err)
+	}
+	if !strings.Contains(logs.String(), `"hashedAgain":1,`) {
+		t.Errorf("want the file without a recorded time, alone, hashed again:\n%s", logs)
 	}
 }
 
