@@ -176,3 +176,24 @@ func TestRefreshOffKeepsTheRoundItWasIn(t *testing.T) {
 		t.Errorf("refresh off: %+v, refresh %+v, next round %s", f, f.Status.Refresh, off.NextRound)
 	}
 }
+
+// TestRefreshAskedForDuringAFetchBeginsAfterIt: a refreshInterval set
+// while the first fetch runs leaves that fetch alone, and the status
+// without a round, until it has ended.
+func TestRefreshAskedForDuringAFetchBeginsAfterIt(t *testing.T) {
+	r := newRefreshing(t)
+	r.ms.Spec.Model.RefreshInterval = nil
+	first := r.at(0)
+	r.job(first, "", "")
+	r.ms.Spec.Model.RefreshInterval = &metav1.Duration{Duration: 10 * time.Minute}
+	during := r.at(1)
+	if f := during.Fetches[0]; f.FetchJob != first.Fetches[0].FetchJob || f.Status.Refresh != nil {
+		t.Fatalf("during the fetch: Job %s (was %s), refresh %+v; want the fetch kept, no round yet", f.FetchJob, first.Fetches[0].FetchJob, f.Status.Refresh)
+	}
+	r.job(first, batchv1.JobComplete, `{"versions":[1],"files":4,"bytes":2048,"digest":"sha256:aa"}`)
+	r.at(2)
+	after := r.at(3)
+	if f := after.Fetches[0]; !f.Refreshing || f.Status.Refresh == nil || !f.Status.Refresh.Round.Time.Equal(r.round(0)) {
+		t.Errorf("after the fetch: %+v, refresh %+v; want the round begun at the creation, in the background", f, f.Status.Refresh)
+	}
+}

@@ -29,6 +29,11 @@ func Rounds(old servingv1alpha1.ModelServerStatus, spec *values.Spec) map[string
 // what it says is the refresh's state, while the model's fetch state
 // stays that of the copy served.
 func inRound(mf *ModelFetch, m values.SpecModel, was servingv1alpha1.ModelStatus) {
+	if m.Round.IsZero() && was.Refresh == nil {
+		// Refresh was asked for while a fetch runs: its rounds begin
+		// once that fetch has ended.
+		return
+	}
 	st := &mf.Status
 	r := &servingv1alpha1.ModelRefresh{}
 	if was.Refresh != nil {
