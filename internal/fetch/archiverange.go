@@ -15,7 +15,8 @@ import (
 func (d *downloader) openArchive(ctx context.Context, obj Object) (io.ReadCloser, int64, error) {
 	rs, ok := d.ranged(obj)
 	if !ok || d.concurrency < 2 {
-		return d.src.Open(ctx, obj.Key)
+		body, info, err := d.src.Open(ctx, obj.Key)
+		return body, info.Size, err
 	}
 	what := d.src.Describe(obj.Key)
 	part := min(inOrderPartSize, d.partSize)

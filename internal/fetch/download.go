@@ -186,14 +186,15 @@ func (d *downloader) copyOnce(ctx context.Context, obj Object, target string) (r
 	defer release()
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	body, size, err := d.src.Open(ctx, obj.Key)
+	body, info, err := d.src.Open(ctx, obj.Key)
 	if err != nil {
 		return rec, err
 	}
 	defer func() { _ = body.Close() }()
-	if err := changedSinceListed(obj, servedVersion(body), what); err != nil {
+	if err := changedSinceListed(obj, info.Version, what); err != nil {
 		return rec, err
 	}
+	size := info.Size
 	if size >= 0 && obj.Size >= 0 && size != obj.Size {
 		return rec, transientf(servingv1alpha1.ReasonFetchFailed, "%s: %d bytes listed but %d served; the object changed during the fetch", what, obj.Size, size)
 	}

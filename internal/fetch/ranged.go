@@ -231,7 +231,7 @@ func (d *downloader) copyPart(ctx context.Context, src rangeSource, obj Object, 
 
 // sizeChanged fails a range of an object whose size is no longer the one
 // listed: it was replaced during the fetch.
-func sizeChanged(obj Object, info rangeInfo, what string) error {
+func sizeChanged(obj Object, info objectInfo, what string) error {
 	if info.Size >= 0 && info.Size != obj.Size {
 		return transientf(servingv1alpha1.ReasonFetchFailed, "%s: %d bytes listed but the object has %d; the object changed during the fetch", what, obj.Size, info.Size)
 	}

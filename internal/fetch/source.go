@@ -36,9 +36,10 @@ type Listing struct {
 type Source interface {
 	// List returns every file below the model's root.
 	List(ctx context.Context) (Listing, error)
-	// Open starts the download of a listed file. size is its length when
-	// known, else -1. The body is read under ctx.
-	Open(ctx context.Context, key string) (body io.ReadCloser, size int64, err error)
+	// Open starts the download of a listed file: what info says of the
+	// object served (its size when known, else -1). The body is read under
+	// ctx.
+	Open(ctx context.Context, key string) (body io.ReadCloser, info objectInfo, err error)
 	// Describe names a file for messages, without credentials.
 	Describe(key string) string
 	Close() error
@@ -50,33 +51,18 @@ type rangeSource interface {
 	Source
 	// OpenRange starts the download of the length bytes of a listed file
 	// from offset.
-	OpenRange(ctx context.Context, key string, offset, length int64) (body io.ReadCloser, info rangeInfo, err error)
+	OpenRange(ctx context.Context, key string, offset, length int64) (body io.ReadCloser, info objectInfo, err error)
 }
 
-// rangeInfo describes the object a range came from.
-type rangeInfo struct {
+// objectInfo describes the object a download, or a range of it, came
+// from.
+type objectInfo struct {
 	// Size of the whole object, -1 when not told.
 	Size int64
 	// Version identifies its content (an ETag, a generation), "" when
-	// not told: ranges of one download must all have the same.
+	// not told: ranges of one download must all have the same, and it
+	// must be the one listed (changedSinceListed).
 	Version string
-}
-
-// versionedBody is a download's body that says which version of the
-// object it reads: what the source served, which may no longer be what it
-// listed.
-type versionedBody struct {
-	io.ReadCloser
-	version string
-}
-
-// servedVersion is the version of the object body reads, "" when its
-// source does not say.
-func servedVersion(body io.ReadCloser) string {
-	if v, ok := body.(versionedBody); ok {
-		return v.version
-	}
-	return ""
 }
 
 // changedSinceListed fails the download of an object served in another

@@ -51,20 +51,20 @@ func (s *blobSource) List(ctx context.Context) (Listing, error) {
 	})
 }
 
-func (s *blobSource) Open(ctx context.Context, rel string) (io.ReadCloser, int64, error) {
+func (s *blobSource) Open(ctx context.Context, rel string) (io.ReadCloser, objectInfo, error) {
 	r, err := s.bucket.NewReader(ctx, s.key(rel), nil)
 	if err != nil {
-		return nil, 0, classify(err, s.Describe(rel))
+		return nil, objectInfo{}, classify(err, s.Describe(rel))
 	}
-	return versionedBody{r, objectVersion(r)}, r.Size(), nil
+	return r, objectInfo{Size: r.Size(), Version: objectVersion(r)}, nil
 }
 
-func (s *blobSource) OpenRange(ctx context.Context, rel string, offset, length int64) (io.ReadCloser, rangeInfo, error) {
+func (s *blobSource) OpenRange(ctx context.Context, rel string, offset, length int64) (io.ReadCloser, objectInfo, error) {
 	r, err := s.bucket.NewRangeReader(ctx, s.key(rel), offset, length, nil)
 	if err != nil {
-		return nil, rangeInfo{}, classify(err, s.Describe(rel))
+		return nil, objectInfo{}, classify(err, s.Describe(rel))
 	}
-	return r, rangeInfo{Size: r.Size(), Version: objectVersion(r)}, nil
+	return r, objectInfo{Size: r.Size(), Version: objectVersion(r)}, nil
 }
 
 // objectVersion is what identifies the content r reads: S3's ETag; "" for

@@ -210,20 +210,20 @@ func (s *gcsSource) media(ctx context.Context, rel, byteRange string) (*http.Res
 	return resp, nil
 }
 
-func (s *gcsSource) Open(ctx context.Context, rel string) (io.ReadCloser, int64, error) {
+func (s *gcsSource) Open(ctx context.Context, rel string) (io.ReadCloser, objectInfo, error) {
 	resp, err := s.media(ctx, rel, "")
 	if err != nil {
-		return nil, 0, err
+		return nil, objectInfo{}, err
 	}
-	return versionedBody{resp.Body, resp.Header.Get("X-Goog-Generation")}, resp.ContentLength, nil
+	return resp.Body, objectInfo{Size: resp.ContentLength, Version: resp.Header.Get("X-Goog-Generation")}, nil
 }
 
-func (s *gcsSource) OpenRange(ctx context.Context, rel string, offset, length int64) (io.ReadCloser, rangeInfo, error) {
+func (s *gcsSource) OpenRange(ctx context.Context, rel string, offset, length int64) (io.ReadCloser, objectInfo, error) {
 	resp, err := s.media(ctx, rel, fmt.Sprintf("bytes=%d-%d", offset, offset+length-1))
 	if err != nil {
-		return nil, rangeInfo{}, err
+		return nil, objectInfo{}, err
 	}
-	info := rangeInfo{Size: -1, Version: resp.Header.Get("X-Goog-Generation")}
+	info := objectInfo{Size: -1, Version: resp.Header.Get("X-Goog-Generation")}
 	// Content-Range: bytes first-last/size
 	if _, size, ok := strings.Cut(resp.Header.Get("Content-Range"), "/"); ok {
 		if n, err := strconv.ParseInt(size, 10, 64); err == nil {

@@ -37,15 +37,16 @@ func (s *httpSource) List(context.Context) (Listing, error) {
 	return Listing{Single: true, Objects: []Object{{Key: path.Base(s.loc.URL.Path), Size: -1}}}, nil
 }
 
-func (s *httpSource) Open(ctx context.Context, _ string) (io.ReadCloser, int64, error) {
+func (s *httpSource) Open(ctx context.Context, _ string) (io.ReadCloser, objectInfo, error) {
 	if s.part > 0 {
-		return s.openInParts(ctx)
+		body, size, err := s.openInParts(ctx)
+		return body, objectInfo{Size: size}, err
 	}
 	resp, err := s.get(ctx, "")
 	if err != nil {
-		return nil, 0, err
+		return nil, objectInfo{}, err
 	}
-	return resp.Body, resp.ContentLength, nil
+	return resp.Body, objectInfo{Size: resp.ContentLength}, nil
 }
 
 // get asks for the file, or the range of it rng names ("" for all): an

@@ -73,21 +73,21 @@ func (s *localSource) List(context.Context) (Listing, error) {
 	return l, nil
 }
 
-func (s *localSource) Open(_ context.Context, rel string) (io.ReadCloser, int64, error) {
+func (s *localSource) Open(_ context.Context, rel string) (io.ReadCloser, objectInfo, error) {
 	p := s.root
 	if !s.single {
 		p = filepath.Join(s.root, filepath.FromSlash(rel))
 	}
 	f, err := os.Open(p)
 	if err != nil {
-		return nil, 0, classify(err, p)
+		return nil, objectInfo{}, classify(err, p)
 	}
 	st, err := f.Stat()
 	if err != nil {
 		_ = f.Close()
-		return nil, 0, classify(err, p)
+		return nil, objectInfo{}, classify(err, p)
 	}
-	return f, st.Size(), nil
+	return f, objectInfo{Size: st.Size()}, nil
 }
 
 func (s *localSource) Describe(rel string) string {
