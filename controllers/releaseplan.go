@@ -150,24 +150,13 @@ func (r *ModelServerReconciler) valuesChange(ms *servingv1alpha1.ModelServer, wa
 			return "a refresh round of model " + f.Name + " began", true
 		case f.NewlyFetched:
 			return "the model fetched for it is in place", true
-		case f.State == status.FetchFailed && !f.Refreshing && !failedBefore(ms.Status, f.Name):
+		case f.NewlyFailed && !f.Refreshing:
 			// The pods stop waiting for a first model that will not
 			// come; the failure has its Warning.
 			return "the fetch of model " + f.Name + " failed", true
 		}
 	}
 	return "what the operator renders for it changed", false
-}
-
-// failedBefore says whether the status already holds the failure of the
-// named model's fetch.
-func failedBefore(st servingv1alpha1.ModelServerStatus, model string) bool {
-	for _, m := range statusModels(st) {
-		if m.Name == model {
-			return m.Fetch == string(status.FetchFailed)
-		}
-	}
-	return false
 }
 
 func deployedWith(last *release.Latest, digest string) bool {

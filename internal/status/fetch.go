@@ -109,15 +109,14 @@ func foregroundFetch(m values.SpecModel, fj *FetchJob, previous map[string]servi
 	case FetchFailed:
 		mf.Reason, mf.Message = fetch.ParseFailure(fj.Termination, jobFailureMessage(job))
 		st.Message = mf.Reason + ": " + mf.Message
-		mf.NewlyFailed = previous[m.Name].Fetch != string(FetchFailed)
 	case FetchRunning:
 		if fj.PodRejected != "" {
 			mf.State, mf.Reason = FetchFailed, servingv1alpha1.ReasonFetchPodRejected
 			mf.Message = "the model-fetch Job cannot create its pod: " + fj.PodRejected
 			st.Fetch, st.Message = string(FetchFailed), mf.Reason+": "+mf.Message
-			mf.NewlyFailed = previous[m.Name].Fetch != string(FetchFailed)
 		}
 	}
+	mf.NewlyFailed = mf.State == FetchFailed && previous[m.Name].Fetch != string(FetchFailed)
 	if st.FetchedGeneration != "" {
 		st.ServedVersions = values.ServedVersions(m.VersionPolicy, st.Versions)
 	}
