@@ -115,6 +115,10 @@ type ModelServerReconciler struct {
 	// ModelServer's Deployment as its controller last had seen all of it
 	// (scaledOnly).
 	seenTemplates sync.Map
+	// fetchRetries holds, by UID, the settings each failed fetch Job was
+	// made again with (desired.Observed.RetriedWith), a
+	// map[string]values.FetchSettings.
+	fetchRetries sync.Map
 	// podReads holds, by UID, the last read of a stalled rollout's pods;
 	// fetchPodReads, of the Events of fetch pods late to start;
 	// claimsBound, until when the scheduler may take to try fetch pods
@@ -236,6 +240,12 @@ func (r *ModelServerReconciler) reconcileNormal(ctx context.Context, ms *serving
 			report.BlockedReason, report.BlockedMessage = reason, msg
 			return ctrl.Result{RequeueAfter: conflictRetry}, nil
 		}
+	}
+
+	// A failed fetch whose settings spec.fetch has changed since is made
+	// again: its Job goes, and the release makes it anew.
+	if err := r.retryFetches(ctx, ms, want.Retries); err != nil {
+		return ctrl.Result{}, err
 	}
 
 	// 7. Decide what Helm has to do, and do it.
@@ -392,6 +402,7 @@ func (r *ModelServerReconciler) forget(uid types.UID) {
 	r.problems.forget(uid)
 	r.held.forget(uid)
 	r.seenTemplates.Delete(uid)
+	r.fetchRetries.Delete(uid)
 	r.podReads.forget(uid)
 	r.fetchPodReads.forget(uid)
 	r.claimsBound.forget(uid)

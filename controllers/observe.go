@@ -61,7 +61,7 @@ type observed struct {
 // pods' service account where an oci:// model's fetch needs its pull
 // secrets, and whether the optional APIs its spec asks for exist.
 func (r *ModelServerReconciler) observe(ctx context.Context, ms *servingv1alpha1.ModelServer) (*observed, error) {
-	obs := &observed{Observed: desired.Observed{Status: ms.Status, APIs: r.optionalAPIs(ms), Now: r.clock().Now()}}
+	obs := &observed{Observed: desired.Observed{Status: ms.Status, APIs: r.optionalAPIs(ms), Now: r.clock().Now(), RetriedWith: r.retriedWith(ms.UID)}}
 	if err := r.observeFetchJobs(ctx, ms, obs); err != nil {
 		return nil, err
 	}
@@ -161,10 +161,14 @@ func (r *ModelServerReconciler) observeFetchJobs(ctx context.Context, ms *servin
 		switch state {
 		case status.FetchSucceeded:
 			if !known[job.Name] {
-				fj.Termination, err = r.terminationMessage(ctx, job, corev1.PodSucceeded)
+				var end podEnd
+				end, err = r.podEnding(ctx, job, corev1.PodSucceeded)
+				fj.Termination = end.message
 			}
 		case status.FetchFailed:
-			fj.Termination, err = r.terminationMessage(ctx, job, corev1.PodFailed)
+			var end podEnd
+			end, err = r.podEnding(ctx, job, corev1.PodFailed)
+			fj.Termination, fj.OutOfMemory = end.message, end.outOfMemory
 		case status.FetchRunning:
 			err = r.observeRunningFetch(ctx, ms.UID, fj, obs, now)
 		}
@@ -189,7 +193,8 @@ func (r *ModelServerReconciler) observeRunningFetch(ctx context.Context, owner t
 	if err != nil {
 		return err
 	}
-	if fj.Termination, fj.PodSucceeded = newestTerminationMessage(pods, corev1.PodSucceeded); fj.PodSucceeded {
+	end, succeeded := newestEnd(pods, corev1.PodSucceeded)
+	if fj.Termination, fj.PodSucceeded = end.message, succeeded; succeeded {
 		return nil
 	}
 	obs.unstarted = append(obs.unstarted, unstarted(pods)...)
@@ -397,33 +402,33 @@ func (r *ModelServerReconciler) podCreationFailure(ctx context.Context, job *bat
 	return newest.Message, nil
 }
 
-// terminationMessage returns the termination message of the newest pod
-// of job in the given phase. The cache holds the fetch pods (see
-// FetchPodsCache); when it shows no pod in that phase yet, because the
-// pod's last update has not reached it, the pods are read again live.
-func (r *ModelServerReconciler) terminationMessage(ctx context.Context, job *batchv1.Job, phase corev1.PodPhase) (string, error) {
-	if msg, found, err := r.cachedTerminationMessage(ctx, job, phase); err != nil || found {
-		return msg, err
+// podEnding is how the newest pod of job in the given phase ended. The
+// cache holds the fetch pods (see FetchPodsCache); when it shows no pod in
+// that phase yet, because the pod's last update has not reached it, the
+// pods are read again live.
+func (r *ModelServerReconciler) podEnding(ctx context.Context, job *batchv1.Job, phase corev1.PodPhase) (podEnd, error) {
+	if end, found, err := r.cachedPodEnding(ctx, job, phase); err != nil || found {
+		return end, err
 	}
 	pods := &corev1.PodList{}
 	if err := r.APIReader.List(ctx, pods, client.InNamespace(job.Namespace), podsOfJobLabels(job.Name)); err != nil {
-		return "", fmt.Errorf("list pods of Job %s: %w", job.Name, err)
+		return podEnd{}, fmt.Errorf("list pods of Job %s: %w", job.Name, err)
 	}
-	msg, _ := newestTerminationMessage(pods.Items, phase)
-	return msg, nil
+	end, _ := newestEnd(ofJob(pods.Items, job), phase)
+	return end, nil
 }
 
-// cachedTerminationMessage is terminationMessage from the cache alone, and
-// whether the cache holds a pod of job in the phase. A running fetch is
-// looked for a succeeded pod this way on every reconcile of its
-// ModelServer; the pod's success wakes one (see fetchPodNews).
-func (r *ModelServerReconciler) cachedTerminationMessage(ctx context.Context, job *batchv1.Job, phase corev1.PodPhase) (string, bool, error) {
+// cachedPodEnding is podEnding from the cache alone, and whether the
+// cache holds a pod of job in the phase. A running fetch is looked for a
+// succeeded pod this way on every reconcile of its ModelServer; the pod's
+// success wakes one (see fetchPodNews).
+func (r *ModelServerReconciler) cachedPodEnding(ctx context.Context, job *batchv1.Job, phase corev1.PodPhase) (podEnd, bool, error) {
 	pods, err := r.cachedPodsOfJob(ctx, job)
 	if err != nil {
-		return "", false, err
+		return podEnd{}, false, err
 	}
-	msg, found := newestTerminationMessage(pods, phase)
-	return msg, found, nil
+	end, found := newestEnd(pods, phase)
+	return end, found, nil
 }
 
 // cachedPodsOfJob lists job's pods as the cache holds them (see
@@ -433,28 +438,53 @@ func (r *ModelServerReconciler) cachedPodsOfJob(ctx context.Context, job *batchv
 	if err := r.List(ctx, pods, client.InNamespace(job.Namespace), r.podsOfJobSelector(job.Name)); err != nil {
 		return nil, fmt.Errorf("list pods of Job %s: %w", job.Name, err)
 	}
-	return pods.Items, nil
+	return ofJob(pods.Items, job), nil
 }
 
-// newestTerminationMessage returns the message of the newest pod in the
-// phase, and whether there is such a pod.
-func newestTerminationMessage(pods []corev1.Pod, phase corev1.PodPhase) (string, bool) {
+// ofJob are the pods of this Job: a Job made again under the same name
+// (a retried fetch) does not count the pods of the one before, which
+// linger until the garbage collector removes them.
+func ofJob(pods []corev1.Pod, job *batchv1.Job) []corev1.Pod {
+	return slices.DeleteFunc(pods, func(p corev1.Pod) bool {
+		owner := metav1.GetControllerOf(&p)
+		return owner != nil && owner.UID != job.UID
+	})
+}
+
+// podEnd is how a fetch pod ended: the termination message of the newest
+// pod in a phase that left one, and whether the newest pod's container
+// was killed for going over its memory limit.
+type podEnd struct {
+	message     string
+	outOfMemory bool
+}
+
+// newestEnd says how the pods in the phase ended, and whether there is
+// such a pod.
+func newestEnd(pods []corev1.Pod, phase corev1.PodPhase) (podEnd, bool) {
 	sort.Slice(pods, func(i, j int) bool {
 		return pods[j].CreationTimestamp.Before(&pods[i].CreationTimestamp)
 	})
+	var end podEnd
 	found := false
 	for _, p := range pods {
 		if p.Status.Phase != phase {
 			continue
 		}
+		for _, cs := range p.Status.ContainerStatuses {
+			if t := cs.State.Terminated; t != nil && !found && t.Reason == "OOMKilled" {
+				end.outOfMemory = true
+			}
+		}
 		found = true
 		for _, cs := range p.Status.ContainerStatuses {
 			if t := cs.State.Terminated; t != nil && t.Message != "" {
-				return t.Message, true
+				end.message = t.Message
+				return end, true
 			}
 		}
 	}
-	return "", found
+	return end, found
 }
 
 // observeDeployment reads the serving Deployment from the cache; nil if it

@@ -62,8 +62,11 @@ const (
 	ReasonChecksumMismatch = "ChecksumMismatch"
 	// ReasonTooLarge: the model exceeds maxSizeBytes or the volume.
 	ReasonTooLarge = "TooLarge"
-	// ReasonTimeout: the fetch ran out of time.
+	// ReasonTimeout: the fetch ran out of time (spec.fetch.timeout).
 	ReasonTimeout = "Timeout"
+	// ReasonOutOfMemory: the fetch container was killed for going over its
+	// memory limit (spec.fetch.resources).
+	ReasonOutOfMemory = "OutOfMemory"
 	// ReasonInvalidURI: the storage URI cannot be fetched from.
 	ReasonInvalidURI = "InvalidURI"
 	// ReasonSignatureNotVerified: an oci:// model's image has no cosign

@@ -133,6 +133,14 @@ type ModelServerSpec struct {
 	// +optional
 	PodTemplate PodTemplate `json:"podTemplate,omitempty"`
 
+	// fetch sets how long each model-fetch Job may run, and its container's
+	// resources. A change fetches nothing again and replaces no pod: it
+	// applies to the fetches to come, a new timeout to a fetch running too.
+	// A fetch that failed (its time or memory spent, or for any other
+	// reason) is tried again with the new settings.
+	// +optional
+	Fetch *FetchSpec `json:"fetch,omitempty"`
+
 	// batching turns on TensorFlow Serving's server-side request batching
 	// (--enable_batching with a batching parameters file). A change
 	// restarts the pods, one at a time: TF Serving reads it at start.
@@ -601,6 +609,27 @@ type ServiceSpec struct {
 	// +kubebuilder:validation:MaxProperties=64
 	// +optional
 	Annotations map[string]string `json:"annotations,omitempty"`
+}
+
+// FetchSpec tunes the model-fetch Jobs.
+type FetchSpec struct {
+	// timeout is the longest one model's fetch may take, its retries
+	// included: the Job's activeDeadlineSeconds. A fetch still running then
+	// is stopped and fails with reason Timeout. Default 1h; from 1m to 168h.
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=40
+	// +kubebuilder:validation:Pattern=`^([0-9]{1,6}(h|m|s|ms)){1,4}$`
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1m') && duration(self) <= duration('168h')",message="spec.fetch.timeout must be from 1m to 168h"
+	// +optional
+	Timeout *metav1.Duration `json:"timeout,omitempty"`
+
+	// resources of the fetch container, in place of the default: requests
+	// of 100m CPU and 128Mi memory, a 512Mi memory limit. The fetch holds
+	// one 1 MiB buffer per request in flight; the page cache of what it
+	// writes is charged to it too, and reclaimed as it goes. A fetch
+	// killed for its memory limit fails with reason OutOfMemory.
+	// +optional
+	Resources *corev1.ResourceRequirements `json:"resources,omitempty"`
 }
 
 // StorageSpec is the volume the operator creates for the model.

@@ -6,12 +6,15 @@ package desired
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/utils/ptr"
 
 	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
 	"github.com/modelserver-dev/modelserver-operator/internal/status"
@@ -52,6 +55,11 @@ type Observed struct {
 	// Now is when this was observed: the refresh rounds due are those
 	// begun by then.
 	Now time.Time
+	// RetriedWith are the fetch settings this process has made failed
+	// Jobs again with, by Job name (State.Retries): a Job made so is not
+	// made again for the same settings, whatever its pod template shows
+	// of them (an admission webhook may have changed it).
+	RetriedWith map[string]values.FetchSettings
 }
 
 // State is what a ModelServer should be, given what was observed.
@@ -74,6 +82,22 @@ type State struct {
 	// not running is due, zero if none is: nothing watched wakes the
 	// reconciler then.
 	NextRound time.Time
+	// Retries are the failed fetch Jobs made with other settings than
+	// spec.fetch's now: the controller deletes them, and the values make
+	// them again, with spec.fetch's settings.
+	Retries []Retry
+}
+
+// Retry is a failed fetch Job to make again.
+type Retry struct {
+	// Models are the models the Job fetches.
+	Models []string
+	// Job is the Job as observed, whose UID the deletion is bound to.
+	Job *batchv1.Job
+	// Reason and Message say how it failed.
+	Reason, Message string
+	// With are the settings it is made again with.
+	With values.FetchSettings
 }
 
 // For validates ms and computes its desired state. A spec that cannot be
@@ -83,6 +107,8 @@ func For(ms *servingv1alpha1.ModelServer, obs Observed, cfg Config) (*State, err
 	if err != nil {
 		return nil, err
 	}
+	retries, jobs := retries(spec, obs)
+	obs.FetchJobs = jobs
 	fetches, next := inRounds(ms, spec, obs)
 	in := values.Inputs{
 		ChartVersion:  cfg.ChartVersion,
@@ -109,6 +135,7 @@ func For(ms *servingv1alpha1.ModelServer, obs Observed, cfg Config) (*State, err
 		Digest:    values.Digest(cfg.Chart, vals),
 		Selector:  labels.SelectorFromSet(vals.Labels.Selector).String(),
 		NextRound: next,
+		Retries:   retries,
 		Endpoints: &servingv1alpha1.Endpoints{
 			GRPC: fmt.Sprintf("%s.%s.svc:%d", vals.Names.Service, ms.Namespace, vals.Serving.GRPCPort),
 			REST: restURL(ms.Namespace, vals, vals.Models[0].Name),
@@ -157,6 +184,57 @@ func inRounds(ms *servingv1alpha1.ModelServer, spec *values.Spec, obs Observed) 
 	return fetches, next
 }
 
+// retries are the current fetch Jobs that failed (or whose pod the
+// apiserver refuses) and were made with other settings than spec.fetch's
+// now, and the Jobs observed without them: the models they fetch are to be
+// fetched afresh.
+func retries(spec *values.Spec, obs Observed) ([]Retry, map[string]*status.FetchJob) {
+	want := spec.FetchSettings()
+	var out []Retry
+	jobs := obs.FetchJobs
+	for _, m := range spec.Models {
+		fj := obs.FetchJobs[m.FetchJob]
+		if i := slices.IndexFunc(out, func(r Retry) bool { return r.Job.Name == m.FetchJob }); i >= 0 {
+			out[i].Models = append(out[i].Models, m.Name)
+			continue
+		}
+		if fj == nil || !failed(fj) {
+			continue
+		}
+		if made, ok := madeWith(fj.Job); !ok || !made.NeedsRetry(want) {
+			continue
+		}
+		if before, ok := obs.RetriedWith[m.FetchJob]; ok && !before.NeedsRetry(want) {
+			continue
+		}
+		if len(out) == 0 {
+			jobs = maps.Clone(obs.FetchJobs)
+		}
+		delete(jobs, m.FetchJob)
+		reason, message := status.FetchFailure(fj)
+		out = append(out, Retry{Models: []string{m.Name}, Job: fj.Job, Reason: reason, Message: message, With: want})
+	}
+	return out, jobs
+}
+
+// failed says that a fetch Job's fetch has failed, or cannot begin: the
+// apiserver refuses its pod, which new settings may change.
+func failed(fj *status.FetchJob) bool {
+	state := fj.State()
+	return state == status.FetchFailed || (state == status.FetchRunning && fj.PodRejected != "")
+}
+
+// madeWith are the fetch settings of a Job's fetch container, and
+// whether it has one.
+func madeWith(job *batchv1.Job) (values.FetchSettings, bool) {
+	for _, c := range job.Spec.Template.Spec.Containers {
+		if c.Name == values.FetchContainerName {
+			return values.FetchSettings{ActiveDeadline: ptr.Deref(job.Spec.ActiveDeadlineSeconds, 0), Resources: c.Resources}, true
+		}
+	}
+	return values.FetchSettings{}, false
+}
+
 // restURL is the in-cluster URL of one model's REST API.
 func restURL(namespace string, vals *values.Values, model string) string {
 	return fmt.Sprintf("http://%s.%s.svc:%d/v1/models/%s", vals.Names.Service, namespace, vals.Serving.RESTPort, model)
@@ -172,10 +250,12 @@ func liveJobs(spec *values.Spec, jobs map[string]*status.FetchJob) map[string]va
 			continue
 		}
 		pod := fj.Job.Spec.Template.Spec
+		settings, _ := madeWith(fj.Job)
 		for _, c := range pod.Containers {
 			if c.Name == values.FetchContainerName {
 				progs[m.Generation] = values.LiveJob{Program: values.Program{Image: c.Image, Command: c.Command}, NodeSelector: pod.NodeSelector,
-					ReadsModelConfig: slices.Contains(c.Args, values.ServedConfigFlag)}
+					ReadsModelConfig: slices.Contains(c.Args, values.ServedConfigFlag),
+					Settings:         settings, Finished: fj.State() != status.FetchRunning}
 			}
 		}
 	}

@@ -28,10 +28,17 @@ func modelServer() *servingv1alpha1.ModelServer {
 	}
 }
 
-// job is a fetch Job of the given outcome, run by an image.
+// job is a fetch Job of the given outcome, run by an image, made with
+// the default fetch settings.
 func job(name, image string, outcome batchv1.JobConditionType) *batchv1.Job {
+	spec, err := values.Validate(modelServer())
+	if err != nil {
+		panic(err)
+	}
+	settings := spec.FetchSettings()
 	j := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: name}}
-	j.Spec.Template.Spec.Containers = []corev1.Container{{Name: values.FetchContainerName, Image: image}}
+	j.Spec.ActiveDeadlineSeconds = ptr.To(settings.ActiveDeadline)
+	j.Spec.Template.Spec.Containers = []corev1.Container{{Name: values.FetchContainerName, Image: image, Resources: settings.Resources}}
 	if outcome != "" {
 		j.Status.Conditions = []batchv1.JobCondition{{Type: outcome, Status: corev1.ConditionTrue}}
 	}

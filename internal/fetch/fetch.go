@@ -33,7 +33,6 @@ const (
 	DefaultMaxBytes         int64 = 1 << 40 // 1 TiB
 	DefaultMaxFiles               = 100_000
 	DefaultConcurrency            = 16
-	DefaultTimeout                = 55 * time.Minute
 	DefaultProgressInterval       = 5 * time.Second
 	DefaultStallTimeout           = 2 * time.Minute
 )

@@ -52,7 +52,7 @@ func fetchCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	fs.StringVar(&o.ServedConfig, "served-config", "", "The serving pods' model config (TF Serving's --model_config_file): models beside --dest that it no longer names, published before all it names, are removed before the download.")
 	fs.Int64Var(&o.MaxBytes, "max-bytes", 0, "The largest model accepted, in bytes (0: 1 TiB).")
 	fs.IntVar(&o.Concurrency, "concurrency", fetch.DefaultConcurrency, "How many files are downloaded at once.")
-	fs.DurationVar(&o.Timeout, "timeout", fetch.DefaultTimeout, "The longest the whole fetch may take.")
+	fs.DurationVar(&o.Timeout, "timeout", 0, "The longest the whole fetch may take (0: no limit). A model-fetch Job's is its activeDeadlineSeconds, which the operator may raise while it runs.")
 	fs.StringVar(&terminationLog, "termination-log", "/dev/termination-log", "Where the one-line result is written for the operator (empty: nowhere).")
 	log := slog.New(slog.NewJSONHandler(stderr, nil))
 	o.Logger = log

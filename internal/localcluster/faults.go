@@ -10,6 +10,13 @@ const (
 	// AnnotationExitCode is the exit code that goes with AnnotationFail
 	// (default 1).
 	AnnotationExitCode = "localcluster.modelserver.dev/exit-code"
+	// AnnotationExitReason is the reason of the containers' terminated
+	// state that goes with AnnotationFail (default Error), such as
+	// OOMKilled.
+	AnnotationExitReason = "localcluster.modelserver.dev/exit-reason"
+	// AnnotationKeepRunning keeps a Job's pod Running: its Job ends only
+	// when its deadline does, or when it is deleted.
+	AnnotationKeepRunning = "localcluster.modelserver.dev/keep-running"
 	// AnnotationNeverReady set to "true" leaves the pod Running with its
 	// containers started but never Ready, as when a readiness probe fails.
 	AnnotationNeverReady = "localcluster.modelserver.dev/never-ready"

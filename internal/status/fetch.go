@@ -1,8 +1,12 @@
 package status
 
 import (
+	"fmt"
+	"time"
+
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/ptr"
 
 	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
 	"github.com/modelserver-dev/modelserver-operator/internal/fetch"
@@ -20,6 +24,10 @@ type FetchJob struct {
 	// PodRejected is why the apiserver refuses to create its pod, from the
 	// Job's FailedCreate Event; "" if it does not.
 	PodRejected string
+	// OutOfMemory says that the container of its newest failed pod was
+	// killed for going over its memory limit (OOMKilled): what it left as
+	// its termination message is then the tail of its log.
+	OutOfMemory bool
 	// PodSucceeded says that its pod has exited 0 while the Job's
 	// conditions do not say so yet. The Job controller adds them a moment
 	// later, several seconds when it is busy; the model is in place from
@@ -107,12 +115,12 @@ func foregroundFetch(m values.SpecModel, fj *FetchJob, previous map[string]servi
 			mf.NewlyFetched = true
 		}
 	case FetchFailed:
-		mf.Reason, mf.Message = fetch.ParseFailure(fj.Termination, jobFailureMessage(job))
+		mf.Reason, mf.Message = FetchFailure(fj)
 		st.Message = mf.Reason + ": " + mf.Message
 	case FetchRunning:
 		if fj.PodRejected != "" {
-			mf.State, mf.Reason = FetchFailed, servingv1alpha1.ReasonFetchPodRejected
-			mf.Message = "the model-fetch Job cannot create its pod: " + fj.PodRejected
+			mf.State = FetchFailed
+			mf.Reason, mf.Message = FetchFailure(fj)
 			st.Fetch, st.Message = string(FetchFailed), mf.Reason+": "+mf.Message
 		}
 	}
@@ -143,11 +151,55 @@ func sameGeneration(previous map[string]servingv1alpha1.ModelStatus, generation 
 	return servingv1alpha1.ModelStatus{}, false
 }
 
-func jobFailureMessage(job *batchv1.Job) string {
-	for _, c := range job.Status.Conditions {
-		if c.Type == batchv1.JobFailed && c.Status == corev1.ConditionTrue {
-			return c.Reason + ": " + c.Message
+// FetchFailure is the reason a failed fetch Job failed for, and what to
+// say of it: out of time or of memory, as the Job and its pod tell,
+// whatever the fetcher could still write; else what it wrote, or what the
+// Job's condition says; or why the apiserver refuses its pod.
+func FetchFailure(fj *FetchJob) (reason, message string) {
+	job := fj.Job
+	failure := jobFailure(job)
+	switch {
+	case failure != nil && failure.Reason == batchv1.JobReasonDeadlineExceeded:
+		limit := time.Duration(ptr.Deref(job.Spec.ActiveDeadlineSeconds, 0)) * time.Second
+		return servingv1alpha1.ReasonTimeout, fmt.Sprintf("the fetch did not finish within spec.fetch.timeout, %s, and was stopped; raise it, and the fetch is tried again", limit)
+	case fj.OutOfMemory:
+		limit, ok := fetchContainer(job).Resources.Limits[corev1.ResourceMemory]
+		if !ok {
+			return servingv1alpha1.ReasonOutOfMemory, "the fetch container, which has no memory limit, was killed for lack of memory on its node; set spec.fetch.resources.requests.memory to what it needs, and the fetch is tried again"
+		}
+		return servingv1alpha1.ReasonOutOfMemory, fmt.Sprintf("the fetch container was killed for going over its memory limit, %s; raise spec.fetch.resources.limits.memory, and the fetch is tried again", limit.String())
+	case FetchStateOf(job) == FetchRunning && fj.PodRejected != "":
+		return servingv1alpha1.ReasonFetchPodRejected, "the model-fetch Job cannot create its pod: " + fj.PodRejected
+	}
+	jobMessage := ""
+	if failure != nil {
+		jobMessage = failure.Reason + ": " + failure.Message
+	}
+	return fetch.ParseFailure(fj.Termination, jobMessage)
+}
+
+// jobFailure is the failed Job's Failed condition, or, while its pods
+// are being stopped, the FailureTarget one before it; nil if it has none.
+func jobFailure(job *batchv1.Job) *batchv1.JobCondition {
+	var target *batchv1.JobCondition
+	for i, c := range job.Status.Conditions {
+		switch {
+		case c.Status != corev1.ConditionTrue:
+		case c.Type == batchv1.JobFailed:
+			return &job.Status.Conditions[i]
+		case c.Type == batchv1.JobFailureTarget:
+			target = &job.Status.Conditions[i]
 		}
 	}
-	return ""
+	return target
+}
+
+// fetchContainer is the Job's fetch container, empty if it has none.
+func fetchContainer(job *batchv1.Job) corev1.Container {
+	for _, c := range job.Spec.Template.Spec.Containers {
+		if c.Name == values.FetchContainerName {
+			return c
+		}
+	}
+	return corev1.Container{}
 }

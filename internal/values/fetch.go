@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -151,6 +152,84 @@ func fetchArgs(m servingv1alpha1.ModelSpec, dest string, pulls []string, readsCo
 		args = append(args, "--max-bytes", strconv.FormatInt(*m.MaxSizeBytes, 10))
 	}
 	return args
+}
+
+// DefaultFetchTimeout is how long a model's fetch may take where
+// spec.fetch.timeout does not say.
+const DefaultFetchTimeout = time.Hour
+
+// FetchSettings are what spec.fetch sets on a model-fetch Job. Unlike the
+// fetch inputs, they are not part of the fetch generation: a change
+// fetches nothing again. A Job keeps the resources it was made with (its
+// pod template cannot change), and, once its fetch has ended, its
+// deadline; a failed one made with other settings is made again
+// (NeedsRetry).
+type FetchSettings struct {
+	// ActiveDeadline is the Job's activeDeadlineSeconds.
+	ActiveDeadline int64
+	// Resources are the fetch container's.
+	Resources corev1.ResourceRequirements
+}
+
+// FetchSettings are the settings spec.fetch asks of the fetch Jobs.
+func (sp *Spec) FetchSettings() FetchSettings {
+	s := FetchSettings{ActiveDeadline: seconds(DefaultFetchTimeout), Resources: fetchResources()}
+	if f := sp.ms.Spec.Fetch; f != nil {
+		if f.Timeout != nil {
+			s.ActiveDeadline = seconds(f.Timeout.Duration)
+		}
+		if f.Resources != nil {
+			s.Resources = *f.Resources.DeepCopy()
+		}
+	}
+	return s
+}
+
+// seconds is d in whole seconds, a fraction counted as one more.
+func seconds(d time.Duration) int64 {
+	return int64((d + time.Second - 1) / time.Second)
+}
+
+// NeedsRetry says that a failed Job made with these settings is made
+// again with want: its fetch may fare better with more time or memory, or
+// with what else its user changed.
+func (s FetchSettings) NeedsRetry(want FetchSettings) bool {
+	return s.ActiveDeadline != want.ActiveDeadline || !sameResources(s.Resources, want.Resources)
+}
+
+// settings are the settings a generation's Job is rendered with: want,
+// but for what its existing Job keeps.
+func (in Inputs) settings(generation string, want FetchSettings) FetchSettings {
+	j, ok := in.LiveJobs[generation]
+	if !ok || j.Image == "" {
+		return want
+	}
+	s := want
+	if !sameResources(j.Settings.Resources, want.Resources) {
+		s.Resources = j.Settings.Resources
+	}
+	if j.Finished {
+		s.ActiveDeadline = j.Settings.ActiveDeadline
+	}
+	return s
+}
+
+// sameResources compares quantities by value: the apiserver keeps them in
+// its own form ("1" for "1000m"), which must not count as a change.
+func sameResources(a, b corev1.ResourceRequirements) bool {
+	return sameQuantities(a.Limits, b.Limits) && sameQuantities(a.Requests, b.Requests) && len(a.Claims) == len(b.Claims)
+}
+
+func sameQuantities(a, b corev1.ResourceList) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for name, q := range a {
+		if other, ok := b[name]; !ok || q.Cmp(other) != 0 {
+			return false
+		}
+	}
+	return true
 }
 
 func fetchResources() corev1.ResourceRequirements {

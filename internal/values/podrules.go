@@ -26,9 +26,8 @@ import (
 // holds them to the apiserver.
 
 // checkResources applies the apiserver's rules for a container's
-// resources to the serving container's.
-func checkResources(r corev1.ResourceRequirements) error {
-	path := field.NewPath("spec", "resources")
+// resources to those of the container at path.
+func checkResources(path *field.Path, r corev1.ResourceRequirements) error {
 	for _, side := range []struct {
 		name string
 		list corev1.ResourceList
@@ -73,7 +72,7 @@ func checkResources(r corev1.ResourceRequirements) error {
 		return &Error{path.String(), "huge pages need a cpu or memory request or limit too"}
 	}
 	if len(r.Claims) > 0 {
-		return &Error{path.Child("claims").String(), "the serving pods declare no resource claims for the container to use"}
+		return &Error{path.Child("claims").String(), "the pods declare no resource claims for the container to use"}
 	}
 	return nil
 }

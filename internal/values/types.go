@@ -324,6 +324,10 @@ type LiveJob struct {
 	// ReadsModelConfig says the Job's fetch reads the model config to
 	// prune the volume: a Job made before it did is rendered without.
 	ReadsModelConfig bool
+	// Settings are the fetch settings the Job was made with.
+	Settings FetchSettings
+	// Finished says its fetch has ended: the Job keeps its deadline too.
+	Finished bool
 }
 
 // Inputs are what the values depend on besides the ModelServer's spec.

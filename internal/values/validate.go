@@ -116,8 +116,13 @@ func ValidateWith(ms *servingv1alpha1.ModelServer, accountPulls []string) (*Spec
 	if err := checkExtraArgs(spec.ExtraArgs, spec.TLS != nil); err != nil {
 		return nil, err
 	}
-	if err := checkResources(spec.Resources); err != nil {
+	if err := checkResources(field.NewPath("spec", "resources"), spec.Resources); err != nil {
 		return nil, err
+	}
+	if f := spec.Fetch; f != nil && f.Resources != nil {
+		if err := checkResources(field.NewPath("spec", "fetch", "resources"), *f.Resources); err != nil {
+			return nil, err
+		}
 	}
 	if err := checkPodTemplate(spec.PodTemplate); err != nil {
 		return nil, err

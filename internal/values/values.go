@@ -183,6 +183,7 @@ func modelsAndFetches(sp *Spec, v *Values, in Inputs, pvcPath string, arch map[s
 			// A pvc:// model is the user's, verified where it is.
 			readsConfig = readsConfig && pvcPath == ""
 			pulls := pullSecrets(sp.ms, m.ModelSpec, sp.accountPulls)
+			settings := in.settings(generation, sp.FetchSettings())
 			v.Fetches = append(v.Fetches, Fetch{
 				Name:                     jobName,
 				Generation:               generation,
@@ -197,8 +198,8 @@ func modelsAndFetches(sp *Spec, v *Values, in Inputs, pvcPath string, arch map[s
 				PullSecrets:              pulls,
 				ReadsModelConfig:         readsConfig,
 				BackoffLimit:             2,
-				ActiveDeadline:           3600,
-				Resources:                fetchResources(),
+				ActiveDeadline:           settings.ActiveDeadline,
+				Resources:                settings.Resources,
 			})
 		}
 	}

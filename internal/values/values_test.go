@@ -489,6 +489,7 @@ func TestAnOperatorUpgradeChangesNothingThatRuns(t *testing.T) {
 			upgraded.LiveJobs = map[string]LiveJob{before.Fetches[0].Generation: {
 				Program: Program{Image: "example.com/op:1", Command: command}, NodeSelector: before.Fetches[0].NodeSelector,
 				ReadsModelConfig: before.Fetches[0].ReadsModelConfig,
+				Settings:         FetchSettings{ActiveDeadline: 3600, Resources: fetchResources()}, Finished: true,
 			}}
 			upgraded.LiveModelWait = &InitContainer{Image: "example.com/op:1", Command: command, Args: before.Serving.ModelWait.Args}
 			after, err := For(ms, upgraded)

@@ -60,6 +60,9 @@ func TestMalformedAndHostileSpecsAreRefusedAtAdmission(t *testing.T) {
 		{"refresh every 30 s", msYAML("b26", validModel+"    refreshInterval: 30s\n"), "spec.model.refreshInterval must be at least 1m"},
 		{"refresh interval in days", msYAML("b27", validModel+"    refreshInterval: 1d\n"), "spec.model.refreshInterval"},
 		{"refresh interval of a fraction", msYAML("b28", validModel+"    refreshInterval: 1.5h\n"), "spec.model.refreshInterval"},
+		{"fetch timeout of 30 s", msYAML("b31", validModel+"  fetch: {timeout: 30s}\n"), "spec.fetch.timeout must be from 1m to 168h"},
+		{"fetch timeout over a week", msYAML("b32", validModel+"  fetch: {timeout: 169h}\n"), "spec.fetch.timeout must be from 1m to 168h"},
+		{"fetch timeout in days", msYAML("b33", validModel+"  fetch: {timeout: 2d}\n"), "spec.fetch.timeout"},
 		{"credentials Secret name with a path", msYAML("b13", "  model:\n    storageUri: s3://m/r\n    credentialsSecret: ../admin\n"), "spec.model.credentialsSecret"},
 		{"fragment that is not a checksum", uriYAML("b14", "https://x/y#sha256=zz"), "the only fragment is #sha256=<64 hex digits>"},
 		{"checksum of 63 hex digits", uriYAML("b15", "https://x/m.tgz#sha256="+sha256Hex[:63]), "the only fragment is #sha256=<64 hex digits>"},
@@ -110,6 +113,12 @@ func TestMalformedAndHostileSpecsAreRefusedAtAdmission(t *testing.T) {
 	} {
 		if out, err := kubectlStdinWith(c, uriYAML(fmt.Sprintf("ok%d", i), uri), "create", "--dry-run=server", "-n", ns, "-f", "-"); err != nil {
 			t.Errorf("storage URI %s: refused, want it admitted:\n%s", uri, out)
+		}
+	}
+	for i, timeout := range []string{"1m", "90s", "6h", "168h"} {
+		manifest := msYAML(fmt.Sprintf("timeout%d", i), validModel+"  fetch: {timeout: "+timeout+"}\n")
+		if out, err := kubectlStdinWith(c, manifest, "create", "--dry-run=server", "-n", ns, "-f", "-"); err != nil {
+			t.Errorf("spec.fetch.timeout %s: refused, want it admitted:\n%s", timeout, out)
 		}
 	}
 	for i, interval := range []string{"1m", "90s", "1h30m", "24h", "1h0m0s"} {
@@ -211,6 +220,8 @@ stringData: {AWS_ACCESS_KEY_ID: AKIAHALFPAIR}
 			"InvalidSpec", "spec.podTemplate.nodeSelector", false},
 		{"memory request over its limit", "s15", validModel + "  resources: {limits: {memory: 1Gi}, requests: {memory: 2Gi}}\n",
 			"InvalidSpec", "spec.resources.requests[memory]: 2Gi: must not exceed the limit, 1Gi", false},
+		{"fetch memory request over its limit", "s20", validModel + "  fetch: {resources: {limits: {memory: 256Mi}, requests: {memory: 1Gi}}}\n",
+			"InvalidSpec", "spec.fetch.resources.requests[memory]: 1Gi: must not exceed the limit, 256Mi", false},
 		{"toleration of Exists with a value", "s16", validModel + "  podTemplate: {tolerations: [{key: dedicated, operator: Exists, value: ml}]}\n",
 			"InvalidSpec", "spec.podTemplate.tolerations[0].value", false},
 		{"node affinity of In without values", "s17", validModel + "  podTemplate: {affinity: {nodeAffinity: {requiredDuringSchedulingIgnoredDuringExecution: {nodeSelectorTerms: [{matchExpressions: [{key: example.com/pool, operator: In}]}]}}}}\n",
