@@ -10,6 +10,8 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -298,4 +300,64 @@ func writePlainly(p string, r io.Reader) error {
 		err = cerr
 	}
 	return err
+}
+
+// BenchmarkResumeS3 fetches the 256 MiB model of BenchmarkFetchS3 after a
+// fetch of it stopped with most of its 64 files completed (the store
+// refused the last one until it gave up): the 63 are taken from what it
+// kept, hashed again, and one file downloaded. Beside it, the same fetch
+// from nothing, as before a stop kept anything.
+func BenchmarkResumeS3(b *testing.B) {
+	s3, creds := benchModel(b)
+	total := int64(benchFiles * benchFileSize)
+	last := fmt.Sprintf("/variables.data-%05d-of-%05d", benchFiles-2, benchFiles-1)
+	var refuse atomic.Bool
+	s3.setFault(func(r *http.Request) int {
+		if refuse.Load() && isObjectRequest(r) && strings.HasSuffix(r.URL.Path, last) {
+			return http.StatusServiceUnavailable
+		}
+		return 0
+	})
+	fetchInto := func(dest string) error {
+		o, _ := testOptions(b, "s3://models/bench", creds)
+		o.Dest = dest
+		sum, err := Run(context.Background(), o)
+		if err == nil && sum.Bytes != total {
+			err = fmt.Errorf("summary %+v", sum)
+		}
+		return err
+	}
+	var resume, fresh time.Duration
+	kept := 0
+	b.Run("resume", func(b *testing.B) {
+		b.SetBytes(total)
+		resume = 0
+		for range b.N {
+			b.StopTimer()
+			dest := filepath.Join(b.TempDir(), "0000000a")
+			refuse.Store(true)
+			err := fetchInto(dest)
+			refuse.Store(false)
+			stopped := findStopped(dest, "s3://models/bench")
+			if err == nil || stopped == nil {
+				b.Fatalf("the first fetch did not stop with files kept: %v", err)
+			}
+			kept = len(stopped.files)
+			b.StartTimer()
+			start := time.Now()
+			err = fetchInto(dest)
+			resume += time.Since(start)
+			if err != nil {
+				b.Fatal(err)
+			}
+		}
+		resume /= time.Duration(b.N)
+	})
+	b.Run("fresh", func(b *testing.B) {
+		fresh = timeEachRun(b, total, fetchInto)
+	})
+	if resume > 0 && fresh > 0 {
+		b.Logf("256 MiB in 64 files, %d completed before a stop: resumed %v, fresh fetch %v (%.1fx)",
+			kept, resume.Round(time.Millisecond), fresh.Round(time.Millisecond), fresh.Seconds()/resume.Seconds())
+	}
 }

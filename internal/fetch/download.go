@@ -78,6 +78,8 @@ type downloader struct {
 	// first download makes it, with room for concurrency tokens.
 	requests     chan struct{}
 	requestsOnce sync.Once
+	// journal notes each file completed, nil if none is kept.
+	journal *journal
 }
 
 // DefaultPartSize is the size of a part of a large file downloaded as
@@ -121,6 +123,7 @@ func (d *downloader) downloadAll(ctx context.Context, objs []Object) ([]fileReco
 			}
 			rec.Source = objs[i].Version
 			records[i] = rec
+			d.journal.add(rec)
 			d.prog.files.Add(1)
 			return nil
 		})

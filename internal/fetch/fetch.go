@@ -187,9 +187,13 @@ type fetcher struct {
 	origin string
 	// oci is an oci:// model, once resolved.
 	oci *ociModel
+	// stopped is what a stopped fetch into dest left (resume.go), nil if
+	// nothing; journal notes the files of this fetch's staging.
+	stopped *earlier
+	journal *journal
 }
 
-func (f *fetcher) run(ctx context.Context) (Summary, error) {
+func (f *fetcher) run(ctx context.Context) (_ Summary, err error) {
 	f.log.Info("fetch starting", "uri", f.loc.String(), "dest", f.dest, "concurrency", f.o.Concurrency, "maxBytes", f.o.MaxBytes)
 	if f.loc.Scheme == storageuri.SchemePVC {
 		return f.verifyInPlace(ctx)
@@ -197,10 +201,14 @@ func (f *fetcher) run(ctx context.Context) (Summary, error) {
 	if f.loc.Scheme == storageuri.SchemeLocal && overlaps(f.loc.Path, f.dest) {
 		return Summary{}, permanentf(servingv1alpha1.ReasonInvalidURI, "the source %s and the destination %s overlap", f.loc.Path, f.dest)
 	}
-	removeLeftovers(f.dest, f.log)
-	if f.o.ServedConfig != "" {
-		pruneSuperseded(f.dest, f.o.ServedConfig, time.Now(), f.log)
-	}
+	f.clearBeside()
+	defer func() {
+		if err == nil {
+			// Kept for the next attempt if this one failed before
+			// taking from it.
+			f.dropStopped()
+		}
+	}()
 	f.origin = f.loc.String()
 	if f.loc.Scheme == storageuri.SchemeOCI {
 		if sum, ok, err := f.resolveOCI(ctx); ok || err != nil {
@@ -216,7 +224,7 @@ func (f *fetcher) run(ctx context.Context) (Summary, error) {
 	published := false
 	defer func() {
 		if !published {
-			_ = os.RemoveAll(staging)
+			f.leaveStaging(staging, err)
 		}
 	}()
 	// Opened before anything is written into it, so that the flush before
@@ -400,11 +408,12 @@ func (f *fetcher) download(ctx context.Context, src Source, l Listing, staging s
 				return nil, false, pathConflict(err, src.Describe(dir+"/"))
 			}
 		}
+		f.journal = openJournal(staging, f.origin, f.log)
 		var err error
-		linked, objs, err = findEarlier(f.dest, f.origin, false).linkUnchanged(ctx, staging, l.Objects, f.o.Concurrency, f.log)
-		if err != nil {
+		if linked, objs, err = f.linkCopies(ctx, staging, l.Objects); err != nil {
 			return nil, false, err
 		}
+		f.journal.add(linked...)
 	}
 	if err := checkSpace(staging, objs); err != nil {
 		return nil, false, err
@@ -414,7 +423,7 @@ func (f *fetcher) download(ctx context.Context, src Source, l Listing, staging s
 		totalFiles = -1 // known once extracted
 	}
 	prog := newProgress(totalFiles, totalOf(objs))
-	d := &downloader{src: src, dir: staging, retry: f.retry, concurrency: f.o.Concurrency, maxBytes: f.o.MaxBytes, stall: f.o.StallTimeout, prog: prog, partSize: f.o.partSize, pin: f.loc.SHA256}
+	d := &downloader{src: src, dir: staging, retry: f.retry, concurrency: f.o.Concurrency, maxBytes: f.o.MaxBytes, stall: f.o.StallTimeout, prog: prog, partSize: f.o.partSize, pin: f.loc.SHA256, journal: f.journal}
 	pctx, stop := context.WithCancel(ctx)
 	defer stop()
 	go prog.report(pctx, f.log, f.o.ProgressInterval)
@@ -447,6 +456,9 @@ func (f *fetcher) download(ctx context.Context, src Source, l Listing, staging s
 		return nil, false, err
 	}
 	prog.done(f.log, "download complete")
+	if err := f.journal.remove(staging); err != nil {
+		return nil, false, err
+	}
 	return append(linked, records...), false, nil
 }
 

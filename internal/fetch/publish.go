@@ -17,8 +17,9 @@ import (
 func stagingPrefix(dest string) string { return filepath.Base(dest) + ".partial-" }
 func asidePrefix(dest string) string   { return filepath.Base(dest) + ".stale-" }
 
-// removeLeftovers removes what killed fetches into dest left beside it.
-func removeLeftovers(dest string, log *slog.Logger) {
+// removeLeftovers removes what killed fetches into dest left beside it,
+// but keep, a stopped fetch's staging to resume from.
+func removeLeftovers(dest, keep string, log *slog.Logger) {
 	entries, err := os.ReadDir(filepath.Dir(dest))
 	if err != nil {
 		return
@@ -27,6 +28,9 @@ func removeLeftovers(dest string, log *slog.Logger) {
 		n := e.Name()
 		if strings.HasPrefix(n, stagingPrefix(dest)) || strings.HasPrefix(n, asidePrefix(dest)) {
 			p := filepath.Join(filepath.Dir(dest), n)
+			if p == keep {
+				continue
+			}
 			if err := os.RemoveAll(p); err != nil {
 				log.Warn("could not remove a previous fetch's leftovers", "path", p, "error", err)
 				continue

@@ -209,7 +209,7 @@ func TestAnObjectChangedSinceItWasListedIsNotTakenForTheListedVersion(t *testing
 			if n := gets.Load(); key != largeFileKey && n != 1 {
 				t.Errorf("%d GETs of the file; want 1: another gets the same version", n)
 			}
-			assertNothingPublished(t, o.Dest)
+			assertNotPublished(t, o.Dest)
 		})
 	}
 }
@@ -235,7 +235,7 @@ func wantNoStitch(t *testing.T, o Options) {
 	if !strings.Contains(fe.Message, "changed during the fetch") && !strings.Contains(fe.Message, "changed since it was listed") {
 		t.Errorf("message %q does not say the object changed", fe.Message)
 	}
-	assertNothingPublished(t, o.Dest)
+	assertNotPublished(t, o.Dest)
 }
 
 func TestHashInOrderHashesPartsWrittenInAnyOrder(t *testing.T) {

@@ -156,7 +156,7 @@ func TestRetriesGiveUpAsTransient(t *testing.T) {
 	if n := s3.count("GET", "/models/m/1/saved_model.pb"); n != o.Retry.Attempts {
 		t.Errorf("%d attempts; want %d", n, o.Retry.Attempts)
 	}
-	assertNothingPublished(t, o.Dest)
+	assertNotPublished(t, o.Dest)
 }
 
 func TestAForbiddenFileFailsAtOnceAndPublishesNothing(t *testing.T) {

@@ -1,13 +1,14 @@
 package realnode
 
 import (
-	"bytes"
 	"context"
-	"fmt"
 	"net"
 	"net/http"
+	"net/http/httputil"
+	"net/url"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -19,25 +20,38 @@ import (
 	"github.com/modelserver-dev/modelserver-operator/test/realenv"
 )
 
-// TestAFetchOutOfTimeIsStoppedThenServedOnceGivenMore: a store that
-// answers nothing holds the real fetch until spec.fetch.timeout, when the
-// Job controller stops its pod and the fetch fails with reason Timeout; a
-// longer timeout makes the Job again, which, the store answering now,
-// fetches the model, and the ModelServer becomes Ready.
-func TestAFetchOutOfTimeIsStoppedThenServedOnceGivenMore(t *testing.T) {
-	t.Parallel()
-	e := realNode(t)
-	ns := e.namespace(t)
+// stallingStore is a proxy in front of the S3 server that holds every
+// request for a file whose path ends with stall, unanswered, while stall
+// is set, and counts the GETs of each path.
+type stallingStore struct {
+	stall atomic.Value
+	mu    sync.Mutex
+	gets  map[string]int
+	url   string
+}
 
-	archive := tarGzOf(t, filepath.Join(e.Root, "test/testdata/tf-serving/saved_model_half_plus_two_cpu"), nil)
-	var stalled atomic.Bool
-	stalled.Store(true)
+func newStallingStore(t *testing.T, s3 string) *stallingStore {
+	target, err := url.Parse(s3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &stallingStore{gets: map[string]int{}}
+	s.stall.Store("")
+	proxy := &httputil.ReverseProxy{Rewrite: func(r *httputil.ProxyRequest) {
+		r.SetURL(target)
+		r.Out.Host = r.In.Host // signed by the client
+	}}
 	srv := &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if stalled.Load() {
+		if r.Method == http.MethodGet {
+			s.mu.Lock()
+			s.gets[r.URL.Path]++
+			s.mu.Unlock()
+		}
+		if stall := s.stall.Load().(string); stall != "" && strings.HasSuffix(r.URL.Path, stall) {
 			<-r.Context().Done() // no answer, until the client gives up
 			return
 		}
-		http.ServeContent(w, r, "model.tar.gz", time.Time{}, bytes.NewReader(archive))
+		proxy.ServeHTTP(w, r)
 	})}
 	l, err := net.Listen("tcp", localcluster.HostAddress+":0")
 	if err != nil {
@@ -45,23 +59,38 @@ func TestAFetchOutOfTimeIsStoppedThenServedOnceGivenMore(t *testing.T) {
 	}
 	go func() { _ = srv.Serve(l) }()
 	t.Cleanup(func() { _ = srv.Close() })
+	s.url = "http://" + l.Addr().String()
+	return s
+}
+
+func (s *stallingStore) getsOf(suffix string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for p, c := range s.gets {
+		if strings.HasSuffix(p, suffix) {
+			n += c
+		}
+	}
+	return n
+}
+
+// TestAFetchOutOfTimeIsStoppedThenResumedOnceGivenMore: a store that
+// answers nothing for one file holds the real fetch until
+// spec.fetch.timeout, when the Job controller stops its pod and the fetch
+// fails with reason Timeout, the files it completed kept on the volume; a
+// longer timeout makes the Job again, which downloads only the file
+// missing, and the ModelServer becomes Ready.
+func TestAFetchOutOfTimeIsStoppedThenResumedOnceGivenMore(t *testing.T) {
+	t.Parallel()
+	e := realNode(t)
+	ns := e.namespace(t)
+	store := newStallingStore(t, e.S3Endpoint)
+	store.stall.Store("/saved_model.pb")
+	e.kubectl(t, strings.Replace(e.CredentialsSecret("proxied", ""), e.S3Endpoint, store.url, 1), "-n", ns, "apply", "-f", "-")
 
 	manifest := func(timeout string) string {
-		return fmt.Sprintf(`apiVersion: serving.modelserver.dev/v1alpha1
-kind: ModelServer
-metadata:
-  name: stalled
-spec:
-  model:
-    name: %s
-    storageUri: http://%s/model.tar.gz
-  replicas: 1
-  image: %s
-  storage:
-    size: 64Mi
-  fetch:
-    timeout: %s
-`, realenv.ModelName, l.Addr(), e.DoubleImage, timeout)
+		return e.ModelServerYAML(realenv.ModelServer{Name: "stalled", URI: halfPlusTwo, Secret: "proxied", SpecExtra: "  fetch:\n    timeout: " + timeout + "\n"})
 	}
 	e.kubectl(t, manifest("1m"), "-n", ns, "apply", "-f", "-")
 	start := time.Now()
@@ -79,14 +108,32 @@ spec:
 			t.Errorf("fetch pod %s still runs after its Job's deadline", p.Name)
 		}
 	}
+	completed := store.getsOf("/variables.data-00000-of-00001")
+	if completed != 1 {
+		t.Fatalf("%d GETs of the variables before the stop, want 1", completed)
+	}
+	volume := e.volumeDir(t, ns, "stalled")
+	if kept, _ := filepath.Glob(filepath.Join(volume, "*.partial-*", ".modelserver-fetch.journal")); len(kept) != 1 {
+		t.Errorf("the stopped fetch kept %v on the volume; want one staging directory with its journal", kept)
+	}
 
-	stalled.Store(false)
+	store.stall.Store("")
 	e.kubectl(t, manifest("5m"), "-n", ns, "apply", "-f", "-")
 	e.waitReady(t, ns, "stalled", 3*time.Minute)
 	if got := e.modelStatus(t, ns, "stalled"); got["123"] != "AVAILABLE" {
 		t.Errorf("TF Serving (double) reports %v, want version 123 AVAILABLE", got)
 	}
+	if n := store.getsOf("/variables.data-00000-of-00001"); n != completed {
+		t.Errorf("the variables were downloaded again (%d GETs): the fetch made again did not resume", n)
+	}
+	logs := e.kubectl(t, "", "-n", ns, "logs", "-l", "job-name", "-c", "fetch", "--tail=-1")
+	if !strings.Contains(logs, `"msg":"resuming a stopped fetch`) {
+		t.Errorf("the fetch made again does not say it resumed:\n%s", logs)
+	}
 	if n := e.eventCounts(t, ns, "involvedObject.kind=ModelServer")["Normal/FetchRetried"]; n != 1 {
 		t.Errorf("%d FetchRetried Events, want 1", n)
+	}
+	if left, _ := filepath.Glob(filepath.Join(volume, "*.partial-*")); len(left) != 0 {
+		t.Errorf("the volume still holds %v", left)
 	}
 }

@@ -1,0 +1,234 @@
+package fetch
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+)
+
+// A fetch of many files that stops before it publishes (its Job's
+// deadline, a failure a retry may fix, a node drained, a pod killed)
+// leaves its staging directory beside the destination, with a journal of
+// the files it completed: each one's path, size, digests and the version
+// the source listed it with. The next fetch of the same URI into the same
+// destination takes those still listed as they were from there, linked,
+// hashes each again (a stop may have been a crash that lost what was not
+// yet on disk), and downloads only the rest. A fetch that ends for good
+// (the model missing, too large, refused) leaves nothing.
+
+// journalName is the journal's file in a staging directory; it never
+// reaches a published model.
+const journalName = ".modelserver-fetch.journal"
+
+// journalHeader is a journal's first line: which fetch the staging
+// directory is part of.
+type journalHeader struct {
+	URI    string `json:"uri"`
+	Format int    `json:"format"`
+}
+
+// journal notes the files of a staging directory as they are completed.
+// Writes are not synced: what a crash loses of it, or of the files, is
+// downloaded again.
+type journal struct {
+	mu    sync.Mutex
+	f     *os.File
+	files int
+	log   *slog.Logger
+}
+
+// openJournal starts the journal of a staging directory; nil, and a fetch
+// that cannot be resumed, if it cannot be written.
+func openJournal(staging, origin string, log *slog.Logger) *journal {
+	f, err := os.OpenFile(filepath.Join(staging, journalName), os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+	if err != nil {
+		log.Info("a stopped fetch could not be resumed: its journal cannot be written", "error", err.Error())
+		return nil
+	}
+	j := &journal{f: f, log: log}
+	if !j.write(journalHeader{URI: origin, Format: manifestFormat}) {
+		return nil
+	}
+	return j
+}
+
+// add notes completed files.
+func (j *journal) add(records ...fileRecord) {
+	if j == nil {
+		return
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	for _, r := range records {
+		if r.Source == "" || !j.write(r) {
+			continue
+		}
+		j.files++
+	}
+}
+
+func (j *journal) write(v any) bool {
+	b, err := json.Marshal(v)
+	if err == nil {
+		_, err = j.f.Write(append(b, '\n'))
+	}
+	if err != nil {
+		j.log.Info("a stopped fetch could not be resumed: its journal cannot be written", "error", err.Error())
+		_ = j.f.Close()
+		j.f = nil
+	}
+	return err == nil
+}
+
+// holds says that the journal notes a completed file, so that its staging
+// directory is worth keeping for the next fetch.
+func (j *journal) holds() bool {
+	if j == nil {
+		return false
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.f != nil && j.files > 0
+}
+
+// remove deletes the journal, once every file is in place: the published
+// model has its manifest.
+func (j *journal) remove(staging string) error {
+	if j == nil {
+		return nil
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.f != nil {
+		_ = j.f.Close()
+		j.f = nil
+	}
+	if err := os.Remove(filepath.Join(staging, journalName)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return classify(err, staging)
+	}
+	return nil
+}
+
+// findStopped is the newest staging directory beside dest whose journal
+// notes completed files of a fetch of origin in the current format, as an
+// earlier copy whose files are hashed again before they are taken (they
+// carry no modification time); nil if there is none.
+func findStopped(dest, origin string) *earlier {
+	parent := filepath.Dir(dest)
+	entries, err := os.ReadDir(parent)
+	if err != nil {
+		return nil
+	}
+	var best *earlier
+	var bestAt int64
+	for _, e := range entries {
+		if !e.IsDir() || !strings.HasPrefix(e.Name(), stagingPrefix(dest)) {
+			continue
+		}
+		dir := filepath.Join(parent, e.Name())
+		info, err := os.Stat(filepath.Join(dir, journalName))
+		if err != nil || (best != nil && info.ModTime().UnixNano() <= bestAt) {
+			continue
+		}
+		if files := readJournal(dir, origin); len(files) > 0 {
+			best, bestAt = &earlier{dir: dir, files: files}, info.ModTime().UnixNano()
+		}
+	}
+	return best
+}
+
+// readJournal is what dir's journal notes of a fetch of origin, by path;
+// nil for another fetch. A line cut short by a stop ends it.
+func readJournal(dir, origin string) map[string]fileRecord {
+	f, err := os.Open(filepath.Join(dir, journalName))
+	if err != nil {
+		return nil
+	}
+	defer func() { _ = f.Close() }()
+	lines := bufio.NewScanner(f)
+	lines.Buffer(make([]byte, 0, 64<<10), 1<<20)
+	var h journalHeader
+	if !lines.Scan() || json.Unmarshal(lines.Bytes(), &h) != nil || h.URI != origin || h.Format != manifestFormat {
+		return nil
+	}
+	files := map[string]fileRecord{}
+	for lines.Scan() {
+		var r fileRecord
+		if json.Unmarshal(lines.Bytes(), &r) != nil || r.Source == "" || !safeRecordPath(r.Path) {
+			break
+		}
+		r.ModTime = 0 // hashed again
+		files[r.Path] = r
+	}
+	return files
+}
+
+// safeRecordPath says a journal's path stays below its directory.
+func safeRecordPath(p string) bool {
+	return p != "" && filepath.IsLocal(filepath.FromSlash(p)) && p != journalName
+}
+
+// linkCopies links into staging the objects the newest earlier model of
+// the same URI holds unchanged, then, of the rest, those a stopped fetch
+// completed; it returns their records and the objects left to download.
+func (f *fetcher) linkCopies(ctx context.Context, staging string, objs []Object) ([]fileRecord, []Object, error) {
+	linked, rest, err := findEarlier(f.dest, f.origin, false).linkUnchanged(ctx, staging, objs, f.o.Concurrency, f.log)
+	if err != nil || f.stopped == nil || len(rest) == 0 {
+		return linked, rest, err
+	}
+	resumed, rest, err := f.stopped.linkUnchanged(ctx, staging, rest, f.o.Concurrency, f.log)
+	if err != nil {
+		return nil, nil, err
+	}
+	var bytes int64
+	for _, r := range resumed {
+		bytes += r.Size
+	}
+	f.log.Info("resuming a stopped fetch: the files it completed are taken from it", "stopped", f.stopped.dir, "files", len(resumed), "bytes", bytes, "toDownload", len(rest))
+	// Its files are linked: what is left of it is what it had not completed.
+	f.dropStopped()
+	return append(linked, resumed...), rest, nil
+}
+
+// dropStopped removes what the stopped fetch left, once taken from.
+func (f *fetcher) dropStopped() {
+	if f.stopped == nil {
+		return
+	}
+	if err := os.RemoveAll(f.stopped.dir); err != nil {
+		f.log.Warn("could not remove a stopped fetch's leftovers", "path", f.stopped.dir, "error", err)
+	}
+	f.stopped = nil
+}
+
+// clearBeside removes what earlier fetches into dest left beside it, but
+// a stopped fetch's staging to resume from, and the models the serving
+// pods were moved off.
+func (f *fetcher) clearBeside() {
+	keep := ""
+	if f.stopped = findStopped(f.dest, f.loc.String()); f.stopped != nil {
+		keep = f.stopped.dir
+	}
+	removeLeftovers(f.dest, keep, f.log)
+	if f.o.ServedConfig != "" {
+		pruneSuperseded(f.dest, f.o.ServedConfig, time.Now(), f.log)
+	}
+}
+
+// leaveStaging removes the staging of a fetch that failed with err, or
+// keeps it for the next attempt: when a retry may fix the failure, and
+// the journal notes files it completed.
+func (f *fetcher) leaveStaging(staging string, err error) {
+	if !AsError(err).Permanent && f.journal.holds() {
+		f.log.Info("the fetch stopped; the files it completed are kept for the next attempt", "staging", staging)
+		return
+	}
+	_ = os.RemoveAll(staging)
+}
