@@ -87,6 +87,8 @@ func retriedEvent(rec *recordedEvents) string {
 // Job again, with it, once.
 func TestAFetchOutOfMemoryIsTriedAgainWithTheMemoryGiven(t *testing.T) {
 	_, r, rec := recordingReconciler(t)
+	failures := map[string]string{"reason": servingv1alpha1.ReasonOutOfMemory}
+	before := gather(t).value("modelserver_fetch_failures_total", failures)
 	ms := createUnmanaged(t, "fetch-oom", func(ms *servingv1alpha1.ModelServer) {
 		ms.Spec.Fetch = memoryLimit("64Mi")
 		ms.Spec.PodTemplate.Annotations = map[string]string{
@@ -123,6 +125,9 @@ func TestAFetchOutOfMemoryIsTriedAgainWithTheMemoryGiven(t *testing.T) {
 	reconcileAll(t, r, []*servingv1alpha1.ModelServer{ms}, 3)
 	if last := currentFetchJob(t, ms); last.UID != again.UID || !strings.Contains(ms.Status.Message, "256Mi") {
 		t.Errorf("after its second failure, Job %s (made again: %s): %q", last.UID, again.UID, ms.Status.Message)
+	}
+	if n := gather(t).value("modelserver_fetch_failures_total", failures) - before; n != 2 {
+		t.Errorf("modelserver_fetch_failures_total{reason=OutOfMemory} went up by %v, want 2: a failure per Job", n)
 	}
 	t.Logf("events:\n%s", rec)
 }

@@ -94,8 +94,8 @@ type Retry struct {
 	Models []string
 	// Job is the Job as observed, whose UID the deletion is bound to.
 	Job *batchv1.Job
-	// Reason and Message say how it failed.
-	Reason, Message string
+	// Reason is the reason it failed for.
+	Reason string
 	// With are the settings it is made again with.
 	With values.FetchSettings
 }
@@ -211,8 +211,8 @@ func retries(spec *values.Spec, obs Observed) ([]Retry, map[string]*status.Fetch
 			jobs = maps.Clone(obs.FetchJobs)
 		}
 		delete(jobs, m.FetchJob)
-		reason, message := status.FetchFailure(fj)
-		out = append(out, Retry{Models: []string{m.Name}, Job: fj.Job, Reason: reason, Message: message, With: want})
+		reason, _ := status.FetchFailure(fj)
+		out = append(out, Retry{Models: []string{m.Name}, Job: fj.Job, Reason: reason, With: want})
 	}
 	return out, jobs
 }

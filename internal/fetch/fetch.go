@@ -413,7 +413,6 @@ func (f *fetcher) download(ctx context.Context, src Source, l Listing, staging s
 		if linked, objs, err = f.linkCopies(ctx, staging, l.Objects); err != nil {
 			return nil, false, err
 		}
-		f.journal.add(linked...)
 	}
 	if err := checkSpace(staging, objs); err != nil {
 		return nil, false, err

@@ -177,16 +177,24 @@ func safeRecordPath(p string) bool {
 
 // linkCopies links into staging the objects the newest earlier model of
 // the same URI holds unchanged, then, of the rest, those a stopped fetch
-// completed; it returns their records and the objects left to download.
+// completed, and notes them in the journal; it returns their records and
+// the objects left to download.
 func (f *fetcher) linkCopies(ctx context.Context, staging string, objs []Object) ([]fileRecord, []Object, error) {
 	linked, rest, err := findEarlier(f.dest, f.origin, false).linkUnchanged(ctx, staging, objs, f.o.Concurrency, f.log)
-	if err != nil || f.stopped == nil || len(rest) == 0 {
-		return linked, rest, err
+	if err != nil {
+		return nil, nil, err
+	}
+	f.journal.add(linked...)
+	if f.stopped == nil || len(rest) == 0 {
+		return linked, rest, nil
 	}
 	resumed, rest, err := f.stopped.linkUnchanged(ctx, staging, rest, f.o.Concurrency, f.log)
 	if err != nil {
 		return nil, nil, err
 	}
+	// Noted before the stopped fetch's staging goes: a stop now loses
+	// none of it.
+	f.journal.add(resumed...)
 	var bytes int64
 	for _, r := range resumed {
 		bytes += r.Size

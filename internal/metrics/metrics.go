@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
+	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
 	"github.com/modelserver-dev/modelserver-operator/internal/status"
 )
 
@@ -52,6 +53,12 @@ var (
 		Help:      "Time from the start of a model-fetch Job to its end, by result (success, failure).",
 		Buckets:   []float64{1, 5, 15, 30, 60, 120, 300, 600, 1200, 1800, 3600},
 	}, []string{"result"})
+
+	fetchFailures = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: Namespace,
+		Name:      "fetch_failures_total",
+		Help:      "Model-fetch Jobs that failed, by the reason the ModelServer's status gives (NotFound, AccessDenied, Timeout, OutOfMemory, ...).",
+	}, []string{"reason"})
 
 	fetchBytes = prometheus.NewCounter(prometheus.CounterOpts{
 		Namespace: Namespace,
@@ -105,7 +112,7 @@ var (
 )
 
 // collectors are the operator's metrics, registered with controller-runtime.
-var collectors = []prometheus.Collector{phaseGauge, stalledGauge, stalledFetchGauge, inactiveAutoscalerGauge, atMaximumGauge, failedRefreshGauge, helmOperations, helmDuration, fetchDuration, fetchBytes, fetchModelBytes, timeToReady}
+var collectors = []prometheus.Collector{phaseGauge, stalledGauge, stalledFetchGauge, inactiveAutoscalerGauge, atMaximumGauge, failedRefreshGauge, helmOperations, helmDuration, fetchDuration, fetchFailures, fetchBytes, fetchModelBytes, timeToReady}
 
 func init() {
 	ctrlmetrics.Registry.MustRegister(collectors...)
@@ -121,6 +128,18 @@ func init() {
 	for _, c := range status.AutoscalerCauses {
 		inactiveAutoscalerGauge.WithLabelValues(c)
 	}
+	for _, r := range FetchFailureReasons {
+		fetchFailures.WithLabelValues(r)
+	}
+}
+
+// FetchFailureReasons are the reasons a fetch Job fails for, present at 0
+// from the start, for an alert on their increase.
+var FetchFailureReasons = []string{
+	servingv1alpha1.ReasonNotFound, servingv1alpha1.ReasonAccessDenied, servingv1alpha1.ReasonInvalidLayout,
+	servingv1alpha1.ReasonChecksumMismatch, servingv1alpha1.ReasonTooLarge, servingv1alpha1.ReasonTimeout,
+	servingv1alpha1.ReasonOutOfMemory, servingv1alpha1.ReasonInvalidURI, servingv1alpha1.ReasonSignatureNotVerified,
+	servingv1alpha1.ReasonFetchFailed,
 }
 
 // FetchCauses are the causes a stalled fetch is counted under: only a
@@ -304,8 +323,9 @@ func Forget(uid types.UID) {
 }
 
 // FetchEnded records the end of a ModelServer's fetch Job once: its
-// duration, and for a success the model's size (bytes < 0: not reported).
-func FetchEnded(uid, job types.UID, succeeded bool, took time.Duration, bytes int64) {
+// duration, and for a success the model's size (bytes < 0: not reported),
+// for a failure its reason (failure; "" for a success).
+func FetchEnded(uid, job types.UID, failure string, took time.Duration, bytes int64) {
 	mu.Lock()
 	defer mu.Unlock()
 	t := get(uid)
@@ -317,12 +337,14 @@ func FetchEnded(uid, job types.UID, succeeded bool, took time.Duration, bytes in
 	}
 	t.fetches[job] = struct{}{}
 	result := ResultFailure
-	if succeeded {
+	if failure == "" {
 		result = ResultSuccess
 		if bytes >= 0 {
 			fetchBytes.Add(float64(bytes))
 			fetchModelBytes.Observe(float64(bytes))
 		}
+	} else {
+		fetchFailures.WithLabelValues(failure).Inc()
 	}
 	fetchDuration.WithLabelValues(result).Observe(took.Seconds())
 }

@@ -151,18 +151,28 @@ func TestAFlagCountsItsModelServerOnce(t *testing.T) {
 
 func TestAFetchIsCountedOnceHoweverOftenItsEndIsSeen(t *testing.T) {
 	for range 3 {
-		FetchEnded("ms", "job-1", true, 2*time.Second, 1000)
+		FetchEnded("ms", "job-1", "", 2*time.Second, 1000)
 	}
 	if got := value(t, fetchBytes); got != 1000 {
 		t.Errorf("fetch bytes %v, want 1000", got)
 	}
 	// Two models of one ModelServer, their ends observed in turn.
 	for range 3 {
-		FetchEnded("ms", "job-2", true, time.Second, 500)
-		FetchEnded("ms", "job-1", true, 2*time.Second, 1000)
+		FetchEnded("ms", "job-2", "", time.Second, 500)
+		FetchEnded("ms", "job-1", "", 2*time.Second, 1000)
 	}
 	if got := value(t, fetchBytes); got != 1500 {
 		t.Errorf("fetch bytes %v after a second model's Job, want 1500", got)
+	}
+	// A failure, by its reason.
+	for range 3 {
+		FetchEnded("ms", "job-3", "OutOfMemory", time.Second, -1)
+	}
+	if got := value(t, fetchFailures.WithLabelValues("OutOfMemory")); got != 1 {
+		t.Errorf("%v fetch failures for OutOfMemory, want 1", got)
+	}
+	if got := value(t, fetchFailures.WithLabelValues("Timeout")); got != 0 {
+		t.Errorf("%v fetch failures for Timeout, want 0", got)
 	}
 }
 
