@@ -195,3 +195,46 @@ func TestChangingSpecFetchOfAServedModelChangesNothingThatRuns(t *testing.T) {
 		t.Errorf("serving pods %s became %s", pods, now)
 	}
 }
+
+// TestAFetchPodTheQuotaRefusesIsMadeAgainWithTheResourcesGiven: a
+// namespace's quota refuses the fetch pod's default memory limit; the
+// status says so in the apiserver's words, and spec.fetch.resources within
+// the quota makes the Job again, whose pod runs, to Ready.
+func TestAFetchPodTheQuotaRefusesIsMadeAgainWithTheResourcesGiven(t *testing.T) {
+	ns := newNamespace(t)
+	ctx := context.Background()
+	quota := &corev1.ResourceQuota{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "memory"},
+		Spec:       corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{corev1.ResourceLimitsMemory: resource.MustParse("300Mi")}},
+	}
+	if err := env.client.Create(ctx, quota); err != nil {
+		t.Fatal(err)
+	}
+	ms := newModelServer(ns, "fetch-quota", func(ms *servingv1alpha1.ModelServer) {
+		ms.Spec.Replicas = ptrTo[int32](1)
+		ms.Spec.Resources = corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("64Mi")}}
+	})
+	if err := env.client.Create(ctx, ms); err != nil {
+		t.Fatal(err)
+	}
+	got := &servingv1alpha1.ModelServer{}
+	eventually(t, 60*time.Second, "the refused fetch pod in the status", func(ctx context.Context) (bool, string) {
+		if err := env.client.Get(ctx, client.ObjectKeyFromObject(ms), got); err != nil {
+			return false, err.Error()
+		}
+		c := meta.FindStatusCondition(got.Status.Conditions, servingv1alpha1.ConditionModelFetched)
+		return c != nil && c.Reason == servingv1alpha1.ReasonFetchPodRejected && strings.Contains(c.Message, "exceeded quota"), got.Status.Message
+	})
+	t.Logf("%s: %s", got.Status.Phase, got.Status.Message)
+	refused := currentFetchJob(t, got)
+
+	got = patchFetch(t, got, memoryLimit("128Mi"))
+	got = waitReady(t, got)
+	job := currentFetchJob(t, got)
+	if job.UID == refused.UID {
+		t.Fatal("Ready with the Job whose pod the quota refused")
+	}
+	if limit := job.Spec.Template.Spec.Containers[0].Resources.Limits[corev1.ResourceMemory]; limit.String() != "128Mi" {
+		t.Errorf("the Job made again has a memory limit of %s, want 128Mi", limit.String())
+	}
+}
