@@ -78,8 +78,11 @@ type downloader struct {
 	// first download makes it, with room for concurrency tokens.
 	requests     chan struct{}
 	requestsOnce sync.Once
-	// journal notes each file completed, nil if none is kept.
+	// journal notes each file and part completed, nil if none is kept.
 	journal *journal
+	// partial are the parts a stopped fetch completed of files it had
+	// begun as ranges, by path, linked into dir (earlier.linkPartial).
+	partial map[string][]partRecord
 }
 
 // DefaultPartSize is the size of a part of a large file downloaded as

@@ -191,6 +191,9 @@ type fetcher struct {
 	// nothing; journal notes the files of this fetch's staging.
 	stopped *earlier
 	journal *journal
+	// partial are the parts the stopped fetch completed of the files it
+	// had begun, linked into this fetch's staging (linkCopies).
+	partial map[string][]partRecord
 }
 
 func (f *fetcher) run(ctx context.Context) (_ Summary, err error) {
@@ -414,7 +417,7 @@ func (f *fetcher) download(ctx context.Context, src Source, l Listing, staging s
 			return nil, false, err
 		}
 	}
-	if err := checkSpace(staging, objs); err != nil {
+	if err := checkSpace(staging, f.unbegun(objs)); err != nil {
 		return nil, false, err
 	}
 	totalFiles := int64(len(objs))
@@ -422,7 +425,7 @@ func (f *fetcher) download(ctx context.Context, src Source, l Listing, staging s
 		totalFiles = -1 // known once extracted
 	}
 	prog := newProgress(totalFiles, totalOf(objs))
-	d := &downloader{src: src, dir: staging, retry: f.retry, concurrency: f.o.Concurrency, maxBytes: f.o.MaxBytes, stall: f.o.StallTimeout, prog: prog, partSize: f.o.partSize, pin: f.loc.SHA256, journal: f.journal}
+	d := &downloader{src: src, dir: staging, retry: f.retry, concurrency: f.o.Concurrency, maxBytes: f.o.MaxBytes, stall: f.o.StallTimeout, prog: prog, partSize: f.o.partSize, pin: f.loc.SHA256, journal: f.journal, partial: f.partial}
 	pctx, stop := context.WithCancel(ctx)
 	defer stop()
 	go prog.report(pctx, f.log, f.o.ProgressInterval)

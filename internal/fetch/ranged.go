@@ -35,12 +35,10 @@ func (d *downloader) fetchRanged(ctx context.Context, src rangeSource, obj Objec
 	if d.used.Load()+obj.Size > d.maxBytes {
 		return rec, tooLarge(d.maxBytes)
 	}
-	if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
-		return rec, pathConflict(err, what)
-	}
-	f, err := os.OpenFile(target, os.O_CREATE|os.O_TRUNC|os.O_RDWR, 0o644)
+	resume := d.partial[obj.Key]
+	f, err := openRanged(target, obj.Size, len(resume) > 0, what)
 	if err != nil {
-		return rec, pathConflict(err, what)
+		return rec, err
 	}
 	var counted atomic.Int64 // bytes of the parts written
 	defer func() {
@@ -50,9 +48,6 @@ func (d *downloader) fetchRanged(ctx context.Context, src rangeSource, obj Objec
 			d.prog.bytes.Add(-counted.Load())
 		}
 	}()
-	if err := preallocate(f, obj.Size); err != nil {
-		return rec, classify(err, target)
-	}
 
 	parts := int((obj.Size + d.partSize - 1) / d.partSize)
 	versions := make([]string, parts)
@@ -61,11 +56,15 @@ func (d *downloader) fetchRanged(ctx context.Context, src rangeSource, obj Objec
 	defer cancel()
 
 	digest := d.newRangedDigest(ctx, f, obj.Size, parts)
+	kept := d.keepParts(ctx, f, obj, resume, digest, versions, &counted)
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(partsInFlight(d.concurrency, runtime.GOMAXPROCS(0)))
 	for i := range parts {
 		if gctx.Err() != nil {
 			break // a part failed for good
+		}
+		if kept[i] {
+			continue
 		}
 		off := int64(i) * d.partSize
 		n := min(d.partSize, obj.Size-off)
@@ -77,6 +76,9 @@ func (d *downloader) fetchRanged(ctx context.Context, src rangeSource, obj Objec
 				versions[i], err = d.copyPart(ctx, src, obj, &rangedFile{file: f, mu: &writing}, off, n, sums, part)
 				if err == nil {
 					digest.partWritten(i, off, sums)
+					if sums != nil {
+						d.journal.addPart(partRecord{Path: obj.Key, Size: obj.Size, Source: versions[i], Offset: off, Length: n, Chunks: sums.chunkSums()})
+					}
 				}
 				return err
 			})
@@ -107,6 +109,58 @@ func (d *downloader) fetchRanged(ctx context.Context, src rangeSource, obj Objec
 		return rec, classify(err, target)
 	}
 	return rec, nil
+}
+
+// openRanged opens the file of a ranged download, allocated to its size.
+// A file a stopped fetch had begun (resumed), linked here, keeps its bytes
+// until its parts are checked; any other is emptied.
+func openRanged(target string, size int64, resumed bool, what string) (*os.File, error) {
+	if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
+		return nil, pathConflict(err, what)
+	}
+	flags := os.O_CREATE | os.O_RDWR
+	if !resumed {
+		flags |= os.O_TRUNC
+	}
+	f, err := os.OpenFile(target, flags, 0o644)
+	if err != nil {
+		return nil, pathConflict(err, what)
+	}
+	if resumed {
+		err = f.Truncate(size)
+	}
+	if err == nil {
+		err = preallocate(f, size)
+	}
+	if err != nil {
+		_ = f.Close()
+		return nil, classify(err, target)
+	}
+	return f, nil
+}
+
+// keepParts takes the parts a stopped fetch completed of obj's file (its
+// journal's parts, resume) that still hash to what it noted, where the
+// file is recorded by its chunks' digests: each is counted as downloaded,
+// its digests put in place, noted in this fetch's journal, and returned
+// by index, not to be downloaded again.
+func (d *downloader) keepParts(ctx context.Context, f *os.File, obj Object, resume []partRecord, digest *rangedDigest, versions []string, counted *atomic.Int64) map[int]bool {
+	if len(resume) == 0 || digest.chunkSums == nil || digest.inOrder != nil {
+		return nil
+	}
+	kept := map[int]bool{}
+	for i, sums := range keptParts(ctx, f, obj, resume, d.partSize) {
+		off := int64(i) * d.partSize
+		n := min(d.partSize, obj.Size-off)
+		digest.chunkSums.put(off, sums)
+		versions[i] = obj.Version
+		counted.Add(n)
+		d.used.Add(n)
+		d.prog.bytes.Add(n)
+		d.journal.addPart(partRecord{Path: obj.Key, Size: obj.Size, Source: obj.Version, Offset: off, Length: n, Chunks: sums})
+		kept[i] = true
+	}
+	return kept
 }
 
 // rangedDigest computes the record of a file downloaded as ranges, and

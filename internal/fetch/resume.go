@@ -2,12 +2,14 @@ package fetch
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -32,6 +34,26 @@ const journalName = ".modelserver-fetch.journal"
 type journalHeader struct {
 	URI    string `json:"uri"`
 	Format int    `json:"format"`
+}
+
+// partRecord is a part of a large file downloaded as ranges, completed:
+// which version of the object it came from, where it lies, and the
+// digests of its chunks. A stopped fetch's file whose every part is not
+// yet there is resumed from the parts its journal notes.
+type partRecord struct {
+	Path   string `json:"path"`
+	Size   int64  `json:"size"`
+	Source string `json:"source"`
+	Offset int64  `json:"offset"`
+	Length int64  `json:"length"`
+	Chunks []byte `json:"chunks"`
+}
+
+// journalLine is a line of a journal after its header: a completed file,
+// or a part of one.
+type journalLine struct {
+	fileRecord
+	Part *partRecord `json:"part,omitempty"`
 }
 
 // journal notes the files of a staging directory as they are completed.
@@ -67,9 +89,21 @@ func (j *journal) add(records ...fileRecord) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	for _, r := range records {
-		if r.Source == "" || !j.write(r) {
+		if r.Source == "" || j.f == nil || !j.write(r) {
 			continue
 		}
+		j.files++
+	}
+}
+
+// addPart notes a completed part of a large file.
+func (j *journal) addPart(p partRecord) {
+	if j == nil || p.Source == "" {
+		return
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.f != nil && j.write(journalLine{Part: &p}) {
 		j.files++
 	}
 }
@@ -87,8 +121,8 @@ func (j *journal) write(v any) bool {
 	return err == nil
 }
 
-// holds says that the journal notes a completed file, so that its staging
-// directory is worth keeping for the next fetch.
+// holds says that the journal notes a completed file or part, so that its
+// staging directory is worth keeping for the next fetch.
 func (j *journal) holds() bool {
 	if j == nil {
 		return false
@@ -137,37 +171,52 @@ func findStopped(dest, origin string) *earlier {
 		if err != nil || (best != nil && info.ModTime().UnixNano() <= bestAt) {
 			continue
 		}
-		if files := readJournal(dir, origin); len(files) > 0 {
-			best, bestAt = &earlier{dir: dir, files: files}, info.ModTime().UnixNano()
+		if files, parts := readJournal(dir, origin); len(files) > 0 || len(parts) > 0 {
+			best, bestAt = &earlier{dir: dir, files: files, parts: parts}, info.ModTime().UnixNano()
 		}
 	}
 	return best
 }
 
-// readJournal is what dir's journal notes of a fetch of origin, by path;
-// nil for another fetch. A line cut short by a stop ends it.
-func readJournal(dir, origin string) map[string]fileRecord {
+// readJournal is what dir's journal notes of a fetch of origin: the files
+// completed, and the parts completed of others, by path; nothing for
+// another fetch. A line cut short by a stop ends it.
+func readJournal(dir, origin string) (map[string]fileRecord, map[string][]partRecord) {
 	f, err := os.Open(filepath.Join(dir, journalName))
 	if err != nil {
-		return nil
+		return nil, nil
 	}
 	defer func() { _ = f.Close() }()
 	lines := bufio.NewScanner(f)
-	lines.Buffer(make([]byte, 0, 64<<10), 1<<20)
+	lines.Buffer(make([]byte, 0, 64<<10), 4<<20)
 	var h journalHeader
 	if !lines.Scan() || json.Unmarshal(lines.Bytes(), &h) != nil || h.URI != origin || h.Format != manifestFormat {
-		return nil
+		return nil, nil
 	}
-	files := map[string]fileRecord{}
+	files, parts := map[string]fileRecord{}, map[string][]partRecord{}
 	for lines.Scan() {
-		var r fileRecord
-		if json.Unmarshal(lines.Bytes(), &r) != nil || r.Source == "" || !safeRecordPath(r.Path) {
+		var l journalLine
+		if json.Unmarshal(lines.Bytes(), &l) != nil {
+			break
+		}
+		if p := l.Part; p != nil {
+			if p.Source == "" || !safeRecordPath(p.Path) {
+				break
+			}
+			parts[p.Path] = append(parts[p.Path], *p)
+			continue
+		}
+		r := l.fileRecord
+		if r.Source == "" || !safeRecordPath(r.Path) {
 			break
 		}
 		r.ModTime = 0 // hashed again
 		files[r.Path] = r
 	}
-	return files
+	for p := range files {
+		delete(parts, p)
+	}
+	return files, parts
 }
 
 // safeRecordPath says a journal's path stays below its directory.
@@ -199,7 +248,9 @@ func (f *fetcher) linkCopies(ctx context.Context, staging string, objs []Object)
 	for _, r := range resumed {
 		bytes += r.Size
 	}
-	f.log.Info("resuming a stopped fetch: the files it completed are taken from it", "stopped", f.stopped.dir, "files", len(resumed), "bytes", bytes, "toDownload", len(rest))
+	f.partial = f.stopped.linkPartial(staging, rest, f.log)
+	f.log.Info("resuming a stopped fetch: the files it completed are taken from it", "stopped", f.stopped.dir, "files", len(resumed), "bytes", bytes,
+		"toDownload", len(rest), "partlyDownloaded", len(f.partial))
 	// Its files are linked: what is left of it is what it had not completed.
 	f.dropStopped()
 	return append(linked, resumed...), rest, nil
@@ -239,4 +290,66 @@ func (f *fetcher) leaveStaging(staging string, err error) {
 		return
 	}
 	_ = os.RemoveAll(staging)
+}
+
+// linkPartial links into staging the files of objs the stopped fetch had
+// begun as ranges, whose parts its journal notes, and returns those
+// parts by path, for the download to check and keep (fetchRanged).
+func (e *earlier) linkPartial(staging string, objs []Object, log *slog.Logger) map[string][]partRecord {
+	out := map[string][]partRecord{}
+	for _, obj := range objs {
+		var parts []partRecord
+		for _, p := range e.parts[obj.Key] {
+			if p.Size == obj.Size && p.Source == obj.Version && obj.Version != "" {
+				parts = append(parts, p)
+			}
+		}
+		if len(parts) == 0 {
+			continue
+		}
+		target := filepath.Join(staging, filepath.FromSlash(obj.Key))
+		if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
+			continue
+		}
+		if err := os.Link(filepath.Join(e.dir, filepath.FromSlash(obj.Key)), target); err != nil {
+			log.Info("could not link a file a stopped fetch had begun; downloading it whole", "path", obj.Key, "error", err.Error())
+			continue
+		}
+		out[obj.Key] = parts
+	}
+	return out
+}
+
+// keptParts checks the parts a stopped fetch completed of the file of obj,
+// open in f, against the digests its journal noted, and returns those
+// that still hash to them, by index, with their chunks' digests: parts of
+// the same bounds the download makes now (partSize), of the version the
+// source lists now.
+func keptParts(ctx context.Context, f *os.File, obj Object, parts []partRecord, partSize int64) map[int][]byte {
+	bp := bufPool.Get().(*[]byte)
+	defer bufPool.Put(bp)
+	kept := map[int][]byte{}
+	for _, p := range parts {
+		if ctx.Err() != nil || p.Offset%partSize != 0 || p.Length != min(partSize, obj.Size-p.Offset) || p.Source != obj.Version {
+			continue
+		}
+		h := newChunksHash(manifestFormat)
+		if err := hashFileRange(h, f, p.Offset, p.Length, *bp); err != nil || !bytes.Equal(h.chunkSums(), p.Chunks) {
+			continue
+		}
+		kept[int(p.Offset/partSize)] = p.Chunks
+	}
+	return kept
+}
+
+// unbegun are the objects whose files take space yet: not those a stopped
+// fetch had begun, allocated whole when it began them.
+func (f *fetcher) unbegun(objs []Object) []Object {
+	if len(f.partial) == 0 {
+		return objs
+	}
+	return slices.DeleteFunc(slices.Clone(objs), func(o Object) bool {
+		_, begun := f.partial[o.Key]
+		return begun
+	})
 }

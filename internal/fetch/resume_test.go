@@ -4,10 +4,13 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"fmt"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -172,4 +175,111 @@ func contains(list []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// TestALargeFileStoppedHalfwayResumesFromItsParts: a large file fetched
+// as ranges whose fetch stopped with some of its parts written keeps those
+// parts; the next fetch checks them against their journaled digests and
+// downloads only the others, and a part damaged since is downloaded
+// again. The file and the model's digest are those a fresh fetch makes.
+func TestALargeFileStoppedHalfwayResumesFromItsParts(t *testing.T) {
+	const key = "1/variables/variables.data-00000-of-00001"
+	size := 5*digestChunkSize + 12345 // 6 parts of 16 MiB, the last short
+	large := make([]byte, size)
+	for i := range large {
+		large[i] = byte(i * 7 % 251)
+	}
+	s3 := newFakeS3(t)
+	files := model(1)
+	files[key] = large
+	s3.put(t, "m", files)
+	var mu sync.Mutex
+	ranges := map[string]int{}
+	var refuse atomic.Value
+	refuse.Store("")
+	s3.setFault(func(r *http.Request) int {
+		if !strings.HasSuffix(r.URL.Path, key) {
+			return 0
+		}
+		rng := r.Header.Get("Range")
+		mu.Lock()
+		ranges[rng]++
+		mu.Unlock()
+		if rng != "" && rng == refuse.Load().(string) {
+			return http.StatusServiceUnavailable
+		}
+		return 0
+	})
+	creds := s3.creds(t, testAccessKey, testSecretKey)
+	o, _ := testOptions(t, "s3://models/m", creds)
+	o.partSize = digestChunkSize
+	part := func(i int64) string {
+		return fmt.Sprintf("bytes=%d-%d", i*digestChunkSize, min((i+1)*digestChunkSize, size)-1)
+	}
+
+	refuse.Store(part(3))
+	_, err := Run(context.Background(), o)
+	wantFailure(t, err, servingv1alpha1.ReasonFetchFailed, ExitTransient)
+	stopped := findStopped(o.Dest, "s3://models/m")
+	if stopped == nil || len(stopped.parts[key]) == 0 {
+		t.Fatalf("the stopped fetch noted no part of the large file: %+v", stopped)
+	}
+	done := map[string]bool{}
+	for _, p := range stopped.parts[key] {
+		done[fmt.Sprintf("bytes=%d-%d", p.Offset, p.Offset+p.Length-1)] = true
+	}
+	if done[part(3)] || len(done) < 2 {
+		t.Fatalf("parts noted %v; want several, not the refused one", done)
+	}
+	// A part noted done, damaged since: downloaded again.
+	damaged := ""
+	for rng := range done {
+		damaged = rng
+		break
+	}
+	var off int64
+	_, _ = fmt.Sscanf(damaged, "bytes=%d-", &off)
+	fh, err := os.OpenFile(filepath.Join(stopped.dir, filepath.FromSlash(key)), os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fh.WriteAt([]byte("damage"), off+100); err != nil {
+		t.Fatal(err)
+	}
+	_ = fh.Close()
+
+	refuse.Store("")
+	mu.Lock()
+	before := maps.Clone(ranges)
+	mu.Unlock()
+	logs := &logBuffer{}
+	o.Logger = testLogger(logs)
+	sum, err := Run(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	after := maps.Clone(ranges)
+	mu.Unlock()
+	for i := range int64(6) {
+		again := after[part(i)] - before[part(i)]
+		switch {
+		case part(i) == damaged && again == 0:
+			t.Errorf("the damaged part %s was not downloaded again", part(i))
+		case done[part(i)] && part(i) != damaged && again != 0:
+			t.Errorf("part %s, kept, was downloaded again", part(i))
+		case !done[part(i)] && again == 0:
+			t.Errorf("part %s, never completed, was not downloaded", part(i))
+		}
+	}
+	if !strings.Contains(logs.String(), `"partlyDownloaded":1`) {
+		t.Errorf("the log does not say a file was resumed from its parts:\n%s", logs)
+	}
+	assertTree(t, o.Dest, files)
+	fresh, _ := testOptions(t, "s3://models/m", creds)
+	fresh.partSize = digestChunkSize
+	want, err := Run(context.Background(), fresh)
+	if err != nil || want.Digest != sum.Digest {
+		t.Errorf("digest %s after resuming, %s fresh (%v)", sum.Digest, want.Digest, err)
+	}
 }

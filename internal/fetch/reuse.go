@@ -27,6 +27,9 @@ type earlier struct {
 	// whole says that the origin names the content (an oci:// image by
 	// digest, a download pinned by #sha256): every file is as it was.
 	whole bool
+	// parts are the parts a stopped fetch completed of the files it had
+	// not, by path (resume.go).
+	parts map[string][]partRecord
 }
 
 // findEarlier picks, among dest's siblings named as fetch generations,

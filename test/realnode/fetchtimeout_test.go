@@ -21,13 +21,19 @@ import (
 )
 
 // stallingStore is a proxy in front of the S3 server that holds every
-// request for a file whose path ends with stall, unanswered, while stall
-// is set, and counts the GETs of each path.
+// request stall picks, unanswered, while stall is set, and counts the GETs
+// of each path and range.
 type stallingStore struct {
-	stall atomic.Value
+	stall atomic.Value // a string: the path's end and the range, as key makes them
 	mu    sync.Mutex
 	gets  map[string]int
 	url   string
+}
+
+// key is a request as the store counts and stalls it: the path, and the
+// range asked for, if any.
+func key(r *http.Request) string {
+	return strings.TrimSpace(r.URL.Path + " " + r.Header.Get("Range"))
 }
 
 func newStallingStore(t *testing.T, s3 string) *stallingStore {
@@ -42,12 +48,13 @@ func newStallingStore(t *testing.T, s3 string) *stallingStore {
 		r.Out.Host = r.In.Host // signed by the client
 	}}
 	srv := &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		k := key(r)
 		if r.Method == http.MethodGet {
 			s.mu.Lock()
-			s.gets[r.URL.Path]++
+			s.gets[k]++
 			s.mu.Unlock()
 		}
-		if stall := s.stall.Load().(string); stall != "" && strings.HasSuffix(r.URL.Path, stall) {
+		if stall := s.stall.Load().(string); stall != "" && strings.HasSuffix(k, stall) {
 			<-r.Context().Done() // no answer, until the client gives up
 			return
 		}
@@ -63,34 +70,50 @@ func newStallingStore(t *testing.T, s3 string) *stallingStore {
 	return s
 }
 
+// getsOf counts the GETs whose key ends with suffix.
 func (s *stallingStore) getsOf(suffix string) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	n := 0
-	for p, c := range s.gets {
-		if strings.HasSuffix(p, suffix) {
+	for k, c := range s.gets {
+		if strings.HasSuffix(k, suffix) {
 			n += c
 		}
 	}
 	return n
 }
 
+// rangesOf are the GETs of the ranges of a path, by range.
+func (s *stallingStore) rangesOf(path string) map[string]int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := map[string]int{}
+	for k, c := range s.gets {
+		if p, rng, ok := strings.Cut(k, " "); ok && strings.HasSuffix(p, path) {
+			out[rng] += c
+		}
+	}
+	return out
+}
+
 // TestAFetchOutOfTimeIsStoppedThenResumedOnceGivenMore: a store that
-// answers nothing for one file holds the real fetch until
-// spec.fetch.timeout, when the Job controller stops its pod and the fetch
-// fails with reason Timeout, the files it completed kept on the volume; a
-// longer timeout makes the Job again, which downloads only the file
-// missing, and the ModelServer becomes Ready.
+// answers nothing for one range of the model's 200 MiB file holds the real
+// fetch until spec.fetch.timeout, when the Job controller stops its pod
+// and the fetch fails with reason Timeout, what it completed kept on the
+// volume: the other files, and the other parts of the large one. A longer
+// timeout makes the Job again, which downloads only that range, and the
+// ModelServer becomes Ready.
 func TestAFetchOutOfTimeIsStoppedThenResumedOnceGivenMore(t *testing.T) {
 	t.Parallel()
 	e := realNode(t)
 	ns := e.namespace(t)
 	store := newStallingStore(t, e.S3Endpoint)
-	store.stall.Store("/saved_model.pb")
+	const large, held = "/assets/large.bin", "bytes=50331648-67108863" // its fourth 16 MiB part
+	store.stall.Store(large + " " + held)
 	e.kubectl(t, strings.Replace(e.CredentialsSecret("proxied", ""), e.S3Endpoint, store.url, 1), "-n", ns, "apply", "-f", "-")
 
 	manifest := func(timeout string) string {
-		return e.ModelServerYAML(realenv.ModelServer{Name: "stalled", URI: halfPlusTwo, Secret: "proxied", SpecExtra: "  fetch:\n    timeout: " + timeout + "\n"})
+		return e.ModelServerYAML(realenv.ModelServer{Name: "stalled", URI: bigModel, Secret: "proxied", Storage: "1Gi", SpecExtra: "  fetch:\n    timeout: " + timeout + "\n"})
 	}
 	e.kubectl(t, manifest("1m"), "-n", ns, "apply", "-f", "-")
 	start := time.Now()
@@ -108,9 +131,12 @@ func TestAFetchOutOfTimeIsStoppedThenResumedOnceGivenMore(t *testing.T) {
 			t.Errorf("fetch pod %s still runs after its Job's deadline", p.Name)
 		}
 	}
-	completed := store.getsOf("/variables.data-00000-of-00001")
-	if completed != 1 {
-		t.Fatalf("%d GETs of the variables before the stop, want 1", completed)
+	if n := store.getsOf("/saved_model.pb"); n != 1 {
+		t.Fatalf("%d GETs of saved_model.pb before the stop, want 1", n)
+	}
+	before := store.rangesOf(large)
+	if before[held] == 0 || len(before) < 13 {
+		t.Fatalf("the large file's ranges asked for before the stop: %v; want its 13 parts", before)
 	}
 	volume := e.volumeDir(t, ns, "stalled")
 	if kept, _ := filepath.Glob(filepath.Join(volume, "*.partial-*", ".modelserver-fetch.journal")); len(kept) != 1 {
@@ -123,8 +149,13 @@ func TestAFetchOutOfTimeIsStoppedThenResumedOnceGivenMore(t *testing.T) {
 	if got := e.modelStatus(t, ns, "stalled"); got["123"] != "AVAILABLE" {
 		t.Errorf("TF Serving (double) reports %v, want version 123 AVAILABLE", got)
 	}
-	if n := store.getsOf("/variables.data-00000-of-00001"); n != completed {
-		t.Errorf("the variables were downloaded again (%d GETs): the fetch made again did not resume", n)
+	if n := store.getsOf("/saved_model.pb"); n != 1 {
+		t.Errorf("saved_model.pb was downloaded again (%d GETs): the fetch made again did not resume", n)
+	}
+	for rng, n := range store.rangesOf(large) {
+		if again := n - before[rng]; (rng == held) != (again > 0) {
+			t.Errorf("range %s of the large file asked for %d more times after the stop; want only the one held back", rng, again)
+		}
 	}
 	logs := e.kubectl(t, "", "-n", ns, "logs", "-l", "job-name", "-c", "fetch", "--tail=-1")
 	if !strings.Contains(logs, `"msg":"resuming a stopped fetch`) {
