@@ -361,3 +361,63 @@ func BenchmarkResumeS3(b *testing.B) {
 			kept, resume.Round(time.Millisecond), fresh.Round(time.Millisecond), fresh.Seconds()/resume.Seconds())
 	}
 }
+
+// BenchmarkResumeLargeFileS3 is BenchmarkResumeS3 for a model whose
+// 256 MiB are one file (a SavedModel's one variables shard), fetched as
+// 16 parts: the fetch before stopped when the store refused its last part
+// until it gave up, and the parts it completed are checked and kept.
+func BenchmarkResumeLargeFileS3(b *testing.B) {
+	const key = "1/variables/variables.data-00000-of-00001"
+	total := int64(benchFiles * benchFileSize)
+	s3 := newFakeS3(b)
+	s3.latency = benchLatency
+	s3.put(b, "large", map[string][]byte{"1/saved_model.pb": []byte("graph"), key: make([]byte, total)})
+	creds := s3.creds(b, testAccessKey, testSecretKey)
+	last := fmt.Sprintf("bytes=%d-%d", total-DefaultPartSize, total-1)
+	var refuse atomic.Bool
+	s3.setFault(func(r *http.Request) int {
+		if refuse.Load() && r.Header.Get("Range") == last {
+			return http.StatusServiceUnavailable
+		}
+		return 0
+	})
+	fetchInto := func(dest string) error {
+		o, _ := testOptions(b, "s3://models/large", creds)
+		o.Dest, o.partSize = dest, DefaultPartSize
+		_, err := Run(context.Background(), o)
+		return err
+	}
+	var resume, fresh time.Duration
+	kept := 0
+	b.Run("resume", func(b *testing.B) {
+		b.SetBytes(total)
+		resume = 0
+		for range b.N {
+			b.StopTimer()
+			dest := filepath.Join(b.TempDir(), "0000000a")
+			refuse.Store(true)
+			err := fetchInto(dest)
+			refuse.Store(false)
+			stopped := findStopped(dest, "s3://models/large")
+			if err == nil || stopped == nil || len(stopped.parts[key]) == 0 {
+				b.Fatalf("the first fetch did not stop with parts kept: %v", err)
+			}
+			kept = len(stopped.parts[key])
+			b.StartTimer()
+			start := time.Now()
+			err = fetchInto(dest)
+			resume += time.Since(start)
+			if err != nil {
+				b.Fatal(err)
+			}
+		}
+		resume /= time.Duration(b.N)
+	})
+	b.Run("fresh", func(b *testing.B) {
+		fresh = timeEachRun(b, total, fetchInto)
+	})
+	if resume > 0 && fresh > 0 {
+		b.Logf("one 256 MiB file in 16 parts, %d completed before a stop: resumed %v, fresh fetch %v (%.1fx)",
+			kept, resume.Round(time.Millisecond), fresh.Round(time.Millisecond), fresh.Seconds()/resume.Seconds())
+	}
+}
