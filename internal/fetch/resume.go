@@ -18,11 +18,14 @@ import (
 // A fetch of many files that stops before it publishes (its Job's
 // deadline, a failure a retry may fix, a node drained, a pod killed)
 // leaves its staging directory beside the destination, with a journal of
-// the files it completed: each one's path, size, digests and the version
-// the source listed it with. The next fetch of the same URI into the same
-// destination takes those still listed as they were from there, linked,
-// hashes each again (a stop may have been a crash that lost what was not
-// yet on disk), and downloads only the rest. A fetch that ends for good
+// the files it completed (each one's path, size, digests and the version
+// the source listed it with) and of the parts it completed of large files
+// fetched as ranges (each one's bounds and chunks' digests). The next
+// fetch of the same URI into the same destination takes the files still
+// listed as they were from there, linked, and hashes each again (a stop
+// may have been a crash that lost what was not yet on disk); it links a
+// large file begun, checks each part noted against its digests, and
+// downloads only the parts and files left. A fetch that ends for good
 // (the model missing, too large, refused) leaves nothing.
 
 // journalName is the journal's file in a staging directory; it never
@@ -286,7 +289,7 @@ func (f *fetcher) clearBeside() {
 // the journal notes files it completed.
 func (f *fetcher) leaveStaging(staging string, err error) {
 	if !AsError(err).Permanent && f.journal.holds() {
-		f.log.Info("the fetch stopped; the files it completed are kept for the next attempt", "staging", staging)
+		f.log.Info("the fetch stopped; the files and parts it completed are kept for the next attempt", "staging", staging)
 		return
 	}
 	_ = os.RemoveAll(staging)
