@@ -304,62 +304,15 @@ func writePlainly(p string, r io.Reader) error {
 
 // BenchmarkResumeS3 fetches the 256 MiB model of BenchmarkFetchS3 after a
 // fetch of it stopped with most of its 64 files completed (the store
-// refused the last one until it gave up): the 63 are taken from what it
-// kept, hashed again, and one file downloaded. Beside it, the same fetch
+// refused the last one until it gave up): those are taken from what it
+// kept, hashed again, and the rest downloaded. Beside it, the same fetch
 // from nothing, as before a stop kept anything.
 func BenchmarkResumeS3(b *testing.B) {
 	s3, creds := benchModel(b)
-	total := int64(benchFiles * benchFileSize)
 	last := fmt.Sprintf("/variables.data-%05d-of-%05d", benchFiles-2, benchFiles-1)
-	var refuse atomic.Bool
-	s3.setFault(func(r *http.Request) int {
-		if refuse.Load() && isObjectRequest(r) && strings.HasSuffix(r.URL.Path, last) {
-			return http.StatusServiceUnavailable
-		}
-		return 0
-	})
-	fetchInto := func(dest string) error {
-		o, _ := testOptions(b, "s3://models/bench", creds)
-		o.Dest = dest
-		sum, err := Run(context.Background(), o)
-		if err == nil && sum.Bytes != total {
-			err = fmt.Errorf("summary %+v", sum)
-		}
-		return err
-	}
-	var resume, fresh time.Duration
-	kept := 0
-	b.Run("resume", func(b *testing.B) {
-		b.SetBytes(total)
-		resume = 0
-		for range b.N {
-			b.StopTimer()
-			dest := filepath.Join(b.TempDir(), "0000000a")
-			refuse.Store(true)
-			err := fetchInto(dest)
-			refuse.Store(false)
-			stopped := findStopped(dest, "s3://models/bench")
-			if err == nil || stopped == nil {
-				b.Fatalf("the first fetch did not stop with files kept: %v", err)
-			}
-			kept = len(stopped.files)
-			b.StartTimer()
-			start := time.Now()
-			err = fetchInto(dest)
-			resume += time.Since(start)
-			if err != nil {
-				b.Fatal(err)
-			}
-		}
-		resume /= time.Duration(b.N)
-	})
-	b.Run("fresh", func(b *testing.B) {
-		fresh = timeEachRun(b, total, fetchInto)
-	})
-	if resume > 0 && fresh > 0 {
-		b.Logf("256 MiB in 64 files, %d completed before a stop: resumed %v, fresh fetch %v (%.1fx)",
-			kept, resume.Round(time.Millisecond), fresh.Round(time.Millisecond), fresh.Seconds()/resume.Seconds())
-	}
+	refuse := refusing(s3, func(r *http.Request) bool { return isObjectRequest(r) && strings.HasSuffix(r.URL.Path, last) })
+	timeResumes(b, "256 MiB in 64 files, %d completed before a stop", "s3://models/bench", creds, 0, refuse,
+		func(stopped *earlier) int { return len(stopped.files) })
 }
 
 // BenchmarkResumeLargeFileS3 is BenchmarkResumeS3 for a model whose
@@ -372,23 +325,38 @@ func BenchmarkResumeLargeFileS3(b *testing.B) {
 	s3 := newFakeS3(b)
 	s3.latency = benchLatency
 	s3.put(b, "large", map[string][]byte{"1/saved_model.pb": []byte("graph"), key: make([]byte, total)})
-	creds := s3.creds(b, testAccessKey, testSecretKey)
 	last := fmt.Sprintf("bytes=%d-%d", total-DefaultPartSize, total-1)
+	refuse := refusing(s3, func(r *http.Request) bool { return r.Header.Get("Range") == last })
+	timeResumes(b, "one 256 MiB file in 16 parts, %d completed before a stop", "s3://models/large", s3.creds(b, testAccessKey, testSecretKey), DefaultPartSize, refuse,
+		func(stopped *earlier) int { return len(stopped.parts[key]) })
+}
+
+// refusing makes s3 refuse the requests picked while the flag it returns
+// is set.
+func refusing(s3 *fakeS3, pick func(*http.Request) bool) *atomic.Bool {
 	var refuse atomic.Bool
 	s3.setFault(func(r *http.Request) int {
-		if refuse.Load() && r.Header.Get("Range") == last {
+		if refuse.Load() && pick(r) {
 			return http.StatusServiceUnavailable
 		}
 		return 0
 	})
+	return &refuse
+}
+
+// timeResumes times a fetch of uri that resumes from one stopped while
+// refuse was set (kept says how much the stopped fetch kept, 0 for
+// nothing), and the same fetch from nothing, and logs both after what.
+func timeResumes(b *testing.B, what, uri, creds string, partSize int64, refuse *atomic.Bool, kept func(*earlier) int) {
+	total := int64(benchFiles * benchFileSize)
 	fetchInto := func(dest string) error {
-		o, _ := testOptions(b, "s3://models/large", creds)
-		o.Dest, o.partSize = dest, DefaultPartSize
+		o, _ := testOptions(b, uri, creds)
+		o.Dest, o.partSize = dest, partSize
 		_, err := Run(context.Background(), o)
 		return err
 	}
 	var resume, fresh time.Duration
-	kept := 0
+	n := 0
 	b.Run("resume", func(b *testing.B) {
 		b.SetBytes(total)
 		resume = 0
@@ -398,11 +366,11 @@ func BenchmarkResumeLargeFileS3(b *testing.B) {
 			refuse.Store(true)
 			err := fetchInto(dest)
 			refuse.Store(false)
-			stopped := findStopped(dest, "s3://models/large")
-			if err == nil || stopped == nil || len(stopped.parts[key]) == 0 {
-				b.Fatalf("the first fetch did not stop with parts kept: %v", err)
+			stopped := findStopped(dest, uri)
+			if err == nil || stopped == nil || kept(stopped) == 0 {
+				b.Fatalf("the first fetch did not stop with anything kept: %v", err)
 			}
-			kept = len(stopped.parts[key])
+			n = kept(stopped)
 			b.StartTimer()
 			start := time.Now()
 			err = fetchInto(dest)
@@ -417,7 +385,7 @@ func BenchmarkResumeLargeFileS3(b *testing.B) {
 		fresh = timeEachRun(b, total, fetchInto)
 	})
 	if resume > 0 && fresh > 0 {
-		b.Logf("one 256 MiB file in 16 parts, %d completed before a stop: resumed %v, fresh fetch %v (%.1fx)",
-			kept, resume.Round(time.Millisecond), fresh.Round(time.Millisecond), fresh.Seconds()/resume.Seconds())
+		b.Logf(what+": resumed %v, fresh fetch %v (%.1fx)",
+			n, resume.Round(time.Millisecond), fresh.Round(time.Millisecond), fresh.Seconds()/resume.Seconds())
 	}
 }

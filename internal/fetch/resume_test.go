@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -52,20 +53,26 @@ func stoppedStore(t *testing.T) (s3 *fakeS3, files map[string][]byte, failing *a
 	return s3, files, failing, failingStatus
 }
 
+// stoppedFetch is a fetch from stoppedStore with one request at a time,
+// stopped with the files before 2/saved_model.pb completed.
+func stoppedFetch(t *testing.T) (s3 *fakeS3, files map[string][]byte, failing *atomic.Value, failingStatus *atomic.Int32, o Options) {
+	s3, files, failing, failingStatus = stoppedStore(t)
+	o, _ = testOptions(t, "s3://models/m", s3.creds(t, testAccessKey, testSecretKey))
+	o.Concurrency = 1
+	failing.Store("2/saved_model.pb")
+	_, err := Run(context.Background(), o)
+	wantFailure(t, err, servingv1alpha1.ReasonFetchFailed, ExitTransient)
+	return s3, files, failing, failingStatus, o
+}
+
 // TestAStoppedFetchResumesWithTheFilesItCompleted: a fetch that fails for
 // a reason a retry may fix keeps the files it completed beside the
 // destination; the next fetch downloads only the others, hashes the kept
 // ones again, and publishes the model a fresh fetch makes, leaving
 // nothing else.
 func TestAStoppedFetchResumesWithTheFilesItCompleted(t *testing.T) {
-	s3, files, failing, _ := stoppedStore(t)
+	s3, files, failing, _, o := stoppedFetch(t)
 	creds := s3.creds(t, testAccessKey, testSecretKey)
-	o, _ := testOptions(t, "s3://models/m", creds)
-	o.Concurrency = 1
-
-	failing.Store("2/saved_model.pb")
-	_, err := Run(context.Background(), o)
-	wantFailure(t, err, servingv1alpha1.ReasonFetchFailed, ExitTransient)
 	assertNotPublished(t, o.Dest)
 
 	failing.Store("")
@@ -82,7 +89,7 @@ func TestAStoppedFetchResumesWithTheFilesItCompleted(t *testing.T) {
 			got = append(got, strings.TrimPrefix(r, "GET /models/m/"))
 		}
 	}
-	if len(got) == 0 || len(got) >= len(files) || !contains(got, "2/saved_model.pb") {
+	if len(got) == 0 || len(got) >= len(files) || !slices.Contains(got, "2/saved_model.pb") {
 		t.Errorf("the resumed fetch downloaded %q of the %d files; want the one that failed, and not those completed before\n%s", got, len(files), logs)
 	}
 	if !strings.Contains(logs.String(), "resuming a stopped fetch") {
@@ -107,12 +114,7 @@ func TestAStoppedFetchResumesWithTheFilesItCompleted(t *testing.T) {
 // is hashed again before it is taken, and a file whose bytes changed
 // since (a crash that lost them) is downloaded.
 func TestAKeptFileDamagedSinceIsDownloadedAgain(t *testing.T) {
-	s3, files, failing, _ := stoppedStore(t)
-	o, _ := testOptions(t, "s3://models/m", s3.creds(t, testAccessKey, testSecretKey))
-	o.Concurrency = 1
-	failing.Store("2/saved_model.pb")
-	_, err := Run(context.Background(), o)
-	wantFailure(t, err, servingv1alpha1.ReasonFetchFailed, ExitTransient)
+	s3, files, failing, _, o := stoppedFetch(t)
 
 	stopped := findStopped(o.Dest, "s3://models/m")
 	if stopped == nil || stopped.files["2/assets/large.bin"].Size == 0 {
@@ -135,13 +137,7 @@ func TestAKeptFileDamagedSinceIsDownloadedAgain(t *testing.T) {
 // TestAFetchThatEndsForGoodKeepsNothing: a failure no retry fixes, or a
 // fetch of another URI into the same destination, leaves nothing kept.
 func TestAFetchThatEndsForGoodKeepsNothing(t *testing.T) {
-	s3, _, failing, failingStatus := stoppedStore(t)
-	creds := s3.creds(t, testAccessKey, testSecretKey)
-	o, _ := testOptions(t, "s3://models/m", creds)
-	o.Concurrency = 1
-	failing.Store("2/saved_model.pb")
-	_, err := Run(context.Background(), o)
-	wantFailure(t, err, servingv1alpha1.ReasonFetchFailed, ExitTransient)
+	s3, _, failing, failingStatus, o := stoppedFetch(t)
 
 	// Another URI into the same destination does not take the files.
 	s3.put(t, "other", model(1))
@@ -163,18 +159,9 @@ func TestAFetchThatEndsForGoodKeepsNothing(t *testing.T) {
 	failingStatus.Store(http.StatusForbidden)
 	refused := o
 	refused.Dest = filepath.Join(t.TempDir(), "gen-2")
-	_, err = Run(context.Background(), refused)
+	_, err := Run(context.Background(), refused)
 	wantFailure(t, err, servingv1alpha1.ReasonAccessDenied, ExitPermanent)
 	assertNothingPublished(t, refused.Dest)
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // TestALargeFileStoppedHalfwayResumesFromItsParts: a large file fetched
