@@ -21,10 +21,10 @@ import (
 const eventFetchRetried = "FetchRetried"
 
 // retryFetches deletes the failed fetch Jobs that spec.fetch's settings
-// have changed since, so that the release makes them again with these
-// settings. A deletion is bound to the Job observed: a Job the cache still
+// have changed since, or that are due to be tried again, so that the
+// release makes them again, and says whether it deleted any. A deletion is bound to the Job observed: a Job the cache still
 // shows after it was made again is not deleted a second time.
-func (r *ModelServerReconciler) retryFetches(ctx context.Context, ms *servingv1alpha1.ModelServer, retries []desired.Retry) error {
+func (r *ModelServerReconciler) retryFetches(ctx context.Context, ms *servingv1alpha1.ModelServer, retries []desired.Retry) (deleted bool, err error) {
 	for _, retry := range retries {
 		job := &batchv1.Job{}
 		job.Namespace, job.Name = retry.Job.Namespace, retry.Job.Name
@@ -33,7 +33,15 @@ func (r *ModelServerReconciler) retryFetches(ctx context.Context, ms *servingv1a
 		case apierrors.IsNotFound(err), apierrors.IsConflict(err):
 			continue
 		case err != nil:
-			return fmt.Errorf("delete the failed model-fetch Job %s to fetch again: %w", job.Name, err)
+			return deleted, fmt.Errorf("delete the failed model-fetch Job %s to fetch again: %w", job.Name, err)
+		}
+		deleted = true
+		models := strings.Join(retry.Models, ", ")
+		if retry.Attempt > 0 {
+			log.FromContext(ctx).Info("failed fetch tried again", "job", job.Name, "reason", retry.Reason, "attempt", retry.Attempt)
+			r.Recorder.Eventf(ms, nil, corev1.EventTypeNormal, eventFetchRetried, "Fetch", "%s",
+				sentence("The fetch of model %s failed (%s), for a reason a retry may fix; it is tried again (retry %d)", models, retry.Reason, retry.Attempt))
+			continue
 		}
 		retried := maps.Clone(r.retriedWith(ms.UID))
 		if retried == nil {
@@ -43,9 +51,9 @@ func (r *ModelServerReconciler) retryFetches(ctx context.Context, ms *servingv1a
 		r.fetchRetries.Store(ms.UID, retried)
 		log.FromContext(ctx).Info("failed fetch tried again with new settings", "job", job.Name, "reason", retry.Reason)
 		r.Recorder.Eventf(ms, nil, corev1.EventTypeNormal, eventFetchRetried, "Fetch", "%s",
-			sentence("The fetch of model %s failed (%s); spec.fetch has changed since, so it is tried again with its settings", strings.Join(retry.Models, ", "), retry.Reason))
+			sentence("The fetch of model %s failed (%s); spec.fetch has changed since, so it is tried again with its settings", models, retry.Reason))
 	}
-	return nil
+	return deleted, nil
 }
 
 // retriedWith are the settings the failed fetch Jobs of the ModelServer
@@ -55,4 +63,29 @@ func (r *ModelServerReconciler) retriedWith(uid types.UID) map[string]values.Fet
 		return m.(map[string]values.FetchSettings)
 	}
 	return nil
+}
+
+// planWithRetries makes the failed fetch Jobs to make again go (a change
+// of spec.fetch since they failed, or a retry due), and plans the release,
+// which makes them anew: an upgrade by Helm's own, which reads every
+// object, even with the same values.
+func (r *ModelServerReconciler) planWithRetries(ctx context.Context, ms *servingv1alpha1.ModelServer, want *desired.State) (releasePlan, error) {
+	retried, err := r.retryFetches(ctx, ms, want.Retries)
+	if err != nil {
+		return releasePlan{}, err
+	}
+	plan, err := r.planRelease(ctx, ms, want)
+	if err != nil || !retried {
+		return plan, err
+	}
+	if plan.kind == planNothing {
+		// The same values, with the Job deleted still in the cache.
+		plan.kind = planUpgrade
+	}
+	if plan.kind == planUpgrade && ms.Generation == ms.Status.ObservedGeneration {
+		// Not a change of the spec: the FetchRetried Event tells it.
+		plan.why, plan.quiet = "a failed fetch is tried again", true
+	}
+	plan.repair = true
+	return plan, nil
 }

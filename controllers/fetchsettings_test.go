@@ -238,3 +238,50 @@ func TestAFetchPodTheQuotaRefusesIsMadeAgainWithTheResourcesGiven(t *testing.T) 
 		t.Errorf("the Job made again has a memory limit of %s, want 128Mi", limit.String())
 	}
 }
+
+// TestAFetchThatFailedForAReasonARetryMayFixIsTriedAgain: a fetch whose
+// pods used up their retries on a store that answers errors is made
+// again a minute after it failed, with an Event, the status saying when
+// before and how many times after; the reconciler asks to be woken then,
+// as nothing it watches changes at that moment.
+func TestAFetchThatFailedForAReasonARetryMayFixIsTriedAgain(t *testing.T) {
+	_, r, rec := recordingReconciler(t)
+	ms := createUnmanaged(t, "fetch-flaky", func(ms *servingv1alpha1.ModelServer) {
+		ms.Spec.PodTemplate.Annotations = map[string]string{
+			localcluster.AnnotationFail:     "FetchFailed: s3://models/fetch-flaky/1/saved_model.pb: HTTP 503 Service Unavailable (gave up after 8 attempts)",
+			localcluster.AnnotationExitCode: "1",
+		}
+	})
+	c := newClockedReconciler(t, r, ms)
+	var got *servingv1alpha1.ModelServer
+	var result ctrl.Result
+	eventually(t, 90*time.Second, "the fetch failed", func(context.Context) (bool, string) {
+		result = c.reconcile(time.Now())
+		got = c.get()
+		return got.Status.Phase == servingv1alpha1.PhaseFailed, string(got.Status.Phase) + ": " + got.Status.Message
+	})
+	failed := currentFetchJob(t, got)
+	retry := got.Status.Model.Retry
+	if retry == nil || retry.Attempts != 0 || retry.NextAttempt == nil {
+		t.Fatalf("status.model.retry %+v; want the first attempt due", retry)
+	}
+	due := retry.NextAttempt.Time
+	if !strings.HasSuffix(got.Status.Message, "; it is tried again at "+due.UTC().Format(time.RFC3339)) {
+		t.Errorf("message %q does not say when the fetch is tried again", got.Status.Message)
+	}
+	if wait := time.Until(due); !about(result.RequeueAfter, wait) && result.RequeueAfter > wait+time.Second {
+		t.Errorf("look again in %v; want by the retry, in %v", result.RequeueAfter, wait)
+	}
+
+	c.reconcile(due.Add(time.Second))
+	again := currentFetchJob(t, c.get())
+	if again.UID == failed.UID {
+		t.Fatal("the failed Job was not made again when its retry was due")
+	}
+	if retry = c.get().Status.Model.Retry; retry == nil || retry.Attempts != 1 || retry.NextAttempt != nil {
+		t.Errorf("status.model.retry %+v; want 1 attempt, none due", retry)
+	}
+	if e := retriedEvent(rec); !strings.HasPrefix(e, "Normal: The fetch of model fetch-flaky failed (FetchFailed), for a reason a retry may fix; it is tried again (retry 1)") {
+		t.Errorf("FetchRetried Event %q", e)
+	}
+}

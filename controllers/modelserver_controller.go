@@ -242,14 +242,8 @@ func (r *ModelServerReconciler) reconcileNormal(ctx context.Context, ms *serving
 		}
 	}
 
-	// A failed fetch whose settings spec.fetch has changed since is made
-	// again: its Job goes, and the release makes it anew.
-	if err := r.retryFetches(ctx, ms, want.Retries); err != nil {
-		return ctrl.Result{}, err
-	}
-
 	// 7. Decide what Helm has to do, and do it.
-	plan, err := r.planRelease(ctx, ms, want)
+	plan, err := r.planWithRetries(ctx, ms, want)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -278,9 +272,12 @@ func (r *ModelServerReconciler) reconcileNormal(ctx context.Context, ms *serving
 		return ctrl.Result{}, err
 	}
 	log.FromContext(ctx).V(1).Info("reconciled", "fetch", report.Fetch, "plan", plan.kind, "why", plan.why)
-	if !want.NextRound.IsZero() {
-		// Nothing watched changes when a refresh round is due.
-		obs.sooner(max(want.NextRound.Sub(r.clock().Now()), time.Second))
+	for _, at := range []time.Time{want.NextRound, want.NextRetry} {
+		if !at.IsZero() {
+			// Nothing watched changes when a refresh round or a retry
+			// is due.
+			obs.sooner(max(at.Sub(r.clock().Now()), time.Second))
+		}
 	}
 	return r.lookAgain(obs, want.Values.WaitsForAPIs), nil
 }

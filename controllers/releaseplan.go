@@ -62,6 +62,10 @@ type releasePlan struct {
 	// deployed is the release as found deployed with the current digest,
 	// when the status did not say so yet.
 	deployed *servingv1alpha1.ReleaseStatus
+	// repair says the reconcile deleted objects of the release to have
+	// them made again (a failed fetch's Job): the upgrade reads every
+	// object and makes those missing (release.Manager.Repair).
+	repair bool
 }
 
 // planFor plans what brings the release from its latest revision last
@@ -218,7 +222,11 @@ func (r *ModelServerReconciler) apply(ctx context.Context, ms *servingv1alpha1.M
 	if p.kind == planFreshInstall {
 		rel, op, err = r.Releases.Install(ctx, ms.Namespace, ms.Name, r.Chart, m, want.Digest)
 	} else {
-		rel, op, err = r.Releases.Apply(ctx, ms.Namespace, ms.Name, r.Chart, m, want.Digest, last)
+		apply := r.Releases.Apply
+		if p.repair {
+			apply = r.Releases.Repair
+		}
+		rel, op, err = apply(ctx, ms.Namespace, ms.Name, r.Chart, m, want.Digest, last)
 	}
 	if errors.Is(err, release.ErrConflict) {
 		r.warn(ms, servingv1alpha1.ReasonConflict, "Apply", sentence("Cannot deploy: %s", status.ErrorLine(err)))

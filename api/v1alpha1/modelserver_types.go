@@ -878,6 +878,25 @@ type ModelStatus struct {
 	// (refreshInterval), once it has one.
 	// +optional
 	Refresh *ModelRefresh `json:"refresh,omitempty"`
+	// retry is where the retries of a fetch that failed for a reason a
+	// retry may fix (the store unreachable, answering errors) stand: the
+	// operator makes its Job again after 1, 2, 4, ... minutes, at most 30,
+	// resuming from what the failed one completed. A failure no retry
+	// fixes (NotFound, AccessDenied, ...), or one of time or memory, waits
+	// for a change of the spec instead.
+	// +optional
+	Retry *FetchRetry `json:"retry,omitempty"`
+}
+
+// FetchRetry is where the retries of a model's failed fetch stand.
+type FetchRetry struct {
+	// job names the fetch Job retried.
+	Job string `json:"job"`
+	// attempts is how many times it has been made again.
+	Attempts int32 `json:"attempts"`
+	// nextAttempt is when it is made again, if it has failed.
+	// +optional
+	NextAttempt *metav1.Time `json:"nextAttempt,omitempty"`
 }
 
 // ModelRefresh is where a model's periodic refresh stands.

@@ -6,15 +6,12 @@ package desired
 
 import (
 	"fmt"
-	"maps"
 	"slices"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
-	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/utils/ptr"
 
 	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
 	"github.com/modelserver-dev/modelserver-operator/internal/status"
@@ -82,22 +79,13 @@ type State struct {
 	// not running is due, zero if none is: nothing watched wakes the
 	// reconciler then.
 	NextRound time.Time
-	// Retries are the failed fetch Jobs made with other settings than
-	// spec.fetch's now: the controller deletes them, and the values make
-	// them again, with spec.fetch's settings.
+	// Retries are the failed fetch Jobs to make again: those made with
+	// other settings than spec.fetch's now, and those due to be retried.
+	// The controller deletes them, and the values make them again.
 	Retries []Retry
-}
-
-// Retry is a failed fetch Job to make again.
-type Retry struct {
-	// Models are the models the Job fetches.
-	Models []string
-	// Job is the Job as observed, whose UID the deletion is bound to.
-	Job *batchv1.Job
-	// Reason is the reason it failed for.
-	Reason string
-	// With are the settings it is made again with.
-	With values.FetchSettings
+	// NextRetry is when the next failed fetch is due to be made again,
+	// zero if none is.
+	NextRetry time.Time
 }
 
 // For validates ms and computes its desired state. A spec that cannot be
@@ -107,9 +95,16 @@ func For(ms *servingv1alpha1.ModelServer, obs Observed, cfg Config) (*State, err
 	if err != nil {
 		return nil, err
 	}
-	retries, jobs := retries(spec, obs)
-	obs.FetchJobs = jobs
+	// Each model in the round its status holds, so that its Job is the
+	// one observed.
+	held := status.Rounds(obs.Status, spec)
+	for i, m := range spec.Models {
+		spec.InRound(i, held[m.Name])
+	}
+	plan := planRetries(spec, obs)
+	obs.FetchJobs = plan.jobs
 	fetches, next := inRounds(ms, spec, obs)
+	plan.tell(fetches)
 	in := values.Inputs{
 		ChartVersion:  cfg.ChartVersion,
 		AppVersion:    cfg.AppVersion,
@@ -135,7 +130,8 @@ func For(ms *servingv1alpha1.ModelServer, obs Observed, cfg Config) (*State, err
 		Digest:    values.Digest(cfg.Chart, vals),
 		Selector:  labels.SelectorFromSet(vals.Labels.Selector).String(),
 		NextRound: next,
-		Retries:   retries,
+		Retries:   plan.retries,
+		NextRetry: plan.next,
 		Endpoints: &servingv1alpha1.Endpoints{
 			GRPC: fmt.Sprintf("%s.%s.svc:%d", vals.Names.Service, ms.Namespace, vals.Serving.GRPCPort),
 			REST: restURL(ms.Namespace, vals, vals.Models[0].Name),
@@ -152,10 +148,6 @@ func For(ms *servingv1alpha1.ModelServer, obs Observed, cfg Config) (*State, err
 // the next round is due. A round does not begin while the fetch of the
 // last one runs: a fetch that outlasts the interval is let finish.
 func inRounds(ms *servingv1alpha1.ModelServer, spec *values.Spec, obs Observed) ([]status.ModelFetch, time.Time) {
-	held := status.Rounds(obs.Status, spec)
-	for i, m := range spec.Models {
-		spec.InRound(i, held[m.Name])
-	}
 	fetches := status.Fetches(obs.Status, spec, obs.FetchJobs)
 	moved := false
 	var next time.Time
@@ -182,57 +174,6 @@ func inRounds(ms *servingv1alpha1.ModelServer, spec *values.Spec, obs Observed) 
 		fetches = status.Fetches(obs.Status, spec, obs.FetchJobs)
 	}
 	return fetches, next
-}
-
-// retries are the current fetch Jobs that failed (or whose pod the
-// apiserver refuses) and were made with other settings than spec.fetch's
-// now, and the Jobs observed without them: the models they fetch are to be
-// fetched afresh.
-func retries(spec *values.Spec, obs Observed) ([]Retry, map[string]*status.FetchJob) {
-	want := spec.FetchSettings()
-	var out []Retry
-	jobs := obs.FetchJobs
-	for _, m := range spec.Models {
-		fj := obs.FetchJobs[m.FetchJob]
-		if i := slices.IndexFunc(out, func(r Retry) bool { return r.Job.Name == m.FetchJob }); i >= 0 {
-			out[i].Models = append(out[i].Models, m.Name)
-			continue
-		}
-		if fj == nil || !failed(fj) {
-			continue
-		}
-		if made, ok := madeWith(fj.Job); !ok || !made.NeedsRetry(want) {
-			continue
-		}
-		if before, ok := obs.RetriedWith[m.FetchJob]; ok && !before.NeedsRetry(want) {
-			continue
-		}
-		if len(out) == 0 {
-			jobs = maps.Clone(obs.FetchJobs)
-		}
-		delete(jobs, m.FetchJob)
-		reason, _ := status.FetchFailure(fj)
-		out = append(out, Retry{Models: []string{m.Name}, Job: fj.Job, Reason: reason, With: want})
-	}
-	return out, jobs
-}
-
-// failed says that a fetch Job's fetch has failed, or cannot begin: the
-// apiserver refuses its pod, which new settings may change.
-func failed(fj *status.FetchJob) bool {
-	state := fj.State()
-	return state == status.FetchFailed || (state == status.FetchRunning && fj.PodRejected != "")
-}
-
-// madeWith are the fetch settings of a Job's fetch container, and
-// whether it has one.
-func madeWith(job *batchv1.Job) (values.FetchSettings, bool) {
-	for _, c := range job.Spec.Template.Spec.Containers {
-		if c.Name == values.FetchContainerName {
-			return values.FetchSettings{ActiveDeadline: ptr.Deref(job.Spec.ActiveDeadlineSeconds, 0), Resources: c.Resources}, true
-		}
-	}
-	return values.FetchSettings{}, false
 }
 
 // restURL is the in-cluster URL of one model's REST API.

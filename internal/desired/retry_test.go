@@ -2,6 +2,7 @@ package desired
 
 import (
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -130,5 +131,99 @@ func TestAJobMadeAgainIsNotMadeAgainForTheSameSettings(t *testing.T) {
 	}
 	if len(other.Retries) != 1 {
 		t.Errorf("retries %+v, want one for settings changed again", other.Retries)
+	}
+}
+
+// failedAt is a fetch Job of the default settings that failed at the
+// time, for the reason.
+func failedAt(name string, at time.Time, reason string) *batchv1.Job {
+	j := job(name, "example.com/op:1", "")
+	j.Status.Conditions = []batchv1.JobCondition{{Type: batchv1.JobFailed, Status: corev1.ConditionTrue, Reason: reason, LastTransitionTime: metav1.NewTime(at)}}
+	return j
+}
+
+// TestAFetchThatFailedForAReasonARetryMayFixIsMadeAgainLater: a Job whose
+// pods used up their retries is made again 1, 2, 4, ... minutes after it
+// failed, at most 30; the status says when, and how many times it was;
+// the count goes with the Job. A failure no retry fixes, and one of a
+// model refreshed on a schedule, wait.
+func TestAFetchThatFailedForAReasonARetryMayFixIsMadeAgainLater(t *testing.T) {
+	ms := modelServer()
+	fresh, err := For(ms, Observed{}, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := fresh.Spec.Models[0].FetchJob
+	t0 := time.Date(2026, 12, 6, 7, 0, 0, 0, time.UTC)
+	observe := func(j *batchv1.Job, retry *servingv1alpha1.FetchRetry, now time.Time) *State {
+		t.Helper()
+		obs := Observed{Now: now, FetchJobs: map[string]*status.FetchJob{name: {Job: j}}}
+		obs.Status.Model = &servingv1alpha1.ModelStatus{Name: "resnet", Fetch: "Failed", Retry: retry}
+		st, err := For(ms, obs, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	failed := failedAt(name, t0, batchv1.JobReasonBackoffLimitExceeded)
+
+	// Before its wait is over: when, in the status and for the requeue.
+	st := observe(failed, nil, t0.Add(30*time.Second))
+	r := st.Fetches[0].Status.Retry
+	if len(st.Retries) != 0 || r == nil || r.Attempts != 0 || r.NextAttempt == nil || !r.NextAttempt.Time.Equal(t0.Add(time.Minute)) || !st.NextRetry.Equal(t0.Add(time.Minute)) {
+		t.Fatalf("retries %+v, status %+v, next %v; want none yet, the next at %v", st.Retries, r, st.NextRetry, t0.Add(time.Minute))
+	}
+	if want := "; it is tried again at 2026-12-06T07:01:00Z"; !strings.HasSuffix(st.Fetches[0].Message, want) || !strings.HasSuffix(st.Fetches[0].Status.Message, want) {
+		t.Errorf("messages %q, %q; want them to end %q", st.Fetches[0].Message, st.Fetches[0].Status.Message, want)
+	}
+
+	// Due: made again, the first retry.
+	st = observe(failed, r, t0.Add(time.Minute))
+	if len(st.Retries) != 1 || st.Retries[0].Attempt != 1 || st.Fetches[0].State != status.FetchMissing {
+		t.Fatalf("retries %+v, fetch %s; want the Job made again, retry 1", st.Retries, st.Fetches[0].State)
+	}
+	r = st.Fetches[0].Status.Retry
+	if r == nil || r.Attempts != 1 || r.NextAttempt != nil {
+		t.Fatalf("status %+v; want 1 attempt, none due", r)
+	}
+
+	// Running again: the count stays.
+	if st = observe(job(name, "example.com/op:1", ""), r, t0.Add(90*time.Second)); st.Fetches[0].Status.Retry == nil || st.Fetches[0].Status.Retry.Attempts != 1 {
+		t.Errorf("while it runs again: %+v; want 1 attempt", st.Fetches[0].Status.Retry)
+	}
+
+	// Failed again: twice as long, and at most 30 minutes.
+	for attempts, wait := range map[int32]time.Duration{1: 2 * time.Minute, 3: 8 * time.Minute, 5: 30 * time.Minute, 40: 30 * time.Minute} {
+		t1 := t0.Add(time.Hour)
+		st = observe(failedAt(name, t1, batchv1.JobReasonBackoffLimitExceeded), &servingv1alpha1.FetchRetry{Job: name, Attempts: attempts}, t1.Add(time.Second))
+		if got := st.Fetches[0].Status.Retry.NextAttempt; len(st.Retries) != 0 || got == nil || !got.Time.Equal(t1.Add(wait)) {
+			t.Errorf("after %d attempts, the next at %v; want %v", attempts, got, t1.Add(wait))
+		}
+	}
+
+	// Fetched: nothing more to say.
+	if st = observe(job(name, "example.com/op:1", batchv1.JobComplete), r, t0.Add(2*time.Minute)); st.Fetches[0].Status.Retry != nil {
+		t.Errorf("after a success: %+v; want no retry", st.Fetches[0].Status.Retry)
+	}
+	// Another Job (a new URI): the count was the other's.
+	if st = observe(failed, &servingv1alpha1.FetchRetry{Job: "resnet-fetch-other", Attempts: 4}, t0.Add(time.Minute)); len(st.Retries) != 1 || st.Retries[0].Attempt != 1 {
+		t.Errorf("retries %+v; want the first, the count being another Job's", st.Retries)
+	}
+
+	// Not retried: a permanent failure, a model refreshed on a schedule.
+	if st = observe(failedAt(name, t0, batchv1.JobReasonPodFailurePolicy), nil, t0.Add(time.Hour)); len(st.Retries) != 0 || st.Fetches[0].Status.Retry != nil || !st.NextRetry.IsZero() {
+		t.Errorf("a permanent failure: retries %+v, status %+v", st.Retries, st.Fetches[0].Status.Retry)
+	}
+	refreshed := modelServer()
+	refreshed.Spec.Model.RefreshInterval = &metav1.Duration{Duration: time.Hour}
+	first, err := For(refreshed, Observed{Now: t0}, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	round := first.Spec.Models[0].FetchJob
+	obs := Observed{Now: t0.Add(time.Minute), FetchJobs: map[string]*status.FetchJob{round: {Job: failedAt(round, t0, batchv1.JobReasonBackoffLimitExceeded)}}}
+	obs.Status.Model = &servingv1alpha1.ModelStatus{Name: "resnet", Fetch: "Failed", Refresh: first.Fetches[0].Status.Refresh}
+	if st, err = For(refreshed, obs, cfg); err != nil || len(st.Retries) != 0 || st.Fetches[0].State != status.FetchFailed {
+		t.Errorf("a model refreshed on a schedule: retries %+v, fetch %s (%v); want its next round to be the retry", st.Retries, st.Fetches[0].State, err)
 	}
 }

@@ -190,7 +190,19 @@ func (m *Manager) Get(namespace, name string) (*Latest, error) {
 // read again (knownHistory). A latest revision
 // left pending by an interrupted operation is first marked failed, which
 // lets the upgrade proceed from it.
-func (m *Manager) Apply(ctx context.Context, namespace, name string, ch *chart.Chart, vals map[string]any, digest string, last *Latest) (_ *helmrelease.Release, op Op, err error) {
+func (m *Manager) Apply(ctx context.Context, namespace, name string, ch *chart.Chart, vals map[string]any, digest string, last *Latest) (*helmrelease.Release, Op, error) {
+	return m.apply(ctx, namespace, name, ch, vals, digest, last, true)
+}
+
+// Repair is Apply by Helm's own upgrade, which reads every object of the
+// release and makes those missing, for a caller that has deleted some of
+// them to have them made again: the upgrade without reads (upgradeKnown)
+// writes only what the render changed.
+func (m *Manager) Repair(ctx context.Context, namespace, name string, ch *chart.Chart, vals map[string]any, digest string, last *Latest) (*helmrelease.Release, Op, error) {
+	return m.apply(ctx, namespace, name, ch, vals, digest, last, false)
+}
+
+func (m *Manager) apply(ctx context.Context, namespace, name string, ch *chart.Chart, vals map[string]any, digest string, last *Latest, withoutReads bool) (_ *helmrelease.Release, op Op, err error) {
 	defer observe(time.Now(), &op, &err)
 	cfg, err := m.config(namespace, ownerOf(vals))
 	if err != nil {
@@ -238,7 +250,7 @@ func (m *Manager) Apply(ctx context.Context, namespace, name string, ch *chart.C
 		}
 		op = OpRecovered
 	}
-	if op == OpUpgrade {
+	if op == OpUpgrade && withoutReads {
 		if rel, handled, err := m.upgradeKnown(ctx, cfg, namespace, name, ch, vals, digest, last); handled {
 			if err != nil {
 				return rel, op, classify(name, err)

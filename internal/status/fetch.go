@@ -157,7 +157,7 @@ func sameGeneration(previous map[string]servingv1alpha1.ModelStatus, generation 
 // Job's condition says; or why the apiserver refuses its pod.
 func FetchFailure(fj *FetchJob) (reason, message string) {
 	job := fj.Job
-	failure := jobFailure(job)
+	failure := JobFailure(job)
 	switch {
 	case failure != nil && failure.Reason == batchv1.JobReasonDeadlineExceeded:
 		limit := time.Duration(ptr.Deref(job.Spec.ActiveDeadlineSeconds, 0)) * time.Second
@@ -178,9 +178,9 @@ func FetchFailure(fj *FetchJob) (reason, message string) {
 	return fetch.ParseFailure(fj.Termination, jobMessage)
 }
 
-// jobFailure is the failed Job's Failed condition, or, while its pods
+// JobFailure is the failed Job's Failed condition, or, while its pods
 // are being stopped, the FailureTarget one before it; nil if it has none.
-func jobFailure(job *batchv1.Job) *batchv1.JobCondition {
+func JobFailure(job *batchv1.Job) *batchv1.JobCondition {
 	var target *batchv1.JobCondition
 	for i, c := range job.Status.Conditions {
 		switch {
