@@ -66,6 +66,7 @@ func planRetries(spec *values.Spec, obs Observed) retryPlan {
 		case settingsChanged(fj, want) && !retriedAlready(obs.RetriedWith, m.FetchJob, want):
 			p.retry(m, fj, Retry{With: want})
 			if retried {
+				was.NextAttempt = nil
 				p.told[m.Name] = &was
 			}
 		default:

@@ -201,6 +201,15 @@ func TestAFetchThatFailedForAReasonARetryMayFixIsMadeAgainLater(t *testing.T) {
 		}
 	}
 
+	// Waiting, when spec.fetch changes: made again at once, with them.
+	waiting := &servingv1alpha1.FetchRetry{Job: name, Attempts: 2, NextAttempt: &metav1.Time{Time: t0.Add(time.Hour)}}
+	ms.Spec.Fetch = &servingv1alpha1.FetchSpec{Timeout: &metav1.Duration{Duration: 2 * time.Hour}}
+	st = observe(failed, waiting, t0.Add(2*time.Minute))
+	if r := st.Fetches[0].Status.Retry; len(st.Retries) != 1 || st.Retries[0].Attempt != 0 || r == nil || r.Attempts != 2 || r.NextAttempt != nil {
+		t.Errorf("retries %+v, status %+v; want the Job made again for the settings, no attempt due", st.Retries, r)
+	}
+	ms.Spec.Fetch = nil
+
 	// Fetched: nothing more to say.
 	if st = observe(job(name, "example.com/op:1", batchv1.JobComplete), r, t0.Add(2*time.Minute)); st.Fetches[0].Status.Retry != nil {
 		t.Errorf("after a success: %+v; want no retry", st.Fetches[0].Status.Retry)
