@@ -86,6 +86,8 @@ func retriedEvent(rec *recordedEvents) string {
 // named, not with the tail of its log; a larger spec.fetch limit makes the
 // Job again, with it, once.
 func TestAFetchOutOfMemoryIsTriedAgainWithTheMemoryGiven(t *testing.T) {
+	// Mostly waiting on the Job controller: beside the other waits.
+	t.Parallel()
 	_, r, rec := recordingReconciler(t)
 	failures := map[string]string{"reason": servingv1alpha1.ReasonOutOfMemory}
 	before := gather(t).value("modelserver_fetch_failures_total", failures)
@@ -137,6 +139,8 @@ func TestAFetchOutOfMemoryIsTriedAgainWithTheMemoryGiven(t *testing.T) {
 // to the fetch running, in the same Job; a fetch still running at its
 // deadline fails with reason Timeout; a longer timeout makes the Job again.
 func TestAFetchTimeoutAppliesToTheRunningFetchAndEndsIt(t *testing.T) {
+	// Mostly waiting on the Job controller: beside the other waits.
+	t.Parallel()
 	_, r, rec := recordingReconciler(t)
 	ms := createUnmanaged(t, "fetch-slow", func(ms *servingv1alpha1.ModelServer) {
 		ms.Spec.Fetch = fetchTimeout(10 * time.Minute)
@@ -245,6 +249,8 @@ func TestAFetchPodTheQuotaRefusesIsMadeAgainWithTheResourcesGiven(t *testing.T) 
 // before and how many times after; the reconciler asks to be woken then,
 // as nothing it watches changes at that moment.
 func TestAFetchThatFailedForAReasonARetryMayFixIsTriedAgain(t *testing.T) {
+	// Mostly waiting on the Job controller: beside the other waits.
+	t.Parallel()
 	_, r, rec := recordingReconciler(t)
 	ms := createUnmanaged(t, "fetch-flaky", func(ms *servingv1alpha1.ModelServer) {
 		ms.Spec.PodTemplate.Annotations = map[string]string{

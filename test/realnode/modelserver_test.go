@@ -642,9 +642,15 @@ func TestAServerThatFailsItsLivenessProbeIsNamedAndTheModelServerDegraded(t *tes
 		t.Fatalf("after the first kill: %s: %s; want Degraded", ms.Status.Phase, ms.Status.Message)
 	}
 	t.Logf("Degraded %.1fs after Ready: %s", time.Since(ready).Seconds(), ms.Status.Message)
-	warned := e.kubectlOut("-n", ns, "get", "events", "--field-selector", "involvedObject.kind=ModelServer,reason=Degraded,type=Warning", "-o", "jsonpath={.items[*].message}")
+	// The Event is sent after the status is written, by the recorder's
+	// own goroutine: a loaded machine may show it a few seconds later.
+	var warned string
+	_ = wait.PollUntilContextTimeout(context.Background(), time.Second, 15*time.Second, true, func(context.Context) (bool, error) {
+		warned = e.kubectlOut("-n", ns, "get", "events", "--field-selector", "involvedObject.kind=ModelServer,reason=Degraded,type=Warning", "-o", "jsonpath={.items[*].message}")
+		return strings.Contains(warned, "ModelServer is Degraded (was Ready)"), nil
+	})
 	if !strings.Contains(warned, "ModelServer is Degraded (was Ready)") {
-		t.Errorf("no Degraded Warning for the ModelServer; its Degraded Events: %q", warned)
+		t.Errorf("no Degraded Warning for the ModelServer within 15 s; its Degraded Events: %q", warned)
 	}
 
 	const killed = `1 serving pod cannot keep container "tensorflow-serving" running: it exits with code 137 (killed by the kubelet: its liveness probe failed for 30s)`
