@@ -190,15 +190,13 @@ func liveJobs(spec *values.Spec, jobs map[string]*status.FetchJob) map[string]va
 		if fj == nil {
 			continue
 		}
-		pod := fj.Job.Spec.Template.Spec
-		settings, _ := madeWith(fj.Job)
-		for _, c := range pod.Containers {
-			if c.Name == values.FetchContainerName {
-				progs[m.Generation] = values.LiveJob{Program: values.Program{Image: c.Image, Command: c.Command}, NodeSelector: pod.NodeSelector,
-					ReadsModelConfig: slices.Contains(c.Args, values.ServedConfigFlag),
-					Settings:         settings, Finished: fj.State() != status.FetchRunning}
-			}
+		c, ok := status.FetchContainer(fj.Job)
+		if !ok {
+			continue
 		}
+		progs[m.Generation] = values.LiveJob{Program: values.Program{Image: c.Image, Command: c.Command}, NodeSelector: fj.Job.Spec.Template.Spec.NodeSelector,
+			ReadsModelConfig: slices.Contains(c.Args, values.ServedConfigFlag),
+			Settings:         madeWith(fj.Job, c), Finished: fj.State() != status.FetchRunning}
 	}
 	return progs
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
@@ -125,8 +126,8 @@ func (p *retryPlan) tell(fetches []status.ModelFetch) {
 // settingsChanged says that fj failed (or its pod is refused) and was made
 // with other settings than want.
 func settingsChanged(fj *status.FetchJob, want values.FetchSettings) bool {
-	made, ok := madeWith(fj.Job)
-	return failed(fj) && ok && made.NeedsRetry(want)
+	c, ok := status.FetchContainer(fj.Job)
+	return failed(fj) && ok && madeWith(fj.Job, c).NeedsRetry(want)
 }
 
 // retriedAlready says that this process has made the Job of that name
@@ -143,13 +144,8 @@ func failed(fj *status.FetchJob) bool {
 	return state == status.FetchFailed || (state == status.FetchRunning && fj.PodRejected != "")
 }
 
-// madeWith are the fetch settings of a Job's fetch container, and
-// whether it has one.
-func madeWith(job *batchv1.Job) (values.FetchSettings, bool) {
-	for _, c := range job.Spec.Template.Spec.Containers {
-		if c.Name == values.FetchContainerName {
-			return values.FetchSettings{ActiveDeadline: ptr.Deref(job.Spec.ActiveDeadlineSeconds, 0), Resources: c.Resources}, true
-		}
-	}
-	return values.FetchSettings{}, false
+// madeWith are the fetch settings a Job was made with: its deadline, and
+// the resources of its fetch container, fetch.
+func madeWith(job *batchv1.Job, fetch corev1.Container) values.FetchSettings {
+	return values.FetchSettings{ActiveDeadline: ptr.Deref(job.Spec.ActiveDeadlineSeconds, 0), Resources: fetch.Resources}
 }

@@ -77,7 +77,7 @@ func (d *downloader) fetchRanged(ctx context.Context, src rangeSource, obj Objec
 				if err == nil {
 					digest.partWritten(i, off, sums)
 					if sums != nil {
-						d.journal.addPart(partRecord{Path: obj.Key, Size: obj.Size, Source: versions[i], Offset: off, Length: n, Chunks: sums.chunkSums()})
+						d.journal.addPart(obj, versions[i], off, n, sums.chunkSums())
 					}
 				}
 				return err
@@ -149,7 +149,7 @@ func (d *downloader) keepParts(ctx context.Context, f *os.File, obj Object, resu
 		return nil
 	}
 	kept := map[int]bool{}
-	for i, sums := range keptParts(ctx, f, obj, resume, d.partSize) {
+	for i, sums := range checkedParts(ctx, f, obj, resume, d.partSize) {
 		off := int64(i) * d.partSize
 		n := min(d.partSize, obj.Size-off)
 		digest.chunkSums.put(off, sums)
@@ -157,7 +157,7 @@ func (d *downloader) keepParts(ctx context.Context, f *os.File, obj Object, resu
 		counted.Add(n)
 		d.used.Add(n)
 		d.prog.bytes.Add(n)
-		d.journal.addPart(partRecord{Path: obj.Key, Size: obj.Size, Source: obj.Version, Offset: off, Length: n, Chunks: sums})
+		d.journal.addPart(obj, obj.Version, off, n, sums)
 		kept[i] = true
 	}
 	return kept

@@ -63,9 +63,10 @@ type journalLine struct {
 // Writes are not synced: what a crash loses of it, or of the files, is
 // downloaded again.
 type journal struct {
-	mu    sync.Mutex
-	f     *os.File
-	files int
+	mu sync.Mutex
+	f  *os.File
+	// noted counts the files and parts noted.
+	noted int
 	log   *slog.Logger
 }
 
@@ -95,19 +96,21 @@ func (j *journal) add(records ...fileRecord) {
 		if r.Source == "" || j.f == nil || !j.write(r) {
 			continue
 		}
-		j.files++
+		j.noted++
 	}
 }
 
-// addPart notes a completed part of a large file.
-func (j *journal) addPart(p partRecord) {
-	if j == nil || p.Source == "" {
+// addPart notes a completed part of obj's file, as the version of the
+// object it came from: its n bytes at off, and its chunks' digests.
+func (j *journal) addPart(obj Object, version string, off, n int64, chunks []byte) {
+	if j == nil || version == "" {
 		return
 	}
 	j.mu.Lock()
 	defer j.mu.Unlock()
+	p := partRecord{Path: obj.Key, Size: obj.Size, Source: version, Offset: off, Length: n, Chunks: chunks}
 	if j.f != nil && j.write(journalLine{Part: &p}) {
-		j.files++
+		j.noted++
 	}
 }
 
@@ -132,7 +135,7 @@ func (j *journal) holds() bool {
 	}
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	return j.f != nil && j.files > 0
+	return j.f != nil && j.noted > 0
 }
 
 // remove deletes the journal, once every file is in place: the published
@@ -323,12 +326,12 @@ func (e *earlier) linkPartial(staging string, objs []Object, log *slog.Logger) m
 	return out
 }
 
-// keptParts checks the parts a stopped fetch completed of the file of obj,
+// checkedParts checks the parts a stopped fetch completed of the file of obj,
 // open in f, against the digests its journal noted, and returns those
 // that still hash to them, by index, with their chunks' digests: parts of
 // the same bounds the download makes now (partSize), of the version the
 // source lists now.
-func keptParts(ctx context.Context, f *os.File, obj Object, parts []partRecord, partSize int64) map[int][]byte {
+func checkedParts(ctx context.Context, f *os.File, obj Object, parts []partRecord, partSize int64) map[int][]byte {
 	bp := bufPool.Get().(*[]byte)
 	defer bufPool.Put(bp)
 	kept := map[int][]byte{}

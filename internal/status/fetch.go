@@ -163,7 +163,8 @@ func FetchFailure(fj *FetchJob) (reason, message string) {
 		limit := time.Duration(ptr.Deref(job.Spec.ActiveDeadlineSeconds, 0)) * time.Second
 		return servingv1alpha1.ReasonTimeout, fmt.Sprintf("the fetch did not finish within spec.fetch.timeout, %s, and was stopped; raise it, and the fetch is tried again", limit)
 	case fj.OutOfMemory:
-		limit, ok := fetchContainer(job).Resources.Limits[corev1.ResourceMemory]
+		c, _ := FetchContainer(job)
+		limit, ok := c.Resources.Limits[corev1.ResourceMemory]
 		if !ok {
 			return servingv1alpha1.ReasonOutOfMemory, "the fetch container, which has no memory limit, was killed for lack of memory on its node; set spec.fetch.resources.requests.memory to what it needs, and the fetch is tried again"
 		}
@@ -194,12 +195,12 @@ func JobFailure(job *batchv1.Job) *batchv1.JobCondition {
 	return target
 }
 
-// fetchContainer is the Job's fetch container, empty if it has none.
-func fetchContainer(job *batchv1.Job) corev1.Container {
+// FetchContainer is the Job's fetch container, and whether it has one.
+func FetchContainer(job *batchv1.Job) (corev1.Container, bool) {
 	for _, c := range job.Spec.Template.Spec.Containers {
 		if c.Name == values.FetchContainerName {
-			return c
+			return c, true
 		}
 	}
-	return corev1.Container{}
+	return corev1.Container{}, false
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
@@ -217,19 +218,7 @@ func (in Inputs) settings(generation string, want FetchSettings) FetchSettings {
 // sameResources compares quantities by value: the apiserver keeps them in
 // its own form ("1" for "1000m"), which must not count as a change.
 func sameResources(a, b corev1.ResourceRequirements) bool {
-	return sameQuantities(a.Limits, b.Limits) && sameQuantities(a.Requests, b.Requests) && len(a.Claims) == len(b.Claims)
-}
-
-func sameQuantities(a, b corev1.ResourceList) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for name, q := range a {
-		if other, ok := b[name]; !ok || q.Cmp(other) != 0 {
-			return false
-		}
-	}
-	return true
+	return apiequality.Semantic.DeepEqual(a, b)
 }
 
 func fetchResources() corev1.ResourceRequirements {

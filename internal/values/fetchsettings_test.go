@@ -30,6 +30,19 @@ func limits(cpu, memory string) *corev1.ResourceRequirements {
 	}}
 }
 
+// expectJobSettings renders ms with in and checks its fetch Job's
+// deadline and resources.
+func expectJobSettings(t *testing.T, ms *servingv1alpha1.ModelServer, in Inputs, deadline int64, resources corev1.ResourceRequirements) {
+	t.Helper()
+	v, err := For(ms, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f := v.Fetches[0]; f.ActiveDeadline != deadline || !sameResources(f.Resources, resources) {
+		t.Errorf("the Job renders with deadline %d and resources %v; want %d and %v", f.ActiveDeadline, f.Resources, deadline, resources)
+	}
+}
+
 // TestSpecFetchSetsTheJobsDeadlineAndResources: spec.fetch.timeout is the
 // Job's activeDeadlineSeconds (a fraction of a second counted as a whole
 // one), its resources the fetch container's; without them, an hour and
@@ -49,14 +62,7 @@ func TestSpecFetchSetsTheJobsDeadlineAndResources(t *testing.T) {
 		{"no resources at all", modelServer(withFetch("", &corev1.ResourceRequirements{})), 3600, corev1.ResourceRequirements{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			v, err := For(tc.ms, in)
-			if err != nil {
-				t.Fatal(err)
-			}
-			f := v.Fetches[0]
-			if f.ActiveDeadline != tc.deadline || !sameResources(f.Resources, tc.resources) {
-				t.Errorf("the Job's deadline %d and resources %v; want %d and %v", f.ActiveDeadline, f.Resources, tc.deadline, tc.resources)
-			}
+			expectJobSettings(t, tc.ms, in, tc.deadline, tc.resources)
 		})
 	}
 }
@@ -98,14 +104,7 @@ func TestAnExistingJobKeepsWhatItCannotChange(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.live.Program = Program{Image: "example.com/op:1"}
 			in.LiveJobs = map[string]LiveJob{generation: tc.live}
-			v, err := For(ms, in)
-			if err != nil {
-				t.Fatal(err)
-			}
-			f := v.Fetches[0]
-			if f.ActiveDeadline != tc.deadline || !sameResources(f.Resources, tc.resources) {
-				t.Errorf("the Job renders with deadline %d and resources %v; want %d and %v", f.ActiveDeadline, f.Resources, tc.deadline, tc.resources)
-			}
+			expectJobSettings(t, ms, in, tc.deadline, tc.resources)
 		})
 	}
 }
