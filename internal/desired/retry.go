@@ -57,19 +57,16 @@ func planRetries(spec *values.Spec, obs Observed) retryPlan {
 			continue
 		}
 		fj := obs.FetchJobs[m.FetchJob]
-		was, retried := previous[m.Name]
+		was := previous[m.Name]
 		switch {
 		case fj == nil || fj.State() == status.FetchSucceeded:
 			// Fetched, or not yet made: nothing to retry.
-			if fj == nil && retried {
-				p.told[m.Name] = &was
+			if fj == nil {
+				p.stands(m, was)
 			}
 		case settingsChanged(fj, want) && !retriedAlready(obs.RetriedWith, m.FetchJob, want):
 			p.retry(m, fj, Retry{With: want})
-			if retried {
-				was.NextAttempt = nil
-				p.told[m.Name] = &was
-			}
+			p.stands(m, was)
 		default:
 			p.planAttempt(m, fj, want, was, obs.Now)
 		}
@@ -84,10 +81,7 @@ func (p *retryPlan) planAttempt(m values.SpecModel, fj *status.FetchJob, want va
 	if !transient || m.RefreshInterval() > 0 {
 		// Running, or waiting for a change of the spec, or for its
 		// next refresh round.
-		if was.Job != "" {
-			was.NextAttempt = nil
-			p.told[m.Name] = &was
-		}
+		p.stands(m, was)
 		return
 	}
 	r := servingv1alpha1.FetchRetry{Job: m.FetchJob, Attempts: was.Attempts}
@@ -103,6 +97,15 @@ func (p *retryPlan) planAttempt(m values.SpecModel, fj *status.FetchJob, want va
 	r.Attempts++
 	p.told[m.Name] = &r
 	p.retry(m, fj, Retry{With: want, Attempt: r.Attempts})
+}
+
+// stands keeps what model m's retries were (was, zero for none), with no
+// attempt due: its Job is not waiting for one.
+func (p *retryPlan) stands(m values.SpecModel, was servingv1alpha1.FetchRetry) {
+	if was.Job != "" {
+		was.NextAttempt = nil
+		p.told[m.Name] = &was
+	}
 }
 
 // retry makes model m's failed Job fj again.
@@ -127,7 +130,7 @@ func (p *retryPlan) tell(fetches []status.ModelFetch) {
 // with other settings than want.
 func settingsChanged(fj *status.FetchJob, want values.FetchSettings) bool {
 	c, ok := status.FetchContainer(fj.Job)
-	return failed(fj) && ok && madeWith(fj.Job, c).NeedsRetry(want)
+	return fj.Failed() && ok && madeWith(fj.Job, c).NeedsRetry(want)
 }
 
 // retriedAlready says that this process has made the Job of that name
@@ -135,13 +138,6 @@ func settingsChanged(fj *status.FetchJob, want values.FetchSettings) bool {
 func retriedAlready(retried map[string]values.FetchSettings, job string, want values.FetchSettings) bool {
 	before, ok := retried[job]
 	return ok && !before.NeedsRetry(want)
-}
-
-// failed says that a fetch Job's fetch has failed, or cannot begin: the
-// apiserver refuses its pod, which new settings may change.
-func failed(fj *status.FetchJob) bool {
-	state := fj.State()
-	return state == status.FetchFailed || (state == status.FetchRunning && fj.PodRejected != "")
 }
 
 // madeWith are the fetch settings a Job was made with: its deadline, and

@@ -48,6 +48,13 @@ func (fj *FetchJob) State() FetchState {
 	return state
 }
 
+// Failed says that the fetch has failed, or cannot begin: the apiserver
+// refuses its pod.
+func (fj *FetchJob) Failed() bool {
+	state := fj.State()
+	return state == FetchFailed || (state == FetchRunning && fj.PodRejected != "")
+}
+
 // Fetches says how each model's fetch of its current generation went,
 // from the Jobs read (by name) and the status as it was. A model keeps
 // what it had fetched before while a new generation is fetched.

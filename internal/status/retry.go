@@ -23,10 +23,7 @@ const maxRetryAfter = 30 * time.Minute
 // RetryAfter is how long after its failure a fetch made again attempts
 // times before is made again.
 func RetryAfter(attempts int32) time.Duration {
-	if attempts >= 5 {
-		return maxRetryAfter
-	}
-	return min(time.Minute<<attempts, maxRetryAfter)
+	return min(time.Minute<<min(max(attempts, 0), 5), maxRetryAfter)
 }
 
 // PreviousRetries maps each of spec's models to where the retries of its
