@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
@@ -77,6 +78,10 @@ type ModelServerReconciler struct {
 	Recorder  events.EventRecorder
 	Releases  *release.Manager
 	Chart     *chart.Chart
+	// PodLogs reads the tail of running fetch pods' logs, for how far
+	// their fetch has come (readProgress). Nil: the status says nothing
+	// of it.
+	PodLogs corev1client.PodsGetter
 	// FetchImage is the operator's image, whose fetcher runs the model-fetch
 	// Jobs and the serving pods' wait for the model.
 	FetchImage string
@@ -125,6 +130,9 @@ type ModelServerReconciler struct {
 	// again once their claims are bound; jobEventReads, by the Job's UID,
 	// of the Events of a fetch Job still without a pod.
 	podReads, fetchPodReads, claimsBound, jobEventReads podReads
+	// progressReads holds, by the fetch Job's UID, when the next read of
+	// its pod's log for its progress is due.
+	progressReads podReads
 	// indexed says that Client reads a cache with the indexes of
 	// addIndexes: SetupWithManager adds them, and Client must then be
 	// the manager's.
@@ -143,6 +151,7 @@ type ModelServerReconciler struct {
 // +kubebuilder:rbac:groups="",resources=services;configmaps;persistentvolumeclaims,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=pods/log,verbs=get
 // +kubebuilder:rbac:groups="",resources=serviceaccounts,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups="",resources=events,verbs=list;watch
@@ -404,6 +413,7 @@ func (r *ModelServerReconciler) forget(uid types.UID) {
 	r.fetchPodReads.forget(uid)
 	r.claimsBound.forget(uid)
 	r.jobEventReads.forgetOwner(uid)
+	r.progressReads.forgetOwner(uid)
 	metrics.Forget(uid)
 }
 

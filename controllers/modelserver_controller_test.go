@@ -518,7 +518,7 @@ func newProcessReconciler(t *testing.T, change func(*chart.Chart)) *controllers.
 	r := env.reconciler
 	return &controllers.ModelServerReconciler{
 		Client: env.client, APIReader: env.client, Recorder: r.Recorder,
-		Releases: r.Releases, Chart: ch, FetchImage: r.FetchImage, ProxyEnv: r.ProxyEnv,
+		Releases: r.Releases, Chart: ch, FetchImage: r.FetchImage, ProxyEnv: r.ProxyEnv, PodLogs: r.PodLogs,
 	}
 }
 

@@ -17,7 +17,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
 	"github.com/modelserver-dev/modelserver-operator/internal/desired"
@@ -157,6 +159,7 @@ func (r *ModelServerReconciler) observeFetchJobs(ctx context.Context, ms *servin
 		state := status.FetchStateOf(job)
 		if state != status.FetchRunning {
 			r.jobEventReads.forget(job.UID)
+			r.progressReads.forget(job.UID)
 		}
 		switch state {
 		case status.FetchSucceeded:
@@ -198,6 +201,7 @@ func (r *ModelServerReconciler) observeRunningFetch(ctx context.Context, owner t
 		return nil
 	}
 	obs.unstarted = append(obs.unstarted, unstarted(pods)...)
+	r.observeProgress(ctx, owner, fj, pods, obs, now)
 	if job.Status.Active > 0 || job.Status.Failed > 0 || job.Status.Succeeded > 0 {
 		r.jobEventReads.forget(job.UID)
 		return nil
@@ -233,6 +237,84 @@ func (r *ModelServerReconciler) observeRunningFetch(ctx context.Context, owner t
 	r.jobEventReads.forget(job.UID)
 	obs.podRejected = true
 	return nil
+}
+
+// observeProgress reads how far a running fetch has come from the tail
+// of its pod's log, once the pod has stood progressFirstRead, then every
+// progressEvery while it runs. Each read is a request to the pod's node
+// through the apiserver, and a new progress a status write: a fetch
+// short enough that nobody waits on it costs neither. Between reads, the
+// status keeps what the last one found; a log that cannot be read (a
+// node whose kubelet the apiserver cannot reach) leaves the status
+// without progress, and the fetch runs on.
+func (r *ModelServerReconciler) observeProgress(ctx context.Context, owner types.UID, fj *status.FetchJob, pods []corev1.Pod, obs *observed, now time.Time) {
+	if r.PodLogs == nil {
+		return
+	}
+	pod := runningPod(pods)
+	if pod == nil {
+		// Nothing wakes the ModelServer when its fetch pod starts:
+		// one about to is looked at again when its first read is due.
+		if age := longest(unstarted(pods), createdAt, now); age > 0 && age < progressFirstRead {
+			obs.sooner(progressFirstRead - age)
+		}
+		return
+	}
+	fj.Pod = pod.Name
+	if age := now.Sub(pod.CreationTimestamp.Time); age < progressFirstRead {
+		obs.sooner(progressFirstRead - age)
+		return
+	}
+	if last, ok := r.progressReads.fresh(fj.Job.UID, now); ok {
+		if last.pod == pod.Name {
+			fj.Progress = last.progress
+		}
+		obs.sooner(last.due.Sub(now))
+		return
+	}
+	read := podRead{due: now.Add(progressEvery), owner: owner, pod: pod.Name}
+	defer func() { r.progressReads.remember(fj.Job.UID, read) }()
+	obs.sooner(progressEvery)
+	rctx, cancel := context.WithTimeout(ctx, progressReadTimeout)
+	defer cancel()
+	tail, err := r.PodLogs.Pods(pod.Namespace).GetLogs(pod.Name, &corev1.PodLogOptions{
+		Container: values.FetchContainerName, TailLines: ptr.To(progressTailLines), LimitBytes: ptr.To(progressTailBytes),
+	}).DoRaw(rctx)
+	if err != nil {
+		log.FromContext(ctx).V(1).Info("cannot read the fetch pod's log for its progress", "pod", pod.Name, "error", err.Error())
+		return
+	}
+	if p, ok := fetch.LastProgress(tail); ok {
+		fj.Progress, read.progress = &p, &p
+	}
+}
+
+// How a running fetch's progress is read: after its pod has stood
+// progressFirstRead, then every progressEvery, from the last
+// progressTailLines lines of its log (a progress line every 5 seconds,
+// between the warnings of retried requests), at most progressTailBytes
+// of them, giving up on a node that does not answer after
+// progressReadTimeout.
+const (
+	progressFirstRead         = 15 * time.Second
+	progressEvery             = 30 * time.Second
+	progressTailLines   int64 = 20
+	progressTailBytes   int64 = 16 << 10
+	progressReadTimeout       = 5 * time.Second
+)
+
+// runningPod is the newest of the pods that run, not being deleted; nil
+// if none does.
+func runningPod(pods []corev1.Pod) *corev1.Pod {
+	var newest *corev1.Pod
+	for i := range pods {
+		p := &pods[i]
+		if p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil &&
+			(newest == nil || newest.CreationTimestamp.Before(&p.CreationTimestamp)) {
+			newest = p
+		}
+	}
+	return newest
 }
 
 // sooner makes lookAgainIn wait, if that is sooner; 0 is no wait.
@@ -610,6 +692,11 @@ type podRead struct {
 	// owner is the ModelServer a read kept by another object's UID is
 	// for, so that it goes with it (forgetOwner).
 	owner types.UID
+	// progress is what a fetch pod's log, read for its progress, said of
+	// it, if anything: a reconcile before the next read says the same,
+	// even where the status could not be written in between (a step held).
+	pod      string
+	progress *fetch.Progress
 }
 
 // fresh returns the last read of uid's pods while it stands: until the

@@ -211,9 +211,23 @@ func phaseWorthAnEvent(from, to servingv1alpha1.Phase) bool {
 // reportFetches counts each fetch that ended in the metrics. A fetch that
 // succeeded has no Event of its own: the status holds its digest, size and
 // versions, and the Ready Event that follows names them.
+//
+// A running fetch that, at the rate it last logged, does not finish
+// within its timeout has a Warning, once per Job and timeout: raised now,
+// the timeout applies to that fetch, which need not fail first.
 func (r *ModelServerReconciler) reportFetches(ms *servingv1alpha1.ModelServer, report status.Observation, obs *observed, now time.Time) {
 	if obs == nil {
 		return
+	}
+	outOfTime := false
+	for _, m := range report.Models {
+		if m.OutOfTime > 0 && !outOfTime {
+			outOfTime = true
+			r.warn(ms, eventFetchOutOfTime, "Fetch", sentence("Model-fetch Job %s will not finish within spec.fetch.timeout, %s, at the rate it fetches: raise it, and the running fetch is given the time", m.FetchJob, m.OutOfTime))
+		}
+	}
+	if !outOfTime {
+		r.problems.resolved(ms.UID, eventFetchOutOfTime)
 	}
 	for _, m := range report.Models {
 		fj := obs.FetchJobs[m.FetchJob]
@@ -226,6 +240,10 @@ func (r *ModelServerReconciler) reportFetches(ms *servingv1alpha1.ModelServer, r
 		}
 	}
 }
+
+// eventFetchOutOfTime is the reason of the Warning that says a running
+// fetch will not finish within its timeout at the rate it fetches.
+const eventFetchOutOfTime = "FetchOutOfTime"
 
 // jobDuration is how long a finished Job ran, as of now.
 func jobDuration(job *batchv1.Job, now time.Time) time.Duration {

@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -93,6 +94,11 @@ func runSuite(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
+	podLogs, err := corev1client.NewForConfig(mgr.GetConfig())
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
 	env.reconciler = &controllers.ModelServerReconciler{
 		Client:       mgr.GetClient(),
 		APIReader:    mgr.GetAPIReader(),
@@ -102,6 +108,7 @@ func runSuite(m *testing.M) int {
 		FetchImage:   "example.com/modelserver-operator:test",
 		ProxyEnv:     proxy.ReadProxyVarsFromEnv(),
 		RecheckAfter: time.Second,
+		PodLogs:      podLogs,
 	}
 	if err := env.reconciler.SetupWithManager(mgr); err != nil {
 		fmt.Fprintln(os.Stderr, err)

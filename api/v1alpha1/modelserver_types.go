@@ -874,6 +874,12 @@ type ModelStatus struct {
 	// message says why the fetch failed.
 	// +optional
 	Message string `json:"message,omitempty"`
+	// progress is how far the model's running fetch has come, as its
+	// fetch pod last logged it: read from the pod's log once the fetch
+	// has run for 15 seconds, then every 30. Absent while no fetch of
+	// the model runs, and where the pod's log cannot be read.
+	// +optional
+	Progress *FetchProgress `json:"progress,omitempty"`
 	// refresh is the state of the model's periodic refresh
 	// (refreshInterval), once it has one.
 	// +optional
@@ -886,6 +892,30 @@ type ModelStatus struct {
 	// for a change of the spec instead.
 	// +optional
 	Retry *FetchRetry `json:"retry,omitempty"`
+}
+
+// FetchProgress is how far a running fetch has come. Its counts are of
+// what this fetch pod fetches: files that an earlier, stopped attempt
+// completed, or that a copy already on the volume gave, are not in them.
+type FetchProgress struct {
+	// pod names the fetch pod whose log says it.
+	Pod string `json:"pod"`
+	// time is when the pod logged it.
+	Time metav1.Time `json:"time"`
+	// bytes is how much has been fetched.
+	Bytes int64 `json:"bytes"`
+	// totalBytes is how much is to be fetched, where known before the
+	// fetch ends (not for an archive, which is extracted as it comes).
+	// +optional
+	TotalBytes *int64 `json:"totalBytes,omitempty"`
+	// files is how many files have been fetched.
+	Files int64 `json:"files"`
+	// totalFiles is how many are to be, where known before the fetch ends.
+	// +optional
+	TotalFiles *int64 `json:"totalFiles,omitempty"`
+	// bytesPerSecond is the rate of the last few seconds before time.
+	// +optional
+	BytesPerSecond int64 `json:"bytesPerSecond,omitempty"`
 }
 
 // FetchRetry is where the retries of a model's failed fetch stand.

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/selection"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -170,6 +171,10 @@ func runManager(args []string) error {
 	if err != nil {
 		return err
 	}
+	podLogs, err := corev1client.NewForConfig(restConfig)
+	if err != nil {
+		return fmt.Errorf("make the client of fetch pods' logs: %w", err)
+	}
 	reconciler := &controllers.ModelServerReconciler{
 		Client:     mgr.GetClient(),
 		APIReader:  mgr.GetAPIReader(),
@@ -178,6 +183,7 @@ func runManager(args []string) error {
 		Chart:      ch,
 		FetchImage: fetchImage,
 		ProxyEnv:   proxy.ReadProxyVarsFromEnv(),
+		PodLogs:    podLogs,
 
 		MaxConcurrentReconciles: maxConcurrent,
 	}

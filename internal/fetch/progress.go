@@ -1,17 +1,74 @@
 package fetch
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"log/slog"
 	"sync/atomic"
 	"time"
 )
 
+// A running fetch logs a progress line at an interval, and the operator
+// reads the newest one from the tail of the fetch pod's log into the
+// ModelServer's status. Its writer (progress.report, in the fetch pod)
+// and its reader (LastProgress, in the operator) live here together, so
+// that the line has one definition.
+
+// progressMessage is the message of a progress line.
+const progressMessage = "progress"
+
+// progressLine is a progress line's fields beside slog's own, as logged
+// by slog's JSON handler.
+type progressLine struct {
+	Time        time.Time `json:"time"`
+	Message     string    `json:"msg"`
+	Files       int64     `json:"files"`
+	TotalFiles  int64     `json:"totalFiles"`
+	Bytes       int64     `json:"bytes"`
+	TotalBytes  int64     `json:"totalBytes"`
+	MBPerSecond float64   `json:"mbPerSecond"`
+}
+
+// Progress is how far a running fetch had come when it logged a progress
+// line. Its counts are of what this attempt fetches: files an earlier
+// attempt completed, or a copy already on the volume gave, are not in
+// them.
+type Progress struct {
+	// Time is when the fetch logged it.
+	Time time.Time
+	// Files and Bytes are what has been fetched; TotalFiles and
+	// TotalBytes what is to be, -1 where not known before the end (an
+	// archive's files, an image's size before its manifest is read).
+	Files, TotalFiles, Bytes, TotalBytes int64
+	// BytesPerSecond is the rate over the interval before the line.
+	BytesPerSecond int64
+}
+
+// LastProgress is the newest progress line in the tail of a fetch pod's
+// log, which may begin in the middle of a line; false if it has none.
+func LastProgress(tail []byte) (Progress, bool) {
+	for len(tail) > 0 {
+		i := bytes.LastIndexByte(tail[:len(tail)-1], '\n')
+		line := bytes.TrimSpace(tail[i+1:])
+		tail = tail[:i+1]
+		var l progressLine
+		if !bytes.Contains(line, []byte(`"msg":"`+progressMessage+`"`)) || json.Unmarshal(line, &l) != nil || l.Message != progressMessage {
+			continue
+		}
+		return Progress{
+			Time: l.Time, Files: l.Files, TotalFiles: l.TotalFiles, Bytes: l.Bytes, TotalBytes: l.TotalBytes,
+			BytesPerSecond: int64(l.MBPerSecond * 1e6),
+		}, true
+	}
+	return Progress{}, false
+}
+
 // progress counts what a fetch has done, and logs it at an interval.
 type progress struct {
 	files      atomic.Int64
 	bytes      atomic.Int64
-	totalFiles int64
+	totalFiles int64 // -1 when not known in advance
 	totalBytes int64 // -1 when not known in advance
 	start      time.Time
 }
@@ -20,7 +77,7 @@ func newProgress(files, bytes int64) *progress {
 	return &progress{totalFiles: files, totalBytes: bytes, start: time.Now()}
 }
 
-// report logs the counts every interval until ctx ends.
+// report logs a progress line every interval until ctx ends.
 func (p *progress) report(ctx context.Context, log *slog.Logger, interval time.Duration) {
 	if interval <= 0 {
 		return
@@ -34,7 +91,7 @@ func (p *progress) report(ctx context.Context, log *slog.Logger, interval time.D
 			return
 		case now := <-t.C:
 			b := p.bytes.Load()
-			log.Info("progress",
+			log.Info(progressMessage,
 				"files", p.files.Load(), "totalFiles", p.totalFiles,
 				"bytes", b, "totalBytes", p.totalBytes,
 				"mbPerSecond", mbPerSecond(b-last, now.Sub(lastAt)),

@@ -6,6 +6,7 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
 	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
@@ -33,6 +34,11 @@ type FetchJob struct {
 	// later, several seconds when it is busy; the model is in place from
 	// the pod's exit.
 	PodSucceeded bool
+	// Pod names its running pod, if one runs, and Progress is what that
+	// pod's log said of the fetch's progress when it was read for this
+	// observation: nil if it was not, or said nothing of it.
+	Pod      string
+	Progress *fetch.Progress
 }
 
 // State is how the fetch went: as the Job's conditions say, or succeeded
@@ -97,7 +103,7 @@ func foregroundFetch(m values.SpecModel, fj *FetchJob, previous map[string]servi
 	state := fj.State()
 	st := previous[m.Name]
 	st.Name = m.Name
-	st.Fetch, st.Message = string(state), ""
+	st.Fetch, st.Message, st.Progress = string(state), "", nil
 	mf := ModelFetch{Name: m.Name, Field: m.Field, FetchJob: m.FetchJob, State: state, StorageURI: storageuri.Redact(m.StorageURI)}
 	if job != nil {
 		mf.Retries = job.Status.Failed
@@ -129,6 +135,9 @@ func foregroundFetch(m values.SpecModel, fj *FetchJob, previous map[string]servi
 			mf.State = FetchFailed
 			mf.Reason, mf.Message = FetchFailure(fj)
 			st.Fetch, st.Message = string(FetchFailed), mf.Reason+": "+mf.Message
+		} else {
+			st.Progress = runningProgress(fj, previous[m.Name].Progress)
+			mf.Left, mf.OutOfTime = outlook(st.Progress, job)
 		}
 	}
 	mf.NewlyFailed = mf.State == FetchFailed && previous[m.Name].Fetch != string(FetchFailed)
@@ -138,6 +147,49 @@ func foregroundFetch(m values.SpecModel, fj *FetchJob, previous map[string]servi
 	st.VersionLabels = m.VersionLabels
 	mf.Status = st
 	return mf
+}
+
+// runningProgress is how far a running fetch has come: as its pod's log
+// said when read now, or as the status said while the same pod runs.
+func runningProgress(fj *FetchJob, was *servingv1alpha1.FetchProgress) *servingv1alpha1.FetchProgress {
+	switch {
+	case fj.Pod == "":
+		return nil
+	case fj.Progress != nil:
+		p := fj.Progress
+		out := &servingv1alpha1.FetchProgress{
+			Pod: fj.Pod, Time: metav1.NewTime(p.Time), Bytes: p.Bytes, Files: p.Files, BytesPerSecond: p.BytesPerSecond,
+		}
+		if p.TotalBytes >= 0 {
+			out.TotalBytes = ptr.To(p.TotalBytes)
+		}
+		if p.TotalFiles >= 0 {
+			out.TotalFiles = ptr.To(p.TotalFiles)
+		}
+		return out
+	case was != nil && was.Pod == fj.Pod:
+		return was
+	}
+	return nil
+}
+
+// outlook is how long a fetch that came as far as p needs yet at the rate
+// it logged then, and, if it does not finish within its Job's deadline at
+// that rate, that deadline. Nothing is known of a fetch whose total is not
+// (an archive), or that stands still.
+func outlook(p *servingv1alpha1.FetchProgress, job *batchv1.Job) (left, outOfTime time.Duration) {
+	if p == nil || p.TotalBytes == nil || p.BytesPerSecond <= 0 || p.Bytes >= *p.TotalBytes {
+		return 0, 0
+	}
+	left = time.Duration(float64(*p.TotalBytes-p.Bytes) / float64(p.BytesPerSecond) * float64(time.Second))
+	if job.Status.StartTime == nil || job.Spec.ActiveDeadlineSeconds == nil {
+		return left, 0
+	}
+	timeout := time.Duration(*job.Spec.ActiveDeadlineSeconds) * time.Second
+	if p.Time.Add(left).After(job.Status.StartTime.Add(timeout)) {
+		return left, timeout
+	}
+	return left, 0
 }
 
 // servedFrom is the generation whose copy the pods serve for a model of

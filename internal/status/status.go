@@ -20,6 +20,7 @@ import (
 
 	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
 	"github.com/modelserver-dev/modelserver-operator/internal/clip"
+	"github.com/modelserver-dev/modelserver-operator/internal/fetch"
 	"github.com/modelserver-dev/modelserver-operator/internal/values"
 )
 
@@ -110,6 +111,10 @@ type ModelFetch struct {
 	StorageURI string
 	// Retries counts the fetch pods that failed and were retried.
 	Retries int32
+	// Left is how long the running fetch needs yet at the rate it last
+	// logged; 0 where that is not known. OutOfTime, if set, is its Job's
+	// timeout, which it does not finish within at that rate.
+	Left, OutOfTime time.Duration
 	// Status is the model's status: what was fetched and is served.
 	Status servingv1alpha1.ModelStatus
 	// NewlyFetched says this observation is the first to see the fetch of
@@ -456,9 +461,13 @@ func fetchProgress(o Observation) string {
 		if m.Status.FetchedGeneration != "" {
 			msg += " (still serving the previously fetched model)"
 		}
+		if p := m.Status.Progress; p != nil {
+			msg += ": " + progressClause(p) + outlookClause(m)
+		}
 		// No time in the message: one that changed with the clock, or
 		// when the Job's pod starts, would cost a status write each time;
 		// the ModelFetched condition's transition time says since when.
+		// The progress changes only as often as it is read.
 		switch {
 		case m.Retries == 1:
 			msg += ", 1 failed attempt retried"
@@ -471,6 +480,48 @@ func fetchProgress(o Observation) string {
 		parts = append(parts, o.FetchPodsProblem)
 	}
 	return strings.Join(parts, "; ")
+}
+
+// progressClause says how far a fetch has come: "1.2 GiB of 4.0 GiB
+// (30%), 38.5 MB/s".
+func progressClause(p *servingv1alpha1.FetchProgress) string {
+	msg := fetch.FormatBytes(p.Bytes) + " so far"
+	if p.TotalBytes != nil && *p.TotalBytes > 0 {
+		msg = fmt.Sprintf("%s of %s (%d%%)", fetch.FormatBytes(p.Bytes), fetch.FormatBytes(*p.TotalBytes), min(p.Bytes*100 / *p.TotalBytes, 100))
+	}
+	if p.BytesPerSecond > 0 {
+		msg += fmt.Sprintf(", %.1f MB/s", float64(p.BytesPerSecond)/1e6)
+	}
+	return msg
+}
+
+// outlookClause says how long a running fetch needs yet, and whether its
+// timeout stops it first: ", about 12 min left".
+func outlookClause(m ModelFetch) string {
+	if m.Left <= 0 {
+		return ""
+	}
+	msg := ", less than a minute left"
+	if m.Left >= time.Minute {
+		msg = ", about " + roughly(m.Left) + " left"
+	}
+	if m.OutOfTime > 0 {
+		msg += fmt.Sprintf(", past spec.fetch.timeout, %s, at this rate; raise it, and the running fetch is given the time", m.OutOfTime)
+	}
+	return msg
+}
+
+// roughly is d to the minute: "12 min", "2h10m", "3h".
+func roughly(d time.Duration) string {
+	d = d.Round(time.Minute)
+	h, m := d/time.Hour, d%time.Hour/time.Minute
+	switch {
+	case h == 0:
+		return fmt.Sprintf("%d min", m)
+	case m == 0:
+		return fmt.Sprintf("%dh", h)
+	}
+	return fmt.Sprintf("%dh%dm", h, m)
 }
 
 // FetchStateOf reads a Job's outcome from its conditions.

@@ -9,6 +9,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -401,11 +402,94 @@ func TestFetchProgressMessage(t *testing.T) {
 			{Name: "b", State: FetchRunning, StorageURI: "s3://m/b"},
 			{Name: "c", State: FetchMissing, StorageURI: "gs://m/c"},
 		}}, "fetching model b from s3://m/b; fetching model c from gs://m/c"},
+		{one(ModelFetch{State: FetchRunning, StorageURI: "s3://m/r", Retries: 1, Status: servingv1alpha1.ModelStatus{Progress: &servingv1alpha1.FetchProgress{
+			Bytes: 1288490189, TotalBytes: ptr.To[int64](4 << 30), BytesPerSecond: 38_460_000,
+		}}}), "fetching the model from s3://m/r: 1.2 GiB of 4.0 GiB (30%), 38.5 MB/s, 1 failed attempt retried"},
+		{one(ModelFetch{State: FetchRunning, StorageURI: "s3://m/r", Left: 40 * time.Second, Status: servingv1alpha1.ModelStatus{Progress: &servingv1alpha1.FetchProgress{
+			Bytes: 3 << 30, TotalBytes: ptr.To[int64](4 << 30), BytesPerSecond: 30_000_000,
+		}}}), "fetching the model from s3://m/r: 3.0 GiB of 4.0 GiB (75%), 30.0 MB/s, less than a minute left"},
+		{one(ModelFetch{State: FetchRunning, StorageURI: "s3://m/r", Left: 130*time.Minute + 20*time.Second, OutOfTime: time.Hour, Status: servingv1alpha1.ModelStatus{Progress: &servingv1alpha1.FetchProgress{
+			Bytes: 1 << 30, TotalBytes: ptr.To[int64](50 << 30), BytesPerSecond: 6_500_000,
+		}}}), "fetching the model from s3://m/r: 1.0 GiB of 50.0 GiB (2%), 6.5 MB/s, about 2h10m left, past spec.fetch.timeout, 1h0m0s, at this rate; raise it, and the running fetch is given the time"},
+		{one(ModelFetch{State: FetchRunning, StorageURI: "s3://m/r.tar.gz", Status: servingv1alpha1.ModelStatus{Progress: &servingv1alpha1.FetchProgress{
+			Bytes: 3 << 20,
+		}}}), "fetching the model from s3://m/r.tar.gz: 3.0 MiB so far"},
 		{Observation{Models: []ModelFetch{{State: FetchRunning, StorageURI: "s3://m/r"}}, FetchPodsProblem: "1 fetch pod cannot be scheduled: 0/1 nodes are available"},
 			"fetching the model from s3://m/r; 1 fetch pod cannot be scheduled: 0/1 nodes are available"},
 	} {
 		if got := fetchProgress(tc.obs); got != tc.want {
 			t.Errorf("fetchProgress = %q, want %q", got, tc.want)
+		}
+	}
+}
+
+// TestARunningFetchKeepsItsProgressWhileItsPodRuns: the status says the
+// progress read from the log of the pod that runs now, or, between reads,
+// what it said of that pod; a new pod's fetch, or an end, clears it.
+func TestARunningFetchKeepsItsProgressWhileItsPodRuns(t *testing.T) {
+	running := &batchv1.Job{Status: batchv1.JobStatus{Active: 1}}
+	complete := &batchv1.Job{Status: batchv1.JobStatus{Conditions: []batchv1.JobCondition{{Type: batchv1.JobComplete, Status: corev1.ConditionTrue}}}}
+	logged := time.Date(2026, 12, 6, 9, 0, 0, 0, time.UTC)
+	read := &fetch.Progress{Time: logged, Files: 3, TotalFiles: 8, Bytes: 100, TotalBytes: -1, BytesPerSecond: 5}
+	was := &servingv1alpha1.FetchProgress{Pod: "p1", Time: metav1.NewTime(logged.Add(-time.Minute)), Bytes: 50, Files: 1}
+	m := values.SpecModel{ModelSpec: servingv1alpha1.ModelSpec{Name: "resnet"}, Generation: "g1", FetchJob: "resnet-fetch-g1"}
+	for _, tc := range []struct {
+		name string
+		fj   *FetchJob
+		want *servingv1alpha1.FetchProgress
+	}{
+		{"read now", &FetchJob{Job: running, Pod: "p1", Progress: read},
+			&servingv1alpha1.FetchProgress{Pod: "p1", Time: metav1.NewTime(logged), Bytes: 100, Files: 3, TotalFiles: ptr.To[int64](8), BytesPerSecond: 5}},
+		{"between reads", &FetchJob{Job: running, Pod: "p1"}, was},
+		{"another pod runs", &FetchJob{Job: running, Pod: "p2"}, nil},
+		{"no pod runs", &FetchJob{Job: running}, nil},
+		{"refused pods", &FetchJob{Job: running, Pod: "p1", PodRejected: "exceeded quota"}, nil},
+		{"ended", &FetchJob{Job: complete, Pod: "p1"}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			mf := modelFetch(m, tc.fj, map[string]servingv1alpha1.ModelStatus{"resnet": {Name: "resnet", Fetch: string(FetchRunning), Progress: was}})
+			if got := mf.Status.Progress; !equality.Semantic.DeepEqual(got, tc.want) {
+				t.Errorf("progress %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestAFetchsOutlookSaysWhetherItEndsInTime: at the rate it last logged,
+// how long a fetch needs yet, and whether its Job's deadline comes first.
+func TestAFetchsOutlookSaysWhetherItEndsInTime(t *testing.T) {
+	started := time.Date(2026, 12, 6, 9, 0, 0, 0, time.UTC)
+	job := &batchv1.Job{Spec: batchv1.JobSpec{ActiveDeadlineSeconds: ptr.To[int64](3600)}, Status: batchv1.JobStatus{StartTime: &metav1.Time{Time: started}}}
+	at := func(after time.Duration, bytes, total, rate int64) *servingv1alpha1.FetchProgress {
+		return &servingv1alpha1.FetchProgress{Time: metav1.NewTime(started.Add(after)), Bytes: bytes, TotalBytes: &total, BytesPerSecond: rate}
+	}
+	const gb = 1_000_000_000
+	for _, tc := range []struct {
+		name            string
+		p               *servingv1alpha1.FetchProgress
+		job             *batchv1.Job
+		left, outOfTime time.Duration
+	}{
+		{"in time", at(10*time.Minute, 6*gb, 12*gb, 10_000_000), job, 10 * time.Minute, 0},
+		{"just in time", at(30*time.Minute, 0, 18*gb, 10_000_000), job, 30 * time.Minute, 0},
+		{"past the deadline", at(30*time.Minute, 0, 18*gb+1, 10_000_000), job, 30*time.Minute + time.Second/10_000_000, time.Hour},
+		{"a Job not started", at(0, 0, 100*gb, 10_000_000), &batchv1.Job{Spec: job.Spec}, 10000 * time.Second, 0},
+		{"standing still", at(time.Minute, 1, 2, 0), job, 0, 0},
+		{"done", at(time.Minute, 2, 2, 5), job, 0, 0},
+		{"no total", &servingv1alpha1.FetchProgress{Bytes: 1, BytesPerSecond: 5}, job, 0, 0},
+		{"no progress", nil, job, 0, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if left, outOfTime := outlook(tc.p, tc.job); left != tc.left || outOfTime != tc.outOfTime {
+				t.Errorf("outlook = %s left, out of time %s; want %s, %s", left, outOfTime, tc.left, tc.outOfTime)
+			}
+		})
+	}
+	for d, want := range map[time.Duration]string{
+		90 * time.Second: "2 min", 59*time.Minute + 31*time.Second: "1h", 3 * time.Hour: "3h", 130 * time.Minute: "2h10m",
+	} {
+		if got := roughly(d); got != want {
+			t.Errorf("roughly(%s) = %q, want %q", d, got, want)
 		}
 	}
 }

@@ -83,6 +83,7 @@ rules:
   - modelserver-operat-2ufa7awmhi620wx3vq6zhnxslipgtlvb2cue2g4qw0xd
   - modelserver-operat-1s05rcsur3tlub5kov4qdbqd5b52w8y4cucinkgr323s
   - modelserver-operat-1965anjlkbovzjbgd0fk4nby1vtd2xtb203awn1pyw9t
+  - modelserver-operat-10gcf3j2pevp1ptpoxey6x673mtxtd1aawrzx0iek7up
   - modelserver-metrics-reader
 - apiGroups: [rbac.authorization.k8s.io]
   resources: [clusterrolebindings]
@@ -92,6 +93,7 @@ rules:
   - modelserver-operat-2ufa7awmhi620wx3vq6zhnxslipgtlvb2cue2g4qw0xd
   - modelserver-operat-1s05rcsur3tlub5kov4qdbqd5b52w8y4cucinkgr323s
   - modelserver-operat-1965anjlkbovzjbgd0fk4nby1vtd2xtb203awn1pyw9t
+  - modelserver-operat-10gcf3j2pevp1ptpoxey6x673mtxtd1aawrzx0iek7up
 # OLM watches the operator's ServiceAccount across namespaces.
 - apiGroups: [""]
   resources: [serviceaccounts]
@@ -114,6 +116,9 @@ rules:
 - apiGroups: [""]
   resources: [pods, serviceaccounts]
   verbs: [get, list, watch]
+- apiGroups: [""]
+  resources: [pods/log]
+  verbs: [get]
 - apiGroups: [apps]
   resources: [deployments]
   verbs: [create, delete, get, list, patch, update, watch]

@@ -21,14 +21,56 @@ import (
 )
 
 // stallingStore is a proxy in front of the S3 server that holds every
-// request stall picks, unanswered, while stall is set, and counts the GETs
-// of each path and range.
+// request stall picks, unanswered, while stall is set, sends the bodies
+// of all at rate bytes per second together while rate is set, and counts
+// the GETs of each path and range.
 type stallingStore struct {
 	stall atomic.Value // a string: the path's end and the range, as key makes them
+	rate  atomic.Int64
 	mu    sync.Mutex
 	gets  map[string]int
+	next  time.Time // when the bytes sent so far at rate are due
 	url   string
 }
+
+// pace waits until n more bytes are due at the rate set, if one is.
+func (s *stallingStore) pace(n int) {
+	rate := s.rate.Load()
+	if rate <= 0 {
+		return
+	}
+	s.mu.Lock()
+	at := time.Now()
+	if s.next.After(at) {
+		at = s.next
+	}
+	at = at.Add(time.Duration(float64(n) / float64(rate) * float64(time.Second)))
+	s.next = at
+	s.mu.Unlock()
+	time.Sleep(time.Until(at))
+}
+
+// pacedWriter sends a response's body at its store's rate.
+type pacedWriter struct {
+	http.ResponseWriter
+	s *stallingStore
+}
+
+func (w pacedWriter) Write(b []byte) (int, error) {
+	sent := 0
+	for len(b) > 0 {
+		n := min(len(b), 32<<10)
+		w.s.pace(n)
+		m, err := w.ResponseWriter.Write(b[:n])
+		if sent += m; err != nil {
+			return sent, err
+		}
+		b = b[n:]
+	}
+	return sent, nil
+}
+
+func (w pacedWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // key is a request as the store counts and stalls it: the path, and the
 // range asked for, if any.
@@ -58,7 +100,7 @@ func newStallingStore(t *testing.T, s3 string) *stallingStore {
 			<-r.Context().Done() // no answer, until the client gives up
 			return
 		}
-		proxy.ServeHTTP(w, r)
+		proxy.ServeHTTP(pacedWriter{w, s}, r)
 	})}
 	l, err := net.Listen("tcp", localcluster.HostAddress+":0")
 	if err != nil {

@@ -1,0 +1,69 @@
+package fetch
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The operator reads what the fetch logs: a line report writes is one
+// LastProgress finds, with its counts.
+func TestLastProgressReadsWhatReportLogs(t *testing.T) {
+	log := &logBuffer{}
+	p := newProgress(64, 256<<20)
+	p.files.Store(3)
+	p.bytes.Store(12 << 20)
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		p.report(ctx, slog.New(slog.NewJSONHandler(log, nil)), time.Millisecond)
+	}()
+	for !strings.Contains(log.String(), `"msg":"progress"`) {
+		time.Sleep(time.Millisecond)
+	}
+	stop()
+	<-done
+	got, ok := LastProgress([]byte(log.String()))
+	if !ok {
+		t.Fatalf("no progress in %q", log.String())
+	}
+	if got.Files != 3 || got.TotalFiles != 64 || got.Bytes != 12<<20 || got.TotalBytes != 256<<20 || got.Time.IsZero() {
+		t.Errorf("LastProgress = %+v, want 3 of 64 files, 12 MiB of 256 MiB, and a time", got)
+	}
+}
+
+func TestLastProgress(t *testing.T) {
+	line := func(bytes, total string) string {
+		return `{"time":"2026-12-06T09:00:00Z","level":"INFO","msg":"progress","files":1,"totalFiles":-1,"bytes":` + bytes + `,"totalBytes":` + total + `,"mbPerSecond":12.5,"elapsed":"10s"}`
+	}
+	for _, tc := range []struct {
+		name, tail string
+		want       int64 // bytes; -1: none found
+	}{
+		{"the newest of several", line("1", "-1") + "\n" + line("2", "-1") + "\n", 2},
+		{"without a final newline", line("1", "-1") + "\n" + line("2", "-1"), 2},
+		{"other lines after it", line("5", "9") + "\n" + `{"time":"2026-12-06T09:00:01Z","level":"WARN","msg":"retrying","error":"EOF"}` + "\nplain text\n", 5},
+		{"a tail cut in its first line", line("1", "-1")[20:] + "\n" + line("7", "-1") + "\n", 7},
+		{"only a cut line", line("1", "-1")[20:] + "\n", -1},
+		{"a message that quotes one", `{"msg":"could not parse","line":"{\"msg\":\"progress\"}"}` + "\n", -1},
+		{"nothing", "", -1},
+		{"blank lines", "\n\n\n", -1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, ok := LastProgress([]byte(tc.tail))
+			switch {
+			case tc.want < 0 && ok:
+				t.Errorf("LastProgress = %+v, want none", got)
+			case tc.want >= 0 && !ok:
+				t.Errorf("LastProgress found none, want bytes %d", tc.want)
+			case ok && got.Bytes != tc.want:
+				t.Errorf("LastProgress bytes = %d, want %d", got.Bytes, tc.want)
+			case ok && (got.BytesPerSecond != 12_500_000 || !got.Time.Equal(time.Date(2026, 12, 6, 9, 0, 0, 0, time.UTC))):
+				t.Errorf("LastProgress = %+v, want 12.5 MB/s at 09:00:00", got)
+			}
+		})
+	}
+}
