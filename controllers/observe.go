@@ -56,6 +56,9 @@ type observed struct {
 	autoscalerLookAgainIn time.Duration
 	// tls is what spec.tls's Secret gave, if the spec has one.
 	tls tlsObservation
+	// progressRead says a fetch pod's log was read for its progress, and
+	// said some: news to write at once.
+	progressRead bool
 }
 
 // observe reads the ModelServer's fetch Jobs (with what their pods left
@@ -253,9 +256,13 @@ func (r *ModelServerReconciler) observeProgress(ctx context.Context, owner types
 	}
 	pod := runningPod(pods)
 	if pod == nil {
-		// Nothing wakes the ModelServer when its fetch pod starts:
-		// one about to is looked at again when its first read is due.
-		if age := longest(unstarted(pods), createdAt, now); age > 0 && age < progressFirstRead {
+		// Nothing wakes the ModelServer when its fetch pod starts. One
+		// that cannot start, or that is being created on its node, is
+		// looked at again after its grace (observeUnstartedFetch); one
+		// that waits for the scheduler with nothing wrong, when its
+		// first read is due.
+		waiting := slices.DeleteFunc(unstarted(pods), func(p corev1.Pod) bool { return cannotStart(&p) != "" || status.NothingStarted(&p) })
+		if age := longest(waiting, createdAt, now); age > 0 && age < progressFirstRead {
 			obs.sooner(progressFirstRead - age)
 		}
 		return
@@ -285,7 +292,7 @@ func (r *ModelServerReconciler) observeProgress(ctx context.Context, owner types
 		return
 	}
 	if p, ok := fetch.LastProgress(tail); ok {
-		fj.Progress, read.progress = &p, &p
+		fj.Progress, read.progress, obs.progressRead = &p, &p, true
 	}
 }
 

@@ -60,12 +60,16 @@ func TestAFetchPodsLogIsReadForItsProgressEvery30s(t *testing.T) {
 	running := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "m-fetch-g1-abcde", Namespace: "ns", CreationTimestamp: metav1.NewTime(created)}, Status: corev1.PodStatus{Phase: corev1.PodRunning}}
 	pending := running
 	pending.Status.Phase = corev1.PodPending
+	creating, nowhere := *fetchPod(corev1.PodPending, nil, creatingIt), *fetchPod(corev1.PodPending, unschedulable, nil)
+	creating.CreationTimestamp, nowhere.CreationTimestamp = running.CreationTimestamp, running.CreationTimestamp
 
+	var news bool // the last look read a progress, to be written at once
 	look := func(at time.Duration, pods ...corev1.Pod) (*status.FetchJob, time.Duration) {
 		t.Helper()
 		fj := &status.FetchJob{Job: job}
 		obs := &observed{}
 		r.observeProgress(context.Background(), "ms-1", fj, pods, obs, created.Add(at))
+		news = obs.progressRead
 		return fj, obs.lookAgainIn
 	}
 	for _, step := range []struct {
@@ -79,6 +83,9 @@ func TestAFetchPodsLogIsReadForItsProgressEvery30s(t *testing.T) {
 		failed bool
 	}{
 		{"a pod about to start", 4 * time.Second, []corev1.Pod{pending}, 0, 11 * time.Second, "", -1, false},
+		// Looked at again after their grace, for what keeps them.
+		{"a pod being created on its node", 4 * time.Second, []corev1.Pod{creating}, 0, 0, "", -1, false},
+		{"a pod no node takes", 4 * time.Second, []corev1.Pod{nowhere}, 0, 0, "", -1, false},
 		{"a pod that has just started", 10 * time.Second, []corev1.Pod{running}, 0, 5 * time.Second, running.Name, -1, false},
 		{"15 s after", 15 * time.Second, []corev1.Pod{running}, 1, 30 * time.Second, running.Name, 100, false},
 		// What the last read found, which the status may not hold yet.
@@ -88,6 +95,7 @@ func TestAFetchPodsLogIsReadForItsProgressEvery30s(t *testing.T) {
 		{"a pod pending long", 2 * time.Minute, []corev1.Pod{pending}, 2, 0, "", -1, false},
 	} {
 		logs.fail.Store(step.failed)
+		readsBefore := logs.reads.Load()
 		fj, again := look(step.at, step.pods...)
 		switch {
 		case logs.reads.Load() != step.reads:
@@ -100,6 +108,8 @@ func TestAFetchPodsLogIsReadForItsProgressEvery30s(t *testing.T) {
 			t.Errorf("%s: progress %+v, want none read", step.name, *fj.Progress)
 		case step.bytes >= 0 && (fj.Progress == nil || fj.Progress.Bytes != step.bytes || fj.Progress.BytesPerSecond != 1_500_000):
 			t.Errorf("%s: progress %+v, want %d bytes at 1.5 MB/s", step.name, fj.Progress, step.bytes)
+		case news != (logs.reads.Load() > readsBefore && !step.failed):
+			t.Errorf("%s: news to write at once %v, with %d reads before and %d now", step.name, news, readsBefore, logs.reads.Load())
 		}
 	}
 	r.progressReads.forget(job.UID)

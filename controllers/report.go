@@ -51,7 +51,8 @@ func (r *ModelServerReconciler) writeStatus(ctx context.Context, ms *servingv1al
 		// next one is held from when it is first seen.
 		r.held.forget(ms.UID)
 	} else {
-		wait = r.held.hold(ms.UID, old, st, report.FetchPodsProblem != "" || report.PodsProblem != "", now)
+		atOnce := report.FetchPodsProblem != "" || report.PodsProblem != "" || obs != nil && obs.progressRead
+		wait = r.held.hold(ms.UID, old, st, atOnce, now)
 	}
 	// The metrics say the phase the status says, held steps included.
 	shown := st.Phase
@@ -138,12 +139,13 @@ type heldStep struct {
 }
 
 // hold says how much longer st, a change from old seen at now, is held
-// back; 0 to write it now. A status that names a fault (fetch or serving
-// pods that cannot start) is told with its Warning, not a step later. A hold counts
-// from when its phase was first seen: a step held, then Ready, holds
-// Ready from then.
-func (h *heldSteps) hold(uid types.UID, old, st servingv1alpha1.ModelServerStatus, fault bool, now time.Time) time.Duration {
-	d := holdOf(old, st, fault)
+// back; 0 to write it now. A status to be told at once (atOnce) is not
+// held: one that names a fault (fetch or serving pods that cannot start),
+// told with its Warning, and a fetch's progress just read from its pod's
+// log, which a hold would only make older. A hold counts from when its
+// phase was first seen: a step held, then Ready, holds Ready from then.
+func (h *heldSteps) hold(uid types.UID, old, st servingv1alpha1.ModelServerStatus, atOnce bool, now time.Time) time.Duration {
+	d := holdOf(old, st, atOnce)
 	if d == 0 {
 		h.m.Delete(uid)
 		return 0
@@ -164,7 +166,7 @@ func (h *heldSteps) hold(uid types.UID, old, st servingv1alpha1.ModelServerStatu
 // holdOf is how long a change from old to st is held in all: Ready while
 // the pods have not stayed ready long (longer after an outage), or a step
 // on the way to Ready after another.
-func holdOf(old, st servingv1alpha1.ModelServerStatus, fault bool) time.Duration {
+func holdOf(old, st servingv1alpha1.ModelServerStatus, atOnce bool) time.Duration {
 	podsWereNotReady := old.Phase != servingv1alpha1.PhaseReady &&
 		conditionStatus(old, servingv1alpha1.ConditionAvailable) != metav1.ConditionTrue
 	switch {
@@ -175,7 +177,7 @@ func holdOf(old, st servingv1alpha1.ModelServerStatus, fault bool) time.Duration
 		return readyHold
 	case old.ObservedGeneration != st.ObservedGeneration:
 		return 0
-	case !fault && onTheWay(old.Phase) && onTheWay(st.Phase) &&
+	case !atOnce && onTheWay(old.Phase) && onTheWay(st.Phase) &&
 		conditionStatus(old, servingv1alpha1.ConditionDeployed) == conditionStatus(st, servingv1alpha1.ConditionDeployed):
 		return progressHold
 	}

@@ -916,6 +916,10 @@ type FetchProgress struct {
 	// bytesPerSecond is the rate of the last few seconds before time.
 	// +optional
 	BytesPerSecond int64 `json:"bytesPerSecond,omitempty"`
+	// idleSeconds is how long, as of time, no byte had come in: a store
+	// that holds a request back, or answers none.
+	// +optional
+	IdleSeconds int64 `json:"idleSeconds,omitempty"`
 }
 
 // FetchRetry is where the retries of a model's failed fetch stand.

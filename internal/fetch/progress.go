@@ -28,6 +28,7 @@ type progressLine struct {
 	Bytes       int64     `json:"bytes"`
 	TotalBytes  int64     `json:"totalBytes"`
 	MBPerSecond float64   `json:"mbPerSecond"`
+	IdleSeconds int64     `json:"idleSeconds"`
 }
 
 // Progress is how far a running fetch had come when it logged a progress
@@ -43,6 +44,9 @@ type Progress struct {
 	Files, TotalFiles, Bytes, TotalBytes int64
 	// BytesPerSecond is the rate over the interval before the line.
 	BytesPerSecond int64
+	// Idle is how long no byte had come in, as of Time: a store that
+	// holds a request back, or answers none.
+	Idle time.Duration
 }
 
 // LastProgress is the newest progress line in the tail of a fetch pod's
@@ -58,7 +62,7 @@ func LastProgress(tail []byte) (Progress, bool) {
 		}
 		return Progress{
 			Time: l.Time, Files: l.Files, TotalFiles: l.TotalFiles, Bytes: l.Bytes, TotalBytes: l.TotalBytes,
-			BytesPerSecond: int64(l.MBPerSecond * 1e6),
+			BytesPerSecond: int64(l.MBPerSecond * 1e6), Idle: time.Duration(l.IdleSeconds) * time.Second,
 		}, true
 	}
 	return Progress{}, false
@@ -85,16 +89,21 @@ func (p *progress) report(ctx context.Context, log *slog.Logger, interval time.D
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	last, lastAt := p.bytes.Load(), time.Now()
+	grew := lastAt
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case now := <-t.C:
 			b := p.bytes.Load()
+			if b != last {
+				grew = now
+			}
 			log.Info(progressMessage,
 				"files", p.files.Load(), "totalFiles", p.totalFiles,
 				"bytes", b, "totalBytes", p.totalBytes,
 				"mbPerSecond", mbPerSecond(b-last, now.Sub(lastAt)),
+				"idleSeconds", int64(now.Sub(grew).Seconds()),
 				"elapsed", now.Sub(p.start).Round(time.Second).String())
 			last, lastAt = b, now
 		}

@@ -30,14 +30,14 @@ func TestLastProgressReadsWhatReportLogs(t *testing.T) {
 	if !ok {
 		t.Fatalf("no progress in %q", log.String())
 	}
-	if got.Files != 3 || got.TotalFiles != 64 || got.Bytes != 12<<20 || got.TotalBytes != 256<<20 || got.Time.IsZero() {
-		t.Errorf("LastProgress = %+v, want 3 of 64 files, 12 MiB of 256 MiB, and a time", got)
+	if got.Files != 3 || got.TotalFiles != 64 || got.Bytes != 12<<20 || got.TotalBytes != 256<<20 || got.Time.IsZero() || got.Idle != 0 {
+		t.Errorf("LastProgress = %+v, want 3 of 64 files, 12 MiB of 256 MiB, a time, and no idle seconds", got)
 	}
 }
 
 func TestLastProgress(t *testing.T) {
 	line := func(bytes, total string) string {
-		return `{"time":"2026-12-06T09:00:00Z","level":"INFO","msg":"progress","files":1,"totalFiles":-1,"bytes":` + bytes + `,"totalBytes":` + total + `,"mbPerSecond":12.5,"elapsed":"10s"}`
+		return `{"time":"2026-12-06T09:00:00Z","level":"INFO","msg":"progress","files":1,"totalFiles":-1,"bytes":` + bytes + `,"totalBytes":` + total + `,"mbPerSecond":12.5,"idleSeconds":40,"elapsed":"10s"}`
 	}
 	for _, tc := range []struct {
 		name, tail string
@@ -61,9 +61,42 @@ func TestLastProgress(t *testing.T) {
 				t.Errorf("LastProgress found none, want bytes %d", tc.want)
 			case ok && got.Bytes != tc.want:
 				t.Errorf("LastProgress bytes = %d, want %d", got.Bytes, tc.want)
-			case ok && (got.BytesPerSecond != 12_500_000 || !got.Time.Equal(time.Date(2026, 12, 6, 9, 0, 0, 0, time.UTC))):
-				t.Errorf("LastProgress = %+v, want 12.5 MB/s at 09:00:00", got)
+			case ok && (got.BytesPerSecond != 12_500_000 || got.Idle != 40*time.Second || !got.Time.Equal(time.Date(2026, 12, 6, 9, 0, 0, 0, time.UTC))):
+				t.Errorf("LastProgress = %+v, want 12.5 MB/s, idle 40 s, at 09:00:00", got)
 			}
 		})
+	}
+}
+
+// A fetch whose bytes stop coming says for how long, from the first
+// line without growth; one that moves says 0.
+func TestReportSaysHowLongNoByteCameIn(t *testing.T) {
+	log := &logBuffer{}
+	p := newProgress(1, 100)
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		p.report(ctx, slog.New(slog.NewJSONHandler(log, nil)), 20*time.Millisecond)
+	}()
+	p.bytes.Store(10)
+	time.Sleep(30 * time.Millisecond) // a line with growth
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		got, ok := LastProgress([]byte(log.String()))
+		if ok && got.Idle >= time.Second {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no line says a second without bytes: %+v", got)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	p.bytes.Store(20)
+	time.Sleep(60 * time.Millisecond)
+	stop()
+	<-done
+	if got, _ := LastProgress([]byte(log.String())); got.Idle != 0 || got.Bytes != 20 {
+		t.Errorf("after bytes came in again: %+v, want idle 0 at 20 bytes", got)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
 )
@@ -164,6 +165,16 @@ func TestAFetchThatEndsForGoodKeepsNothing(t *testing.T) {
 	assertNothingPublished(t, refused.Dest)
 }
 
+// waitForParts waits, up to 10 s, until the journal of the fetch into
+// dest notes n parts of the file at key.
+func waitForParts(dest, origin, key string, n int) {
+	for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+		if s := findStopped(dest, origin); s != nil && len(s.parts[key]) >= n {
+			return
+		}
+	}
+}
+
 // TestALargeFileStoppedHalfwayResumesFromItsParts: a large file fetched
 // as ranges whose fetch stopped with some of its parts written keeps those
 // parts; the next fetch checks them against their journaled digests and
@@ -184,6 +195,8 @@ func TestALargeFileStoppedHalfwayResumesFromItsParts(t *testing.T) {
 	ranges := map[string]int{}
 	var refuse atomic.Value
 	refuse.Store("")
+	var dest atomic.Value // the fetch's, set before it runs
+	dest.Store("")
 	s3.setFault(func(r *http.Request) int {
 		if !strings.HasSuffix(r.URL.Path, key) {
 			return 0
@@ -193,12 +206,16 @@ func TestALargeFileStoppedHalfwayResumesFromItsParts(t *testing.T) {
 		ranges[rng]++
 		mu.Unlock()
 		if rng != "" && rng == refuse.Load().(string) {
+			// Refused once other parts are noted: on a loaded machine,
+			// the fetch could give up before any 16 MiB part completes.
+			waitForParts(dest.Load().(string), "s3://models/m", key, 2)
 			return http.StatusServiceUnavailable
 		}
 		return 0
 	})
 	creds := s3.creds(t, testAccessKey, testSecretKey)
 	o, _ := testOptions(t, "s3://models/m", creds)
+	dest.Store(o.Dest)
 	o.partSize = digestChunkSize
 	part := func(i int64) string {
 		return fmt.Sprintf("bytes=%d-%d", i*digestChunkSize, min((i+1)*digestChunkSize, size)-1)

@@ -159,6 +159,7 @@ func runningProgress(fj *FetchJob, was *servingv1alpha1.FetchProgress) *servingv
 		p := fj.Progress
 		out := &servingv1alpha1.FetchProgress{
 			Pod: fj.Pod, Time: metav1.NewTime(p.Time), Bytes: p.Bytes, Files: p.Files, BytesPerSecond: p.BytesPerSecond,
+			IdleSeconds: int64(p.Idle / time.Second),
 		}
 		if p.TotalBytes >= 0 {
 			out.TotalBytes = ptr.To(p.TotalBytes)

@@ -492,8 +492,16 @@ func progressClause(p *servingv1alpha1.FetchProgress) string {
 	if p.BytesPerSecond > 0 {
 		msg += fmt.Sprintf(", %.1f MB/s", float64(p.BytesPerSecond)/1e6)
 	}
+	if idle := time.Duration(p.IdleSeconds) * time.Second; idle >= idleWorthSaying {
+		msg += ", nothing received for " + roughly(idle)
+	}
 	return msg
 }
+
+// idleWorthSaying is how long a fetch may receive nothing before its
+// progress says so: longer than a store's pause between a listing and the
+// first bytes, and than the fetcher's first retries.
+const idleWorthSaying = 30 * time.Second
 
 // outlookClause says how long a running fetch needs yet, and whether its
 // timeout stops it first: ", about 12 min left".
@@ -511,8 +519,12 @@ func outlookClause(m ModelFetch) string {
 	return msg
 }
 
-// roughly is d to the minute: "12 min", "2h10m", "3h".
+// roughly is d to the second under a minute, else to the minute: "45 s",
+// "12 min", "2h10m", "3h".
 func roughly(d time.Duration) string {
+	if d < time.Minute {
+		return fmt.Sprintf("%d s", d/time.Second)
+	}
 	d = d.Round(time.Minute)
 	h, m := d/time.Hour, d%time.Hour/time.Minute
 	switch {

@@ -411,6 +411,12 @@ func TestFetchProgressMessage(t *testing.T) {
 		{one(ModelFetch{State: FetchRunning, StorageURI: "s3://m/r", Left: 130*time.Minute + 20*time.Second, OutOfTime: time.Hour, Status: servingv1alpha1.ModelStatus{Progress: &servingv1alpha1.FetchProgress{
 			Bytes: 1 << 30, TotalBytes: ptr.To[int64](50 << 30), BytesPerSecond: 6_500_000,
 		}}}), "fetching the model from s3://m/r: 1.0 GiB of 50.0 GiB (2%), 6.5 MB/s, about 2h10m left, past spec.fetch.timeout, 1h0m0s, at this rate; raise it, and the running fetch is given the time"},
+		{one(ModelFetch{State: FetchRunning, StorageURI: "s3://m/r", Status: servingv1alpha1.ModelStatus{Progress: &servingv1alpha1.FetchProgress{
+			Bytes: 184 << 20, TotalBytes: ptr.To[int64](200 << 20), IdleSeconds: 37,
+		}}}), "fetching the model from s3://m/r: 184.0 MiB of 200.0 MiB (92%), nothing received for 37 s"},
+		{one(ModelFetch{State: FetchRunning, StorageURI: "s3://m/r", Status: servingv1alpha1.ModelStatus{Progress: &servingv1alpha1.FetchProgress{
+			Bytes: 184 << 20, TotalBytes: ptr.To[int64](200 << 20), IdleSeconds: 29,
+		}}}), "fetching the model from s3://m/r: 184.0 MiB of 200.0 MiB (92%)"},
 		{one(ModelFetch{State: FetchRunning, StorageURI: "s3://m/r.tar.gz", Status: servingv1alpha1.ModelStatus{Progress: &servingv1alpha1.FetchProgress{
 			Bytes: 3 << 20,
 		}}}), "fetching the model from s3://m/r.tar.gz: 3.0 MiB so far"},
@@ -430,7 +436,7 @@ func TestARunningFetchKeepsItsProgressWhileItsPodRuns(t *testing.T) {
 	running := &batchv1.Job{Status: batchv1.JobStatus{Active: 1}}
 	complete := &batchv1.Job{Status: batchv1.JobStatus{Conditions: []batchv1.JobCondition{{Type: batchv1.JobComplete, Status: corev1.ConditionTrue}}}}
 	logged := time.Date(2026, 12, 6, 9, 0, 0, 0, time.UTC)
-	read := &fetch.Progress{Time: logged, Files: 3, TotalFiles: 8, Bytes: 100, TotalBytes: -1, BytesPerSecond: 5}
+	read := &fetch.Progress{Time: logged, Files: 3, TotalFiles: 8, Bytes: 100, TotalBytes: -1, BytesPerSecond: 5, Idle: 2 * time.Second}
 	was := &servingv1alpha1.FetchProgress{Pod: "p1", Time: metav1.NewTime(logged.Add(-time.Minute)), Bytes: 50, Files: 1}
 	m := values.SpecModel{ModelSpec: servingv1alpha1.ModelSpec{Name: "resnet"}, Generation: "g1", FetchJob: "resnet-fetch-g1"}
 	for _, tc := range []struct {
@@ -439,7 +445,7 @@ func TestARunningFetchKeepsItsProgressWhileItsPodRuns(t *testing.T) {
 		want *servingv1alpha1.FetchProgress
 	}{
 		{"read now", &FetchJob{Job: running, Pod: "p1", Progress: read},
-			&servingv1alpha1.FetchProgress{Pod: "p1", Time: metav1.NewTime(logged), Bytes: 100, Files: 3, TotalFiles: ptr.To[int64](8), BytesPerSecond: 5}},
+			&servingv1alpha1.FetchProgress{Pod: "p1", Time: metav1.NewTime(logged), Bytes: 100, Files: 3, TotalFiles: ptr.To[int64](8), BytesPerSecond: 5, IdleSeconds: 2}},
 		{"between reads", &FetchJob{Job: running, Pod: "p1"}, was},
 		{"another pod runs", &FetchJob{Job: running, Pod: "p2"}, nil},
 		{"no pod runs", &FetchJob{Job: running}, nil},
@@ -486,7 +492,7 @@ func TestAFetchsOutlookSaysWhetherItEndsInTime(t *testing.T) {
 		})
 	}
 	for d, want := range map[time.Duration]string{
-		90 * time.Second: "2 min", 59*time.Minute + 31*time.Second: "1h", 3 * time.Hour: "3h", 130 * time.Minute: "2h10m",
+		45 * time.Second: "45 s", 90 * time.Second: "2 min", 59*time.Minute + 31*time.Second: "1h", 3 * time.Hour: "3h", 130 * time.Minute: "2h10m",
 	} {
 		if got := roughly(d); got != want {
 			t.Errorf("roughly(%s) = %q, want %q", d, got, want)

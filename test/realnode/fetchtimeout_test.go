@@ -140,7 +140,8 @@ func (s *stallingStore) rangesOf(path string) map[string]int {
 
 // TestAFetchOutOfTimeIsStoppedThenResumedOnceGivenMore: a store that
 // answers nothing for one range of the model's 200 MiB file holds the real
-// fetch until spec.fetch.timeout, when the Job controller stops its pod
+// fetch, whose status says for how long nothing has come in, until
+// spec.fetch.timeout, when the Job controller stops its pod
 // and the fetch fails with reason Timeout, what it completed kept on the
 // volume: the other files, and the other parts of the large one. A longer
 // timeout makes the Job again, which downloads only that range, and the
@@ -159,6 +160,12 @@ func TestAFetchOutOfTimeIsStoppedThenResumedOnceGivenMore(t *testing.T) {
 	}
 	e.kubectl(t, manifest("1m"), "-n", ns, "apply", "-f", "-")
 	start := time.Now()
+	// The second read of the fetch pod's log, 45 s after its creation,
+	// finds nothing received for over 30 s, before the Job's deadline.
+	stood := e.waitMessage(t, ns, "stalled", "nothing received for", 58*time.Second)
+	if p := stood.Status.Model.Progress; p == nil || p.BytesPerSecond != 0 || p.IdleSeconds < 30 {
+		t.Errorf("a fetch held back reads progress %+v; want no rate, and 30 s or more without a byte", p)
+	}
 	msg := e.waitFetchFailed(t, ns, "stalled", "Timeout")
 	t.Logf("the fetch failed %.1fs after kubectl apply: %s", time.Since(start).Seconds(), msg)
 	if want := "the fetch did not finish within spec.fetch.timeout, 1m0s, and was stopped"; !strings.HasPrefix(msg, want) {
