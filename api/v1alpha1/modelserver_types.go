@@ -913,7 +913,8 @@ type FetchProgress struct {
 	// totalFiles is how many are to be, where known before the fetch ends.
 	// +optional
 	TotalFiles *int64 `json:"totalFiles,omitempty"`
-	// bytesPerSecond is the rate of the last few seconds before time.
+	// bytesPerSecond is the rate over the 30 seconds before time (since
+	// the fetch began, before that).
 	// +optional
 	BytesPerSecond int64 `json:"bytesPerSecond,omitempty"`
 	// idleSeconds is how long, as of time, no byte had come in: a store

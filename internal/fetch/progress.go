@@ -42,7 +42,8 @@ type Progress struct {
 	// TotalBytes what is to be, -1 where not known before the end (an
 	// archive's files, an image's size before its manifest is read).
 	Files, TotalFiles, Bytes, TotalBytes int64
-	// BytesPerSecond is the rate over the interval before the line.
+	// BytesPerSecond is the rate over the rateIntervals before the
+	// line, or since the fetch began.
 	BytesPerSecond int64
 	// Idle is how long no byte had come in, as of Time: a store that
 	// holds a request back, or answers none.
@@ -81,6 +82,19 @@ func newProgress(files, bytes int64) *progress {
 	return &progress{totalFiles: files, totalBytes: bytes, start: time.Now()}
 }
 
+// rateIntervals is how many intervals back a progress line's rate looks
+// (30 s at the default interval): long enough that the bursts of parallel
+// requests through socket buffers even out, so that the time left said
+// from it does not jump; short enough that a store slowing down shows
+// soon.
+const rateIntervals = 6
+
+// sample is the bytes fetched at a time.
+type sample struct {
+	at    time.Time
+	bytes int64
+}
+
 // report logs a progress line every interval until ctx ends.
 func (p *progress) report(ctx context.Context, log *slog.Logger, interval time.Duration) {
 	if interval <= 0 {
@@ -88,24 +102,31 @@ func (p *progress) report(ctx context.Context, log *slog.Logger, interval time.D
 	}
 	t := time.NewTicker(interval)
 	defer t.Stop()
-	last, lastAt := p.bytes.Load(), time.Now()
-	grew := lastAt
+	window := rateIntervals * interval
+	samples := []sample{{time.Now(), p.bytes.Load()}}
+	grew := samples[0].at
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case now := <-t.C:
 			b := p.bytes.Load()
-			if b != last {
+			if b != samples[len(samples)-1].bytes {
 				grew = now
 			}
+			// The oldest sample kept is the newest at least window old,
+			// if one is.
+			for len(samples) > 1 && now.Sub(samples[1].at) >= window {
+				samples = samples[1:]
+			}
+			base := samples[0]
 			log.Info(progressMessage,
 				"files", p.files.Load(), "totalFiles", p.totalFiles,
 				"bytes", b, "totalBytes", p.totalBytes,
-				"mbPerSecond", mbPerSecond(b-last, now.Sub(lastAt)),
+				"mbPerSecond", mbPerSecond(b-base.bytes, now.Sub(base.at)),
 				"idleSeconds", int64(now.Sub(grew).Seconds()),
 				"elapsed", now.Sub(p.start).Round(time.Second).String())
-			last, lastAt = b, now
+			samples = append(samples, sample{now, b})
 		}
 	}
 }

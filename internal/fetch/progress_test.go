@@ -100,3 +100,33 @@ func TestReportSaysHowLongNoByteCameIn(t *testing.T) {
 		t.Errorf("after bytes came in again: %+v, want idle 0 at 20 bytes", got)
 	}
 }
+
+// The rate is of the last six intervals: bytes that came in at once
+// count in it until they are older than that.
+func TestReportsRateIsOfTheLastSixIntervals(t *testing.T) {
+	log := &logBuffer{}
+	p := newProgress(1, 10_000_000)
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	const interval = 20 * time.Millisecond
+	go p.report(ctx, slog.New(slog.NewJSONHandler(log, nil)), interval)
+	lines := func() int { return strings.Count(log.String(), "\n") }
+	for lines() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	p.bytes.Store(1_000_000)
+	burst := time.Now()
+	for {
+		got, _ := LastProgress([]byte(log.String()))
+		if got.Bytes == 1_000_000 && got.BytesPerSecond == 0 {
+			break
+		}
+		if time.Since(burst) > 10*time.Second {
+			t.Fatalf("the burst still counts after 10 s: %+v", got)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if counted := time.Since(burst); counted < 5*interval {
+		t.Errorf("the burst counted in the rate for %s, want six intervals of %s", counted, interval)
+	}
+}

@@ -22,19 +22,24 @@ import (
 
 // stallingStore is a proxy in front of the S3 server that holds every
 // request stall picks, unanswered, while stall is set, sends the bodies
-// of all at rate bytes per second together while rate is set, and counts
-// the GETs of each path and range.
+// of all at rate bytes per second together while rate is set, and none
+// while hold is, and counts the GETs of each path and range.
 type stallingStore struct {
 	stall atomic.Value // a string: the path's end and the range, as key makes them
 	rate  atomic.Int64
+	hold  atomic.Bool
 	mu    sync.Mutex
 	gets  map[string]int
 	next  time.Time // when the bytes sent so far at rate are due
 	url   string
 }
 
-// pace waits until n more bytes are due at the rate set, if one is.
+// pace waits while the store holds its answers, then until n more bytes
+// are due at the rate set, if one is.
 func (s *stallingStore) pace(n int) {
+	for s.hold.Load() {
+		time.Sleep(50 * time.Millisecond)
+	}
 	rate := s.rate.Load()
 	if rate <= 0 {
 		return
@@ -140,8 +145,7 @@ func (s *stallingStore) rangesOf(path string) map[string]int {
 
 // TestAFetchOutOfTimeIsStoppedThenResumedOnceGivenMore: a store that
 // answers nothing for one range of the model's 200 MiB file holds the real
-// fetch, whose status says for how long nothing has come in, until
-// spec.fetch.timeout, when the Job controller stops its pod
+// fetch until spec.fetch.timeout, when the Job controller stops its pod
 // and the fetch fails with reason Timeout, what it completed kept on the
 // volume: the other files, and the other parts of the large one. A longer
 // timeout makes the Job again, which downloads only that range, and the
@@ -160,12 +164,6 @@ func TestAFetchOutOfTimeIsStoppedThenResumedOnceGivenMore(t *testing.T) {
 	}
 	e.kubectl(t, manifest("1m"), "-n", ns, "apply", "-f", "-")
 	start := time.Now()
-	// The second read of the fetch pod's log, 45 s after its creation,
-	// finds nothing received for over 30 s, before the Job's deadline.
-	stood := e.waitMessage(t, ns, "stalled", "nothing received for", 58*time.Second)
-	if p := stood.Status.Model.Progress; p == nil || p.BytesPerSecond != 0 || p.IdleSeconds < 30 {
-		t.Errorf("a fetch held back reads progress %+v; want no rate, and 30 s or more without a byte", p)
-	}
 	msg := e.waitFetchFailed(t, ns, "stalled", "Timeout")
 	t.Logf("the fetch failed %.1fs after kubectl apply: %s", time.Since(start).Seconds(), msg)
 	if want := "the fetch did not finish within spec.fetch.timeout, 1m0s, and was stopped"; !strings.HasPrefix(msg, want) {
