@@ -699,9 +699,10 @@ type podRead struct {
 	// owner is the ModelServer a read kept by another object's UID is
 	// for, so that it goes with it (forgetOwner).
 	owner types.UID
-	// progress is what a fetch pod's log, read for its progress, said of
-	// it, if anything: a reconcile before the next read says the same,
-	// even where the status could not be written in between (a step held).
+	// pod is the fetch pod whose log was read for its progress, and
+	// progress what it said, if anything: a reconcile before the next
+	// read says the same, even where the status was not written in
+	// between.
 	pod      string
 	progress *fetch.Progress
 }
