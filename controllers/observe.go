@@ -279,9 +279,10 @@ func (r *ModelServerReconciler) observeProgress(ctx context.Context, owner types
 		obs.sooner(last.due.Sub(now))
 		return
 	}
-	read := podRead{due: now.Add(progressEvery), owner: owner, pod: pod.Name}
+	every := progressInterval(r.progressReads.count())
+	read := podRead{due: now.Add(every), owner: owner, pod: pod.Name}
 	defer func() { r.progressReads.remember(fj.Job.UID, read) }()
-	obs.sooner(progressEvery)
+	obs.sooner(every)
 	rctx, cancel := context.WithTimeout(ctx, progressReadTimeout)
 	defer cancel()
 	tail, err := r.PodLogs.Pods(pod.Namespace).GetLogs(pod.Name, &corev1.PodLogOptions{
@@ -297,18 +298,31 @@ func (r *ModelServerReconciler) observeProgress(ctx context.Context, owner types
 }
 
 // How a running fetch's progress is read: after its pod has stood
-// progressFirstRead, then every progressEvery, from the last
-// progressTailLines lines of its log (a progress line every 5 seconds,
-// between the warnings of retried requests), at most progressTailBytes
-// of them, giving up on a node that does not answer after
-// progressReadTimeout.
+// progressFirstRead, then every progressEvery (less often where that
+// would be over progressReadsPerSecond in all: progressInterval), from
+// the last progressTailLines lines of its log (a progress line every 5
+// seconds, between the warnings of retried requests), at most
+// progressTailBytes of them, giving up on a node that does not answer
+// after progressReadTimeout.
 const (
-	progressFirstRead         = 15 * time.Second
-	progressEvery             = 30 * time.Second
-	progressTailLines   int64 = 20
-	progressTailBytes   int64 = 16 << 10
-	progressReadTimeout       = 5 * time.Second
+	progressFirstRead            = 15 * time.Second
+	progressEvery                = 30 * time.Second
+	progressTailLines      int64 = 20
+	progressTailBytes      int64 = 16 << 10
+	progressReadTimeout          = 5 * time.Second
+	progressReadsPerSecond       = 2
 )
+
+// progressInterval is how long until a fetch's log is read again for its
+// progress, with reads pending for this many fetches: progressEvery, or,
+// for more fetches than progressReadsPerSecond reads in that time, longer,
+// so that the reads, and the status writes they bring, stay within that
+// rate. A thousand models fetched at once (a cluster restored) would
+// otherwise cost 33 log reads and as many status writes a second, taken
+// from the operator's client rate before its installs.
+func progressInterval(fetches int) time.Duration {
+	return max(progressEvery, time.Duration(fetches)*time.Second/progressReadsPerSecond)
+}
 
 // runningPod is the newest of the pods that run, not being deleted; nil
 // if none does.
@@ -724,6 +738,16 @@ func (p *podReads) remember(uid types.UID, read podRead) { p.m.Store(uid, read) 
 func (p *podReads) dueOnce(uid types.UID, due time.Time) time.Time {
 	v, _ := p.m.LoadOrStore(uid, podRead{due: due})
 	return v.(podRead).due
+}
+
+// count is how many reads are kept.
+func (p *podReads) count() int {
+	n := 0
+	p.m.Range(func(any, any) bool {
+		n++
+		return true
+	})
+	return n
 }
 
 // forget drops uid's last read, and says whether there was one.

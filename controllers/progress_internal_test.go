@@ -149,3 +149,15 @@ func TestRunningPodIsTheNewestThatRuns(t *testing.T) {
 		}
 	}
 }
+
+// Reads of many fetches' logs are spread to 2 a second: every 30 s for up
+// to 60 fetches, every 500 s for a thousand.
+func TestProgressReadsOfManyFetchesAreSpread(t *testing.T) {
+	for fetches, want := range map[int]time.Duration{
+		0: 30 * time.Second, 1: 30 * time.Second, 60: 30 * time.Second, 61: 30500 * time.Millisecond, 1000: 500 * time.Second,
+	} {
+		if got := progressInterval(fetches); got != want {
+			t.Errorf("progressInterval(%d) = %s, want %s", fetches, got, want)
+		}
+	}
+}
