@@ -231,6 +231,7 @@ func (r *ModelServerReconciler) reportFetches(ms *servingv1alpha1.ModelServer, r
 	if !outOfTime {
 		r.problems.resolved(ms.UID, eventFetchOutOfTime)
 	}
+	metrics.SlowFetch(ms.UID, status.SlowFetch(report))
 	for _, m := range report.Models {
 		fj := obs.FetchJobs[m.FetchJob]
 		switch {

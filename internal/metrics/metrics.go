@@ -85,6 +85,11 @@ var (
 		Help:      "ModelServers whose model-fetch pods have stood Pending for 30 s with a reason named (no node takes them, an image that cannot be pulled, a volume that does not mount), by what stops most of them.",
 	}, []string{"cause"})
 
+	slowFetchGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: Namespace,
+		Name:      "slow_fetches",
+		Help:      "ModelServers whose running model fetch, as its pod's log last said, will not finish within spec.fetch.timeout at its rate (OutOfTime), or has received nothing for 30 s (NothingReceived).",
+	}, []string{"cause"})
 	inactiveAutoscalerGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Namespace: Namespace,
 		Name:      "inactive_autoscalers",
@@ -112,7 +117,7 @@ var (
 )
 
 // collectors are the operator's metrics, registered with controller-runtime.
-var collectors = []prometheus.Collector{phaseGauge, stalledGauge, stalledFetchGauge, inactiveAutoscalerGauge, atMaximumGauge, failedRefreshGauge, helmOperations, helmDuration, fetchDuration, fetchFailures, fetchBytes, fetchModelBytes, timeToReady}
+var collectors = []prometheus.Collector{phaseGauge, stalledGauge, stalledFetchGauge, slowFetchGauge, inactiveAutoscalerGauge, atMaximumGauge, failedRefreshGauge, helmOperations, helmDuration, fetchDuration, fetchFailures, fetchBytes, fetchModelBytes, timeToReady}
 
 func init() {
 	ctrlmetrics.Registry.MustRegister(collectors...)
@@ -127,6 +132,9 @@ func init() {
 	}
 	for _, c := range status.AutoscalerCauses {
 		inactiveAutoscalerGauge.WithLabelValues(c)
+	}
+	for _, c := range status.SlowFetchCauses {
+		slowFetchGauge.WithLabelValues(c)
 	}
 	for _, r := range FetchFailureReasons {
 		fetchFailures.WithLabelValues(r)
@@ -162,9 +170,10 @@ func HelmOperation(operation, result string, took time.Duration) {
 type tracked struct {
 	phase string
 	// stalled is the cause of its stalled rollout, "" if none;
-	// stalledFetch, of its fetch pods' not starting; autoscaler, of its
-	// autoscaler's not scaling.
-	stalled, stalledFetch, autoscaler string
+	// stalledFetch, of its fetch pods' not starting; slowFetch, of its
+	// running fetch's slowness; autoscaler, of its autoscaler's not
+	// scaling.
+	stalled, stalledFetch, slowFetch, autoscaler string
 	// atMaximum says its autoscaler is counted at its maximum;
 	// refreshFailed, that it is counted with a failed refresh round.
 	atMaximum, refreshFailed bool
@@ -236,6 +245,12 @@ func Stalled(uid types.UID, cause string) {
 // starting, once named; "" when nothing does.
 func StalledFetch(uid types.UID, cause string) {
 	recordCause(uid, stalledFetchGauge, func(t *tracked) *string { return &t.stalledFetch }, cause)
+}
+
+// SlowFetch records why a ModelServer's running fetch is slow
+// (status.SlowFetch); "" when it is not, or none runs.
+func SlowFetch(uid types.UID, cause string) {
+	recordCause(uid, slowFetchGauge, func(t *tracked) *string { return &t.slowFetch }, cause)
 }
 
 // InactiveAutoscaler records the cause that keeps a ModelServer's
@@ -315,6 +330,7 @@ func Forget(uid types.UID) {
 		}
 		moveCause(stalledGauge, &t.stalled, "")
 		moveCause(stalledFetchGauge, &t.stalledFetch, "")
+		moveCause(slowFetchGauge, &t.slowFetch, "")
 		moveCause(inactiveAutoscalerGauge, &t.autoscaler, "")
 		countFlag(atMaximumGauge, &t.atMaximum, false)
 		countFlag(failedRefreshGauge, &t.refreshFailed, false)

@@ -81,6 +81,7 @@ func TestAStalledModelServerIsCountedUnderOneCauseUntilItMovesOn(t *testing.T) {
 	}{
 		{"rollout", stalledGauge, Stalled, status.Causes, status.CauseUnknown, status.CauseImagePull, status.CauseCrashLoop},
 		{"fetch", stalledFetchGauge, StalledFetch, FetchCauses, status.CauseUnschedulable, status.CausePodWarning, status.CauseImagePull},
+		{"slow fetch", slowFetchGauge, SlowFetch, status.SlowFetchCauses, status.SlowFetchOutOfTime, status.SlowFetchNothingReceived, status.SlowFetchOutOfTime},
 		{"autoscaler", inactiveAutoscalerGauge, InactiveAutoscaler, status.AutoscalerCauses, status.AutoscalerCauseScale, status.AutoscalerCauseMetrics, status.AutoscalerCauseSelector},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

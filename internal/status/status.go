@@ -498,6 +498,33 @@ func progressClause(p *servingv1alpha1.FetchProgress) string {
 	return msg
 }
 
+// The causes of a slow fetch (SlowFetch).
+const (
+	SlowFetchOutOfTime       = "OutOfTime"
+	SlowFetchNothingReceived = "NothingReceived"
+)
+
+// SlowFetchCauses are all of them, for a gauge to show each from the
+// start.
+var SlowFetchCauses = []string{SlowFetchOutOfTime, SlowFetchNothingReceived}
+
+// SlowFetch is why a running fetch of the observed models is slow, as its
+// pod's log last said: it will not finish within its timeout at its rate,
+// or it has received nothing for idleWorthSaying; "" if neither.
+func SlowFetch(o Observation) string {
+	cause := ""
+	for _, m := range o.Models {
+		switch p := m.Status.Progress; {
+		case m.State != FetchRunning:
+		case m.OutOfTime > 0:
+			return SlowFetchOutOfTime
+		case p != nil && time.Duration(p.IdleSeconds)*time.Second >= idleWorthSaying:
+			cause = SlowFetchNothingReceived
+		}
+	}
+	return cause
+}
+
 // idleWorthSaying is how long a fetch may receive nothing before its
 // progress says so: longer than a store's pause between a listing and the
 // first bytes, and than the fetcher's first retries.

@@ -499,3 +499,26 @@ func TestAFetchsOutlookSaysWhetherItEndsInTime(t *testing.T) {
 		}
 	}
 }
+
+func TestSlowFetchSaysWhyARunningFetchIsSlow(t *testing.T) {
+	idle := func(s int64) servingv1alpha1.ModelStatus {
+		return servingv1alpha1.ModelStatus{Progress: &servingv1alpha1.FetchProgress{IdleSeconds: s}}
+	}
+	for _, tc := range []struct {
+		name   string
+		models []ModelFetch
+		want   string
+	}{
+		{"none runs", nil, ""},
+		{"moving in time", []ModelFetch{{State: FetchRunning, Left: time.Minute, Status: idle(0)}}, ""},
+		{"out of time", []ModelFetch{{State: FetchRunning, Left: time.Hour, OutOfTime: time.Minute}}, SlowFetchOutOfTime},
+		{"nothing received for 30 s", []ModelFetch{{State: FetchRunning, Status: idle(30)}}, SlowFetchNothingReceived},
+		{"for 29 s", []ModelFetch{{State: FetchRunning, Status: idle(29)}}, ""},
+		{"out of time beats idle", []ModelFetch{{State: FetchRunning, Status: idle(40)}, {State: FetchRunning, OutOfTime: time.Minute}}, SlowFetchOutOfTime},
+		{"an idle progress of a fetch that ended", []ModelFetch{{State: FetchSucceeded, Status: idle(40)}}, ""},
+	} {
+		if got := SlowFetch(Observation{Models: tc.models}); got != tc.want {
+			t.Errorf("%s: SlowFetch = %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}

@@ -2,6 +2,8 @@ package realnode
 
 import (
 	"context"
+	"net"
+	"net/http"
 	"regexp"
 	"strings"
 	"testing"
@@ -13,6 +15,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
+	"github.com/modelserver-dev/modelserver-operator/internal/status"
 	"github.com/modelserver-dev/modelserver-operator/internal/values"
 	"github.com/modelserver-dev/modelserver-operator/test/realenv"
 )
@@ -88,6 +91,10 @@ func TestASlowFetchSaysHowFarItHasComeAndWhetherItEndsInTime(t *testing.T) {
 	if warned != 1 {
 		t.Errorf("%d FetchOutOfTime Warnings, want 1", warned)
 	}
+	slow := e.slowFetches(t, ns)
+	if n := slow(status.SlowFetchOutOfTime); n != 1 {
+		t.Errorf("modelserver_slow_fetches{cause=%q} = %g, want 1", status.SlowFetchOutOfTime, n)
+	}
 
 	job := currentJob(t, e, ns)
 	e.kubectl(t, manifest("10m"), "-n", ns, "apply", "-f", "-")
@@ -112,6 +119,9 @@ func TestASlowFetchSaysHowFarItHasComeAndWhetherItEndsInTime(t *testing.T) {
 	if ms = e.get(t, ns, "slow"); ms.Status.Model.Progress != nil || ms.Status.Message != "" {
 		t.Errorf("Ready with progress %+v, message %q; want neither", ms.Status.Model.Progress, ms.Status.Message)
 	}
+	if n := slow(status.SlowFetchOutOfTime); n != 0 {
+		t.Errorf("modelserver_slow_fetches{cause=%q} = %g once Ready, want 0", status.SlowFetchOutOfTime, n)
+	}
 	if j := currentJob(t, e, ns); j.UID != job.UID {
 		t.Errorf("the model was fetched by Job %s, not the one whose timeout was raised", j.UID)
 	}
@@ -128,4 +138,23 @@ func currentJob(t *testing.T, e *env, ns string) *batchv1.Job {
 		t.Fatalf("fetch Jobs: %d, %v; want one", len(jobs.Items), err)
 	}
 	return &jobs.Items[0]
+}
+
+// slowFetches scrapes the operator's modelserver_slow_fetches by cause, as
+// a ServiceAccount of ns given the metrics-reader role.
+func (e *env) slowFetches(t *testing.T, ns string) func(cause string) float64 {
+	t.Helper()
+	binding := "rn-scraper-" + ns
+	e.kubectl(t, "", "create", "serviceaccount", "scraper", "-n", ns)
+	e.kubectl(t, "", "create", "clusterrolebinding", binding, "--clusterrole=modelserver-metrics-reader", "--serviceaccount="+ns+":scraper")
+	t.Cleanup(func() { _, _ = e.Kubectl("", "delete", "clusterrolebinding", binding) })
+	url := "https://" + net.JoinHostPort(e.operatorPod(t).Status.PodIP, "8443") + "/metrics"
+	return func(cause string) float64 {
+		token := strings.TrimSpace(e.kubectl(t, "", "-n", ns, "create", "token", "scraper"))
+		code, body := get(t, url, token)
+		if code != http.StatusOK {
+			t.Fatalf("scrape of %s: %d", url, code)
+		}
+		return gauge(body, `modelserver_slow_fetches{cause="`+cause+`"}`)
+	}
 }
