@@ -6,6 +6,7 @@ package controllers
 import (
 	"cmp"
 	"context"
+	"slices"
 	"sync"
 	"time"
 
@@ -221,14 +222,10 @@ func (r *ModelServerReconciler) reportFetches(ms *servingv1alpha1.ModelServer, r
 	if obs == nil {
 		return
 	}
-	outOfTime := false
-	for _, m := range report.Models {
-		if m.OutOfTime > 0 && !outOfTime {
-			outOfTime = true
-			r.warn(ms, eventFetchOutOfTime, "Fetch", sentence("Model-fetch Job %s will not finish within spec.fetch.timeout, %s, at the rate it fetches: raise it, and the running fetch is given the time", m.FetchJob, m.OutOfTime))
-		}
-	}
-	if !outOfTime {
+	if i := slices.IndexFunc(report.Models, func(m status.ModelFetch) bool { return m.OutOfTime > 0 }); i >= 0 {
+		m := report.Models[i]
+		r.warn(ms, eventFetchOutOfTime, "Fetch", sentence("Model-fetch Job %s will not finish within spec.fetch.timeout, %s, at the rate it fetches: raise it, and the running fetch is given the time", m.FetchJob, m.OutOfTime))
+	} else {
 		r.problems.resolved(ms.UID, eventFetchOutOfTime)
 	}
 	metrics.SlowFetch(ms.UID, status.SlowFetch(report))

@@ -876,8 +876,9 @@ type ModelStatus struct {
 	Message string `json:"message,omitempty"`
 	// progress is how far the model's running fetch has come, as its
 	// fetch pod last logged it: read from the pod's log once the fetch
-	// has run for 15 seconds, then every 30. Absent while no fetch of
-	// the model runs, and where the pod's log cannot be read.
+	// has run for 15 seconds, then every 30 (less often with over 60
+	// fetches running at once). Absent while no fetch of the model runs,
+	// and where the pod's log cannot be read.
 	// +optional
 	Progress *FetchProgress `json:"progress,omitempty"`
 	// refresh is the state of the model's periodic refresh

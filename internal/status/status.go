@@ -492,10 +492,15 @@ func progressClause(p *servingv1alpha1.FetchProgress) string {
 	if p.BytesPerSecond > 0 {
 		msg += fmt.Sprintf(", %.1f MB/s", float64(p.BytesPerSecond)/1e6)
 	}
-	if idle := time.Duration(p.IdleSeconds) * time.Second; idle >= idleWorthSaying {
-		msg += ", nothing received for " + roughly(idle)
+	if standingStill(p) {
+		msg += ", nothing received for " + roughly(time.Duration(p.IdleSeconds)*time.Second)
 	}
 	return msg
+}
+
+// standingStill says a fetch has received nothing for idleWorthSaying.
+func standingStill(p *servingv1alpha1.FetchProgress) bool {
+	return p != nil && time.Duration(p.IdleSeconds)*time.Second >= idleWorthSaying
 }
 
 // The causes of a slow fetch (SlowFetch).
@@ -514,11 +519,11 @@ var SlowFetchCauses = []string{SlowFetchOutOfTime, SlowFetchNothingReceived}
 func SlowFetch(o Observation) string {
 	cause := ""
 	for _, m := range o.Models {
-		switch p := m.Status.Progress; {
+		switch {
 		case m.State != FetchRunning:
 		case m.OutOfTime > 0:
 			return SlowFetchOutOfTime
-		case p != nil && time.Duration(p.IdleSeconds)*time.Second >= idleWorthSaying:
+		case standingStill(m.Status.Progress):
 			cause = SlowFetchNothingReceived
 		}
 	}
