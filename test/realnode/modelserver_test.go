@@ -639,7 +639,7 @@ func TestAServerThatFailsItsLivenessProbeIsNamedAndTheModelServerDegraded(t *tes
 		return ms.Status.Phase != servingv1alpha1.PhaseReady, nil
 	})
 	if err != nil || ms.Status.Phase != servingv1alpha1.PhaseDegraded {
-		t.Fatalf("after the first kill: %s: %s; want Degraded", ms.Status.Phase, ms.Status.Message)
+		t.Fatalf("after the first kill: %s: %s; want Degraded; what was seen:\n%s", ms.Status.Phase, ms.Status.Message, hist)
 	}
 	t.Logf("Degraded %.1fs after Ready: %s", time.Since(ready).Seconds(), ms.Status.Message)
 	// The Event is sent after the status is written, by the recorder's
