@@ -85,6 +85,10 @@ const (
 	ReasonPodsNotReady = "PodsNotReady"
 	// ReasonAvailable (Available): the desired serving pods are ready.
 	ReasonAvailable = "MinimumReplicasReady"
+	// ReasonRollingOntoRefreshedModel (Available): the pods are rolled onto
+	// what a refresh round fetched, and enough of them are ready to serve
+	// meanwhile.
+	ReasonRollingOntoRefreshedModel = "RollingOntoRefreshedModel"
 
 	// ReasonReady (Ready): the model is being served.
 	ReasonReady = "Ready"

@@ -108,14 +108,22 @@ func refreshWarnings(o Observation) []string {
 
 // refreshRoll says the pods are being rolled onto what a refresh round
 // fetched, and nothing else of the spec: the ModelServer was Ready at
-// this generation, and some model's round found a new model. Such a roll
-// keeps the ModelServer Ready while enough pods are, as a roll that
-// replaces its pods one at a time, keeping every old one until a new one
-// is ready, does.
+// this generation, and some model's round found a new model, or the roll
+// onto what one found goes on. Such a roll keeps the ModelServer Ready
+// while enough pods are, as a roll that replaces its pods one at a time,
+// keeping every old one until a new one is ready, does.
+//
+// The roll goes on past its round: the next round may begin, and end,
+// before the new pods are ready (a model that loads for longer than the
+// interval), and its state then says nothing of the roll.
 func refreshRoll(old servingv1alpha1.ModelServerStatus, o Observation) bool {
 	c := meta.FindStatusCondition(old.Conditions, servingv1alpha1.ConditionReady)
 	if c == nil || c.Status != metav1.ConditionTrue || c.ObservedGeneration != o.Generation {
 		return false
+	}
+	if a := meta.FindStatusCondition(old.Conditions, servingv1alpha1.ConditionAvailable); a != nil &&
+		a.Reason == servingv1alpha1.ReasonRollingOntoRefreshedModel && a.ObservedGeneration == o.Generation {
+		return true
 	}
 	for _, m := range o.Models {
 		if r := m.Status.Refresh; r != nil && r.State == servingv1alpha1.RefreshUpdated {

@@ -36,6 +36,13 @@ func TestARefreshKeepsTheModelServerReady(t *testing.T) {
 		return servingv1alpha1.ModelServerStatus{Phase: servingv1alpha1.PhaseReady, Conditions: []metav1.Condition{{
 			Type: servingv1alpha1.ConditionReady, Status: metav1.ConditionTrue, Reason: servingv1alpha1.ReasonReady, ObservedGeneration: gen}}}
 	}
+	// Ready at gen while rolling onto what an earlier round found.
+	rollingAt := func(gen int64, reason string) servingv1alpha1.ModelServerStatus {
+		st := readyAt(gen)
+		st.Conditions = append(st.Conditions, metav1.Condition{
+			Type: servingv1alpha1.ConditionAvailable, Status: metav1.ConditionTrue, Reason: reason, ObservedGeneration: gen})
+		return st
+	}
 	failed := model(FetchFailed, servingv1alpha1.RefreshFailed)
 	failed.Reason, failed.Message = servingv1alpha1.ReasonNotFound, "s3://models/resnet: no objects"
 	for _, tc := range []struct {
@@ -58,6 +65,19 @@ func TestARefreshKeepsTheModelServerReady(t *testing.T) {
 		{name: "the roll stuck", old: readyAt(4), model: model(FetchSucceeded, servingv1alpha1.RefreshUpdated), deployment: stuck, has: "progress deadline"},
 		{name: "a pod short", old: readyAt(4), model: model(FetchSucceeded, servingv1alpha1.RefreshUpdated), deployment: rolling(1, 1)},
 		{name: "no roll after an unchanged round", old: readyAt(4), model: model(FetchSucceeded, servingv1alpha1.RefreshUnchanged), deployment: rolling(1, 2)},
+		{name: "the roll goes on while the next round runs", old: rollingAt(4, servingv1alpha1.ReasonRollingOntoRefreshedModel),
+			model: model(FetchRunning, servingv1alpha1.RefreshRunning), deployment: rolling(1, 2), ready: true, has: "rolling the pods onto the refreshed model"},
+		{name: "the roll goes on past an unchanged round", old: rollingAt(4, servingv1alpha1.ReasonRollingOntoRefreshedModel),
+			model: model(FetchSucceeded, servingv1alpha1.RefreshUnchanged), deployment: rolling(1, 2), ready: true, has: "rolling the pods onto the refreshed model"},
+		{name: "the roll goes on past a failed round", old: rollingAt(4, servingv1alpha1.ReasonRollingOntoRefreshedModel), model: failed, deployment: rolling(1, 2), ready: true,
+			has:     "rolling the pods onto the refreshed model",
+			warning: "spec.model.refreshInterval: the refresh round begun at 2026-12-06T04:20:00Z failed (NotFound): s3://models/resnet: no objects; the model fetched before is still served, and the next round is due at 2026-12-06T04:30:00Z"},
+		{name: "the roll onto a refresh ended, another began", old: rollingAt(4, servingv1alpha1.ReasonAvailable),
+			model: model(FetchRunning, servingv1alpha1.RefreshRunning), deployment: rolling(1, 2), has: "rolling out: 1 of 2 pods updated"},
+		{name: "the spec changed while rolling onto a refresh", old: rollingAt(3, servingv1alpha1.ReasonRollingOntoRefreshedModel),
+			model: model(FetchRunning, servingv1alpha1.RefreshRunning), deployment: rolling(1, 2), has: "rolling out: 1 of 2 pods updated"},
+		{name: "the roll goes on, a pod short", old: rollingAt(4, servingv1alpha1.ReasonRollingOntoRefreshedModel),
+			model: model(FetchRunning, servingv1alpha1.RefreshRunning), deployment: rolling(1, 1)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := served(Observation{Deployment: tc.deployment, Source: values.SourceModel, Models: []ModelFetch{tc.model}})

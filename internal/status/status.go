@@ -342,7 +342,7 @@ func availability(o Observation, refreshRoll bool) verdict {
 		if !refreshRoll || d.Status.ReadyReplicas < need || withProblem("", o) != "" {
 			return verdict{}, false
 		}
-		return verdict{true, servingv1alpha1.ReasonAvailable, fmt.Sprintf("rolling the pods onto the refreshed model: %d of %d updated, %d ready",
+		return verdict{true, servingv1alpha1.ReasonRollingOntoRefreshedModel, fmt.Sprintf("rolling the pods onto the refreshed model: %d of %d updated, %d ready",
 			d.Status.UpdatedReplicas, want, d.Status.ReadyReplicas)}, true
 	}
 	switch {

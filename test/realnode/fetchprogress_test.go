@@ -60,8 +60,10 @@ func TestASlowFetchSaysHowFarItHasComeAndWhetherItEndsInTime(t *testing.T) {
 	}
 	// The fetcher's rate is of its last 30 s, from its start at the
 	// first read, and the sockets' buffers between the store and it take
-	// bursts.
-	if p.BytesPerSecond < 500_000 || p.BytesPerSecond > 2_000_000 {
+	// bursts: above the store's rate by less than twice. Below it by as
+	// much as a loaded machine makes the proxy's pacing and the fetcher's
+	// start lose (0.7 MB/s on an idle one).
+	if p.BytesPerSecond < 200_000 || p.BytesPerSecond > 2_000_000 {
 		t.Errorf("progress at %d B/s, from a store that sends 1 MB/s", p.BytesPerSecond)
 	}
 	if p.TotalFiles == nil || p.Files >= *p.TotalFiles {
@@ -74,7 +76,7 @@ func TestASlowFetchSaysHowFarItHasComeAndWhetherItEndsInTime(t *testing.T) {
 	if age := time.Since(p.Time.Time); age < 0 || age > 60*time.Second {
 		t.Errorf("progress logged at %s, %s ago", p.Time, age)
 	}
-	said := regexp.MustCompile(`^fetching the model from s3://models/big: \d+\.\d MiB of 200\.\d MiB \(\d+%\), \d\.\d MB/s, about \d min left, ` +
+	said := regexp.MustCompile(`^fetching the model from s3://models/big: \d+\.\d MiB of 200\.\d MiB \(\d+%\), \d\.\d MB/s, about \d+ min left, ` +
 		`past spec\.fetch\.timeout, 2m0s, at this rate; raise it, and the running fetch is given the time$`)
 	if !said.MatchString(ms.Status.Message) {
 		t.Errorf("message %q, want it to match %s", ms.Status.Message, said)
