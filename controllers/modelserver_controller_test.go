@@ -336,6 +336,13 @@ func TestBadSpecsAreRejectedAtAdmission(t *testing.T) {
 		{"a signature of an s3:// model", newModelServer(ns, "sigs3", func(ms *servingv1alpha1.ModelServer) {
 			ms.Spec.Model.Signature = &servingv1alpha1.ModelSignature{PublicKeys: []string{"-----BEGIN PUBLIC KEY-----\nx\n-----END PUBLIC KEY-----\n"}}
 		}), "spec.model", "applies to oci:// models only"},
+		{"a role for a gs:// model", newModelServer(ns, "rolegs", func(ms *servingv1alpha1.ModelServer) {
+			ms.Spec.Model.StorageURI = "gs://models/resnet"
+			ms.Spec.Model.WebIdentity = &servingv1alpha1.WebIdentity{RoleARN: "arn:aws:iam::123456789012:role/r"}
+		}), "spec.model", "webIdentity applies to s3:// models only"},
+		{"a user's ARN as the role", newModelServer(ns, "roleuser", func(ms *servingv1alpha1.ModelServer) {
+			ms.Spec.Model.WebIdentity = &servingv1alpha1.WebIdentity{RoleARN: "arn:aws:iam::123456789012:user/ci"}
+		}), "spec.model.webIdentity.roleArn", "should match"},
 		{"a signature key that is no PEM public key", newModelServer(ns, "sigkey", func(ms *servingv1alpha1.ModelServer) {
 			ms.Spec.Model.StorageURI = "oci://r.example/m:v1"
 			ms.Spec.Model.Signature = &servingv1alpha1.ModelSignature{PublicKeys: []string{"cosign.pub"}}

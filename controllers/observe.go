@@ -810,7 +810,7 @@ func (r *ModelServerReconciler) checkSecrets(ctx context.Context, ms *servingv1a
 		for k := range secret.StringData {
 			keys = append(keys, k)
 		}
-		if problem := fetch.CheckCredentialKeys(m.StorageURI, keys); problem != "" {
+		if problem := fetch.CheckCredentialKeys(m.StorageURI, m.WebIdentity != nil, keys); problem != "" {
 			return servingv1alpha1.ReasonInvalidSecret, fmt.Sprintf("%s: Secret %q: %s", field, m.CredentialsSecret, problem), nil
 		}
 	}

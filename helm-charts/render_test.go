@@ -575,6 +575,39 @@ func renderCases() []renderCase { //nolint:gocognit // a table of cases: each ca
 			},
 		},
 		{
+			name: "an s3:// model's fetch assumes its role with a token of the pods' service account",
+			ms: func() *servingv1alpha1.ModelServer {
+				ms := modelServer("zoo", nil)
+				ms.Spec.Model = nil
+				ms.Spec.Models = []servingv1alpha1.ModelSpec{
+					{Name: "resnet", StorageURI: "s3://models/resnet", CredentialsSecret: "region",
+						WebIdentity: &servingv1alpha1.WebIdentity{RoleARN: "arn:aws:iam::123456789012:role/model-reader"}},
+					{Name: "bert", StorageURI: "s3://models/bert", WebIdentity: &servingv1alpha1.WebIdentity{RoleARN: "arn:minio:iam:::role/reader", Audience: "minio"}},
+					{Name: "gpt", StorageURI: "s3://models/gpt"},
+				}
+				ms.Spec.PodTemplate.ServiceAccountName = "model-reader"
+				return ms
+			}(),
+			check: func(t *testing.T, v *values.Values, objs *objects) {
+				for i, want := range []string{values.DefaultWebIdentityAudience, "minio", ""} {
+					spec := objs.jobs[i].Spec.Template.Spec
+					token := slices.IndexFunc(spec.Volumes, func(vol corev1.Volume) bool { return vol.Name == "web-identity" })
+					switch {
+					case want == "" && token >= 0:
+						t.Errorf("Job %d, without webIdentity, projects a token", i)
+					case want != "" && (token < 0 || spec.Volumes[token].Projected.Sources[0].ServiceAccountToken.Audience != want):
+						t.Errorf("Job %d volumes %+v, want a token for %s", i, spec.Volumes, want)
+					case spec.ServiceAccountName != "model-reader":
+						t.Errorf("Job %d runs as %q, not the pods' service account", i, spec.ServiceAccountName)
+					}
+				}
+				if args := objs.jobs[0].Spec.Template.Spec.Containers[0].Args; !slices.Contains(args, "arn:aws:iam::123456789012:role/model-reader") ||
+					!slices.Contains(args, "modelserver-ml-zoo") {
+					t.Errorf("fetch args %q, want the role and the session name", args)
+				}
+			},
+		},
+		{
 			name: "ReadWriteMany spreads the pods over nodes",
 			ms: modelServer("resnet", func(ms *servingv1alpha1.ModelServer) {
 				ms.Spec.Storage.AccessMode = corev1.ReadWriteMany
@@ -1254,54 +1287,7 @@ func checkJob(t *testing.T, v *values.Values, fetch values.Fetch, job *batchv1.J
 	if fc.TerminationMessagePolicy != corev1.TerminationMessageFallbackToLogsOnError {
 		t.Errorf("fetch terminationMessagePolicy = %q", fc.TerminationMessagePolicy)
 	}
-	wantFetchMounts := []corev1.VolumeMount{
-		{Name: "model", MountPath: values.ModelsMountPath, ReadOnly: !v.Volume.Create},
-		{Name: "tmp", MountPath: "/tmp"},
-	}
-	wantFetchVolumes := []corev1.Volume{
-		{Name: "model", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: v.Volume.ClaimName, ReadOnly: !v.Volume.Create}}},
-		{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
-	}
-	if fetch.CredentialsSecret != "" {
-		wantFetchMounts = append(wantFetchMounts, corev1.VolumeMount{Name: "credentials", MountPath: values.CredentialsMountPath, ReadOnly: true})
-		wantFetchVolumes = append(wantFetchVolumes, corev1.Volume{Name: "credentials", VolumeSource: corev1.VolumeSource{
-			Secret: &corev1.SecretVolumeSource{SecretName: fetch.CredentialsSecret, DefaultMode: ptr.To[int32](0o440)},
-		}})
-	}
-	if len(fetch.PullSecrets) > 0 {
-		wantFetchMounts = append(wantFetchMounts, corev1.VolumeMount{Name: "pull-secrets", MountPath: values.PullSecretsMountPath, ReadOnly: true})
-		var sources []corev1.VolumeProjection
-		for _, name := range fetch.PullSecrets {
-			sources = append(sources, corev1.VolumeProjection{Secret: &corev1.SecretProjection{
-				LocalObjectReference: corev1.LocalObjectReference{Name: name},
-				Optional:             ptr.To(true),
-				Items: []corev1.KeyToPath{
-					{Key: corev1.DockerConfigJsonKey, Path: name + "/" + corev1.DockerConfigJsonKey},
-					{Key: corev1.DockerConfigKey, Path: name + "/" + corev1.DockerConfigKey},
-				},
-			}})
-		}
-		wantFetchVolumes = append(wantFetchVolumes, corev1.Volume{Name: "pull-secrets", VolumeSource: corev1.VolumeSource{
-			Projected: &corev1.ProjectedVolumeSource{Sources: sources, DefaultMode: ptr.To[int32](0o440)},
-		}})
-	}
-	if fetch.ReadsModelConfig {
-		// The file the fetcher is told to read is the serving pods'.
-		if i := slices.Index(fc.Args, values.ServedConfigFlag); i < 0 || i+1 == len(fc.Args) ||
-			fc.Args[i+1] != path.Join(values.ConfigMountPath, values.ModelConfigFile) {
-			t.Errorf("fetch args %q do not name the mounted model config", fc.Args)
-		}
-		wantFetchMounts = append(wantFetchMounts, corev1.VolumeMount{Name: "config", MountPath: values.ConfigMountPath, ReadOnly: true})
-		wantFetchVolumes = append(wantFetchVolumes, corev1.Volume{Name: "config", VolumeSource: corev1.VolumeSource{
-			ConfigMap: &corev1.ConfigMapVolumeSource{
-				LocalObjectReference: corev1.LocalObjectReference{Name: v.Names.ConfigMap},
-				Optional:             ptr.To(true),
-				Items:                []corev1.KeyToPath{{Key: values.ModelConfigFile, Path: values.ModelConfigFile}},
-			},
-		}})
-	} else if slices.Contains(fc.Args, values.ServedConfigFlag) {
-		t.Errorf("fetch args %q name a model config the Job does not mount", fc.Args)
-	}
+	wantFetchMounts, wantFetchVolumes := fetchVolumes(t, v, fetch, fc)
 	if !equality.Semantic.DeepEqual(fc.VolumeMounts, wantFetchMounts) {
 		t.Errorf("fetch mounts = %+v, want %+v", fc.VolumeMounts, wantFetchMounts)
 	}
@@ -1357,6 +1343,75 @@ func checkInitContainers(t *testing.T, v *values.Values, ps corev1.PodSpec) {
 			t.Errorf("init container %s resources %+v lack a CPU request or a memory limit", ic.Name, ic.Resources)
 		}
 	}
+}
+
+// fetchVolumes are the mounts and volumes a fetch Job's pod must have, for
+// what its values ask: the credentials Secret, the pull secrets, the
+// projected token, the model config.
+func fetchVolumes(t *testing.T, v *values.Values, fetch values.Fetch, fc corev1.Container) ([]corev1.VolumeMount, []corev1.Volume) {
+	t.Helper()
+	wantFetchMounts := []corev1.VolumeMount{
+		{Name: "model", MountPath: values.ModelsMountPath, ReadOnly: !v.Volume.Create},
+		{Name: "tmp", MountPath: "/tmp"},
+	}
+	wantFetchVolumes := []corev1.Volume{
+		{Name: "model", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: v.Volume.ClaimName, ReadOnly: !v.Volume.Create}}},
+		{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+	}
+	if fetch.CredentialsSecret != "" {
+		wantFetchMounts = append(wantFetchMounts, corev1.VolumeMount{Name: "credentials", MountPath: values.CredentialsMountPath, ReadOnly: true})
+		wantFetchVolumes = append(wantFetchVolumes, corev1.Volume{Name: "credentials", VolumeSource: corev1.VolumeSource{
+			Secret: &corev1.SecretVolumeSource{SecretName: fetch.CredentialsSecret, DefaultMode: ptr.To[int32](0o440)},
+		}})
+	}
+	if len(fetch.PullSecrets) > 0 {
+		wantFetchMounts = append(wantFetchMounts, corev1.VolumeMount{Name: "pull-secrets", MountPath: values.PullSecretsMountPath, ReadOnly: true})
+		var sources []corev1.VolumeProjection
+		for _, name := range fetch.PullSecrets {
+			sources = append(sources, corev1.VolumeProjection{Secret: &corev1.SecretProjection{
+				LocalObjectReference: corev1.LocalObjectReference{Name: name},
+				Optional:             ptr.To(true),
+				Items: []corev1.KeyToPath{
+					{Key: corev1.DockerConfigJsonKey, Path: name + "/" + corev1.DockerConfigJsonKey},
+					{Key: corev1.DockerConfigKey, Path: name + "/" + corev1.DockerConfigKey},
+				},
+			}})
+		}
+		wantFetchVolumes = append(wantFetchVolumes, corev1.Volume{Name: "pull-secrets", VolumeSource: corev1.VolumeSource{
+			Projected: &corev1.ProjectedVolumeSource{Sources: sources, DefaultMode: ptr.To[int32](0o440)},
+		}})
+	}
+	if fetch.WebIdentityAudience != "" {
+		if i := slices.Index(fc.Args, "--web-identity-token-file"); i < 0 || i+1 == len(fc.Args) || fc.Args[i+1] != values.WebIdentityTokenPath {
+			t.Errorf("fetch args %q do not name the projected token", fc.Args)
+		}
+		wantFetchMounts = append(wantFetchMounts, corev1.VolumeMount{Name: "web-identity", MountPath: path.Dir(values.WebIdentityTokenPath), ReadOnly: true})
+		wantFetchVolumes = append(wantFetchVolumes, corev1.Volume{Name: "web-identity", VolumeSource: corev1.VolumeSource{
+			Projected: &corev1.ProjectedVolumeSource{DefaultMode: ptr.To[int32](0o440), Sources: []corev1.VolumeProjection{{
+				ServiceAccountToken: &corev1.ServiceAccountTokenProjection{Audience: fetch.WebIdentityAudience, ExpirationSeconds: ptr.To[int64](3600), Path: path.Base(values.WebIdentityTokenPath)},
+			}}},
+		}})
+	} else if slices.Contains(fc.Args, "--web-identity-token-file") {
+		t.Errorf("fetch args %q name a token the Job does not mount", fc.Args)
+	}
+	if fetch.ReadsModelConfig {
+		// The file the fetcher is told to read is the serving pods'.
+		if i := slices.Index(fc.Args, values.ServedConfigFlag); i < 0 || i+1 == len(fc.Args) ||
+			fc.Args[i+1] != path.Join(values.ConfigMountPath, values.ModelConfigFile) {
+			t.Errorf("fetch args %q do not name the mounted model config", fc.Args)
+		}
+		wantFetchMounts = append(wantFetchMounts, corev1.VolumeMount{Name: "config", MountPath: values.ConfigMountPath, ReadOnly: true})
+		wantFetchVolumes = append(wantFetchVolumes, corev1.Volume{Name: "config", VolumeSource: corev1.VolumeSource{
+			ConfigMap: &corev1.ConfigMapVolumeSource{
+				LocalObjectReference: corev1.LocalObjectReference{Name: v.Names.ConfigMap},
+				Optional:             ptr.To(true),
+				Items:                []corev1.KeyToPath{{Key: values.ModelConfigFile, Path: values.ModelConfigFile}},
+			},
+		}})
+	} else if slices.Contains(fc.Args, values.ServedConfigFlag) {
+		t.Errorf("fetch args %q name a model config the Job does not mount", fc.Args)
+	}
+	return wantFetchMounts, wantFetchVolumes
 }
 
 func checkRestricted(t *testing.T, what string, ps corev1.PodSpec) {

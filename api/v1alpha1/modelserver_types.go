@@ -415,6 +415,7 @@ type NetworkPolicySpec struct {
 // +kubebuilder:validation:XValidation:rule="!has(self.refreshInterval) || !self.storageUri.startsWith('pvc://')",message="spec.model.refreshInterval does not apply to a pvc:// model: it is served from its claim in place, where TensorFlow Serving finds new versions itself"
 // +kubebuilder:validation:XValidation:rule="!has(self.refreshInterval) || !(self.storageUri.contains('#sha256=') || (self.storageUri.startsWith('oci://') && self.storageUri.contains('@')))",message="spec.model.refreshInterval does not apply to a storageUri that pins the model's digest: every round would fetch the same model"
 // +kubebuilder:validation:XValidation:rule="!has(self.signature) || self.storageUri.startsWith('oci://')",message="spec.model.signature applies to oci:// models only: their signatures are in their registry"
+// +kubebuilder:validation:XValidation:rule="!has(self.webIdentity) || self.storageUri.startsWith('s3://')",message="spec.model.webIdentity applies to s3:// models only: it assumes an IAM role through STS"
 type ModelSpec struct {
 	// name is the TensorFlow Serving model name, the <name> in
 	// /v1/models/<name>. Default: the ModelServer's name.
@@ -463,6 +464,19 @@ type ModelSpec struct {
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`
 	// +optional
 	CredentialsSecret string `json:"credentialsSecret,omitempty"`
+
+	// webIdentity, for an s3:// model, has the fetch assume an IAM role
+	// with a token of the pods' service account
+	// (spec.podTemplate.serviceAccountName), through STS
+	// AssumeRoleWithWebIdentity, as EKS's IAM roles for service accounts
+	// do: no key is stored in a Secret, and the credentials last an hour,
+	// renewed while the fetch runs. The role's trust policy must accept
+	// the cluster's service account issuer, the audience and the
+	// subject system:serviceaccount:<namespace>:<serviceAccountName>.
+	// credentialsSecret may still give AWS_REGION, AWS_ENDPOINT_URL,
+	// AWS_ENDPOINT_URL_STS and AWS_CA_BUNDLE, but no keys.
+	// +optional
+	WebIdentity *WebIdentity `json:"webIdentity,omitempty"`
 
 	// signature, for an oci:// model, requires a cosign signature of the
 	// image, made with one of these keys, before anything of it is
@@ -518,6 +532,24 @@ type ModelSpec struct {
 	// +kubebuilder:validation:XValidation:rule="self.all(k, self[k] >= 1)",message="spec.model.versionLabels values must be versions >= 1"
 	// +optional
 	VersionLabels map[string]int64 `json:"versionLabels,omitempty"`
+}
+
+// WebIdentity names the IAM role an s3:// model's fetch assumes with the
+// pods' service account token.
+type WebIdentity struct {
+	// roleArn is the role: arn:aws:iam::<account>:role/<name>, or an
+	// S3-compatible store's (MinIO's arn:minio:iam:::role/<id>).
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:Pattern=`^arn:[a-z0-9-]+:iam:[^:]*:[0-9]*:role/[\x21-\x7e]+$`
+	// +required
+	RoleARN string `json:"roleArn"`
+	// audience of the token, which the role's trust policy (its
+	// <issuer>:aud condition) names. Default: sts.amazonaws.com, as EKS's.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[\x21-\x7e]+$`
+	// +optional
+	Audience string `json:"audience,omitempty"`
 }
 
 // ModelSignature names the keys whose cosign signature an oci:// model's

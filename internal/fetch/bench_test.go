@@ -237,7 +237,7 @@ func copySequentially(_ *fakeS3, creds, dest string) error {
 		return err
 	}
 	ctx := context.Background()
-	src, err := newS3Source(ctx, loc, c, transport, DefaultMaxFiles)
+	src, err := newS3Source(ctx, loc, c, WebIdentity{}, transport, DefaultMaxFiles)
 	if err != nil {
 		return err
 	}

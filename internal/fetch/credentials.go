@@ -233,18 +233,22 @@ func unwrapPathError(err error) error {
 // CheckCredentialKeys says what is wrong with a credentials Secret that has
 // keys for fetching from uri, or "" if nothing is: a Secret none of whose
 // keys the scheme reads, or an S3 key pair with one half missing, would
-// only fail the fetch later with a less clear message. It looks at key
-// names only, never at values.
-func CheckCredentialKeys(uri string, keys []string) string {
+// only fail the fetch later with a less clear message, and so is one with
+// keys for a model whose fetch assumes a role (webIdentity). It looks at
+// key names only, never at values.
+func CheckCredentialKeys(uri string, webIdentity bool, keys []string) string {
 	has := func(k string) bool { return slices.Contains(keys, k) }
 	var read []string
 	switch {
 	case strings.HasPrefix(uri, "s3://"):
+		if webIdentity && (has(KeyAWSAccessKeyID) || has(KeyAWSSecretAccessKey)) {
+			return fmt.Sprintf("spec.model.webIdentity assumes a role with the pods' service account token: the Secret must not hold %s or %s as well", KeyAWSAccessKeyID, KeyAWSSecretAccessKey)
+		}
 		if has(KeyAWSAccessKeyID) != has(KeyAWSSecretAccessKey) {
 			return fmt.Sprintf("for s3:// it needs both %s and %s, or neither", KeyAWSAccessKeyID, KeyAWSSecretAccessKey)
 		}
 		read = []string{KeyAWSAccessKeyID, KeyAWSSecretAccessKey, KeyAWSSessionToken, KeyAWSEndpointURL, KeyAWSRegion,
-			KeyAWSForcePathStyle, KeyAWSCABundle, KeyAWSInsecureSkipTLS}
+			KeyAWSForcePathStyle, KeyAWSCABundle, KeyAWSInsecureSkipTLS, KeyAWSEndpointURLSTS}
 	case strings.HasPrefix(uri, "gs://"):
 		read = []string{KeyGCSServiceAccount, KeyGCSEndpointURL}
 	case strings.HasPrefix(uri, "http://"), strings.HasPrefix(uri, "https://"):

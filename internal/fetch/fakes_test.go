@@ -43,6 +43,8 @@ type fakeS3 struct {
 	// requests pass only when allowAnonymous is set.
 	keys           map[string]string
 	allowAnonymous bool
+	// sessions are the session tokens temporary keys need (grant).
+	sessions map[string]string
 	// fault, when set, may answer a request instead of the store: it
 	// returns the status to answer with, or 0 to let the store answer.
 	fault atomic.Pointer[func(r *http.Request) int]
@@ -158,9 +160,15 @@ func (f *fakeS3) authorize(r *http.Request) (code, msg string, ok bool) {
 	if m == nil {
 		return "AccessDenied", "malformed Authorization header", false
 	}
+	f.mu.Lock()
 	secret, known := f.keys[m[1]]
+	session := f.sessions[m[1]]
+	f.mu.Unlock()
 	if !known {
 		return "InvalidAccessKeyId", "The AWS Access Key Id you provided does not exist in our records.", false
+	}
+	if session != r.Header.Get("X-Amz-Security-Token") {
+		return "InvalidToken", "The provided token is malformed or otherwise invalid.", false
 	}
 	// Sign the request again with the secret we know, over the headers
 	// the client signed, and compare.
@@ -191,6 +199,23 @@ func writeS3Error(w http.ResponseWriter, status int, code, msg string) {
 	w.Header().Set("Content-Type", "application/xml")
 	w.WriteHeader(status)
 	_, _ = fmt.Fprintf(w, `<?xml version="1.0" encoding="UTF-8"?><Error><Code>%s</Code><Message>%s</Message><RequestId>1</RequestId></Error>`, code, msg)
+}
+
+// grant accepts temporary keys, signed with their session token, as STS
+// gives them; revoke takes every key back.
+func (f *fakeS3) grant(accessKey, secretKey, session string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.sessions == nil {
+		f.sessions = map[string]string{}
+	}
+	f.keys[accessKey], f.sessions[accessKey] = secretKey, session
+}
+
+func (f *fakeS3) revoke() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.keys, f.sessions = map[string]string{}, nil
 }
 
 // put stores a model's files under prefix.

@@ -45,6 +45,9 @@ type Options struct {
 	Dest string
 	// CredentialsDir is a mounted Secret, one file per key; "" for none.
 	CredentialsDir string
+	// WebIdentity, for s3://, assumes a role with a service account
+	// token instead of the Secret's keys (zero: none).
+	WebIdentity WebIdentity
 	// PullSecrets are the serving pods' image pull secrets, read for an
 	// oci:// model's registry credentials after the credentials Secret's.
 	PullSecrets []PullSecret
@@ -372,7 +375,7 @@ func (f *fetcher) openSource(ctx context.Context) (Source, error) {
 	}
 	switch f.loc.Scheme {
 	case storageuri.SchemeS3:
-		return newS3Source(ctx, f.loc, f.creds, transport, f.o.MaxFiles)
+		return newS3Source(ctx, f.loc, f.creds, f.o.WebIdentity, transport, f.o.MaxFiles)
 	case storageuri.SchemeGCS:
 		return newGCSSource(ctx, f.loc, f.creds, transport, f.o.MaxFiles)
 	case storageuri.SchemeHTTP, storageuri.SchemeHTTPS:

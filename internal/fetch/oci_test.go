@@ -488,10 +488,10 @@ func TestAnIndexGivesTheNodesPlatform(t *testing.T) {
 }
 
 func TestCredentialKeysForOCI(t *testing.T) {
-	if msg := CheckCredentialKeys("oci://r.example/m:v1", []string{KeyDockerConfigJSON}); msg != "" {
+	if msg := CheckCredentialKeys("oci://r.example/m:v1", false, []string{KeyDockerConfigJSON}); msg != "" {
 		t.Errorf("a docker-registry Secret: %q", msg)
 	}
-	if msg := CheckCredentialKeys("oci://r.example/m:v1", []string{"AWS_ACCESS_KEY_ID"}); !strings.Contains(msg, KeyDockerConfigJSON) {
+	if msg := CheckCredentialKeys("oci://r.example/m:v1", false, []string{"AWS_ACCESS_KEY_ID"}); !strings.Contains(msg, KeyDockerConfigJSON) {
 		t.Errorf("an S3 Secret for an oci:// model: %q; want the keys read named", msg)
 	}
 }

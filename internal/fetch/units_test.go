@@ -259,21 +259,26 @@ func TestTheDigestDependsOnContentNotOrder(t *testing.T) {
 
 func TestCheckCredentialKeysNamesMissingKeysAndNoValues(t *testing.T) {
 	for _, c := range []struct {
-		uri  string
-		keys []string
-		bad  bool
+		uri         string
+		webIdentity bool
+		keys        []string
+		bad         bool
 	}{
-		{"s3://b/m", []string{KeyAWSAccessKeyID, KeyAWSSecretAccessKey}, false},
-		{"s3://b/m", []string{KeyAWSEndpointURL}, false},
-		{"s3://b/m", []string{KeyAWSAccessKeyID}, true},
-		{"s3://b/m", []string{"password"}, true},
-		{"gs://b/m", []string{KeyGCSServiceAccount}, false},
-		{"gs://b/m", []string{KeyAWSAccessKeyID, KeyAWSSecretAccessKey}, true},
-		{"https://h/m.tgz", []string{KeyHTTPHeaders}, false},
-		{"https://h/m.tgz", []string{"token"}, true},
-		{"/models/m", []string{"anything"}, false},
+		{"s3://b/m", false, []string{KeyAWSAccessKeyID, KeyAWSSecretAccessKey}, false},
+		{"s3://b/m", false, []string{KeyAWSEndpointURL}, false},
+		{"s3://b/m", false, []string{KeyAWSAccessKeyID}, true},
+		{"s3://b/m", false, []string{"password"}, true},
+		{"s3://b/m", true, []string{KeyAWSRegion, KeyAWSEndpointURLSTS}, false},
+		{"s3://b/m", true, []string{KeyAWSEndpointURLSTS}, false},
+		{"s3://b/m", true, []string{KeyAWSAccessKeyID, KeyAWSSecretAccessKey}, true},
+		{"s3://b/m", true, []string{KeyAWSRegion, KeyAWSSecretAccessKey}, true},
+		{"gs://b/m", false, []string{KeyGCSServiceAccount}, false},
+		{"gs://b/m", false, []string{KeyAWSAccessKeyID, KeyAWSSecretAccessKey}, true},
+		{"https://h/m.tgz", false, []string{KeyHTTPHeaders}, false},
+		{"https://h/m.tgz", false, []string{"token"}, true},
+		{"/models/m", false, []string{"anything"}, false},
 	} {
-		msg := CheckCredentialKeys(c.uri, c.keys)
+		msg := CheckCredentialKeys(c.uri, c.webIdentity, c.keys)
 		if (msg != "") != c.bad {
 			t.Errorf("%s with keys %v: %q, want a problem: %v", c.uri, c.keys, msg, c.bad)
 		}

@@ -42,6 +42,9 @@ func fetchCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	fs.StringVar(&o.URI, "uri", "", "The model's storage URI: s3://bucket/prefix, gs://bucket/prefix, http(s)://host/file[#sha256=hex], pvc://claim/path, oci://registry/repository[:tag][@digest] or /absolute/dir.")
 	fs.StringVar(&o.Dest, "dest", "", "The model's base directory as TF Serving sees it (for pvc://: where the claim's path is mounted, verified only).")
 	fs.StringVar(&o.CredentialsDir, "credentials-dir", "", "A mounted Secret, one file per key (AWS_ACCESS_KEY_ID, service-account.json, http-headers, ...).")
+	fs.StringVar(&o.WebIdentity.RoleARN, "web-identity-role-arn", "", "For s3://: the IAM role assumed with --web-identity-token-file through STS AssumeRoleWithWebIdentity, instead of keys.")
+	fs.StringVar(&o.WebIdentity.TokenFile, "web-identity-token-file", "", "The service account token --web-identity-role-arn is assumed with, read again for each new credential.")
+	fs.StringVar(&o.WebIdentity.SessionName, "web-identity-session-name", "", "The STS session's name, as the store's audit log shows it (default: modelserver-fetch).")
 	fs.StringVar(&pullSecretsDir, "pull-secrets-dir", "", "Where the image pull secrets named by --pull-secrets are mounted, each in a directory of its name holding its .dockerconfigjson or .dockercfg.")
 	fs.StringVar(&pullSecrets, "pull-secrets", "", "The serving pods' image pull secrets, comma-separated, whose registry credentials an oci:// model's registry is given after those of --credentials-dir.")
 	fs.Func("signature-key", "A PEM public key whose cosign signature an oci:// model's image must carry; repeat for several, any of which verifies.", func(v string) error {
@@ -73,6 +76,8 @@ func fetchCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	}
 	switch {
 	case err != nil:
+	case (o.WebIdentity.RoleARN == "") != (o.WebIdentity.TokenFile == ""):
+		err = &fetch.Error{Reason: servingv1alpha1.ReasonFetchFailed, Message: "--web-identity-role-arn and --web-identity-token-file go together", Permanent: true}
 	case pullSecrets != "" && pullSecretsDir == "":
 		err = &fetch.Error{Reason: servingv1alpha1.ReasonFetchFailed, Message: "--pull-secrets needs --pull-secrets-dir", Permanent: true}
 	case fs.NArg() > 0:

@@ -57,6 +57,9 @@ func fetchGeneration(ms *servingv1alpha1.ModelServer, m servingv1alpha1.ModelSpe
 	if m.Refetch != "" {
 		parts = append(parts, "refetch", m.Refetch)
 	}
+	if w := m.WebIdentity; w != nil {
+		parts = append(parts, "web-identity", w.RoleARN, WebIdentityAudience(m))
+	}
 	if pulls := pullSecrets(ms, m, accountPulls); len(pulls) > 0 {
 		// The Job mounts them: a Job made before it did must be replaced.
 		parts = append(parts, "pull-secrets-mounted")
@@ -129,7 +132,31 @@ const fetchTemplateRevision = "1"
 // must leave on the volume (Fetch.ReadsModelConfig).
 const ServedConfigFlag = "--served-config"
 
-func fetchArgs(m servingv1alpha1.ModelSpec, dest string, pulls []string, readsConfig bool) []string {
+// DefaultWebIdentityAudience is the audience of the token an s3:// model's
+// fetch assumes its role with, where spec.model.webIdentity names none:
+// the one EKS's IAM roles for service accounts use.
+const DefaultWebIdentityAudience = "sts.amazonaws.com"
+
+// WebIdentityAudience is the audience of the token model m's fetch
+// assumes its role with; "" when it assumes none.
+func WebIdentityAudience(m servingv1alpha1.ModelSpec) string {
+	if m.WebIdentity == nil {
+		return ""
+	}
+	return cmp.Or(m.WebIdentity.Audience, DefaultWebIdentityAudience)
+}
+
+// webIdentitySession names the STS session of ms's fetches, as the
+// store's audit log shows it: at most 64 characters of [\w+=,.@-].
+func webIdentitySession(ms *servingv1alpha1.ModelServer) string {
+	s := "modelserver-" + ms.Namespace + "-" + ms.Name
+	if len(s) > 64 {
+		s = s[:55] + "-" + names.Hash(ms.Namespace, ms.Name)[:8]
+	}
+	return s
+}
+
+func fetchArgs(m servingv1alpha1.ModelSpec, dest, session string, pulls []string, readsConfig bool) []string {
 	args := []string{"fetch"}
 	if readsConfig {
 		args = append(args, ServedConfigFlag, path.Join(ConfigMountPath, ModelConfigFile))
@@ -137,6 +164,10 @@ func fetchArgs(m servingv1alpha1.ModelSpec, dest string, pulls []string, readsCo
 	args = append(args, "--uri", m.StorageURI, "--dest", dest)
 	if m.CredentialsSecret != "" {
 		args = append(args, "--credentials-dir", CredentialsMountPath)
+	}
+	if w := m.WebIdentity; w != nil {
+		args = append(args, "--web-identity-role-arn", w.RoleARN, "--web-identity-token-file", WebIdentityTokenPath,
+			"--web-identity-session-name", session)
 	}
 	if len(pulls) > 0 {
 		args = append(args, "--pull-secrets-dir", PullSecretsMountPath, "--pull-secrets", strings.Join(pulls, ","))

@@ -31,6 +31,10 @@ const (
 	// PullSecretsMountPath holds an oci:// model's image pull secrets, a
 	// directory each (see Fetch.PullSecrets).
 	PullSecretsMountPath = "/var/run/secrets/modelserver/pull-secrets"
+	// WebIdentityTokenPath is the pods' service account token that an
+	// s3:// model's fetch exchanges for a role's credentials
+	// (spec.model.webIdentity), projected by the kubelet, which renews it.
+	WebIdentityTokenPath = "/var/run/secrets/modelserver/web-identity/token"
 	// TLSSecretMountPath is where spec.tls's Secret is mounted, in the
 	// tls-config init container alone; SSLConfigPath is the SSL config it
 	// writes there for TF Serving, in a memory-backed volume.
@@ -133,6 +137,10 @@ type Fetch struct {
 	// that a retry cannot fix (a missing model, refused credentials).
 	PermanentFailureExitCode int32  `json:"permanentFailureExitCode"`
 	CredentialsSecret        string `json:"credentialsSecret,omitempty"`
+	// WebIdentityAudience is the audience of the service account token
+	// projected at WebIdentityTokenPath; "" for none (see
+	// spec.model.webIdentity).
+	WebIdentityAudience string `json:"webIdentityAudience,omitempty"`
 	// PullSecrets are image pull secrets whose registry credentials an
 	// oci:// model's fetch reads (see pullSecrets).
 	PullSecrets []string `json:"pullSecrets,omitempty"`

@@ -3,6 +3,7 @@ package values
 import (
 	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -96,6 +97,9 @@ func ValidateWith(ms *servingv1alpha1.ModelServer, accountPulls []string) (*Spec
 			return nil, &Error{m.Field + ".storageUri", uriProblem(err)}
 		}
 		if err := checkSignature(m, loc); err != nil {
+			return nil, err
+		}
+		if err := checkWebIdentity(m, loc); err != nil {
 			return nil, err
 		}
 		if why := refreshRefused(m.ModelSpec, loc); why != "" {
@@ -326,6 +330,25 @@ func checkUTF8(ms *servingv1alpha1.ModelServer, models []SpecModel) error {
 		if !utf8.ValidString(f.value) {
 			return &Error{f.field, "must be valid UTF-8"}
 		}
+	}
+	return nil
+}
+
+// roleARN is the CRD's pattern of spec.model.webIdentity.roleArn.
+var roleARN = regexp.MustCompile(`^arn:[a-z0-9-]+:iam:[^:]*:[0-9]*:role/[\x21-\x7e]+$`)
+
+// checkWebIdentity refuses a role the fetch could not assume (past the
+// CRD's rules, which only new objects meet): of a model not in S3, or not
+// an IAM role's ARN.
+func checkWebIdentity(m SpecModel, loc storageuri.Location) error {
+	w := m.WebIdentity
+	switch {
+	case w == nil:
+		return nil
+	case loc.Scheme != storageuri.SchemeS3:
+		return &Error{m.Field + ".webIdentity", "applies to s3:// models only: it assumes an IAM role through STS"}
+	case !roleARN.MatchString(w.RoleARN):
+		return &Error{m.Field + ".webIdentity.roleArn", fmt.Sprintf("%q is not a role's ARN: arn:aws:iam::<account>:role/<name>", w.RoleARN)}
 	}
 	return nil
 }

@@ -549,3 +549,52 @@ func TestTheServiceAccountIsReadOnlyForAnOCIModelWithoutPullSecrets(t *testing.T
 		t.Error("with the template's pull secrets, the account is still read")
 	}
 }
+
+// TestARoleToAssumeIsTheFetchsAndAnInputOfIt: spec.model.webIdentity
+// reaches the fetch's arguments, and a new role or audience a new Job;
+// a role for a model not in S3, or not a role's ARN, is named.
+func TestARoleToAssumeIsTheFetchsAndAnInputOfIt(t *testing.T) {
+	const role = "arn:aws:iam::123456789012:role/model-reader"
+	assuming := func(uri, arn, audience string) *servingv1alpha1.ModelServer {
+		return modelServer(func(ms *servingv1alpha1.ModelServer) {
+			ms.Spec.Model.StorageURI = uri
+			ms.Spec.Model.WebIdentity = &servingv1alpha1.WebIdentity{RoleARN: arn, Audience: audience}
+		})
+	}
+	v, err := For(assuming("s3://models/resnet", role, ""), fetched)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := v.Fetches[0]
+	if i := slices.Index(f.Args, "--web-identity-role-arn"); i < 0 || f.Args[i+1] != role || f.WebIdentityAudience != DefaultWebIdentityAudience {
+		t.Errorf("fetch args %q, audience %q; want the role, and %s", f.Args, f.WebIdentityAudience, DefaultWebIdentityAudience)
+	}
+	gens := map[string]bool{}
+	for _, ms := range []*servingv1alpha1.ModelServer{
+		modelServer(func(ms *servingv1alpha1.ModelServer) { ms.Spec.Model.StorageURI = "s3://models/resnet" }),
+		assuming("s3://models/resnet", role, ""),
+		assuming("s3://models/resnet", role+"-2", ""),
+		assuming("s3://models/resnet", role, "minio"),
+	} {
+		gens[generation(ms)] = true
+	}
+	if len(gens) != 4 {
+		t.Errorf("%d fetch generations for no role, a role, another role and another audience; want 4", len(gens))
+	}
+	if generation(assuming("s3://models/resnet", role, "")) != generation(assuming("s3://models/resnet", role, DefaultWebIdentityAudience)) {
+		t.Error("the default audience, named, changed the fetch generation")
+	}
+	for _, tc := range []struct {
+		name, field string
+		ms          *servingv1alpha1.ModelServer
+	}{
+		{"a model not in S3", "spec.model.webIdentity", assuming("gs://models/resnet", role, "")},
+		{"a user's ARN", "spec.model.webIdentity.roleArn", assuming("s3://models/resnet", "arn:aws:iam::123456789012:user/ci", "")},
+	} {
+		_, err := For(tc.ms, fetched)
+		var ve *Error
+		if !errors.As(err, &ve) || ve.Field != tc.field {
+			t.Errorf("%s: %v, want an error of %s", tc.name, err, tc.field)
+		}
+	}
+}

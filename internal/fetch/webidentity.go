@@ -1,0 +1,102 @@
+package fetch
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials/stscreds"
+	"github.com/aws/aws-sdk-go-v2/service/sts"
+	"github.com/aws/smithy-go"
+
+	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
+)
+
+// WebIdentity is an IAM role an s3:// fetch assumes with a service
+// account token (spec.model.webIdentity), instead of keys.
+type WebIdentity struct {
+	// RoleARN is the role; "" for none.
+	RoleARN string
+	// TokenFile is the token, projected by the kubelet, which renews it:
+	// it is read again for each new credential.
+	TokenFile string
+	// SessionName names the STS session in the store's audit log.
+	SessionName string
+}
+
+// KeyAWSEndpointURLSTS is the credentials Secret's key for another STS
+// endpoint than the region's (an S3-compatible store's own, as MinIO's).
+const KeyAWSEndpointURLSTS = "AWS_ENDPOINT_URL_STS"
+
+// webIdentityExpiryWindow renews the role's credentials this long before
+// they expire, so that no request is signed with ones about to.
+const webIdentityExpiryWindow = time.Minute
+
+// roleCredentials assumes w's role through the STS of cfg's region, or of
+// endpoint, and keeps its credentials until shortly before they expire.
+func roleCredentials(cfg aws.Config, w WebIdentity, endpoint string) aws.CredentialsProvider {
+	// AssumeRoleWithWebIdentity is signed by its token, not by keys.
+	cfg.Credentials = nil
+	client := sts.NewFromConfig(cfg, func(o *sts.Options) {
+		if endpoint != "" {
+			o.BaseEndpoint = aws.String(endpoint)
+		}
+	})
+	p := stscreds.NewWebIdentityRoleProvider(client, w.RoleARN, tokenFile(w.TokenFile), func(o *stscreds.WebIdentityRoleOptions) {
+		o.RoleSessionName = cmp.Or(w.SessionName, "modelserver-fetch")
+	})
+	return aws.NewCredentialsCache(assumedRole{p, w.RoleARN}, func(o *aws.CredentialsCacheOptions) {
+		o.ExpiryWindow = webIdentityExpiryWindow
+	})
+}
+
+// tokenFile is the projected token, read at each assumption: the kubelet
+// replaces it before it expires.
+type tokenFile string
+
+func (f tokenFile) GetIdentityToken() ([]byte, error) {
+	b, err := os.ReadFile(string(f))
+	if err != nil {
+		return nil, permanentf(servingv1alpha1.ReasonAccessDenied, "spec.model.webIdentity: the service account token %s cannot be read: %v", f, unwrapPathError(err))
+	}
+	return b, nil
+}
+
+// assumedRole says why a role could not be assumed in the fetch's terms:
+// what STS refused is the role's trust policy or the token, which a retry
+// does not change; a token that cannot be read is the pod's setup.
+type assumedRole struct {
+	aws.CredentialsProvider
+	arn string
+}
+
+func (r assumedRole) Retrieve(ctx context.Context) (aws.Credentials, error) {
+	c, err := r.CredentialsProvider.Retrieve(ctx)
+	if err == nil {
+		return c, nil
+	}
+	var fe *Error
+	if errors.As(err, &fe) {
+		return c, fe
+	}
+	var ae smithy.APIError
+	if !errors.As(err, &ae) {
+		return c, err // a network error: the fetch's retries take it
+	}
+	detail := ae.ErrorCode()
+	if m := ae.ErrorMessage(); m != "" {
+		detail += " (" + m + ")"
+	}
+	switch ae.ErrorCode() {
+	case "IDPCommunicationError", "ExpiredTokenException", "Throttling", "ServiceUnavailable", "InternalFailure":
+		// The issuer's keys were not reached, or the token ran out
+		// between its renewal and its use: another try may do.
+		return c, &Error{Reason: servingv1alpha1.ReasonFetchFailed, Message: fmt.Sprintf("assuming role %s: %s", r.arn, detail), Err: err}
+	}
+	return c, permanentf(servingv1alpha1.ReasonAccessDenied,
+		"STS refused role %s for the pod's service account token: %s; the role's trust policy must accept this cluster's service account issuer, the token's audience and the subject system:serviceaccount:<namespace>:<spec.podTemplate.serviceAccountName>", r.arn, detail)
+}

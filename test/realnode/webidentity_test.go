@@ -1,0 +1,122 @@
+package realnode
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
+	"github.com/modelserver-dev/modelserver-operator/internal/localcluster"
+	"github.com/modelserver-dev/modelserver-operator/internal/values"
+	"github.com/modelserver-dev/modelserver-operator/test/stsserver"
+)
+
+// TestAModelIsFetchedWithARoleAssumedWithThePodsServiceAccountToken: a
+// ModelServer whose Secret holds no key fetches its model with the role
+// spec.model.webIdentity names. The token the real kubelet projected into
+// the fetch pod reaches an STS that, as AWS's does with the issuer's keys,
+// has the apiserver verify it: bound to the fetch pod, for the audience
+// asked, of the service account the pods run as. STS gives the store's
+// keys for the role; a role the trust policy does not grant fails the
+// fetch with AccessDenied, saying what to check.
+func TestAModelIsFetchedWithARoleAssumedWithThePodsServiceAccountToken(t *testing.T) {
+	t.Parallel()
+	e := realNode(t)
+	ns := e.namespace(t)
+	const (
+		role     = "arn:aws:iam::123456789012:role/model-reader"
+		audience = "sts.modelserver.test"
+	)
+	subject := "system:serviceaccount:" + ns + ":model-reader"
+	var (
+		mu       sync.Mutex
+		reviewed []authenticationv1.UserInfo
+	)
+	sts, err := stsserver.Start(localcluster.HostAddress+":0", func(r stsserver.Request) (stsserver.Credentials, error) {
+		review, err := e.cs.AuthenticationV1().TokenReviews().Create(context.Background(), &authenticationv1.TokenReview{
+			Spec: authenticationv1.TokenReviewSpec{Token: r.Token, Audiences: []string{audience}}}, metav1.CreateOptions{})
+		if err != nil {
+			return stsserver.Credentials{}, &stsserver.Refusal{Status: http.StatusBadRequest, Code: "IDPCommunicationError", Message: err.Error()}
+		}
+		if !review.Status.Authenticated {
+			return stsserver.Credentials{}, &stsserver.Refusal{Status: http.StatusBadRequest, Code: "InvalidIdentityToken", Message: review.Status.Error}
+		}
+		mu.Lock()
+		reviewed = append(reviewed, review.Status.User)
+		mu.Unlock()
+		if r.RoleARN != role || review.Status.User.Username != subject {
+			return stsserver.Credentials{}, &stsserver.Refusal{Status: http.StatusForbidden, Code: "AccessDenied", Message: "Not authorized to perform sts:AssumeRoleWithWebIdentity"}
+		}
+		return stsserver.Credentials{AccessKeyID: e.S3Creds.AccessKey, SecretAccessKey: e.S3Creds.SecretKey, Expiration: time.Now().Add(time.Hour)}, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(sts.Close)
+	e.kubectl(t, "", "-n", ns, "create", "serviceaccount", "model-reader")
+	e.kubectl(t, fmt.Sprintf(`apiVersion: v1
+kind: Secret
+metadata:
+  name: store
+stringData:
+  AWS_ENDPOINT_URL: %q
+  AWS_S3_FORCE_PATH_STYLE: "true"
+  AWS_ENDPOINT_URL_STS: %q
+`, e.S3Endpoint, sts.URL), "-n", ns, "apply", "-f", "-")
+	manifest := func(name, roleARN string) string {
+		return strings.Replace(e.modelServer(name, halfPlusTwo, 1, "64Mi", fmt.Sprintf("    webIdentity:\n      roleArn: %s\n      audience: %s\n", roleARN, audience)),
+			"credentialsSecret: s3-creds", "credentialsSecret: store", 1) + "  podTemplate:\n    serviceAccountName: model-reader\n"
+	}
+
+	start := time.Now()
+	e.kubectl(t, manifest("assumed", role), "-n", ns, "apply", "-f", "-")
+	e.waitReady(t, ns, "assumed", 3*time.Minute)
+	t.Logf("kubectl apply to Ready, the role assumed: %.1fs", time.Since(start).Seconds())
+	// The session's name is the namespace's and the ModelServer's, cut to
+	// STS's 64 characters; this namespace's is long.
+	reqs := sts.Requests()
+	if len(reqs) != 1 || reqs[0].RoleARN != role || !strings.HasPrefix(reqs[0].SessionName, "modelserver-"+ns[:20]) || len(reqs[0].SessionName) > 64 {
+		for i := range reqs {
+			reqs[i].Token = "(a token)"
+		}
+		t.Errorf("STS was asked %+v; want one assumption of %s by a session named after the namespace", reqs, role)
+	}
+	mu.Lock()
+	seen := slices.Clone(reviewed)
+	mu.Unlock()
+	if len(seen) != 1 || !strings.HasPrefix(strings.Join(seen[0].Extra["authentication.kubernetes.io/pod-name"], ","), "assumed-fetch-") {
+		t.Errorf("the token reviewed: %+v; want one bound to the fetch pod", seen)
+	}
+	if got := e.modelStatus(t, ns, "assumed"); got["123"] != "AVAILABLE" {
+		t.Errorf("TF Serving (double) reports %v, want version 123 AVAILABLE", got)
+	}
+	pods, err := e.cs.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: values.LabelComponent + "=serving"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pods.Items {
+		for _, v := range p.Spec.Volumes {
+			if v.Projected != nil && slices.ContainsFunc(v.Projected.Sources, func(s corev1.VolumeProjection) bool {
+				return s.ServiceAccountToken != nil && s.ServiceAccountToken.Audience == audience
+			}) {
+				t.Errorf("serving pod %s holds the STS token too", p.Name)
+			}
+		}
+	}
+
+	e.kubectl(t, manifest("refused", "arn:aws:iam::123456789012:role/another"), "-n", ns, "apply", "-f", "-")
+	msg := e.waitFetchFailed(t, ns, "refused", servingv1alpha1.ReasonAccessDenied)
+	t.Logf("a role not granted: %s", msg)
+	if !strings.Contains(msg, "STS refused role arn:aws:iam::123456789012:role/another") || !strings.Contains(msg, "trust policy") {
+		t.Errorf("ModelFetched says %q; want the role refused, and the trust policy to check", msg)
+	}
+}
