@@ -37,6 +37,12 @@ func (r *ModelServerReconciler) retryFetches(ctx context.Context, ms *servingv1a
 		}
 		deleted = true
 		models := strings.Join(retry.Models, ", ")
+		if retry.CredentialsChanged != "" {
+			log.FromContext(ctx).Info("failed fetch tried again with changed credentials", "job", job.Name, "reason", retry.Reason, "secret", retry.CredentialsChanged)
+			r.Recorder.Eventf(ms, nil, corev1.EventTypeNormal, eventFetchRetried, "Fetch", "%s",
+				sentence("The fetch of model %s failed (%s); its credentials Secret %s has changed since, so it is tried again", models, retry.Reason, retry.CredentialsChanged))
+			continue
+		}
 		if retry.Attempt > 0 {
 			log.FromContext(ctx).Info("failed fetch tried again", "job", job.Name, "reason", retry.Reason, "attempt", retry.Attempt)
 			r.Recorder.Eventf(ms, nil, corev1.EventTypeNormal, eventFetchRetried, "Fetch", "%s",

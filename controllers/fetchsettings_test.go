@@ -293,3 +293,57 @@ func TestAFetchThatFailedForAReasonARetryMayFixIsTriedAgain(t *testing.T) {
 		t.Errorf("FetchRetried Event %q", e)
 	}
 }
+
+// TestAFetchRefusedItsCredentialsIsTriedAgainOnceTheSecretIsMended: a
+// fetch the store refused (AccessDenied) looks at its credentials Secret
+// again every minute; mended in place, the Secret makes the Job again,
+// with a FetchRetried Event that names it. Until then, nothing is.
+func TestAFetchRefusedItsCredentialsIsTriedAgainOnceTheSecretIsMended(t *testing.T) {
+	t.Parallel()
+	ns, r, rec := recordingReconciler(t)
+	ctx := context.Background()
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "refused-keys"},
+		StringData: map[string]string{"AWS_ACCESS_KEY_ID": "AKIAOLD", "AWS_SECRET_ACCESS_KEY": "old"}}
+	if err := env.client.Create(ctx, secret); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.client.Delete(context.Background(), secret) })
+	ms := createUnmanaged(t, "fetch-refused", func(ms *servingv1alpha1.ModelServer) {
+		ms.Spec.Model.CredentialsSecret = secret.Name
+		ms.Spec.PodTemplate.Annotations = map[string]string{
+			localcluster.AnnotationFail:     "AccessDenied: s3://models/fetch-refused/: access denied: InvalidAccessKeyId; check the keys in the credentials Secret",
+			localcluster.AnnotationExitCode: "3",
+		}
+	})
+	got := reconcileUntil(t, r, ms, 90*time.Second, servingv1alpha1.ReasonAccessDenied)
+	failed := currentFetchJob(t, got)
+	result, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(ms)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if result.RequeueAfter <= 0 || result.RequeueAfter > time.Minute {
+		t.Errorf("look again in %v; want within a minute, for the Secret", result.RequeueAfter)
+	}
+	if again := currentFetchJob(t, got); again.UID != failed.UID || retriedEvent(rec) != "" {
+		t.Fatalf("the refused fetch was made again before its Secret changed: %s", retriedEvent(rec))
+	}
+
+	// Managed fields are stamped to the second: mend it in a later one
+	// than the failure's.
+	time.Sleep(time.Until(time.Now().Truncate(time.Second).Add(1100 * time.Millisecond)))
+	secret.StringData = map[string]string{"AWS_ACCESS_KEY_ID": "AKIANEW", "AWS_SECRET_ACCESS_KEY": "new"}
+	if err := env.client.Update(ctx, secret); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(ms)}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "the Job made again", func(ctx context.Context) (bool, string) {
+		again := &batchv1.Job{}
+		err := env.client.Get(ctx, client.ObjectKeyFromObject(failed), again)
+		return err == nil && again.UID != failed.UID, fmt.Sprint(err)
+	})
+	if e := retriedEvent(rec); e != "Normal: The fetch of model fetch-refused failed (AccessDenied); its credentials Secret refused-keys has changed since, so it is tried again." {
+		t.Errorf("FetchRetried Event %q", e)
+	}
+}

@@ -70,6 +70,9 @@ func (r *ModelServerReconciler) observe(ctx context.Context, ms *servingv1alpha1
 	if err := r.observeFetchJobs(ctx, ms, obs); err != nil {
 		return nil, err
 	}
+	if err := r.observeRefusedCredentials(ctx, ms, obs); err != nil {
+		return nil, err
+	}
 	d, err := r.observeDeployment(ctx, ms)
 	if err != nil {
 		return nil, err

@@ -57,6 +57,10 @@ type Observed struct {
 	// made again for the same settings, whatever its pod template shows
 	// of them (an admission webhook may have changed it).
 	RetriedWith map[string]values.FetchSettings
+	// CredentialsChanged says when each credentials Secret that a store
+	// refused was last changed, by name: a failed fetch is made again
+	// once its Secret has changed since (status.CredentialsRefused).
+	CredentialsChanged map[string]time.Time
 }
 
 // State is what a ModelServer should be, given what was observed.

@@ -26,8 +26,12 @@ type Retry struct {
 	// With are the settings it is made again with.
 	With values.FetchSettings
 	// Attempt is the how-manieth time it is made again for a reason a
-	// retry may fix (status.RetryAfter), 0 for a change of spec.fetch.
+	// retry may fix (status.RetryAfter), 0 for a change of spec.fetch or
+	// of its credentials.
 	Attempt int32
+	// CredentialsChanged names the credentials Secret the store refused,
+	// changed since: the cause, rather than spec.fetch.
+	CredentialsChanged string
 }
 
 // retryPlan is what becomes of the failed fetch Jobs.
@@ -66,6 +70,9 @@ func planRetries(spec *values.Spec, obs Observed) retryPlan {
 			}
 		case settingsChanged(fj, want) && !retriedAlready(obs.RetriedWith, m.FetchJob, want):
 			p.retry(m, fj, Retry{With: want})
+			p.stands(m, was)
+		case credentialsChanged(fj, obs.CredentialsChanged) != "":
+			p.retry(m, fj, Retry{With: want, CredentialsChanged: credentialsChanged(fj, obs.CredentialsChanged)})
 			p.stands(m, was)
 		default:
 			p.planAttempt(m, fj, want, was, obs.Now)
@@ -131,6 +138,17 @@ func (p *retryPlan) tell(fetches []status.ModelFetch) {
 func settingsChanged(fj *status.FetchJob, want values.FetchSettings) bool {
 	c, ok := status.FetchContainer(fj.Job)
 	return fj.Failed() && ok && madeWith(fj.Job, c).NeedsRetry(want)
+}
+
+// credentialsChanged names the credentials Secret that the store refused
+// when fj failed, if it has changed since: the keys mended, the fetch may
+// pass. "" otherwise.
+func credentialsChanged(fj *status.FetchJob, changed map[string]time.Time) string {
+	secret, refusedAt := status.CredentialsRefused(fj)
+	if at, ok := changed[secret]; secret == "" || !ok || !at.After(refusedAt) {
+		return ""
+	}
+	return secret
 }
 
 // retriedAlready says that this process has made the Job of that name

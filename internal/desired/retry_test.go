@@ -236,3 +236,59 @@ func TestAFetchThatFailedForAReasonARetryMayFixIsMadeAgainLater(t *testing.T) {
 		t.Errorf("a model refreshed on a schedule: retries %+v, fetch %s (%v); want its next round to be the retry", st.Retries, st.Fetches[0].State, err)
 	}
 }
+
+// TestAFetchRefusedItsCredentialsIsMadeAgainOnceTheSecretChanged: a Job
+// that failed with AccessDenied is made again once the credentials Secret
+// it mounted has changed since (its keys mended in place), and not before;
+// one that failed for another reason, or mounted no Secret, waits for the
+// spec.
+func TestAFetchRefusedItsCredentialsIsMadeAgainOnceTheSecretChanged(t *testing.T) {
+	ms := modelServer()
+	ms.Spec.Model.CredentialsSecret = "s3-creds"
+	fresh, err := For(ms, Observed{}, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := fresh.Spec.Models[0].FetchJob
+	t0 := time.Date(2026, 12, 6, 7, 0, 0, 0, time.UTC)
+	refused := func(secret, termination string) *status.FetchJob {
+		j := failedAt(name, t0, batchv1.JobReasonPodFailurePolicy)
+		if secret != "" {
+			j.Spec.Template.Spec.Volumes = []corev1.Volume{{Name: values.CredentialsVolume, VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: secret}}}}
+		}
+		return &status.FetchJob{Job: j, Termination: termination}
+	}
+	const denied = "AccessDenied: s3://models/resnet/: access denied: InvalidAccessKeyId; check the keys in the credentials Secret"
+	for _, tc := range []struct {
+		name    string
+		fj      *status.FetchJob
+		changed time.Time
+		retried bool
+	}{
+		{"changed since", refused("s3-creds", denied), t0.Add(time.Minute), true},
+		{"changed before it failed", refused("s3-creds", denied), t0.Add(-time.Minute), false},
+		{"changed as it failed", refused("s3-creds", denied), t0, false},
+		{"not read", refused("s3-creds", denied), time.Time{}, false},
+		{"another failure", refused("s3-creds", "NotFound: s3://models/resnet/: no objects under this prefix"), t0.Add(time.Minute), false},
+		{"no Secret mounted", refused("", denied), t0.Add(time.Minute), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			obs := Observed{Now: t0.Add(2 * time.Minute), FetchJobs: map[string]*status.FetchJob{name: tc.fj}}
+			if !tc.changed.IsZero() {
+				obs.CredentialsChanged = map[string]time.Time{"s3-creds": tc.changed}
+			}
+			obs.Status.Model = &servingv1alpha1.ModelStatus{Name: "resnet", Fetch: "Failed"}
+			st, err := For(ms, obs, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			retried := len(st.Retries) == 1 && st.Retries[0].CredentialsChanged == "s3-creds" && st.Retries[0].Reason == servingv1alpha1.ReasonAccessDenied
+			if retried != tc.retried || (!tc.retried && len(st.Retries) > 0) {
+				t.Errorf("retries %+v; want the Job made again for its changed Secret: %t", st.Retries, tc.retried)
+			}
+			if tc.retried && st.Fetches[0].State != status.FetchMissing {
+				t.Errorf("fetch %s; want it fetched afresh", st.Fetches[0].State)
+			}
+		})
+	}
+}

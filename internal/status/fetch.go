@@ -255,6 +255,24 @@ func JobFailure(job *batchv1.Job) *batchv1.JobCondition {
 	return target
 }
 
+// CredentialsRefused says which credentials Secret the store refused, and
+// when: the Secret fj's pod mounted, if fj failed with AccessDenied.
+func CredentialsRefused(fj *FetchJob) (secret string, at time.Time) {
+	failure := JobFailure(fj.Job)
+	if failure == nil || FetchStateOf(fj.Job) != FetchFailed {
+		return "", time.Time{}
+	}
+	if reason, _ := FetchFailure(fj); reason != servingv1alpha1.ReasonAccessDenied {
+		return "", time.Time{}
+	}
+	for _, v := range fj.Job.Spec.Template.Spec.Volumes {
+		if v.Name == values.CredentialsVolume && v.Secret != nil {
+			return v.Secret.SecretName, failure.LastTransitionTime.Time
+		}
+	}
+	return "", time.Time{}
+}
+
 // FetchContainer is the Job's fetch container, and whether it has one.
 func FetchContainer(job *batchv1.Job) (corev1.Container, bool) {
 	for _, c := range job.Spec.Template.Spec.Containers {

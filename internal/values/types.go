@@ -28,6 +28,9 @@ const (
 	ConfigMountPath      = "/etc/modelserver"
 	ModelConfigFile      = "models.config"
 	CredentialsMountPath = "/var/run/secrets/modelserver/credentials"
+	// CredentialsVolume is the fetch pod's volume of the credentials
+	// Secret, as the chart's fetch-job.yaml names it.
+	CredentialsVolume = "credentials"
 	// PullSecretsMountPath holds an oci:// model's image pull secrets, a
 	// directory each (see Fetch.PullSecrets).
 	PullSecretsMountPath = "/var/run/secrets/modelserver/pull-secrets"
