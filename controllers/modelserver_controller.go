@@ -443,7 +443,7 @@ func (r *ModelServerReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	// The pods' service accounts, for an oci:// model's pull secrets
 	// (ServiceAccountsCache).
 	b = b.Watches(&corev1.ServiceAccount{}, handler.EnqueueRequestsFromMapFunc(r.serviceAccountModelServers),
-		builder.WithPredicates(pullSecretsChanged))
+		builder.WithPredicates(accountChanged))
 	return b.WithOptions(controller.Options{MaxConcurrentReconciles: cmp.Or(r.MaxConcurrentReconciles, DefaultMaxConcurrentReconciles), RateLimiter: retryLimiter()}).
 		Complete(r)
 }

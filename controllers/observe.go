@@ -89,7 +89,7 @@ func (r *ModelServerReconciler) observe(ctx context.Context, ms *servingv1alpha1
 			return nil, err
 		}
 	}
-	if obs.ServiceAccountPullSecrets, err = r.observeServiceAccount(ctx, ms); err != nil {
+	if obs.ServiceAccount, err = r.observeServiceAccount(ctx, ms); err != nil {
 		return nil, err
 	}
 	return obs, nil

@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"maps"
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
@@ -23,8 +24,8 @@ import (
 // pods would use it, and mounts its pull secrets into the fetch Job.
 
 // ServiceAccountsCache is how the operator's cache holds ServiceAccounts:
-// their names and image pull secrets alone, which is all it reads of
-// them.
+// their names, image pull secrets and role annotations alone, which is
+// all it reads of them.
 func ServiceAccountsCache() cache.ByObject {
 	return cache.ByObject{Transform: func(o any) (any, error) {
 		sa, ok := o.(*corev1.ServiceAccount)
@@ -34,34 +35,49 @@ func ServiceAccountsCache() cache.ByObject {
 		return &corev1.ServiceAccount{
 			ObjectMeta: metav1.ObjectMeta{
 				Name: sa.Name, Namespace: sa.Namespace, UID: sa.UID, ResourceVersion: sa.ResourceVersion,
-				DeletionTimestamp: sa.DeletionTimestamp,
+				DeletionTimestamp: sa.DeletionTimestamp, Annotations: roleAnnotations(sa),
 			},
 			ImagePullSecrets: sa.ImagePullSecrets,
 		}, nil
 	}}
 }
 
-// observeServiceAccount reads the image pull secrets of the service
-// account whose pull secrets ms's fetch reads (values.NeedsServiceAccount);
-// none when it reads none, or the account does not exist.
-func (r *ModelServerReconciler) observeServiceAccount(ctx context.Context, ms *servingv1alpha1.ModelServer) ([]string, error) {
+// roleAnnotations are the annotations of sa that name the IAM role its
+// pods assume; nil for none.
+func roleAnnotations(sa *corev1.ServiceAccount) map[string]string {
+	var out map[string]string
+	for _, k := range []string{values.AnnotationRoleARN, values.AnnotationRoleAudience} {
+		if v, ok := sa.Annotations[k]; ok {
+			if out == nil {
+				out = map[string]string{}
+			}
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// observeServiceAccount reads what ms's fetch takes from the pods'
+// service account (values.NeedsServiceAccount): nothing when it takes
+// nothing, or the account does not exist.
+func (r *ModelServerReconciler) observeServiceAccount(ctx context.Context, ms *servingv1alpha1.ModelServer) (values.Account, error) {
 	name, ok := values.NeedsServiceAccount(ms)
 	if !ok {
-		return nil, nil
+		return values.Account{}, nil
 	}
 	sa, err := getIfExists(ctx, r, ms.Namespace, name, &corev1.ServiceAccount{})
 	if err != nil || sa == nil {
-		return nil, err
+		return values.Account{}, err
 	}
-	var out []string
+	account := values.Account{RoleARN: sa.Annotations[values.AnnotationRoleARN], Audience: sa.Annotations[values.AnnotationRoleAudience]}
 	for _, s := range sa.ImagePullSecrets {
-		out = append(out, s.Name)
+		account.PullSecrets = append(account.PullSecrets, s.Name)
 	}
-	return out, nil
+	return account, nil
 }
 
-// serviceAccountModelServers are the ModelServers whose fetch reads the
-// image pull secrets of service account o.
+// serviceAccountModelServers are the ModelServers whose fetch reads
+// service account o.
 func (r *ModelServerReconciler) serviceAccountModelServers(ctx context.Context, o client.Object) []reconcile.Request {
 	return r.modelServersIn(ctx, o.GetNamespace(), func(ms *servingv1alpha1.ModelServer) bool {
 		name, ok := values.NeedsServiceAccount(ms)
@@ -69,22 +85,23 @@ func (r *ModelServerReconciler) serviceAccountModelServers(ctx context.Context, 
 	})
 }
 
-// pullSecretsChanged lets through the service accounts whose image pull
-// secrets are news: one made or deleted with some, one whose list
-// changed. The accounts every namespace is made with, and the tokens the
-// controllers add to them, are not.
-var pullSecretsChanged = predicate.Funcs{
-	CreateFunc: func(e event.CreateEvent) bool { return hasPullSecrets(e.Object) },
-	DeleteFunc: func(e event.DeleteEvent) bool { return hasPullSecrets(e.Object) },
+// accountChanged lets through the service accounts whose image pull
+// secrets or role are news: one made or deleted with some, one whose
+// list or role changed. The accounts every namespace is made with, and
+// the tokens the controllers add to them, are not.
+var accountChanged = predicate.Funcs{
+	CreateFunc: func(e event.CreateEvent) bool { return givesFetches(e.Object) },
+	DeleteFunc: func(e event.DeleteEvent) bool { return givesFetches(e.Object) },
 	UpdateFunc: func(e event.UpdateEvent) bool {
 		o, okOld := e.ObjectOld.(*corev1.ServiceAccount)
 		n, okNew := e.ObjectNew.(*corev1.ServiceAccount)
-		return okOld && okNew && !slices.Equal(o.ImagePullSecrets, n.ImagePullSecrets)
+		return okOld && okNew && (!slices.Equal(o.ImagePullSecrets, n.ImagePullSecrets) || !maps.Equal(roleAnnotations(o), roleAnnotations(n)))
 	},
 	GenericFunc: func(event.GenericEvent) bool { return false },
 }
 
-func hasPullSecrets(o client.Object) bool {
+// givesFetches says that account o has what a fetch may take from it.
+func givesFetches(o client.Object) bool {
 	sa, ok := o.(*corev1.ServiceAccount)
-	return ok && len(sa.ImagePullSecrets) > 0
+	return ok && (len(sa.ImagePullSecrets) > 0 || roleAnnotations(sa) != nil)
 }

@@ -81,3 +81,48 @@ func jobPullSecrets(j batchv1.Job) []string {
 	}
 	return out
 }
+
+// TestAWebIdentityWithoutARoleTakesTheServiceAccountsAnnotatedRole: a
+// webIdentity that names no role waits, Failed and saying so, for the
+// service account to be annotated with one, as eksctl annotates it; the
+// annotation wakes the ModelServer, whose fetch assumes that role.
+func TestAWebIdentityWithoutARoleTakesTheServiceAccountsAnnotatedRole(t *testing.T) {
+	ns := newNamespace(t)
+	ctx := context.Background()
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "model-reader"}}
+	if err := env.client.Create(ctx, sa); err != nil {
+		t.Fatal(err)
+	}
+	ms := newModelServer(ns, "sa-role", func(ms *servingv1alpha1.ModelServer) {
+		ms.Spec.Model.WebIdentity = &servingv1alpha1.WebIdentity{}
+		ms.Spec.PodTemplate.ServiceAccountName = "model-reader"
+	})
+	if err := env.client.Create(ctx, ms); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "the missing role named", func(ctx context.Context) (bool, string) {
+		got := get(t, ns, ms.Name, &servingv1alpha1.ModelServer{})
+		return got.Status.Phase == servingv1alpha1.PhaseFailed &&
+			got.Status.Message == `spec.model.webIdentity.roleArn: is not set, and service account "model-reader" has no eks.amazonaws.com/role-arn annotation to take it from`, got.Status.Message
+	})
+
+	const role = "arn:aws:iam::123456789012:role/model-reader"
+	patch := client.MergeFrom(sa.DeepCopy())
+	sa.Annotations = map[string]string{"eks.amazonaws.com/role-arn": role}
+	if err := env.client.Patch(ctx, sa, patch); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "a fetch Job assuming the annotated role", func(ctx context.Context) (bool, string) {
+		jobs := &batchv1.JobList{}
+		if err := env.client.List(ctx, jobs, client.InNamespace(ns)); err != nil {
+			return false, err.Error()
+		}
+		for _, j := range jobs.Items {
+			if args := j.Spec.Template.Spec.Containers[0].Args; slices.Contains(args, role) {
+				return true, ""
+			}
+		}
+		return false, fmt.Sprintf("%d Jobs", len(jobs.Items))
+	})
+	waitReady(t, ms)
+}

@@ -473,7 +473,8 @@ type ModelSpec struct {
 	// renewed while the fetch runs. The role's trust policy must accept
 	// the cluster's service account issuer, the audience and the
 	// subject system:serviceaccount:<namespace>:<serviceAccountName>.
-	// credentialsSecret may still give AWS_REGION, AWS_ENDPOINT_URL,
+	// webIdentity: {} takes the role the service account is annotated
+	// with. credentialsSecret may still give AWS_REGION, AWS_ENDPOINT_URL,
 	// AWS_ENDPOINT_URL_STS and AWS_CA_BUNDLE, but no keys.
 	// +optional
 	WebIdentity *WebIdentity `json:"webIdentity,omitempty"`
@@ -538,13 +539,18 @@ type ModelSpec struct {
 // pods' service account token.
 type WebIdentity struct {
 	// roleArn is the role: arn:aws:iam::<account>:role/<name>, or an
-	// S3-compatible store's (MinIO's arn:minio:iam:::role/<id>).
+	// S3-compatible store's (MinIO's arn:minio:iam:::role/<id>). Default:
+	// the one the service account is annotated with,
+	// eks.amazonaws.com/role-arn, as eksctl and EKS's IAM roles for
+	// service accounts annotate it.
 	// +kubebuilder:validation:MaxLength=2048
 	// +kubebuilder:validation:Pattern=`^arn:[a-z0-9-]+:iam:[^:]*:[0-9]*:role/[\x21-\x7e]+$`
-	// +required
-	RoleARN string `json:"roleArn"`
+	// +optional
+	RoleARN string `json:"roleArn,omitempty"`
 	// audience of the token, which the role's trust policy (its
-	// <issuer>:aud condition) names. Default: sts.amazonaws.com, as EKS's.
+	// <issuer>:aud condition) names. Default: the service account's
+	// eks.amazonaws.com/audience annotation, else sts.amazonaws.com, as
+	// EKS's.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
 	// +kubebuilder:validation:Pattern=`^[\x21-\x7e]+$`

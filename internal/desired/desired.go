@@ -45,10 +45,9 @@ type Observed struct {
 	// TLSCertDigest is a digest of the certificates of spec.tls's Secret,
 	// checked (see values.Inputs).
 	TLSCertDigest string
-	// ServiceAccountPullSecrets are the image pull secrets of the pods'
-	// service account, read where an oci:// model's fetch may need them
-	// (values.NeedsServiceAccount).
-	ServiceAccountPullSecrets []string
+	// ServiceAccount is what the pods' service account gives, read where
+	// a fetch may need it (values.NeedsServiceAccount).
+	ServiceAccount values.Account
 	// Now is when this was observed: the refresh rounds due are those
 	// begun by then.
 	Now time.Time
@@ -95,7 +94,7 @@ type State struct {
 // For validates ms and computes its desired state. A spec that cannot be
 // served gives a *values.Error that names the field, and no state.
 func For(ms *servingv1alpha1.ModelServer, obs Observed, cfg Config) (*State, error) {
-	spec, err := values.ValidateWith(ms, obs.ServiceAccountPullSecrets)
+	spec, err := values.ValidateWith(ms, obs.ServiceAccount)
 	if err != nil {
 		return nil, err
 	}

@@ -81,8 +81,12 @@ func TestALargeLayerIsDownloadedAsRangesSeveralAtOnce(t *testing.T) {
 	if !strings.Contains(logs.String(), "downloading a layer in ranges") {
 		t.Errorf("the log does not say the layer is downloaded in ranges:\n%s", logs)
 	}
-	if got := reg.mostInFlight.Load(); got < 2 || got > ociLayersAtOnce {
-		t.Errorf("at most %d downloads at once, want 2 to %d", got, ociLayersAtOnce)
+	// The registry counts a download until its handler returns, which
+	// may be after the fetcher has read the last byte, given the stream
+	// back, and asked for the next: one more than the fetcher's own, on a
+	// loaded machine.
+	if got := reg.mostInFlight.Load(); got < 2 || got > ociLayersAtOnce+1 {
+		t.Errorf("at most %d downloads at once, want 2 to %d", got, ociLayersAtOnce+1)
 	}
 
 	// One stream allowed: one download per layer, as before.

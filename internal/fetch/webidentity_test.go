@@ -103,18 +103,24 @@ func TestARoleIsAssumedWithTheServiceAccountToken(t *testing.T) {
 // replaced by a new assumption, with the token the file holds then.
 func TestARoleIsAssumedAgainWithTheRenewedTokenBeforeItsKeysExpire(t *testing.T) {
 	rs := newRoleStore(t)
-	rs.lifetime = webIdentityExpiryWindow + 300*time.Millisecond
+	// STS says when they expire to the second, as AWS's does.
+	rs.lifetime = webIdentityExpiryWindow + 2*time.Second
 	o := rs.options(t, "s3://models/resnet", testRole, nil)
 	p := roleCredentials(awsConfigForTest(), o.WebIdentity, rs.sts.URL)
 	first, err := p.Retrieve(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if again, err := p.Retrieve(context.Background()); err != nil || again.AccessKeyID != first.AccessKeyID {
-		t.Fatalf("credentials valid for 300 ms more were replaced at once: %v, %v", again.AccessKeyID, err)
+	// The cache gives them as expiring a window before STS said.
+	renewal := first.Expires
+	if left := time.Until(renewal); left <= 0 || left > 2*time.Second {
+		t.Fatalf("credentials STS gives for %v are renewed in %v; want a minute sooner", rs.lifetime, left)
+	}
+	if again, err := p.Retrieve(context.Background()); time.Now().Before(renewal) && (err != nil || again.AccessKeyID != first.AccessKeyID) {
+		t.Fatalf("credentials to be renewed at %s were replaced before: %v, %v", renewal, again.AccessKeyID, err)
 	}
 	rs.writeToken(t, "token-2")
-	time.Sleep(400 * time.Millisecond)
+	time.Sleep(time.Until(renewal) + 100*time.Millisecond)
 	renewed, err := p.Retrieve(context.Background())
 	if err != nil {
 		t.Fatal(err)

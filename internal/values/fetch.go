@@ -103,19 +103,18 @@ func fromRegistry(m servingv1alpha1.ModelSpec) bool {
 	return err == nil && loc.Scheme == storageuri.SchemeOCI
 }
 
-// NeedsServiceAccount says whether ms's fetch reads the image pull
-// secrets of the pods' service account, and which account that is: an
-// oci:// model's, where the pod template names no pull secret.
+// NeedsServiceAccount says whether ms's fetch reads the pods' service
+// account (Account), and which account that is: for an oci:// model's
+// image pull secrets, where the pod template names none, and for the role
+// of a webIdentity that names none.
 func NeedsServiceAccount(ms *servingv1alpha1.ModelServer) (string, bool) {
 	pt := ms.Spec.PodTemplate
-	if len(pt.ImagePullSecrets) > 0 {
-		return "", false
-	}
 	models := ms.Spec.Models
 	if ms.Spec.Model != nil {
 		models = append([]servingv1alpha1.ModelSpec{*ms.Spec.Model}, models...)
 	}
-	if slices.ContainsFunc(models, fromRegistry) {
+	accountsRole := func(m servingv1alpha1.ModelSpec) bool { return m.WebIdentity != nil && m.WebIdentity.RoleARN == "" }
+	if slices.ContainsFunc(models, accountsRole) || (len(pt.ImagePullSecrets) == 0 && slices.ContainsFunc(models, fromRegistry)) {
 		return cmp.Or(pt.ServiceAccountName, "default"), true
 	}
 	return "", false

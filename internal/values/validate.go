@@ -1,6 +1,7 @@
 package values
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"regexp"
@@ -48,11 +49,10 @@ type SpecModel struct {
 // into values.
 type Spec struct {
 	ms *servingv1alpha1.ModelServer
-	// accountPulls are the image pull secrets of the pods' service
-	// account (ValidateWith).
-	accountPulls []string
-	Source       Source
-	Models       []SpecModel
+	// account is what the pods' service account gives (ValidateWith).
+	account Account
+	Source  Source
+	Models  []SpecModel
 	// DesiredReplicas is the number of serving pods the spec asks for.
 	DesiredReplicas int32
 }
@@ -73,17 +73,35 @@ func (sp *Spec) AllFetched() map[string]string {
 // apiserver would refuse on a pod, or a storage URI the fetcher would
 // refuse. The *Error names the first field at fault.
 func Validate(ms *servingv1alpha1.ModelServer) (*Spec, error) {
-	return ValidateWith(ms, nil)
+	return ValidateWith(ms, Account{})
 }
 
-// ValidateWith is Validate for pods whose service account has the image
-// pull secrets accountPulls: where the pod template names none, the
-// kubelet uses the account's, and so does an oci:// model's fetch.
-func ValidateWith(ms *servingv1alpha1.ModelServer, accountPulls []string) (*Spec, error) {
+// Account is what the pods' service account gives them, and their fetch,
+// beside its name (NeedsServiceAccount).
+type Account struct {
+	// PullSecrets are its image pull secrets: where the pod template
+	// names none, the kubelet uses the account's, and so does an oci://
+	// model's fetch.
+	PullSecrets []string
+	// RoleARN and Audience are its AnnotationRoleARN and
+	// AnnotationRoleAudience: the role a spec.model.webIdentity that
+	// names none assumes.
+	RoleARN, Audience string
+}
+
+// The annotations of a service account that name the IAM role its pods
+// assume, as EKS's IAM roles for service accounts (and eksctl) set them.
+const (
+	AnnotationRoleARN      = "eks.amazonaws.com/role-arn"
+	AnnotationRoleAudience = "eks.amazonaws.com/audience"
+)
+
+// ValidateWith is Validate for pods whose service account gives account.
+func ValidateWith(ms *servingv1alpha1.ModelServer, account Account) (*Spec, error) {
 	if len(ms.Name) > servingv1alpha1.MaxNameLength {
 		return nil, &Error{"metadata.name", fmt.Sprintf("must be at most %d characters", servingv1alpha1.MaxNameLength)}
 	}
-	models, source, err := specModels(ms, accountPulls)
+	models, source, err := specModels(ms, account)
 	if err != nil {
 		return nil, err
 	}
@@ -99,7 +117,7 @@ func ValidateWith(ms *servingv1alpha1.ModelServer, accountPulls []string) (*Spec
 		if err := checkSignature(m, loc); err != nil {
 			return nil, err
 		}
-		if err := checkWebIdentity(m, loc); err != nil {
+		if err := checkWebIdentity(ms, m, loc); err != nil {
 			return nil, err
 		}
 		if why := refreshRefused(m.ModelSpec, loc); why != "" {
@@ -138,7 +156,7 @@ func ValidateWith(ms *servingv1alpha1.ModelServer, accountPulls []string) (*Spec
 	if err := checkLabelsAdded(ms); err != nil {
 		return nil, err
 	}
-	return &Spec{ms: ms, accountPulls: accountPulls, Source: source, Models: models, DesiredReplicas: DesiredReplicas(ms)}, nil
+	return &Spec{ms: ms, account: account, Source: source, Models: models, DesiredReplicas: DesiredReplicas(ms)}, nil
 }
 
 // checkLabelsAdded refuses labels the spec adds to the operator's own on
@@ -211,7 +229,7 @@ func checkServing(spec servingv1alpha1.ModelServerSpec) error {
 
 // specModels are the models ms serves, with their names defaulted, and
 // the spec field they come from.
-func specModels(ms *servingv1alpha1.ModelServer, accountPulls []string) ([]SpecModel, Source, error) {
+func specModels(ms *servingv1alpha1.ModelServer, account Account) ([]SpecModel, Source, error) {
 	spec := ms.Spec
 	switch {
 	case spec.Model != nil && len(spec.Models) > 0:
@@ -224,7 +242,7 @@ func specModels(ms *servingv1alpha1.ModelServer, accountPulls []string) ([]SpecM
 		if m.StorageURI == "" {
 			return nil, "", &Error{"spec.model.storageUri", "is required"}
 		}
-		return []SpecModel{specModel(ms, m, string(SourceModel), accountPulls)}, SourceModel, nil
+		return []SpecModel{specModel(ms, m, string(SourceModel), account)}, SourceModel, nil
 	case len(spec.Models) > 0:
 		models := make([]SpecModel, 0, len(spec.Models))
 		seen := map[string]bool{}
@@ -241,7 +259,7 @@ func specModels(ms *servingv1alpha1.ModelServer, accountPulls []string) ([]SpecM
 				return nil, "", &Error{field + ".storageUri", "pvc:// models are supported in spec.model only"}
 			}
 			seen[m.Name] = true
-			models = append(models, specModel(ms, m, field, accountPulls))
+			models = append(models, specModel(ms, m, field, account))
 		}
 		return models, SourceModels, nil
 	}
@@ -249,9 +267,13 @@ func specModels(ms *servingv1alpha1.ModelServer, accountPulls []string) ([]SpecM
 }
 
 // specModel is model m of ms, from the spec field named field, with its
-// fetch generation and the Job fetching it.
-func specModel(ms *servingv1alpha1.ModelServer, m servingv1alpha1.ModelSpec, field string, accountPulls []string) SpecModel {
-	generation := fetchGeneration(ms, m, accountPulls)
+// fetch generation and the Job fetching it. A webIdentity that names no
+// role is the service account's: the role its annotation names.
+func specModel(ms *servingv1alpha1.ModelServer, m servingv1alpha1.ModelSpec, field string, account Account) SpecModel {
+	if w := m.WebIdentity; w != nil && w.RoleARN == "" {
+		m.WebIdentity = &servingv1alpha1.WebIdentity{RoleARN: account.RoleARN, Audience: cmp.Or(w.Audience, account.Audience)}
+	}
+	generation := fetchGeneration(ms, m, account.PullSecrets)
 	return SpecModel{ModelSpec: m, Field: field, Generation: generation, BaseGeneration: generation, FetchJob: names.FetchJob(ms.Name, generation)}
 }
 
@@ -338,15 +360,18 @@ func checkUTF8(ms *servingv1alpha1.ModelServer, models []SpecModel) error {
 var roleARN = regexp.MustCompile(`^arn:[a-z0-9-]+:iam:[^:]*:[0-9]*:role/[\x21-\x7e]+$`)
 
 // checkWebIdentity refuses a role the fetch could not assume (past the
-// CRD's rules, which only new objects meet): of a model not in S3, or not
-// an IAM role's ARN.
-func checkWebIdentity(m SpecModel, loc storageuri.Location) error {
+// CRD's rules, which only new objects meet): of a model not in S3, none
+// (the spec names none, nor does the service account), or not an IAM
+// role's ARN.
+func checkWebIdentity(ms *servingv1alpha1.ModelServer, m SpecModel, loc storageuri.Location) error {
 	w := m.WebIdentity
 	switch {
 	case w == nil:
 		return nil
 	case loc.Scheme != storageuri.SchemeS3:
 		return &Error{m.Field + ".webIdentity", "applies to s3:// models only: it assumes an IAM role through STS"}
+	case w.RoleARN == "":
+		return &Error{m.Field + ".webIdentity.roleArn", fmt.Sprintf("is not set, and service account %q has no %s annotation to take it from", cmp.Or(ms.Spec.PodTemplate.ServiceAccountName, "default"), AnnotationRoleARN)}
 	case !roleARN.MatchString(w.RoleARN):
 		return &Error{m.Field + ".webIdentity.roleArn", fmt.Sprintf("%q is not a role's ARN: arn:aws:iam::<account>:role/<name>", w.RoleARN)}
 	}

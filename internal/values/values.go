@@ -182,7 +182,7 @@ func modelsAndFetches(sp *Spec, v *Values, in Inputs, pvcPath string, arch map[s
 			prog, selector, readsConfig := in.job(generation, sp.ms.Spec.PodTemplate.NodeSelector, arch)
 			// A pvc:// model is the user's, verified where it is.
 			readsConfig = readsConfig && pvcPath == ""
-			pulls := pullSecrets(sp.ms, m.ModelSpec, sp.accountPulls)
+			pulls := pullSecrets(sp.ms, m.ModelSpec, sp.account.PullSecrets)
 			settings := in.settings(generation, sp.FetchSettings())
 			v.Fetches = append(v.Fetches, Fetch{
 				Name:                     jobName,

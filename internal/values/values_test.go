@@ -326,7 +326,7 @@ func TestAnOCIModelsFetchReadsTheServiceAccountsPullSecrets(t *testing.T) {
 	const oci = "oci://registry.example.com/models/resnet:v1"
 	build := func(ms *servingv1alpha1.ModelServer, account []string) Fetch {
 		t.Helper()
-		spec, err := ValidateWith(ms, account)
+		spec, err := ValidateWith(ms, Account{PullSecrets: account})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -596,5 +596,53 @@ func TestARoleToAssumeIsTheFetchsAndAnInputOfIt(t *testing.T) {
 		if !errors.As(err, &ve) || ve.Field != tc.field {
 			t.Errorf("%s: %v, want an error of %s", tc.name, err, tc.field)
 		}
+	}
+}
+
+// TestARoleNotNamedIsTheServiceAccountsAnnotated: webIdentity: {} takes
+// the role and audience the pods' service account is annotated with, as
+// eksctl annotates one; a role in the spec wins; a new annotated role is
+// a new Job; no role anywhere is named, with the account.
+func TestARoleNotNamedIsTheServiceAccountsAnnotated(t *testing.T) {
+	const annotated = "arn:aws:iam::123456789012:role/annotated"
+	ms := modelServer(func(ms *servingv1alpha1.ModelServer) {
+		ms.Spec.Model.WebIdentity = &servingv1alpha1.WebIdentity{}
+		ms.Spec.PodTemplate.ServiceAccountName = "model-reader"
+	})
+	if name, ok := NeedsServiceAccount(ms); !ok || name != "model-reader" {
+		t.Errorf("NeedsServiceAccount = %q, %v; want model-reader read for its role", name, ok)
+	}
+	fetchOf := func(ms *servingv1alpha1.ModelServer, account Account) (Fetch, string) {
+		t.Helper()
+		spec, err := ValidateWith(ms, account)
+		if err != nil {
+			t.Fatal(err)
+		}
+		v, err := spec.Values(fetched)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v.Fetches[0], spec.Models[0].Generation
+	}
+	role := func(f Fetch) string { return f.Args[slices.Index(f.Args, "--web-identity-role-arn")+1] }
+	f, gen := fetchOf(ms, Account{RoleARN: annotated, Audience: "sts.example.com"})
+	if role(f) != annotated || f.WebIdentityAudience != "sts.example.com" {
+		t.Errorf("role %s for %s; want the annotated role and audience", role(f), f.WebIdentityAudience)
+	}
+	if _, other := fetchOf(ms, Account{RoleARN: annotated + "-2"}); other == gen {
+		t.Error("another annotated role kept the fetch generation")
+	}
+	named := ms.DeepCopy()
+	named.Spec.Model.WebIdentity = &servingv1alpha1.WebIdentity{RoleARN: "arn:aws:iam::123456789012:role/named", Audience: "sts.amazonaws.com"}
+	if f, _ := fetchOf(named, Account{RoleARN: annotated, Audience: "sts.example.com"}); role(f) != "arn:aws:iam::123456789012:role/named" || f.WebIdentityAudience != "sts.amazonaws.com" {
+		t.Errorf("role %s for %s; want the spec's", role(f), f.WebIdentityAudience)
+	}
+	if _, ok := NeedsServiceAccount(named); ok {
+		t.Error("a role named in the spec still reads the service account")
+	}
+	_, err := ValidateWith(ms, Account{})
+	var ve *Error
+	if !errors.As(err, &ve) || ve.Field != "spec.model.webIdentity.roleArn" || !strings.Contains(ve.Reason, `service account "model-reader" has no eks.amazonaws.com/role-arn annotation`) {
+		t.Errorf("no role anywhere: %v", err)
 	}
 }

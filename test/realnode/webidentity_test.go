@@ -22,7 +22,7 @@ import (
 
 // TestAModelIsFetchedWithARoleAssumedWithThePodsServiceAccountToken: a
 // ModelServer whose Secret holds no key fetches its model with the role
-// spec.model.webIdentity names. The token the real kubelet projected into
+// its service account is annotated with (spec.model.webIdentity: {}). The token the real kubelet projected into
 // the fetch pod reaches an STS that, as AWS's does with the issuer's keys,
 // has the apiserver verify it: bound to the fetch pod, for the audience
 // asked, of the service account the pods run as. STS gives the store's
@@ -62,7 +62,15 @@ func TestAModelIsFetchedWithARoleAssumedWithThePodsServiceAccountToken(t *testin
 		t.Fatal(err)
 	}
 	t.Cleanup(sts.Close)
-	e.kubectl(t, "", "-n", ns, "create", "serviceaccount", "model-reader")
+	// The account is annotated with its role, as eksctl annotates one.
+	e.kubectl(t, fmt.Sprintf(`apiVersion: v1
+kind: ServiceAccount
+metadata:
+  name: model-reader
+  annotations:
+    eks.amazonaws.com/role-arn: %s
+    eks.amazonaws.com/audience: %s
+`, role, audience), "-n", ns, "apply", "-f", "-")
 	e.kubectl(t, fmt.Sprintf(`apiVersion: v1
 kind: Secret
 metadata:
@@ -72,13 +80,18 @@ stringData:
   AWS_S3_FORCE_PATH_STYLE: "true"
   AWS_ENDPOINT_URL_STS: %q
 `, e.S3Endpoint, sts.URL), "-n", ns, "apply", "-f", "-")
+	// A role named in the spec; none: the account's.
 	manifest := func(name, roleARN string) string {
-		return strings.Replace(e.modelServer(name, halfPlusTwo, 1, "64Mi", fmt.Sprintf("    webIdentity:\n      roleArn: %s\n      audience: %s\n", roleARN, audience)),
+		identity := "    webIdentity: {}\n"
+		if roleARN != "" {
+			identity = fmt.Sprintf("    webIdentity:\n      roleArn: %s\n      audience: %s\n", roleARN, audience)
+		}
+		return strings.Replace(e.modelServer(name, halfPlusTwo, 1, "64Mi", identity),
 			"credentialsSecret: s3-creds", "credentialsSecret: store", 1) + "  podTemplate:\n    serviceAccountName: model-reader\n"
 	}
 
 	start := time.Now()
-	e.kubectl(t, manifest("assumed", role), "-n", ns, "apply", "-f", "-")
+	e.kubectl(t, manifest("assumed", ""), "-n", ns, "apply", "-f", "-")
 	e.waitReady(t, ns, "assumed", 3*time.Minute)
 	t.Logf("kubectl apply to Ready, the role assumed: %.1fs", time.Since(start).Seconds())
 	// The session's name is the namespace's and the ModelServer's, cut to
