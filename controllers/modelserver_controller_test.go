@@ -336,10 +336,21 @@ func TestBadSpecsAreRejectedAtAdmission(t *testing.T) {
 		{"a signature of an s3:// model", newModelServer(ns, "sigs3", func(ms *servingv1alpha1.ModelServer) {
 			ms.Spec.Model.Signature = &servingv1alpha1.ModelSignature{PublicKeys: []string{"-----BEGIN PUBLIC KEY-----\nx\n-----END PUBLIC KEY-----\n"}}
 		}), "spec.model", "applies to oci:// models only"},
+		{"a web identity for an https:// model", newModelServer(ns, "rolehttp", func(ms *servingv1alpha1.ModelServer) {
+			ms.Spec.Model.StorageURI = "https://models.example.com/resnet.tar.gz"
+			ms.Spec.Model.WebIdentity = &servingv1alpha1.WebIdentity{RoleARN: "arn:aws:iam::123456789012:role/r"}
+		}), "spec.model", "webIdentity applies to s3:// and gs:// models only"},
 		{"a role for a gs:// model", newModelServer(ns, "rolegs", func(ms *servingv1alpha1.ModelServer) {
 			ms.Spec.Model.StorageURI = "gs://models/resnet"
 			ms.Spec.Model.WebIdentity = &servingv1alpha1.WebIdentity{RoleARN: "arn:aws:iam::123456789012:role/r"}
-		}), "spec.model", "webIdentity applies to s3:// models only"},
+		}), "spec.model", "names its Workload Identity Federation provider, not an IAM role"},
+		{"a provider for an s3:// model", newModelServer(ns, "providers3", func(ms *servingv1alpha1.ModelServer) {
+			ms.Spec.Model.WebIdentity = &servingv1alpha1.WebIdentity{Provider: "projects/1/locations/global/workloadIdentityPools/p/providers/q"}
+		}), "spec.model", "names an IAM role (roleArn), not a provider"},
+		{"a provider that is not one", newModelServer(ns, "providerbad", func(ms *servingv1alpha1.ModelServer) {
+			ms.Spec.Model.StorageURI = "gs://models/resnet"
+			ms.Spec.Model.WebIdentity = &servingv1alpha1.WebIdentity{Provider: "ml-cluster"}
+		}), "spec.model.webIdentity.provider", "should match"},
 		{"a user's ARN as the role", newModelServer(ns, "roleuser", func(ms *servingv1alpha1.ModelServer) {
 			ms.Spec.Model.WebIdentity = &servingv1alpha1.WebIdentity{RoleARN: "arn:aws:iam::123456789012:user/ci"}
 		}), "spec.model.webIdentity.roleArn", "should match"},

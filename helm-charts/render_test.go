@@ -575,7 +575,7 @@ func renderCases() []renderCase { //nolint:gocognit // a table of cases: each ca
 			},
 		},
 		{
-			name: "an s3:// model's fetch assumes its role with a token of the pods' service account",
+			name: "an s3:// or gs:// model's fetch reads it with a token of the pods' service account",
 			ms: func() *servingv1alpha1.ModelServer {
 				ms := modelServer("zoo", nil)
 				ms.Spec.Model = nil
@@ -584,12 +584,14 @@ func renderCases() []renderCase { //nolint:gocognit // a table of cases: each ca
 						WebIdentity: &servingv1alpha1.WebIdentity{RoleARN: "arn:aws:iam::123456789012:role/model-reader"}},
 					{Name: "bert", StorageURI: "s3://models/bert", WebIdentity: &servingv1alpha1.WebIdentity{RoleARN: "arn:minio:iam:::role/reader", Audience: "minio"}},
 					{Name: "gpt", StorageURI: "s3://models/gpt"},
+					{Name: "t5", StorageURI: "gs://models/t5", WebIdentity: &servingv1alpha1.WebIdentity{
+						Provider: "projects/1/locations/global/workloadIdentityPools/clusters/providers/ml", ServiceAccount: "reader@ml.iam.gserviceaccount.com"}},
 				}
 				ms.Spec.PodTemplate.ServiceAccountName = "model-reader"
 				return ms
 			}(),
 			check: func(t *testing.T, v *values.Values, objs *objects) {
-				for i, want := range []string{values.DefaultWebIdentityAudience, "minio", ""} {
+				for i, want := range []string{values.DefaultWebIdentityAudience, "minio", "", "https://iam.googleapis.com/projects/1/locations/global/workloadIdentityPools/clusters/providers/ml"} {
 					spec := objs.jobs[i].Spec.Template.Spec
 					token := slices.IndexFunc(spec.Volumes, func(vol corev1.Volume) bool { return vol.Name == "web-identity" })
 					switch {

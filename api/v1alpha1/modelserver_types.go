@@ -415,7 +415,9 @@ type NetworkPolicySpec struct {
 // +kubebuilder:validation:XValidation:rule="!has(self.refreshInterval) || !self.storageUri.startsWith('pvc://')",message="spec.model.refreshInterval does not apply to a pvc:// model: it is served from its claim in place, where TensorFlow Serving finds new versions itself"
 // +kubebuilder:validation:XValidation:rule="!has(self.refreshInterval) || !(self.storageUri.contains('#sha256=') || (self.storageUri.startsWith('oci://') && self.storageUri.contains('@')))",message="spec.model.refreshInterval does not apply to a storageUri that pins the model's digest: every round would fetch the same model"
 // +kubebuilder:validation:XValidation:rule="!has(self.signature) || self.storageUri.startsWith('oci://')",message="spec.model.signature applies to oci:// models only: their signatures are in their registry"
-// +kubebuilder:validation:XValidation:rule="!has(self.webIdentity) || self.storageUri.startsWith('s3://')",message="spec.model.webIdentity applies to s3:// models only: it assumes an IAM role through STS"
+// +kubebuilder:validation:XValidation:rule="!has(self.webIdentity) || self.storageUri.startsWith('s3://') || self.storageUri.startsWith('gs://')",message="spec.model.webIdentity applies to s3:// and gs:// models only"
+// +kubebuilder:validation:XValidation:rule="!has(self.webIdentity) || !self.storageUri.startsWith('s3://') || !(has(self.webIdentity.provider) || has(self.webIdentity.serviceAccount))",message="spec.model.webIdentity of an s3:// model names an IAM role (roleArn), not a provider or a service account"
+// +kubebuilder:validation:XValidation:rule="!has(self.webIdentity) || !self.storageUri.startsWith('gs://') || (has(self.webIdentity.provider) && !has(self.webIdentity.roleArn))",message="spec.model.webIdentity of a gs:// model names its Workload Identity Federation provider, not an IAM role"
 type ModelSpec struct {
 	// name is the TensorFlow Serving model name, the <name> in
 	// /v1/models/<name>. Default: the ModelServer's name.
@@ -465,17 +467,22 @@ type ModelSpec struct {
 	// +optional
 	CredentialsSecret string `json:"credentialsSecret,omitempty"`
 
-	// webIdentity, for an s3:// model, has the fetch assume an IAM role
-	// with a token of the pods' service account
-	// (spec.podTemplate.serviceAccountName), through STS
+	// webIdentity has the fetch read the model with a token of the pods'
+	// service account (spec.podTemplate.serviceAccountName), projected
+	// into the fetch pod alone, instead of a key in a Secret. For an s3://
+	// model it assumes an IAM role through STS
 	// AssumeRoleWithWebIdentity, as EKS's IAM roles for service accounts
-	// do: no key is stored in a Secret, and the credentials last an hour,
-	// renewed while the fetch runs. The role's trust policy must accept
-	// the cluster's service account issuer, the audience and the
-	// subject system:serviceaccount:<namespace>:<serviceAccountName>.
+	// do; the role's trust policy must accept the cluster's service
+	// account issuer, the audience and the subject
+	// system:serviceaccount:<namespace>:<serviceAccountName>, and
 	// webIdentity: {} takes the role the service account is annotated
-	// with. credentialsSecret may still give AWS_REGION, AWS_ENDPOINT_URL,
-	// AWS_ENDPOINT_URL_STS and AWS_CA_BUNDLE, but no keys.
+	// with. For a gs:// model it is exchanged through Google Cloud's
+	// Workload Identity Federation provider, which must trust the
+	// cluster's issuer. Credentials are renewed while the fetch runs.
+	// credentialsSecret may still give endpoints (AWS_REGION,
+	// AWS_ENDPOINT_URL, AWS_ENDPOINT_URL_STS, AWS_CA_BUNDLE;
+	// GCS_ENDPOINT_URL, GCP_STS_ENDPOINT_URL,
+	// GCP_IAM_CREDENTIALS_ENDPOINT_URL), but no keys.
 	// +optional
 	WebIdentity *WebIdentity `json:"webIdentity,omitempty"`
 
@@ -535,8 +542,9 @@ type ModelSpec struct {
 	VersionLabels map[string]int64 `json:"versionLabels,omitempty"`
 }
 
-// WebIdentity names the IAM role an s3:// model's fetch assumes with the
-// pods' service account token.
+// WebIdentity names what an s3:// or gs:// model's fetch reads it as,
+// with the pods' service account token: an IAM role, or a Workload
+// Identity Federation provider (and a Google service account).
 type WebIdentity struct {
 	// roleArn is the role: arn:aws:iam::<account>:role/<name>, or an
 	// S3-compatible store's (MinIO's arn:minio:iam:::role/<id>). Default:
@@ -548,14 +556,30 @@ type WebIdentity struct {
 	// +optional
 	RoleARN string `json:"roleArn,omitempty"`
 	// audience of the token, which the role's trust policy (its
-	// <issuer>:aud condition) names. Default: the service account's
-	// eks.amazonaws.com/audience annotation, else sts.amazonaws.com, as
-	// EKS's.
+	// <issuer>:aud condition) or the provider's allowed audiences name.
+	// Default, for s3://: the service account's eks.amazonaws.com/audience
+	// annotation, else sts.amazonaws.com, as EKS's; for gs://: the
+	// provider's own, https://iam.googleapis.com/<provider>.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
 	// +kubebuilder:validation:Pattern=`^[\x21-\x7e]+$`
 	// +optional
 	Audience string `json:"audience,omitempty"`
+	// provider, for a gs:// model, is the Workload Identity Federation
+	// provider that trusts the cluster's service account issuer:
+	// projects/<number>/locations/global/workloadIdentityPools/<pool>/providers/<provider>.
+	// +kubebuilder:validation:MaxLength=512
+	// +kubebuilder:validation:Pattern=`^projects/[0-9]+/locations/global/workloadIdentityPools/[a-z0-9-]+/providers/[a-z0-9-]+$`
+	// +optional
+	Provider string `json:"provider,omitempty"`
+	// serviceAccount, for a gs:// model, is the Google service account
+	// the federated identity impersonates to read the bucket (it grants
+	// roles/iam.workloadIdentityUser to the identity); without it, the
+	// federated identity reads the bucket itself.
+	// +kubebuilder:validation:MaxLength=254
+	// +kubebuilder:validation:Pattern=`^[a-z0-9-]+@[a-z0-9.-]+\.iam\.gserviceaccount\.com$`
+	// +optional
+	ServiceAccount string `json:"serviceAccount,omitempty"`
 }
 
 // ModelSignature names the keys whose cosign signature an oci:// model's

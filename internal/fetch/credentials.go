@@ -250,7 +250,10 @@ func CheckCredentialKeys(uri string, webIdentity bool, keys []string) string {
 		read = []string{KeyAWSAccessKeyID, KeyAWSSecretAccessKey, KeyAWSSessionToken, KeyAWSEndpointURL, KeyAWSRegion,
 			KeyAWSForcePathStyle, KeyAWSCABundle, KeyAWSInsecureSkipTLS, KeyAWSEndpointURLSTS}
 	case strings.HasPrefix(uri, "gs://"):
-		read = []string{KeyGCSServiceAccount, KeyGCSEndpointURL}
+		if webIdentity && has(KeyGCSServiceAccount) {
+			return fmt.Sprintf("spec.model.webIdentity federates the pods' service account token: the Secret must not hold %s as well", KeyGCSServiceAccount)
+		}
+		read = []string{KeyGCSServiceAccount, KeyGCSEndpointURL, KeyGCPSTSEndpointURL, KeyGCPIAMEndpointURL}
 	case strings.HasPrefix(uri, "http://"), strings.HasPrefix(uri, "https://"):
 		read = []string{KeyHTTPHeaders}
 	case strings.HasPrefix(strings.ToLower(uri), "oci://"):

@@ -377,7 +377,7 @@ func (f *fetcher) openSource(ctx context.Context) (Source, error) {
 	case storageuri.SchemeS3:
 		return newS3Source(ctx, f.loc, f.creds, f.o.WebIdentity, transport, f.o.MaxFiles)
 	case storageuri.SchemeGCS:
-		return newGCSSource(ctx, f.loc, f.creds, transport, f.o.MaxFiles)
+		return newGCSSource(ctx, f.loc, f.creds, f.o.WebIdentity, transport, f.o.MaxFiles)
 	case storageuri.SchemeHTTP, storageuri.SchemeHTTPS:
 		var part int64
 		if f.o.Concurrency > 1 {

@@ -299,7 +299,7 @@ func TestAGCSListingOfManyPagesListsEveryObject(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	src, err := newGCSSource(context.Background(), loc, creds, http.DefaultTransport, 1000)
+	src, err := newGCSSource(context.Background(), loc, creds, WebIdentity{}, http.DefaultTransport, 1000)
 	if err != nil {
 		t.Fatal(err)
 	}

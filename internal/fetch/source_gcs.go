@@ -41,11 +41,22 @@ type gcsSource struct {
 }
 
 // newGCSSource opens a Cloud Storage bucket with the service account key
-// of the credentials Secret, or anonymously (public buckets) when it has
-// none. Application default credentials are never looked for.
-func newGCSSource(ctx context.Context, loc storageuri.Location, creds Credentials, transport http.RoundTripper, maxFiles int) (Source, error) {
+// of the credentials Secret, the federated identity of spec.model.
+// webIdentity, or anonymously (public buckets) when it has neither.
+// Application default credentials are never looked for.
+func newGCSSource(ctx context.Context, loc storageuri.Location, creds Credentials, federated WebIdentity, transport http.RoundTripper, maxFiles int) (Source, error) {
 	client := &http.Client{Transport: transport}
-	if key := creds.values[KeyGCSServiceAccount]; strings.TrimSpace(key) != "" {
+	key := creds.values[KeyGCSServiceAccount]
+	switch {
+	case federated.Provider != "" && strings.TrimSpace(key) != "":
+		return nil, permanentf(servingv1alpha1.ReasonAccessDenied, "spec.model.webIdentity federates the pod's identity through %s: the credentials Secret must not hold %s as well", federated.Provider, KeyGCSServiceAccount)
+	case federated.Provider != "":
+		ts, err := federatedTokens(ctx, federated, creds, transport)
+		if err != nil {
+			return nil, err
+		}
+		client = &http.Client{Transport: &oauth2.Transport{Source: ts, Base: transport}}
+	case strings.TrimSpace(key) != "":
 		// Tokens are fetched through the same transport (proxy, trust).
 		tokenCtx := context.WithValue(ctx, oauth2.HTTPClient, &http.Client{Transport: transport})
 		c, err := google.CredentialsFromJSONWithType(tokenCtx, []byte(key), google.ServiceAccount, gcsReadOnlyScope)

@@ -274,6 +274,8 @@ func TestCheckCredentialKeysNamesMissingKeysAndNoValues(t *testing.T) {
 		{"s3://b/m", true, []string{KeyAWSRegion, KeyAWSSecretAccessKey}, true},
 		{"gs://b/m", false, []string{KeyGCSServiceAccount}, false},
 		{"gs://b/m", false, []string{KeyAWSAccessKeyID, KeyAWSSecretAccessKey}, true},
+		{"gs://b/m", true, []string{KeyGCPSTSEndpointURL}, false},
+		{"gs://b/m", true, []string{KeyGCSServiceAccount}, true},
 		{"https://h/m.tgz", false, []string{KeyHTTPHeaders}, false},
 		{"https://h/m.tgz", false, []string{"token"}, true},
 		{"/models/m", false, []string{"anything"}, false},

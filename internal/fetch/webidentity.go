@@ -16,11 +16,17 @@ import (
 	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
 )
 
-// WebIdentity is an IAM role an s3:// fetch assumes with a service
-// account token (spec.model.webIdentity), instead of keys.
+// WebIdentity is an identity a fetch takes on with a service account
+// token (spec.model.webIdentity), instead of keys: an IAM role for s3://,
+// a Workload Identity Federation provider for gs:// (federation.go).
 type WebIdentity struct {
 	// RoleARN is the role; "" for none.
 	RoleARN string
+	// Provider is the federation provider, projects/<number>/locations/
+	// global/workloadIdentityPools/<pool>/providers/<provider>; "" for
+	// none. ServiceAccount is the Google service account it impersonates,
+	// "" to read as itself.
+	Provider, ServiceAccount string
 	// TokenFile is the token, projected by the kubelet, which renews it:
 	// it is read again for each new credential.
 	TokenFile string

@@ -43,7 +43,9 @@ func fetchCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	fs.StringVar(&o.Dest, "dest", "", "The model's base directory as TF Serving sees it (for pvc://: where the claim's path is mounted, verified only).")
 	fs.StringVar(&o.CredentialsDir, "credentials-dir", "", "A mounted Secret, one file per key (AWS_ACCESS_KEY_ID, service-account.json, http-headers, ...).")
 	fs.StringVar(&o.WebIdentity.RoleARN, "web-identity-role-arn", "", "For s3://: the IAM role assumed with --web-identity-token-file through STS AssumeRoleWithWebIdentity, instead of keys.")
-	fs.StringVar(&o.WebIdentity.TokenFile, "web-identity-token-file", "", "The service account token --web-identity-role-arn is assumed with, read again for each new credential.")
+	fs.StringVar(&o.WebIdentity.Provider, "web-identity-provider", "", "For gs://: the Workload Identity Federation provider (projects/<number>/locations/global/workloadIdentityPools/<pool>/providers/<provider>) that --web-identity-token-file is exchanged with, instead of a key.")
+	fs.StringVar(&o.WebIdentity.ServiceAccount, "web-identity-service-account", "", "For gs://: the Google service account the federated identity impersonates (default: none, it reads as itself).")
+	fs.StringVar(&o.WebIdentity.TokenFile, "web-identity-token-file", "", "The service account token the role is assumed with, or exchanged at the provider, read again for each new credential.")
 	fs.StringVar(&o.WebIdentity.SessionName, "web-identity-session-name", "", "The STS session's name, as the store's audit log shows it (default: modelserver-fetch).")
 	fs.StringVar(&pullSecretsDir, "pull-secrets-dir", "", "Where the image pull secrets named by --pull-secrets are mounted, each in a directory of its name holding its .dockerconfigjson or .dockercfg.")
 	fs.StringVar(&pullSecrets, "pull-secrets", "", "The serving pods' image pull secrets, comma-separated, whose registry credentials an oci:// model's registry is given after those of --credentials-dir.")
@@ -76,8 +78,9 @@ func fetchCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	}
 	switch {
 	case err != nil:
-	case (o.WebIdentity.RoleARN == "") != (o.WebIdentity.TokenFile == ""):
-		err = &fetch.Error{Reason: servingv1alpha1.ReasonFetchFailed, Message: "--web-identity-role-arn and --web-identity-token-file go together", Permanent: true}
+	case (o.WebIdentity.RoleARN == "" && o.WebIdentity.Provider == "") != (o.WebIdentity.TokenFile == ""),
+		o.WebIdentity.RoleARN != "" && o.WebIdentity.Provider != "":
+		err = &fetch.Error{Reason: servingv1alpha1.ReasonFetchFailed, Message: "--web-identity-token-file goes with one of --web-identity-role-arn and --web-identity-provider", Permanent: true}
 	case pullSecrets != "" && pullSecretsDir == "":
 		err = &fetch.Error{Reason: servingv1alpha1.ReasonFetchFailed, Message: "--pull-secrets needs --pull-secrets-dir", Permanent: true}
 	case fs.NArg() > 0:

@@ -59,6 +59,9 @@ func fetchGeneration(ms *servingv1alpha1.ModelServer, m servingv1alpha1.ModelSpe
 	}
 	if w := m.WebIdentity; w != nil {
 		parts = append(parts, "web-identity", w.RoleARN, WebIdentityAudience(m))
+		if w.Provider != "" {
+			parts = append(parts, w.Provider, w.ServiceAccount)
+		}
 	}
 	if pulls := pullSecrets(ms, m, accountPulls); len(pulls) > 0 {
 		// The Job mounts them: a Job made before it did must be replaced.
@@ -113,7 +116,9 @@ func NeedsServiceAccount(ms *servingv1alpha1.ModelServer) (string, bool) {
 	if ms.Spec.Model != nil {
 		models = append([]servingv1alpha1.ModelSpec{*ms.Spec.Model}, models...)
 	}
-	accountsRole := func(m servingv1alpha1.ModelSpec) bool { return m.WebIdentity != nil && m.WebIdentity.RoleARN == "" }
+	accountsRole := func(m servingv1alpha1.ModelSpec) bool {
+		return m.WebIdentity != nil && m.WebIdentity.RoleARN == "" && strings.HasPrefix(m.StorageURI, "s3://")
+	}
 	if slices.ContainsFunc(models, accountsRole) || (len(pt.ImagePullSecrets) == 0 && slices.ContainsFunc(models, fromRegistry)) {
 		return cmp.Or(pt.ServiceAccountName, "default"), true
 	}
@@ -137,10 +142,14 @@ const ServedConfigFlag = "--served-config"
 const DefaultWebIdentityAudience = "sts.amazonaws.com"
 
 // WebIdentityAudience is the audience of the token model m's fetch
-// assumes its role with; "" when it assumes none.
+// reads as (webIdentity); "" when it has none. A federation provider's
+// default is its own name, as Google Cloud allows it.
 func WebIdentityAudience(m servingv1alpha1.ModelSpec) string {
-	if m.WebIdentity == nil {
+	switch w := m.WebIdentity; {
+	case w == nil:
 		return ""
+	case w.Provider != "":
+		return cmp.Or(w.Audience, "https://iam.googleapis.com/"+w.Provider)
 	}
 	return cmp.Or(m.WebIdentity.Audience, DefaultWebIdentityAudience)
 }
@@ -164,7 +173,14 @@ func fetchArgs(m servingv1alpha1.ModelSpec, dest, session string, pulls []string
 	if m.CredentialsSecret != "" {
 		args = append(args, "--credentials-dir", CredentialsMountPath)
 	}
-	if w := m.WebIdentity; w != nil {
+	switch w := m.WebIdentity; {
+	case w == nil:
+	case w.Provider != "":
+		args = append(args, "--web-identity-provider", w.Provider, "--web-identity-token-file", WebIdentityTokenPath)
+		if w.ServiceAccount != "" {
+			args = append(args, "--web-identity-service-account", w.ServiceAccount)
+		}
+	default:
 		args = append(args, "--web-identity-role-arn", w.RoleARN, "--web-identity-token-file", WebIdentityTokenPath,
 			"--web-identity-session-name", session)
 	}

@@ -270,7 +270,7 @@ func specModels(ms *servingv1alpha1.ModelServer, account Account) ([]SpecModel, 
 // fetch generation and the Job fetching it. A webIdentity that names no
 // role is the service account's: the role its annotation names.
 func specModel(ms *servingv1alpha1.ModelServer, m servingv1alpha1.ModelSpec, field string, account Account) SpecModel {
-	if w := m.WebIdentity; w != nil && w.RoleARN == "" {
+	if w := m.WebIdentity; w != nil && w.RoleARN == "" && strings.HasPrefix(m.StorageURI, "s3://") {
 		m.WebIdentity = &servingv1alpha1.WebIdentity{RoleARN: account.RoleARN, Audience: cmp.Or(w.Audience, account.Audience)}
 	}
 	generation := fetchGeneration(ms, m, account.PullSecrets)
@@ -360,20 +360,41 @@ func checkUTF8(ms *servingv1alpha1.ModelServer, models []SpecModel) error {
 var roleARN = regexp.MustCompile(`^arn:[a-z0-9-]+:iam:[^:]*:[0-9]*:role/[\x21-\x7e]+$`)
 
 // checkWebIdentity refuses a role the fetch could not assume (past the
-// CRD's rules, which only new objects meet): of a model not in S3, none
-// (the spec names none, nor does the service account), or not an IAM
-// role's ARN.
+// CRD's rules, which only new objects meet): of a model neither in S3 nor
+// in Cloud Storage; for S3, none (the spec names none, nor does the
+// service account), or not an IAM role's ARN; for Cloud Storage, no
+// federation provider.
 func checkWebIdentity(ms *servingv1alpha1.ModelServer, m SpecModel, loc storageuri.Location) error {
 	w := m.WebIdentity
 	switch {
 	case w == nil:
 		return nil
+	case loc.Scheme == storageuri.SchemeGCS:
+		return checkFederation(m)
 	case loc.Scheme != storageuri.SchemeS3:
-		return &Error{m.Field + ".webIdentity", "applies to s3:// models only: it assumes an IAM role through STS"}
+		return &Error{m.Field + ".webIdentity", "applies to s3:// and gs:// models only"}
+	case w.Provider != "" || w.ServiceAccount != "":
+		return &Error{m.Field + ".webIdentity", "of an s3:// model names an IAM role (roleArn), not a provider or a service account"}
 	case w.RoleARN == "":
 		return &Error{m.Field + ".webIdentity.roleArn", fmt.Sprintf("is not set, and service account %q has no %s annotation to take it from", cmp.Or(ms.Spec.PodTemplate.ServiceAccountName, "default"), AnnotationRoleARN)}
 	case !roleARN.MatchString(w.RoleARN):
 		return &Error{m.Field + ".webIdentity.roleArn", fmt.Sprintf("%q is not a role's ARN: arn:aws:iam::<account>:role/<name>", w.RoleARN)}
+	}
+	return nil
+}
+
+// federationProvider is the CRD's pattern of spec.model.webIdentity.provider.
+var federationProvider = regexp.MustCompile(`^projects/[0-9]+/locations/global/workloadIdentityPools/[a-z0-9-]+/providers/[a-z0-9-]+$`)
+
+// checkFederation refuses a gs:// model's webIdentity without a provider,
+// or with a role.
+func checkFederation(m SpecModel) error {
+	w := m.WebIdentity
+	switch {
+	case w.RoleARN != "":
+		return &Error{m.Field + ".webIdentity", "of a gs:// model names its Workload Identity Federation provider, not an IAM role"}
+	case !federationProvider.MatchString(w.Provider):
+		return &Error{m.Field + ".webIdentity.provider", fmt.Sprintf("%q is not a Workload Identity Federation provider: projects/<number>/locations/global/workloadIdentityPools/<pool>/providers/<provider>", w.Provider)}
 	}
 	return nil
 }

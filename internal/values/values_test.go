@@ -646,3 +646,66 @@ func TestARoleNotNamedIsTheServiceAccountsAnnotated(t *testing.T) {
 		t.Errorf("no role anywhere: %v", err)
 	}
 }
+
+// TestAGCSModelFederatesThroughItsProvider: a gs:// webIdentity names a
+// Workload Identity Federation provider, whose own name is the token's
+// audience unless another is given, and a service account to impersonate
+// if any; each is an input of the fetch; without a provider, or with a
+// role, it is refused.
+func TestAGCSModelFederatesThroughItsProvider(t *testing.T) {
+	const provider = "projects/123456789012/locations/global/workloadIdentityPools/clusters/providers/ml-cluster"
+	federated := func(w servingv1alpha1.WebIdentity) *servingv1alpha1.ModelServer {
+		return modelServer(func(ms *servingv1alpha1.ModelServer) {
+			ms.Spec.Model.StorageURI = "gs://models/resnet"
+			ms.Spec.Model.WebIdentity = &w
+		})
+	}
+	v, err := For(federated(servingv1alpha1.WebIdentity{Provider: provider, ServiceAccount: "reader@ml.iam.gserviceaccount.com"}), fetched)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := v.Fetches[0]
+	arg := func(flag string) string {
+		if i := slices.Index(f.Args, flag); i >= 0 {
+			return f.Args[i+1]
+		}
+		return ""
+	}
+	if arg("--web-identity-provider") != provider || arg("--web-identity-service-account") != "reader@ml.iam.gserviceaccount.com" ||
+		arg("--web-identity-token-file") != WebIdentityTokenPath || arg("--web-identity-role-arn") != "" || f.WebIdentityAudience != "https://iam.googleapis.com/"+provider {
+		t.Errorf("fetch args %q, audience %q; want the provider, the service account and the provider's audience", f.Args, f.WebIdentityAudience)
+	}
+	if _, ok := NeedsServiceAccount(federated(servingv1alpha1.WebIdentity{Provider: provider})); ok {
+		t.Error("a federated gs:// model reads the service account for a role")
+	}
+	gens := map[string]bool{}
+	for _, w := range []servingv1alpha1.WebIdentity{
+		{Provider: provider}, {Provider: provider, ServiceAccount: "reader@ml.iam.gserviceaccount.com"},
+		{Provider: provider + "-2"}, {Provider: provider, Audience: "ml-cluster"},
+	} {
+		gens[generation(federated(w))] = true
+	}
+	if len(gens) != 4 {
+		t.Errorf("%d fetch generations for four federations; want 4", len(gens))
+	}
+	for _, tc := range []struct {
+		name, field string
+		w           servingv1alpha1.WebIdentity
+	}{
+		{"no provider", "spec.model.webIdentity.provider", servingv1alpha1.WebIdentity{}},
+		{"a role", "spec.model.webIdentity", servingv1alpha1.WebIdentity{Provider: provider, RoleARN: "arn:aws:iam::123456789012:role/r"}},
+	} {
+		_, err := For(federated(tc.w), fetched)
+		var ve *Error
+		if !errors.As(err, &ve) || ve.Field != tc.field {
+			t.Errorf("%s: %v, want an error of %s", tc.name, err, tc.field)
+		}
+	}
+	s3 := modelServer(func(ms *servingv1alpha1.ModelServer) {
+		ms.Spec.Model.WebIdentity = &servingv1alpha1.WebIdentity{RoleARN: "arn:aws:iam::123456789012:role/r", Provider: provider}
+	})
+	var ve *Error
+	if _, err := For(s3, fetched); !errors.As(err, &ve) || ve.Field != "spec.model.webIdentity" {
+		t.Errorf("an s3:// model with a provider: %v", err)
+	}
+}
