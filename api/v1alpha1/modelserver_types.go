@@ -557,9 +557,10 @@ type WebIdentity struct {
 	RoleARN string `json:"roleArn,omitempty"`
 	// audience of the token, which the role's trust policy (its
 	// <issuer>:aud condition) or the provider's allowed audiences name.
-	// Default, for s3://: the service account's eks.amazonaws.com/audience
-	// annotation, else sts.amazonaws.com, as EKS's; for gs://: the
-	// provider's own, https://iam.googleapis.com/<provider>.
+	// Default, for s3://: sts.amazonaws.com, as EKS's, or for a role taken
+	// from the service account, its eks.amazonaws.com/audience annotation
+	// if it has one; for gs://: the provider's own,
+	// https://iam.googleapis.com/<provider>.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
 	// +kubebuilder:validation:Pattern=`^[\x21-\x7e]+$`

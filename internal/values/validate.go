@@ -271,7 +271,9 @@ func specModels(ms *servingv1alpha1.ModelServer, account Account) ([]SpecModel, 
 // role is the service account's: the role its annotation names.
 func specModel(ms *servingv1alpha1.ModelServer, m servingv1alpha1.ModelSpec, field string, account Account) SpecModel {
 	if w := m.WebIdentity; w != nil && w.RoleARN == "" && strings.HasPrefix(m.StorageURI, "s3://") {
-		m.WebIdentity = &servingv1alpha1.WebIdentity{RoleARN: account.RoleARN, Audience: cmp.Or(w.Audience, account.Audience)}
+		taken := *w
+		taken.RoleARN, taken.Audience = account.RoleARN, cmp.Or(w.Audience, account.Audience)
+		m.WebIdentity = &taken
 	}
 	generation := fetchGeneration(ms, m, account.PullSecrets)
 	return SpecModel{ModelSpec: m, Field: field, Generation: generation, BaseGeneration: generation, FetchJob: names.FetchJob(ms.Name, generation)}

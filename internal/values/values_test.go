@@ -708,4 +708,9 @@ func TestAGCSModelFederatesThroughItsProvider(t *testing.T) {
 	if _, err := For(s3, fetched); !errors.As(err, &ve) || ve.Field != "spec.model.webIdentity" {
 		t.Errorf("an s3:// model with a provider: %v", err)
 	}
+	// The account's role taken keeps the provider, which is refused.
+	s3.Spec.Model.WebIdentity.RoleARN = ""
+	if _, err := ValidateWith(s3, Account{RoleARN: "arn:aws:iam::123456789012:role/annotated"}); !errors.As(err, &ve) || ve.Field != "spec.model.webIdentity" {
+		t.Errorf("an s3:// model with a provider and the account's role: %v", err)
+	}
 }
