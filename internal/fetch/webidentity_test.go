@@ -27,30 +27,35 @@ type roleStore struct {
 	token  string // the token file
 	issued atomic.Int32
 	// lifetime of the credentials STS gives.
-	lifetime time.Duration
+	lifetime atomic.Int64
 }
 
 func newRoleStore(t *testing.T) *roleStore {
 	t.Helper()
-	rs := &roleStore{s3: newFakeS3(t), token: filepath.Join(t.TempDir(), "token"), lifetime: time.Hour}
+	rs := &roleStore{s3: newFakeS3(t), token: filepath.Join(t.TempDir(), "token")}
+	rs.lifetime.Store(int64(time.Hour))
 	rs.s3.revoke()
 	rs.writeToken(t, "token-1")
-	sts, err := stsserver.Start("127.0.0.1:0", func(r stsserver.Request) (stsserver.Credentials, error) {
-		if r.RoleARN != testRole {
-			return stsserver.Credentials{}, &stsserver.Refusal{Status: http.StatusForbidden, Code: "AccessDenied", Message: "Not authorized to perform sts:AssumeRoleWithWebIdentity"}
-		}
-		n := rs.issued.Add(1)
-		c := stsserver.Credentials{AccessKeyID: fmt.Sprintf("ASIATEMP%d", n), SecretAccessKey: fmt.Sprintf("temporary-secret-%d", n),
-			SessionToken: fmt.Sprintf("session-%d-for-%s", n, r.Token), Expiration: time.Now().Add(rs.lifetime)}
-		rs.s3.grant(c.AccessKeyID, c.SecretAccessKey, c.SessionToken)
-		return c, nil
-	})
+	sts, err := stsserver.Start("127.0.0.1:0", rs.grant)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(sts.Close)
 	rs.sts = sts
 	return rs
+}
+
+// grant is the STS's decision: temporary keys, which the store takes,
+// for testRole alone.
+func (rs *roleStore) grant(r stsserver.Request) (stsserver.Credentials, error) {
+	if r.RoleARN != testRole {
+		return stsserver.Credentials{}, &stsserver.Refusal{Status: http.StatusForbidden, Code: "AccessDenied", Message: "Not authorized to perform sts:AssumeRoleWithWebIdentity"}
+	}
+	n := rs.issued.Add(1)
+	c := stsserver.Credentials{AccessKeyID: fmt.Sprintf("ASIATEMP%d", n), SecretAccessKey: fmt.Sprintf("temporary-secret-%d", n),
+		SessionToken: fmt.Sprintf("session-%d-for-%s", n, r.Token), Expiration: time.Now().Add(time.Duration(rs.lifetime.Load()))}
+	rs.s3.grant(c.AccessKeyID, c.SecretAccessKey, c.SessionToken)
+	return c, nil
 }
 
 func (rs *roleStore) writeToken(t *testing.T, v string) {
@@ -104,7 +109,7 @@ func TestARoleIsAssumedWithTheServiceAccountToken(t *testing.T) {
 func TestARoleIsAssumedAgainWithTheRenewedTokenBeforeItsKeysExpire(t *testing.T) {
 	rs := newRoleStore(t)
 	// STS says when they expire to the second, as AWS's does.
-	rs.lifetime = webIdentityExpiryWindow + 2*time.Second
+	rs.lifetime.Store(int64(webIdentityExpiryWindow + 2*time.Second))
 	o := rs.options(t, "s3://models/resnet", testRole, nil)
 	p := roleCredentials(awsConfigForTest(), o.WebIdentity, rs.sts.URL)
 	first, err := p.Retrieve(context.Background())
@@ -114,7 +119,7 @@ func TestARoleIsAssumedAgainWithTheRenewedTokenBeforeItsKeysExpire(t *testing.T)
 	// The cache gives them as expiring a window before STS said.
 	renewal := first.Expires
 	if left := time.Until(renewal); left <= 0 || left > 2*time.Second {
-		t.Fatalf("credentials STS gives for %v are renewed in %v; want a minute sooner", rs.lifetime, left)
+		t.Fatalf("credentials STS gives for %v are renewed in %v; want a minute sooner", time.Duration(rs.lifetime.Load()), left)
 	}
 	if again, err := p.Retrieve(context.Background()); time.Now().Before(renewal) && (err != nil || again.AccessKeyID != first.AccessKeyID) {
 		t.Fatalf("credentials to be renewed at %s were replaced before: %v, %v", renewal, again.AccessKeyID, err)
@@ -142,7 +147,6 @@ func TestARoleThatCannotBeAssumedSaysWhy(t *testing.T) {
 			return stsserver.Credentials{}, &stsserver.Refusal{Status: http.StatusBadRequest, Code: code, Message: msg}
 		}
 	}
-	assume := rs.sts.Assume
 	for _, tc := range []struct {
 		name    string
 		role    string
@@ -153,21 +157,21 @@ func TestARoleThatCannotBeAssumedSaysWhy(t *testing.T) {
 		exit    int
 		message []string
 	}{
-		{name: "a role the trust policy does not grant", role: "arn:aws:iam::123456789012:role/other", assume: assume, token: "token-1",
+		{name: "a role the trust policy does not grant", role: "arn:aws:iam::123456789012:role/other", assume: rs.grant, token: "token-1",
 			reason: servingv1alpha1.ReasonAccessDenied, exit: ExitPermanent,
 			message: []string{"STS refused role arn:aws:iam::123456789012:role/other", "AccessDenied (Not authorized to perform sts:AssumeRoleWithWebIdentity)", "trust policy", "system:serviceaccount:"}},
 		{name: "a token of another issuer", role: testRole, assume: refusal("InvalidIdentityToken", "No OpenIDConnect provider found in your account for https://issuer"), token: "token-1",
 			reason: servingv1alpha1.ReasonAccessDenied, exit: ExitPermanent, message: []string{"InvalidIdentityToken (No OpenIDConnect provider found"}},
 		{name: "an issuer STS did not reach", role: testRole, assume: refusal("IDPCommunicationError", "could not reach the issuer"), token: "token-1",
 			reason: servingv1alpha1.ReasonFetchFailed, exit: ExitTransient, message: []string{"assuming role " + testRole + ": IDPCommunicationError"}},
-		{name: "no token in the pod", role: testRole, assume: assume,
+		{name: "no token in the pod", role: testRole, assume: rs.grant,
 			reason: servingv1alpha1.ReasonAccessDenied, exit: ExitPermanent, message: []string{"spec.model.webIdentity: the service account token " + rs.token + " cannot be read"}},
-		{name: "keys beside the role", role: testRole, assume: assume, token: "token-1",
+		{name: "keys beside the role", role: testRole, assume: rs.grant, token: "token-1",
 			extra:  map[string]string{KeyAWSAccessKeyID: testAccessKey, KeyAWSSecretAccessKey: testSecretKey},
 			reason: servingv1alpha1.ReasonAccessDenied, exit: ExitPermanent, message: []string{"must not hold AWS_ACCESS_KEY_ID or AWS_SECRET_ACCESS_KEY as well"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			rs.sts.Assume = tc.assume
+			rs.sts.Decide(tc.assume)
 			_ = os.Remove(rs.token)
 			if tc.token != "" {
 				rs.writeToken(t, tc.token)

@@ -34,13 +34,13 @@ type Refusal struct {
 
 func (r *Refusal) Error() string { return r.Code + ": " + r.Message }
 
-// Server answers AssumeRoleWithWebIdentity with what Assume decides.
+// Server answers AssumeRoleWithWebIdentity with what its assume function
+// decides.
 type Server struct {
-	// Assume accepts a request, with the credentials it gets, or refuses
+	mu sync.Mutex
+	// assume accepts a request, with the credentials it gets, or refuses
 	// it with a *Refusal.
-	Assume func(Request) (Credentials, error)
-
-	mu       sync.Mutex
+	assume   func(Request) (Credentials, error)
 	requests []Request
 	srv      *http.Server
 	// URL is the endpoint, for AWS_ENDPOINT_URL_STS.
@@ -53,7 +53,7 @@ func Start(addr string, assume func(Request) (Credentials, error)) (*Server, err
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{Assume: assume, URL: "http://" + l.Addr().String()}
+	s := &Server{assume: assume, URL: "http://" + l.Addr().String()}
 	s.srv = &http.Server{Handler: http.HandlerFunc(s.serve), ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = s.srv.Serve(l) }()
 	return s, nil
@@ -61,6 +61,13 @@ func Start(addr string, assume func(Request) (Credentials, error)) (*Server, err
 
 // Close stops the server.
 func (s *Server) Close() { _ = s.srv.Close() }
+
+// Decide has assume decide the calls from now on.
+func (s *Server) Decide(assume func(Request) (Credentials, error)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.assume = assume
+}
 
 // Requests are the calls received so far.
 func (s *Server) Requests() []Request {
@@ -87,8 +94,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	req := Request{RoleARN: r.PostForm.Get("RoleArn"), SessionName: r.PostForm.Get("RoleSessionName"), Token: r.PostForm.Get("WebIdentityToken")}
 	s.mu.Lock()
 	s.requests = append(s.requests, req)
+	assume := s.assume
 	s.mu.Unlock()
-	c, err := s.Assume(req)
+	c, err := assume(req)
 	if err != nil {
 		rf, ok := err.(*Refusal)
 		if !ok {
