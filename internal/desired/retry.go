@@ -62,6 +62,7 @@ func planRetries(spec *values.Spec, obs Observed) retryPlan {
 		}
 		fj := obs.FetchJobs[m.FetchJob]
 		was := previous[m.Name]
+		mended := credentialsChanged(fj, obs.CredentialsChanged)
 		switch {
 		case fj == nil || fj.State() == status.FetchSucceeded:
 			// Fetched, or not yet made: nothing to retry.
@@ -71,8 +72,8 @@ func planRetries(spec *values.Spec, obs Observed) retryPlan {
 		case settingsChanged(fj, want) && !retriedAlready(obs.RetriedWith, m.FetchJob, want):
 			p.retry(m, fj, Retry{With: want})
 			p.stands(m, was)
-		case credentialsChanged(fj, obs.CredentialsChanged) != "":
-			p.retry(m, fj, Retry{With: want, CredentialsChanged: credentialsChanged(fj, obs.CredentialsChanged)})
+		case mended != "":
+			p.retry(m, fj, Retry{With: want, CredentialsChanged: mended})
 			p.stands(m, was)
 		default:
 			p.planAttempt(m, fj, want, was, obs.Now)
@@ -142,8 +143,11 @@ func settingsChanged(fj *status.FetchJob, want values.FetchSettings) bool {
 
 // credentialsChanged names the credentials Secret that the store refused
 // when fj failed, if it has changed since: the keys mended, the fetch may
-// pass. "" otherwise.
+// pass. "" otherwise, and for no Job.
 func credentialsChanged(fj *status.FetchJob, changed map[string]time.Time) string {
+	if fj == nil {
+		return ""
+	}
 	secret, refusedAt := status.CredentialsRefused(fj)
 	if at, ok := changed[secret]; secret == "" || !ok || !at.After(refusedAt) {
 		return ""

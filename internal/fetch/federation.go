@@ -35,13 +35,13 @@ func federatedTokens(ctx context.Context, w WebIdentity, creds Credentials, tran
 	conf := externalaccount.Config{
 		Audience:             "//iam.googleapis.com/" + w.Provider,
 		SubjectTokenType:     "urn:ietf:params:oauth:token-type:jwt",
-		TokenURL:             federationEndpoint(creds.Get(KeyGCPSTSEndpointURL), "/v1/token"),
+		TokenURL:             googleEndpoint(creds.Get(KeyGCPSTSEndpointURL), "https://sts.googleapis.com", "/v1/token"),
 		Scopes:               []string{gcsReadOnlyScope},
 		SubjectTokenSupplier: tokenFile(w.TokenFile),
 	}
 	if w.ServiceAccount != "" {
-		conf.ServiceAccountImpersonationURL = strings.TrimSuffix(cmp.Or(creds.Get(KeyGCPIAMEndpointURL), "https://iamcredentials.googleapis.com"), "/") +
-			"/v1/projects/-/serviceAccounts/" + w.ServiceAccount + ":generateAccessToken"
+		conf.ServiceAccountImpersonationURL = googleEndpoint(creds.Get(KeyGCPIAMEndpointURL), "https://iamcredentials.googleapis.com",
+			"/v1/projects/-/serviceAccounts/"+w.ServiceAccount+":generateAccessToken")
 	}
 	tokenCtx := context.WithValue(ctx, oauth2.HTTPClient, &http.Client{Transport: transport})
 	ts, err := externalaccount.NewTokenSource(tokenCtx, conf)
@@ -51,12 +51,10 @@ func federatedTokens(ctx context.Context, w WebIdentity, creds Credentials, tran
 	return oauth2.ReuseTokenSource(nil, federatedToken{ts, w}), nil
 }
 
-// federationEndpoint is base with path, "" for Google's own.
-func federationEndpoint(base, path string) string {
-	if base == "" {
-		return ""
-	}
-	return strings.TrimSuffix(base, "/") + path
+// googleEndpoint is path at base, or at Google's own API, google, where
+// the Secret names no base.
+func googleEndpoint(base, google, path string) string {
+	return strings.TrimSuffix(cmp.Or(base, google), "/") + path
 }
 
 // SubjectToken gives the projected token to Google's STS, read again at

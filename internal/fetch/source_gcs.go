@@ -47,8 +47,9 @@ type gcsSource struct {
 func newGCSSource(ctx context.Context, loc storageuri.Location, creds Credentials, federated WebIdentity, transport http.RoundTripper, maxFiles int) (Source, error) {
 	client := &http.Client{Transport: transport}
 	key := creds.values[KeyGCSServiceAccount]
+	hasKey := strings.TrimSpace(key) != ""
 	switch {
-	case federated.Provider != "" && strings.TrimSpace(key) != "":
+	case federated.Provider != "" && hasKey:
 		return nil, permanentf(servingv1alpha1.ReasonAccessDenied, "spec.model.webIdentity federates the pod's identity through %s: the credentials Secret must not hold %s as well", federated.Provider, KeyGCSServiceAccount)
 	case federated.Provider != "":
 		ts, err := federatedTokens(ctx, federated, creds, transport)
@@ -56,7 +57,7 @@ func newGCSSource(ctx context.Context, loc storageuri.Location, creds Credential
 			return nil, err
 		}
 		client = &http.Client{Transport: &oauth2.Transport{Source: ts, Base: transport}}
-	case strings.TrimSpace(key) != "":
+	case hasKey:
 		// Tokens are fetched through the same transport (proxy, trust).
 		tokenCtx := context.WithValue(ctx, oauth2.HTTPClient, &http.Client{Transport: transport})
 		c, err := google.CredentialsFromJSONWithType(tokenCtx, []byte(key), google.ServiceAccount, gcsReadOnlyScope)

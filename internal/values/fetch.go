@@ -116,10 +116,7 @@ func NeedsServiceAccount(ms *servingv1alpha1.ModelServer) (string, bool) {
 	if ms.Spec.Model != nil {
 		models = append([]servingv1alpha1.ModelSpec{*ms.Spec.Model}, models...)
 	}
-	accountsRole := func(m servingv1alpha1.ModelSpec) bool {
-		return m.WebIdentity != nil && m.WebIdentity.RoleARN == "" && strings.HasPrefix(m.StorageURI, "s3://")
-	}
-	if slices.ContainsFunc(models, accountsRole) || (len(pt.ImagePullSecrets) == 0 && slices.ContainsFunc(models, fromRegistry)) {
+	if slices.ContainsFunc(models, takesAccountRole) || (len(pt.ImagePullSecrets) == 0 && slices.ContainsFunc(models, fromRegistry)) {
 		return cmp.Or(pt.ServiceAccountName, "default"), true
 	}
 	return "", false
@@ -136,6 +133,12 @@ const fetchTemplateRevision = "1"
 // must leave on the volume (Fetch.ReadsModelConfig).
 const ServedConfigFlag = "--served-config"
 
+// takesAccountRole says that model m's fetch assumes the role its service
+// account is annotated with: an s3:// model's webIdentity that names none.
+func takesAccountRole(m servingv1alpha1.ModelSpec) bool {
+	return m.WebIdentity != nil && m.WebIdentity.RoleARN == "" && strings.HasPrefix(m.StorageURI, "s3://")
+}
+
 // DefaultWebIdentityAudience is the audience of the token an s3:// model's
 // fetch assumes its role with, where spec.model.webIdentity names none:
 // the one EKS's IAM roles for service accounts use.
@@ -150,8 +153,9 @@ func WebIdentityAudience(m servingv1alpha1.ModelSpec) string {
 		return ""
 	case w.Provider != "":
 		return cmp.Or(w.Audience, "https://iam.googleapis.com/"+w.Provider)
+	default:
+		return cmp.Or(w.Audience, DefaultWebIdentityAudience)
 	}
-	return cmp.Or(m.WebIdentity.Audience, DefaultWebIdentityAudience)
 }
 
 // webIdentitySession names the STS session of ms's fetches, as the

@@ -34,9 +34,10 @@ const (
 	// PullSecretsMountPath holds an oci:// model's image pull secrets, a
 	// directory each (see Fetch.PullSecrets).
 	PullSecretsMountPath = "/var/run/secrets/modelserver/pull-secrets"
-	// WebIdentityTokenPath is the pods' service account token that an
-	// s3:// model's fetch exchanges for a role's credentials
-	// (spec.model.webIdentity), projected by the kubelet, which renews it.
+	// WebIdentityTokenPath is the pods' service account token that a
+	// fetch exchanges for a role's credentials (s3://) or a federated
+	// token (gs://) (spec.model.webIdentity), projected by the kubelet,
+	// which renews it.
 	WebIdentityTokenPath = "/var/run/secrets/modelserver/web-identity/token"
 	// TLSSecretMountPath is where spec.tls's Secret is mounted, in the
 	// tls-config init container alone; SSLConfigPath is the SSL config it

@@ -270,9 +270,9 @@ func specModels(ms *servingv1alpha1.ModelServer, account Account) ([]SpecModel, 
 // fetch generation and the Job fetching it. A webIdentity that names no
 // role is the service account's: the role its annotation names.
 func specModel(ms *servingv1alpha1.ModelServer, m servingv1alpha1.ModelSpec, field string, account Account) SpecModel {
-	if w := m.WebIdentity; w != nil && w.RoleARN == "" && strings.HasPrefix(m.StorageURI, "s3://") {
-		taken := *w
-		taken.RoleARN, taken.Audience = account.RoleARN, cmp.Or(w.Audience, account.Audience)
+	if takesAccountRole(m) {
+		taken := *m.WebIdentity
+		taken.RoleARN, taken.Audience = account.RoleARN, cmp.Or(taken.Audience, account.Audience)
 		m.WebIdentity = &taken
 	}
 	generation := fetchGeneration(ms, m, account.PullSecrets)
