@@ -339,7 +339,21 @@ func TestBadSpecsAreRejectedAtAdmission(t *testing.T) {
 		{"a web identity for an https:// model", newModelServer(ns, "rolehttp", func(ms *servingv1alpha1.ModelServer) {
 			ms.Spec.Model.StorageURI = "https://models.example.com/resnet.tar.gz"
 			ms.Spec.Model.WebIdentity = &servingv1alpha1.WebIdentity{RoleARN: "arn:aws:iam::123456789012:role/r"}
-		}), "spec.model", "webIdentity applies to s3:// and gs:// models only"},
+		}), "spec.model", "webIdentity applies to s3://, gs:// and Azure Blob Storage"},
+		{"a role for an Azure model", newModelServer(ns, "roleazure", func(ms *servingv1alpha1.ModelServer) {
+			ms.Spec.Model.StorageURI = "https://models.blob.core.windows.net/team/resnet/"
+			ms.Spec.Model.WebIdentity = &servingv1alpha1.WebIdentity{RoleARN: "arn:aws:iam::123456789012:role/r"}
+		}), "spec.model", "names a Microsoft Entra application (clientId, tenantId), not an IAM role"},
+		{"an Entra application for an s3:// model", newModelServer(ns, "clients3", func(ms *servingv1alpha1.ModelServer) {
+			ms.Spec.Model.WebIdentity = &servingv1alpha1.WebIdentity{ClientID: "00000000-1111-2222-3333-444444444444"}
+		}), "spec.model", "not a provider, a service account or an Entra application"},
+		{"a client ID that is no GUID", newModelServer(ns, "clientbad", func(ms *servingv1alpha1.ModelServer) {
+			ms.Spec.Model.StorageURI = "https://models.blob.core.windows.net/team/resnet"
+			ms.Spec.Model.WebIdentity = &servingv1alpha1.WebIdentity{ClientID: "model-reader"}
+		}), "spec.model.webIdentity.clientId", "should match"},
+		{"a directory at a host not Azure's", newModelServer(ns, "httpdir", func(ms *servingv1alpha1.ModelServer) {
+			ms.Spec.Model.StorageURI = "https://models.blob.core.windows.net.example/team/resnet/"
+		}), "spec.model.storageUri", "must name a file or an archive"},
 		{"a role for a gs:// model", newModelServer(ns, "rolegs", func(ms *servingv1alpha1.ModelServer) {
 			ms.Spec.Model.StorageURI = "gs://models/resnet"
 			ms.Spec.Model.WebIdentity = &servingv1alpha1.WebIdentity{RoleARN: "arn:aws:iam::123456789012:role/r"}

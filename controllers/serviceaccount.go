@@ -42,11 +42,11 @@ func ServiceAccountsCache() cache.ByObject {
 	}}
 }
 
-// roleAnnotations are the annotations of sa that name the IAM role its
-// pods assume; nil for none.
+// roleAnnotations are the annotations of sa that name the identity its
+// pods take (values.AccountAnnotations); nil for none.
 func roleAnnotations(sa *corev1.ServiceAccount) map[string]string {
 	var out map[string]string
-	for _, k := range []string{values.AnnotationRoleARN, values.AnnotationRoleAudience} {
+	for _, k := range values.AccountAnnotations {
 		if v, ok := sa.Annotations[k]; ok {
 			if out == nil {
 				out = map[string]string{}
@@ -69,7 +69,10 @@ func (r *ModelServerReconciler) observeServiceAccount(ctx context.Context, ms *s
 	if err != nil || sa == nil {
 		return values.Account{}, err
 	}
-	account := values.Account{RoleARN: sa.Annotations[values.AnnotationRoleARN], Audience: sa.Annotations[values.AnnotationRoleAudience]}
+	account := values.Account{
+		RoleARN: sa.Annotations[values.AnnotationRoleARN], Audience: sa.Annotations[values.AnnotationRoleAudience],
+		ClientID: sa.Annotations[values.AnnotationClientID], TenantID: sa.Annotations[values.AnnotationTenantID],
+	}
 	for _, s := range sa.ImagePullSecrets {
 		account.PullSecrets = append(account.PullSecrets, s.Name)
 	}

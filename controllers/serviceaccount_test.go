@@ -87,38 +87,58 @@ func jobPullSecrets(j batchv1.Job) []string {
 // service account to be annotated with one, as eksctl annotates it; the
 // annotation wakes the ModelServer, whose fetch assumes that role.
 func TestAWebIdentityWithoutARoleTakesTheServiceAccountsAnnotatedRole(t *testing.T) {
+	const role = "arn:aws:iam::123456789012:role/model-reader"
+	waitForTheAccountsIdentity(t, "s3://models/resnet",
+		`spec.model.webIdentity.roleArn: is not set, and service account "model-reader" has no eks.amazonaws.com/role-arn annotation to take it from`,
+		map[string]string{"eks.amazonaws.com/role-arn": role}, role)
+}
+
+// TestAnAzureWebIdentityTakesTheServiceAccountsAnnotatedApplication: the
+// same for an Azure model and Microsoft Entra Workload ID's annotations.
+func TestAnAzureWebIdentityTakesTheServiceAccountsAnnotatedApplication(t *testing.T) {
+	const app = "00000000-1111-2222-3333-444444444444"
+	waitForTheAccountsIdentity(t, "https://models.blob.core.windows.net/team/resnet",
+		`spec.model.webIdentity.clientId: is not set, and service account "model-reader" has no azure.workload.identity/client-id annotation to take it from`,
+		map[string]string{"azure.workload.identity/client-id": app, "azure.workload.identity/tenant-id": "contoso.onmicrosoft.com"}, app)
+}
+
+// waitForTheAccountsIdentity makes a ModelServer of the model at uri whose
+// webIdentity names nothing, sees it Failed with message, annotates its
+// service account, and waits for a fetch Job whose arguments hold want,
+// and for the ModelServer to be Ready.
+func waitForTheAccountsIdentity(t *testing.T, uri, message string, annotations map[string]string, want string) {
+	t.Helper()
 	ns := newNamespace(t)
 	ctx := context.Background()
 	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "model-reader"}}
 	if err := env.client.Create(ctx, sa); err != nil {
 		t.Fatal(err)
 	}
-	ms := newModelServer(ns, "sa-role", func(ms *servingv1alpha1.ModelServer) {
+	ms := newModelServer(ns, "sa-identity", func(ms *servingv1alpha1.ModelServer) {
+		ms.Spec.Model.StorageURI = uri
 		ms.Spec.Model.WebIdentity = &servingv1alpha1.WebIdentity{}
 		ms.Spec.PodTemplate.ServiceAccountName = "model-reader"
 	})
 	if err := env.client.Create(ctx, ms); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 30*time.Second, "the missing role named", func(ctx context.Context) (bool, string) {
+	eventually(t, 30*time.Second, "the missing identity named", func(ctx context.Context) (bool, string) {
 		got := get(t, ns, ms.Name, &servingv1alpha1.ModelServer{})
-		return got.Status.Phase == servingv1alpha1.PhaseFailed &&
-			got.Status.Message == `spec.model.webIdentity.roleArn: is not set, and service account "model-reader" has no eks.amazonaws.com/role-arn annotation to take it from`, got.Status.Message
+		return got.Status.Phase == servingv1alpha1.PhaseFailed && got.Status.Message == message, got.Status.Message
 	})
 
-	const role = "arn:aws:iam::123456789012:role/model-reader"
 	patch := client.MergeFrom(sa.DeepCopy())
-	sa.Annotations = map[string]string{"eks.amazonaws.com/role-arn": role}
+	sa.Annotations = annotations
 	if err := env.client.Patch(ctx, sa, patch); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 30*time.Second, "a fetch Job assuming the annotated role", func(ctx context.Context) (bool, string) {
+	eventually(t, 30*time.Second, "a fetch Job taking the annotated identity", func(ctx context.Context) (bool, string) {
 		jobs := &batchv1.JobList{}
 		if err := env.client.List(ctx, jobs, client.InNamespace(ns)); err != nil {
 			return false, err.Error()
 		}
 		for _, j := range jobs.Items {
-			if args := j.Spec.Template.Spec.Containers[0].Args; slices.Contains(args, role) {
+			if args := j.Spec.Template.Spec.Containers[0].Args; slices.Contains(args, want) {
 				return true, ""
 			}
 		}

@@ -415,9 +415,10 @@ type NetworkPolicySpec struct {
 // +kubebuilder:validation:XValidation:rule="!has(self.refreshInterval) || !self.storageUri.startsWith('pvc://')",message="spec.model.refreshInterval does not apply to a pvc:// model: it is served from its claim in place, where TensorFlow Serving finds new versions itself"
 // +kubebuilder:validation:XValidation:rule="!has(self.refreshInterval) || !(self.storageUri.contains('#sha256=') || (self.storageUri.startsWith('oci://') && self.storageUri.contains('@')))",message="spec.model.refreshInterval does not apply to a storageUri that pins the model's digest: every round would fetch the same model"
 // +kubebuilder:validation:XValidation:rule="!has(self.signature) || self.storageUri.startsWith('oci://')",message="spec.model.signature applies to oci:// models only: their signatures are in their registry"
-// +kubebuilder:validation:XValidation:rule="!has(self.webIdentity) || self.storageUri.startsWith('s3://') || self.storageUri.startsWith('gs://')",message="spec.model.webIdentity applies to s3:// and gs:// models only"
-// +kubebuilder:validation:XValidation:rule="!has(self.webIdentity) || !self.storageUri.startsWith('s3://') || !(has(self.webIdentity.provider) || has(self.webIdentity.serviceAccount))",message="spec.model.webIdentity of an s3:// model names an IAM role (roleArn), not a provider or a service account"
-// +kubebuilder:validation:XValidation:rule="!has(self.webIdentity) || !self.storageUri.startsWith('gs://') || (has(self.webIdentity.provider) && !has(self.webIdentity.roleArn))",message="spec.model.webIdentity of a gs:// model names its Workload Identity Federation provider, not an IAM role"
+// +kubebuilder:validation:XValidation:rule="!has(self.webIdentity) || self.storageUri.startsWith('s3://') || self.storageUri.startsWith('gs://') || self.storageUri.matches('(?i)^https://[a-z0-9]{3,24}(-secondary)?[.](blob[.]core[.](windows[.]net|chinacloudapi[.]cn|usgovcloudapi[.]net)|z[0-9]{2}[.]blob[.]storage[.]azure[.]net)/')",message="spec.model.webIdentity applies to s3://, gs:// and Azure Blob Storage (https://<account>.blob.core.windows.net/...) models only"
+// +kubebuilder:validation:XValidation:rule="!has(self.webIdentity) || !self.storageUri.startsWith('s3://') || !(has(self.webIdentity.provider) || has(self.webIdentity.serviceAccount) || has(self.webIdentity.clientId) || has(self.webIdentity.tenantId))",message="spec.model.webIdentity of an s3:// model names an IAM role (roleArn), not a provider, a service account or an Entra application"
+// +kubebuilder:validation:XValidation:rule="!has(self.webIdentity) || !self.storageUri.startsWith('gs://') || (has(self.webIdentity.provider) && !has(self.webIdentity.roleArn) && !has(self.webIdentity.clientId) && !has(self.webIdentity.tenantId))",message="spec.model.webIdentity of a gs:// model names its Workload Identity Federation provider, not an IAM role or an Entra application"
+// +kubebuilder:validation:XValidation:rule="!has(self.webIdentity) || !self.storageUri.matches('(?i)^https://[a-z0-9]{3,24}(-secondary)?[.](blob[.]core[.](windows[.]net|chinacloudapi[.]cn|usgovcloudapi[.]net)|z[0-9]{2}[.]blob[.]storage[.]azure[.]net)/') || !(has(self.webIdentity.roleArn) || has(self.webIdentity.provider) || has(self.webIdentity.serviceAccount))",message="spec.model.webIdentity of an Azure Blob Storage model names a Microsoft Entra application (clientId, tenantId), not an IAM role, a provider or a service account"
 type ModelSpec struct {
 	// name is the TensorFlow Serving model name, the <name> in
 	// /v1/models/<name>. Default: the ModelServer's name.
@@ -428,6 +429,8 @@ type ModelSpec struct {
 	Name string `json:"name,omitempty"`
 
 	// storageUri is where the model is: s3://bucket/prefix, gs://bucket/prefix,
+	// https://<account>.blob.core.windows.net/<container>/prefix (Azure
+	// Blob Storage, also in Azure's other clouds),
 	// https://host/path (a .tar, .tar.gz, .tgz or .zip archive; end it with
 	// #sha256=<hex> to pin it), pvc://claim/path (a claim of yours in this
 	// namespace, mounted read-only as it is, nothing copied),
@@ -452,14 +455,16 @@ type ModelSpec struct {
 	// +kubebuilder:validation:XValidation:rule="!(self.startsWith('s3://') || self.startsWith('gs://')) || self.matches('^[a-z0-9]+://[^/?#]')",message="spec.model.storageUri: an s3:// or gs:// URI must name a bucket: s3://<bucket>[/prefix]"
 	// +kubebuilder:validation:XValidation:rule="!(self.startsWith('s3://') || self.startsWith('gs://')) || self.matches('^[a-z0-9]+://[^/?#@]*(/[^?#]*)?(#.*)?$')",message="spec.model.storageUri: an s3:// or gs:// URI takes no user info or query parameters: put credentials in the credentialsSecret"
 	// +kubebuilder:validation:XValidation:rule="!(self.startsWith('http://') || self.startsWith('https://')) || self.matches('^https?://[^/?#@]+([/?#].*)?$')",message="spec.model.storageUri: an http(s):// URL must name a host and take no user info: put an Authorization header in the credentialsSecret's http-headers"
-	// +kubebuilder:validation:XValidation:rule="!(self.startsWith('http://') || self.startsWith('https://')) || self.matches('^https?://[^/?#]*/([^?#]*/)?([^/?#.][^/?#]*|[.][^/?#]+)([?#].*)?$')",message="spec.model.storageUri: an http(s):// URL must name a file or an archive (.tar, .tar.gz, .tgz, .zip), not a directory"
+	// +kubebuilder:validation:XValidation:rule="!(self.startsWith('http://') || self.startsWith('https://')) || self.matches('(?i)^https://[a-z0-9]{3,24}(-secondary)?[.](blob[.]core[.](windows[.]net|chinacloudapi[.]cn|usgovcloudapi[.]net)|z[0-9]{2}[.]blob[.]storage[.]azure[.]net)/') || self.matches('^https?://[^/?#]*/([^?#]*/)?([^/?#.][^/?#]*|[.][^/?#]+)([?#].*)?$')",message="spec.model.storageUri: an http(s):// URL must name a file or an archive (.tar, .tar.gz, .tgz, .zip), not a directory (an Azure Blob Storage URL, https://<account>.blob.core.windows.net/<container>/<prefix>, may name one)"
 	// +required
 	StorageURI string `json:"storageUri"`
 
 	// credentialsSecret names a Secret in the ModelServer's namespace whose
 	// keys the model-fetch Job reads (per scheme: AWS_ACCESS_KEY_ID,
 	// AWS_SECRET_ACCESS_KEY, AWS_ENDPOINT_URL, AWS_REGION for s3://;
-	// service-account.json for gs://; headers for https://;
+	// service-account.json for gs://; AZURE_STORAGE_ACCESS_KEY,
+	// AZURE_STORAGE_SAS_TOKEN, or AZURE_TENANT_ID, AZURE_CLIENT_ID and
+	// AZURE_CLIENT_SECRET for Azure Blob Storage; http-headers for https://;
 	// .dockerconfigjson, ca.crt and plain-http for oci://, so that a
 	// kubernetes.io/dockerconfigjson Secret serves).
 	// +kubebuilder:validation:MaxLength=253
@@ -478,11 +483,16 @@ type ModelSpec struct {
 	// webIdentity: {} takes the role the service account is annotated
 	// with. For a gs:// model it is exchanged through Google Cloud's
 	// Workload Identity Federation provider, which must trust the
-	// cluster's issuer. Credentials are renewed while the fetch runs.
+	// cluster's issuer. For an Azure Blob Storage model it signs in to
+	// Microsoft Entra ID as an application whose federated credential
+	// trusts the issuer and the subject (Microsoft Entra Workload ID);
+	// webIdentity: {} takes the application the service account is
+	// annotated with. Credentials are renewed while the fetch runs.
 	// credentialsSecret may still give endpoints (AWS_REGION,
 	// AWS_ENDPOINT_URL, AWS_ENDPOINT_URL_STS, AWS_CA_BUNDLE;
 	// GCS_ENDPOINT_URL, GCP_STS_ENDPOINT_URL,
-	// GCP_IAM_CREDENTIALS_ENDPOINT_URL), but no keys.
+	// GCP_IAM_CREDENTIALS_ENDPOINT_URL; AZURE_STORAGE_BLOB_ENDPOINT,
+	// AZURE_AUTHORITY_HOST, AZURE_CA_BUNDLE), but no keys.
 	// +optional
 	WebIdentity *WebIdentity `json:"webIdentity,omitempty"`
 
@@ -542,9 +552,10 @@ type ModelSpec struct {
 	VersionLabels map[string]int64 `json:"versionLabels,omitempty"`
 }
 
-// WebIdentity names what an s3:// or gs:// model's fetch reads it as,
-// with the pods' service account token: an IAM role, or a Workload
-// Identity Federation provider (and a Google service account).
+// WebIdentity names what an s3://, gs:// or Azure Blob Storage model's
+// fetch reads it as, with the pods' service account token: an IAM role, a
+// Workload Identity Federation provider (and a Google service account),
+// or a Microsoft Entra application.
 type WebIdentity struct {
 	// roleArn is the role: arn:aws:iam::<account>:role/<name>, or an
 	// S3-compatible store's (MinIO's arn:minio:iam:::role/<id>). Default:
@@ -560,7 +571,8 @@ type WebIdentity struct {
 	// Default, for s3://: sts.amazonaws.com, as EKS's, or for a role taken
 	// from the service account, its eks.amazonaws.com/audience annotation
 	// if it has one; for gs://: the provider's own,
-	// https://iam.googleapis.com/<provider>.
+	// https://iam.googleapis.com/<provider>; for Azure:
+	// api://AzureADTokenExchange, as Entra's federated credentials expect.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
 	// +kubebuilder:validation:Pattern=`^[\x21-\x7e]+$`
@@ -581,6 +593,22 @@ type WebIdentity struct {
 	// +kubebuilder:validation:Pattern=`^[a-z0-9-]+@[a-z0-9.-]+\.iam\.gserviceaccount\.com$`
 	// +optional
 	ServiceAccount string `json:"serviceAccount,omitempty"`
+	// clientId, for an Azure Blob Storage model, is the application (or
+	// user-assigned managed identity) signed in as: its client ID, which
+	// holds a federated credential for the service account. Default: the
+	// service account's azure.workload.identity/client-id annotation, as
+	// Microsoft Entra Workload ID annotates it.
+	// +kubebuilder:validation:Pattern=`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`
+	// +kubebuilder:validation:MaxLength=36
+	// +optional
+	ClientID string `json:"clientId,omitempty"`
+	// tenantId, for an Azure Blob Storage model, is the application's
+	// Microsoft Entra tenant: its ID or a domain of it. Default: the
+	// service account's azure.workload.identity/tenant-id annotation.
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[0-9A-Za-z]([0-9A-Za-z.-]*[0-9A-Za-z])?$`
+	// +optional
+	TenantID string `json:"tenantId,omitempty"`
 }
 
 // ModelSignature names the keys whose cosign signature an oci:// model's

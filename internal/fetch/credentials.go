@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
+	"github.com/modelserver-dev/modelserver-operator/internal/storageuri"
 )
 
 // Keys of the credentials Secret, one file each in --credentials-dir.
@@ -30,7 +31,8 @@ const (
 
 // secretKeys are the keys whose values must never be shown: in messages,
 // logs or the termination message.
-var secretKeys = []string{KeyAWSAccessKeyID, KeyAWSSecretAccessKey, KeyAWSSessionToken, KeyGCSServiceAccount, KeyHTTPHeaders, KeyDockerConfigJSON}
+var secretKeys = []string{KeyAWSAccessKeyID, KeyAWSSecretAccessKey, KeyAWSSessionToken, KeyGCSServiceAccount, KeyHTTPHeaders, KeyDockerConfigJSON,
+	KeyAzureAccessKey, KeyAzureSASToken, KeyAzureClientSecret}
 
 // Credentials are the files of a mounted Secret, by key.
 type Credentials struct {
@@ -239,7 +241,13 @@ func unwrapPathError(err error) error {
 func CheckCredentialKeys(uri string, webIdentity bool, keys []string) string {
 	has := func(k string) bool { return slices.Contains(keys, k) }
 	var read []string
-	switch {
+	switch loc, _ := storageuri.Parse(uri); {
+	case loc.Scheme == storageuri.SchemeAzure:
+		if problem := checkAzureKeys(webIdentity, loc.URL.RawQuery != "", has); problem != "" {
+			return problem
+		}
+		read = []string{KeyAzureAccessKey, KeyAzureSASToken, KeyAzureTenantID, KeyAzureClientID, KeyAzureClientSecret,
+			KeyAzureAuthorityHost, KeyAzureBlobEndpoint, KeyAzureCABundle}
 	case strings.HasPrefix(uri, "s3://"):
 		if webIdentity && (has(KeyAWSAccessKeyID) || has(KeyAWSSecretAccessKey)) {
 			return fmt.Sprintf("spec.model.webIdentity assumes a role with the pods' service account token: the Secret must not hold %s or %s as well", KeyAWSAccessKeyID, KeyAWSSecretAccessKey)
@@ -270,4 +278,30 @@ func CheckCredentialKeys(uri string, webIdentity bool, keys []string) string {
 	}
 	return fmt.Sprintf("it has none of the keys read for this URI (%s); its keys: [%s]",
 		strings.Join(read, ", "), strings.Join(shown, ", "))
+}
+
+// checkAzureKeys says what is wrong with the keys of an Azure model's
+// credentials Secret: more than one identity (a key, a SAS in the Secret
+// or the URI, a service principal, the webIdentity's application), or a service principal's
+// secret without its tenant and client.
+func checkAzureKeys(webIdentity, uriSAS bool, has func(string) bool) string {
+	var given []string
+	if uriSAS {
+		given = append(given, "the storage URI's shared access signature")
+	}
+	for _, k := range []string{KeyAzureAccessKey, KeyAzureSASToken, KeyAzureClientSecret} {
+		if has(k) {
+			given = append(given, k)
+		}
+	}
+	if webIdentity && len(given) > 0 {
+		return fmt.Sprintf("spec.model.webIdentity signs in with the pods' service account token: the model must not be given %s as well", strings.Join(given, " or "))
+	}
+	if len(given) > 1 {
+		return fmt.Sprintf("the model is read with one identity, and it is given %s: keep one", strings.Join(given, " and "))
+	}
+	if has(KeyAzureClientSecret) && (!has(KeyAzureTenantID) || !has(KeyAzureClientID)) {
+		return fmt.Sprintf("%s needs %s and %s beside it", KeyAzureClientSecret, KeyAzureTenantID, KeyAzureClientID)
+	}
+	return ""
 }

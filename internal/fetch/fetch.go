@@ -45,8 +45,9 @@ type Options struct {
 	Dest string
 	// CredentialsDir is a mounted Secret, one file per key; "" for none.
 	CredentialsDir string
-	// WebIdentity, for s3://, assumes a role with a service account
-	// token instead of the Secret's keys (zero: none).
+	// WebIdentity reads the model as an identity a service account token
+	// is exchanged for (an IAM role, a federated Google identity, an
+	// Entra application) instead of the Secret's keys (zero: none).
 	WebIdentity WebIdentity
 	// PullSecrets are the serving pods' image pull secrets, read for an
 	// oci:// model's registry credentials after the credentials Secret's.
@@ -366,7 +367,7 @@ func (f *fetcher) fetchInto(ctx context.Context, staging string) ([]fileRecord, 
 
 func (f *fetcher) openSource(ctx context.Context) (Source, error) {
 	transport, err := newTransport(transportOptions{
-		CABundle:           []byte(f.creds.values[KeyAWSCABundle]),
+		CABundle:           []byte(f.creds.values[caBundleKey(f.loc.Scheme)]),
 		InsecureSkipVerify: strings.EqualFold(f.creds.Get(KeyAWSInsecureSkipTLS), "true"),
 		Conns:              f.o.Concurrency,
 	})
@@ -378,6 +379,8 @@ func (f *fetcher) openSource(ctx context.Context) (Source, error) {
 		return newS3Source(ctx, f.loc, f.creds, f.o.WebIdentity, transport, f.o.MaxFiles)
 	case storageuri.SchemeGCS:
 		return newGCSSource(ctx, f.loc, f.creds, f.o.WebIdentity, transport, f.o.MaxFiles)
+	case storageuri.SchemeAzure:
+		return newAzureSource(f.loc, f.creds, f.o.WebIdentity, transport, f.o.MaxFiles)
 	case storageuri.SchemeHTTP, storageuri.SchemeHTTPS:
 		var part int64
 		if f.o.Concurrency > 1 {
@@ -388,6 +391,15 @@ func (f *fetcher) openSource(ctx context.Context) (Source, error) {
 		return newLocalSource(f.loc, f.o.MaxFiles), nil
 	}
 	return nil, permanentf(servingv1alpha1.ReasonInvalidURI, "%s: no source for scheme %q", f.loc, f.loc.Scheme)
+}
+
+// caBundleKey is the credentials Secret's key for the PEM of the CA a
+// store's endpoint is signed by: named as its cloud's tools name it.
+func caBundleKey(scheme storageuri.Scheme) string {
+	if scheme == storageuri.SchemeAzure {
+		return KeyAzureCABundle
+	}
+	return KeyAWSCABundle
 }
 
 // download copies the listed files into staging. archive tells that the

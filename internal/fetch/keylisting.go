@@ -12,15 +12,20 @@ import (
 // names in it: what the S3 and GCS sources share, how they name keys and
 // how they list them.
 type bucketPrefix struct {
-	scheme   storageuri.Scheme
+	root     string // scheme://bucket, as messages name it
 	name     string // the bucket
 	prefix   string // no leading or trailing slash; "" for the whole bucket
 	single   string // the key of the one object, when the prefix names one
 	maxFiles int
 }
 
-func newBucketPrefix(scheme storageuri.Scheme, loc storageuri.Location, maxFiles int) bucketPrefix {
-	return bucketPrefix{scheme: scheme, name: loc.Bucket, prefix: loc.Prefix, maxFiles: maxFiles}
+func newBucketPrefix(loc storageuri.Location, maxFiles int) bucketPrefix {
+	root := string(loc.Scheme) + "://" + loc.Bucket
+	if loc.Scheme == storageuri.SchemeAzure {
+		// The container's URL, as the URI names it; no SAS.
+		root = loc.URL.Scheme + "://" + loc.URL.Host + "/" + loc.Bucket
+	}
+	return bucketPrefix{root: root, name: loc.Bucket, prefix: loc.Prefix, maxFiles: maxFiles}
 }
 
 // listPrefix is what the store is asked to list: the prefix as a
@@ -42,12 +47,12 @@ func (b *bucketPrefix) key(rel string) string {
 }
 
 // Describe names the file rel, or the prefix when rel is "", for
-// messages: scheme://bucket/key.
+// messages: scheme://bucket/key, or the container's URL and the key.
 func (b *bucketPrefix) Describe(rel string) string {
 	if rel == "" {
-		return string(b.scheme) + "://" + b.name + "/" + b.listPrefix()
+		return b.root + "/" + b.listPrefix()
 	}
-	return string(b.scheme) + "://" + b.name + "/" + b.key(rel)
+	return b.root + "/" + b.key(rel)
 }
 
 // keyListing turns the keys a store lists below b's prefix into a

@@ -84,7 +84,7 @@ func newGCSSource(ctx context.Context, loc storageuri.Location, creds Credential
 			api.RawPath += "/"
 		}
 	}
-	return &gcsSource{bucketPrefix: newBucketPrefix(storageuri.SchemeGCS, loc, maxFiles), client: client, api: api}, nil
+	return &gcsSource{bucketPrefix: newBucketPrefix(loc, maxFiles), client: client, api: api}, nil
 }
 
 // objectURL is the JSON API's URL of an object, the bucket's objects

@@ -62,5 +62,5 @@ func newS3Source(ctx context.Context, loc storageuri.Location, creds Credentials
 	if err != nil {
 		return nil, classify(err, "s3://"+loc.Bucket)
 	}
-	return &blobSource{bucketPrefix: newBucketPrefix(storageuri.SchemeS3, loc, maxFiles), bucket: bucket}, nil
+	return &blobSource{bucketPrefix: newBucketPrefix(loc, maxFiles), bucket: bucket}, nil
 }

@@ -258,6 +258,7 @@ func TestTheDigestDependsOnContentNotOrder(t *testing.T) {
 }
 
 func TestCheckCredentialKeysNamesMissingKeysAndNoValues(t *testing.T) {
+	const azureURI = "https://acct.blob.core.windows.net/models/m"
 	for _, c := range []struct {
 		uri         string
 		webIdentity bool
@@ -279,6 +280,16 @@ func TestCheckCredentialKeysNamesMissingKeysAndNoValues(t *testing.T) {
 		{"https://h/m.tgz", false, []string{KeyHTTPHeaders}, false},
 		{"https://h/m.tgz", false, []string{"token"}, true},
 		{"/models/m", false, []string{"anything"}, false},
+		{azureURI, false, []string{KeyAzureAccessKey}, false},
+		{azureURI, false, []string{KeyAzureSASToken, KeyAzureBlobEndpoint}, false},
+		{azureURI, false, []string{KeyAzureTenantID, KeyAzureClientID, KeyAzureClientSecret, KeyAzureAuthorityHost}, false},
+		{azureURI, false, []string{KeyAzureClientID, KeyAzureClientSecret}, true},
+		{azureURI, false, []string{KeyAzureAccessKey, KeyAzureSASToken}, true},
+		{azureURI + "?sv=1&sig=x", false, []string{KeyAzureAccessKey}, true},
+		{azureURI, false, []string{KeyHTTPHeaders}, true},
+		{azureURI, true, []string{KeyAzureBlobEndpoint, KeyAzureAuthorityHost}, false},
+		{azureURI, true, []string{KeyAzureAccessKey}, true},
+		{azureURI, true, []string{KeyAzureTenantID, KeyAzureClientID, KeyAzureClientSecret}, true},
 	} {
 		msg := CheckCredentialKeys(c.uri, c.webIdentity, c.keys)
 		if (msg != "") != c.bad {

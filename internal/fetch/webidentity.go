@@ -27,6 +27,10 @@ type WebIdentity struct {
 	// none. ServiceAccount is the Google service account it impersonates,
 	// "" to read as itself.
 	Provider, ServiceAccount string
+	// ClientID is the Microsoft Entra application (or user-assigned
+	// managed identity) an Azure model's fetch signs in as, in tenant
+	// TenantID; "" for none.
+	ClientID, TenantID string
 	// TokenFile is the token, projected by the kubelet, which renews it:
 	// it is read again for each new credential.
 	TokenFile string

@@ -39,13 +39,15 @@ func fetchCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		pullSecretsDir string
 		pullSecrets    string
 	)
-	fs.StringVar(&o.URI, "uri", "", "The model's storage URI: s3://bucket/prefix, gs://bucket/prefix, http(s)://host/file[#sha256=hex], pvc://claim/path, oci://registry/repository[:tag][@digest] or /absolute/dir.")
+	fs.StringVar(&o.URI, "uri", "", "The model's storage URI: s3://bucket/prefix, gs://bucket/prefix, https://<account>.blob.core.windows.net/container/prefix, http(s)://host/file[#sha256=hex], pvc://claim/path, oci://registry/repository[:tag][@digest] or /absolute/dir.")
 	fs.StringVar(&o.Dest, "dest", "", "The model's base directory as TF Serving sees it (for pvc://: where the claim's path is mounted, verified only).")
 	fs.StringVar(&o.CredentialsDir, "credentials-dir", "", "A mounted Secret, one file per key (AWS_ACCESS_KEY_ID, service-account.json, http-headers, ...).")
 	fs.StringVar(&o.WebIdentity.RoleARN, "web-identity-role-arn", "", "For s3://: the IAM role assumed with --web-identity-token-file through STS AssumeRoleWithWebIdentity, instead of keys.")
 	fs.StringVar(&o.WebIdentity.Provider, "web-identity-provider", "", "For gs://: the Workload Identity Federation provider (projects/<number>/locations/global/workloadIdentityPools/<pool>/providers/<provider>) that --web-identity-token-file is exchanged with, instead of a key.")
 	fs.StringVar(&o.WebIdentity.ServiceAccount, "web-identity-service-account", "", "For gs://: the Google service account the federated identity impersonates (default: none, it reads as itself).")
-	fs.StringVar(&o.WebIdentity.TokenFile, "web-identity-token-file", "", "The service account token the role is assumed with, or exchanged at the provider, read again for each new credential.")
+	fs.StringVar(&o.WebIdentity.ClientID, "web-identity-client-id", "", "For Azure Blob Storage: the Microsoft Entra application (or managed identity) signed in as with --web-identity-token-file (Workload ID), instead of a key.")
+	fs.StringVar(&o.WebIdentity.TenantID, "web-identity-tenant-id", "", "For Azure Blob Storage: the Microsoft Entra tenant of --web-identity-client-id.")
+	fs.StringVar(&o.WebIdentity.TokenFile, "web-identity-token-file", "", "The service account token the role is assumed with, exchanged at the provider, or signed in with, read again for each new credential.")
 	fs.StringVar(&o.WebIdentity.SessionName, "web-identity-session-name", "", "The STS session's name, as the store's audit log shows it (default: modelserver-fetch).")
 	fs.StringVar(&pullSecretsDir, "pull-secrets-dir", "", "Where the image pull secrets named by --pull-secrets are mounted, each in a directory of its name holding its .dockerconfigjson or .dockercfg.")
 	fs.StringVar(&pullSecrets, "pull-secrets", "", "The serving pods' image pull secrets, comma-separated, whose registry credentials an oci:// model's registry is given after those of --credentials-dir.")
@@ -78,9 +80,10 @@ func fetchCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	}
 	switch {
 	case err != nil:
-	case (o.WebIdentity.RoleARN == "" && o.WebIdentity.Provider == "") != (o.WebIdentity.TokenFile == ""),
-		o.WebIdentity.RoleARN != "" && o.WebIdentity.Provider != "":
-		err = &fetch.Error{Reason: servingv1alpha1.ReasonFetchFailed, Message: "--web-identity-token-file goes with one of --web-identity-role-arn and --web-identity-provider", Permanent: true}
+	case identities(o.WebIdentity) != 0 && o.WebIdentity.TokenFile == "" || identities(o.WebIdentity) != 1 && o.WebIdentity.TokenFile != "":
+		err = &fetch.Error{Reason: servingv1alpha1.ReasonFetchFailed, Message: "--web-identity-token-file goes with one of --web-identity-role-arn, --web-identity-provider and --web-identity-client-id", Permanent: true}
+	case (o.WebIdentity.ClientID == "") != (o.WebIdentity.TenantID == ""):
+		err = &fetch.Error{Reason: servingv1alpha1.ReasonFetchFailed, Message: "--web-identity-client-id goes with --web-identity-tenant-id", Permanent: true}
 	case pullSecrets != "" && pullSecretsDir == "":
 		err = &fetch.Error{Reason: servingv1alpha1.ReasonFetchFailed, Message: "--pull-secrets needs --pull-secrets-dir", Permanent: true}
 	case fs.NArg() > 0:
@@ -104,4 +107,16 @@ func fetchCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		log.Error("fetch failed", "message", msg, "reason", fetch.AsError(err).Reason, "exitCode", fetch.ExitCode(err))
 	}
 	return fetch.ExitCode(err)
+}
+
+// identities counts the identities a web identity names: a role, a
+// federation provider, an Entra application.
+func identities(w fetch.WebIdentity) int {
+	n := 0
+	for _, id := range []string{w.RoleARN, w.Provider, w.ClientID} {
+		if id != "" {
+			n++
+		}
+	}
+	return n
 }

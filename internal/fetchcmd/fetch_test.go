@@ -76,6 +76,11 @@ func TestFetchCommandExitCodes(t *testing.T) {
 		{"a bad URI", []string{"--uri", "ftp://h/m", "--dest", dest}, fetchcontract.PermanentFailureExitCode, servingv1alpha1.ReasonInvalidURI},
 		{"no URI", []string{"--dest", dest}, fetchcontract.PermanentFailureExitCode, servingv1alpha1.ReasonInvalidURI},
 		{"an unknown flag", []string{"--uri", "/m", "--dest", dest, "--colour", "blue"}, fetchcontract.PermanentFailureExitCode, servingv1alpha1.ReasonFetchFailed},
+		{"a token file and no identity", []string{"--uri", "/m", "--dest", dest, "--web-identity-token-file", "/t"}, fetchcontract.PermanentFailureExitCode, servingv1alpha1.ReasonFetchFailed},
+		{"two identities", []string{"--uri", "/m", "--dest", dest, "--web-identity-token-file", "/t", "--web-identity-role-arn", "arn:aws:iam::1:role/r",
+			"--web-identity-client-id", "00000000-1111-2222-3333-444444444444", "--web-identity-tenant-id", "t"}, fetchcontract.PermanentFailureExitCode, servingv1alpha1.ReasonFetchFailed},
+		{"an application without its tenant", []string{"--uri", "/m", "--dest", dest, "--web-identity-token-file", "/t",
+			"--web-identity-client-id", "00000000-1111-2222-3333-444444444444"}, fetchcontract.PermanentFailureExitCode, servingv1alpha1.ReasonFetchFailed},
 		// FetchFailed or Timeout, whichever comes first.
 		{"a refused connection", []string{"--uri", "http://127.0.0.1:1/m.tar.gz", "--dest", dest, "--timeout", "200ms"}, 1, ""},
 	}

@@ -27,16 +27,24 @@ const (
 	SchemePVC   Scheme = "pvc"
 	SchemeLocal Scheme = "file"
 	SchemeOCI   Scheme = "oci"
+	// SchemeAzure is Azure Blob Storage: an https:// URI whose host is a
+	// storage account's blob endpoint (azureBlobHost), written as the
+	// portal and KServe write it.
+	SchemeAzure Scheme = "azure"
 )
 
 // Location is a parsed storage URI.
 type Location struct {
 	Scheme Scheme
-	// Bucket and Prefix for s3:// and gs://; Prefix has no leading or
-	// trailing slash, and is empty for a whole bucket.
+	// Bucket and Prefix for s3://, gs:// and Azure (its container);
+	// Prefix has no leading or trailing slash, and is empty for a whole
+	// bucket.
 	Bucket string
 	Prefix string
-	// URL is the request URL of an http(s):// source, without fragment.
+	// Account is the storage account of an Azure URI.
+	Account string
+	// URL is the request URL of an http(s):// source, without fragment;
+	// for Azure, the container's URL with the URI's SAS, if it has one.
 	URL *url.URL
 	// Path is the directory of a local source, or the claim's sub-path of
 	// a pvc:// one.
@@ -71,7 +79,9 @@ type Error struct {
 func (e *Error) Error() string { return fmt.Sprintf("%q: ", e.URI) + e.Problem }
 
 // Parse parses a model's storage URI: s3://bucket/prefix,
-// gs://bucket/prefix, http(s)://host/path[#sha256=hex], pvc://claim/path,
+// gs://bucket/prefix,
+// https://<account>.blob.core.windows.net/container/prefix (Azure),
+// http(s)://host/path[#sha256=hex], pvc://claim/path,
 // oci://registry/repository[:tag][@digest], or an absolute directory
 // path. A URI it refuses yields an *Error.
 func Parse(raw string) (Location, error) {
@@ -114,7 +124,12 @@ func Parse(raw string) (Location, error) {
 		if loc.Prefix != "" && !SafeRelPath(loc.Prefix) {
 			return invalid("the object prefix has empty, . or .. segments")
 		}
-	case SchemeHTTP, SchemeHTTPS:
+	case SchemeHTTPS:
+		if m := azureBlobHost.FindStringSubmatch(strings.ToLower(u.Host)); m != nil {
+			return parseAzure(u, loc, m[1])
+		}
+		fallthrough
+	case SchemeHTTP:
 		if u.Host == "" {
 			return invalid("no host")
 		}
@@ -139,6 +154,49 @@ func Parse(raw string) (Location, error) {
 	default:
 		return invalid("unsupported scheme %q: want s3://, gs://, http(s)://, pvc://, oci:// or an absolute path", u.Scheme)
 	}
+	return loc, nil
+}
+
+// azureBlobHost matches the blob endpoint of a storage account in Azure's
+// public, China and US Government clouds, or in an Azure DNS zone, and
+// its read-only secondary (<account>-secondary): the account is the first
+// group.
+var azureBlobHost = regexp.MustCompile(`^([a-z0-9]{3,24})(?:-secondary)?\.(?:blob\.core\.(?:windows\.net|chinacloudapi\.cn|usgovcloudapi\.net)|z[0-9]{2}\.blob\.storage\.azure\.net)$`)
+
+// azureContainer is an Azure container's name: 3 to 63 lower-case
+// letters, digits and single hyphens, starting and ending with a letter
+// or digit; or $root.
+var azureContainer = regexp.MustCompile(`^([a-z0-9]+(-[a-z0-9]+)*|\$root)$`)
+
+// parseAzure reads an Azure Blob Storage URI: the container and the blob
+// prefix from the path, and a shared access signature from the query,
+// which then must be one.
+func parseAzure(u *url.URL, loc Location, account string) (Location, error) {
+	invalid := func(format string, args ...any) (Location, error) {
+		return Location{}, &Error{URI: Redact(loc.raw), Problem: fmt.Sprintf(format, args...)}
+	}
+	if u.User != nil {
+		return invalid("user info is not supported; put credentials in the credentials Secret")
+	}
+	if u.RawQuery != "" && !u.Query().Has("sig") {
+		return invalid("the only query an Azure Blob Storage URI takes is a shared access signature (sv=...&sig=...); put credentials in the credentials Secret")
+	}
+	container, prefix, _ := strings.Cut(strings.TrimPrefix(u.Path, "/"), "/")
+	if container == "" {
+		return invalid("no container: want https://<account>.blob.core.windows.net/<container>[/prefix]")
+	}
+	if !azureContainer.MatchString(container) || len(container) < 3 || len(container) > 63 {
+		return invalid("%q is not a container name: 3 to 63 lower-case letters, digits and single hyphens", container)
+	}
+	loc.Scheme, loc.Account, loc.Bucket = SchemeAzure, account, container
+	loc.Prefix = strings.Trim(prefix, "/")
+	if loc.Prefix != "" && !SafeRelPath(loc.Prefix) {
+		return invalid("the blob prefix has empty, . or .. segments")
+	}
+	req := *u
+	req.Path, req.RawPath = "/"+container, ""
+	req.Fragment, req.RawFragment = "", ""
+	loc.URL = &req
 	return loc, nil
 }
 

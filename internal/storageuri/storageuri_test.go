@@ -48,49 +48,91 @@ func TestParseAcceptsEveryScheme(t *testing.T) {
 	}
 }
 
+func TestParseReadsAnAzureBlobStorageURI(t *testing.T) {
+	for _, c := range []struct {
+		raw, account, container, prefix, url string
+	}{
+		{"https://models.blob.core.windows.net/team/resnet/", "models", "team", "resnet", "https://models.blob.core.windows.net/team"},
+		{"https://Models.Blob.Core.Windows.Net/team", "models", "team", "", "https://Models.Blob.Core.Windows.Net/team"},
+		{"https://models.blob.core.windows.net/team/a%20b/c", "models", "team", "a b/c", "https://models.blob.core.windows.net/team"},
+		{"https://acct-secondary.blob.core.windows.net/t-1/m", "acct", "t-1", "m", "https://acct-secondary.blob.core.windows.net/t-1"},
+		{"https://acct.blob.core.chinacloudapi.cn/t01/m", "acct", "t01", "m", "https://acct.blob.core.chinacloudapi.cn/t01"},
+		{"https://acct.blob.core.usgovcloudapi.net/t01/m", "acct", "t01", "m", "https://acct.blob.core.usgovcloudapi.net/t01"},
+		{"https://acct.z07.blob.storage.azure.net/t01/m", "acct", "t01", "m", "https://acct.z07.blob.storage.azure.net/t01"},
+		{"https://acct.blob.core.windows.net/$root/m.tgz", "acct", "$root", "m.tgz", "https://acct.blob.core.windows.net/$root"},
+		{"https://acct.blob.core.windows.net/t01/m.tgz?sv=2024-08-04&sp=r&sig=c2VjcmV0", "acct", "t01", "m.tgz", "https://acct.blob.core.windows.net/t01?sv=2024-08-04&sp=r&sig=c2VjcmV0"},
+	} {
+		got, err := Parse(c.raw)
+		if err != nil {
+			t.Errorf("Parse(%q): %v", c.raw, err)
+			continue
+		}
+		if got.Scheme != SchemeAzure || got.Account != c.account || got.Bucket != c.container || got.Prefix != c.prefix || got.URL.String() != c.url {
+			t.Errorf("Parse(%q) = %s %q %q %q %s; want azure %q %q %q %s", c.raw, got.Scheme, got.Account, got.Bucket, got.Prefix, got.URL, c.account, c.container, c.prefix, c.url)
+		}
+	}
+	// Another host, or a port, is a plain download; so is http://, which
+	// Azure refuses where secure transfer is required (the default).
+	for _, raw := range []string{"https://acct.blob.core.windows.net.example/t/m.tgz", "https://acct.blob.core.windows.net:8443/t/m.tgz", "http://acct.blob.core.windows.net/t/m.tgz", "https://a.blob.core.windows.net/t/m.tgz"} {
+		if got, err := Parse(raw); err != nil || got.Scheme == SchemeAzure {
+			t.Errorf("Parse(%q) = %s, %v; want a download", raw, got.Scheme, err)
+		}
+	}
+	if got, _ := Parse("https://acct.blob.core.windows.net/t01/m.tgz?sv=1&sig=c2VjcmV0"); strings.Contains(got.String(), "c2VjcmV0") {
+		t.Errorf("String() %q shows the signature", got.String())
+	}
+}
+
 func TestParseRefusesWhatCannotBeFetched(t *testing.T) {
 	hex64 := strings.Repeat("0", 64)
 	for raw, problem := range map[string]string{
-		"":                                       "empty storage URI",
-		"  ":                                     "empty storage URI",
-		"relative/path":                          "unsupported scheme \"\"",
-		"ftp://h/m":                              "unsupported scheme \"ftp\"",
-		"s3://b/%zz":                             "not a URI",
-		"https://x/y#sha256=zz":                  "the fragment must be #sha256=<64 hex digits>",
-		"https://x/y#sha256=" + hex64[:63]:       "the fragment must be #sha256=<64 hex digits>",
-		"https://x/y#sha256=" + hex64 + "0":      "the fragment must be #sha256=<64 hex digits>",
-		"https://x/y#sha256=":                    "the fragment must be #sha256=<64 hex digits>",
-		"https://x/y#md5=" + hex64[:32]:          "the fragment must be #sha256=<64 hex digits>",
-		"s3://":                                  "no bucket",
-		"gs:///prefix":                           "no bucket",
-		"s3://user:pw@b/p":                       "user info and query parameters are not supported",
-		"s3://b/p?versionId=1":                   "user info and query parameters are not supported",
-		"s3://b/a/../b":                          "the object prefix has empty, . or .. segments",
-		"s3://m/a//b":                            "the object prefix has empty, . or .. segments",
-		"gs://m/./b":                             "the object prefix has empty, . or .. segments",
-		"https:///m.tgz":                         "no host",
-		"https://user:pw@h/m.tgz":                "user info in the URL is not supported",
-		"https://h/dir/":                         "the URL must name a file or an archive",
-		"https://h":                              "the URL must name a file or an archive",
-		"http://h/":                              "the URL must name a file or an archive",
-		"pvc://":                                 "no claim name",
-		"pvc://claim/m#sha256=" + hex64:          "#sha256 applies to a download, not to a pvc:// model",
-		"https://h/m.tgz?sig=secret#md5=abc":     "the fragment must be",
-		"oci://":                                 "no registry",
-		"oci:///m:v1":                            "no registry",
-		"oci://r.example":                        "no repository",
-		"oci://r.example/":                       "no repository",
-		"oci://user:pw@r.example/m":              "user info in the reference is not supported",
-		"oci://r_x.example/m":                    "\"r_x.example\" is not a registry host[:port]",
-		"oci://r.example:port/m":                 "\"r.example:port\" is not a registry host[:port]",
-		"oci://r.example/Resnet":                 "\"Resnet\" is not a repository",
-		"oci://r.example/a//b":                   "\"a//b\" is not a repository",
-		"oci://r.example/m:-v1":                  "\"-v1\" is not a tag",
-		"oci://r.example/m:":                     "\"\" is not a tag",
-		"oci://r.example/m@sha256:" + hex64[:63]: "the digest must be sha256:",
-		"oci://r.example/m@md5:" + hex64[:32]:    "the digest must be sha256:",
-		"oci://r.example/m:v1#sha256=" + hex64:   "an oci:// reference takes no query or fragment",
-		"oci://r.example/m?sig=secret":           "an oci:// reference takes no query or fragment",
+		"":                                          "empty storage URI",
+		"  ":                                        "empty storage URI",
+		"relative/path":                             "unsupported scheme \"\"",
+		"ftp://h/m":                                 "unsupported scheme \"ftp\"",
+		"s3://b/%zz":                                "not a URI",
+		"https://x/y#sha256=zz":                     "the fragment must be #sha256=<64 hex digits>",
+		"https://x/y#sha256=" + hex64[:63]:          "the fragment must be #sha256=<64 hex digits>",
+		"https://x/y#sha256=" + hex64 + "0":         "the fragment must be #sha256=<64 hex digits>",
+		"https://x/y#sha256=":                       "the fragment must be #sha256=<64 hex digits>",
+		"https://x/y#md5=" + hex64[:32]:             "the fragment must be #sha256=<64 hex digits>",
+		"s3://":                                     "no bucket",
+		"gs:///prefix":                              "no bucket",
+		"s3://user:pw@b/p":                          "user info and query parameters are not supported",
+		"s3://b/p?versionId=1":                      "user info and query parameters are not supported",
+		"s3://b/a/../b":                             "the object prefix has empty, . or .. segments",
+		"s3://m/a//b":                               "the object prefix has empty, . or .. segments",
+		"gs://m/./b":                                "the object prefix has empty, . or .. segments",
+		"https:///m.tgz":                            "no host",
+		"https://user:pw@h/m.tgz":                   "user info in the URL is not supported",
+		"https://h/dir/":                            "the URL must name a file or an archive",
+		"https://h":                                 "the URL must name a file or an archive",
+		"http://h/":                                 "the URL must name a file or an archive",
+		"pvc://":                                    "no claim name",
+		"pvc://claim/m#sha256=" + hex64:             "#sha256 applies to a download, not to a pvc:// model",
+		"https://h/m.tgz?sig=secret#md5=abc":        "the fragment must be",
+		"oci://":                                    "no registry",
+		"oci:///m:v1":                               "no registry",
+		"oci://r.example":                           "no repository",
+		"oci://r.example/":                          "no repository",
+		"oci://user:pw@r.example/m":                 "user info in the reference is not supported",
+		"oci://r_x.example/m":                       "\"r_x.example\" is not a registry host[:port]",
+		"oci://r.example:port/m":                    "\"r.example:port\" is not a registry host[:port]",
+		"oci://r.example/Resnet":                    "\"Resnet\" is not a repository",
+		"oci://r.example/a//b":                      "\"a//b\" is not a repository",
+		"oci://r.example/m:-v1":                     "\"-v1\" is not a tag",
+		"oci://r.example/m:":                        "\"\" is not a tag",
+		"oci://r.example/m@sha256:" + hex64[:63]:    "the digest must be sha256:",
+		"oci://r.example/m@md5:" + hex64[:32]:       "the digest must be sha256:",
+		"oci://r.example/m:v1#sha256=" + hex64:      "an oci:// reference takes no query or fragment",
+		"oci://r.example/m?sig=secret":              "an oci:// reference takes no query or fragment",
+		"https://acct.blob.core.windows.net":        "no container",
+		"https://acct.blob.core.windows.net/":       "no container",
+		"https://acct.blob.core.windows.net/Team/m": "\"Team\" is not a container name",
+		"https://acct.blob.core.windows.net/a--b/m": "\"a--b\" is not a container name",
+		"https://acct.blob.core.windows.net/t01/a/../b":      "the blob prefix has empty, . or .. segments",
+		"https://acct.blob.core.windows.net/t01/m?comp=list": "the only query an Azure Blob Storage URI takes is a shared access signature",
+		"https://user:pw@acct.blob.core.windows.net/t01/m":   "user info is not supported",
 	} {
 		_, err := Parse(raw)
 		var ue *Error

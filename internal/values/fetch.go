@@ -62,6 +62,9 @@ func fetchGeneration(ms *servingv1alpha1.ModelServer, m servingv1alpha1.ModelSpe
 		if w.Provider != "" {
 			parts = append(parts, w.Provider, w.ServiceAccount)
 		}
+		if w.ClientID != "" || w.TenantID != "" {
+			parts = append(parts, "entra", w.ClientID, w.TenantID)
+		}
 	}
 	if pulls := pullSecrets(ms, m, accountPulls); len(pulls) > 0 {
 		// The Job mounts them: a Job made before it did must be replaced.
@@ -133,16 +136,34 @@ const fetchTemplateRevision = "1"
 // must leave on the volume (Fetch.ReadsModelConfig).
 const ServedConfigFlag = "--served-config"
 
-// takesAccountRole says that model m's fetch assumes the role its service
-// account is annotated with: an s3:// model's webIdentity that names none.
+// takesAccountRole says that model m's fetch takes the identity its
+// service account is annotated with: an s3:// model's webIdentity that
+// names no role, an Azure model's that names no application or tenant.
 func takesAccountRole(m servingv1alpha1.ModelSpec) bool {
-	return m.WebIdentity != nil && m.WebIdentity.RoleARN == "" && strings.HasPrefix(m.StorageURI, "s3://")
+	w := m.WebIdentity
+	switch {
+	case w == nil:
+		return false
+	case strings.HasPrefix(m.StorageURI, "s3://"):
+		return w.RoleARN == ""
+	}
+	return (w.ClientID == "" || w.TenantID == "") && isAzure(m)
+}
+
+// isAzure says that model m is in Azure Blob Storage.
+func isAzure(m servingv1alpha1.ModelSpec) bool {
+	loc, err := storageuri.Parse(m.StorageURI)
+	return err == nil && loc.Scheme == storageuri.SchemeAzure
 }
 
 // DefaultWebIdentityAudience is the audience of the token an s3:// model's
 // fetch assumes its role with, where spec.model.webIdentity names none:
 // the one EKS's IAM roles for service accounts use.
 const DefaultWebIdentityAudience = "sts.amazonaws.com"
+
+// DefaultEntraAudience is the audience of the token an Azure model's fetch
+// signs in with: the one Entra's federated credentials expect by default.
+const DefaultEntraAudience = "api://AzureADTokenExchange"
 
 // WebIdentityAudience is the audience of the token model m's fetch
 // reads as (webIdentity); "" when it has none. A federation provider's
@@ -153,6 +174,8 @@ func WebIdentityAudience(m servingv1alpha1.ModelSpec) string {
 		return ""
 	case w.Provider != "":
 		return cmp.Or(w.Audience, "https://iam.googleapis.com/"+w.Provider)
+	case isAzure(m):
+		return cmp.Or(w.Audience, DefaultEntraAudience)
 	default:
 		return cmp.Or(w.Audience, DefaultWebIdentityAudience)
 	}
@@ -184,6 +207,8 @@ func fetchArgs(m servingv1alpha1.ModelSpec, dest, session string, pulls []string
 		if w.ServiceAccount != "" {
 			args = append(args, "--web-identity-service-account", w.ServiceAccount)
 		}
+	case w.ClientID != "":
+		args = append(args, "--web-identity-client-id", w.ClientID, "--web-identity-tenant-id", w.TenantID, "--web-identity-token-file", WebIdentityTokenPath)
 	default:
 		args = append(args, "--web-identity-role-arn", w.RoleARN, "--web-identity-token-file", WebIdentityTokenPath,
 			"--web-identity-session-name", session)

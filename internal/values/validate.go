@@ -87,14 +87,26 @@ type Account struct {
 	// AnnotationRoleAudience: the role a spec.model.webIdentity that
 	// names none assumes.
 	RoleARN, Audience string
+	// ClientID and TenantID are its AnnotationClientID and
+	// AnnotationTenantID: the Entra application an Azure model's
+	// webIdentity that names none signs in as.
+	ClientID, TenantID string
 }
 
-// The annotations of a service account that name the IAM role its pods
-// assume, as EKS's IAM roles for service accounts (and eksctl) set them.
+// The annotations of a service account that name the identity its pods
+// take: the IAM role, as EKS's IAM roles for service accounts (and
+// eksctl) set them; the Entra application, as Microsoft Entra Workload ID
+// does.
 const (
 	AnnotationRoleARN      = "eks.amazonaws.com/role-arn"
 	AnnotationRoleAudience = "eks.amazonaws.com/audience"
+	AnnotationClientID     = "azure.workload.identity/client-id"
+	AnnotationTenantID     = "azure.workload.identity/tenant-id"
 )
+
+// AccountAnnotations are the annotations of a service account that
+// ValidateWith reads (Account).
+var AccountAnnotations = []string{AnnotationRoleARN, AnnotationRoleAudience, AnnotationClientID, AnnotationTenantID}
 
 // ValidateWith is Validate for pods whose service account gives account.
 func ValidateWith(ms *servingv1alpha1.ModelServer, account Account) (*Spec, error) {
@@ -272,7 +284,11 @@ func specModels(ms *servingv1alpha1.ModelServer, account Account) ([]SpecModel, 
 func specModel(ms *servingv1alpha1.ModelServer, m servingv1alpha1.ModelSpec, field string, account Account) SpecModel {
 	if takesAccountRole(m) {
 		taken := *m.WebIdentity
-		taken.RoleARN, taken.Audience = account.RoleARN, cmp.Or(taken.Audience, account.Audience)
+		if isAzure(m) {
+			taken.ClientID, taken.TenantID = cmp.Or(taken.ClientID, account.ClientID), cmp.Or(taken.TenantID, account.TenantID)
+		} else {
+			taken.RoleARN, taken.Audience = account.RoleARN, cmp.Or(taken.Audience, account.Audience)
+		}
 		m.WebIdentity = &taken
 	}
 	generation := fetchGeneration(ms, m, account.PullSecrets)
@@ -373,10 +389,12 @@ func checkWebIdentity(ms *servingv1alpha1.ModelServer, m SpecModel, loc storageu
 		return nil
 	case loc.Scheme == storageuri.SchemeGCS:
 		return checkFederation(m)
+	case loc.Scheme == storageuri.SchemeAzure:
+		return checkEntraApplication(ms, m)
 	case loc.Scheme != storageuri.SchemeS3:
-		return &Error{m.Field + ".webIdentity", "applies to s3:// and gs:// models only"}
-	case w.Provider != "" || w.ServiceAccount != "":
-		return &Error{m.Field + ".webIdentity", "of an s3:// model names an IAM role (roleArn), not a provider or a service account"}
+		return &Error{m.Field + ".webIdentity", "applies to s3://, gs:// and Azure Blob Storage models only"}
+	case w.Provider != "" || w.ServiceAccount != "" || w.ClientID != "" || w.TenantID != "":
+		return &Error{m.Field + ".webIdentity", "of an s3:// model names an IAM role (roleArn), not a provider, a service account or an Entra application"}
 	case w.RoleARN == "":
 		return &Error{m.Field + ".webIdentity.roleArn", fmt.Sprintf("is not set, and service account %q has no %s annotation to take it from", cmp.Or(ms.Spec.PodTemplate.ServiceAccountName, "default"), AnnotationRoleARN)}
 	case !roleARN.MatchString(w.RoleARN):
@@ -393,10 +411,32 @@ var federationProvider = regexp.MustCompile(`^projects/[0-9]+/locations/global/w
 func checkFederation(m SpecModel) error {
 	w := m.WebIdentity
 	switch {
-	case w.RoleARN != "":
-		return &Error{m.Field + ".webIdentity", "of a gs:// model names its Workload Identity Federation provider, not an IAM role"}
+	case w.RoleARN != "" || w.ClientID != "" || w.TenantID != "":
+		return &Error{m.Field + ".webIdentity", "of a gs:// model names its Workload Identity Federation provider, not an IAM role or an Entra application"}
 	case !federationProvider.MatchString(w.Provider):
 		return &Error{m.Field + ".webIdentity.provider", fmt.Sprintf("%q is not a Workload Identity Federation provider: projects/<number>/locations/global/workloadIdentityPools/<pool>/providers/<provider>", w.Provider)}
+	}
+	return nil
+}
+
+// entraClientID is the CRD's pattern of spec.model.webIdentity.clientId.
+var entraClientID = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)
+
+// checkEntraApplication refuses an Azure model's webIdentity without an
+// application or its tenant (the spec names none, nor does the service
+// account), or with another cloud's identity.
+func checkEntraApplication(ms *servingv1alpha1.ModelServer, m SpecModel) error {
+	w := m.WebIdentity
+	account := cmp.Or(ms.Spec.PodTemplate.ServiceAccountName, "default")
+	switch {
+	case w.RoleARN != "" || w.Provider != "" || w.ServiceAccount != "":
+		return &Error{m.Field + ".webIdentity", "of an Azure Blob Storage model names a Microsoft Entra application (clientId, tenantId), not an IAM role, a provider or a service account"}
+	case w.ClientID == "":
+		return &Error{m.Field + ".webIdentity.clientId", fmt.Sprintf("is not set, and service account %q has no %s annotation to take it from", account, AnnotationClientID)}
+	case !entraClientID.MatchString(w.ClientID):
+		return &Error{m.Field + ".webIdentity.clientId", fmt.Sprintf("%q is not an application's client ID (a GUID)", w.ClientID)}
+	case w.TenantID == "":
+		return &Error{m.Field + ".webIdentity.tenantId", fmt.Sprintf("is not set, and service account %q has no %s annotation to take it from", account, AnnotationTenantID)}
 	}
 	return nil
 }

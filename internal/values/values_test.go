@@ -714,3 +714,93 @@ func TestAGCSModelFederatesThroughItsProvider(t *testing.T) {
 		t.Errorf("an s3:// model with a provider and the account's role: %v", err)
 	}
 }
+
+// TestAnAzureModelSignsInAsAnEntraApplication: an Azure webIdentity names
+// an application and its tenant, or takes those the service account is
+// annotated with (Microsoft Entra Workload ID's annotations), each an
+// input of the fetch, with Entra's token exchange audience; without an
+// application or a tenant anywhere, or with another cloud's identity, it
+// is refused.
+func TestAnAzureModelSignsInAsAnEntraApplication(t *testing.T) {
+	const (
+		uri    = "https://models.blob.core.windows.net/team/resnet"
+		client = "00000000-1111-2222-3333-444444444444"
+		tenant = "contoso.onmicrosoft.com"
+	)
+	signingIn := func(w servingv1alpha1.WebIdentity) *servingv1alpha1.ModelServer {
+		return modelServer(func(ms *servingv1alpha1.ModelServer) {
+			ms.Spec.Model.StorageURI = uri
+			ms.Spec.Model.WebIdentity = &w
+			ms.Spec.PodTemplate.ServiceAccountName = "model-reader"
+		})
+	}
+	fetchOf := func(ms *servingv1alpha1.ModelServer, account Account) (Fetch, string) {
+		t.Helper()
+		spec, err := ValidateWith(ms, account)
+		if err != nil {
+			t.Fatal(err)
+		}
+		v, err := spec.Values(fetched)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v.Fetches[0], spec.Models[0].Generation
+	}
+	arg := func(f Fetch, flag string) string {
+		if i := slices.Index(f.Args, flag); i >= 0 {
+			return f.Args[i+1]
+		}
+		return ""
+	}
+	named := signingIn(servingv1alpha1.WebIdentity{ClientID: client, TenantID: tenant})
+	f, gen := fetchOf(named, Account{})
+	if arg(f, "--web-identity-client-id") != client || arg(f, "--web-identity-tenant-id") != tenant || arg(f, "--web-identity-token-file") != WebIdentityTokenPath ||
+		arg(f, "--web-identity-role-arn") != "" || f.WebIdentityAudience != DefaultEntraAudience {
+		t.Errorf("fetch args %q, audience %q; want the application, its tenant and %s", f.Args, f.WebIdentityAudience, DefaultEntraAudience)
+	}
+	if _, ok := NeedsServiceAccount(named); ok {
+		t.Error("an application named in the spec still reads the service account")
+	}
+
+	annotated := signingIn(servingv1alpha1.WebIdentity{})
+	if name, ok := NeedsServiceAccount(annotated); !ok || name != "model-reader" {
+		t.Errorf("NeedsServiceAccount = %q, %v; want model-reader read for its application", name, ok)
+	}
+	f, taken := fetchOf(annotated, Account{ClientID: client, TenantID: tenant, RoleARN: "arn:aws:iam::123456789012:role/r"})
+	if arg(f, "--web-identity-client-id") != client || arg(f, "--web-identity-tenant-id") != tenant || arg(f, "--web-identity-role-arn") != "" || taken != gen {
+		t.Errorf("fetch args %q; want the annotated application, and the fetch generation of the same one named", f.Args)
+	}
+	if _, other := fetchOf(annotated, Account{ClientID: "00000000-1111-2222-3333-555555555555", TenantID: tenant}); other == gen {
+		t.Error("another annotated application kept the fetch generation")
+	}
+	if _, other := fetchOf(signingIn(servingv1alpha1.WebIdentity{ClientID: client, TenantID: tenant, Audience: "api://other"}), Account{}); other == gen {
+		t.Error("another audience kept the fetch generation")
+	}
+	// The spec's tenant with the account's application.
+	if f, _ := fetchOf(signingIn(servingv1alpha1.WebIdentity{TenantID: "fabrikam.example"}), Account{ClientID: client, TenantID: tenant}); arg(f, "--web-identity-tenant-id") != "fabrikam.example" {
+		t.Errorf("fetch args %q; want the spec's tenant", f.Args)
+	}
+
+	for _, tc := range []struct {
+		name, field, reason string
+		w                   servingv1alpha1.WebIdentity
+		account             Account
+	}{
+		{"no application", "spec.model.webIdentity.clientId", `service account "model-reader" has no azure.workload.identity/client-id annotation`, servingv1alpha1.WebIdentity{}, Account{TenantID: tenant}},
+		{"no tenant", "spec.model.webIdentity.tenantId", `service account "model-reader" has no azure.workload.identity/tenant-id annotation`, servingv1alpha1.WebIdentity{ClientID: client}, Account{}},
+		{"not a client ID", "spec.model.webIdentity.clientId", "is not an application's client ID", servingv1alpha1.WebIdentity{ClientID: "reader", TenantID: tenant}, Account{}},
+		{"a role", "spec.model.webIdentity", "names a Microsoft Entra application", servingv1alpha1.WebIdentity{ClientID: client, TenantID: tenant, RoleARN: "arn:aws:iam::123456789012:role/r"}, Account{}},
+	} {
+		_, err := ValidateWith(signingIn(tc.w), tc.account)
+		var ve *Error
+		if !errors.As(err, &ve) || ve.Field != tc.field || !strings.Contains(ve.Reason, tc.reason) {
+			t.Errorf("%s: %v, want an error of %s saying %q", tc.name, err, tc.field, tc.reason)
+		}
+	}
+	s3 := modelServer(func(ms *servingv1alpha1.ModelServer) {
+		ms.Spec.Model.WebIdentity = &servingv1alpha1.WebIdentity{RoleARN: "arn:aws:iam::123456789012:role/r", ClientID: client}
+	})
+	if _, err := For(s3, fetched); err == nil {
+		t.Error("an s3:// model with an Entra application was accepted")
+	}
+}

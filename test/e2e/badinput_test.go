@@ -110,6 +110,8 @@ func TestMalformedAndHostileSpecsAreRefusedAtAdmission(t *testing.T) {
 		"https://h/m.tgz#sha256=" + sha256Hex, "https://h/m.tgz#sha256=" + strings.ToUpper(sha256Hex),
 		"http://h:8080/models/m.zip?X-Amz-Signature=abc", "https://h/a@b/.m.tar", "s3://b/m.tar.gz#sha256=" + sha256Hex,
 		"s3://b", "gs://b/a/b/", "pvc://claim/team/m", "/srv/models/resnet",
+		"https://models.blob.core.windows.net/team/resnet/", "https://Models.Blob.Core.ChinaCloudAPI.cn/team",
+		"https://models.z01.blob.storage.azure.net/team/resnet.tar.gz?sv=2024-08-04&sp=r&sig=abc",
 	} {
 		if out, err := kubectlStdinWith(c, uriYAML(fmt.Sprintf("ok%d", i), uri), "create", "--dry-run=server", "-n", ns, "-f", "-"); err != nil {
 			t.Errorf("storage URI %s: refused, want it admitted:\n%s", uri, out)
