@@ -3,6 +3,7 @@ package fetch
 import (
 	"cmp"
 	"context"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -229,7 +230,7 @@ func TestFetchingFromAzureAsAServicePrincipal(t *testing.T) {
 	putAzure(srv, "m", files)
 	srv.AllowBearer("token-of-the-reader", true)
 	srv.AllowBearer("token-of-a-stranger", false)
-	entra := startIdentity(t, func(r azblobserver.TokenRequest) (azblobserver.Token, error) {
+	issue := func(r azblobserver.TokenRequest) (azblobserver.Token, error) {
 		switch {
 		case r.Tenant != tenant || r.ClientID != clientID:
 			return azblobserver.Token{}, &azblobserver.Refusal{Status: http.StatusBadRequest, Code: "unauthorized_client", Description: "AADSTS700016: Application not found in the directory."}
@@ -239,7 +240,8 @@ func TestFetchingFromAzureAsAServicePrincipal(t *testing.T) {
 			return azblobserver.Token{AccessToken: "token-of-a-stranger"}, nil
 		}
 		return azblobserver.Token{}, &azblobserver.Refusal{Status: http.StatusUnauthorized, Code: "invalid_client", Description: "AADSTS7000215: Invalid client secret provided."}
-	})
+	}
+	entra := startIdentity(t, issue)
 	keys := func(clientSecret string) map[string]string {
 		return map[string]string{
 			KeyAzureBlobEndpoint: srv.URL, KeyAzureAuthorityHost: entra.URL, KeyAzureCABundle: string(srv.CAPEM) + string(entra.CAPEM),
@@ -260,11 +262,28 @@ func TestFetchingFromAzureAsAServicePrincipal(t *testing.T) {
 		o, logs := testOptions(t, azureModels+"/m", secretDir(t, keys("a-wrong-client-secret")))
 		_, err := Run(context.Background(), o)
 		fe := wantFailure(t, err, servingv1alpha1.ReasonAccessDenied, ExitPermanent)
-		if !strings.Contains(fe.Message, "signing in: Microsoft Entra ID answered HTTP 401: invalid_client (AADSTS7000215: Invalid client secret provided.)") {
+		if !strings.Contains(fe.Message, "Microsoft Entra ID refused service principal "+clientID+" of tenant "+tenant+": HTTP 401: invalid_client (AADSTS7000215: Invalid client secret provided.); check AZURE_TENANT_ID, AZURE_CLIENT_ID and AZURE_CLIENT_SECRET") {
 			t.Errorf("message %q does not give Entra's words", fe.Message)
 		}
 		if strings.Contains(TerminationMessage(Summary{}, err), "a-wrong-client-secret") || strings.Contains(logs.String(), "a-wrong-client-secret") {
 			t.Error("the secret shows in the message or the logs")
+		}
+	})
+	t.Run("Entra ID unavailable once", func(t *testing.T) {
+		var calls atomic.Int32
+		t.Cleanup(func() { entra.Decide(issue) })
+		entra.Decide(func(r azblobserver.TokenRequest) (azblobserver.Token, error) {
+			if calls.Add(1) == 1 {
+				return azblobserver.Token{}, errors.New("the service is busy")
+			}
+			return azblobserver.Token{AccessToken: "token-of-the-reader"}, nil
+		})
+		o, logs := testOptions(t, azureModels+"/m", secretDir(t, keys(secret)))
+		if _, err := Run(context.Background(), o); err != nil {
+			t.Fatalf("%v\n%s", err, logs)
+		}
+		if !strings.Contains(logs.String(), "signing in at Microsoft Entra ID as service principal") {
+			t.Errorf("the retried sign-in is not logged:\n%s", logs)
 		}
 	})
 	t.Run("no role on the container", func(t *testing.T) {
@@ -336,7 +355,8 @@ func TestFetchingFromAzureWithWorkloadIdentity(t *testing.T) {
 	o.WebIdentity = WebIdentity{ClientID: clientID, TenantID: tenant, TokenFile: tokenPath}
 	_, err := Run(context.Background(), o)
 	fe := wantFailure(t, err, servingv1alpha1.ReasonAccessDenied, ExitPermanent)
-	if !strings.Contains(fe.Message, "AADSTS700213: No matching federated identity record found") {
+	if !strings.Contains(fe.Message, "Microsoft Entra ID refused application "+clientID+" of tenant "+tenant+" with the pod's service account token: HTTP 400: invalid_client (AADSTS700213: No matching federated identity record found") ||
+		!strings.Contains(fe.Message, "federated credential must name this cluster's service account issuer") {
 		t.Errorf("message %q does not give Entra's words", fe.Message)
 	}
 

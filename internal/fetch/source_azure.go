@@ -41,6 +41,15 @@ const (
 type azureSource struct {
 	bucketPrefix
 	client *container.Client
+	// signIn is who signs in at Microsoft Entra ID, and what must hold
+	// for it to be let in, for messages; "" when no one does.
+	signIn signIn
+}
+
+// signIn names an identity that signs in at Microsoft Entra ID, and what
+// a refusal should have its user check.
+type signIn struct {
+	who, check string
 }
 
 // newAzureSource opens a container with what the fetch was given: the
@@ -90,16 +99,17 @@ func newAzureSource(loc storageuri.Location, creds Credentials, federated WebIde
 			return nil, classify(err, "")
 		}
 	}
-	return &azureSource{bucketPrefix: newBucketPrefix(loc, maxFiles), client: client}, nil
+	return &azureSource{bucketPrefix: newBucketPrefix(loc, maxFiles), client: client, signIn: auth.signIn}, nil
 }
 
 // azureCredentials are how a container is read: with an account key, a
 // shared access signature, a token credential, or anonymously when all
 // are empty.
 type azureCredentials struct {
-	key   string
-	sas   string
-	token func(cloud.Configuration, http.RoundTripper) (azcore.TokenCredential, error)
+	key    string
+	sas    string
+	token  func(cloud.Configuration, http.RoundTripper) (azcore.TokenCredential, error)
+	signIn signIn
 }
 
 // azureAuth picks the one identity the fetch was given. Two are refused:
@@ -123,6 +133,10 @@ func azureAuth(loc storageuri.Location, creds Credentials, federated WebIdentity
 			return auth, permanentf(servingv1alpha1.ReasonAccessDenied, "credentials key %s needs %s and %s beside it", KeyAzureClientSecret, KeyAzureTenantID, KeyAzureClientID)
 		}
 		given = append(given, KeyAzureClientSecret)
+		auth.signIn = signIn{
+			who:   fmt.Sprintf("service principal %s of tenant %s", client, tenant),
+			check: fmt.Sprintf("check %s, %s and %s (a client secret expires)", KeyAzureTenantID, KeyAzureClientID, KeyAzureClientSecret),
+		}
 		auth.token = func(c cloud.Configuration, transport http.RoundTripper) (azcore.TokenCredential, error) {
 			cred, err := azidentity.NewClientSecretCredential(tenant, client, secret, &azidentity.ClientSecretCredentialOptions{
 				ClientOptions:            azureClientOptions(transport, c),
@@ -136,6 +150,10 @@ func azureAuth(loc storageuri.Location, creds Credentials, federated WebIdentity
 	}
 	if federated.ClientID != "" {
 		given = append(given, "spec.model.webIdentity")
+		auth.signIn = signIn{
+			who:   fmt.Sprintf("application %s of tenant %s with the pod's service account token", federated.ClientID, federated.TenantID),
+			check: "the application's federated credential must name this cluster's service account issuer, the subject system:serviceaccount:<namespace>:<spec.podTemplate.serviceAccountName> and the token's audience",
+		}
 		auth.token = func(c cloud.Configuration, transport http.RoundTripper) (azcore.TokenCredential, error) {
 			return workloadIdentity(federated, c, transport)
 		}
@@ -293,7 +311,7 @@ func (s *azureSource) classify(err error, rel string) *Error {
 	}
 	var auth *azidentity.AuthenticationFailedError
 	if errors.As(err, &auth) {
-		return entraRefusal(auth, err)
+		return s.signIn.refused(auth, err)
 	}
 	var re *azcore.ResponseError
 	if !errors.As(err, &re) {
@@ -328,25 +346,25 @@ func (s *azureSource) classify(err error, rel string) *Error {
 	return byStatus(re.StatusCode, err, what+": ", detail)
 }
 
-// entraRefusal is a token Microsoft Entra ID refused: its AADSTS error,
-// whose first line says what is wrong (a wrong secret, an unknown client,
-// a federated credential that does not match the token).
-func entraRefusal(auth *azidentity.AuthenticationFailedError, err error) *Error {
-	detail := "no token from Microsoft Entra ID"
+// refused is the error of a sign-in Microsoft Entra ID refused, with its
+// AADSTS error, whose first line says what is wrong (a wrong secret, an
+// unknown client, a federated credential that does not match the
+// token), and what to check. An answer of 5xx, or none, is transient.
+func (si signIn) refused(auth *azidentity.AuthenticationFailedError, err error) *Error {
 	status := 0
+	detail := "no answer"
 	if auth.RawResponse != nil {
 		status = auth.RawResponse.StatusCode
-		detail = fmt.Sprintf("Microsoft Entra ID answered HTTP %d", status)
+		detail = fmt.Sprintf("HTTP %d", status)
 		if code := entraErrorOf(auth); code != "" {
 			detail += ": " + code
 		}
 	}
-	permanent := status >= 400 && status < 500 && status != http.StatusTooManyRequests && status != http.StatusRequestTimeout
-	reason := servingv1alpha1.ReasonFetchFailed
-	if permanent {
-		reason = servingv1alpha1.ReasonAccessDenied
+	if status < 400 || status >= 500 || status == http.StatusTooManyRequests || status == http.StatusRequestTimeout {
+		return &Error{Reason: servingv1alpha1.ReasonFetchFailed, Message: fmt.Sprintf("signing in at Microsoft Entra ID as %s: %s", si.who, detail), Err: err}
 	}
-	return &Error{Reason: reason, Message: "signing in: " + detail, Permanent: permanent, Err: err}
+	return &Error{Reason: servingv1alpha1.ReasonAccessDenied, Permanent: true, Err: err,
+		Message: fmt.Sprintf("Microsoft Entra ID refused %s: %s; %s", si.who, detail, si.check)}
 }
 
 // entraErrorOf is the error code and the first line of the description

@@ -1,0 +1,151 @@
+package realnode
+
+import (
+	"context"
+	"fmt"
+	"io/fs"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
+	"github.com/modelserver-dev/modelserver-operator/internal/localcluster"
+	"github.com/modelserver-dev/modelserver-operator/internal/values"
+	"github.com/modelserver-dev/modelserver-operator/test/azblobserver"
+	"github.com/modelserver-dev/modelserver-operator/test/realenv"
+)
+
+// TestAnAzureModelIsFetchedAsTheEntraApplicationOfThePodsServiceAccount:
+// a ModelServer of an Azure Blob Storage model, with no secret, signs in
+// to Microsoft Entra ID as the application its service account is
+// annotated with (Workload ID, webIdentity: {}), over TLS to both
+// services. The token the real kubelet projected into the fetch pod is
+// the client assertion, which the Entra stand-in, as Entra does with the
+// issuer's keys, has the apiserver verify: bound to the fetch pod, for
+// Entra's token exchange audience, of the pods' service account. A token
+// of another account fails the fetch with AccessDenied and Entra's code.
+func TestAnAzureModelIsFetchedAsTheEntraApplicationOfThePodsServiceAccount(t *testing.T) {
+	t.Parallel()
+	e := realNode(t)
+	ns := e.namespace(t)
+	const (
+		clientID = "00000000-1111-2222-3333-444444444444"
+		tenant   = "contoso.onmicrosoft.com"
+	)
+	subject := "system:serviceaccount:" + ns + ":model-reader"
+	store, err := azblobserver.StartTLS(localcluster.HostAddress+":0", "modelstore")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(store.Close)
+	putDir(t, store, "half_plus_two", filepath.Join(e.Root, "test", "testdata", "tf-serving", "saved_model_half_plus_two_cpu"))
+	store.AllowBearer("token-of-model-reader", true)
+
+	var (
+		mu       sync.Mutex
+		reviewed []authenticationv1.UserInfo
+	)
+	entra, err := azblobserver.StartIdentity(localcluster.HostAddress+":0", func(r azblobserver.TokenRequest) (azblobserver.Token, error) {
+		review, err := e.cs.AuthenticationV1().TokenReviews().Create(context.Background(), &authenticationv1.TokenReview{
+			Spec: authenticationv1.TokenReviewSpec{Token: r.ClientAssertion, Audiences: []string{values.DefaultEntraAudience}}}, metav1.CreateOptions{})
+		if err != nil {
+			return azblobserver.Token{}, err
+		}
+		if !review.Status.Authenticated {
+			return azblobserver.Token{}, &azblobserver.Refusal{Status: http.StatusBadRequest, Code: "invalid_client", Description: "AADSTS700211: No matching federated identity record found for presented assertion issuer."}
+		}
+		mu.Lock()
+		reviewed = append(reviewed, review.Status.User)
+		mu.Unlock()
+		if r.ClientID != clientID || r.Tenant != tenant || review.Status.User.Username != subject {
+			return azblobserver.Token{}, &azblobserver.Refusal{Status: http.StatusBadRequest, Code: "invalid_client",
+				Description: "AADSTS700213: No matching federated identity record found for presented assertion subject '" + review.Status.User.Username + "'."}
+		}
+		return azblobserver.Token{AccessToken: "token-of-model-reader"}, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(entra.Close)
+
+	for _, account := range []string{"model-reader", "stranger"} {
+		e.kubectl(t, fmt.Sprintf(`apiVersion: v1
+kind: ServiceAccount
+metadata:
+  name: %s
+  annotations:
+    azure.workload.identity/client-id: %s
+    azure.workload.identity/tenant-id: %s
+`, account, clientID, tenant), "-n", ns, "apply", "-f", "-")
+	}
+	e.kubectl(t, fmt.Sprintf(`apiVersion: v1
+kind: Secret
+metadata:
+  name: azure-endpoints
+stringData:
+  AZURE_STORAGE_BLOB_ENDPOINT: %q
+  AZURE_AUTHORITY_HOST: %q
+  AZURE_CA_BUNDLE: %q
+`, store.URL, entra.URL, string(store.CAPEM)+string(entra.CAPEM)), "-n", ns, "apply", "-f", "-")
+	manifest := func(name, account string) string {
+		return e.ModelServerYAML(realenv.ModelServer{Name: name, URI: "https://modelstore.blob.core.windows.net/models/half_plus_two",
+			Secret: "azure-endpoints", ModelExtra: "    webIdentity: {}\n", SpecExtra: "  podTemplate:\n    serviceAccountName: " + account + "\n"})
+	}
+
+	start := time.Now()
+	e.kubectl(t, manifest("signed-in", "model-reader"), "-n", ns, "apply", "-f", "-")
+	e.waitReady(t, ns, "signed-in", 3*time.Minute)
+	t.Logf("kubectl apply to Ready, signed in with Workload ID: %.1fs", time.Since(start).Seconds())
+	if got := e.modelStatus(t, ns, "signed-in"); got["123"] != "AVAILABLE" {
+		t.Errorf("TF Serving (double) reports %v, want version 123 AVAILABLE", got)
+	}
+	mu.Lock()
+	seen := append([]authenticationv1.UserInfo(nil), reviewed...)
+	mu.Unlock()
+	if len(seen) != 1 || !strings.HasPrefix(strings.Join(seen[0].Extra["authentication.kubernetes.io/pod-name"], ","), "signed-in-fetch-") {
+		t.Errorf("the tokens reviewed: %+v; want one, bound to the fetch pod", seen)
+	}
+	for _, r := range store.Requests() {
+		if r.Auth != "Bearer" || r.Status >= 400 {
+			t.Errorf("the store was asked %+v; want every request with the bearer token, answered", r)
+		}
+	}
+
+	e.kubectl(t, manifest("stranger", "stranger"), "-n", ns, "apply", "-f", "-")
+	msg := e.waitFetchFailed(t, ns, "stranger", servingv1alpha1.ReasonAccessDenied)
+	t.Logf("another account's token: %s", msg)
+	if !strings.Contains(msg, "AADSTS700213") || !strings.Contains(msg, "system:serviceaccount:"+ns+":stranger") {
+		t.Errorf("ModelFetched says %q; want Entra's refusal of the stranger's token", msg)
+	}
+}
+
+// putDir stores every file below dir in store's container "models", under
+// prefix.
+func putDir(t *testing.T, store *azblobserver.Server, prefix, dir string) {
+	t.Helper()
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(dir, p)
+		if err != nil {
+			return err
+		}
+		store.Put("models", prefix+"/"+filepath.ToSlash(rel), data)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
