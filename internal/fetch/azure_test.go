@@ -129,7 +129,6 @@ func TestFetchingFromAzureWithASharedAccessSignature(t *testing.T) {
 	srv.AllowSAS(sas)
 	expired := azblobserver.NewSAS(time.Now().Add(-time.Hour))
 	srv.AllowSAS(expired)
-	endpoint := map[string]string{KeyAzureBlobEndpoint: srv.URL}
 	withSAS := func(token string) map[string]string {
 		return map[string]string{KeyAzureBlobEndpoint: srv.URL, KeyAzureSASToken: token}
 	}
@@ -140,7 +139,6 @@ func TestFetchingFromAzureWithASharedAccessSignature(t *testing.T) {
 	}{
 		"in the Secret":               {azureModels + "/m", withSAS(sas)},
 		"in the Secret, with its '?'": {azureModels + "/m", withSAS("?" + sas + "\n")},
-		"in the URI":                  {azureModels + "/m?" + sas, endpoint},
 	} {
 		t.Run(name, func(t *testing.T) {
 			o, logs := testOptions(t, c.uri, secretDir(t, c.keys))
@@ -162,10 +160,11 @@ func TestFetchingFromAzureWithASharedAccessSignature(t *testing.T) {
 	t.Run("and a key", func(t *testing.T) {
 		keys := azureKeys(srv)
 		before := len(srv.Requests())
-		o, _ := testOptions(t, azureModels+"/m?"+sas, secretDir(t, keys))
+		keys[KeyAzureSASToken] = sas
+		o, _ := testOptions(t, azureModels+"/m", secretDir(t, keys))
 		_, err := Run(context.Background(), o)
 		fe := wantFailure(t, err, servingv1alpha1.ReasonAccessDenied, ExitPermanent)
-		if !strings.Contains(fe.Message, "the model is read with one identity, and it is given AZURE_STORAGE_ACCESS_KEY and the storage URI's shared access signature") {
+		if !strings.Contains(fe.Message, "the model is read with one identity, and it is given AZURE_STORAGE_ACCESS_KEY and AZURE_STORAGE_SAS_TOKEN") {
 			t.Errorf("message %q", fe.Message)
 		}
 		if n := len(srv.Requests()) - before; n != 0 {

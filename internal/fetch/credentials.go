@@ -243,7 +243,7 @@ func CheckCredentialKeys(uri string, webIdentity bool, keys []string) string {
 	var read []string
 	switch loc, _ := storageuri.Parse(uri); {
 	case loc.Scheme == storageuri.SchemeAzure:
-		if problem := checkAzureKeys(webIdentity, loc.URL.RawQuery != "", has); problem != "" {
+		if problem := checkAzureKeys(webIdentity, has); problem != "" {
 			return problem
 		}
 		read = []string{KeyAzureAccessKey, KeyAzureSASToken, KeyAzureTenantID, KeyAzureClientID, KeyAzureClientSecret,
@@ -281,14 +281,11 @@ func CheckCredentialKeys(uri string, webIdentity bool, keys []string) string {
 }
 
 // checkAzureKeys says what is wrong with the keys of an Azure model's
-// credentials Secret: more than one identity (a key, a SAS in the Secret
-// or the URI, a service principal, the webIdentity's application), or a service principal's
+// credentials Secret: more than one identity (a key, a SAS, a service
+// principal, the webIdentity's application), or a service principal's
 // secret without its tenant and client.
-func checkAzureKeys(webIdentity, uriSAS bool, has func(string) bool) string {
+func checkAzureKeys(webIdentity bool, has func(string) bool) string {
 	var given []string
-	if uriSAS {
-		given = append(given, "the storage URI's shared access signature")
-	}
 	for _, k := range []string{KeyAzureAccessKey, KeyAzureSASToken, KeyAzureClientSecret} {
 		if has(k) {
 			given = append(given, k)

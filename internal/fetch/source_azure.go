@@ -53,8 +53,8 @@ type signIn struct {
 }
 
 // newAzureSource opens a container with what the fetch was given: the
-// credentials Secret's account key, its shared access signature or the
-// URI's, a service principal's secret, spec.model.webIdentity's federated
+// credentials Secret's account key, its shared access signature, a
+// service principal's secret, spec.model.webIdentity's federated
 // token, or nothing for a public container. The environment, a managed
 // identity and the Azure CLI's login are never looked for, so a fetch
 // never acts with an identity it was not given.
@@ -64,7 +64,7 @@ func newAzureSource(loc storageuri.Location, creds Credentials, federated WebIde
 		return nil, err
 	}
 	opts := &container.ClientOptions{ClientOptions: azureClientOptions(transport)}
-	auth, err := azureAuth(loc, creds, federated)
+	auth, err := azureAuth(creds, federated)
 	if err != nil {
 		return nil, err
 	}
@@ -115,7 +115,7 @@ type azureCredentials struct {
 // azureAuth picks the one identity the fetch was given. Two are refused:
 // which the fetch acted as would depend on an order of precedence the
 // user would have to know.
-func azureAuth(loc storageuri.Location, creds Credentials, federated WebIdentity) (azureCredentials, error) {
+func azureAuth(creds Credentials, federated WebIdentity) (azureCredentials, error) {
 	var given []string
 	var auth azureCredentials
 	if key := creds.Get(KeyAzureAccessKey); key != "" {
@@ -123,9 +123,6 @@ func azureAuth(loc storageuri.Location, creds Credentials, federated WebIdentity
 	}
 	if sas := strings.TrimPrefix(creds.Get(KeyAzureSASToken), "?"); sas != "" {
 		given, auth.sas = append(given, KeyAzureSASToken), sas
-	}
-	if loc.URL.RawQuery != "" {
-		given, auth.sas = append(given, "the storage URI's shared access signature"), loc.URL.RawQuery
 	}
 	tenant, client := creds.Get(KeyAzureTenantID), creds.Get(KeyAzureClientID)
 	if secret := creds.Get(KeyAzureClientSecret); secret != "" {
@@ -169,7 +166,6 @@ func azureAuth(loc storageuri.Location, creds Credentials, federated WebIdentity
 // one's) when it names one.
 func azureContainerURL(loc storageuri.Location, creds Credentials) (*url.URL, error) {
 	u := *loc.URL
-	u.RawQuery = ""
 	ep := creds.Get(KeyAzureBlobEndpoint)
 	if ep == "" {
 		return &u, nil

@@ -285,7 +285,6 @@ func TestCheckCredentialKeysNamesMissingKeysAndNoValues(t *testing.T) {
 		{azureURI, false, []string{KeyAzureTenantID, KeyAzureClientID, KeyAzureClientSecret, KeyAzureAuthorityHost}, false},
 		{azureURI, false, []string{KeyAzureClientID, KeyAzureClientSecret}, true},
 		{azureURI, false, []string{KeyAzureAccessKey, KeyAzureSASToken}, true},
-		{azureURI + "?sv=1&sig=x", false, []string{KeyAzureAccessKey}, true},
 		{azureURI, false, []string{KeyHTTPHeaders}, true},
 		{azureURI, true, []string{KeyAzureBlobEndpoint, KeyAzureAuthorityHost}, false},
 		{azureURI, true, []string{KeyAzureAccessKey}, true},

@@ -44,7 +44,7 @@ type Location struct {
 	// Account is the storage account of an Azure URI.
 	Account string
 	// URL is the request URL of an http(s):// source, without fragment;
-	// for Azure, the container's URL with the URI's SAS, if it has one.
+	// for Azure, the container's URL.
 	URL *url.URL
 	// Path is the directory of a local source, or the claim's sub-path of
 	// a pvc:// one.
@@ -169,8 +169,9 @@ var azureBlobHost = regexp.MustCompile(`^([a-z0-9]{3,24})(?:-secondary)?\.(?:blo
 var azureContainer = regexp.MustCompile(`^([a-z0-9]+(-[a-z0-9]+)*|\$root)$`)
 
 // parseAzure reads an Azure Blob Storage URI: the container and the blob
-// prefix from the path, and a shared access signature from the query,
-// which then must be one.
+// prefix from its path. Credentials, a shared access signature among
+// them, are the credentials Secret's: the ModelServer's spec is no place
+// for a secret (nor does its schema admit a query's '&').
 func parseAzure(u *url.URL, loc Location, account string) (Location, error) {
 	invalid := func(format string, args ...any) (Location, error) {
 		return Location{}, &Error{URI: Redact(loc.raw), Problem: fmt.Sprintf(format, args...)}
@@ -178,8 +179,8 @@ func parseAzure(u *url.URL, loc Location, account string) (Location, error) {
 	if u.User != nil {
 		return invalid("user info is not supported; put credentials in the credentials Secret")
 	}
-	if u.RawQuery != "" && !u.Query().Has("sig") {
-		return invalid("the only query an Azure Blob Storage URI takes is a shared access signature (sv=...&sig=...); put credentials in the credentials Secret")
+	if u.RawQuery != "" {
+		return invalid("an Azure Blob Storage URI takes no query: put a shared access signature in the credentials Secret's AZURE_STORAGE_SAS_TOKEN")
 	}
 	container, prefix, _ := strings.Cut(strings.TrimPrefix(u.Path, "/"), "/")
 	if container == "" {

@@ -60,7 +60,6 @@ func TestParseReadsAnAzureBlobStorageURI(t *testing.T) {
 		{"https://acct.blob.core.usgovcloudapi.net/t01/m", "acct", "t01", "m", "https://acct.blob.core.usgovcloudapi.net/t01"},
 		{"https://acct.z07.blob.storage.azure.net/t01/m", "acct", "t01", "m", "https://acct.z07.blob.storage.azure.net/t01"},
 		{"https://acct.blob.core.windows.net/$root/m.tgz", "acct", "$root", "m.tgz", "https://acct.blob.core.windows.net/$root"},
-		{"https://acct.blob.core.windows.net/t01/m.tgz?sv=2024-08-04&sp=r&sig=c2VjcmV0", "acct", "t01", "m.tgz", "https://acct.blob.core.windows.net/t01?sv=2024-08-04&sp=r&sig=c2VjcmV0"},
 	} {
 		got, err := Parse(c.raw)
 		if err != nil {
@@ -77,9 +76,6 @@ func TestParseReadsAnAzureBlobStorageURI(t *testing.T) {
 		if got, err := Parse(raw); err != nil || got.Scheme == SchemeAzure {
 			t.Errorf("Parse(%q) = %s, %v; want a download", raw, got.Scheme, err)
 		}
-	}
-	if got, _ := Parse("https://acct.blob.core.windows.net/t01/m.tgz?sv=1&sig=c2VjcmV0"); strings.Contains(got.String(), "c2VjcmV0") {
-		t.Errorf("String() %q shows the signature", got.String())
 	}
 }
 
@@ -130,9 +126,10 @@ func TestParseRefusesWhatCannotBeFetched(t *testing.T) {
 		"https://acct.blob.core.windows.net/":       "no container",
 		"https://acct.blob.core.windows.net/Team/m": "\"Team\" is not a container name",
 		"https://acct.blob.core.windows.net/a--b/m": "\"a--b\" is not a container name",
-		"https://acct.blob.core.windows.net/t01/a/../b":      "the blob prefix has empty, . or .. segments",
-		"https://acct.blob.core.windows.net/t01/m?comp=list": "the only query an Azure Blob Storage URI takes is a shared access signature",
-		"https://user:pw@acct.blob.core.windows.net/t01/m":   "user info is not supported",
+		"https://acct.blob.core.windows.net/t01/a/../b":            "the blob prefix has empty, . or .. segments",
+		"https://acct.blob.core.windows.net/t01/m?sv=1&sig=secret": "an Azure Blob Storage URI takes no query: put a shared access signature in the credentials Secret's AZURE_STORAGE_SAS_TOKEN",
+		"https://acct.blob.core.windows.net/ab/m":                  "\"ab\" is not a container name",
+		"https://user:pw@acct.blob.core.windows.net/t01/m":         "user info is not supported",
 	} {
 		_, err := Parse(raw)
 		var ue *Error

@@ -111,7 +111,7 @@ func TestMalformedAndHostileSpecsAreRefusedAtAdmission(t *testing.T) {
 		"http://h:8080/models/m.zip?X-Amz-Signature=abc", "https://h/a@b/.m.tar", "s3://b/m.tar.gz#sha256=" + sha256Hex,
 		"s3://b", "gs://b/a/b/", "pvc://claim/team/m", "/srv/models/resnet",
 		"https://models.blob.core.windows.net/team/resnet/", "https://Models.Blob.Core.ChinaCloudAPI.cn/team",
-		"https://models.z01.blob.storage.azure.net/team/resnet.tar.gz?sv=2024-08-04&sp=r&sig=abc",
+		"https://models.z01.blob.storage.azure.net/team/resnet.tar.gz#sha256=" + sha256Hex,
 	} {
 		if out, err := kubectlStdinWith(c, uriYAML(fmt.Sprintf("ok%d", i), uri), "create", "--dry-run=server", "-n", ns, "-f", "-"); err != nil {
 			t.Errorf("storage URI %s: refused, want it admitted:\n%s", uri, out)
@@ -197,6 +197,11 @@ apiVersion: v1
 kind: Secret
 metadata: {name: half-pair}
 stringData: {AWS_ACCESS_KEY_ID: AKIAHALFPAIR}
+---
+apiVersion: v1
+kind: Secret
+metadata: {name: two-azure-identities}
+stringData: {AZURE_STORAGE_ACCESS_KEY: a2V5, AZURE_STORAGE_SAS_TOKEN: "sv=2024-08-04&sp=rl&sig=c2ln"}
 `, "apply", "-n", ns, "-f", "-")
 	cases := []struct {
 		what, name, spec, reason, message string
@@ -210,6 +215,10 @@ stringData: {AWS_ACCESS_KEY_ID: AKIAHALFPAIR}
 			"InvalidSecret", "needs both AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY", false},
 		{"GCS URI with S3 keys", "s4", "  model:\n    storageUri: gs://m/r\n    credentialsSecret: half-pair\n",
 			"InvalidSecret", "service-account.json", false},
+		{"Azure credentials with a key and a SAS", "s21", "  model:\n    storageUri: https://models.blob.core.windows.net/team/r\n    credentialsSecret: two-azure-identities\n",
+			"InvalidSecret", "the model is read with one identity, and it is given AZURE_STORAGE_ACCESS_KEY and AZURE_STORAGE_SAS_TOKEN: keep one", false},
+		{"Azure container name with upper-case letters", "s22", "  model:\n    storageUri: https://models.blob.core.windows.net/Team/r\n",
+			"InvalidSpec", `spec.model.storageUri: "Team" is not a container name`, false},
 		{"pod label key with a space", "s5", validModel + "  podTemplate: {labels: {\"team name\": a}}\n",
 			"InvalidSpec", "spec.podTemplate.labels", false},
 		{"pod label taking over the operator's selector", "s6", validModel + "  podTemplate: {labels: {app.kubernetes.io/instance: other}}\n",
