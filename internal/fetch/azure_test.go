@@ -289,7 +289,7 @@ func TestFetchingFromAzureAsAServicePrincipal(t *testing.T) {
 		o, _ := testOptions(t, azureModels+"/m", secretDir(t, keys("secret-of-a-stranger")))
 		_, err := Run(context.Background(), o)
 		fe := wantFailure(t, err, servingv1alpha1.ReasonAccessDenied, ExitPermanent)
-		if !strings.Contains(fe.Message, "access denied: AuthorizationPermissionMismatch; the identity must be allowed to read blobs") {
+		if !strings.Contains(fe.Message, "access denied: AuthorizationPermissionMismatch (This request is not authorized to perform this operation using this permission.); the identity must be allowed to list and read blobs") {
 			t.Errorf("message %q", fe.Message)
 		}
 	})

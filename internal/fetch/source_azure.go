@@ -3,6 +3,7 @@ package fetch
 import (
 	"context"
 	"encoding/json"
+	"encoding/xml"
 	"errors"
 	"fmt"
 	"io"
@@ -325,11 +326,12 @@ func (s *azureSource) classify(err error, rel string) *Error {
 		// Azure answers an anonymous read of a private container so.
 		return e(servingv1alpha1.ReasonNotFound, true, "not found, or not public (ResourceNotFound); give credentials in the credentials Secret if the container is private")
 	case bloberror.AuthenticationFailed, bloberror.InvalidAuthenticationInfo, bloberror.NoAuthenticationInformation:
-		return e(servingv1alpha1.ReasonAccessDenied, true, "access denied: %s; check the credentials Secret", re.ErrorCode)
-	case bloberror.AuthorizationFailure, bloberror.AuthorizationPermissionMismatch, bloberror.AuthorizationProtocolMismatch,
-		bloberror.AuthorizationResourceTypeMismatch, bloberror.AuthorizationServiceMismatch, bloberror.AuthorizationSourceIPMismatch,
-		bloberror.InsufficientAccountPermissions, bloberror.AccountIsDisabled, "PublicAccessNotPermitted":
-		return e(servingv1alpha1.ReasonAccessDenied, true, "access denied: %s; the identity must be allowed to read blobs (the Storage Blob Data Reader role, or a SAS with read and list)", re.ErrorCode)
+		return e(servingv1alpha1.ReasonAccessDenied, true, "access denied: %s; check the credentials Secret (a key rotated, a SAS expired)", azureDetail(re))
+	case bloberror.AuthorizationPermissionMismatch, bloberror.AuthorizationResourceTypeMismatch, bloberror.InsufficientAccountPermissions:
+		return e(servingv1alpha1.ReasonAccessDenied, true, "access denied: %s; the identity must be allowed to list and read blobs (the Storage Blob Data Reader role, or a SAS with sp=rl)", azureDetail(re))
+	case bloberror.AuthorizationFailure, bloberror.AuthorizationProtocolMismatch, bloberror.AuthorizationServiceMismatch,
+		bloberror.AuthorizationSourceIPMismatch, bloberror.AccountIsDisabled, "PublicAccessNotPermitted":
+		return e(servingv1alpha1.ReasonAccessDenied, true, "access denied: %s; the account's network rules and settings must let the cluster in, and the identity read blobs", azureDetail(re))
 	case bloberror.ServerBusy, bloberror.InternalError, bloberror.OperationTimedOut:
 		return e(servingv1alpha1.ReasonFetchFailed, false, "%s", re.ErrorCode)
 	case bloberror.ConditionNotMet:
@@ -361,6 +363,27 @@ func (si signIn) refused(auth *azidentity.AuthenticationFailedError, err error) 
 	}
 	return &Error{Reason: servingv1alpha1.ReasonAccessDenied, Permanent: true, Err: err,
 		Message: fmt.Sprintf("Microsoft Entra ID refused %s: %s; %s", si.who, detail, si.check)}
+}
+
+// azureDetail is an Azure error's code and the first line of its message,
+// as the service wrote them ("AuthorizationFailure (This request is not
+// authorized to perform this operation.)"); the code alone when it sent
+// no body, as for a HEAD.
+func azureDetail(re *azcore.ResponseError) string {
+	if re.RawResponse == nil {
+		return re.ErrorCode
+	}
+	body, err := runtime.Payload(re.RawResponse)
+	if err != nil {
+		return re.ErrorCode
+	}
+	var answer struct {
+		Message string `xml:"Message"`
+	}
+	if xml.Unmarshal(body, &answer) != nil || strings.TrimSpace(answer.Message) == "" {
+		return re.ErrorCode
+	}
+	return re.ErrorCode + " (" + strings.TrimSpace(firstLineOf(answer.Message)) + ")"
 }
 
 // entraErrorOf is the error code and the first line of the description
