@@ -152,6 +152,20 @@ func TestFetchingFromAzureWithASharedAccessSignature(t *testing.T) {
 			}
 		})
 	}
+	t.Run("to a store that is down", func(t *testing.T) {
+		// The signature is re-encoded in the request's URL, which an
+		// error of the transport quotes.
+		signed := "sv=2024-08-04&sp=rl&se=2030-01-01T00:00:00Z&sig=c2lnbmF0dXJlK29mK3RoZStTQVM%3D"
+		o, logs := testOptions(t, azureModels+"/m", secretDir(t, map[string]string{KeyAzureBlobEndpoint: "http://127.0.0.1:1/acct", KeyAzureSASToken: signed}))
+		o.Retry.Attempts = 1
+		_, err := Run(context.Background(), o)
+		msg := TerminationMessage(Summary{}, err)
+		for _, form := range []string{"c2lnbmF0dXJlK29mK3RoZStTQVM", "c2lnbmF0dXJlK29mK3RoZStTQVM="} {
+			if strings.Contains(msg, form) || strings.Contains(logs.String(), form) {
+				t.Errorf("the signature shows: %s\n%s", msg, logs)
+			}
+		}
+	})
 	t.Run("expired", func(t *testing.T) {
 		o, _ := testOptions(t, azureModels+"/m", secretDir(t, withSAS(expired)))
 		_, err := Run(context.Background(), o)

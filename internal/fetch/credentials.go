@@ -3,6 +3,7 @@ package fetch
 import (
 	"encoding/json"
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -105,6 +106,8 @@ func secretValues(values map[string]string) []string {
 			set.addServiceAccountFields(v)
 		case KeyDockerConfigJSON:
 			set.addDockerConfigFields(v, k)
+		case KeyAzureSASToken:
+			set.addSignature(v)
 		}
 	}
 	return set.longestFirst()
@@ -172,6 +175,19 @@ func (s secretSet) addServiceAccountFields(v string) {
 				s.add(line)
 			}
 		}
+	}
+}
+
+// addSignature adds a SAS's signature as it reads, decoded, and encoded as
+// a client re-encodes it in a request's URL.
+func (s secretSet) addSignature(sas string) {
+	q, err := url.ParseQuery(strings.TrimPrefix(strings.TrimSpace(sas), "?"))
+	if err != nil {
+		return
+	}
+	if sig := q.Get("sig"); sig != "" {
+		s.add(sig)
+		s.add(url.QueryEscape(sig))
 	}
 }
 

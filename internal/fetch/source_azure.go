@@ -43,7 +43,7 @@ type azureSource struct {
 	bucketPrefix
 	client *container.Client
 	// signIn is who signs in at Microsoft Entra ID, and what must hold
-	// for it to be let in, for messages; "" when no one does.
+	// for it to be let in, for messages; zero when no one does.
 	signIn signIn
 }
 
@@ -312,6 +312,11 @@ func (s *azureSource) classify(err error, rel string) *Error {
 	}
 	var re *azcore.ResponseError
 	if !errors.As(err, &re) {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			// The request's URL carries a SAS, re-encoded by the SDK.
+			ue.URL = storageuri.Redact(ue.URL)
+		}
 		return classify(err, what)
 	}
 	e := func(reason string, permanent bool, format string, args ...any) *Error {
