@@ -33,16 +33,7 @@ const (
 
 func startAzure(t *testing.T, useTLS bool) *azblobserver.Server {
 	t.Helper()
-	start := azblobserver.Start
-	if useTLS {
-		start = azblobserver.StartTLS
-	}
-	srv, err := start("127.0.0.1:0", azureAccount)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Close)
-	return srv
+	return azblobserver.Serve(t, "127.0.0.1:0", azureAccount, useTLS)
 }
 
 func putAzure(srv *azblobserver.Server, prefix string, files map[string][]byte) {
@@ -254,7 +245,7 @@ func TestFetchingFromAzureAsAServicePrincipal(t *testing.T) {
 		}
 		return azblobserver.Token{}, &azblobserver.Refusal{Status: http.StatusUnauthorized, Code: "invalid_client", Description: "AADSTS7000215: Invalid client secret provided."}
 	}
-	entra := startIdentity(t, issue)
+	entra := azblobserver.ServeIdentity(t, "127.0.0.1:0", issue)
 	keys := func(clientSecret string) map[string]string {
 		return map[string]string{
 			KeyAzureBlobEndpoint: srv.URL, KeyAzureAuthorityHost: entra.URL, KeyAzureCABundle: string(srv.CAPEM) + string(entra.CAPEM),
@@ -346,7 +337,7 @@ func TestFetchingFromAzureWithWorkloadIdentity(t *testing.T) {
 	if err := os.WriteFile(tokenPath, []byte("service-account-token-1"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	entra := startIdentity(t, func(r azblobserver.TokenRequest) (azblobserver.Token, error) {
+	entra := azblobserver.ServeIdentity(t, "127.0.0.1:0", func(r azblobserver.TokenRequest) (azblobserver.Token, error) {
 		if r.ClientAssertion == "service-account-token-1" && r.ClientID == clientID && r.Tenant == tenant && r.ClientSecret == "" {
 			return azblobserver.Token{AccessToken: "federated-token"}, nil
 		}
@@ -380,16 +371,6 @@ func TestFetchingFromAzureWithWorkloadIdentity(t *testing.T) {
 	if fe := wantFailure(t, err, servingv1alpha1.ReasonAccessDenied, ExitPermanent); !strings.Contains(fe.Message, "AZURE_STORAGE_ACCESS_KEY and spec.model.webIdentity") {
 		t.Errorf("a key beside the application: message %q", fe.Message)
 	}
-}
-
-func startIdentity(t *testing.T, issue func(azblobserver.TokenRequest) (azblobserver.Token, error)) *azblobserver.Identity {
-	t.Helper()
-	id, err := azblobserver.StartIdentity("127.0.0.1:0", issue)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(id.Close)
-	return id
 }
 
 func TestALargeAzureBlobIsFetchedAsRangesOfItsListedVersion(t *testing.T) {

@@ -612,29 +612,17 @@ func TestARoleNotNamedIsTheServiceAccountsAnnotated(t *testing.T) {
 	if name, ok := NeedsServiceAccount(ms); !ok || name != "model-reader" {
 		t.Errorf("NeedsServiceAccount = %q, %v; want model-reader read for its role", name, ok)
 	}
-	fetchOf := func(ms *servingv1alpha1.ModelServer, account Account) (Fetch, string) {
-		t.Helper()
-		spec, err := ValidateWith(ms, account)
-		if err != nil {
-			t.Fatal(err)
-		}
-		v, err := spec.Values(fetched)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return v.Fetches[0], spec.Models[0].Generation
-	}
 	role := func(f Fetch) string { return f.Args[slices.Index(f.Args, "--web-identity-role-arn")+1] }
-	f, gen := fetchOf(ms, Account{RoleARN: annotated, Audience: "sts.example.com"})
+	f, gen := fetchWith(t, ms, Account{RoleARN: annotated, Audience: "sts.example.com"})
 	if role(f) != annotated || f.WebIdentityAudience != "sts.example.com" {
 		t.Errorf("role %s for %s; want the annotated role and audience", role(f), f.WebIdentityAudience)
 	}
-	if _, other := fetchOf(ms, Account{RoleARN: annotated + "-2"}); other == gen {
+	if _, other := fetchWith(t, ms, Account{RoleARN: annotated + "-2"}); other == gen {
 		t.Error("another annotated role kept the fetch generation")
 	}
 	named := ms.DeepCopy()
 	named.Spec.Model.WebIdentity = &servingv1alpha1.WebIdentity{RoleARN: "arn:aws:iam::123456789012:role/named", Audience: "sts.amazonaws.com"}
-	if f, _ := fetchOf(named, Account{RoleARN: annotated, Audience: "sts.example.com"}); role(f) != "arn:aws:iam::123456789012:role/named" || f.WebIdentityAudience != "sts.amazonaws.com" {
+	if f, _ := fetchWith(t, named, Account{RoleARN: annotated, Audience: "sts.example.com"}); role(f) != "arn:aws:iam::123456789012:role/named" || f.WebIdentityAudience != "sts.amazonaws.com" {
 		t.Errorf("role %s for %s; want the spec's", role(f), f.WebIdentityAudience)
 	}
 	if _, ok := NeedsServiceAccount(named); ok {
@@ -665,14 +653,8 @@ func TestAGCSModelFederatesThroughItsProvider(t *testing.T) {
 		t.Fatal(err)
 	}
 	f := v.Fetches[0]
-	arg := func(flag string) string {
-		if i := slices.Index(f.Args, flag); i >= 0 {
-			return f.Args[i+1]
-		}
-		return ""
-	}
-	if arg("--web-identity-provider") != provider || arg("--web-identity-service-account") != "reader@ml.iam.gserviceaccount.com" ||
-		arg("--web-identity-token-file") != WebIdentityTokenPath || arg("--web-identity-role-arn") != "" || f.WebIdentityAudience != "https://iam.googleapis.com/"+provider {
+	if argOf(f, "--web-identity-provider") != provider || argOf(f, "--web-identity-service-account") != "reader@ml.iam.gserviceaccount.com" ||
+		argOf(f, "--web-identity-token-file") != WebIdentityTokenPath || argOf(f, "--web-identity-role-arn") != "" || f.WebIdentityAudience != "https://iam.googleapis.com/"+provider {
 		t.Errorf("fetch args %q, audience %q; want the provider, the service account and the provider's audience", f.Args, f.WebIdentityAudience)
 	}
 	if _, ok := NeedsServiceAccount(federated(servingv1alpha1.WebIdentity{Provider: provider})); ok {
@@ -734,28 +716,10 @@ func TestAnAzureModelSignsInAsAnEntraApplication(t *testing.T) {
 			ms.Spec.PodTemplate.ServiceAccountName = "model-reader"
 		})
 	}
-	fetchOf := func(ms *servingv1alpha1.ModelServer, account Account) (Fetch, string) {
-		t.Helper()
-		spec, err := ValidateWith(ms, account)
-		if err != nil {
-			t.Fatal(err)
-		}
-		v, err := spec.Values(fetched)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return v.Fetches[0], spec.Models[0].Generation
-	}
-	arg := func(f Fetch, flag string) string {
-		if i := slices.Index(f.Args, flag); i >= 0 {
-			return f.Args[i+1]
-		}
-		return ""
-	}
 	named := signingIn(servingv1alpha1.WebIdentity{ClientID: client, TenantID: tenant})
-	f, gen := fetchOf(named, Account{})
-	if arg(f, "--web-identity-client-id") != client || arg(f, "--web-identity-tenant-id") != tenant || arg(f, "--web-identity-token-file") != WebIdentityTokenPath ||
-		arg(f, "--web-identity-role-arn") != "" || f.WebIdentityAudience != DefaultEntraAudience {
+	f, gen := fetchWith(t, named, Account{})
+	if argOf(f, "--web-identity-client-id") != client || argOf(f, "--web-identity-tenant-id") != tenant || argOf(f, "--web-identity-token-file") != WebIdentityTokenPath ||
+		argOf(f, "--web-identity-role-arn") != "" || f.WebIdentityAudience != DefaultEntraAudience {
 		t.Errorf("fetch args %q, audience %q; want the application, its tenant and %s", f.Args, f.WebIdentityAudience, DefaultEntraAudience)
 	}
 	if _, ok := NeedsServiceAccount(named); ok {
@@ -766,18 +730,18 @@ func TestAnAzureModelSignsInAsAnEntraApplication(t *testing.T) {
 	if name, ok := NeedsServiceAccount(annotated); !ok || name != "model-reader" {
 		t.Errorf("NeedsServiceAccount = %q, %v; want model-reader read for its application", name, ok)
 	}
-	f, taken := fetchOf(annotated, Account{ClientID: client, TenantID: tenant, RoleARN: "arn:aws:iam::123456789012:role/r"})
-	if arg(f, "--web-identity-client-id") != client || arg(f, "--web-identity-tenant-id") != tenant || arg(f, "--web-identity-role-arn") != "" || taken != gen {
+	f, taken := fetchWith(t, annotated, Account{ClientID: client, TenantID: tenant, RoleARN: "arn:aws:iam::123456789012:role/r"})
+	if argOf(f, "--web-identity-client-id") != client || argOf(f, "--web-identity-tenant-id") != tenant || argOf(f, "--web-identity-role-arn") != "" || taken != gen {
 		t.Errorf("fetch args %q; want the annotated application, and the fetch generation of the same one named", f.Args)
 	}
-	if _, other := fetchOf(annotated, Account{ClientID: "00000000-1111-2222-3333-555555555555", TenantID: tenant}); other == gen {
+	if _, other := fetchWith(t, annotated, Account{ClientID: "00000000-1111-2222-3333-555555555555", TenantID: tenant}); other == gen {
 		t.Error("another annotated application kept the fetch generation")
 	}
-	if _, other := fetchOf(signingIn(servingv1alpha1.WebIdentity{ClientID: client, TenantID: tenant, Audience: "api://other"}), Account{}); other == gen {
+	if _, other := fetchWith(t, signingIn(servingv1alpha1.WebIdentity{ClientID: client, TenantID: tenant, Audience: "api://other"}), Account{}); other == gen {
 		t.Error("another audience kept the fetch generation")
 	}
 	// The spec's tenant with the account's application.
-	if f, _ := fetchOf(signingIn(servingv1alpha1.WebIdentity{TenantID: "fabrikam.example"}), Account{ClientID: client, TenantID: tenant}); arg(f, "--web-identity-tenant-id") != "fabrikam.example" {
+	if f, _ := fetchWith(t, signingIn(servingv1alpha1.WebIdentity{TenantID: "fabrikam.example"}), Account{ClientID: client, TenantID: tenant}); argOf(f, "--web-identity-tenant-id") != "fabrikam.example" {
 		t.Errorf("fetch args %q; want the spec's tenant", f.Args)
 	}
 
@@ -803,4 +767,27 @@ func TestAnAzureModelSignsInAsAnEntraApplication(t *testing.T) {
 	if _, err := For(s3, fetched); err == nil {
 		t.Error("an s3:// model with an Entra application was accepted")
 	}
+}
+
+// fetchWith is the first fetch of ms for pods whose service account gives
+// account, and its model's fetch generation.
+func fetchWith(t *testing.T, ms *servingv1alpha1.ModelServer, account Account) (Fetch, string) {
+	t.Helper()
+	spec, err := ValidateWith(ms, account)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := spec.Values(fetched)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v.Fetches[0], spec.Models[0].Generation
+}
+
+// argOf is the value of a fetch's flag, "" when it has none.
+func argOf(f Fetch, flag string) string {
+	if i := slices.Index(f.Args, flag); i >= 0 {
+		return f.Args[i+1]
+	}
+	return ""
 }

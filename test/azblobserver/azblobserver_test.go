@@ -31,26 +31,12 @@ const account = "modelstore"
 
 func start(t *testing.T, useTLS bool) *azblobserver.Server {
 	t.Helper()
-	startFn := azblobserver.Start
-	if useTLS {
-		startFn = azblobserver.StartTLS
-	}
-	s, err := startFn("127.0.0.1:0", account)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.Close)
-	return s
+	return azblobserver.Serve(t, "127.0.0.1:0", account, useTLS)
 }
 
 func startIdentity(t *testing.T, issue func(azblobserver.TokenRequest) (azblobserver.Token, error)) *azblobserver.Identity {
 	t.Helper()
-	id, err := azblobserver.StartIdentity("127.0.0.1:0", issue)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(id.Close)
-	return id
+	return azblobserver.ServeIdentity(t, "127.0.0.1:0", issue)
 }
 
 // trusting is an http.Client that trusts the stand-ins' CAs and no proxy.

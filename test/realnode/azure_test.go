@@ -40,11 +40,7 @@ func TestAnAzureModelIsFetchedAsTheEntraApplicationOfThePodsServiceAccount(t *te
 		tenant   = "contoso.onmicrosoft.com"
 	)
 	subject := "system:serviceaccount:" + ns + ":model-reader"
-	store, err := azblobserver.StartTLS(localcluster.HostAddress+":0", "modelstore")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(store.Close)
+	store := azblobserver.Serve(t, localcluster.HostAddress+":0", "modelstore", true)
 	putDir(t, store, "half_plus_two", filepath.Join(e.Root, "test", "testdata", "tf-serving", "saved_model_half_plus_two_cpu"))
 	store.AllowBearer("token-of-model-reader", true)
 
@@ -52,7 +48,7 @@ func TestAnAzureModelIsFetchedAsTheEntraApplicationOfThePodsServiceAccount(t *te
 		mu       sync.Mutex
 		reviewed []authenticationv1.UserInfo
 	)
-	entra, err := azblobserver.StartIdentity(localcluster.HostAddress+":0", func(r azblobserver.TokenRequest) (azblobserver.Token, error) {
+	entra := azblobserver.ServeIdentity(t, localcluster.HostAddress+":0", func(r azblobserver.TokenRequest) (azblobserver.Token, error) {
 		review, err := e.cs.AuthenticationV1().TokenReviews().Create(context.Background(), &authenticationv1.TokenReview{
 			Spec: authenticationv1.TokenReviewSpec{Token: r.ClientAssertion, Audiences: []string{values.DefaultEntraAudience}}}, metav1.CreateOptions{})
 		if err != nil {
@@ -70,10 +66,6 @@ func TestAnAzureModelIsFetchedAsTheEntraApplicationOfThePodsServiceAccount(t *te
 		}
 		return azblobserver.Token{AccessToken: "token-of-model-reader"}, nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(entra.Close)
 
 	for _, account := range []string{"model-reader", "stranger"} {
 		e.kubectl(t, fmt.Sprintf(`apiVersion: v1
