@@ -191,12 +191,17 @@ func (d *demo) run(ctx context.Context, samplePath, crdDir, manager, ns string, 
 	defer cancel()
 	go d.followPods(watchCtx, cs, ns, ms.Name)
 	go d.followEvents(watchCtx, cs, ns, ms.Name)
+	w, err := watchModelServer(watchCtx, cl, ms)
+	if err != nil {
+		return err
+	}
 	if err := cl.Create(ctx, ms); err != nil {
+		w.Stop()
 		return fmt.Errorf("apply %s: %w", samplePath, err)
 	}
 	d.say("applied ModelServer %s/%s from %s (model %s, %d replicas)", ns, ms.Name, samplePath, ms.Spec.Model.StorageURI, *ms.Spec.Replicas)
 
-	ready, err := d.followModelServer(watchCtx, cl, ms)
+	ready, err := d.followModelServer(watchCtx, cl, ms, w)
 	if err != nil {
 		if errors.Is(watchCtx.Err(), context.DeadlineExceeded) {
 			return fmt.Errorf("ModelServer not Ready within %s; operator log tail:\n%s", timeout, d.op.LogTail(30))
@@ -238,50 +243,72 @@ func clients(c *localcluster.Cluster) (client.WithWatch, kubernetes.Interface, e
 	return cl, cs, nil
 }
 
+// watchModelServer watches ms. Opened before ms is applied, the watch sees
+// every phase it takes, the first one too: opened after, it would begin
+// with whatever phase the operator has written by then.
+func watchModelServer(ctx context.Context, cl client.WithWatch, ms *servingv1alpha1.ModelServer) (watch.Interface, error) {
+	return cl.Watch(ctx, &servingv1alpha1.ModelServerList{}, client.InNamespace(ms.Namespace), client.MatchingFields{"metadata.name": ms.Name})
+}
+
 // followModelServer prints each change of phase, message or ready count
-// until the ModelServer is Ready for its current generation.
-func (d *demo) followModelServer(ctx context.Context, cl client.WithWatch, ms *servingv1alpha1.ModelServer) (*servingv1alpha1.ModelServer, error) {
-	var last string
-	phases := []string{}
+// seen by w, and by the watches that follow it when it ends, until the
+// ModelServer is Ready for its current generation.
+func (d *demo) followModelServer(ctx context.Context, cl client.WithWatch, ms *servingv1alpha1.ModelServer, w watch.Interface) (*servingv1alpha1.ModelServer, error) {
+	var seen statusLines
 	for {
-		w, err := cl.Watch(ctx, &servingv1alpha1.ModelServerList{}, client.InNamespace(ms.Namespace),
-			client.MatchingFields{"metadata.name": ms.Name})
-		if err != nil {
-			return nil, err
+		if w == nil {
+			var err error
+			if w, err = watchModelServer(ctx, cl, ms); err != nil {
+				return nil, err
+			}
 		}
 		for ev := range w.ResultChan() {
-			if ev.Type == watch.Error {
-				continue
-			}
 			got, ok := ev.Object.(*servingv1alpha1.ModelServer)
-			if !ok {
+			if ev.Type == watch.Error || !ok {
 				continue
 			}
-			st := got.Status
-			msg := st.Message
-			if st.Phase == "" {
-				msg = "(the operator has not written a status yet)"
-			}
-			line := fmt.Sprintf("%-9s ready %-4s %s", orPending(st.Phase), orDash(st.Ready), msg)
-			if line != last {
-				last = line
+			if line, changed := seen.add(got.Status); changed {
 				d.say("ModelServer %s: phase %s", got.Name, line)
-				if len(phases) == 0 || phases[len(phases)-1] != string(st.Phase) {
-					phases = append(phases, string(orPending(st.Phase)))
-				}
 			}
-			if st.Phase == servingv1alpha1.PhaseReady && st.ObservedGeneration == got.Generation {
+			if got.Status.Phase == servingv1alpha1.PhaseReady && got.Status.ObservedGeneration == got.Generation {
 				w.Stop()
 				took := time.Since(d.start)
 				d.awaitReadyEvent(10 * time.Second)
-				d.say("Ready after %s, through the phases %s", took.Round(100*time.Millisecond), strings.Join(phases, " → "))
+				d.say("Ready after %s, through the phases %s", took.Round(100*time.Millisecond), strings.Join(seen.phases, " → "))
 				return got, nil
 			}
 		}
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
+		w = nil
 	}
+}
+
+// statusLines are the lines a ModelServer's statuses are shown as, and
+// the phases they went through.
+type statusLines struct {
+	last   string
+	phases []string
+}
+
+// add takes a status seen, and returns its line and whether it differs
+// from the last one.
+func (s *statusLines) add(st servingv1alpha1.ModelServerStatus) (string, bool) {
+	msg := st.Message
+	if st.Phase == "" {
+		msg = "(the operator has not written a status yet)"
+	}
+	phase := string(orPending(st.Phase))
+	line := fmt.Sprintf("%-9s ready %-4s %s", phase, orDash(st.Ready), msg)
+	if line == s.last {
+		return line, false
+	}
+	s.last = line
+	if len(s.phases) == 0 || s.phases[len(s.phases)-1] != phase {
+		s.phases = append(s.phases, phase)
+	}
+	return line, true
 }
 
 // followPods prints the ModelServer's pods as they change state: the

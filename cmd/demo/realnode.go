@@ -83,16 +83,22 @@ func (d *demo) runReal(ctx context.Context, ns string, timeout time.Duration, ex
 	defer cancel()
 	go d.followPods(watchCtx, cs, ns, ms.Name)
 	go d.followEvents(watchCtx, cs, ns, ms.Name)
+	w, err := watchModelServer(watchCtx, cl, ms)
+	if err != nil {
+		return err
+	}
 	if _, err := env.Kubectl(env.CredentialsSecret(realSecret, ""), "-n", ns, "apply", "-f", "-"); err != nil {
+		w.Stop()
 		return fmt.Errorf("apply the credentials Secret: %w", err)
 	}
 	if _, err := env.Kubectl(env.ModelServerYAML(realenv.ModelServer{Name: realName, URI: realenv.HalfPlusTwo, Secret: realSecret, Replicas: 2}), "-n", ns, "apply", "-f", "-"); err != nil {
+		w.Stop()
 		return fmt.Errorf("apply the ModelServer: %w", err)
 	}
 	d.say("applied Secret %s/%s (the S3 server's keys) and ModelServer %s/%s (model %s, image %s, 2 replicas)",
 		ns, realSecret, ns, realName, realenv.HalfPlusTwo, env.DoubleImage)
 
-	ready, err := d.followModelServer(watchCtx, cl, ms)
+	ready, err := d.followModelServer(watchCtx, cl, ms, w)
 	if err != nil {
 		if errors.Is(watchCtx.Err(), context.DeadlineExceeded) {
 			logs, _ := env.Kubectl("", "-n", realenv.OperatorNamespace, "logs", "deploy/modelserver-controller-manager", "--tail=30")
