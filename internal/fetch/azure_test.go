@@ -552,3 +552,53 @@ func TestAnAzureEndpointInTheSecretMustBeAURL(t *testing.T) {
 		}
 	}
 }
+
+// TestAStoppedAzureFetchResumes: the files an Azure fetch completed before
+// the store failed it are kept, by the ETags they were listed with, and
+// the next attempt downloads only the others.
+func TestAStoppedAzureFetchResumes(t *testing.T) {
+	srv := startAzure(t, false)
+	files := model(1, 2)
+	putAzure(srv, "m", files)
+	var (
+		failing   atomic.Bool
+		downloads atomic.Int32
+	)
+	failing.Store(true)
+	endpoint := throughHook(t, srv, func(r *http.Request) {
+		if r.Method == http.MethodGet && r.URL.Query().Get("comp") != "list" {
+			downloads.Add(1)
+		}
+	})
+	busy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if failing.Load() && strings.HasSuffix(r.URL.Path, "/m/2/saved_model.pb") {
+			w.Header().Set("x-ms-error-code", "ServerBusy")
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		target, _ := url.Parse(endpoint)
+		httputil.NewSingleHostReverseProxy(&url.URL{Scheme: target.Scheme, Host: target.Host}).ServeHTTP(w, r)
+	}))
+	t.Cleanup(busy.Close)
+	keys := azureKeys(srv)
+	keys[KeyAzureBlobEndpoint] = busy.URL + "/" + azureAccount
+	o, _ := testOptions(t, azureModels+"/m", secretDir(t, keys))
+	o.Concurrency = 1
+	_, err := Run(context.Background(), o)
+	if fe := wantFailure(t, err, servingv1alpha1.ReasonFetchFailed, ExitTransient); !strings.Contains(fe.Message, "ServerBusy") {
+		t.Errorf("message %q does not give Azure's code", fe.Message)
+	}
+	assertNotPublished(t, o.Dest)
+
+	failing.Store(false)
+	downloads.Store(0)
+	logs := &logBuffer{}
+	o.Logger = testLogger(logs)
+	if _, err := Run(context.Background(), o); err != nil {
+		t.Fatal(err)
+	}
+	if n := int(downloads.Load()); n == 0 || n >= len(files) || !strings.Contains(logs.String(), "resuming a stopped fetch") {
+		t.Errorf("the resumed fetch made %d of %d downloads; want only those not completed before\n%s", n, len(files), logs)
+	}
+	assertTree(t, o.Dest, files)
+}
