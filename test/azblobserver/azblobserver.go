@@ -66,6 +66,7 @@ type Server struct {
 	sas        []url.Values
 	bearer     map[string]bool // token → whether its principal may read
 	pageSize   int
+	latency    time.Duration
 	lastTick   uint64
 	requests   []Request
 }
@@ -204,6 +205,16 @@ func (s *Server) SetPageSize(n int) {
 	s.pageSize = n
 }
 
+// SetLatency delays each blob's download by d before its first byte, as
+// a store's time to first byte does (the stand-in answers from memory at
+// once): what a sequential copy pays per blob and parallel downloads
+// hide.
+func (s *Server) SetLatency(d time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.latency = d
+}
+
 // Requests are the calls received so far, in order.
 func (s *Server) Requests() []Request {
 	s.mu.Lock()
@@ -242,7 +253,11 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	rep := s.answer(r, &req)
 	req.Status = rep.status
 	s.requests = append(s.requests, req)
+	latency := s.latency
 	s.mu.Unlock()
+	if req.Blob != "" && r.Method == http.MethodGet {
+		time.Sleep(latency)
+	}
 
 	h := w.Header()
 	for k, v := range rep.header {
