@@ -347,6 +347,9 @@ func TestBadSpecsAreRejectedAtAdmission(t *testing.T) {
 		{"an Entra application for an s3:// model", newModelServer(ns, "clients3", func(ms *servingv1alpha1.ModelServer) {
 			ms.Spec.Model.WebIdentity = &servingv1alpha1.WebIdentity{ClientID: "00000000-1111-2222-3333-444444444444"}
 		}), "spec.model", "not a provider, a service account or an Entra application"},
+		{"a pod identity association with a role", newModelServer(ns, "podrole", func(ms *servingv1alpha1.ModelServer) {
+			ms.Spec.Model.WebIdentity = &servingv1alpha1.WebIdentity{EKSPodIdentity: true, RoleARN: "arn:aws:iam::123456789012:role/r"}
+		}), "spec.model", "eksPodIdentity applies to s3:// models, and takes the role and the audience of the service account's association"},
 		{"a client ID that is no GUID", newModelServer(ns, "clientbad", func(ms *servingv1alpha1.ModelServer) {
 			ms.Spec.Model.StorageURI = "https://models.blob.core.windows.net/team/resnet"
 			ms.Spec.Model.WebIdentity = &servingv1alpha1.WebIdentity{ClientID: "model-reader"}

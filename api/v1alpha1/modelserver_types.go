@@ -419,6 +419,7 @@ type NetworkPolicySpec struct {
 // +kubebuilder:validation:XValidation:rule="!has(self.webIdentity) || !self.storageUri.startsWith('s3://') || !(has(self.webIdentity.provider) || has(self.webIdentity.serviceAccount) || has(self.webIdentity.clientId) || has(self.webIdentity.tenantId))",message="spec.model.webIdentity of an s3:// model names an IAM role (roleArn), not a provider, a service account or an Entra application"
 // +kubebuilder:validation:XValidation:rule="!has(self.webIdentity) || !self.storageUri.startsWith('gs://') || (has(self.webIdentity.provider) && !has(self.webIdentity.roleArn) && !has(self.webIdentity.clientId) && !has(self.webIdentity.tenantId))",message="spec.model.webIdentity of a gs:// model names its Workload Identity Federation provider, not an IAM role or an Entra application"
 // +kubebuilder:validation:XValidation:rule="!has(self.webIdentity) || !self.storageUri.matches('(?i)^https://[a-z0-9]{3,24}(-secondary)?[.](blob[.]core[.](windows[.]net|chinacloudapi[.]cn|usgovcloudapi[.]net)|z[0-9]{2}[.]blob[.]storage[.]azure[.]net)/') || !(has(self.webIdentity.roleArn) || has(self.webIdentity.provider) || has(self.webIdentity.serviceAccount))",message="spec.model.webIdentity of an Azure Blob Storage model names a Microsoft Entra application (clientId, tenantId), not an IAM role, a provider or a service account"
+// +kubebuilder:validation:XValidation:rule="!has(self.webIdentity) || !has(self.webIdentity.eksPodIdentity) || !self.webIdentity.eksPodIdentity || (self.storageUri.startsWith('s3://') && !has(self.webIdentity.roleArn) && !has(self.webIdentity.audience))",message="spec.model.webIdentity.eksPodIdentity applies to s3:// models, and takes the role and the audience of the service account's association: name neither"
 type ModelSpec struct {
 	// name is the TensorFlow Serving model name, the <name> in
 	// /v1/models/<name>. Default: the ModelServer's name.
@@ -481,7 +482,8 @@ type ModelSpec struct {
 	// account issuer, the audience and the subject
 	// system:serviceaccount:<namespace>:<serviceAccountName>, and
 	// webIdentity: {} takes the role the service account is annotated
-	// with. For a gs:// model it is exchanged through Google Cloud's
+	// with, and webIdentity: {eksPodIdentity: true} the role of its EKS
+	// Pod Identity association. For a gs:// model it is exchanged through Google Cloud's
 	// Workload Identity Federation provider, which must trust the
 	// cluster's issuer. For an Azure Blob Storage model it signs in to
 	// Microsoft Entra ID as an application whose federated credential
@@ -492,7 +494,8 @@ type ModelSpec struct {
 	// AWS_ENDPOINT_URL, AWS_ENDPOINT_URL_STS, AWS_CA_BUNDLE;
 	// GCS_ENDPOINT_URL, GCP_STS_ENDPOINT_URL,
 	// GCP_IAM_CREDENTIALS_ENDPOINT_URL; AZURE_STORAGE_BLOB_ENDPOINT,
-	// AZURE_AUTHORITY_HOST, AZURE_CA_BUNDLE), but no keys.
+	// AZURE_AUTHORITY_HOST, AZURE_CA_BUNDLE; AWS_CONTAINER_CREDENTIALS_FULL_URI
+	// for another EKS Pod Identity Agent), but no keys.
 	// +optional
 	WebIdentity *WebIdentity `json:"webIdentity,omitempty"`
 
@@ -593,6 +596,14 @@ type WebIdentity struct {
 	// +kubebuilder:validation:Pattern=`^[a-z0-9-]+@[a-z0-9.-]+\.iam\.gserviceaccount\.com$`
 	// +optional
 	ServiceAccount string `json:"serviceAccount,omitempty"`
+	// eksPodIdentity, for an s3:// model on EKS, takes the role of the
+	// service account's EKS Pod Identity association (eks
+	// create-pod-identity-association) from the node's EKS Pod Identity
+	// Agent, for a token of the account with the audience
+	// pods.eks.amazonaws.com: no OIDC provider, annotation or trust policy
+	// of the cluster's issuer is needed.
+	// +optional
+	EKSPodIdentity bool `json:"eksPodIdentity,omitempty"`
 	// clientId, for an Azure Blob Storage model, is the application (or
 	// user-assigned managed identity) signed in as: its client ID, which
 	// holds a federated credential for the service account. Default: the

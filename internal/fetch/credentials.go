@@ -272,7 +272,7 @@ func CheckCredentialKeys(uri string, webIdentity bool, keys []string) string {
 			return fmt.Sprintf("for s3:// it needs both %s and %s, or neither", KeyAWSAccessKeyID, KeyAWSSecretAccessKey)
 		}
 		read = []string{KeyAWSAccessKeyID, KeyAWSSecretAccessKey, KeyAWSSessionToken, KeyAWSEndpointURL, KeyAWSRegion,
-			KeyAWSForcePathStyle, KeyAWSCABundle, KeyAWSInsecureSkipTLS, KeyAWSEndpointURLSTS}
+			KeyAWSForcePathStyle, KeyAWSCABundle, KeyAWSInsecureSkipTLS, KeyAWSEndpointURLSTS, KeyAWSContainerCredentialsURI}
 	case strings.HasPrefix(uri, "gs://"):
 		if webIdentity && has(KeyGCSServiceAccount) {
 			return fmt.Sprintf("spec.model.webIdentity federates the pods' service account token: the Secret must not hold %s as well", KeyGCSServiceAccount)

@@ -20,15 +20,19 @@ const defaultAWSRegion = "us-east-1"
 // newS3Source opens an S3 bucket, or an S3-compatible store's, with a
 // client built only from what the fetch was given: the credentials
 // Secret's static keys, the role of spec.model.webIdentity assumed with
-// the service account token projected for it, or anonymous access when
-// neither is. Nothing is read from the environment or an instance's
-// metadata, so a fetch never uses credentials it was not given.
+// the service account token projected for it (or the role of the
+// account's EKS Pod Identity association, from the node's agent), or
+// anonymous access when neither is. Nothing is read from the environment
+// or an instance's metadata, so a fetch never uses credentials it was not
+// given.
 func newS3Source(ctx context.Context, loc storageuri.Location, creds Credentials, role WebIdentity, transport http.RoundTripper, maxFiles int) (Source, error) {
 	id, secret := creds.Get(KeyAWSAccessKeyID), creds.Get(KeyAWSSecretAccessKey)
 	var provider aws.CredentialsProvider = aws.AnonymousCredentials{}
 	switch {
 	case role.RoleARN != "" && (id != "" || secret != ""):
 		return nil, permanentf(servingv1alpha1.ReasonAccessDenied, "spec.model.webIdentity assumes role %s: the credentials Secret must not hold %s or %s as well", role.RoleARN, KeyAWSAccessKeyID, KeyAWSSecretAccessKey)
+	case role.EKSPodIdentity && (id != "" || secret != ""):
+		return nil, permanentf(servingv1alpha1.ReasonAccessDenied, "spec.model.webIdentity takes the role of the service account's EKS Pod Identity association: the credentials Secret must not hold %s or %s as well", KeyAWSAccessKeyID, KeyAWSSecretAccessKey)
 	case id != "" && secret != "":
 		provider = credentials.NewStaticCredentialsProvider(id, secret, creds.Get(KeyAWSSessionToken))
 	case id != "" || secret != "":
@@ -46,7 +50,10 @@ func newS3Source(ctx context.Context, loc storageuri.Location, creds Credentials
 		// its retry quota) would multiply attempts and hide failures.
 		Retryer: func() aws.Retryer { return aws.NopRetryer{} },
 	}
-	if role.RoleARN != "" {
+	switch {
+	case role.EKSPodIdentity:
+		cfg.Credentials = podIdentityCredentials(role, creds.Get(KeyAWSContainerCredentialsURI), &http.Client{Transport: transport})
+	case role.RoleARN != "":
 		cfg.Credentials = roleCredentials(cfg, role, creds.Get(KeyAWSEndpointURLSTS))
 	}
 	endpoint := creds.Get(KeyAWSEndpointURL)

@@ -27,6 +27,9 @@ type WebIdentity struct {
 	// none. ServiceAccount is the Google service account it impersonates,
 	// "" to read as itself.
 	Provider, ServiceAccount string
+	// EKSPodIdentity takes the role the pods' service account is
+	// associated with (EKS Pod Identity) from the node's agent.
+	EKSPodIdentity bool
 	// ClientID is the Microsoft Entra application (or user-assigned
 	// managed identity) an Azure model's fetch signs in as, in tenant
 	// TenantID; "" for none.

@@ -45,6 +45,7 @@ func fetchCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	fs.StringVar(&o.WebIdentity.RoleARN, "web-identity-role-arn", "", "For s3://: the IAM role assumed with --web-identity-token-file through STS AssumeRoleWithWebIdentity, instead of keys.")
 	fs.StringVar(&o.WebIdentity.Provider, "web-identity-provider", "", "For gs://: the Workload Identity Federation provider (projects/<number>/locations/global/workloadIdentityPools/<pool>/providers/<provider>) that --web-identity-token-file is exchanged with, instead of a key.")
 	fs.StringVar(&o.WebIdentity.ServiceAccount, "web-identity-service-account", "", "For gs://: the Google service account the federated identity impersonates (default: none, it reads as itself).")
+	fs.BoolVar(&o.WebIdentity.EKSPodIdentity, "eks-pod-identity", false, "For s3://: take the role of the service account's EKS Pod Identity association from the node's agent, with --web-identity-token-file, instead of keys.")
 	fs.StringVar(&o.WebIdentity.ClientID, "web-identity-client-id", "", "For Azure Blob Storage: the Microsoft Entra application (or managed identity) signed in as with --web-identity-token-file (Workload ID), instead of a key.")
 	fs.StringVar(&o.WebIdentity.TenantID, "web-identity-tenant-id", "", "For Azure Blob Storage: the Microsoft Entra tenant of --web-identity-client-id.")
 	fs.StringVar(&o.WebIdentity.TokenFile, "web-identity-token-file", "", "The service account token the role is assumed with, exchanged at the provider, or signed in with, read again for each new credential.")
@@ -81,7 +82,7 @@ func fetchCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	switch {
 	case err != nil:
 	case identities(o.WebIdentity) != 0 && o.WebIdentity.TokenFile == "" || identities(o.WebIdentity) != 1 && o.WebIdentity.TokenFile != "":
-		err = &fetch.Error{Reason: servingv1alpha1.ReasonFetchFailed, Message: "--web-identity-token-file goes with one of --web-identity-role-arn, --web-identity-provider and --web-identity-client-id", Permanent: true}
+		err = &fetch.Error{Reason: servingv1alpha1.ReasonFetchFailed, Message: "--web-identity-token-file goes with one of --web-identity-role-arn, --web-identity-provider, --web-identity-client-id and --eks-pod-identity", Permanent: true}
 	case (o.WebIdentity.ClientID == "") != (o.WebIdentity.TenantID == ""):
 		err = &fetch.Error{Reason: servingv1alpha1.ReasonFetchFailed, Message: "--web-identity-client-id goes with --web-identity-tenant-id", Permanent: true}
 	case pullSecrets != "" && pullSecretsDir == "":
@@ -110,11 +111,11 @@ func fetchCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 }
 
 // identities counts the identities a web identity names: a role, a
-// federation provider, an Entra application.
+// federation provider, an Entra application, a pod identity association.
 func identities(w fetch.WebIdentity) int {
 	n := 0
-	for _, id := range []string{w.RoleARN, w.Provider, w.ClientID} {
-		if id != "" {
+	for _, named := range []bool{w.RoleARN != "", w.Provider != "", w.ClientID != "", w.EKSPodIdentity} {
+		if named {
 			n++
 		}
 	}

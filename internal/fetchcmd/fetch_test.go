@@ -79,6 +79,8 @@ func TestFetchCommandExitCodes(t *testing.T) {
 		{"a token file and no identity", []string{"--uri", "/m", "--dest", dest, "--web-identity-token-file", "/t"}, fetchcontract.PermanentFailureExitCode, servingv1alpha1.ReasonFetchFailed},
 		{"two identities", []string{"--uri", "/m", "--dest", dest, "--web-identity-token-file", "/t", "--web-identity-role-arn", "arn:aws:iam::1:role/r",
 			"--web-identity-client-id", "00000000-1111-2222-3333-444444444444", "--web-identity-tenant-id", "t"}, fetchcontract.PermanentFailureExitCode, servingv1alpha1.ReasonFetchFailed},
+		{"a pod identity association and a role", []string{"--uri", "/m", "--dest", dest, "--web-identity-token-file", "/t", "--eks-pod-identity",
+			"--web-identity-role-arn", "arn:aws:iam::1:role/r"}, fetchcontract.PermanentFailureExitCode, servingv1alpha1.ReasonFetchFailed},
 		{"an application without its tenant", []string{"--uri", "/m", "--dest", dest, "--web-identity-token-file", "/t",
 			"--web-identity-client-id", "00000000-1111-2222-3333-444444444444"}, fetchcontract.PermanentFailureExitCode, servingv1alpha1.ReasonFetchFailed},
 		// FetchFailed or Timeout, whichever comes first.

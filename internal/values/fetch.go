@@ -65,6 +65,9 @@ func fetchGeneration(ms *servingv1alpha1.ModelServer, m servingv1alpha1.ModelSpe
 		if w.ClientID != "" || w.TenantID != "" {
 			parts = append(parts, "entra", w.ClientID, w.TenantID)
 		}
+		if w.EKSPodIdentity {
+			parts = append(parts, "eks-pod-identity")
+		}
 	}
 	if pulls := pullSecrets(ms, m, accountPulls); len(pulls) > 0 {
 		// The Job mounts them: a Job made before it did must be replaced.
@@ -145,7 +148,7 @@ func takesAccountRole(m servingv1alpha1.ModelSpec) bool {
 	case w == nil:
 		return false
 	case strings.HasPrefix(m.StorageURI, "s3://"):
-		return w.RoleARN == ""
+		return w.RoleARN == "" && !w.EKSPodIdentity
 	}
 	return (w.ClientID == "" || w.TenantID == "") && isAzure(m)
 }
@@ -160,6 +163,10 @@ func isAzure(m servingv1alpha1.ModelSpec) bool {
 // fetch assumes its role with, where spec.model.webIdentity names none:
 // the one EKS's IAM roles for service accounts use.
 const DefaultWebIdentityAudience = "sts.amazonaws.com"
+
+// EKSPodIdentityAudience is the audience of the token the EKS Pod Identity
+// Agent takes.
+const EKSPodIdentityAudience = "pods.eks.amazonaws.com"
 
 // DefaultEntraAudience is the audience of the token an Azure model's fetch
 // signs in with: the one Entra's federated credentials expect by default.
@@ -176,6 +183,8 @@ func WebIdentityAudience(m servingv1alpha1.ModelSpec) string {
 		return cmp.Or(w.Audience, "https://iam.googleapis.com/"+w.Provider)
 	case isAzure(m):
 		return cmp.Or(w.Audience, DefaultEntraAudience)
+	case w.EKSPodIdentity:
+		return EKSPodIdentityAudience
 	default:
 		return cmp.Or(w.Audience, DefaultWebIdentityAudience)
 	}
@@ -209,6 +218,8 @@ func fetchArgs(m servingv1alpha1.ModelSpec, dest, session string, pulls []string
 		}
 	case w.ClientID != "":
 		args = append(args, "--web-identity-client-id", w.ClientID, "--web-identity-tenant-id", w.TenantID, "--web-identity-token-file", WebIdentityTokenPath)
+	case w.EKSPodIdentity:
+		args = append(args, "--eks-pod-identity", "--web-identity-token-file", WebIdentityTokenPath)
 	default:
 		args = append(args, "--web-identity-role-arn", w.RoleARN, "--web-identity-token-file", WebIdentityTokenPath,
 			"--web-identity-session-name", session)

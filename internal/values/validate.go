@@ -378,10 +378,11 @@ func checkUTF8(ms *servingv1alpha1.ModelServer, models []SpecModel) error {
 var roleARN = regexp.MustCompile(`^arn:[a-z0-9-]+:iam:[^:]*:[0-9]*:role/[\x21-\x7e]+$`)
 
 // checkWebIdentity refuses a role the fetch could not assume (past the
-// CRD's rules, which only new objects meet): of a model neither in S3 nor
-// in Cloud Storage; for S3, none (the spec names none, nor does the
-// service account), or not an IAM role's ARN; for Cloud Storage, no
-// federation provider.
+// CRD's rules, which only new objects meet): of a model not in S3, Cloud
+// Storage or Azure; for S3, none (the spec names none, nor does the
+// service account) unless it takes its EKS Pod Identity association's,
+// or not an IAM role's ARN; for Cloud Storage, no federation provider;
+// for Azure, no Entra application and tenant.
 func checkWebIdentity(ms *servingv1alpha1.ModelServer, m SpecModel, loc storageuri.Location) error {
 	w := m.WebIdentity
 	switch {
@@ -395,6 +396,10 @@ func checkWebIdentity(ms *servingv1alpha1.ModelServer, m SpecModel, loc storageu
 		return &Error{m.Field + ".webIdentity", "applies to s3://, gs:// and Azure Blob Storage models only"}
 	case w.Provider != "" || w.ServiceAccount != "" || w.ClientID != "" || w.TenantID != "":
 		return &Error{m.Field + ".webIdentity", "of an s3:// model names an IAM role (roleArn), not a provider, a service account or an Entra application"}
+	case w.EKSPodIdentity && (w.RoleARN != "" || w.Audience != ""):
+		return &Error{m.Field + ".webIdentity.eksPodIdentity", "takes the role and the audience of the service account's association: name neither"}
+	case w.EKSPodIdentity:
+		return nil
 	case w.RoleARN == "":
 		return &Error{m.Field + ".webIdentity.roleArn", fmt.Sprintf("is not set, and service account %q has no %s annotation to take it from", cmp.Or(ms.Spec.PodTemplate.ServiceAccountName, "default"), AnnotationRoleARN)}
 	case !roleARN.MatchString(w.RoleARN):
@@ -411,8 +416,8 @@ var federationProvider = regexp.MustCompile(`^projects/[0-9]+/locations/global/w
 func checkFederation(m SpecModel) error {
 	w := m.WebIdentity
 	switch {
-	case w.RoleARN != "" || w.ClientID != "" || w.TenantID != "":
-		return &Error{m.Field + ".webIdentity", "of a gs:// model names its Workload Identity Federation provider, not an IAM role or an Entra application"}
+	case w.RoleARN != "" || w.ClientID != "" || w.TenantID != "" || w.EKSPodIdentity:
+		return &Error{m.Field + ".webIdentity", "of a gs:// model names its Workload Identity Federation provider, not an IAM role, an EKS Pod Identity association or an Entra application"}
 	case !federationProvider.MatchString(w.Provider):
 		return &Error{m.Field + ".webIdentity.provider", fmt.Sprintf("%q is not a Workload Identity Federation provider: projects/<number>/locations/global/workloadIdentityPools/<pool>/providers/<provider>", w.Provider)}
 	}
@@ -429,7 +434,7 @@ func checkEntraApplication(ms *servingv1alpha1.ModelServer, m SpecModel) error {
 	w := m.WebIdentity
 	account := cmp.Or(ms.Spec.PodTemplate.ServiceAccountName, "default")
 	switch {
-	case w.RoleARN != "" || w.Provider != "" || w.ServiceAccount != "":
+	case w.RoleARN != "" || w.Provider != "" || w.ServiceAccount != "" || w.EKSPodIdentity:
 		return &Error{m.Field + ".webIdentity", "of an Azure Blob Storage model names a Microsoft Entra application (clientId, tenantId), not an IAM role, a provider or a service account"}
 	case w.ClientID == "":
 		return &Error{m.Field + ".webIdentity.clientId", fmt.Sprintf("is not set, and service account %q has no %s annotation to take it from", account, AnnotationClientID)}

@@ -791,3 +791,42 @@ func argOf(f Fetch, flag string) string {
 	}
 	return ""
 }
+
+// TestAnEKSPodIdentityAssociationNeedsNoRoleOrAnnotation: eksPodIdentity
+// fetches with a token for the agent's audience, and reads nothing of the
+// service account; a role or an audience beside it is refused, and so is
+// it for a model not in S3.
+func TestAnEKSPodIdentityAssociationNeedsNoRoleOrAnnotation(t *testing.T) {
+	associated := func(uri string, w servingv1alpha1.WebIdentity) *servingv1alpha1.ModelServer {
+		return modelServer(func(ms *servingv1alpha1.ModelServer) {
+			ms.Spec.Model.StorageURI = uri
+			ms.Spec.Model.WebIdentity = &w
+		})
+	}
+	ms := associated("s3://models/resnet", servingv1alpha1.WebIdentity{EKSPodIdentity: true})
+	if _, ok := NeedsServiceAccount(ms); ok {
+		t.Error("a pod identity association reads the service account")
+	}
+	f, gen := fetchWith(t, ms, Account{RoleARN: "arn:aws:iam::123456789012:role/annotated"})
+	if !slices.Contains(f.Args, "--eks-pod-identity") || argOf(f, "--web-identity-token-file") != WebIdentityTokenPath ||
+		argOf(f, "--web-identity-role-arn") != "" || f.WebIdentityAudience != EKSPodIdentityAudience {
+		t.Errorf("fetch args %q, audience %q; want the agent's, and no role", f.Args, f.WebIdentityAudience)
+	}
+	if _, other := fetchWith(t, associated("s3://models/resnet", servingv1alpha1.WebIdentity{RoleARN: "arn:aws:iam::123456789012:role/r"}), Account{}); other == gen {
+		t.Error("a pod identity association and a role have one fetch generation")
+	}
+	for _, tc := range []struct {
+		name, field string
+		ms          *servingv1alpha1.ModelServer
+	}{
+		{"a role beside it", "spec.model.webIdentity.eksPodIdentity", associated("s3://models/resnet", servingv1alpha1.WebIdentity{EKSPodIdentity: true, RoleARN: "arn:aws:iam::123456789012:role/r"})},
+		{"an audience beside it", "spec.model.webIdentity.eksPodIdentity", associated("s3://models/resnet", servingv1alpha1.WebIdentity{EKSPodIdentity: true, Audience: "sts.amazonaws.com"})},
+		{"a gs:// model", "spec.model.webIdentity", associated("gs://models/resnet", servingv1alpha1.WebIdentity{EKSPodIdentity: true, Provider: "projects/1/locations/global/workloadIdentityPools/p/providers/q"})},
+	} {
+		_, err := For(tc.ms, fetched)
+		var ve *Error
+		if !errors.As(err, &ve) || ve.Field != tc.field {
+			t.Errorf("%s: %v, want an error of %s", tc.name, err, tc.field)
+		}
+	}
+}

@@ -2,8 +2,11 @@ package realnode
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync"
@@ -17,6 +20,7 @@ import (
 	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
 	"github.com/modelserver-dev/modelserver-operator/internal/localcluster"
 	"github.com/modelserver-dev/modelserver-operator/internal/values"
+	"github.com/modelserver-dev/modelserver-operator/test/realenv"
 	"github.com/modelserver-dev/modelserver-operator/test/stsserver"
 )
 
@@ -131,5 +135,87 @@ stringData:
 	t.Logf("a role not granted: %s", msg)
 	if !strings.Contains(msg, "STS refused role arn:aws:iam::123456789012:role/another") || !strings.Contains(msg, "trust policy") {
 		t.Errorf("ModelFetched says %q; want the role refused, and the trust policy to check", msg)
+	}
+}
+
+// TestAModelIsFetchedWithTheRoleOfItsServiceAccountsPodIdentityAssociation:
+// webIdentity: {eksPodIdentity: true} asks the node's EKS Pod Identity
+// Agent (a stand-in here, at the Secret's endpoint) for the role's keys
+// with the token the real kubelet projected into the fetch pod, which the
+// agent has the apiserver review, as EKS Auth does: bound to the fetch
+// pod, for the agent's audience, of the associated service account. The
+// token of an account with no association fails the fetch with
+// AccessDenied.
+func TestAModelIsFetchedWithTheRoleOfItsServiceAccountsPodIdentityAssociation(t *testing.T) {
+	t.Parallel()
+	e := realNode(t)
+	ns := e.namespace(t)
+	associated := "system:serviceaccount:" + ns + ":model-reader"
+	var (
+		mu       sync.Mutex
+		reviewed []authenticationv1.UserInfo
+	)
+	l, err := net.Listen("tcp", localcluster.HostAddress+":0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	agent := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		review, err := e.cs.AuthenticationV1().TokenReviews().Create(r.Context(), &authenticationv1.TokenReview{
+			Spec: authenticationv1.TokenReviewSpec{Token: r.Header.Get("Authorization"), Audiences: []string{values.EKSPodIdentityAudience}}}, metav1.CreateOptions{})
+		switch {
+		case err != nil:
+			w.WriteHeader(http.StatusInternalServerError)
+			_ = json.NewEncoder(w).Encode(map[string]string{"code": "InternalServerException", "message": err.Error()})
+		case !review.Status.Authenticated:
+			w.WriteHeader(http.StatusBadRequest)
+			_ = json.NewEncoder(w).Encode(map[string]string{"code": "InvalidTokenException", "message": review.Status.Error})
+		case review.Status.User.Username != associated:
+			w.WriteHeader(http.StatusForbidden)
+			_ = json.NewEncoder(w).Encode(map[string]string{"code": "AccessDeniedException", "message": "no pod identity association for " + review.Status.User.Username})
+		default:
+			mu.Lock()
+			reviewed = append(reviewed, review.Status.User)
+			mu.Unlock()
+			_ = json.NewEncoder(w).Encode(map[string]string{"AccessKeyId": e.S3Creds.AccessKey, "SecretAccessKey": e.S3Creds.SecretKey,
+				"AccountId": "123456789012", "Expiration": time.Now().Add(6 * time.Hour).UTC().Format(time.RFC3339)})
+		}
+	}))
+	agent.Listener = l
+	agent.Start()
+	t.Cleanup(agent.Close)
+	for _, account := range []string{"model-reader", "stranger"} {
+		e.kubectl(t, "apiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: "+account+"\n", "-n", ns, "apply", "-f", "-")
+	}
+	e.kubectl(t, fmt.Sprintf(`apiVersion: v1
+kind: Secret
+metadata:
+  name: store
+stringData:
+  AWS_ENDPOINT_URL: %q
+  AWS_S3_FORCE_PATH_STYLE: "true"
+  AWS_CONTAINER_CREDENTIALS_FULL_URI: %q
+`, e.S3Endpoint, agent.URL+"/v1/credentials"), "-n", ns, "apply", "-f", "-")
+	manifest := func(name, account string) string {
+		return e.ModelServerYAML(realenv.ModelServer{Name: name, URI: halfPlusTwo, Secret: "store",
+			ModelExtra: "    webIdentity: {eksPodIdentity: true}\n", SpecExtra: "  podTemplate:\n    serviceAccountName: " + account + "\n"})
+	}
+
+	start := time.Now()
+	e.kubectl(t, manifest("associated", "model-reader"), "-n", ns, "apply", "-f", "-")
+	e.waitReady(t, ns, "associated", 3*time.Minute)
+	t.Logf("kubectl apply to Ready, the associated role's keys from the agent: %.1fs", time.Since(start).Seconds())
+	mu.Lock()
+	seen := slices.Clone(reviewed)
+	mu.Unlock()
+	if len(seen) != 1 || !strings.HasPrefix(strings.Join(seen[0].Extra["authentication.kubernetes.io/pod-name"], ","), "associated-fetch-") {
+		t.Errorf("the tokens the agent took: %+v; want one, bound to the fetch pod", seen)
+	}
+
+	e.kubectl(t, manifest("stranger", "stranger"), "-n", ns, "apply", "-f", "-")
+	msg := e.waitFetchFailed(t, ns, "stranger", servingv1alpha1.ReasonAccessDenied)
+	t.Logf("an account with no association: %s", msg)
+	if !strings.Contains(msg, "HTTP 403 AccessDeniedException: no pod identity association for system:serviceaccount:"+ns+":stranger") {
+		t.Errorf("ModelFetched says %q; want the agent's refusal", msg)
 	}
 }
