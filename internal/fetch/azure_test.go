@@ -602,3 +602,35 @@ func TestAStoppedAzureFetchResumes(t *testing.T) {
 	}
 	assertTree(t, o.Dest, files)
 }
+
+// TestAnArchivedAzureBlobIsRefusedByNameBeforeAnyDownload: a blob in the
+// Archive tier cannot be read until it is rehydrated; the listing says
+// so, naming it, before the others are downloaded, and so does the
+// download of an archived archive.
+func TestAnArchivedAzureBlobIsRefusedByNameBeforeAnyDownload(t *testing.T) {
+	srv := startAzure(t, false)
+	files := model(1)
+	putAzure(srv, "m", files)
+	srv.SetTier("models", "m/1/variables/variables.index", "Archive")
+	srv.Put("models", "exports/m.tar.gz", tarball(t, true, entries(files)))
+	srv.SetTier("models", "exports/m.tar.gz", "Archive")
+	creds := secretDir(t, azureKeys(srv))
+
+	o, _ := testOptions(t, azureModels+"/m", creds)
+	_, err := Run(context.Background(), o)
+	fe := wantFailure(t, err, servingv1alpha1.ReasonFetchFailed, ExitPermanent)
+	if !strings.Contains(fe.Message, "1 blob is in the Archive tier, whose bytes cannot be read (1/variables/variables.index); rehydrate them") {
+		t.Errorf("message %q", fe.Message)
+	}
+	for _, r := range srv.Requests() {
+		if r.Method == http.MethodGet && r.Blob != "" {
+			t.Errorf("a blob was downloaded: %+v", r)
+		}
+	}
+
+	o, _ = testOptions(t, azureModels+"/exports/m.tar.gz", creds)
+	_, err = Run(context.Background(), o)
+	if fe := wantFailure(t, err, servingv1alpha1.ReasonFetchFailed, ExitPermanent); !strings.Contains(fe.Message, "the blob is in the Archive tier") {
+		t.Errorf("message %q", fe.Message)
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
@@ -217,6 +218,7 @@ func (s *azureSource) List(ctx context.Context) (Listing, error) {
 	if p := s.listPrefix(); p != "" {
 		opts.Prefix = &p
 	}
+	var archived []string
 	pager := s.client.NewListBlobsFlatPager(opts)
 	for pager.More() {
 		page, err := pager.NextPage(ctx)
@@ -234,10 +236,21 @@ func (s *azureSource) List(ctx context.Context) (Listing, error) {
 				// S3 folder marker is, not as files beside their contents.
 				name += "/"
 			}
+			if deref(item.Properties.AccessTier) == container.AccessTierArchive {
+				archived = append(archived, strings.TrimPrefix(name, s.listPrefix()))
+			}
 			if err := keys.add(name, deref(item.Properties.ContentLength), etagOf(item.Properties.ETag)); err != nil {
 				return Listing{}, err
 			}
 		}
+	}
+	if len(archived) > 0 {
+		// Refused now, not after the other blobs' download.
+		count := fmt.Sprintf("%d blobs are", len(archived))
+		if len(archived) == 1 {
+			count = "1 blob is"
+		}
+		return Listing{}, permanentf(servingv1alpha1.ReasonFetchFailed, "%s: %s in the Archive tier, whose bytes cannot be read (%s); rehydrate them to the Hot or Cool tier", s.Describe(""), count, strings.Join(firstOf(archived, 3), ", "))
 	}
 	return keys.done(func() (int64, bool, error) {
 		props, err := s.client.NewBlobClient(s.prefix).GetProperties(ctx, nil)
@@ -339,6 +352,8 @@ func (s *azureSource) classify(err error, rel string) *Error {
 		return e(servingv1alpha1.ReasonAccessDenied, true, "access denied: %s; the account's network rules and settings must let the cluster in, and the identity read blobs", azureDetail(re))
 	case bloberror.ServerBusy, bloberror.InternalError, bloberror.OperationTimedOut:
 		return e(servingv1alpha1.ReasonFetchFailed, false, "%s", re.ErrorCode)
+	case bloberror.BlobArchived:
+		return e(servingv1alpha1.ReasonFetchFailed, true, "the blob is in the Archive tier, whose bytes cannot be read (BlobArchived); rehydrate it to the Hot or Cool tier")
 	case bloberror.ConditionNotMet:
 		return e(servingv1alpha1.ReasonFetchFailed, false, "the blob changed during the download (%s); the next attempt lists it again", re.ErrorCode)
 	}
@@ -448,4 +463,12 @@ func deref[T any](p *T) T {
 		return zero
 	}
 	return *p
+}
+
+// firstOf is at most the first n of names, and "…" when there are more.
+func firstOf(names []string, n int) []string {
+	if len(names) <= n {
+		return names
+	}
+	return append(slices.Clone(names[:n]), "…")
 }

@@ -81,6 +81,17 @@ type blob struct {
 	etag              string // unquoted, as listings carry it
 	created, modified time.Time
 	md5               []byte
+	// tier is the access tier: "" for Hot, inferred from the account's.
+	tier string
+}
+
+// tierOf is b's access tier as Azure names it, and whether it was
+// inferred from the account's default rather than set.
+func (b *blob) tierOf() (string, bool) {
+	if b.tier == "" {
+		return "Hot", true
+	}
+	return b.tier, false
 }
 
 // accountName is Azure's rule for storage account names.
@@ -140,6 +151,17 @@ func (s *Server) Put(containerName, name string, body []byte) string {
 	}
 	c.blobs[name] = b
 	return `"` + b.etag + `"`
+}
+
+// SetTier sets a blob's access tier: Hot, Cool, Cold or Archive. An
+// archived blob's bytes cannot be read until it is rehydrated, as in
+// Azure.
+func (s *Server) SetTier(containerName, name, tier string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if b, ok := s.container(containerName).blobs[name]; ok {
+		b.tier = tier
+	}
 }
 
 // Delete removes a blob, if there is one.
@@ -359,12 +381,16 @@ func read(r *http.Request, b *blob) *reply {
 		return rep
 	}
 	size := len(b.body)
+	tier, inferred := b.tierOf()
 	if r.Method == http.MethodHead {
-		h.Set("x-ms-access-tier", "Hot")
-		h.Set("x-ms-access-tier-inferred", "true")
+		h.Set("x-ms-access-tier", tier)
+		h.Set("x-ms-access-tier-inferred", strconv.FormatBool(inferred))
 		h.Set("Content-MD5", base64.StdEncoding.EncodeToString(b.md5))
 		h.Set("Content-Length", strconv.Itoa(size))
 		return &reply{status: http.StatusOK, header: h}
+	}
+	if tier == "Archive" {
+		return fail(http.StatusConflict, "BlobArchived", "This operation is not permitted on an archived blob.")
 	}
 	spec := rangeHeader(r.Header)
 	if spec == "" {

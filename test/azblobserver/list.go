@@ -137,6 +137,7 @@ func (s *Server) list(containerName string, q url.Values) *reply {
 			continue
 		}
 		b := blobs[name]
+		tier, inferred := b.tierOf()
 		out.Blobs.Items = append(out.Blobs.Items, blobXML{Name: xmlName(name), Properties: properties{
 			CreationTime:       b.created.Format(http.TimeFormat),
 			LastModified:       b.modified.Format(http.TimeFormat),
@@ -145,8 +146,8 @@ func (s *Server) list(containerName string, q url.Values) *reply {
 			ContentType:        "application/octet-stream",
 			ContentMD5:         base64.StdEncoding.EncodeToString(b.md5),
 			BlobType:           "BlockBlob",
-			AccessTier:         "Hot",
-			AccessTierInferred: true,
+			AccessTier:         tier,
+			AccessTierInferred: inferred,
 			LeaseStatus:        "unlocked",
 			LeaseState:         "available",
 			ServerEncrypted:    true,
