@@ -138,6 +138,10 @@ func classify(err error, what string) *Error {
 			return e(servingv1alpha1.ReasonAccessDenied, true, "access denied: %s; check the keys in the credentials Secret", detail)
 		case "SlowDown", "InternalError", "ServiceUnavailable", "RequestTimeout", "RequestTimeTooSkewed", "Throttling":
 			return e(servingv1alpha1.ReasonFetchFailed, false, "%s", detail)
+		case "InvalidObjectState":
+			// GetObject of an object in S3 Glacier Flexible Retrieval or
+			// Deep Archive, not restored.
+			return e(servingv1alpha1.ReasonFetchFailed, true, "%s: the object is archived (S3 Glacier Flexible Retrieval or Deep Archive); restore it, or copy it to a storage class read at once", detail)
 		case "PermanentRedirect", "AuthorizationHeaderMalformed", "IllegalLocationConstraintException":
 			return e(servingv1alpha1.ReasonFetchFailed, true, "%s; set AWS_REGION (or AWS_ENDPOINT_URL) in the credentials Secret to the bucket's", detail)
 		}

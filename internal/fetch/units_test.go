@@ -45,6 +45,7 @@ func TestClassify(t *testing.T) {
 		{apiErr("SlowDown"), servingv1alpha1.ReasonFetchFailed, false},
 		{apiErr("InternalError"), servingv1alpha1.ReasonFetchFailed, false},
 		{apiErr("PermanentRedirect"), servingv1alpha1.ReasonFetchFailed, true},
+		{apiErr("InvalidObjectState"), servingv1alpha1.ReasonFetchFailed, true},
 		{respErr(404), servingv1alpha1.ReasonNotFound, true},
 		{respErr(403), servingv1alpha1.ReasonAccessDenied, true},
 		{respErr(503), servingv1alpha1.ReasonFetchFailed, false},
