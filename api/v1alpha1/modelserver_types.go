@@ -483,9 +483,9 @@ type ModelSpec struct {
 	// system:serviceaccount:<namespace>:<serviceAccountName>, and
 	// webIdentity: {} takes the role the service account is annotated
 	// with, and webIdentity: {eksPodIdentity: true} the role of its EKS
-	// Pod Identity association. For a gs:// model it is exchanged through Google Cloud's
-	// Workload Identity Federation provider, which must trust the
-	// cluster's issuer. For an Azure Blob Storage model it signs in to
+	// Pod Identity association. For a gs:// model it is exchanged through
+	// Google Cloud's Workload Identity Federation provider, which must
+	// trust the cluster's issuer. For an Azure Blob Storage model it signs in to
 	// Microsoft Entra ID as an application whose federated credential
 	// trusts the issuer and the subject (Microsoft Entra Workload ID);
 	// webIdentity: {} takes the application the service account is

@@ -2,7 +2,6 @@ package fetch
 
 import (
 	"cmp"
-	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -37,46 +36,33 @@ func podIdentityCredentials(w WebIdentity, endpoint string, client *http.Client)
 			return strings.TrimSpace(string(token)), err
 		})
 	})
-	return aws.NewCredentialsCache(associatedRole{p, agent}, func(o *aws.CredentialsCacheOptions) {
+	return aws.NewCredentialsCache(explained{p, agentRefused(agent)}, func(o *aws.CredentialsCacheOptions) {
 		o.ExpiryWindow = webIdentityExpiryWindow
 	})
 }
 
-// associatedRole says why the agent gave no credentials in the fetch's
-// terms: a refusal is the cluster's setup (no association for the
-// service account, a token it does not accept), which a retry does not
-// change; a busy or unreachable agent may answer the next attempt.
-type associatedRole struct {
-	aws.CredentialsProvider
-	agent string
-}
-
-func (r associatedRole) Retrieve(ctx context.Context) (aws.Credentials, error) {
-	c, err := r.CredentialsProvider.Retrieve(ctx)
-	if err == nil {
-		return c, nil
+// agentRefused says why the agent at agent gave no credentials: a refusal
+// is the cluster's setup (no association for the service account, a
+// token it does not accept), which a retry does not change; a busy or
+// unreachable agent may answer the next attempt.
+func agentRefused(agent string) func(error, smithy.APIError) error {
+	return func(err error, ae smithy.APIError) error {
+		var hs interface{ HTTPStatusCode() int }
+		if ae == nil || !errors.As(err, &hs) {
+			return &Error{Reason: servingv1alpha1.ReasonFetchFailed, Message: fmt.Sprintf("asking the EKS Pod Identity Agent at %s for credentials: %v", agent, err), Err: err}
+		}
+		status := hs.HTTPStatusCode()
+		detail := fmt.Sprintf("HTTP %d", status)
+		if code := ae.ErrorCode(); code != "" {
+			detail += " " + code
+		}
+		if m := ae.ErrorMessage(); m != "" {
+			detail += ": " + firstLineOf(m)
+		}
+		if status == http.StatusTooManyRequests || status >= 500 {
+			return &Error{Reason: servingv1alpha1.ReasonFetchFailed, Message: "the EKS Pod Identity Agent gave no credentials: " + detail, Err: err}
+		}
+		return permanentf(servingv1alpha1.ReasonAccessDenied,
+			"the EKS Pod Identity Agent refused the pod's service account token: %s; the service account spec.podTemplate.serviceAccountName needs a pod identity association with the role, in this cluster and namespace", detail)
 	}
-	var fe *Error
-	if errors.As(err, &fe) {
-		return c, fe
-	}
-	var ae smithy.APIError
-	var hs interface{ HTTPStatusCode() int }
-	if !errors.As(err, &ae) || !errors.As(err, &hs) {
-		// No answer: the fetch's retries take it.
-		return c, &Error{Reason: servingv1alpha1.ReasonFetchFailed, Message: fmt.Sprintf("asking the EKS Pod Identity Agent at %s for credentials: %v", r.agent, err), Err: err}
-	}
-	status := hs.HTTPStatusCode()
-	detail := fmt.Sprintf("HTTP %d", status)
-	if code := ae.ErrorCode(); code != "" {
-		detail += " " + code
-	}
-	if m := ae.ErrorMessage(); m != "" {
-		detail += ": " + firstLineOf(m)
-	}
-	if status == http.StatusTooManyRequests || status >= 500 {
-		return c, &Error{Reason: servingv1alpha1.ReasonFetchFailed, Message: "the EKS Pod Identity Agent gave no credentials: " + detail, Err: err}
-	}
-	return c, permanentf(servingv1alpha1.ReasonAccessDenied,
-		"the EKS Pod Identity Agent refused the pod's service account token: %s; the service account spec.podTemplate.serviceAccountName needs a pod identity association with the role, in this cluster and namespace", detail)
 }

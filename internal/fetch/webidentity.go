@@ -62,7 +62,7 @@ func roleCredentials(cfg aws.Config, w WebIdentity, endpoint string) aws.Credent
 	p := stscreds.NewWebIdentityRoleProvider(client, w.RoleARN, tokenFile(w.TokenFile), func(o *stscreds.WebIdentityRoleOptions) {
 		o.RoleSessionName = cmp.Or(w.SessionName, "modelserver-fetch")
 	})
-	return aws.NewCredentialsCache(assumedRole{p, w.RoleARN}, func(o *aws.CredentialsCacheOptions) {
+	return aws.NewCredentialsCache(explained{p, assumeRoleRefused(w.RoleARN)}, func(o *aws.CredentialsCacheOptions) {
 		o.ExpiryWindow = webIdentityExpiryWindow
 	})
 }
@@ -79,16 +79,18 @@ func (f tokenFile) GetIdentityToken() ([]byte, error) {
 	return b, nil
 }
 
-// assumedRole says why a role could not be assumed in the fetch's terms:
-// what STS refused is the role's trust policy or the token, which a retry
-// does not change; a token that cannot be read is the pod's setup.
-type assumedRole struct {
+// explained is a credentials provider whose failures explain words in the
+// fetch's terms: an *Error the provider met (a token that cannot be read)
+// is passed on as it is.
+type explained struct {
 	aws.CredentialsProvider
-	arn string
+	// explain is given the failure, and the service's refusal in it, nil
+	// when the service did not answer.
+	explain func(err error, refusal smithy.APIError) error
 }
 
-func (r assumedRole) Retrieve(ctx context.Context) (aws.Credentials, error) {
-	c, err := r.CredentialsProvider.Retrieve(ctx)
+func (p explained) Retrieve(ctx context.Context) (aws.Credentials, error) {
+	c, err := p.CredentialsProvider.Retrieve(ctx)
 	if err == nil {
 		return c, nil
 	}
@@ -98,18 +100,30 @@ func (r assumedRole) Retrieve(ctx context.Context) (aws.Credentials, error) {
 	}
 	var ae smithy.APIError
 	if !errors.As(err, &ae) {
-		return c, err // a network error: the fetch's retries take it
+		ae = nil
 	}
-	detail := ae.ErrorCode()
-	if m := ae.ErrorMessage(); m != "" {
-		detail += " (" + m + ")"
+	return c, p.explain(err, ae)
+}
+
+// assumeRoleRefused says why role arn could not be assumed: what STS
+// refused is the role's trust policy or the token, which a retry does not
+// change.
+func assumeRoleRefused(arn string) func(error, smithy.APIError) error {
+	return func(err error, ae smithy.APIError) error {
+		if ae == nil {
+			return err // a network error: the fetch's retries take it
+		}
+		detail := ae.ErrorCode()
+		if m := ae.ErrorMessage(); m != "" {
+			detail += " (" + m + ")"
+		}
+		switch ae.ErrorCode() {
+		case "IDPCommunicationError", "ExpiredTokenException", "Throttling", "ServiceUnavailable", "InternalFailure":
+			// The issuer's keys were not reached, or the token ran out
+			// between its renewal and its use: another try may do.
+			return &Error{Reason: servingv1alpha1.ReasonFetchFailed, Message: fmt.Sprintf("assuming role %s: %s", arn, detail), Err: err}
+		}
+		return permanentf(servingv1alpha1.ReasonAccessDenied,
+			"STS refused role %s for the pod's service account token: %s; the role's trust policy must accept this cluster's service account issuer, the token's audience and the subject system:serviceaccount:<namespace>:<spec.podTemplate.serviceAccountName>", arn, detail)
 	}
-	switch ae.ErrorCode() {
-	case "IDPCommunicationError", "ExpiredTokenException", "Throttling", "ServiceUnavailable", "InternalFailure":
-		// The issuer's keys were not reached, or the token ran out
-		// between its renewal and its use: another try may do.
-		return c, &Error{Reason: servingv1alpha1.ReasonFetchFailed, Message: fmt.Sprintf("assuming role %s: %s", r.arn, detail), Err: err}
-	}
-	return c, permanentf(servingv1alpha1.ReasonAccessDenied,
-		"STS refused role %s for the pod's service account token: %s; the role's trust policy must accept this cluster's service account issuer, the token's audience and the subject system:serviceaccount:<namespace>:<spec.podTemplate.serviceAccountName>", r.arn, detail)
 }
