@@ -47,7 +47,8 @@ type Options struct {
 	CredentialsDir string
 	// WebIdentity reads the model as an identity a service account token
 	// is exchanged for (an IAM role, a federated Google identity, an
-	// Entra application) instead of the Secret's keys (zero: none).
+	// Entra application, the role of an EKS Pod Identity association)
+	// instead of the Secret's keys (zero: none).
 	WebIdentity WebIdentity
 	// PullSecrets are the serving pods' image pull secrets, read for an
 	// oci:// model's registry credentials after the credentials Secret's.

@@ -22,7 +22,7 @@ type bucketPrefix struct {
 func newBucketPrefix(loc storageuri.Location, maxFiles int) bucketPrefix {
 	root := string(loc.Scheme) + "://" + loc.Bucket
 	if loc.Scheme == storageuri.SchemeAzure {
-		// The container's URL, as the URI names it; no SAS.
+		// The container's URL, as the URI names it.
 		root = loc.URL.Scheme + "://" + loc.URL.Host + "/" + loc.Bucket
 	}
 	return bucketPrefix{root: root, name: loc.Bucket, prefix: loc.Prefix, maxFiles: maxFiles}
