@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"net"
 	"net/http"
+	"net/url"
 	"strings"
 	"syscall"
 
@@ -20,6 +21,7 @@ import (
 
 	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
 	"github.com/modelserver-dev/modelserver-operator/internal/fetchcontract"
+	"github.com/modelserver-dev/modelserver-operator/internal/storageuri"
 )
 
 // Exit codes of `manager fetch`.
@@ -101,6 +103,13 @@ func classify(err error, what string) *Error {
 	var fe *Error
 	if errors.As(err, &fe) {
 		return fe
+	}
+	// A transport error quotes its request's URL, whose query may carry a
+	// signature: a signed URL's, a SAS (the Secret's, re-encoded by a
+	// client, so that Redact would not find it).
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		ue.URL = storageuri.Redact(ue.URL)
 	}
 	prefix := ""
 	if what != "" {

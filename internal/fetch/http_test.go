@@ -223,6 +223,22 @@ func TestHTTPHeadersFromTheSecretAreSentAndNeverShown(t *testing.T) {
 	}
 }
 
+// TestASignedURLsSignatureNeverShowsInANetworkError: a transport error
+// quotes its request's URL; the signature in a signed URL's query must
+// not reach the message or the logs.
+func TestASignedURLsSignatureNeverShowsInANetworkError(t *testing.T) {
+	o, logs := testOptions(t, "http://127.0.0.1:1/m.tgz?X-Amz-Signature=c2lnbmF0dXJl", "")
+	o.Retry.Attempts = 1
+	_, err := Run(context.Background(), o)
+	fe := wantFailure(t, err, servingv1alpha1.ReasonFetchFailed, ExitTransient)
+	if !strings.Contains(fe.Message, "network error") {
+		t.Errorf("message %q is not the network error's", fe.Message)
+	}
+	if msg := TerminationMessage(Summary{}, err); strings.Contains(msg, "c2lnbmF0dXJl") || strings.Contains(logs.String(), "c2lnbmF0dXJl") {
+		t.Errorf("the signature shows: %s\n%s", msg, logs)
+	}
+}
+
 func TestAPinnedChecksumThatDiffersIsRefused(t *testing.T) {
 	for _, name := range []string{"m.tar.gz", "m.zip"} {
 		t.Run(name, func(t *testing.T) {

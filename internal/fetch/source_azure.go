@@ -325,11 +325,6 @@ func (s *azureSource) classify(err error, rel string) *Error {
 	}
 	var re *azcore.ResponseError
 	if !errors.As(err, &re) {
-		var ue *url.Error
-		if errors.As(err, &ue) {
-			// The request's URL carries a SAS, re-encoded by the SDK.
-			ue.URL = storageuri.Redact(ue.URL)
-		}
 		return classify(err, what)
 	}
 	e := func(reason string, permanent bool, format string, args ...any) *Error {
@@ -430,10 +425,7 @@ func entraErrorOf(auth *azidentity.AuthenticationFailedError) string {
 // ID) with the service account token the kubelet projected for it, read
 // again for each new access token: the kubelet renews it.
 func workloadIdentity(w WebIdentity, c cloud.Configuration, transport http.RoundTripper) (azcore.TokenCredential, error) {
-	assertion := func(context.Context) (string, error) {
-		token, err := tokenFile(w.TokenFile).GetIdentityToken()
-		return string(token), err
-	}
+	assertion := func(context.Context) (string, error) { return tokenFile(w.TokenFile).token() }
 	cred, err := azidentity.NewClientAssertionCredential(w.TenantID, w.ClientID, assertion, &azidentity.ClientAssertionCredentialOptions{
 		ClientOptions:            azureClientOptions(transport, c),
 		DisableInstanceDiscovery: true,
