@@ -60,8 +60,7 @@ func googleEndpoint(base, google, path string) string {
 // SubjectToken gives the projected token to Google's STS, read again at
 // each exchange: the kubelet renews it.
 func (f tokenFile) SubjectToken(context.Context, externalaccount.SupplierOptions) (string, error) {
-	b, err := f.GetIdentityToken()
-	return strings.TrimSpace(string(b)), err
+	return f.token()
 }
 
 // federatedToken says why a token was not given, in the fetch's terms:

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials/endpointcreds"
@@ -31,10 +30,7 @@ func podIdentityCredentials(w WebIdentity, endpoint string, client *http.Client)
 	p := endpointcreds.New(agent, func(o *endpointcreds.Options) {
 		o.HTTPClient = client
 		o.Retryer = aws.NopRetryer{}
-		o.AuthorizationTokenProvider = endpointcreds.TokenProviderFunc(func() (string, error) {
-			token, err := tokenFile(w.TokenFile).GetIdentityToken()
-			return strings.TrimSpace(string(token)), err
-		})
+		o.AuthorizationTokenProvider = endpointcreds.TokenProviderFunc(tokenFile(w.TokenFile).token)
 	})
 	return aws.NewCredentialsCache(explained{p, agentRefused(agent)}, func(o *aws.CredentialsCacheOptions) {
 		o.ExpiryWindow = webIdentityExpiryWindow

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -77,6 +78,13 @@ func (f tokenFile) GetIdentityToken() ([]byte, error) {
 		return nil, permanentf(servingv1alpha1.ReasonAccessDenied, "spec.model.webIdentity: the service account token %s cannot be read: %v", f, unwrapPathError(err))
 	}
 	return b, nil
+}
+
+// token is the projected token as a string, without the white space a
+// file may end with: what a client sends in a header or a form.
+func (f tokenFile) token() (string, error) {
+	b, err := f.GetIdentityToken()
+	return strings.TrimSpace(string(b)), err
 }
 
 // explained is a credentials provider whose failures explain words in the
