@@ -123,7 +123,7 @@ func NeedsServiceAccount(ms *servingv1alpha1.ModelServer) (string, bool) {
 		models = append([]servingv1alpha1.ModelSpec{*ms.Spec.Model}, models...)
 	}
 	if slices.ContainsFunc(models, takesAccountRole) || (len(pt.ImagePullSecrets) == 0 && slices.ContainsFunc(models, fromRegistry)) {
-		return cmp.Or(pt.ServiceAccountName, "default"), true
+		return podsServiceAccount(ms), true
 	}
 	return "", false
 }

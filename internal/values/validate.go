@@ -401,7 +401,7 @@ func checkWebIdentity(ms *servingv1alpha1.ModelServer, m SpecModel, loc storageu
 	case w.EKSPodIdentity:
 		return nil
 	case w.RoleARN == "":
-		return &Error{m.Field + ".webIdentity.roleArn", fmt.Sprintf("is not set, and service account %q has no %s annotation to take it from", cmp.Or(ms.Spec.PodTemplate.ServiceAccountName, "default"), AnnotationRoleARN)}
+		return unannotated(ms, m.Field+".webIdentity.roleArn", AnnotationRoleARN)
 	case !roleARN.MatchString(w.RoleARN):
 		return &Error{m.Field + ".webIdentity.roleArn", fmt.Sprintf("%q is not a role's ARN: arn:aws:iam::<account>:role/<name>", w.RoleARN)}
 	}
@@ -432,18 +432,28 @@ var entraClientID = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-
 // account), or with another cloud's identity.
 func checkEntraApplication(ms *servingv1alpha1.ModelServer, m SpecModel) error {
 	w := m.WebIdentity
-	account := cmp.Or(ms.Spec.PodTemplate.ServiceAccountName, "default")
 	switch {
 	case w.RoleARN != "" || w.Provider != "" || w.ServiceAccount != "" || w.EKSPodIdentity:
 		return &Error{m.Field + ".webIdentity", "of an Azure Blob Storage model names a Microsoft Entra application (clientId, tenantId), not an IAM role, a provider or a service account"}
 	case w.ClientID == "":
-		return &Error{m.Field + ".webIdentity.clientId", fmt.Sprintf("is not set, and service account %q has no %s annotation to take it from", account, AnnotationClientID)}
+		return unannotated(ms, m.Field+".webIdentity.clientId", AnnotationClientID)
 	case !entraClientID.MatchString(w.ClientID):
 		return &Error{m.Field + ".webIdentity.clientId", fmt.Sprintf("%q is not an application's client ID (a GUID)", w.ClientID)}
 	case w.TenantID == "":
-		return &Error{m.Field + ".webIdentity.tenantId", fmt.Sprintf("is not set, and service account %q has no %s annotation to take it from", account, AnnotationTenantID)}
+		return unannotated(ms, m.Field+".webIdentity.tenantId", AnnotationTenantID)
 	}
 	return nil
+}
+
+// unannotated is the error of a webIdentity field that neither the spec
+// nor the pods' service account, by its annotation, gives.
+func unannotated(ms *servingv1alpha1.ModelServer, field, annotation string) *Error {
+	return &Error{field, fmt.Sprintf("is not set, and service account %q has no %s annotation to take it from", podsServiceAccount(ms), annotation)}
+}
+
+// podsServiceAccount is the service account ms's pods run as.
+func podsServiceAccount(ms *servingv1alpha1.ModelServer) string {
+	return cmp.Or(ms.Spec.PodTemplate.ServiceAccountName, "default")
 }
 
 // checkSignature refuses what the fetcher could not check a model's
