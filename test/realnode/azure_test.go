@@ -8,12 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
-
-	authenticationv1 "k8s.io/api/authentication/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
 	"github.com/modelserver-dev/modelserver-operator/internal/localcluster"
@@ -44,25 +40,18 @@ func TestAnAzureModelIsFetchedAsTheEntraApplicationOfThePodsServiceAccount(t *te
 	putDir(t, store, "half_plus_two", filepath.Join(e.Root, "test", "testdata", "tf-serving", "saved_model_half_plus_two_cpu"))
 	store.AllowBearer("token-of-model-reader", true)
 
-	var (
-		mu       sync.Mutex
-		reviewed []authenticationv1.UserInfo
-	)
+	reviews := e.tokenReviewer(values.DefaultEntraAudience)
 	entra := azblobserver.ServeIdentity(t, localcluster.HostAddress+":0", func(r azblobserver.TokenRequest) (azblobserver.Token, error) {
-		review, err := e.cs.AuthenticationV1().TokenReviews().Create(context.Background(), &authenticationv1.TokenReview{
-			Spec: authenticationv1.TokenReviewSpec{Token: r.ClientAssertion, Audiences: []string{values.DefaultEntraAudience}}}, metav1.CreateOptions{})
+		user, refused, err := reviews.review(context.Background(), r.ClientAssertion)
 		if err != nil {
 			return azblobserver.Token{}, err
 		}
-		if !review.Status.Authenticated {
+		if refused != "" {
 			return azblobserver.Token{}, &azblobserver.Refusal{Status: http.StatusBadRequest, Code: "invalid_client", Description: "AADSTS700211: No matching federated identity record found for presented assertion issuer."}
 		}
-		mu.Lock()
-		reviewed = append(reviewed, review.Status.User)
-		mu.Unlock()
-		if r.ClientID != clientID || r.Tenant != tenant || review.Status.User.Username != subject {
+		if r.ClientID != clientID || r.Tenant != tenant || user.Username != subject {
 			return azblobserver.Token{}, &azblobserver.Refusal{Status: http.StatusBadRequest, Code: "invalid_client",
-				Description: "AADSTS700213: No matching federated identity record found for presented assertion subject '" + review.Status.User.Username + "'."}
+				Description: "AADSTS700213: No matching federated identity record found for presented assertion subject '" + user.Username + "'."}
 		}
 		return azblobserver.Token{AccessToken: "token-of-model-reader"}, nil
 	})
@@ -98,12 +87,7 @@ stringData:
 	if got := e.modelStatus(t, ns, "signed-in"); got["123"] != "AVAILABLE" {
 		t.Errorf("TF Serving (double) reports %v, want version 123 AVAILABLE", got)
 	}
-	mu.Lock()
-	seen := append([]authenticationv1.UserInfo(nil), reviewed...)
-	mu.Unlock()
-	if len(seen) != 1 || !strings.HasPrefix(strings.Join(seen[0].Extra["authentication.kubernetes.io/pod-name"], ","), "signed-in-fetch-") {
-		t.Errorf("the tokens reviewed: %+v; want one, bound to the fetch pod", seen)
-	}
+	reviews.wantOneBoundTo(t, "signed-in-fetch-")
 	for _, r := range store.Requests() {
 		if r.Auth != "Bearer" || r.Status >= 400 {
 			t.Errorf("the store was asked %+v; want every request with the bearer token, answered", r)

@@ -9,11 +9,9 @@ import (
 	"net/http/httptest"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -41,23 +39,16 @@ func TestAModelIsFetchedWithARoleAssumedWithThePodsServiceAccountToken(t *testin
 		audience = "sts.modelserver.test"
 	)
 	subject := "system:serviceaccount:" + ns + ":model-reader"
-	var (
-		mu       sync.Mutex
-		reviewed []authenticationv1.UserInfo
-	)
+	reviews := e.tokenReviewer(audience)
 	sts, err := stsserver.Start(localcluster.HostAddress+":0", func(r stsserver.Request) (stsserver.Credentials, error) {
-		review, err := e.cs.AuthenticationV1().TokenReviews().Create(context.Background(), &authenticationv1.TokenReview{
-			Spec: authenticationv1.TokenReviewSpec{Token: r.Token, Audiences: []string{audience}}}, metav1.CreateOptions{})
+		user, refused, err := reviews.review(context.Background(), r.Token)
 		if err != nil {
 			return stsserver.Credentials{}, &stsserver.Refusal{Status: http.StatusBadRequest, Code: "IDPCommunicationError", Message: err.Error()}
 		}
-		if !review.Status.Authenticated {
-			return stsserver.Credentials{}, &stsserver.Refusal{Status: http.StatusBadRequest, Code: "InvalidIdentityToken", Message: review.Status.Error}
+		if refused != "" {
+			return stsserver.Credentials{}, &stsserver.Refusal{Status: http.StatusBadRequest, Code: "InvalidIdentityToken", Message: refused}
 		}
-		mu.Lock()
-		reviewed = append(reviewed, review.Status.User)
-		mu.Unlock()
-		if r.RoleARN != role || review.Status.User.Username != subject {
+		if r.RoleARN != role || user.Username != subject {
 			return stsserver.Credentials{}, &stsserver.Refusal{Status: http.StatusForbidden, Code: "AccessDenied", Message: "Not authorized to perform sts:AssumeRoleWithWebIdentity"}
 		}
 		return stsserver.Credentials{AccessKeyID: e.S3Creds.AccessKey, SecretAccessKey: e.S3Creds.SecretKey, Expiration: time.Now().Add(time.Hour)}, nil
@@ -107,12 +98,7 @@ stringData:
 		}
 		t.Errorf("STS was asked %+v; want one assumption of %s by a session named after the namespace", reqs, role)
 	}
-	mu.Lock()
-	seen := slices.Clone(reviewed)
-	mu.Unlock()
-	if len(seen) != 1 || !strings.HasPrefix(strings.Join(seen[0].Extra["authentication.kubernetes.io/pod-name"], ","), "assumed-fetch-") {
-		t.Errorf("the token reviewed: %+v; want one bound to the fetch pod", seen)
-	}
+	reviews.wantOneBoundTo(t, "assumed-fetch-")
 	if got := e.modelStatus(t, ns, "assumed"); got["123"] != "AVAILABLE" {
 		t.Errorf("TF Serving (double) reports %v, want version 123 AVAILABLE", got)
 	}
@@ -151,32 +137,25 @@ func TestAModelIsFetchedWithTheRoleOfItsServiceAccountsPodIdentityAssociation(t 
 	e := realNode(t)
 	ns := e.namespace(t)
 	associated := "system:serviceaccount:" + ns + ":model-reader"
-	var (
-		mu       sync.Mutex
-		reviewed []authenticationv1.UserInfo
-	)
+	reviews := e.tokenReviewer(values.EKSPodIdentityAudience)
 	l, err := net.Listen("tcp", localcluster.HostAddress+":0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	agent := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
-		review, err := e.cs.AuthenticationV1().TokenReviews().Create(r.Context(), &authenticationv1.TokenReview{
-			Spec: authenticationv1.TokenReviewSpec{Token: r.Header.Get("Authorization"), Audiences: []string{values.EKSPodIdentityAudience}}}, metav1.CreateOptions{})
+		user, refused, err := reviews.review(r.Context(), r.Header.Get("Authorization"))
 		switch {
 		case err != nil:
 			w.WriteHeader(http.StatusInternalServerError)
 			_ = json.NewEncoder(w).Encode(map[string]string{"code": "InternalServerException", "message": err.Error()})
-		case !review.Status.Authenticated:
+		case refused != "":
 			w.WriteHeader(http.StatusBadRequest)
-			_ = json.NewEncoder(w).Encode(map[string]string{"code": "InvalidTokenException", "message": review.Status.Error})
-		case review.Status.User.Username != associated:
+			_ = json.NewEncoder(w).Encode(map[string]string{"code": "InvalidTokenException", "message": refused})
+		case user.Username != associated:
 			w.WriteHeader(http.StatusForbidden)
-			_ = json.NewEncoder(w).Encode(map[string]string{"code": "AccessDeniedException", "message": "no pod identity association for " + review.Status.User.Username})
+			_ = json.NewEncoder(w).Encode(map[string]string{"code": "AccessDeniedException", "message": "no pod identity association for " + user.Username})
 		default:
-			mu.Lock()
-			reviewed = append(reviewed, review.Status.User)
-			mu.Unlock()
 			_ = json.NewEncoder(w).Encode(map[string]string{"AccessKeyId": e.S3Creds.AccessKey, "SecretAccessKey": e.S3Creds.SecretKey,
 				"AccountId": "123456789012", "Expiration": time.Now().Add(6 * time.Hour).UTC().Format(time.RFC3339)})
 		}
@@ -205,12 +184,7 @@ stringData:
 	e.kubectl(t, manifest("associated", "model-reader"), "-n", ns, "apply", "-f", "-")
 	e.waitReady(t, ns, "associated", 3*time.Minute)
 	t.Logf("kubectl apply to Ready, the associated role's keys from the agent: %.1fs", time.Since(start).Seconds())
-	mu.Lock()
-	seen := slices.Clone(reviewed)
-	mu.Unlock()
-	if len(seen) != 1 || !strings.HasPrefix(strings.Join(seen[0].Extra["authentication.kubernetes.io/pod-name"], ","), "associated-fetch-") {
-		t.Errorf("the tokens the agent took: %+v; want one, bound to the fetch pod", seen)
-	}
+	reviews.wantOneBoundTo(t, "associated-fetch-")
 
 	e.kubectl(t, manifest("stranger", "stranger"), "-n", ns, "apply", "-f", "-")
 	msg := e.waitFetchFailed(t, ns, "stranger", servingv1alpha1.ReasonAccessDenied)
