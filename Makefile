@@ -69,14 +69,17 @@ vet: ## Run go vet, also over the fetcher's benchmark variants (bench-fetch).
 
 # The benchmarks' modules, each with its own go.mod.
 BENCH_MODULES := test/bench test/bench/peer test/fetchbench
+# Test modules with a go.mod of their own: Prometheus's rule engine stays
+# out of the operator's.
+TEST_MODULES := test/alerts
 
 # golangci-lint's linters and why each is on are in .golangci.yml.
 .PHONY: lint
-lint: vet vet-bench $(LOCALBIN)/golangci-lint ## Fail on unformatted code, vet and golangci-lint findings, in this module and the benchmarks'.
+lint: vet vet-bench $(LOCALBIN)/golangci-lint ## Fail on unformatted code, vet and golangci-lint findings, in this module, the benchmarks' and the test modules.
 	@echo ">> $(now) $@"
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "not gofmt-ed:"; echo "$$out"; exit 1; fi
 	golangci-lint run ./...
-	for m in $(BENCH_MODULES); do (cd $$m && golangci-lint run ./...) || exit 1; done
+	for m in $(BENCH_MODULES) $(TEST_MODULES); do (cd $$m && golangci-lint run ./...) || exit 1; done
 
 .PHONY: verify-shared-deps
 # The splits allowed. Sprig's cast and mergo: Helm pins sprig, which needs
@@ -88,16 +91,16 @@ lint: vet vet-bench $(LOCALBIN)/golangci-lint ## Fail on unformatted code, vet a
 verify-shared-deps: export SHARED_DEPS_SPLIT = github.com/spf13/cast dario.cat/mergo github.com/mattn/go-isatty github.com/mattn/go-colorable
 verify-shared-deps: ## Fail if a package two of the builds (this module's, hack/tools', kwok's, OLM's, operator-sdk's, versitygw's, a benchmark's) both compile is pinned at different versions (a cold build would compile it twice).
 	@echo ">> $(now) $@"
-	hack/verify-shared-deps.sh $(BENCH_MODULES) \
+	hack/verify-shared-deps.sh $(BENCH_MODULES) $(TEST_MODULES) \
 		'hack/tools=$(subst $(space),$(comma),$(strip $(HACK_TOOLS_PKGS)))' hack/tools/kwok=$(KWOK_PKG) \
 		'hack/tools/olm=$(subst $(space),$(comma),$(strip $(OLM_TOOLS_PKGS)))' \
 		'hack/tools/operator-sdk=$(subst $(space),$(comma),$(strip $(OPERATOR_SDK_PKGS)))' \
 		hack/tools/versitygw=$(VERSITYGW_PKG)
 
 .PHONY: verify-generated
-verify-generated: manifests generate docs-api ## Fail if generated files differ from what is committed.
+verify-generated: manifests generate docs-api prometheus-operator-crds ## Fail if generated files differ from what is committed.
 	@echo ">> $(now) $@"
-	@changed=$$(git status --porcelain -- config/ api/ docs/); if [ -n "$$changed" ]; then \
+	@changed=$$(git status --porcelain -- config/ api/ docs/ $(PROMETHEUS_OPERATOR_CRDS)); if [ -n "$$changed" ]; then \
 		echo "generated files differ from the commit: run 'make manifests generate docs' and commit:"; echo "$$changed"; exit 1; fi
 
 # Packages whose tests need no cluster, and those that start the local control plane.
@@ -134,7 +137,7 @@ now = $$(date -u +%T)
 TEST_DONE := -o vet -o tools -o node-deps -o bundlegen
 test: vet image-deps verify-generated verify-shared-deps verify-olm tools node-deps bundlegen ## Lint, generated files, OLM bundle and unit tests, beside the suites that run against the local control plane.
 	@set -m; $(MAKE) --no-print-directory $(TEST_DONE) test-cluster & cluster=$$!; \
-	$(MAKE) --no-print-directory $(TEST_DONE) lint test-olm test-unit & rest=$$!; set +m; \
+	$(MAKE) --no-print-directory $(TEST_DONE) lint test-olm test-unit test-alerts & rest=$$!; set +m; \
 	trap 'kill -INT -- -$$cluster -$$rest 2>/dev/null' INT TERM; \
 	waitfor() { local rc; while :; do wait "$$1" && rc=0 || rc=$$?; kill -0 "$$1" 2>/dev/null || return $$rc; done; }; \
 	rc=0; waitfor $$rest || rc=$$?; waitfor $$cluster || rc=1; exit $$rc
@@ -155,6 +158,25 @@ image-deps: ## Compile the operator image's packages for linux/arm64 (what `make
 test-unit: ## Unit tests (no cluster).
 	@echo ">> $(now) $@"
 	go test $(UNIT_PKGS)
+
+# The Prometheus Operator's ServiceMonitor and PrometheusRule CRDs, made by
+# controller-gen from its API module at the version test/alerts pins (its
+# releases' CRDs are made so too), for the real-node test that applies
+# dist/monitoring.yaml to the apiserver with their schemas.
+PROMETHEUS_OPERATOR_CRDS := test/testdata/prometheus-operator
+.PHONY: prometheus-operator-crds
+prometheus-operator-crds: $(LOCALBIN)/controller-gen ## Generate the Prometheus Operator's ServiceMonitor and PrometheusRule CRDs into test/testdata.
+	rm -rf $(PROMETHEUS_OPERATOR_CRDS).tmp
+	cd test/alerts && controller-gen crd:crdVersions=v1 paths=github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1 \
+		output:crd:artifacts:config=$(CURDIR)/$(PROMETHEUS_OPERATOR_CRDS).tmp
+	mkdir -p $(PROMETHEUS_OPERATOR_CRDS)
+	for k in servicemonitors prometheusrules; do mv $(PROMETHEUS_OPERATOR_CRDS).tmp/monitoring.coreos.com_$$k.yaml $(PROMETHEUS_OPERATOR_CRDS)/ || exit 1; done
+	rm -rf $(PROMETHEUS_OPERATOR_CRDS).tmp
+
+.PHONY: test-alerts
+test-alerts: ## Run the alerting rules (config/prometheus) in Prometheus's rule engine on the operator's metrics (test/alerts).
+	@echo ">> $(now) $@"
+	cd test/alerts && go vet ./... && go test -count=1 ./...
 
 .PHONY: test-cluster
 # The real-node suites take the machine's one real node in turn, so a
@@ -359,7 +381,7 @@ REPLACES ?=
 SKIP_RANGE ?= >=0.0.0 <$(VERSION)
 BUNDLE_IMG ?= ghcr.io/modelserver-dev/modelserver-operator-bundle:v$(VERSION)
 CATALOG_IMG ?= ghcr.io/modelserver-dev/modelserver-operator-catalog:v$(VERSION)
-OLM_ARTIFACTS := bundle bundle.Dockerfile catalog dist/install.yaml
+OLM_ARTIFACTS := bundle bundle.Dockerfile catalog dist/install.yaml dist/monitoring.yaml
 
 .PHONY: bundlegen
 bundlegen: ## Build the OLM artifact generator into bin/bundlegen.
@@ -381,12 +403,21 @@ dist/install.yaml: install-yaml
 install-yaml: manifests bundlegen $(LOCALBIN)/kustomize ## Generate dist/install.yaml, the plain `kubectl apply -f` install, with IMG.
 	kustomize build config/default | bundlegen install --kustomized - --image='$(IMG)'
 
+.PHONY: monitoring-yaml dist/monitoring.yaml
+dist/monitoring.yaml: monitoring-yaml
+monitoring-yaml: $(LOCALBIN)/kustomize ## Generate dist/monitoring.yaml, the operator's ServiceMonitor and alerts (docs/alerts.md), from config/prometheus.
+	{ echo '# The ModelServer operator: its ServiceMonitor and alerting rules (docs/alerts.md), for'; \
+	  echo '# clusters with the Prometheus Operator, in the namespace modelserver-system. Install with'; \
+	  echo '#   kubectl apply -f dist/monitoring.yaml'; \
+	  echo '# Generated by `make monitoring-yaml` from config/prometheus; do not edit.'; \
+	  kustomize build config/prometheus; } > dist/monitoring.yaml
+
 .PHONY: verify-olm
-verify-olm: ## Fail if bundle/, catalog/ or dist/install.yaml differ from what config/ generates.
+verify-olm: ## Fail if bundle/, catalog/, dist/install.yaml or dist/monitoring.yaml differ from what config/ generates.
 	@echo ">> $(now) $@"
-	$(MAKE) --no-print-directory bundle catalog install-yaml
+	$(MAKE) --no-print-directory bundle catalog install-yaml monitoring-yaml
 	@changed=$$(git status --porcelain -- $(OLM_ARTIFACTS)); if [ -n "$$changed" ]; then \
-		echo "OLM artifacts differ from the commit: run 'make bundle catalog install-yaml' and commit:"; echo "$$changed"; \
+		echo "OLM artifacts differ from the commit: run 'make bundle catalog install-yaml monitoring-yaml' and commit:"; echo "$$changed"; \
 		git --no-pager diff -- $(OLM_ARTIFACTS); exit 1; fi
 
 .PHONY: test-olm

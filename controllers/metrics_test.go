@@ -2,7 +2,9 @@ package controllers_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
+	"time"
 
 	dto "github.com/prometheus/client_model/go"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
@@ -37,11 +39,22 @@ func TestServingAModelIsCountedInTheOperatorMetrics(t *testing.T) {
 		{"modelserver_fetch_duration_seconds", map[string]string{"result": "success"}, 1},
 		{"modelserver_fetch_bytes_total", nil, 4096},
 		{"modelserver_time_to_ready_seconds", nil, 1},
+		{"modelserver_status_phase", map[string]string{"namespace": ns, "name": "metered", "phase": "Ready", "reason": "Ready"}, 1},
 	} {
 		if got := after.value(c.name, c.labels) - before.value(c.name, c.labels); got < c.min {
 			t.Errorf("%s%v went up by %v, want at least %v", c.name, c.labels, got, c.min)
 		}
 	}
+
+	// Its own series ends with it, and so would an alert on it.
+	if err := env.client.Delete(context.Background(), ms); err != nil {
+		t.Fatal(err)
+	}
+	waitAllGone(t, ns, ms.Name)
+	eventually(t, 10*time.Second, "no series of the deleted ModelServer", func(context.Context) (bool, string) {
+		got := gather(t).value("modelserver_status_phase", map[string]string{"namespace": ns, "name": "metered"})
+		return got == 0, fmt.Sprintf("modelserver_status_phase sums to %v", got)
+	})
 }
 
 // metricFamilies are the families of controller-runtime's registry, which

@@ -55,16 +55,17 @@ func (r *ModelServerReconciler) writeStatus(ctx context.Context, ms *servingv1al
 		atOnce := report.FetchPodsProblem != "" || report.PodsProblem != "" || obs != nil && obs.progressRead
 		wait = r.held.hold(ms.UID, old, st, atOnce, now)
 	}
-	// The metrics say the phase the status says, held steps included.
-	shown := st.Phase
+	// The metrics say what the status says, held steps included.
+	shown := &st
 	if wait > 0 {
-		shown = old.Phase
+		shown = &old
 	}
-	var created time.Time
+	seen := metrics.Seen{UID: ms.UID, Namespace: ms.Namespace, Name: ms.Name, Generation: ms.Generation,
+		Phase: string(shown.Phase), Reason: status.Reason(*shown), Ready: shown.Phase == servingv1alpha1.PhaseReady}
 	if ms.Generation == 1 {
-		created = ms.CreationTimestamp.Time
+		seen.ChangedAt = ms.CreationTimestamp.Time
 	}
-	metrics.Observe(ms.UID, ms.Generation, created, string(shown), shown == servingv1alpha1.PhaseReady)
+	metrics.Observe(seen)
 	metrics.RefreshFailed(ms.UID, refreshFailed(st))
 	if unchanged {
 		r.written.Store(ms.UID, st.DeepCopy())

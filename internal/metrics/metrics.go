@@ -1,11 +1,12 @@
 // Package metrics holds the operator's own Prometheus metrics, served with
 // controller-runtime's on the manager's metrics endpoint: ModelServers by
-// phase, stalled rollouts by cause, Helm operations, model fetches, and the
+// phase, each ModelServer's phase by name (for alerts), stalled rollouts by cause, Helm operations, model fetches, and the
 // time a ModelServer takes to become Ready after its spec changed.
 // docs/metrics.md lists them.
 package metrics
 
 import (
+	"slices"
 	"sync"
 	"time"
 
@@ -33,6 +34,22 @@ var (
 		Name:      "modelservers",
 		Help:      "ModelServers this operator process reconciles, by status phase.",
 	}, []string{"phase"})
+
+	// One series per ModelServer, so that an alert can name the one it is
+	// about: the phase alone would say how many, not which.
+	statusGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: Namespace,
+		Name:      "status_phase",
+		Help:      "1 for each ModelServer this operator process reconciles, labelled with its namespace, name, status phase and the reason of the condition that decides it.",
+	}, []string{"namespace", "name", "phase", "reason"})
+
+	// The ModelServers the gauges below count, by name, for the same
+	// reason.
+	problemGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: Namespace,
+		Name:      "problem",
+		Help:      "1 for each problem a ModelServer has that a gauge of this operator counts (a stalled rollout or fetch, a slow fetch, an autoscaler that cannot scale or is at its maximum, a failed refresh round), labelled with its namespace, name, the problem and its cause.",
+	}, []string{"namespace", "name", "problem", "cause"})
 
 	helmOperations = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: Namespace,
@@ -117,7 +134,7 @@ var (
 )
 
 // collectors are the operator's metrics, registered with controller-runtime.
-var collectors = []prometheus.Collector{phaseGauge, stalledGauge, stalledFetchGauge, slowFetchGauge, inactiveAutoscalerGauge, atMaximumGauge, failedRefreshGauge, helmOperations, helmDuration, fetchDuration, fetchFailures, fetchBytes, fetchModelBytes, timeToReady}
+var collectors = []prometheus.Collector{phaseGauge, statusGauge, problemGauge, stalledGauge, stalledFetchGauge, slowFetchGauge, inactiveAutoscalerGauge, atMaximumGauge, failedRefreshGauge, helmOperations, helmDuration, fetchDuration, fetchFailures, fetchBytes, fetchModelBytes, timeToReady}
 
 func init() {
 	ctrlmetrics.Registry.MustRegister(collectors...)
@@ -168,7 +185,13 @@ func HelmOperation(operation, result string, took time.Duration) {
 
 // tracked is what the package remembers of one ModelServer.
 type tracked struct {
-	phase string
+	// namespace and name are "" until the first Observe: problems
+	// recorded before it get their series then.
+	namespace, name string
+	phase           string
+	// series are the labels of its statusGauge series, nil before the
+	// first Observe.
+	series []string
 	// stalled is the cause of its stalled rollout, "" if none;
 	// stalledFetch, of its fetch pods' not starting; slowFetch, of its
 	// running fetch's slowness; autoscaler, of its autoscaler's not
@@ -202,34 +225,60 @@ func get(uid types.UID) *tracked {
 	return t
 }
 
+// Seen is what a reconcile saw of a ModelServer.
+type Seen struct {
+	UID             types.UID
+	Namespace, Name string
+	Generation      int64
+	// ChangedAt is the time the generation was created when known (the
+	// object's creation for generation 1); otherwise the first time this
+	// process sees a generation counts.
+	ChangedAt time.Time
+	// Phase is the status phase, Reason the reason of the condition that
+	// decides it (status.Reason); Ready says whether the generation is
+	// Ready.
+	Phase, Reason string
+	Ready         bool
+}
+
 // Observe records the state of a ModelServer after a reconcile: its phase,
-// and whether the generation that changed at changedAt is now Ready.
-// changedAt is the time the generation was created when known (the
-// object's creation for generation 1); otherwise the first time this
-// process sees a generation counts.
-func Observe(uid types.UID, generation int64, changedAt time.Time, phase string, readyForGeneration bool) {
+// and whether the generation that changed is now Ready.
+func Observe(s Seen) {
 	mu.Lock()
 	defer mu.Unlock()
-	_, seen := servers[uid]
-	t := get(uid)
-	if t.phase != phase {
+	_, seen := servers[s.UID]
+	t := get(s.UID)
+	if t.name == "" {
+		t.namespace, t.name = s.Namespace, s.Name
+		for _, p := range t.problems() {
+			t.problemSeries(p.problem, false, "", p.on, p.cause)
+		}
+	}
+	if t.phase != s.Phase {
 		if t.phase != "" {
 			phaseGauge.WithLabelValues(t.phase).Dec()
 		}
-		phaseGauge.WithLabelValues(phase).Inc()
-		t.phase = phase
+		phaseGauge.WithLabelValues(s.Phase).Inc()
+		t.phase = s.Phase
 	}
-	if t.generation != generation {
-		t.generation, t.ready = generation, false
-		t.since = changedAt
+	if series := []string{s.Namespace, s.Name, s.Phase, s.Reason}; !slices.Equal(t.series, series) {
+		if t.series != nil {
+			statusGauge.DeleteLabelValues(t.series...)
+		}
+		statusGauge.WithLabelValues(series...).Set(1)
+		t.series = series
+	}
+	if t.generation != s.Generation {
+		t.generation, t.ready = s.Generation, false
+		t.since = s.ChangedAt
 		if t.since.IsZero() {
 			t.since = time.Now()
 		}
 		// Ready when this process first sees it: it became Ready before
 		// (under another operator process), at a time nobody recorded.
-		t.ready = !seen && readyForGeneration
+		t.ready = !seen && s.Ready
 	}
-	if readyForGeneration && !t.ready {
+	if s.Ready && !t.ready {
 		t.ready = true
 		timeToReady.Observe(time.Since(t.since).Seconds())
 	}
@@ -238,48 +287,51 @@ func Observe(uid types.UID, generation int64, changedAt time.Time, phase string,
 // Stalled records the cause of a ModelServer's stalled rollout, "" when
 // its rollout is not stalled.
 func Stalled(uid types.UID, cause string) {
-	recordCause(uid, stalledGauge, func(t *tracked) *string { return &t.stalled }, cause)
+	recordCause(uid, ProblemStalledRollout, stalledGauge, func(t *tracked) *string { return &t.stalled }, cause)
 }
 
 // StalledFetch records the cause that keeps a ModelServer's fetch pods from
 // starting, once named; "" when nothing does.
 func StalledFetch(uid types.UID, cause string) {
-	recordCause(uid, stalledFetchGauge, func(t *tracked) *string { return &t.stalledFetch }, cause)
+	recordCause(uid, ProblemStalledFetch, stalledFetchGauge, func(t *tracked) *string { return &t.stalledFetch }, cause)
 }
 
 // SlowFetch records why a ModelServer's running fetch is slow
 // (status.SlowFetch); "" when it is not, or none runs.
 func SlowFetch(uid types.UID, cause string) {
-	recordCause(uid, slowFetchGauge, func(t *tracked) *string { return &t.slowFetch }, cause)
+	recordCause(uid, ProblemSlowFetch, slowFetchGauge, func(t *tracked) *string { return &t.slowFetch }, cause)
 }
 
 // InactiveAutoscaler records the cause that keeps a ModelServer's
 // autoscaler from scaling, once it has lasted; "" when nothing does.
 func InactiveAutoscaler(uid types.UID, cause string) {
-	recordCause(uid, inactiveAutoscalerGauge, func(t *tracked) *string { return &t.autoscaler }, cause)
+	recordCause(uid, ProblemInactiveAutoscaler, inactiveAutoscalerGauge, func(t *tracked) *string { return &t.autoscaler }, cause)
 }
 
 // AutoscalerAtMaximum records whether a ModelServer's autoscaler has
 // wanted more pods than its maximum for a while.
 func AutoscalerAtMaximum(uid types.UID, at bool) {
-	recordFlag(uid, atMaximumGauge, func(t *tracked) *bool { return &t.atMaximum }, at)
+	recordFlag(uid, ProblemAutoscalerAtMaximum, atMaximumGauge, func(t *tracked) *bool { return &t.atMaximum }, at)
 }
 
 // RefreshFailed records whether a model of a ModelServer failed its
 // newest refresh round.
 func RefreshFailed(uid types.UID, failed bool) {
-	recordFlag(uid, failedRefreshGauge, func(t *tracked) *bool { return &t.refreshFailed }, failed)
+	recordFlag(uid, ProblemFailedRefresh, failedRefreshGauge, func(t *tracked) *bool { return &t.refreshFailed }, failed)
 }
 
 // recordFlag counts uid in gauge, or no more, as on says, in the field of
-// its record that field names.
-func recordFlag(uid types.UID, gauge prometheus.Gauge, field func(*tracked) *bool, on bool) {
+// its record that field names, and in its series of problem.
+func recordFlag(uid types.UID, problem string, gauge prometheus.Gauge, field func(*tracked) *bool, on bool) {
 	mu.Lock()
 	defer mu.Unlock()
 	if _, ok := servers[uid]; !ok && !on {
 		return // nothing to clear: no need to track it
 	}
-	countFlag(gauge, field(get(uid)), on)
+	t := get(uid)
+	was := *field(t)
+	countFlag(gauge, field(t), on)
+	t.problemSeries(problem, was, "", on, "")
 }
 
 // countFlag counts a ModelServer in gauge if on, and not if not, as it
@@ -295,14 +347,60 @@ func countFlag(gauge prometheus.Gauge, was *bool, on bool) {
 }
 
 // recordCause moves uid to cause in gauge, in the field of its record that
-// field names.
-func recordCause(uid types.UID, gauge *prometheus.GaugeVec, field func(*tracked) *string, cause string) {
+// field names, and in its series of problem.
+func recordCause(uid types.UID, problem string, gauge *prometheus.GaugeVec, field func(*tracked) *string, cause string) {
 	mu.Lock()
 	defer mu.Unlock()
 	if _, ok := servers[uid]; !ok && cause == "" {
 		return // nothing to clear: no need to track it
 	}
-	moveCause(gauge, field(get(uid)), cause)
+	t := get(uid)
+	was := *field(t)
+	moveCause(gauge, field(t), cause)
+	t.problemSeries(problem, was != "", was, cause != "", cause)
+}
+
+// Problems a ModelServer can have, as modelserver_problem's problem label
+// says them: each is what one of the gauges counts.
+const (
+	ProblemStalledRollout      = "StalledRollout"
+	ProblemStalledFetch        = "StalledFetch"
+	ProblemSlowFetch           = "SlowFetch"
+	ProblemInactiveAutoscaler  = "InactiveAutoscaler"
+	ProblemAutoscalerAtMaximum = "AutoscalerAtMaximum"
+	ProblemFailedRefresh       = "FailedRefresh"
+)
+
+// problemState is whether a ModelServer has a problem, and its cause
+// ("" for the problems that have none).
+type problemState struct {
+	problem, cause string
+	on             bool
+}
+
+func (t *tracked) problems() []problemState {
+	return []problemState{
+		{ProblemStalledRollout, t.stalled, t.stalled != ""},
+		{ProblemStalledFetch, t.stalledFetch, t.stalledFetch != ""},
+		{ProblemSlowFetch, t.slowFetch, t.slowFetch != ""},
+		{ProblemInactiveAutoscaler, t.autoscaler, t.autoscaler != ""},
+		{ProblemAutoscalerAtMaximum, "", t.atMaximum},
+		{ProblemFailedRefresh, "", t.refreshFailed},
+	}
+}
+
+// problemSeries moves the ModelServer's series of problem from how it was
+// to how it is; none while its name is unknown.
+func (t *tracked) problemSeries(problem string, wasOn bool, wasCause string, on bool, cause string) {
+	if t.name == "" || wasOn == on && wasCause == cause {
+		return
+	}
+	if wasOn {
+		problemGauge.DeleteLabelValues(t.namespace, t.name, problem, wasCause)
+	}
+	if on {
+		problemGauge.WithLabelValues(t.namespace, t.name, problem, cause).Set(1)
+	}
 }
 
 // moveCause counts a ModelServer under cause in gauge, no more under the
@@ -327,6 +425,12 @@ func Forget(uid types.UID) {
 	if t, ok := servers[uid]; ok {
 		if t.phase != "" {
 			phaseGauge.WithLabelValues(t.phase).Dec()
+		}
+		if t.series != nil {
+			statusGauge.DeleteLabelValues(t.series...)
+		}
+		for _, p := range t.problems() {
+			t.problemSeries(p.problem, p.on, p.cause, false, "")
 		}
 		moveCause(stalledGauge, &t.stalled, "")
 		moveCause(stalledFetchGauge, &t.stalledFetch, "")

@@ -1,8 +1,10 @@
 package metrics
 
 import (
+	"fmt"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"k8s.io/apimachinery/pkg/types"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/modelserver-dev/modelserver-operator/internal/status"
 )
@@ -48,13 +51,17 @@ func TestAModelServerIsCountedInOnePhaseAtATime(t *testing.T) {
 	created := time.Now().Add(-3 * time.Second)
 	var before dtoHistogram
 	before.read(t, timeToReady)
-	Observe(uid, 1, created, "Fetching", false)
-	Observe(uid, 1, created, "Deploying", false)
+	seen := Seen{UID: uid, Namespace: "ml", Name: "phases", Generation: 1, ChangedAt: created}
+	seen.Phase, seen.Reason = "Fetching", "WaitingForFetch"
+	Observe(seen)
+	seen.Phase, seen.Reason = "Deploying", "PodsNotReady"
+	Observe(seen)
 	if got := value(t, phaseGauge.WithLabelValues("Fetching")); got != 0 {
 		t.Errorf("Fetching = %v after moving on to Deploying, want 0", got)
 	}
-	Observe(uid, 1, created, "Ready", true)
-	Observe(uid, 1, created, "Ready", true)
+	seen.Phase, seen.Reason, seen.Ready = "Ready", "Ready", true
+	Observe(seen)
+	Observe(seen)
 	if got := value(t, phaseGauge.WithLabelValues("Ready")); got != 1 {
 		t.Errorf("Ready = %v, want 1", got)
 	}
@@ -87,7 +94,7 @@ func TestAStalledModelServerIsCountedUnderOneCauseUntilItMovesOn(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			uid, never := types.UID("stalled-"+tc.name), types.UID("never-stalled-"+tc.name)
 			stalled := func(cause string) float64 { return value(t, tc.gauge.WithLabelValues(cause)) }
-			Observe(uid, 1, time.Now(), "Deploying", false)
+			Observe(Seen{UID: uid, Namespace: "ml", Name: string(uid), Generation: 1, ChangedAt: time.Now(), Phase: "Deploying"})
 			tc.set(uid, tc.first)
 			tc.set(uid, tc.then)
 			tc.set(uid, tc.then)
@@ -150,6 +157,105 @@ func TestAFlagCountsItsModelServerOnce(t *testing.T) {
 	}
 }
 
+// Each ModelServer has one series, of its phase and Ready reason, which
+// follows it through its changes and is gone with it: an alert on a phase
+// names the ModelServer, and ends when it moves on.
+func TestEachModelServerHasOneSeriesOfItsPhase(t *testing.T) {
+	series := func() []string { return seriesOf(t, "modelserver_status_phase", "serving") }
+	a := Seen{UID: "a", Namespace: "serving", Name: "a", Generation: 1, Phase: "Fetching", Reason: "WaitingForFetch"}
+	b := Seen{UID: "b", Namespace: "serving", Name: "b", Generation: 1, Phase: "Failed", Reason: "AccessDenied"}
+	Observe(a)
+	Observe(b)
+	a.Phase, a.Reason = "Deploying", "PodsNotReady"
+	Observe(a)
+	Observe(a)
+	want := []string{
+		"name=a,namespace=serving,phase=Deploying,reason=PodsNotReady 1",
+		"name=b,namespace=serving,phase=Failed,reason=AccessDenied 1",
+	}
+	if got := series(); !slices.Equal(got, want) {
+		t.Errorf("series:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	// A reason that changes within a phase is a new series too.
+	b.Reason = "NotFound"
+	Observe(b)
+	Forget(a.UID)
+	want = []string{"name=b,namespace=serving,phase=Failed,reason=NotFound 1"}
+	if got := series(); !slices.Equal(got, want) {
+		t.Errorf("series after a change of reason and a deletion:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	Forget(b.UID)
+	if got := series(); len(got) != 0 {
+		t.Errorf("series after both were deleted: %v", got)
+	}
+}
+
+// Each problem a gauge counts has a series of the ModelServer that has it,
+// from the first time its name is known, which follows its cause and ends
+// with the problem or the ModelServer.
+func TestEachProblemOfAModelServerHasASeriesOfItsName(t *testing.T) {
+	series := func() []string { return seriesOf(t, "modelserver_problem", "problems") }
+	uid := types.UID("with-problems")
+	// A reconcile records what it observes before it writes the status.
+	Stalled(uid, status.CauseImagePull)
+	if got := series(); len(got) != 0 {
+		t.Errorf("series before the name is known: %v", got)
+	}
+	Observe(Seen{UID: uid, Namespace: "problems", Name: "resnet", Generation: 1, Phase: "Deploying", Reason: "PodsNotReady"})
+	RefreshFailed(uid, true)
+	SlowFetch(uid, status.SlowFetchOutOfTime)
+	SlowFetch(uid, status.SlowFetchNothingReceived)
+	want := []string{
+		"cause=,name=resnet,namespace=problems,problem=FailedRefresh 1",
+		"cause=ImagePull,name=resnet,namespace=problems,problem=StalledRollout 1",
+		"cause=NothingReceived,name=resnet,namespace=problems,problem=SlowFetch 1",
+	}
+	if got := series(); !slices.Equal(got, want) {
+		t.Errorf("series:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	Stalled(uid, "")
+	RefreshFailed(uid, false)
+	AutoscalerAtMaximum(uid, true)
+	want = []string{
+		"cause=,name=resnet,namespace=problems,problem=AutoscalerAtMaximum 1",
+		"cause=NothingReceived,name=resnet,namespace=problems,problem=SlowFetch 1",
+	}
+	if got := series(); !slices.Equal(got, want) {
+		t.Errorf("series once two problems ended and one began:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	Forget(uid)
+	if got := series(); len(got) != 0 {
+		t.Errorf("series after the ModelServer was deleted: %v", got)
+	}
+}
+
+// seriesOf are the series of the family name in the namespace ns, as
+// "label=value,... value", sorted.
+func seriesOf(t *testing.T, name, ns string) []string {
+	t.Helper()
+	fams, err := ctrlmetrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, f := range fams {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			var ls []string
+			for _, l := range m.GetLabel() {
+				ls = append(ls, l.GetName()+"="+l.GetValue())
+			}
+			if slices.Contains(ls, "namespace="+ns) {
+				out = append(out, fmt.Sprintf("%s %v", strings.Join(ls, ","), m.GetGauge().GetValue()))
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
 func TestAFetchIsCountedOnceHoweverOftenItsEndIsSeen(t *testing.T) {
 	for range 3 {
 		FetchEnded("ms", "job-1", "", 2*time.Second, 1000)
@@ -181,7 +287,7 @@ func TestAModelServerAlreadyReadyWhenFirstSeenIsNotTimed(t *testing.T) {
 	var before dtoHistogram
 	before.read(t, timeToReady)
 	// An operator restarted long after this ModelServer became Ready.
-	Observe("old", 1, time.Now().Add(-48*time.Hour), "Ready", true)
+	Observe(Seen{UID: "old", Namespace: "ml", Name: "old", Generation: 1, ChangedAt: time.Now().Add(-48 * time.Hour), Phase: "Ready", Reason: "Ready", Ready: true})
 	var after dtoHistogram
 	after.read(t, timeToReady)
 	if after.count != before.count {

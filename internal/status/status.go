@@ -317,6 +317,30 @@ func phaseOf(o Observation, was servingv1alpha1.Phase, readyReplicas int32, depl
 	return servingv1alpha1.PhaseDeploying, available.message
 }
 
+// Reason is the reason of the condition that decides a status's phase, as
+// phaseOf takes them: a spec, Secret or release refused (Deployed), else a
+// fetch not done (ModelFetched, whose reason says why a failed one
+// failed), else a release not yet deployed, else the pods (Available);
+// Ready when all hold. "" for a status with no conditions yet.
+func Reason(st servingv1alpha1.ModelServerStatus) string {
+	deployed := meta.FindStatusCondition(st.Conditions, servingv1alpha1.ConditionDeployed)
+	pending := func(c *metav1.Condition) bool { return c != nil && c.Status != metav1.ConditionTrue }
+	switch fetched := meta.FindStatusCondition(st.Conditions, servingv1alpha1.ConditionModelFetched); {
+	case pending(deployed) && deployed.Reason != servingv1alpha1.ReasonReleasePending:
+		return deployed.Reason
+	case pending(fetched):
+		return fetched.Reason
+	case pending(deployed):
+		return deployed.Reason
+	}
+	for _, t := range []string{servingv1alpha1.ConditionAvailable, servingv1alpha1.ConditionReady} {
+		if c := meta.FindStatusCondition(st.Conditions, t); c != nil && (c.Status != metav1.ConditionTrue || t == servingv1alpha1.ConditionReady) {
+			return c.Reason
+		}
+	}
+	return ""
+}
+
 // wasServing says the ModelServer had been Ready, so that pods lost now
 // make it Degraded rather than still Deploying.
 func wasServing(p servingv1alpha1.Phase) bool {

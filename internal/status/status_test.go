@@ -80,27 +80,28 @@ func TestComputeStatus(t *testing.T) {
 		reason      map[string]string // condition type → reason
 		messageHas  string
 		readyColumn string
+		why         string // Reason
 	}{{
-		name:  "fresh: fetch running",
+		name: "fresh: fetch running", why: "Fetching",
 		obs:   Observation{Generation: 1, DesiredReplicas: 2, Fetch: FetchRunning},
 		phase: servingv1alpha1.PhaseFetching, ready: metav1.ConditionFalse,
 		reason:      map[string]string{"ModelFetched": servingv1alpha1.ReasonFetching, "Available": servingv1alpha1.ReasonWaitingForFetch},
 		readyColumn: "0/2",
 	}, {
-		name:  "fresh: its fetch pod not started",
+		name: "fresh: its fetch pod not started", why: "Fetching",
 		obs:   Observation{Generation: 1, DesiredReplicas: 1, Fetch: FetchRunning, FetchPodsProblem: "1 fetch pod cannot be scheduled: 0/1 nodes are available"},
 		phase: servingv1alpha1.PhaseFetching, ready: metav1.ConditionFalse,
 		reason:     map[string]string{"ModelFetched": servingv1alpha1.ReasonFetching},
 		messageHas: "1 fetch pod cannot be scheduled: 0/1 nodes are available",
 	}, {
-		name:  "fetch failed on a fresh ModelServer",
+		name: "fetch failed on a fresh ModelServer", why: "NotFound",
 		obs:   Observation{Generation: 1, DesiredReplicas: 1, Fetch: FetchFailed, FetchReason: "NotFound", FetchMessage: "s3://m/x: no such prefix", ReleaseCurrent: true},
 		phase: servingv1alpha1.PhaseFailed, ready: metav1.ConditionFalse,
 		reason:     map[string]string{"ModelFetched": "NotFound"},
 		messageHas: "s3://m/x: no such prefix",
 	}, {
-		name: "refetch failed while the old model serves",
-		old:  servingv1alpha1.PhaseReady,
+		name: "refetch failed while the old model serves", why: "AccessDenied",
+		old: servingv1alpha1.PhaseReady,
 		obs: func() Observation {
 			o := served(Observation{Deployment: deployment(2, 2)})
 			o.Fetch, o.FetchReason = FetchFailed, "AccessDenied"
@@ -109,41 +110,41 @@ func TestComputeStatus(t *testing.T) {
 		phase: servingv1alpha1.PhaseDegraded, ready: metav1.ConditionFalse,
 		messageHas: "still serving the previously fetched model",
 	}, {
-		name:  "ready",
+		name: "ready", why: "Ready",
 		obs:   served(Observation{Deployment: deployment(2, 2)}),
 		phase: servingv1alpha1.PhaseReady, ready: metav1.ConditionTrue,
 		reason:      map[string]string{"Deployed": servingv1alpha1.ReasonReleaseDeployed, "Available": servingv1alpha1.ReasonAvailable},
 		readyColumn: "2/2",
 	}, {
-		name:  "pods starting",
+		name: "pods starting", why: "PodsNotReady",
 		obs:   served(Observation{Deployment: deployment(2, 1)}),
 		phase: servingv1alpha1.PhaseDeploying, ready: metav1.ConditionFalse,
 		reason: map[string]string{"Available": servingv1alpha1.ReasonPodsNotReady},
 	}, {
-		name:  "a pod lost after being ready",
+		name: "a pod lost after being ready", why: "PodsNotReady",
 		old:   servingv1alpha1.PhaseReady,
 		obs:   served(Observation{Deployment: deployment(2, 1)}),
 		phase: servingv1alpha1.PhaseDegraded, ready: metav1.ConditionFalse,
 	}, {
-		name:  "every pod lost after being ready",
+		name: "every pod lost after being ready", why: "PodsNotReady",
 		old:   servingv1alpha1.PhaseReady,
 		obs:   served(Observation{Deployment: deployment(2, 0)}),
 		phase: servingv1alpha1.PhaseDegraded, ready: metav1.ConditionFalse,
 		reason:     map[string]string{"Available": servingv1alpha1.ReasonPodsNotReady},
 		messageHas: "0 of 2 serving pods ready",
 	}, {
-		name:  "still none ready",
+		name: "still none ready", why: "PodsNotReady",
 		old:   servingv1alpha1.PhaseDegraded,
 		obs:   served(Observation{Deployment: deployment(2, 0)}),
 		phase: servingv1alpha1.PhaseDegraded, ready: metav1.ConditionFalse,
 	}, {
-		name:  "rolling out",
+		name: "rolling out", why: "RollingOut",
 		old:   servingv1alpha1.PhaseReady,
 		obs:   served(Observation{Deployment: deployment(1, 2)}),
 		phase: servingv1alpha1.PhaseDeploying, ready: metav1.ConditionFalse,
 		reason: map[string]string{"Available": servingv1alpha1.ReasonRollingOut},
 	}, {
-		name: "scaled in the spec, not yet in the Deployment",
+		name: "scaled in the spec, not yet in the Deployment", why: "RollingOut",
 		obs: func() Observation {
 			o := served(Observation{Deployment: deployment(2, 2)})
 			o.DesiredReplicas = 3
@@ -152,7 +153,7 @@ func TestComputeStatus(t *testing.T) {
 		phase: servingv1alpha1.PhaseDeploying, ready: metav1.ConditionFalse,
 		reason: map[string]string{"Available": servingv1alpha1.ReasonRollingOut},
 	}, {
-		name: "pods the apiserver refuses",
+		name: "pods the apiserver refuses", why: "RollingOut",
 		obs: served(Observation{Deployment: withCondition(deployment(0, 0), appsv1.DeploymentCondition{
 			Type: appsv1.DeploymentReplicaFailure, Status: corev1.ConditionTrue, Reason: "FailedCreate",
 			Message: `pods "resnet-7d9f8-x2x8z" is forbidden: exceeded quota: q, requested: pods=1, used: pods=2, limited: pods=2`,
@@ -161,7 +162,7 @@ func TestComputeStatus(t *testing.T) {
 		reason:     map[string]string{"Available": servingv1alpha1.ReasonRollingOut},
 		messageHas: "rolling out: 0 of 2 pods updated; serving pods cannot be created: exceeded quota: q, requested: pods=1",
 	}, {
-		name: "a rollout past its progress deadline",
+		name: "a rollout past its progress deadline", why: "PodsNotReady",
 		obs: served(Observation{Deployment: withCondition(deployment(2, 0), appsv1.DeploymentCondition{
 			Type: appsv1.DeploymentProgressing, Status: corev1.ConditionFalse, Reason: "ProgressDeadlineExceeded",
 		})}),
@@ -169,12 +170,12 @@ func TestComputeStatus(t *testing.T) {
 		reason:     map[string]string{"Available": servingv1alpha1.ReasonPodsNotReady},
 		messageHas: "0 of 2 serving pods ready (readiness probe GET /v1/models/<name>); the rollout made no progress within the Deployment's progress deadline (600 s)",
 	}, {
-		name:  "conflict",
+		name: "conflict", why: "Conflict",
 		obs:   Observation{Generation: 1, Conflict: true, ReleaseErr: errors.New("Service x exists")},
 		phase: servingv1alpha1.PhaseFailed, ready: metav1.ConditionFalse,
 		reason: map[string]string{"Deployed": servingv1alpha1.ReasonConflict}, messageHas: "Service x exists",
 	}, {
-		name:  "invalid spec",
+		name: "invalid spec", why: "InvalidSpec",
 		obs:   Observation{Generation: 1, BlockedReason: servingv1alpha1.ReasonInvalidSpec, BlockedMessage: "spec.ports: grpc and rest must differ"},
 		phase: servingv1alpha1.PhaseFailed, ready: metav1.ConditionFalse,
 		reason: map[string]string{"Deployed": servingv1alpha1.ReasonInvalidSpec}, messageHas: "spec.ports",
@@ -194,6 +195,9 @@ func TestComputeStatus(t *testing.T) {
 			}
 			if !strings.Contains(st.Message, tc.messageHas) {
 				t.Errorf("message %q lacks %q", st.Message, tc.messageHas)
+			}
+			if got := Reason(st); got != tc.why {
+				t.Errorf("Reason %q, want %q", got, tc.why)
 			}
 			if tc.readyColumn != "" && st.Ready != tc.readyColumn {
 				t.Errorf("ready %q, want %q", st.Ready, tc.readyColumn)

@@ -1,0 +1,452 @@
+package alerts
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/promql/parser"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
+	"github.com/modelserver-dev/modelserver-operator/internal/metrics"
+	"github.com/modelserver-dev/modelserver-operator/internal/status"
+)
+
+// TestMain runs the tests, then fails unless every alert fired in one of
+// them: an alert no test can make fire is a rule that cannot. Not when
+// -run or -skip leaves tests out.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if code == 0 && flag.Lookup("test.run").Value.String() == "" && flag.Lookup("test.skip").Value.String() == "" {
+		if missing := neverFired(); len(missing) > 0 {
+			fmt.Fprintf(os.Stderr, "FAIL: alerts no test made fire: %s\n", strings.Join(missing, ", "))
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+func neverFired() []string {
+	var missing []string
+	for _, name := range alertNames() {
+		if fired[name] == 0 {
+			missing = append(missing, name)
+		}
+	}
+	return missing
+}
+
+func alertNames() []string {
+	raw, err := os.ReadFile("../../config/prometheus/alerts.yaml")
+	if err != nil {
+		panic(err)
+	}
+	var names []string
+	for _, m := range regexp.MustCompile(`(?m)^\s*- alert: (\S+)$`).FindAllSubmatch(raw, -1) {
+		names = append(names, string(m[1]))
+	}
+	return names
+}
+
+// Every alert says how bad it is, what happened and where to read what to
+// do, in a section of docs/alerts.md of its own.
+func TestEveryAlertHasASeverityASummaryAndARunbook(t *testing.T) {
+	_, groups := ruleFile(t)
+	doc, err := os.ReadFile("../../docs/alerts.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, g := range groups.Groups {
+		for _, r := range g.Rules {
+			names = append(names, r.Alert)
+			if s := r.Labels["severity"]; s != "critical" && s != "warning" {
+				t.Errorf("%s: severity %q, want critical or warning", r.Alert, s)
+			}
+			for _, a := range []string{"summary", "description"} {
+				if r.Annotations[a] == "" {
+					t.Errorf("%s has no %s", r.Alert, a)
+				}
+			}
+			want := "https://github.com/modelserver-dev/modelserver-operator/blob/main/docs/alerts.md#" + strings.ToLower(r.Alert)
+			if got := r.Annotations["runbook_url"]; got != want {
+				t.Errorf("%s: runbook_url %q, want %q", r.Alert, got, want)
+			}
+			if !strings.Contains(string(doc), "\n## "+r.Alert+"\n") {
+				t.Errorf("docs/alerts.md has no section ## %s", r.Alert)
+			}
+		}
+	}
+	for _, m := range regexp.MustCompile(`(?m)^## (ModelServer\S*)$`).FindAllSubmatch(doc, -1) {
+		if !slices.Contains(names, string(m[1])) {
+			t.Errorf("docs/alerts.md tells of %s, which no rule has", m[1])
+		}
+	}
+	if !slices.Equal(names, alertNames()) {
+		t.Errorf("the alerts found by their names %v differ from the rules %v", alertNames(), names)
+	}
+}
+
+// Every series a rule selects is one the operator writes, with the labels
+// and label values the operator gives it: a metric renamed, or a cause,
+// phase or problem misspelt, would leave an alert that never fires.
+func TestTheRulesSelectSeriesTheOperatorWrites(t *testing.T) {
+	// One series of each of the operator's vectors, so that the registry
+	// gives every family's labels.
+	uid := types.UID("labels")
+	metrics.Observe(metrics.Seen{UID: uid, Namespace: "labels", Name: "labels", Generation: 1, Phase: "Deploying", Reason: "PodsNotReady"})
+	metrics.Stalled(uid, status.CauseImagePull)
+	metrics.AutoscalerAtMaximum(uid, true)
+	defer metrics.Forget(uid)
+	startController(t, "labels", func(reconcile.Request) error { return nil })
+
+	var fams []*dto.MetricFamily
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		var err error
+		if fams, err = ctrlmetrics.Registry.Gather(); err != nil {
+			t.Fatal(err)
+		}
+		// The controller counts its reconciles from its start.
+		if slices.ContainsFunc(fams, func(f *dto.MetricFamily) bool { return f.GetName() == "controller_runtime_reconcile_total" }) || time.Now().After(deadline) {
+			break
+		}
+	}
+	labelsOf := map[string][]string{"up": {"job", "namespace", "pod", "instance", "service", "endpoint"}}
+	for _, f := range fams {
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if !slices.Contains(labelsOf[f.GetName()], l.GetName()) {
+					labelsOf[f.GetName()] = append(labelsOf[f.GetName()], l.GetName())
+				}
+			}
+		}
+		if _, ok := labelsOf[f.GetName()]; !ok {
+			labelsOf[f.GetName()] = nil
+		}
+	}
+	values := map[string][]string{
+		"phase":      metrics.Phases,
+		"problem":    {metrics.ProblemStalledRollout, metrics.ProblemStalledFetch, metrics.ProblemSlowFetch, metrics.ProblemInactiveAutoscaler, metrics.ProblemAutoscalerAtMaximum, metrics.ProblemFailedRefresh},
+		"cause":      slices.Concat(status.Causes, metrics.FetchCauses, status.SlowFetchCauses, status.AutoscalerCauses),
+		"reason":     {servingv1alpha1.ReasonPodsNotReady},
+		"controller": {"modelserver"},
+		"job":        {"modelserver-controller-manager-metrics-service"},
+	}
+
+	_, groups := ruleFile(t)
+	for _, g := range groups.Groups {
+		for _, r := range g.Rules {
+			expr, err := promParser.ParseExpr(r.Expr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			parser.Inspect(expr, func(node parser.Node, _ []parser.Node) error {
+				vs, ok := node.(*parser.VectorSelector)
+				if !ok {
+					return nil
+				}
+				have, known := labelsOf[vs.Name]
+				if !known {
+					t.Errorf("%s selects %s, which the operator does not serve", r.Alert, vs.Name)
+					return nil
+				}
+				for _, m := range vs.LabelMatchers {
+					if m.Name == labels.MetricName {
+						continue
+					}
+					if !slices.Contains(have, m.Name) {
+						t.Errorf("%s selects %s by %s, a label it does not have (it has %v)", r.Alert, vs.Name, m.Name, have)
+						continue
+					}
+					want, checked := values[m.Name]
+					if !checked {
+						t.Errorf("%s selects by %s, whose values this test does not know", r.Alert, m.Name)
+						continue
+					}
+					for _, v := range strings.Split(m.Value, "|") {
+						if !slices.Contains(want, v) {
+							t.Errorf("%s selects %s{%s}: %q is no value the operator gives it (%v)", r.Alert, vs.Name, m, v, want)
+						}
+					}
+				}
+				return nil
+			})
+		}
+	}
+}
+
+var (
+	// ml is where the tests' ModelServers are; uids keeps their UIDs
+	// apart across tests.
+	ml     = "ml-team"
+	uidSeq atomic.Int64
+)
+
+// modelServer is one ModelServer as the operator's metrics code sees it.
+type modelServer struct {
+	metrics.Seen
+}
+
+func newModelServer(t *testing.T, name string) *modelServer {
+	ms := &modelServer{metrics.Seen{UID: types.UID(fmt.Sprint("uid-", uidSeq.Add(1))), Namespace: ml, Name: name, Generation: 1}}
+	t.Cleanup(func() { metrics.Forget(ms.UID) })
+	return ms
+}
+
+// is records the phase and reason a reconcile wrote.
+func (ms *modelServer) is(phase servingv1alpha1.Phase, reason string) {
+	ms.Phase, ms.Reason, ms.Ready = string(phase), reason, phase == servingv1alpha1.PhaseReady
+	metrics.Observe(ms.Seen)
+}
+
+func named(ms *modelServer, more ...string) map[string]string {
+	m := map[string]string{"namespace": ms.Namespace, "name": ms.Name}
+	for i := 0; i+1 < len(more); i += 2 {
+		m[more[i]] = more[i+1]
+	}
+	return m
+}
+
+func TestAFailedModelServerIsAlertedOfByNameAfterFiveMinutes(t *testing.T) {
+	p := newPrometheus(t)
+	ms := newModelServer(t, "resnet")
+	ms.is(servingv1alpha1.PhaseFetching, servingv1alpha1.ReasonFetching)
+	p.run(2 * time.Minute)
+	ms.is(servingv1alpha1.PhaseFailed, servingv1alpha1.ReasonAccessDenied)
+	p.run(5 * time.Minute)
+	p.expectNotFiring("ModelServerFailed", named(ms))
+	p.step()
+	a := p.expectFiring("ModelServerFailed", named(ms, "reason", "AccessDenied", "severity", "warning"))
+	if want := "ModelServer ml-team/resnet has failed (AccessDenied)."; a.annotations["summary"] != want {
+		t.Errorf("summary %q, want %q", a.annotations["summary"], want)
+	}
+	if want := "kubectl -n ml-team describe modelserver resnet"; !strings.Contains(a.annotations["description"], want) {
+		t.Errorf("description %q lacks %q", a.annotations["description"], want)
+	}
+	// Fixed: the next scrape has its series in the phase it moved to, the
+	// Failed one stale, and the alert ends at the next evaluation.
+	ms.is(servingv1alpha1.PhaseReady, servingv1alpha1.ReasonReady)
+	p.step()
+	p.expectNotFiring("ModelServerFailed", named(ms))
+	if got := p.firingNames(); len(got) != 0 {
+		t.Errorf("firing once Ready: %v", got)
+	}
+}
+
+// With leader election the ModelServer's series comes from whichever pod
+// leads: a new leader carries on its alert, which neither ends nor waits
+// its 5 minutes again.
+func TestAnAlertCarriesOnAcrossALeaderChange(t *testing.T) {
+	p := newPrometheus(t)
+	ms := newModelServer(t, "bert")
+	ms.is(servingv1alpha1.PhaseFailed, servingv1alpha1.ReasonInvalidSpec)
+	p.run(3 * time.Minute)
+	p.target = operatorPod("modelserver-controller-manager-6d4f9-vwxyz")
+	p.run(2*time.Minute + interval)
+	p.expectFiring("ModelServerFailed", named(ms, "reason", "InvalidSpec"))
+}
+
+// Pods lost are an outage, alerted of as critical; a failed refetch while
+// the old model serves is not.
+func TestLostPodsAreCriticalAndAFailedRefetchIsNot(t *testing.T) {
+	p := newPrometheus(t)
+	down, stale := newModelServer(t, "down"), newModelServer(t, "stale")
+	down.is(servingv1alpha1.PhaseDegraded, servingv1alpha1.ReasonPodsNotReady)
+	stale.is(servingv1alpha1.PhaseDegraded, servingv1alpha1.ReasonNotFound)
+	p.run(5*time.Minute + interval)
+	p.expectFiring("ModelServerDown", named(down, "severity", "critical"))
+	p.expectNotFiring("ModelServerDown", named(stale))
+	p.expectNotFiring("ModelServerModelNotUpdated", named(stale))
+	p.run(10 * time.Minute)
+	a := p.expectFiring("ModelServerModelNotUpdated", named(stale, "reason", "NotFound", "severity", "warning"))
+	if !strings.Contains(a.annotations["summary"], "serves the one before") {
+		t.Errorf("summary %q", a.annotations["summary"])
+	}
+	p.expectNotFiring("ModelServerModelNotUpdated", named(down))
+}
+
+// A ModelServer that stays on its way to Ready is alerted of after 30
+// minutes, however its steps change; one still fetching is not (a large
+// model may take hours; the fetch alerts watch it).
+func TestAModelServerThatDoesNotBecomeReadyIsAlertedOfAfterHalfAnHour(t *testing.T) {
+	p := newPrometheus(t)
+	stuck, fetching := newModelServer(t, "stuck"), newModelServer(t, "large")
+	stuck.is(servingv1alpha1.PhasePending, "")
+	fetching.is(servingv1alpha1.PhaseFetching, servingv1alpha1.ReasonFetching)
+	p.run(10 * time.Minute)
+	stuck.is(servingv1alpha1.PhaseDeploying, servingv1alpha1.ReasonRollingOut)
+	p.run(10 * time.Minute)
+	stuck.is(servingv1alpha1.PhaseDeploying, servingv1alpha1.ReasonPodsNotReady)
+	p.run(10 * time.Minute)
+	p.expectNotFiring("ModelServerNotReady", named(stuck))
+	p.step()
+	p.expectFiring("ModelServerNotReady", named(stuck))
+	p.expectNotFiring("ModelServerNotReady", named(fetching))
+}
+
+// The problems the operator counts are alerted of by the ModelServer that
+// has them, once they last, with their cause.
+func TestEachProblemIsAlertedOfByNameOnceItLasts(t *testing.T) {
+	for _, tc := range []struct {
+		alert   string
+		set     func(*modelServer)
+		lasting time.Duration
+		labels  []string
+	}{
+		{"ModelServerRolloutStalled", func(ms *modelServer) { metrics.Stalled(ms.UID, status.CauseImagePull) }, 15 * time.Minute, []string{"cause", "ImagePull"}},
+		{"ModelServerFetchNotStarting", func(ms *modelServer) { metrics.StalledFetch(ms.UID, status.CauseUnschedulable) }, 10 * time.Minute, []string{"cause", "Unschedulable"}},
+		{"ModelServerFetchOutOfTime", func(ms *modelServer) { metrics.SlowFetch(ms.UID, status.SlowFetchOutOfTime) }, 2 * time.Minute, nil},
+		{"ModelServerFetchReceivingNothing", func(ms *modelServer) { metrics.SlowFetch(ms.UID, status.SlowFetchNothingReceived) }, 5 * time.Minute, nil},
+		{"ModelServerRefreshFailing", func(ms *modelServer) { metrics.RefreshFailed(ms.UID, true) }, 15 * time.Minute, nil},
+		{"ModelServerAutoscalerInactive", func(ms *modelServer) { metrics.InactiveAutoscaler(ms.UID, status.AutoscalerCauseMetrics) }, 5 * time.Minute, []string{"cause", "Metrics"}},
+		{"ModelServerAutoscalerAtMaximum", func(ms *modelServer) { metrics.AutoscalerAtMaximum(ms.UID, true) }, 15 * time.Minute, nil},
+	} {
+		t.Run(tc.alert, func(t *testing.T) {
+			p := newPrometheus(t)
+			ms := newModelServer(t, "p-"+strings.ToLower(tc.alert))
+			ms.is(servingv1alpha1.PhaseReady, servingv1alpha1.ReasonReady)
+			tc.set(ms)
+			p.run(tc.lasting)
+			p.expectNotFiring(tc.alert, named(ms))
+			p.step()
+			a := p.expectFiring(tc.alert, named(ms, tc.labels...))
+			if !strings.Contains(a.annotations["summary"], "ml-team/"+ms.Name) {
+				t.Errorf("summary %q does not name the ModelServer", a.annotations["summary"])
+			}
+			metrics.Forget(ms.UID)
+			p.step()
+			p.expectNotFiring(tc.alert, named(ms))
+		})
+	}
+}
+
+// A rollout stalled on nothing the pods say (a model still loading, a
+// readiness probe failing) is not this alert's: ModelServerNotReady, or
+// ModelServerDown, tell of it.
+func TestARolloutStalledForAnUnknownCauseIsNotAlertedOfAsStalled(t *testing.T) {
+	p := newPrometheus(t)
+	ms := newModelServer(t, "loading")
+	ms.is(servingv1alpha1.PhaseDeploying, servingv1alpha1.ReasonPodsNotReady)
+	metrics.Stalled(ms.UID, status.CauseUnknown)
+	p.run(20 * time.Minute)
+	p.expectNotFiring("ModelServerRolloutStalled", named(ms))
+}
+
+func TestAnOperatorNobodyScrapesIsAlertedOf(t *testing.T) {
+	for name, stop := range map[string]func(*prometheus){
+		"its scrapes fail": func(p *prometheus) { p.down = true },
+		"its pod is gone":  func(p *prometheus) { p.gone = true },
+	} {
+		t.Run(name, func(t *testing.T) {
+			p := newPrometheus(t)
+			p.run(5 * time.Minute)
+			p.expectNotFiring("ModelServerOperatorDown", nil)
+			stop(p)
+			p.run(5 * time.Minute)
+			p.expectNotFiring("ModelServerOperatorDown", nil)
+			p.step()
+			p.expectFiring("ModelServerOperatorDown", map[string]string{"severity": "critical"})
+		})
+	}
+}
+
+// The controller's errors are counted by controller-runtime; a real
+// controller named as the operator's, whose reconciles fail as asked,
+// writes them.
+func TestReconcilesThatKeepFailingAreAlertedOf(t *testing.T) {
+	var failing atomic.Int64 // of each 10 requests, so many fail once
+	var done sync.WaitGroup
+	var once sync.Map
+	enqueue := startController(t, "modelserver", func(req reconcile.Request) error {
+		defer done.Done()
+		var n int
+		fmt.Sscanf(req.Name, "r%d", &n)
+		if int64(n%10) < failing.Load() {
+			if _, retried := once.LoadOrStore(req.Name, true); !retried {
+				done.Add(1) // the retry
+				return fmt.Errorf("%s failed", req.Name)
+			}
+		}
+		return nil
+	})
+	p := newPrometheus(t)
+	seq := 0
+	reconcileSome := func(d time.Duration) {
+		for end := p.now.Add(d); p.now.Before(end); {
+			for range 10 {
+				done.Add(1)
+				enqueue(fmt.Sprintf("r%d", seq))
+				seq++
+			}
+			done.Wait()
+			p.step()
+		}
+	}
+	failing.Store(1) // 1 in 11 reconciles fail: under the threshold
+	reconcileSome(30 * time.Minute)
+	p.expectNotFiring("ModelServerOperatorReconcileErrors", nil)
+	// 3 in 13: over the threshold from the first minute or so, as the
+	// rate's 10-minute window fills, and alerted of 15 minutes later.
+	failing.Store(3)
+	reconcileSome(15 * time.Minute)
+	p.expectNotFiring("ModelServerOperatorReconcileErrors", nil)
+	reconcileSome(2 * time.Minute)
+	a := p.expectFiring("ModelServerOperatorReconcileErrors", map[string]string{"namespace": "modelserver-system"})
+	if !strings.Contains(a.annotations["description"], "23.08%") {
+		t.Errorf("description %q, want the share of errors (3 in 13)", a.annotations["description"])
+	}
+}
+
+// startController starts a controller of controller-runtime named name,
+// unmanaged, that reconciles with do, and returns what enqueues a request.
+func startController(t *testing.T, name string, do func(reconcile.Request) error) func(string) {
+	t.Helper()
+	requests := make(chan string, 100)
+	c, err := controller.NewUnmanaged(name, controller.Options{
+		SkipNameValidation: ptr.To(true),
+		Reconciler: reconcile.Func(func(_ context.Context, req reconcile.Request) (reconcile.Result, error) {
+			return reconcile.Result{}, do(req)
+		}),
+		RateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](time.Millisecond, time.Millisecond),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Watch(source.TypedFunc[reconcile.Request](func(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
+		go func() {
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case n := <-requests:
+					q.Add(reconcile.Request{NamespacedName: types.NamespacedName{Namespace: "ml", Name: n}})
+				}
+			}
+		}()
+		return nil
+	})); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	started := make(chan error, 1)
+	go func() { started <- c.Start(ctx) }()
+	t.Cleanup(func() { cancel(); <-started })
+	return func(n string) { requests <- n }
+}
