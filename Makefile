@@ -160,14 +160,15 @@ test-unit: ## Unit tests (no cluster).
 	go test $(UNIT_PKGS)
 
 # The Prometheus Operator's ServiceMonitor and PrometheusRule CRDs, made by
-# controller-gen from its API module at the version test/alerts pins (its
-# releases' CRDs are made so too), for the real-node test that applies
-# dist/monitoring.yaml to the apiserver with their schemas.
+# controller-gen from its API module at the version
+# hack/tools/prometheus-operator pins (its releases' CRDs are made so too),
+# for the real-node test that applies dist/monitoring.yaml to the apiserver
+# with their schemas.
 PROMETHEUS_OPERATOR_CRDS := test/testdata/prometheus-operator
 .PHONY: prometheus-operator-crds
 prometheus-operator-crds: $(LOCALBIN)/controller-gen ## Generate the Prometheus Operator's ServiceMonitor and PrometheusRule CRDs into test/testdata.
 	rm -rf $(PROMETHEUS_OPERATOR_CRDS).tmp
-	cd test/alerts && controller-gen crd:crdVersions=v1 paths=github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1 \
+	cd hack/tools/prometheus-operator && controller-gen crd:crdVersions=v1 paths=github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1 \
 		output:crd:artifacts:config=$(CURDIR)/$(PROMETHEUS_OPERATOR_CRDS).tmp
 	mkdir -p $(PROMETHEUS_OPERATOR_CRDS)
 	for k in servicemonitors prometheusrules; do mv $(PROMETHEUS_OPERATOR_CRDS).tmp/monitoring.coreos.com_$$k.yaml $(PROMETHEUS_OPERATOR_CRDS)/ || exit 1; done
