@@ -1,6 +1,6 @@
 // The alerting rules' tests, in a module of their own: Prometheus's rule
 // engine and storage stay out of the operator's go.mod. Prometheus is
-// pinned at v0.313.2, the newest whose own pins are no newer than the
+// pinned at v0.313.4, the newest whose own pins are no newer than the
 // operator's: what both compile (Kubernetes, client_golang, grpc, otel)
 // comes from the operator's versions, so a cold build compiles it once
 // (make verify-shared-deps).
@@ -14,7 +14,7 @@ require (
 	github.com/modelserver-dev/modelserver-operator v0.0.0
 	github.com/prometheus/client_model v0.6.2
 	github.com/prometheus/common v0.70.0
-	github.com/prometheus/prometheus v0.313.2
+	github.com/prometheus/prometheus v0.313.4
 	k8s.io/apimachinery v0.37.2
 	k8s.io/client-go v0.37.2
 	k8s.io/utils v0.0.0-20260626114624-be93311217bd
