@@ -202,12 +202,17 @@ func TestComputeStatus(t *testing.T) {
 			if tc.readyColumn != "" && st.Ready != tc.readyColumn {
 				t.Errorf("ready %q, want %q", st.Ready, tc.readyColumn)
 			}
-			for _, c := range st.Conditions {
-				if c.ObservedGeneration != tc.obs.Generation {
-					t.Errorf("%s observedGeneration %d, want %d", c.Type, c.ObservedGeneration, tc.obs.Generation)
-				}
-			}
+			checkObservedGeneration(t, st, tc.obs.Generation)
 		})
+	}
+}
+
+func checkObservedGeneration(t *testing.T, st servingv1alpha1.ModelServerStatus, gen int64) {
+	t.Helper()
+	for _, c := range st.Conditions {
+		if c.ObservedGeneration != gen {
+			t.Errorf("%s observedGeneration %d, want %d", c.Type, c.ObservedGeneration, gen)
+		}
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"os"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -14,7 +15,7 @@ import (
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/promql/parser"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
@@ -68,7 +69,7 @@ func alertNames() []string {
 // Every alert says how bad it is, what happened and where to read what to
 // do, in a section of docs/alerts.md of its own.
 func TestEveryAlertHasASeverityASummaryAndARunbook(t *testing.T) {
-	_, groups := ruleFile(t)
+	groups := ruleFile(t)
 	doc, err := os.ReadFile("../../docs/alerts.md")
 	if err != nil {
 		t.Fatal(err)
@@ -108,6 +109,61 @@ func TestEveryAlertHasASeverityASummaryAndARunbook(t *testing.T) {
 // and label values the operator gives it: a metric renamed, or a cause,
 // phase or problem misspelt, would leave an alert that never fires.
 func TestTheRulesSelectSeriesTheOperatorWrites(t *testing.T) {
+	labelsOf := servedLabels(t)
+	values := map[string][]string{
+		"phase":      metrics.Phases,
+		"problem":    {metrics.ProblemStalledRollout, metrics.ProblemStalledFetch, metrics.ProblemSlowFetch, metrics.ProblemInactiveAutoscaler, metrics.ProblemAutoscalerAtMaximum, metrics.ProblemFailedRefresh},
+		"cause":      slices.Concat(status.Causes, metrics.FetchCauses, status.SlowFetchCauses, status.AutoscalerCauses),
+		"reason":     {servingv1alpha1.ReasonPodsNotReady},
+		"controller": {"modelserver"},
+		"job":        {"modelserver-controller-manager-metrics-service"},
+	}
+	for _, g := range ruleFile(t).Groups {
+		for _, r := range g.Rules {
+			for _, vs := range selectors(t, r.Expr) {
+				have, known := labelsOf[vs.Name]
+				if !known {
+					t.Errorf("%s selects %s, which the operator does not serve", r.Alert, vs.Name)
+					continue
+				}
+				for _, problem := range matcherProblems(vs, have, values) {
+					t.Errorf("%s %s", r.Alert, problem)
+				}
+			}
+		}
+	}
+}
+
+// matcherProblems say which of a selector's matchers select by a label
+// its series do not have (have), or by a value the operator never gives
+// that label (values).
+func matcherProblems(vs *parser.VectorSelector, have []string, values map[string][]string) []string {
+	var out []string
+	for _, m := range vs.LabelMatchers {
+		if m.Name == model.MetricNameLabel {
+			continue
+		}
+		want, checked := values[m.Name]
+		switch {
+		case !slices.Contains(have, m.Name):
+			out = append(out, fmt.Sprintf("selects %s by %s, a label it does not have (it has %v)", vs.Name, m.Name, have))
+		case !checked:
+			out = append(out, fmt.Sprintf("selects by %s, whose values this test does not know", m.Name))
+		default:
+			for _, v := range strings.Split(m.Value, "|") {
+				if !slices.Contains(want, v) {
+					out = append(out, fmt.Sprintf("selects %s{%s}: %q is no value the operator gives it (%v)", vs.Name, m, v, want))
+				}
+			}
+		}
+	}
+	return out
+}
+
+// servedLabels are the names of the labels of every family the operator
+// serves, and of the up series Prometheus writes of its target.
+func servedLabels(t *testing.T) map[string][]string {
+	t.Helper()
 	// One series of each of the operator's vectors, so that the registry
 	// gives every family's labels.
 	uid := types.UID("labels")
@@ -117,79 +173,51 @@ func TestTheRulesSelectSeriesTheOperatorWrites(t *testing.T) {
 	defer metrics.Forget(uid)
 	startController(t, "labels", func(reconcile.Request) error { return nil })
 
-	var fams []*dto.MetricFamily
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		var err error
-		if fams, err = ctrlmetrics.Registry.Gather(); err != nil {
-			t.Fatal(err)
-		}
-		// The controller counts its reconciles from its start.
-		if slices.ContainsFunc(fams, func(f *dto.MetricFamily) bool { return f.GetName() == "controller_runtime_reconcile_total" }) || time.Now().After(deadline) {
-			break
-		}
-	}
-	labelsOf := map[string][]string{"up": {"job", "namespace", "pod", "instance", "service", "endpoint"}}
+	fams := gatherUntil(t, "controller_runtime_reconcile_total")
+	out := map[string][]string{"up": {"job", "namespace", "pod", "instance", "service", "endpoint"}}
 	for _, f := range fams {
+		out[f.GetName()] = slices.Clip(out[f.GetName()])
 		for _, m := range f.GetMetric() {
 			for _, l := range m.GetLabel() {
-				if !slices.Contains(labelsOf[f.GetName()], l.GetName()) {
-					labelsOf[f.GetName()] = append(labelsOf[f.GetName()], l.GetName())
+				if !slices.Contains(out[f.GetName()], l.GetName()) {
+					out[f.GetName()] = append(out[f.GetName()], l.GetName())
 				}
 			}
 		}
-		if _, ok := labelsOf[f.GetName()]; !ok {
-			labelsOf[f.GetName()] = nil
-		}
 	}
-	values := map[string][]string{
-		"phase":      metrics.Phases,
-		"problem":    {metrics.ProblemStalledRollout, metrics.ProblemStalledFetch, metrics.ProblemSlowFetch, metrics.ProblemInactiveAutoscaler, metrics.ProblemAutoscalerAtMaximum, metrics.ProblemFailedRefresh},
-		"cause":      slices.Concat(status.Causes, metrics.FetchCauses, status.SlowFetchCauses, status.AutoscalerCauses),
-		"reason":     {servingv1alpha1.ReasonPodsNotReady},
-		"controller": {"modelserver"},
-		"job":        {"modelserver-controller-manager-metrics-service"},
-	}
+	return out
+}
 
-	_, groups := ruleFile(t)
-	for _, g := range groups.Groups {
-		for _, r := range g.Rules {
-			expr, err := promParser.ParseExpr(r.Expr)
-			if err != nil {
-				t.Fatal(err)
-			}
-			parser.Inspect(expr, func(node parser.Node, _ []parser.Node) error {
-				vs, ok := node.(*parser.VectorSelector)
-				if !ok {
-					return nil
-				}
-				have, known := labelsOf[vs.Name]
-				if !known {
-					t.Errorf("%s selects %s, which the operator does not serve", r.Alert, vs.Name)
-					return nil
-				}
-				for _, m := range vs.LabelMatchers {
-					if m.Name == labels.MetricName {
-						continue
-					}
-					if !slices.Contains(have, m.Name) {
-						t.Errorf("%s selects %s by %s, a label it does not have (it has %v)", r.Alert, vs.Name, m.Name, have)
-						continue
-					}
-					want, checked := values[m.Name]
-					if !checked {
-						t.Errorf("%s selects by %s, whose values this test does not know", r.Alert, m.Name)
-						continue
-					}
-					for _, v := range strings.Split(m.Value, "|") {
-						if !slices.Contains(want, v) {
-							t.Errorf("%s selects %s{%s}: %q is no value the operator gives it (%v)", r.Alert, vs.Name, m, v, want)
-						}
-					}
-				}
-				return nil
-			})
+// gatherUntil gathers the registry once it has the family name (a
+// controller counts its reconciles from its start), or after 10 seconds.
+func gatherUntil(t *testing.T, name string) []*dto.MetricFamily {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		fams, err := ctrlmetrics.Registry.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if slices.ContainsFunc(fams, func(f *dto.MetricFamily) bool { return f.GetName() == name }) || time.Now().After(deadline) {
+			return fams
 		}
 	}
+}
+
+// selectors are the vector selectors of a PromQL expression.
+func selectors(t *testing.T, expr string) []*parser.VectorSelector {
+	t.Helper()
+	e, err := promParser.ParseExpr(expr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []*parser.VectorSelector
+	parser.Inspect(e, func(node parser.Node, _ []parser.Node) error {
+		if vs, ok := node.(*parser.VectorSelector); ok {
+			out = append(out, vs)
+		}
+		return nil
+	})
+	return out
 }
 
 var (
@@ -376,8 +404,10 @@ func TestReconcilesThatKeepFailingAreAlertedOf(t *testing.T) {
 	var once sync.Map
 	enqueue := startController(t, "modelserver", func(req reconcile.Request) error {
 		defer done.Done()
-		var n int
-		fmt.Sscanf(req.Name, "r%d", &n)
+		n, err := strconv.Atoi(strings.TrimPrefix(req.Name, "r"))
+		if err != nil {
+			return err
+		}
 		if int64(n%10) < failing.Load() {
 			if _, retried := once.LoadOrStore(req.Name, true); !retried {
 				done.Add(1) // the retry
@@ -447,6 +477,11 @@ func startController(t *testing.T, name string, do func(reconcile.Request) error
 	ctx, cancel := context.WithCancel(context.Background())
 	started := make(chan error, 1)
 	go func() { started <- c.Start(ctx) }()
-	t.Cleanup(func() { cancel(); <-started })
+	t.Cleanup(func() {
+		cancel()
+		if err := <-started; err != nil {
+			t.Errorf("controller %s: %v", name, err)
+		}
+	})
 	return func(n string) { requests <- n }
 }

@@ -68,7 +68,7 @@ type prometheusRule struct {
 // ruleFile is config/prometheus/alerts.yaml: the PrometheusRule, and its
 // groups as the Prometheus Operator writes them into Prometheus's rule
 // file (the spec's groups, marshalled), parsed and checked by Prometheus.
-func ruleFile(t *testing.T) (*prometheusRule, *rulefmt.RuleGroups) {
+func ruleFile(t *testing.T) *rulefmt.RuleGroups {
 	t.Helper()
 	raw, err := os.ReadFile("../../config/prometheus/alerts.yaml")
 	if err != nil {
@@ -86,7 +86,7 @@ func ruleFile(t *testing.T) (*prometheusRule, *rulefmt.RuleGroups) {
 	if len(errs) > 0 {
 		t.Fatalf("Prometheus refuses the rules: %v", errs)
 	}
-	return &pr, groups
+	return groups
 }
 
 // prometheus scrapes the operator's metrics registry into a TSDB every
@@ -121,7 +121,7 @@ var fired = map[string]int{}
 
 func newPrometheus(t *testing.T) *prometheus {
 	t.Helper()
-	_, groups := ruleFile(t)
+	groups := ruleFile(t)
 	p := &prometheus{
 		t:      t,
 		db:     teststorage.New(t),
@@ -193,25 +193,11 @@ func (p *prometheus) scrape() {
 		if p.down {
 			up = 0
 		}
-		add(labels.NewBuilder(p.target).Set(labels.MetricName, "up").Labels(), up)
+		add(labels.NewBuilder(p.target).Set(model.MetricNameLabel, "up").Labels(), up)
 	}
 	if !p.gone && !p.down {
-		fams, err := ctrlmetrics.Registry.Gather()
-		if err != nil {
-			p.t.Fatal(err)
-		}
-		for _, f := range fams {
-			for _, m := range f.GetMetric() {
-				v, ok := sampleValue(f.GetType(), m)
-				if !ok {
-					continue
-				}
-				b := labels.NewBuilder(p.target)
-				for _, l := range m.GetLabel() {
-					b.Set(l.GetName(), l.GetValue())
-				}
-				add(b.Set(labels.MetricName, f.GetName()).Labels(), v)
-			}
+		for _, smpl := range p.registrySamples() {
+			add(smpl.l, smpl.v)
 		}
 		for series, v := range p.more {
 			l, err := promParser.ParseMetric(series)
@@ -236,6 +222,36 @@ func (p *prometheus) scrape() {
 	if err := app.Commit(); err != nil {
 		p.t.Fatal(err)
 	}
+}
+
+type sample struct {
+	l labels.Labels
+	v float64
+}
+
+// registrySamples are the operator's registry's counters and gauges, with
+// the target's labels under their own.
+func (p *prometheus) registrySamples() []sample {
+	p.t.Helper()
+	fams, err := ctrlmetrics.Registry.Gather()
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	var out []sample
+	for _, f := range fams {
+		for _, m := range f.GetMetric() {
+			v, ok := sampleValue(f.GetType(), m)
+			if !ok {
+				continue
+			}
+			b := labels.NewBuilder(p.target)
+			for _, l := range m.GetLabel() {
+				b.Set(l.GetName(), l.GetValue())
+			}
+			out = append(out, sample{b.Set(model.MetricNameLabel, f.GetName()).Labels(), v})
+		}
+	}
+	return out
 }
 
 // sampleValue is the value of a counter's or gauge's sample; histograms
