@@ -117,6 +117,7 @@ func TestTheRulesSelectSeriesTheOperatorWrites(t *testing.T) {
 		"reason":     {servingv1alpha1.ReasonPodsNotReady},
 		"controller": {"modelserver"},
 		"job":        {"modelserver-controller-manager-metrics-service"},
+		"status":     slices.Concat(grpcCodes, []string{"success", "fail"}),
 	}
 	for _, g := range ruleFile(t).Groups {
 		for _, r := range g.Rules {
@@ -174,7 +175,11 @@ func servedLabels(t *testing.T) map[string][]string {
 	startController(t, "labels", func(reconcile.Request) error { return nil })
 
 	fams := gatherUntil(t, "controller_runtime_reconcile_total")
-	out := map[string][]string{"up": {"job", "namespace", "pod", "instance", "service", "endpoint"}}
+	target := []string{"job", "namespace", "pod", "instance", "service", "endpoint"}
+	out := map[string][]string{"up": target}
+	for name, labels := range tfServingMetrics {
+		out[name] = slices.Concat(labels, target)
+	}
 	for _, f := range fams {
 		out[f.GetName()] = slices.Clip(out[f.GetName()])
 		for _, m := range f.GetMetric() {
@@ -187,6 +192,21 @@ func servedLabels(t *testing.T) map[string][]string {
 	}
 	return out
 }
+
+// tfServingMetrics are the metrics of TF Serving (2.19) the rules read,
+// with their labels: TF's metric names with each "/" turned into ":", as
+// its Prometheus endpoint exports them (test/tfservingdouble exports the
+// same, and the real-node suite scrapes them through a ModelServer's
+// ServiceMonitor).
+var tfServingMetrics = map[string][]string{
+	":tensorflow:serving:request_count":             {"model_name", "status"},
+	":tensorflow:cc:saved_model:load_attempt_count": {"model_path", "status"},
+}
+
+// grpcCodes are the status codes of TF Serving's requests, gRPC's.
+var grpcCodes = []string{"OK", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "DEADLINE_EXCEEDED", "NOT_FOUND", "ALREADY_EXISTS",
+	"PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION", "ABORTED", "OUT_OF_RANGE", "UNIMPLEMENTED", "INTERNAL",
+	"UNAVAILABLE", "DATA_LOSS", "UNAUTHENTICATED"}
 
 // gatherUntil gathers the registry once it has the family name (a
 // controller counts its reconciles from its start), or after 10 seconds.
@@ -484,4 +504,72 @@ func startController(t *testing.T, name string, do func(reconcile.Request) error
 		}
 	})
 	return func(n string) { requests <- n }
+}
+
+// servingPod are the labels a serving pod of ModelServer name in ml's
+// namespace gives its series, scraped through the ModelServer's
+// ServiceMonitor, whose Service has its name.
+func servingPod(name, pod string) string {
+	return fmt.Sprintf(`job=%q,namespace=%q,service=%q,pod=%q,endpoint="http",instance="198.18.0.9:8501"`, name, ml, name, pod)
+}
+
+// A model whose requests fail on the server's side is alerted of once
+// they are over 1 in 20 for 10 minutes; requests refused as invalid are
+// the clients' fault, and never count.
+func TestRequestsFailingOnTheServersSideAreAlertedOf(t *testing.T) {
+	p := newPrometheus(t)
+	pod := servingPod("resnet", "resnet-7d9f8-x2x8z")
+	series := func(status string) string {
+		return fmt.Sprintf(`:tensorflow:serving:request_count{%s,model_name="resnet",status=%q}`, pod, status)
+	}
+	// Requests in each 30 s, by status.
+	serve := func(d time.Duration, per map[string]float64) {
+		for end := p.now.Add(d); p.now.Before(end); {
+			for status, n := range per {
+				p.more[series(status)] += n
+			}
+			p.step()
+		}
+	}
+	serve(20*time.Minute, map[string]float64{"OK": 870, "INVALID_ARGUMENT": 100, "INTERNAL": 30})
+	p.expectNotFiring("ModelServerRequestsFailing", nil)
+	// 8%: over the threshold once the rate's 5-minute window holds 2 of
+	// them, and alerted of 10 minutes later.
+	serve(11*time.Minute, map[string]float64{"OK": 820, "INVALID_ARGUMENT": 100, "UNAVAILABLE": 80})
+	p.expectNotFiring("ModelServerRequestsFailing", nil)
+	serve(2*time.Minute, map[string]float64{"OK": 820, "INVALID_ARGUMENT": 100, "UNAVAILABLE": 80})
+	a := p.expectFiring("ModelServerRequestsFailing", map[string]string{"namespace": ml, "service": "resnet", "model_name": "resnet"})
+	if want := "Over 5% of the requests to model resnet of ModelServer ml-team/resnet fail on the server's side."; a.annotations["summary"] != want {
+		t.Errorf("summary %q, want %q", a.annotations["summary"], want)
+	}
+	if !strings.Contains(a.annotations["description"], "8%") {
+		t.Errorf("description %q, want the share failing (8%%)", a.annotations["description"])
+	}
+}
+
+// A version a pod has failed to load, retries included, is alerted of;
+// one whose retry loaded it is not. TF Serving's count of failed loads
+// starts at 1, at the first failure.
+func TestAVersionThatCannotBeLoadedIsAlertedOf(t *testing.T) {
+	p := newPrometheus(t)
+	pod := servingPod("bert", "bert-5c6d7-q9w4k")
+	load := func(version, status string) string {
+		return fmt.Sprintf(`:tensorflow:cc:saved_model:load_attempt_count{%s,model_path="/models/bert/%s",status=%q}`, pod, version, status)
+	}
+	p.more[load("1", "success")] = 1
+	p.run(10 * time.Minute)
+	// Version 2 fails, and a retry loads it; version 3 fails for good.
+	p.more[load("2", "fail")] = 1
+	p.more[load("3", "fail")] = 1
+	p.run(time.Minute)
+	p.more[load("2", "success")] = 1
+	p.more[load("3", "fail")] = 5
+	p.run(4 * time.Minute)
+	p.expectNotFiring("ModelServerModelVersionNotLoaded", nil)
+	p.step()
+	a := p.expectFiring("ModelServerModelVersionNotLoaded", map[string]string{"namespace": ml, "service": "bert", "model_path": "/models/bert/3"})
+	if !strings.Contains(a.annotations["summary"], "ml-team/bert cannot be loaded (/models/bert/3)") {
+		t.Errorf("summary %q", a.annotations["summary"])
+	}
+	p.expectNotFiring("ModelServerModelVersionNotLoaded", map[string]string{"model_path": "/models/bert/2"})
 }

@@ -1,6 +1,7 @@
 package realnode
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -25,6 +26,7 @@ type serviceMonitor struct {
 		Selector  metav1.LabelSelector `json:"selector"`
 		Endpoints []struct {
 			Port          string `json:"port"`
+			Path          string `json:"path"`
 			Scheme        string `json:"scheme"`
 			HonorLabels   bool   `json:"honorLabels"`
 			Authorization struct {
@@ -43,7 +45,10 @@ type serviceMonitor struct {
 // ServiceMonitor, followed as Prometheus follows it (its selector, the
 // Service's EndpointSlices, the port by name, the token from its Secret),
 // scrapes the operator running from its image: the failed ModelServer's
-// own series is there for the alert that names it.
+// own series is there for the alert that names it. A ModelServer's own
+// ServiceMonitor, which the operator renders once the API is there, passes
+// the schema too, and scrapes TF Serving's metrics (the double's) as the
+// serving alerts read them.
 func TestTheOperatorsMonitoringScrapesItAsItsServiceMonitorSays(t *testing.T) {
 	t.Parallel()
 	e := realNode(t)
@@ -59,32 +64,67 @@ func TestTheOperatorsMonitoringScrapesItAsItsServiceMonitorSays(t *testing.T) {
 	t.Cleanup(func() { _, _ = e.Kubectl("", "delete", "-f", monitoring, "--wait=false") })
 
 	ns := e.namespace(t)
-	e.kubectl(t, e.ModelServerYAML(realenv.ModelServer{Name: "missing", URI: "s3://models/half_plus_nothing", Secret: "s3-creds"}), "-n", ns, "apply", "-f", "-")
+	e.kubectl(t, e.ModelServerYAML(realenv.ModelServer{Name: "missing", URI: "s3://models/half_plus_nothing"}), "-n", ns, "apply", "-f", "-")
+	e.kubectl(t, e.ModelServerYAML(realenv.ModelServer{Name: "scraped", URI: halfPlusTwo, SpecExtra: "  monitoring:\n    serviceMonitor: {}\n"}), "-n", ns, "apply", "-f", "-")
 	e.waitFetchFailed(t, ns, "missing", "NotFound")
 
+	sm, body := e.scrapeAsServiceMonitorSays(t, operatorNS, "modelserver-operator")
+	if !sm.Spec.Endpoints[0].HonorLabels {
+		t.Error("honorLabels is off: the ModelServers' namespace label would be renamed exported_namespace")
+	}
+	want := fmt.Sprintf(`modelserver_status_phase{name="missing",namespace=%q,phase="Failed",reason="NotFound"} 1`, ns)
+	if !strings.Contains(body, want) {
+		t.Errorf("the operator's scrape lacks %s; it has:\n%s", want, grepLines(body, "modelserver_status_phase"))
+	}
+	groups := e.kubectl(t, "", "-n", operatorNS, "get", "prometheusrule", "modelserver-alerts", "-o", "jsonpath={.spec.groups[*].name}")
+	if groups != "modelserver modelserver-serving modelserver-operator" {
+		t.Errorf("PrometheusRule groups %q", groups)
+	}
+
+	e.waitReady(t, ns, "scraped", 3*time.Minute)
+	// Made by the operator once it sees the API: at once, or at its look
+	// for missing APIs, every minute.
+	if _, err := e.Kubectl("", "-n", ns, "wait", "--for=create", "servicemonitor/scraped", "--timeout=90s"); err != nil {
+		t.Fatalf("no ServiceMonitor for the ModelServer: %v\nstatus: %s", err, e.kubectlOut("-n", ns, "get", "modelserver", "scraped", "-o", "jsonpath={.status}"))
+	}
+	// The readiness probe's requests, and the version's load.
+	_, body = e.scrapeAsServiceMonitorSays(t, ns, "scraped")
+	for _, want := range []string{
+		fmt.Sprintf(`:tensorflow:serving:request_count{model_name=%q,status="OK"}`, realenv.ModelName),
+		`:tensorflow:cc:saved_model:load_attempt_count{model_path="`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("TF Serving's scrape lacks %s; it has:\n%s", want, grepLines(body, ":tensorflow:"))
+		}
+	}
+}
+
+// scrapeAsServiceMonitorSays finds the ServiceMonitor's target as
+// Prometheus does (the Services its selector picks in its namespace, one
+// ready endpoint of their EndpointSlices at its endpoint's port, by name)
+// and scrapes it with its scheme, path and token.
+func (e *env) scrapeAsServiceMonitorSays(t *testing.T, ns, name string) (serviceMonitor, string) {
+	t.Helper()
 	var sm serviceMonitor
-	if err := json.Unmarshal([]byte(e.kubectl(t, "", "-n", operatorNS, "get", "servicemonitor", "modelserver-operator", "-o", "json")), &sm); err != nil {
+	if err := json.Unmarshal([]byte(e.kubectl(t, "", "-n", ns, "get", "servicemonitor", name, "-o", "json")), &sm); err != nil {
 		t.Fatal(err)
 	}
 	if len(sm.Spec.Endpoints) != 1 {
-		t.Fatalf("ServiceMonitor endpoints %+v, want 1", sm.Spec.Endpoints)
+		t.Fatalf("ServiceMonitor %s/%s endpoints %+v, want 1", ns, name, sm.Spec.Endpoints)
 	}
 	ep := sm.Spec.Endpoints[0]
-	if !ep.HonorLabels {
-		t.Error("honorLabels is off: the ModelServers' namespace label would be renamed exported_namespace")
-	}
 	ctx := context.Background()
 	selector, err := metav1.LabelSelectorAsSelector(&sm.Spec.Selector)
 	if err != nil {
 		t.Fatal(err)
 	}
-	services, err := e.cs.CoreV1().Services(operatorNS).List(ctx, metav1.ListOptions{LabelSelector: selector.String()})
-	if err != nil || len(services.Items) != 1 || services.Items[0].Name != "modelserver-controller-manager-metrics-service" {
-		t.Fatalf("Services the ServiceMonitor selects (%s): %+v, %v; want the metrics Service alone", selector, services, err)
+	services, err := e.cs.CoreV1().Services(ns).List(ctx, metav1.ListOptions{LabelSelector: selector.String()})
+	if err != nil || len(services.Items) != 1 {
+		t.Fatalf("Services the ServiceMonitor %s/%s selects (%s): %+v, %v; want one", ns, name, selector, services, err)
 	}
 	var target string
 	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		slices, err := e.cs.DiscoveryV1().EndpointSlices(operatorNS).List(ctx, metav1.ListOptions{
+		slices, err := e.cs.DiscoveryV1().EndpointSlices(ns).List(ctx, metav1.ListOptions{
 			LabelSelector: labels.Set{discoveryv1.LabelServiceName: services.Items[0].Name}.String()})
 		if err != nil {
 			return false, err
@@ -93,32 +133,28 @@ func TestTheOperatorsMonitoringScrapesItAsItsServiceMonitorSays(t *testing.T) {
 		return target != "", nil
 	})
 	if err != nil {
-		t.Fatalf("no ready endpoint with a port named %q: %v", ep.Port, err)
+		t.Fatalf("Service %s/%s: no ready endpoint with a port named %q: %v", ns, services.Items[0].Name, ep.Port, err)
 	}
 	var token string
-	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		s, err := e.cs.CoreV1().Secrets(operatorNS).Get(ctx, ep.Authorization.Credentials.Name, metav1.GetOptions{})
-		if err != nil {
-			return false, nil //nolint:nilerr // made by kubectl apply above; filled in by the token controller
+	if c := ep.Authorization.Credentials; c.Name != "" {
+		err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+			s, err := e.cs.CoreV1().Secrets(ns).Get(ctx, c.Name, metav1.GetOptions{})
+			if err != nil {
+				return false, nil //nolint:nilerr // applied by the test; filled in by the token controller
+			}
+			token = string(s.Data[c.Key])
+			return token != "", nil
+		})
+		if err != nil || ep.Authorization.Type != "Bearer" {
+			t.Fatalf("the token of the ServiceMonitor's Secret %s, key %s (%s): %v", c.Name, c.Key, ep.Authorization.Type, err)
 		}
-		token = string(s.Data[ep.Authorization.Credentials.Key])
-		return token != "", nil
-	})
-	if err != nil || ep.Authorization.Type != "Bearer" {
-		t.Fatalf("the token of the ServiceMonitor's Secret %s, key %s (%s): %v", ep.Authorization.Credentials.Name, ep.Authorization.Credentials.Key, ep.Authorization.Type, err)
 	}
-	code, body := get(t, ep.Scheme+"://"+target+"/metrics", token)
+	url := cmp.Or(ep.Scheme, "http") + "://" + target + cmp.Or(ep.Path, "/metrics")
+	code, body := get(t, url, token)
 	if code != 200 {
-		t.Fatalf("scrape as the ServiceMonitor says: %d\n%s", code, body)
+		t.Fatalf("scrape of %s as the ServiceMonitor %s/%s says: %d\n%s", url, ns, name, code, body)
 	}
-	want := fmt.Sprintf(`modelserver_status_phase{name="missing",namespace=%q,phase="Failed",reason="NotFound"} 1`, ns)
-	if !strings.Contains(body, want) {
-		t.Errorf("the scrape lacks %s; it has:\n%s", want, grepLines(body, "modelserver_status_phase"))
-	}
-	groups := e.kubectl(t, "", "-n", operatorNS, "get", "prometheusrule", "modelserver-alerts", "-o", "jsonpath={.spec.groups[*].name}")
-	if groups != "modelserver modelserver-operator" {
-		t.Errorf("PrometheusRule groups %q", groups)
-	}
+	return sm, body
 }
 
 // readyEndpoint is address:port of a ready endpoint of the slices, at
