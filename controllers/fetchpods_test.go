@@ -159,8 +159,9 @@ func TestAFetchPodNoNodeCanTakeIsNamedAfterItsGrace(t *testing.T) {
 	before := gather(t).value("modelserver_stalled_fetches", unschedulable)
 
 	// The release makes the Job, the Job controller its pod, and the
-	// scheduler finds no node for it.
-	pod := unschedulableFetchPod(t, c, ms)
+	// scheduler finds no node for it, once its claim is bound: until then
+	// it says the claim is unbound, which is a wait.
+	pod := unschedulableFetchPod(t, c, ms, "node affinity/selector")
 	c.since = pod.CreationTimestamp.Time
 	// The reconciler's cache may not have the pod's condition yet.
 	eventually(t, 30*time.Second, "a look again at the pod's grace", func(context.Context) (bool, string) {
@@ -214,8 +215,10 @@ func TestAFetchPodNoNodeCanTakeIsNamedAfterItsGrace(t *testing.T) {
 }
 
 // unschedulableFetchPod reconciles ms until its fetch pod is there and
-// the scheduler has found no node for it.
-func unschedulableFetchPod(t *testing.T, c *clockedReconciler, ms *servingv1alpha1.ModelServer) *corev1.Pod {
+// the scheduler has found no node for it, saying because. A loaded
+// scheduler can first say the pod's claim is unbound, and take seconds to
+// try again once it is bound.
+func unschedulableFetchPod(t *testing.T, c *clockedReconciler, ms *servingv1alpha1.ModelServer, because string) *corev1.Pod {
 	t.Helper()
 	var pod corev1.Pod
 	eventually(t, time.Minute, "an unschedulable fetch pod", func(ctx context.Context) (bool, string) {
@@ -228,7 +231,7 @@ func unschedulableFetchPod(t *testing.T, c *clockedReconciler, ms *servingv1alph
 		}
 		pod = pods.Items[0]
 		for _, cond := range pod.Status.Conditions {
-			if cond.Type == corev1.PodScheduled && cond.Reason == corev1.PodReasonUnschedulable {
+			if cond.Type == corev1.PodScheduled && cond.Reason == corev1.PodReasonUnschedulable && strings.Contains(cond.Message, because) {
 				return true, ""
 			}
 		}
@@ -249,7 +252,7 @@ func TestAFetchPodThatCannotMountItsVolumeIsNamedByItsWarning(t *testing.T) {
 		ms.Spec.PodTemplate.NodeSelector = map[string]string{"example.com/pool": "no-such-pool"}
 	})
 	c := newClockedReconciler(t, r, ms)
-	pod := unschedulableFetchPod(t, c, ms)
+	pod := unschedulableFetchPod(t, c, ms, "node affinity/selector")
 	c.since = pod.CreationTimestamp.Time
 	warned := map[string]string{"cause": status.CausePodWarning}
 	before := gather(t).value("modelserver_stalled_fetches", warned)

@@ -181,7 +181,7 @@ func waitingForAProvisioner(t *testing.T, name, provisioner string) (*clockedRec
 		ms.Spec.Storage.StorageClassName = ptrTo(class)
 	})
 	c := newClockedReconciler(t, r, ms)
-	pod := unschedulableFetchPod(t, c, ms)
+	pod := unschedulableFetchPod(t, c, ms, "unbound immediate PersistentVolumeClaims")
 	c.since = pod.CreationTimestamp.Time
 	return c, claimHandedToAProvisioner(t, ms), class
 }
