@@ -278,10 +278,7 @@ func TestAFailedModelServerIsAlertedOfByNameAfterFiveMinutes(t *testing.T) {
 	ms.is(servingv1alpha1.PhaseFetching, servingv1alpha1.ReasonFetching)
 	p.run(2 * time.Minute)
 	ms.is(servingv1alpha1.PhaseFailed, servingv1alpha1.ReasonAccessDenied)
-	p.run(5 * time.Minute)
-	p.expectNotFiring("ModelServerFailed", named(ms))
-	p.step()
-	a := p.expectFiring("ModelServerFailed", named(ms, "reason", "AccessDenied", "severity", "warning"))
+	a := p.firesAfter(5*time.Minute, "ModelServerFailed", named(ms, "reason", "AccessDenied", "severity", "warning"))
 	if want := "ModelServer ml-team/resnet has failed (AccessDenied)."; a.annotations["summary"] != want {
 		t.Errorf("summary %q, want %q", a.annotations["summary"], want)
 	}
@@ -342,10 +339,7 @@ func TestAModelServerThatDoesNotBecomeReadyIsAlertedOfAfterHalfAnHour(t *testing
 	stuck.is(servingv1alpha1.PhaseDeploying, servingv1alpha1.ReasonRollingOut)
 	p.run(10 * time.Minute)
 	stuck.is(servingv1alpha1.PhaseDeploying, servingv1alpha1.ReasonPodsNotReady)
-	p.run(10 * time.Minute)
-	p.expectNotFiring("ModelServerNotReady", named(stuck))
-	p.step()
-	p.expectFiring("ModelServerNotReady", named(stuck))
+	p.firesAfter(10*time.Minute, "ModelServerNotReady", named(stuck))
 	p.expectNotFiring("ModelServerNotReady", named(fetching))
 }
 
@@ -371,10 +365,7 @@ func TestEachProblemIsAlertedOfByNameOnceItLasts(t *testing.T) {
 			ms := newModelServer(t, "p-"+strings.ToLower(tc.alert))
 			ms.is(servingv1alpha1.PhaseReady, servingv1alpha1.ReasonReady)
 			tc.set(ms)
-			p.run(tc.lasting)
-			p.expectNotFiring(tc.alert, named(ms))
-			p.step()
-			a := p.expectFiring(tc.alert, named(ms, tc.labels...))
+			a := p.firesAfter(tc.lasting, tc.alert, named(ms, tc.labels...))
 			if !strings.Contains(a.annotations["summary"], "ml-team/"+ms.Name) {
 				t.Errorf("summary %q does not name the ModelServer", a.annotations["summary"])
 			}
@@ -407,10 +398,7 @@ func TestAnOperatorNobodyScrapesIsAlertedOf(t *testing.T) {
 			p.run(5 * time.Minute)
 			p.expectNotFiring("ModelServerOperatorDown", nil)
 			stop(p)
-			p.run(5 * time.Minute)
-			p.expectNotFiring("ModelServerOperatorDown", nil)
-			p.step()
-			p.expectFiring("ModelServerOperatorDown", map[string]string{"severity": "critical"})
+			p.firesAfter(5*time.Minute, "ModelServerOperatorDown", map[string]string{"severity": "critical"})
 		})
 	}
 }
@@ -564,10 +552,7 @@ func TestAVersionThatCannotBeLoadedIsAlertedOf(t *testing.T) {
 	p.run(time.Minute)
 	p.more[load("2", "success")] = 1
 	p.more[load("3", "fail")] = 5
-	p.run(4 * time.Minute)
-	p.expectNotFiring("ModelServerModelVersionNotLoaded", nil)
-	p.step()
-	a := p.expectFiring("ModelServerModelVersionNotLoaded", map[string]string{"namespace": ml, "service": "bert", "model_path": "/models/bert/3"})
+	a := p.firesAfter(4*time.Minute, "ModelServerModelVersionNotLoaded", map[string]string{"namespace": ml, "service": "bert", "model_path": "/models/bert/3"})
 	if !strings.Contains(a.annotations["summary"], "ml-team/bert cannot be loaded (/models/bert/3)") {
 		t.Errorf("summary %q", a.annotations["summary"])
 	}

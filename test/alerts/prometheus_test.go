@@ -340,6 +340,17 @@ func (p *prometheus) expectFiring(name string, with map[string]string) alert {
 	return got[0]
 }
 
+// firesAfter runs for d, at the end of which name must not fire yet for
+// the labels with, then one interval more, when it must; it returns the
+// alert.
+func (p *prometheus) firesAfter(d time.Duration, name string, with map[string]string) alert {
+	p.t.Helper()
+	p.run(d)
+	p.expectNotFiring(name, with)
+	p.step()
+	return p.expectFiring(name, with)
+}
+
 // expectNotFiring fails if name fires for the labels with.
 func (p *prometheus) expectNotFiring(name string, with map[string]string) {
 	p.t.Helper()
