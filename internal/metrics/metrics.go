@@ -1,8 +1,9 @@
 // Package metrics holds the operator's own Prometheus metrics, served with
 // controller-runtime's on the manager's metrics endpoint: ModelServers by
-// phase, each ModelServer's phase by name (for alerts), stalled rollouts by cause, Helm operations, model fetches, and the
-// time a ModelServer takes to become Ready after its spec changed.
-// docs/metrics.md lists them.
+// phase, stalled rollouts by cause, and each ModelServer's phase and
+// problems by name (for alerts that name it), Helm operations, model
+// fetches, and the time a ModelServer takes to become Ready after its spec
+// changed. docs/metrics.md lists them.
 package metrics
 
 import (
