@@ -333,10 +333,11 @@ func Reason(st servingv1alpha1.ModelServerStatus) string {
 	case pending(deployed):
 		return deployed.Reason
 	}
-	for _, t := range []string{servingv1alpha1.ConditionAvailable, servingv1alpha1.ConditionReady} {
-		if c := meta.FindStatusCondition(st.Conditions, t); c != nil && (c.Status != metav1.ConditionTrue || t == servingv1alpha1.ConditionReady) {
-			return c.Reason
-		}
+	if available := meta.FindStatusCondition(st.Conditions, servingv1alpha1.ConditionAvailable); pending(available) {
+		return available.Reason
+	}
+	if ready := meta.FindStatusCondition(st.Conditions, servingv1alpha1.ConditionReady); ready != nil {
+		return ready.Reason
 	}
 	return ""
 }
