@@ -110,9 +110,9 @@ type prometheus struct {
 	// value), standing for what the test cannot make the operator write.
 	more map[string]float64
 
+	// last are the series of the scrape before, by name and labels, for
+	// the stale markers of those the next one lacks.
 	last map[string]labels.Labels
-	// fired counts, across the tests, the alerts seen firing.
-	fired map[string]int
 }
 
 // fired counts every alert that fires in any test of the package, for the
@@ -130,7 +130,6 @@ func newPrometheus(t *testing.T) *prometheus {
 		target: operatorPod("modelserver-controller-manager-6d4f9-abcde"),
 		more:   map[string]float64{},
 		last:   map[string]labels.Labels{},
-		fired:  fired,
 	}
 	for _, g := range groups.Groups {
 		for _, r := range g.Rules {
@@ -274,7 +273,7 @@ func (p *prometheus) evaluate() {
 		}
 		for _, a := range r.ActiveAlerts() {
 			if a.State == rules.StateFiring && a.FiredAt.Equal(p.now) {
-				p.fired[r.Name()]++
+				fired[r.Name()]++
 			}
 		}
 	}
