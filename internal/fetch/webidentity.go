@@ -107,9 +107,7 @@ func (p explained) Retrieve(ctx context.Context) (aws.Credentials, error) {
 		return c, fe
 	}
 	var ae smithy.APIError
-	if !errors.As(err, &ae) {
-		ae = nil
-	}
+	_ = errors.As(err, &ae) // left nil when the service did not answer
 	return c, p.explain(err, ae)
 }
 
