@@ -66,15 +66,7 @@ metadata:
     eks.amazonaws.com/role-arn: %s
     eks.amazonaws.com/audience: %s
 `, role, audience), "-n", ns, "apply", "-f", "-")
-	e.kubectl(t, fmt.Sprintf(`apiVersion: v1
-kind: Secret
-metadata:
-  name: store
-stringData:
-  AWS_ENDPOINT_URL: %q
-  AWS_S3_FORCE_PATH_STYLE: "true"
-  AWS_ENDPOINT_URL_STS: %q
-`, e.S3Endpoint, sts.URL), "-n", ns, "apply", "-f", "-")
+	e.keylessStore(t, ns, "AWS_ENDPOINT_URL_STS", sts.URL)
 	// A role named in the spec; none: the account's.
 	manifest := func(name, roleARN string) string {
 		identity := "    webIdentity: {}\n"
@@ -166,15 +158,7 @@ func TestAModelIsFetchedWithTheRoleOfItsServiceAccountsPodIdentityAssociation(t 
 	for _, account := range []string{"model-reader", "stranger"} {
 		e.kubectl(t, "apiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: "+account+"\n", "-n", ns, "apply", "-f", "-")
 	}
-	e.kubectl(t, fmt.Sprintf(`apiVersion: v1
-kind: Secret
-metadata:
-  name: store
-stringData:
-  AWS_ENDPOINT_URL: %q
-  AWS_S3_FORCE_PATH_STYLE: "true"
-  AWS_CONTAINER_CREDENTIALS_FULL_URI: %q
-`, e.S3Endpoint, agent.URL+"/v1/credentials"), "-n", ns, "apply", "-f", "-")
+	e.keylessStore(t, ns, "AWS_CONTAINER_CREDENTIALS_FULL_URI", agent.URL+"/v1/credentials")
 	manifest := func(name, account string) string {
 		return e.ModelServerYAML(realenv.ModelServer{Name: name, URI: halfPlusTwo, Secret: "store",
 			ModelExtra: "    webIdentity: {eksPodIdentity: true}\n", SpecExtra: "  podTemplate:\n    serviceAccountName: " + account + "\n"})
@@ -192,4 +176,19 @@ stringData:
 	if !strings.Contains(msg, "HTTP 403 AccessDeniedException: no pod identity association for system:serviceaccount:"+ns+":stranger") {
 		t.Errorf("ModelFetched says %q; want the agent's refusal", msg)
 	}
+}
+
+// keylessStore applies the Secret "store": the real node's S3 server, with
+// no keys, and where the fetch gets them instead (key: value).
+func (e *env) keylessStore(t *testing.T, ns, key, value string) {
+	t.Helper()
+	e.kubectl(t, fmt.Sprintf(`apiVersion: v1
+kind: Secret
+metadata:
+  name: store
+stringData:
+  AWS_ENDPOINT_URL: %q
+  AWS_S3_FORCE_PATH_STYLE: "true"
+  %s: %q
+`, e.S3Endpoint, key, value), "-n", ns, "apply", "-f", "-")
 }
