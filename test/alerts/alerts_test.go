@@ -171,17 +171,25 @@ func servedLabels(t *testing.T) map[string][]string {
 	metrics.Observe(metrics.Seen{UID: uid, Namespace: "labels", Name: "labels", Generation: 1, Phase: "Deploying", Reason: "PodsNotReady"})
 	metrics.Stalled(uid, status.CauseImagePull)
 	metrics.AutoscalerAtMaximum(uid, true)
+	metrics.FetchEnded(uid, "labels", "", time.Second, 1)
+	metrics.HelmOperation("install", metrics.ResultSuccess, time.Second)
 	defer metrics.Forget(uid)
-	startController(t, "labels", func(reconcile.Request) error { return nil })
+	startController(t, "labels", func(reconcile.Request) error { return nil })("one")
 
-	fams := gatherUntil(t, "controller_runtime_reconcile_total")
+	// A reconcile's time is the last a controller's first reconcile
+	// records.
+	fams := gatherUntil(t, "controller_runtime_reconcile_time_seconds")
+	// Prometheus labels every series with its target's labels, which the
+	// series' own win over.
 	target := []string{"job", "namespace", "pod", "instance", "service", "endpoint"}
 	out := map[string][]string{"up": target}
 	for name, labels := range tfServingMetrics {
 		out[name] = slices.Concat(labels, target)
 	}
 	for _, f := range fams {
-		out[f.GetName()] = slices.Clip(out[f.GetName()])
+		if out[f.GetName()] == nil {
+			out[f.GetName()] = slices.Clone(target)
+		}
 		for _, m := range f.GetMetric() {
 			for _, l := range m.GetLabel() {
 				if !slices.Contains(out[f.GetName()], l.GetName()) {
@@ -193,7 +201,8 @@ func servedLabels(t *testing.T) map[string][]string {
 	return out
 }
 
-// tfServingMetrics are the metrics of TF Serving (2.19) the rules read,
+// tfServingMetrics are the metrics of TF Serving (2.19) the rules and the
+// dashboard read,
 // with their labels: TF's metric names with each "/" turned into ":", as
 // its Prometheus endpoint exports them (test/tfservingdouble exports the
 // same, and the real-node suite scrapes them through a ModelServer's
@@ -201,6 +210,7 @@ func servedLabels(t *testing.T) map[string][]string {
 var tfServingMetrics = map[string][]string{
 	":tensorflow:serving:request_count":             {"model_name", "status"},
 	":tensorflow:cc:saved_model:load_attempt_count": {"model_path", "status"},
+	":tensorflow:serving:request_latency":           {"model_name", "API", "entrypoint"},
 }
 
 // grpcCodes are the status codes of TF Serving's requests, gRPC's.

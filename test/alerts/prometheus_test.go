@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -228,8 +229,9 @@ type sample struct {
 	v float64
 }
 
-// registrySamples are the operator's registry's counters and gauges, with
-// the target's labels under their own.
+// registrySamples are the operator's registry's samples, with the
+// target's labels under their own: a histogram's as the text format gives
+// them, a series for each bucket (le), its sum and its count.
 func (p *prometheus) registrySamples() []sample {
 	p.t.Helper()
 	fams, err := ctrlmetrics.Registry.Gather()
@@ -239,30 +241,33 @@ func (p *prometheus) registrySamples() []sample {
 	var out []sample
 	for _, f := range fams {
 		for _, m := range f.GetMetric() {
-			v, ok := sampleValue(f.GetType(), m)
-			if !ok {
-				continue
+			add := func(name string, v float64, more ...string) {
+				b := labels.NewBuilder(p.target)
+				for _, l := range m.GetLabel() {
+					b.Set(l.GetName(), l.GetValue())
+				}
+				for i := 0; i+1 < len(more); i += 2 {
+					b.Set(more[i], more[i+1])
+				}
+				out = append(out, sample{b.Set(model.MetricNameLabel, name).Labels(), v})
 			}
-			b := labels.NewBuilder(p.target)
-			for _, l := range m.GetLabel() {
-				b.Set(l.GetName(), l.GetValue())
+			switch f.GetType() {
+			case dto.MetricType_COUNTER:
+				add(f.GetName(), m.GetCounter().GetValue())
+			case dto.MetricType_GAUGE:
+				add(f.GetName(), m.GetGauge().GetValue())
+			case dto.MetricType_HISTOGRAM:
+				h := m.GetHistogram()
+				for _, b := range h.GetBucket() {
+					add(f.GetName()+"_bucket", float64(b.GetCumulativeCount()), model.BucketLabel, strconv.FormatFloat(b.GetUpperBound(), 'g', -1, 64))
+				}
+				add(f.GetName()+"_bucket", float64(h.GetSampleCount()), model.BucketLabel, "+Inf")
+				add(f.GetName()+"_sum", h.GetSampleSum())
+				add(f.GetName()+"_count", float64(h.GetSampleCount()))
 			}
-			out = append(out, sample{b.Set(model.MetricNameLabel, f.GetName()).Labels(), v})
 		}
 	}
 	return out
-}
-
-// sampleValue is the value of a counter's or gauge's sample; histograms
-// and summaries are left out, as no rule reads them.
-func sampleValue(typ dto.MetricType, m *dto.Metric) (float64, bool) {
-	switch typ {
-	case dto.MetricType_COUNTER:
-		return m.GetCounter().GetValue(), true
-	case dto.MetricType_GAUGE:
-		return m.GetGauge().GetValue(), true
-	}
-	return 0, false
 }
 
 func (p *prometheus) evaluate() {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -48,7 +49,8 @@ type serviceMonitor struct {
 // own series is there for the alert that names it. A ModelServer's own
 // ServiceMonitor, which the operator renders once the API is there, passes
 // the schema too, and scrapes TF Serving's metrics (the double's) as the
-// serving alerts read them.
+// serving alerts and the dashboard read them. The dashboard's ConfigMap
+// holds it whole.
 func TestTheOperatorsMonitoringScrapesItAsItsServiceMonitorSays(t *testing.T) {
 	t.Parallel()
 	e := realNode(t)
@@ -80,6 +82,15 @@ func TestTheOperatorsMonitoringScrapesItAsItsServiceMonitorSays(t *testing.T) {
 	if groups != "modelserver modelserver-serving modelserver-operator" {
 		t.Errorf("PrometheusRule groups %q", groups)
 	}
+	// The dashboard, whole, where Grafana's sidecar finds it.
+	dashboard, err := os.ReadFile(filepath.Join(e.Root, "config/grafana/dashboard.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm, err := e.cs.CoreV1().ConfigMaps(operatorNS).Get(context.Background(), "modelserver-dashboard", metav1.GetOptions{})
+	if err != nil || cm.Labels["grafana_dashboard"] != "1" || cm.Data["modelserver.json"] != string(dashboard) {
+		t.Errorf("the dashboard's ConfigMap: labels %v, %d bytes of dashboard (want %d), %v", cm.Labels, len(cm.Data["modelserver.json"]), len(dashboard), err)
+	}
 
 	e.waitReady(t, ns, "scraped", 3*time.Minute)
 	// Made by the operator once it sees the API: at once, or at its look
@@ -92,6 +103,7 @@ func TestTheOperatorsMonitoringScrapesItAsItsServiceMonitorSays(t *testing.T) {
 	for _, want := range []string{
 		fmt.Sprintf(`:tensorflow:serving:request_count{model_name=%q,status="OK"}`, realenv.ModelName),
 		`:tensorflow:cc:saved_model:load_attempt_count{model_path="`,
+		fmt.Sprintf(`:tensorflow:serving:request_latency_bucket{model_name=%q,`, realenv.ModelName),
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("TF Serving's scrape lacks %s; it has:\n%s", want, grepLines(body, ":tensorflow:"))
