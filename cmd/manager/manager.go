@@ -28,6 +28,7 @@ import (
 	"github.com/modelserver-dev/modelserver-operator/controllers"
 	helmcharts "github.com/modelserver-dev/modelserver-operator/helm-charts"
 	"github.com/modelserver-dev/modelserver-operator/internal/memlimit"
+	"github.com/modelserver-dev/modelserver-operator/internal/metricscert"
 	"github.com/modelserver-dev/modelserver-operator/internal/owned"
 	"github.com/modelserver-dev/modelserver-operator/internal/release"
 	"github.com/modelserver-dev/modelserver-operator/internal/values"
@@ -53,6 +54,7 @@ func runManager(args []string) error {
 	var (
 		metricsAddr     string
 		secureMetrics   bool
+		metricsCertDir  string
 		probeAddr       string
 		pprofAddr       string
 		leaderElect     bool
@@ -68,6 +70,7 @@ func runManager(args []string) error {
 	)
 	fs.StringVar(&metricsAddr, "metrics-bind-address", ":8443", "Address the metrics endpoint binds to; 0 disables it.")
 	fs.BoolVar(&secureMetrics, "metrics-secure", true, "Serve metrics over HTTPS, authenticated and authorized through the apiserver.")
+	fs.StringVar(&metricsCertDir, "metrics-cert-dir", "", "Directory of the metrics endpoint's certificate (tls.crt, tls.key: a mounted kubernetes.io/tls Secret), read again as it is rotated; until it holds one, and without it, the certificate is self-signed.")
 	fs.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "Address the /healthz and /readyz probes bind to.")
 	fs.StringVar(&pprofAddr, "pprof-bind-address", "0", "Address Go's /debug/pprof profiles are served on, for diagnosing CPU and memory; 0 disables them.")
 	fs.BoolVar(&leaderElect, "leader-elect", false, "Elect a leader so that only one replica reconciles.")
@@ -123,6 +126,13 @@ func runManager(args []string) error {
 	var tlsOpts []func(*tls.Config)
 	if !enableHTTP2 {
 		tlsOpts = append(tlsOpts, func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} })
+	}
+	if secureMetrics {
+		certs, err := metricscert.New(metricsCertDir, ctrl.Log.WithName("metrics-cert"))
+		if err != nil {
+			return err
+		}
+		tlsOpts = append(tlsOpts, certs.TLSOption)
 	}
 	metricsOpts := metricsserver.Options{BindAddress: metricsAddr, SecureServing: secureMetrics, TLSOpts: tlsOpts}
 	if secureMetrics {

@@ -3,22 +3,35 @@ package realnode
 import (
 	"cmp"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/yaml"
 
+	"github.com/modelserver-dev/modelserver-operator/internal/servingtls/tlstest"
 	"github.com/modelserver-dev/modelserver-operator/test/realenv"
 )
+
+// secretKey is a key of a Secret in the ServiceMonitor's namespace.
+type secretKey struct {
+	Name string `json:"name"`
+	Key  string `json:"key"`
+}
 
 // serviceMonitor is what Prometheus reads of a ServiceMonitor to find and
 // scrape its targets.
@@ -31,12 +44,16 @@ type serviceMonitor struct {
 			Scheme        string `json:"scheme"`
 			HonorLabels   bool   `json:"honorLabels"`
 			Authorization struct {
-				Type        string `json:"type"`
-				Credentials struct {
-					Name string `json:"name"`
-					Key  string `json:"key"`
-				} `json:"credentials"`
+				Type        string    `json:"type"`
+				Credentials secretKey `json:"credentials"`
 			} `json:"authorization"`
+			TLSConfig struct {
+				InsecureSkipVerify bool   `json:"insecureSkipVerify"`
+				ServerName         string `json:"serverName"`
+				CA                 struct {
+					Secret secretKey `json:"secret"`
+				} `json:"ca"`
+			} `json:"tlsConfig"`
 		} `json:"endpoints"`
 	} `json:"spec"`
 }
@@ -92,6 +109,8 @@ func TestTheOperatorsMonitoringScrapesItAsItsServiceMonitorSays(t *testing.T) {
 		t.Errorf("the dashboard's ConfigMap: labels %v, %d bytes of dashboard (want %d), %v", cm.Labels, len(cm.Data["modelserver.json"]), len(dashboard), err)
 	}
 
+	t.Run("verified with cert-manager's certificate", e.verifiedWithCertManagersCertificate)
+
 	e.waitReady(t, ns, "scraped", 3*time.Minute)
 	// Made by the operator once it sees the API: at once, or at its look
 	// for missing APIs, every minute.
@@ -111,11 +130,96 @@ func TestTheOperatorsMonitoringScrapesItAsItsServiceMonitorSays(t *testing.T) {
 	}
 }
 
+// verifiedWithCertManagersCertificate applies config/prometheus-cert-manager
+// as `kubectl apply -k` does, less cert-manager's own objects (no
+// cert-manager runs here), and writes the Secret its endpoint Certificate
+// names as cert-manager would: the certificate for its dnsNames, its key
+// and its CA's certificate. The kubelet mounts it in the running
+// operator's pod, which serves it; the ServiceMonitor, which now verifies
+// the endpoint by that CA and the name, scrapes it.
+func (e *env) verifiedWithCertManagersCertificate(t *testing.T) {
+	// certificate is what the test reads of cert-manager's Certificate.
+	type certificate struct {
+		IsCA       bool     `json:"isCA"`
+		SecretName string   `json:"secretName"`
+		DNSNames   []string `json:"dnsNames"`
+	}
+	var (
+		docs   []string
+		server certificate
+	)
+	for doc := range strings.SplitSeq(e.kubectl(t, "", "kustomize", filepath.Join(e.Root, "config/prometheus-cert-manager")), "\n---\n") {
+		var obj struct {
+			APIVersion string      `json:"apiVersion"`
+			Kind       string      `json:"kind"`
+			Spec       certificate `json:"spec"`
+		}
+		if err := yaml.Unmarshal([]byte(doc), &obj); err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case !strings.HasPrefix(obj.APIVersion, "cert-manager.io/"):
+			docs = append(docs, doc)
+		case obj.Kind == "Certificate" && !obj.Spec.IsCA:
+			server = obj.Spec
+		}
+	}
+	if server.SecretName == "" || len(server.DNSNames) == 0 {
+		t.Fatalf("config/prometheus-cert-manager has no certificate for the metrics endpoint: %+v", server)
+	}
+	e.kubectl(t, strings.Join(docs, "\n---\n"), "apply", "-f", "-")
+
+	ca := tlstest.CA(t, "modelserver-metrics-ca")
+	cert := ca.Server(t, server.DNSNames...)
+	ctx := context.Background()
+	secret := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: server.SecretName, Namespace: operatorNS},
+		Type:       corev1.SecretTypeTLS,
+		Data:       map[string][]byte{corev1.TLSCertKey: cert.CertPEM, corev1.TLSPrivateKeyKey: cert.KeyPEM, "ca.crt": ca.CertPEM},
+	}
+	if _, err := e.cs.CoreV1().Secrets(operatorNS).Create(ctx, secret, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = e.cs.CoreV1().Secrets(operatorNS).Delete(context.Background(), server.SecretName, metav1.DeleteOptions{})
+	})
+
+	sm, scrape := e.followServiceMonitor(t, operatorNS, "modelserver-operator")
+	if tc := sm.Spec.Endpoints[0].TLSConfig; tc.InsecureSkipVerify || tc.ServerName == "" {
+		t.Fatalf("the ServiceMonitor does not verify the endpoint: %+v", tc)
+	}
+	start := time.Now()
+	var code int
+	var body string
+	var err error
+	for ; time.Since(start) < 2*time.Minute; time.Sleep(time.Second) {
+		if code, body, err = scrape(); err == nil {
+			break
+		}
+	}
+	if err != nil || code != 200 || !strings.Contains(body, "modelserver_status_phase") {
+		t.Fatalf("the operator's scrape verified by the CA, %s after the Secret: %d, %v", time.Since(start).Round(time.Second), code, err)
+	}
+	t.Logf("the operator served the mounted certificate %s after the Secret was written", time.Since(start).Round(time.Second))
+}
+
 // scrapeAsServiceMonitorSays finds the ServiceMonitor's target as
 // Prometheus does (the Services its selector picks in its namespace, one
 // ready endpoint of their EndpointSlices at its endpoint's port, by name)
-// and scrapes it with its scheme, path and token.
+// and scrapes it with its scheme, path, token and TLS settings.
 func (e *env) scrapeAsServiceMonitorSays(t *testing.T, ns, name string) (serviceMonitor, string) {
+	t.Helper()
+	sm, scrape := e.followServiceMonitor(t, ns, name)
+	code, body, err := scrape()
+	if err != nil || code != 200 {
+		t.Fatalf("scrape as the ServiceMonitor %s/%s says: %d, %v\n%s", ns, name, code, err, body)
+	}
+	return sm, body
+}
+
+// followServiceMonitor reads the ServiceMonitor, finds its target and
+// returns what scrapes it.
+func (e *env) followServiceMonitor(t *testing.T, ns, name string) (serviceMonitor, func() (int, string, error)) {
 	t.Helper()
 	var sm serviceMonitor
 	if err := json.Unmarshal([]byte(e.kubectl(t, "", "-n", ns, "get", "servicemonitor", name, "-o", "json")), &sm); err != nil {
@@ -161,12 +265,43 @@ func (e *env) scrapeAsServiceMonitorSays(t *testing.T, ns, name string) (service
 			t.Fatalf("the token of the ServiceMonitor's Secret %s, key %s (%s): %v", c.Name, c.Key, ep.Authorization.Type, err)
 		}
 	}
-	url := cmp.Or(ep.Scheme, "http") + "://" + target + cmp.Or(ep.Path, "/metrics")
-	code, body := get(t, url, token)
-	if code != 200 {
-		t.Fatalf("scrape of %s as the ServiceMonitor %s/%s says: %d\n%s", url, ns, name, code, body)
+	tlsConfig := &tls.Config{
+		InsecureSkipVerify: ep.TLSConfig.InsecureSkipVerify, //nolint:gosec // as the ServiceMonitor says
+		ServerName:         ep.TLSConfig.ServerName,
+		MinVersion:         tls.VersionTLS12,
 	}
-	return sm, body
+	if ca := ep.TLSConfig.CA.Secret; ca.Name != "" {
+		s, err := e.cs.CoreV1().Secrets(ns).Get(ctx, ca.Name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatalf("the CA of the ServiceMonitor %s/%s: %v", ns, name, err)
+		}
+		tlsConfig.RootCAs = x509.NewCertPool()
+		if !tlsConfig.RootCAs.AppendCertsFromPEM(s.Data[ca.Key]) {
+			t.Fatalf("the CA of the ServiceMonitor %s/%s, Secret %s key %s, holds no certificate", ns, name, ca.Name, ca.Key)
+		}
+	}
+	url := cmp.Or(ep.Scheme, "http") + "://" + target + cmp.Or(ep.Path, "/metrics")
+	return sm, func() (int, string, error) { return scrape(url, token, tlsConfig) }
+}
+
+// scrape GETs url as Prometheus scrapes it: the token as a bearer, TLS as
+// configured.
+func scrape(url, token string, tlsConfig *tls.Config) (int, string, error) {
+	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: tlsConfig}}
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		return 0, "", err
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return 0, "", err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	body, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body), err
 }
 
 // readyEndpoint is address:port of a ready endpoint of the slices, at
