@@ -7,6 +7,7 @@ import (
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
@@ -21,6 +22,7 @@ func TestServingAModelIsCountedInTheOperatorMetrics(t *testing.T) {
 		ms.Spec.PodTemplate.Annotations = map[string]string{
 			localcluster.AnnotationTerminationMessage: `{"versions":[1],"files":3,"bytes":4096,"digest":"sha256:00"}`,
 		}
+		ms.Spec.Monitoring.P99Latency = &metav1.Duration{Duration: 250 * time.Millisecond}
 	})
 	if err := env.client.Create(context.Background(), ms); err != nil {
 		t.Fatal(err)
@@ -40,6 +42,7 @@ func TestServingAModelIsCountedInTheOperatorMetrics(t *testing.T) {
 		{"modelserver_fetch_bytes_total", nil, 4096},
 		{"modelserver_time_to_ready_seconds", nil, 1},
 		{"modelserver_status_phase", map[string]string{"namespace": ns, "name": "metered", "phase": "Ready", "reason": "Ready"}, 1},
+		{"modelserver_latency_objective_seconds", map[string]string{"namespace": ns, "name": "metered"}, 0.25},
 	} {
 		if got := after.value(c.name, c.labels) - before.value(c.name, c.labels); got < c.min {
 			t.Errorf("%s%v went up by %v, want at least %v", c.name, c.labels, got, c.min)
@@ -52,8 +55,9 @@ func TestServingAModelIsCountedInTheOperatorMetrics(t *testing.T) {
 	}
 	waitAllGone(t, ns, ms.Name)
 	eventually(t, 10*time.Second, "no series of the deleted ModelServer", func(context.Context) (bool, string) {
-		got := gather(t).value("modelserver_status_phase", map[string]string{"namespace": ns, "name": "metered"})
-		return got == 0, fmt.Sprintf("modelserver_status_phase sums to %v", got)
+		got := gather(t)
+		phase, objective := got.value("modelserver_status_phase", map[string]string{"namespace": ns, "name": "metered"}), got.value("modelserver_latency_objective_seconds", map[string]string{"namespace": ns, "name": "metered"})
+		return phase == 0 && objective == 0, fmt.Sprintf("modelserver_status_phase sums to %v, modelserver_latency_objective_seconds to %v", phase, objective)
 	})
 }
 

@@ -65,6 +65,9 @@ func (r *ModelServerReconciler) writeStatus(ctx context.Context, ms *servingv1al
 	if ms.Generation == 1 {
 		seen.ChangedAt = ms.CreationTimestamp.Time
 	}
+	if d := ms.Spec.Monitoring.P99Latency; d != nil {
+		seen.P99Latency = d.Duration
+	}
 	metrics.Observe(seen)
 	metrics.RefreshFailed(ms.UID, refreshFailed(st))
 	if unchanged {

@@ -272,6 +272,7 @@ type Batching struct {
 }
 
 // Monitoring configures TensorFlow Serving's Prometheus endpoint.
+// +kubebuilder:validation:XValidation:rule="!has(self.p99Latency) || !has(self.enabled) || self.enabled",message="spec.monitoring.p99Latency needs spec.monitoring.enabled: it is measured by TF Serving's own metrics"
 type Monitoring struct {
 	// enabled serves Prometheus metrics at /monitoring/prometheus/metrics
 	// on the REST port and annotates the pods for scraping.
@@ -283,6 +284,16 @@ type Monitoring struct {
 	// installed, status.warnings says it was left out.
 	// +optional
 	ServiceMonitor *ServiceMonitorSpec `json:"serviceMonitor,omitempty"`
+	// p99Latency is the latency that 99 in 100 of the ModelServer's
+	// requests (predict, classify, regress) should stay under, such as
+	// 250ms. The operator exports it as modelserver_latency_objective_seconds,
+	// and the alert ModelServerLatencyHigh (dist/monitoring.yaml) fires
+	// when TF Serving's own p99 over 5 minutes has stood above it for 10
+	// minutes, at 1 request per second or more. TF Serving's metrics must
+	// be scraped (serviceMonitor) for the alert to see them.
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1ms') && duration(self) <= duration('1h')",message="spec.monitoring.p99Latency must be from 1ms to 1h"
+	// +optional
+	P99Latency *metav1.Duration `json:"p99Latency,omitempty"`
 }
 
 // ServiceMonitorSpec configures the ServiceMonitor.

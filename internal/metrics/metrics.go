@@ -1,9 +1,9 @@
 // Package metrics holds the operator's own Prometheus metrics, served with
 // controller-runtime's on the manager's metrics endpoint: ModelServers by
-// phase, stalled rollouts by cause, and each ModelServer's phase and
-// problems by name (for alerts that name it), Helm operations, model
-// fetches, and the time a ModelServer takes to become Ready after its spec
-// changed. docs/metrics.md lists them.
+// phase, stalled rollouts by cause, and each ModelServer's phase, problems
+// and latency objective by name (for alerts that name it), Helm
+// operations, model fetches, and the time a ModelServer takes to become
+// Ready after its spec changed. docs/metrics.md lists them.
 package metrics
 
 import (
@@ -51,6 +51,14 @@ var (
 		Name:      "problem",
 		Help:      "1 for each problem a ModelServer has that a gauge of this operator counts (a stalled rollout or fetch, a slow fetch, an autoscaler that cannot scale or is at its maximum, a failed refresh round), labelled with its namespace, name, the problem and its cause.",
 	}, []string{"namespace", "name", "problem", "cause"})
+
+	// Each ModelServer's latency objective, beside TF Serving's own
+	// latency histogram, for an alert that holds each to its own.
+	latencyObjective = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: Namespace,
+		Name:      "latency_objective_seconds",
+		Help:      "The latency 99 in 100 of a ModelServer's requests should stay under (spec.monitoring.p99Latency), for each ModelServer that sets it, labelled with its namespace and name.",
+	}, []string{"namespace", "name"})
 
 	helmOperations = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: Namespace,
@@ -135,7 +143,7 @@ var (
 )
 
 // collectors are the operator's metrics, registered with controller-runtime.
-var collectors = []prometheus.Collector{phaseGauge, statusGauge, problemGauge, stalledGauge, stalledFetchGauge, slowFetchGauge, inactiveAutoscalerGauge, atMaximumGauge, failedRefreshGauge, helmOperations, helmDuration, fetchDuration, fetchFailures, fetchBytes, fetchModelBytes, timeToReady}
+var collectors = []prometheus.Collector{phaseGauge, statusGauge, problemGauge, latencyObjective, stalledGauge, stalledFetchGauge, slowFetchGauge, inactiveAutoscalerGauge, atMaximumGauge, failedRefreshGauge, helmOperations, helmDuration, fetchDuration, fetchFailures, fetchBytes, fetchModelBytes, timeToReady}
 
 func init() {
 	ctrlmetrics.Registry.MustRegister(collectors...)
@@ -201,6 +209,9 @@ type tracked struct {
 	// atMaximum says its autoscaler is counted at its maximum;
 	// refreshFailed, that it is counted with a failed refresh round.
 	atMaximum, refreshFailed bool
+	// objective is the p99 latency objective its series says, 0 for
+	// none.
+	objective time.Duration
 	// generation and since: the generation last seen and when it was
 	// first seen; ready says time to Ready was recorded for it.
 	generation int64
@@ -240,6 +251,8 @@ type Seen struct {
 	// Ready.
 	Phase, Reason string
 	Ready         bool
+	// P99Latency is spec.monitoring.p99Latency, 0 when unset.
+	P99Latency time.Duration
 }
 
 // Observe records the state of a ModelServer after a reconcile: its phase,
@@ -268,6 +281,15 @@ func Observe(s Seen) {
 		}
 		statusGauge.WithLabelValues(series...).Set(1)
 		t.series = series
+	}
+	if t.objective != s.P99Latency {
+		if t.objective > 0 {
+			latencyObjective.DeleteLabelValues(s.Namespace, s.Name)
+		}
+		if s.P99Latency > 0 {
+			latencyObjective.WithLabelValues(s.Namespace, s.Name).Set(s.P99Latency.Seconds())
+		}
+		t.objective = s.P99Latency
 	}
 	if t.generation != s.Generation {
 		t.generation, t.ready = s.Generation, false
@@ -429,6 +451,9 @@ func Forget(uid types.UID) {
 		}
 		if t.series != nil {
 			statusGauge.DeleteLabelValues(t.series...)
+		}
+		if t.objective > 0 {
+			latencyObjective.DeleteLabelValues(t.namespace, t.name)
 		}
 		for _, p := range t.problems() {
 			t.problemSeries(p.problem, p.on, p.cause, false, "")

@@ -190,6 +190,33 @@ func TestEachModelServerHasOneSeriesOfItsPhase(t *testing.T) {
 	}
 }
 
+// A ModelServer's latency objective has a series of its name while it is
+// set, which follows it and ends with it or the ModelServer.
+func TestALatencyObjectiveHasASeriesOfItsModelServer(t *testing.T) {
+	series := func() []string { return seriesOf(t, "modelserver_latency_objective_seconds", "objectives") }
+	a := Seen{UID: "objective-a", Namespace: "objectives", Name: "a", Generation: 1, Phase: "Ready", Reason: "Ready", P99Latency: 250 * time.Millisecond}
+	b := Seen{UID: "objective-b", Namespace: "objectives", Name: "b", Generation: 1, Phase: "Ready", Reason: "Ready"}
+	Observe(a)
+	Observe(b)
+	if got, want := series(), []string{"name=a,namespace=objectives 0.25"}; !slices.Equal(got, want) {
+		t.Errorf("series %v, want %v", got, want)
+	}
+	a.Generation, a.P99Latency = 2, time.Second
+	b.Generation, b.P99Latency = 2, 100*time.Millisecond
+	Observe(a)
+	Observe(b)
+	if got, want := series(), []string{"name=a,namespace=objectives 1", "name=b,namespace=objectives 0.1"}; !slices.Equal(got, want) {
+		t.Errorf("series after both changed %v, want %v", got, want)
+	}
+	a.Generation, a.P99Latency = 3, 0
+	Observe(a)
+	Forget(b.UID)
+	if got := series(); len(got) != 0 {
+		t.Errorf("series after one was unset and the other deleted: %v", got)
+	}
+	Forget(a.UID)
+}
+
 // Each problem a gauge counts has a series of the ModelServer that has it,
 // from the first time its name is known, which follows its cause and ends
 // with the problem or the ModelServer.

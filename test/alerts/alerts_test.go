@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"math"
 	"os"
 	"regexp"
 	"slices"
@@ -118,11 +119,12 @@ func TestTheRulesSelectSeriesTheOperatorWrites(t *testing.T) {
 		"controller": {"modelserver"},
 		"job":        {"modelserver-controller-manager-metrics-service"},
 		"status":     slices.Concat(grpcCodes, []string{"success", "fail"}),
+		"API":        {"", "predict", "classify", "regress", "multi_inference"},
 	}
 	for _, g := range ruleFile(t).Groups {
 		for _, r := range g.Rules {
 			for _, vs := range selectors(t, r.Expr) {
-				have, known := labelsOf[vs.Name]
+				have, known := seriesLabels(labelsOf, vs.Name)
 				if !known {
 					t.Errorf("%s selects %s, which the operator does not serve", r.Alert, vs.Name)
 					continue
@@ -168,7 +170,7 @@ func servedLabels(t *testing.T) map[string][]string {
 	// One series of each of the operator's vectors, so that the registry
 	// gives every family's labels.
 	uid := types.UID("labels")
-	metrics.Observe(metrics.Seen{UID: uid, Namespace: "labels", Name: "labels", Generation: 1, Phase: "Deploying", Reason: "PodsNotReady"})
+	metrics.Observe(metrics.Seen{UID: uid, Namespace: "labels", Name: "labels", Generation: 1, Phase: "Deploying", Reason: "PodsNotReady", P99Latency: time.Second})
 	metrics.Stalled(uid, status.CauseImagePull)
 	metrics.AutoscalerAtMaximum(uid, true)
 	metrics.FetchEnded(uid, "labels", "", time.Second, 1)
@@ -567,4 +569,81 @@ func TestAVersionThatCannotBeLoadedIsAlertedOf(t *testing.T) {
 		t.Errorf("summary %q", a.annotations["summary"])
 	}
 	p.expectNotFiring("ModelServerModelVersionNotLoaded", map[string]string{"model_path": "/models/bert/2"})
+}
+
+// latencyBuckets are the upper bounds of TF Serving's request latency
+// histogram, in microseconds: 10 × 1.8^i for 33 buckets, then +Inf.
+var latencyBuckets = func() []float64 {
+	b := make([]float64, 33)
+	for i := range b {
+		b[i] = 10 * math.Pow(1.8, float64(i))
+	}
+	return append(b, math.Inf(1))
+}()
+
+// requests adds to TF Serving's latency histogram of a pod's model and API
+// the requests of one interval: n of them, a share slow (in the bucket
+// from 219 to 393 ms) and the others fast (from 6.4 to 11.6 ms).
+func (p *prometheus) requests(pod, model, api string, n, slow float64) {
+	for i, le := range latencyBuckets {
+		count := 0.0
+		if i >= 12 {
+			count += n * (1 - slow)
+		}
+		if i >= 18 {
+			count += n * slow
+		}
+		bound := strconv.FormatFloat(le, 'g', 6, 64)
+		if math.IsInf(le, 1) {
+			bound = "+Inf"
+		}
+		p.more[fmt.Sprintf(`:tensorflow:serving:request_latency_bucket{%s,model_name=%q,API=%q,entrypoint="GRPC",le=%q}`, pod, model, api, bound)] += count
+	}
+	p.more[fmt.Sprintf(`:tensorflow:serving:request_latency_count{%s,model_name=%q,API=%q,entrypoint="GRPC"}`, pod, model, api)] += n
+}
+
+// A ModelServer whose p99 stands over its own objective is alerted of
+// after 10 minutes; one without an objective, one with too few requests
+// for a p99, and slow model status requests (the probes') are not.
+func TestALatencyOverItsObjectiveIsAlertedOf(t *testing.T) {
+	p := newPrometheus(t)
+	resnet, quiet, free := newModelServer(t, "resnet"), newModelServer(t, "quiet"), newModelServer(t, "free")
+	for _, ms := range []*modelServer{resnet, quiet} {
+		ms.P99Latency = 250 * time.Millisecond
+	}
+	for _, ms := range []*modelServer{resnet, quiet, free} {
+		ms.is(servingv1alpha1.PhaseReady, servingv1alpha1.ReasonReady)
+	}
+	serve := func(d time.Duration, slow float64) {
+		for end := p.now.Add(d); p.now.Before(end); {
+			p.requests(servingPod("resnet", "resnet-7d9f8-x2x8z"), "resnet", "predict", 3000, slow)
+			// Model status requests (probes, health checks), all slow:
+			// counted, they would put 1 in 100 requests in the slow
+			// bucket.
+			p.requests(servingPod("resnet", "resnet-7d9f8-x2x8z"), "resnet", "", 30, 1)
+			p.requests(servingPod("free", "free-6c5d4-a1b2c"), "free", "predict", 3000, slow)
+			p.requests(servingPod("quiet", "quiet-5b4c3-d4e5f"), "quiet", "predict", 15, slow)
+			p.step()
+		}
+	}
+	// 1 in 200 slow: the p99 is in the fast bucket.
+	serve(20*time.Minute, 0.005)
+	p.expectNotFiring("ModelServerLatencyHigh", nil)
+	// 3 in 100 slow: the p99 is in the slow bucket, over the objective,
+	// once the rate's 5-minute window holds more of them than the p99's
+	// share; alerted of 10 minutes later.
+	serve(11*time.Minute, 0.03)
+	p.expectNotFiring("ModelServerLatencyHigh", nil)
+	serve(4*time.Minute, 0.03)
+	a := p.expectFiring("ModelServerLatencyHigh", map[string]string{"namespace": ml, "service": "resnet"})
+	if !strings.Contains(a.annotations["description"], "335.") {
+		t.Errorf("description %q, want the p99 (335 ms)", a.annotations["description"])
+	}
+	p.expectNotFiring("ModelServerLatencyHigh", map[string]string{"service": "free"})
+	p.expectNotFiring("ModelServerLatencyHigh", map[string]string{"service": "quiet"})
+	// The objective raised: the alert ends.
+	resnet.P99Latency = 500 * time.Millisecond
+	resnet.is(servingv1alpha1.PhaseReady, servingv1alpha1.ReasonReady)
+	serve(time.Minute, 0.03)
+	p.expectNotFiring("ModelServerLatencyHigh", nil)
 }

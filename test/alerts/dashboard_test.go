@@ -207,6 +207,7 @@ func checkQueries(t *testing.T, p panel) {
 var perModelServer = map[string]string{
 	"modelserver_status_phase":                      "name",
 	"modelserver_problem":                           "name",
+	"modelserver_latency_objective_seconds":         "name",
 	":tensorflow:serving:request_count":             "service",
 	":tensorflow:serving:request_latency_bucket":    "service",
 	":tensorflow:cc:saved_model:load_attempt_count": "service",
@@ -224,6 +225,7 @@ func TestTheDashboardReadsSeriesTheOperatorWrites(t *testing.T) {
 		"service":    {chosen},
 		"phase":      metrics.Phases,
 		"status":     grpcCodes,
+		"API":        {""},
 		"controller": {"modelserver"},
 		"job":        {"modelserver-controller-manager-metrics-service"},
 	}}
@@ -434,6 +436,7 @@ func somethingToShow(t *testing.T) *prometheus {
 		fetched(ms, "")
 		p.more[fmt.Sprintf(`:tensorflow:cc:saved_model:load_attempt_count{%s,model_path="/models/%s/1",status="success"}`, pods[ms.Name], ms.Name)] = 1
 	}
+	resnet.P99Latency, bert.P99Latency = 250*time.Millisecond, 100*time.Millisecond
 	resnet.is(servingv1alpha1.PhaseReady, servingv1alpha1.ReasonReady)
 	serve(10 * time.Minute)
 	bert.Generation, bert.ChangedAt = 2, time.Now().Add(-time.Minute)
