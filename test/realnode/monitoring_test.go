@@ -84,7 +84,7 @@ func TestTheOperatorsMonitoringScrapesItAsItsServiceMonitorSays(t *testing.T) {
 
 	ns := e.namespace(t)
 	e.kubectl(t, e.ModelServerYAML(realenv.ModelServer{Name: "missing", URI: "s3://models/half_plus_nothing"}), "-n", ns, "apply", "-f", "-")
-	e.kubectl(t, e.ModelServerYAML(realenv.ModelServer{Name: "scraped", URI: halfPlusTwo, SpecExtra: "  monitoring:\n    serviceMonitor: {}\n"}), "-n", ns, "apply", "-f", "-")
+	e.kubectl(t, e.ModelServerYAML(realenv.ModelServer{Name: "scraped", URI: halfPlusTwo, SpecExtra: "  monitoring:\n    serviceMonitor: {}\n    p99Latency: 250ms\n"}), "-n", ns, "apply", "-f", "-")
 	e.waitFetchFailed(t, ns, "missing", "NotFound")
 
 	sm, body := e.scrapeAsServiceMonitorSays(t, operatorNS, "modelserver-operator")
@@ -109,13 +109,22 @@ func TestTheOperatorsMonitoringScrapesItAsItsServiceMonitorSays(t *testing.T) {
 		t.Errorf("the dashboard's ConfigMap: labels %v, %d bytes of dashboard (want %d), %v", cm.Labels, len(cm.Data["modelserver.json"]), len(dashboard), err)
 	}
 
-	t.Run("verified with cert-manager's certificate", e.verifiedWithCertManagersCertificate)
+	// From here on, the ServiceMonitor verifies the operator's
+	// certificate.
+	e.verifyWithCertManagersCertificate(t)
 
 	e.waitReady(t, ns, "scraped", 3*time.Minute)
 	// Made by the operator once it sees the API: at once, or at its look
 	// for missing APIs, every minute.
 	if _, err := e.Kubectl("", "-n", ns, "wait", "--for=create", "servicemonitor/scraped", "--timeout=90s"); err != nil {
 		t.Fatalf("no ServiceMonitor for the ModelServer: %v\nstatus: %s", err, e.kubectlOut("-n", ns, "get", "modelserver", "scraped", "-o", "jsonpath={.status}"))
+	}
+	// Its latency objective, beside its phase, scraped as the now
+	// verifying ServiceMonitor says.
+	_, body = e.scrapeAsServiceMonitorSays(t, operatorNS, "modelserver-operator")
+	want = fmt.Sprintf(`modelserver_latency_objective_seconds{name="scraped",namespace=%q} 0.25`, ns)
+	if !strings.Contains(body, want) {
+		t.Errorf("the operator's scrape lacks %s; it has:\n%s", want, grepLines(body, "modelserver_latency_objective_seconds"))
 	}
 	// The readiness probe's requests, and the version's load.
 	_, body = e.scrapeAsServiceMonitorSays(t, ns, "scraped")
@@ -130,14 +139,15 @@ func TestTheOperatorsMonitoringScrapesItAsItsServiceMonitorSays(t *testing.T) {
 	}
 }
 
-// verifiedWithCertManagersCertificate applies config/prometheus-cert-manager
+// verifyWithCertManagersCertificate applies config/prometheus-cert-manager
 // as `kubectl apply -k` does, less cert-manager's own objects (no
 // cert-manager runs here), and writes the Secret its endpoint Certificate
 // names as cert-manager would: the certificate for its dnsNames, its key
 // and its CA's certificate. The kubelet mounts it in the running
 // operator's pod, which serves it; the ServiceMonitor, which now verifies
 // the endpoint by that CA and the name, scrapes it.
-func (e *env) verifiedWithCertManagersCertificate(t *testing.T) {
+func (e *env) verifyWithCertManagersCertificate(t *testing.T) {
+	t.Helper()
 	// certificate is what the test reads of cert-manager's Certificate.
 	type certificate struct {
 		IsCA       bool     `json:"isCA"`
