@@ -6,7 +6,6 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"os"
@@ -26,6 +25,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/modelserver-dev/modelserver-operator/internal/localcluster"
+	"github.com/modelserver-dev/modelserver-operator/test/scrape"
 )
 
 // managerBinary is the operator, built once for the suite.
@@ -99,14 +99,14 @@ func TestOperatorServesProbesAndSecureMetricsAndHandsBackItsLease(t *testing.T) 
 	metricsURL := "https://" + metricsAddr + "/metrics"
 	// The metrics server starts beside the probes, not before them.
 	waitFor(t, 30*time.Second, "metrics endpoint listening", func(context.Context) (bool, error) {
-		_, _, err := scrape(metricsURL, "")
+		_, _, err := scrapeOperator(metricsURL, "")
 		return err == nil, err
 	})
-	if code, _, _ := scrape(metricsURL, ""); code != http.StatusUnauthorized {
+	if code, _, _ := scrapeOperator(metricsURL, ""); code != http.StatusUnauthorized {
 		t.Errorf("anonymous scrape: status %d, want 401", code)
 	}
 	token := scraperToken(t, cs)
-	code, body, err := scrape(metricsURL, token)
+	code, body, err := scrapeOperator(metricsURL, token)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -165,24 +165,8 @@ func scraperToken(t *testing.T, cs kubernetes.Interface) string {
 	return tr.Status.Token
 }
 
-func scrape(url, token string) (int, string, error) {
-	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
-		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // the operator serves a self-signed certificate on loopback
-	}}
-	req, err := http.NewRequest(http.MethodGet, url, nil)
-	if err != nil {
-		return 0, "", err
-	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return 0, "", err
-	}
-	defer func() { _ = resp.Body.Close() }()
-	body, err := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(body), err
+func scrapeOperator(url, token string) (int, string, error) {
+	return scrape.Get(url, token, &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // the operator serves a self-signed certificate on loopback
 }
 
 func waitFor(t *testing.T, timeout time.Duration, what string, cond func(context.Context) (bool, error)) {

@@ -37,6 +37,7 @@ import (
 	"github.com/modelserver-dev/modelserver-operator/internal/values"
 	"github.com/modelserver-dev/modelserver-operator/test/realenv"
 	"github.com/modelserver-dev/modelserver-operator/test/s3server"
+	"github.com/modelserver-dev/modelserver-operator/test/scrape"
 )
 
 // namespace makes a namespace for one test, with the credentials Secret
@@ -1229,24 +1230,12 @@ func logFetch(t *testing.T, e *env, ns string) {
 // TLS it trusts the operator's own, self-signed, certificate.
 func get(t *testing.T, url, token string) (int, string) {
 	t.Helper()
-	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
-		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // the operator's self-signed serving certificate
-	}}
-	req, err := http.NewRequest(http.MethodGet, url, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
 	// No second try: the pod is ready, and its readiness waits for the
 	// metrics server to listen, so a refused connection is a readiness
 	// that lies.
-	resp, err := client.Do(req)
+	code, body, err := scrape.Get(url, token, &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // the operator's self-signed serving certificate
 	if err != nil {
 		t.Fatalf("GET %s: %v", url, err)
 	}
-	defer func() { _ = resp.Body.Close() }()
-	body, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(body)
+	return code, body
 }

@@ -7,9 +7,7 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -25,6 +23,7 @@ import (
 
 	"github.com/modelserver-dev/modelserver-operator/internal/servingtls/tlstest"
 	"github.com/modelserver-dev/modelserver-operator/test/realenv"
+	"github.com/modelserver-dev/modelserver-operator/test/scrape"
 )
 
 // secretKey is a key of a Secret in the ServiceMonitor's namespace.
@@ -291,27 +290,7 @@ func (e *env) followServiceMonitor(t *testing.T, ns, name string) (serviceMonito
 		}
 	}
 	url := cmp.Or(ep.Scheme, "http") + "://" + target + cmp.Or(ep.Path, "/metrics")
-	return sm, func() (int, string, error) { return scrape(url, token, tlsConfig) }
-}
-
-// scrape GETs url as Prometheus scrapes it: the token as a bearer, TLS as
-// configured.
-func scrape(url, token string, tlsConfig *tls.Config) (int, string, error) {
-	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: tlsConfig}}
-	req, err := http.NewRequest(http.MethodGet, url, nil)
-	if err != nil {
-		return 0, "", err
-	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return 0, "", err
-	}
-	defer func() { _ = resp.Body.Close() }()
-	body, err := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(body), err
+	return sm, func() (int, string, error) { return scrape.Get(url, token, tlsConfig) }
 }
 
 // readyEndpoint is address:port of a ready endpoint of the slices, at
