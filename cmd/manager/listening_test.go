@@ -2,19 +2,33 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"net"
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr/testr"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/modelserver-dev/modelserver-operator/internal/metricscert"
+	"github.com/modelserver-dev/modelserver-operator/internal/servingtls/tlstest"
 )
 
-// The secure metrics server as the manager runs it (a self-signed
-// certificate made at start): its check fails until then, and once it
-// passes, a connection to the port is accepted at once.
+// The secure metrics server as the manager runs it, its certificate from
+// the directory its Secret is mounted at: its check fails until it
+// listens, and once it passes, a connection to the port is accepted at
+// once, and served the directory's certificate (not one controller-runtime
+// makes).
 func TestTheMetricsCheckPassesOnlyOnceThePortAccepts(t *testing.T) {
 	metrics := &listening{what: "the metrics server"}
-	opts := metricsserver.Options{BindAddress: "127.0.0.1:0", SecureServing: true, CertDir: t.TempDir()}
+	dir := t.TempDir()
+	ca := tlstest.CA(t, "cert-manager")
+	ca.Server(t, "modelserver-controller-manager-metrics-service").WriteTo(t, dir)
+	certs, err := metricscert.New(dir, testr.New(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := metricsserver.Options{BindAddress: "127.0.0.1:0", SecureServing: true, TLSOpts: []func(*tls.Config){certs.TLSOption}}
 	opts.ListenConfig.Control = metrics.control
 	srv, err := metricsserver.NewServer(opts, nil, nil)
 	if err != nil {
@@ -52,9 +66,10 @@ func TestTheMetricsCheckPassesOnlyOnceThePortAccepts(t *testing.T) {
 		}
 		time.Sleep(time.Millisecond)
 	}
-	conn, err := net.DialTimeout("tcp", bound.GetBindAddr(), 5*time.Second)
+	conn, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", bound.GetBindAddr(),
+		&tls.Config{ServerName: "modelserver-controller-manager-metrics-service", RootCAs: ca.Pool(), MinVersion: tls.VersionTLS12})
 	if err != nil {
-		t.Fatalf("the check passed, but the metrics port refuses: %v", err)
+		t.Fatalf("the check passed, but the metrics port refuses, or serves another certificate: %v", err)
 	}
 	_ = conn.Close()
 }

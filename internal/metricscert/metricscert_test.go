@@ -1,7 +1,6 @@
 package metricscert
 
 import (
-	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"net"
@@ -12,7 +11,6 @@ import (
 	"time"
 
 	"github.com/go-logr/logr/testr"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/modelserver-dev/modelserver-operator/internal/servingtls/tlstest"
 )
@@ -177,37 +175,4 @@ func removeFile(t *testing.T, path string) {
 	if err := os.Remove(path); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// controller-runtime's metrics server, given the Source's option as the
-// manager gives it, serves the Source's certificate, not one of its own.
-func TestControllerRuntimesMetricsServerServesTheSourcesCertificate(t *testing.T) {
-	dir := t.TempDir()
-	ca := tlstest.CA(t, "cert-manager")
-	ca.Server(t, service).WriteTo(t, dir)
-	s, _ := newSource(t, dir)
-	srv, err := metricsserver.NewServer(metricsserver.Options{BindAddress: "127.0.0.1:0", SecureServing: true, TLSOpts: []func(*tls.Config){s.TLSOption}}, nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("metrics server: %v", err)
-		}
-	})
-	bound := srv.(interface{ GetBindAddr() string })
-	for deadline := time.Now().Add(30 * time.Second); bound.GetBindAddr() == ""; time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the metrics server did not listen within 30 s")
-		}
-	}
-	conn, err := tls.Dial("tcp", bound.GetBindAddr(), &tls.Config{ServerName: service, RootCAs: ca.Pool(), MinVersion: tls.VersionTLS12})
-	if err != nil {
-		t.Fatalf("a scraper trusting the Secret's CA: %v", err)
-	}
-	_ = conn.Close()
 }
