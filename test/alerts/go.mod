@@ -11,6 +11,7 @@ go 1.26.0
 replace github.com/modelserver-dev/modelserver-operator => ../..
 
 require (
+	github.com/grafana/grafana-foundation-sdk/go v0.0.22
 	github.com/modelserver-dev/modelserver-operator v0.0.0
 	github.com/prometheus/client_model v0.6.2
 	github.com/prometheus/common v0.70.0
