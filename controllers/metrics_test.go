@@ -23,6 +23,7 @@ func TestServingAModelIsCountedInTheOperatorMetrics(t *testing.T) {
 			localcluster.AnnotationTerminationMessage: `{"versions":[1],"files":3,"bytes":4096,"digest":"sha256:00"}`,
 		}
 		ms.Spec.Monitoring.P99Latency = &metav1.Duration{Duration: 250 * time.Millisecond}
+		ms.Spec.Monitoring.Availability = "99.9"
 	})
 	if err := env.client.Create(context.Background(), ms); err != nil {
 		t.Fatal(err)
@@ -43,6 +44,7 @@ func TestServingAModelIsCountedInTheOperatorMetrics(t *testing.T) {
 		{"modelserver_time_to_ready_seconds", nil, 1},
 		{"modelserver_status_phase", map[string]string{"namespace": ns, "name": "metered", "phase": "Ready", "reason": "Ready"}, 1},
 		{"modelserver_latency_objective_seconds", map[string]string{"namespace": ns, "name": "metered"}, 0.25},
+		{"modelserver_availability_objective_ratio", map[string]string{"namespace": ns, "name": "metered"}, 0.999},
 	} {
 		if got := after.value(c.name, c.labels) - before.value(c.name, c.labels); got < c.min {
 			t.Errorf("%s%v went up by %v, want at least %v", c.name, c.labels, got, c.min)

@@ -7,6 +7,7 @@ import (
 	"cmp"
 	"context"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -67,6 +68,10 @@ func (r *ModelServerReconciler) writeStatus(ctx context.Context, ms *servingv1al
 	}
 	if d := ms.Spec.Monitoring.P99Latency; d != nil {
 		seen.P99Latency = d.Duration
+	}
+	// The schema admits only a percentage from 90 to 99.999.
+	if percent, err := strconv.ParseFloat(ms.Spec.Monitoring.Availability, 64); err == nil {
+		seen.Availability = percent / 100
 	}
 	metrics.Observe(seen)
 	metrics.RefreshFailed(ms.UID, refreshFailed(st))

@@ -273,6 +273,7 @@ type Batching struct {
 
 // Monitoring configures TensorFlow Serving's Prometheus endpoint.
 // +kubebuilder:validation:XValidation:rule="!has(self.p99Latency) || !has(self.enabled) || self.enabled",message="spec.monitoring.p99Latency needs spec.monitoring.enabled: it is measured by TF Serving's own metrics"
+// +kubebuilder:validation:XValidation:rule="!has(self.availability) || !has(self.enabled) || self.enabled",message="spec.monitoring.availability needs spec.monitoring.enabled: it is measured by TF Serving's own metrics"
 type Monitoring struct {
 	// enabled serves Prometheus metrics at /monitoring/prometheus/metrics
 	// on the REST port and annotates the pods for scraping.
@@ -294,6 +295,18 @@ type Monitoring struct {
 	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1ms') && duration(self) <= duration('1h')",message="spec.monitoring.p99Latency must be from 1ms to 1h"
 	// +optional
 	P99Latency *metav1.Duration `json:"p99Latency,omitempty"`
+	// availability is the percentage of the ModelServer's requests that
+	// should not fail on the server's side, such as "99.9": its error
+	// budget is the rest. The operator exports it as
+	// modelserver_availability_objective_ratio, and the alerts
+	// ModelServerErrorBudgetBurning (at 14.4 times the budget's rate, over
+	// 1 hour and 5 minutes: 2% of a 30-day budget in an hour) and
+	// ModelServerErrorBudgetBurningSlowly (6 times, over 6 hours and 30
+	// minutes) fire on TF Serving's own request counts. From 90 to 99.999.
+	// +kubebuilder:validation:Pattern=`^[0-9]{2}(\.[0-9]{1,3})?$`
+	// +kubebuilder:validation:XValidation:rule="double(self) >= 90.0",message="spec.monitoring.availability must be from 90 to 99.999 (percent)"
+	// +optional
+	Availability string `json:"availability,omitempty"`
 }
 
 // ServiceMonitorSpec configures the ServiceMonitor.

@@ -1,7 +1,7 @@
 // Package metrics holds the operator's own Prometheus metrics, served with
 // controller-runtime's on the manager's metrics endpoint: ModelServers by
 // phase, stalled rollouts by cause, and each ModelServer's phase, problems
-// and latency objective by name (for alerts that name it), Helm
+// and objectives by name (for alerts that name it), Helm
 // operations, model fetches, and the time a ModelServer takes to become
 // Ready after its spec changed. docs/metrics.md lists them.
 package metrics
@@ -58,6 +58,14 @@ var (
 		Namespace: Namespace,
 		Name:      "latency_objective_seconds",
 		Help:      "The latency 99 in 100 of a ModelServer's requests should stay under (spec.monitoring.p99Latency), for each ModelServer that sets it, labelled with its namespace and name.",
+	}, []string{"namespace", "name"})
+
+	// And its availability objective, for alerts on the rate its error
+	// budget burns at.
+	availabilityObjective = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: Namespace,
+		Name:      "availability_objective_ratio",
+		Help:      "The share of a ModelServer's requests that should not fail on the server's side (spec.monitoring.availability, as a ratio), for each ModelServer that sets it, labelled with its namespace and name.",
 	}, []string{"namespace", "name"})
 
 	helmOperations = prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -143,7 +151,7 @@ var (
 )
 
 // collectors are the operator's metrics, registered with controller-runtime.
-var collectors = []prometheus.Collector{phaseGauge, statusGauge, problemGauge, latencyObjective, stalledGauge, stalledFetchGauge, slowFetchGauge, inactiveAutoscalerGauge, atMaximumGauge, failedRefreshGauge, helmOperations, helmDuration, fetchDuration, fetchFailures, fetchBytes, fetchModelBytes, timeToReady}
+var collectors = []prometheus.Collector{phaseGauge, statusGauge, problemGauge, latencyObjective, availabilityObjective, stalledGauge, stalledFetchGauge, slowFetchGauge, inactiveAutoscalerGauge, atMaximumGauge, failedRefreshGauge, helmOperations, helmDuration, fetchDuration, fetchFailures, fetchBytes, fetchModelBytes, timeToReady}
 
 func init() {
 	ctrlmetrics.Registry.MustRegister(collectors...)
@@ -210,8 +218,9 @@ type tracked struct {
 	// refreshFailed, that it is counted with a failed refresh round.
 	atMaximum, refreshFailed bool
 	// objective is the p99 latency objective its series says, 0 for
-	// none.
-	objective time.Duration
+	// none; availability, its availability objective's.
+	objective    time.Duration
+	availability float64
 	// generation and since: the generation last seen and when it was
 	// first seen; ready says time to Ready was recorded for it.
 	generation int64
@@ -251,8 +260,11 @@ type Seen struct {
 	// Ready.
 	Phase, Reason string
 	Ready         bool
-	// P99Latency is spec.monitoring.p99Latency, 0 when unset.
-	P99Latency time.Duration
+	// P99Latency is spec.monitoring.p99Latency, 0 when unset;
+	// Availability, spec.monitoring.availability as a ratio (0.999 for
+	// 99.9), 0 when unset.
+	P99Latency   time.Duration
+	Availability float64
 }
 
 // Observe records the state of a ModelServer after a reconcile: its phase,
@@ -290,6 +302,15 @@ func Observe(s Seen) {
 			latencyObjective.WithLabelValues(s.Namespace, s.Name).Set(s.P99Latency.Seconds())
 		}
 		t.objective = s.P99Latency
+	}
+	if t.availability != s.Availability {
+		if t.availability > 0 {
+			availabilityObjective.DeleteLabelValues(s.Namespace, s.Name)
+		}
+		if s.Availability > 0 {
+			availabilityObjective.WithLabelValues(s.Namespace, s.Name).Set(s.Availability)
+		}
+		t.availability = s.Availability
 	}
 	if t.generation != s.Generation {
 		t.generation, t.ready = s.Generation, false
@@ -454,6 +475,9 @@ func Forget(uid types.UID) {
 		}
 		if t.objective > 0 {
 			latencyObjective.DeleteLabelValues(t.namespace, t.name)
+		}
+		if t.availability > 0 {
+			availabilityObjective.DeleteLabelValues(t.namespace, t.name)
 		}
 		for _, p := range t.problems() {
 			t.problemSeries(p.problem, p.on, p.cause, false, "")

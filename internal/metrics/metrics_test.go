@@ -190,28 +190,35 @@ func TestEachModelServerHasOneSeriesOfItsPhase(t *testing.T) {
 	}
 }
 
-// A ModelServer's latency objective has a series of its name while it is
-// set, which follows it and ends with it or the ModelServer.
-func TestALatencyObjectiveHasASeriesOfItsModelServer(t *testing.T) {
-	series := func() []string { return seriesOf(t, "modelserver_latency_objective_seconds", "objectives") }
+// A ModelServer's objectives have a series of its name while they are
+// set, which follows them and ends with them or the ModelServer.
+func TestObjectivesHaveASeriesOfTheirModelServer(t *testing.T) {
+	availability := func() []string { return seriesOf(t, "modelserver_availability_objective_ratio", "objectives") }
+	latency := func() []string { return seriesOf(t, "modelserver_latency_objective_seconds", "objectives") }
 	a := Seen{UID: "objective-a", Namespace: "objectives", Name: "a", Generation: 1, Phase: "Ready", Reason: "Ready", P99Latency: 250 * time.Millisecond}
-	b := Seen{UID: "objective-b", Namespace: "objectives", Name: "b", Generation: 1, Phase: "Ready", Reason: "Ready"}
+	b := Seen{UID: "objective-b", Namespace: "objectives", Name: "b", Generation: 1, Phase: "Ready", Reason: "Ready", Availability: 0.999}
 	Observe(a)
 	Observe(b)
-	if got, want := series(), []string{"name=a,namespace=objectives 0.25"}; !slices.Equal(got, want) {
+	if got, want := latency(), []string{"name=a,namespace=objectives 0.25"}; !slices.Equal(got, want) {
 		t.Errorf("series %v, want %v", got, want)
 	}
-	a.Generation, a.P99Latency = 2, time.Second
+	if got, want := availability(), []string{"name=b,namespace=objectives 0.999"}; !slices.Equal(got, want) {
+		t.Errorf("availability series %v, want %v", got, want)
+	}
+	a.Generation, a.P99Latency, a.Availability = 2, time.Second, 0.99
 	b.Generation, b.P99Latency = 2, 100*time.Millisecond
 	Observe(a)
 	Observe(b)
-	if got, want := series(), []string{"name=a,namespace=objectives 1", "name=b,namespace=objectives 0.1"}; !slices.Equal(got, want) {
+	if got, want := latency(), []string{"name=a,namespace=objectives 1", "name=b,namespace=objectives 0.1"}; !slices.Equal(got, want) {
 		t.Errorf("series after both changed %v, want %v", got, want)
 	}
-	a.Generation, a.P99Latency = 3, 0
+	if got, want := availability(), []string{"name=a,namespace=objectives 0.99", "name=b,namespace=objectives 0.999"}; !slices.Equal(got, want) {
+		t.Errorf("availability series after both changed %v, want %v", got, want)
+	}
+	a.Generation, a.P99Latency, a.Availability = 3, 0, 0
 	Observe(a)
 	Forget(b.UID)
-	if got := series(); len(got) != 0 {
+	if got := slices.Concat(latency(), availability()); len(got) != 0 {
 		t.Errorf("series after one was unset and the other deleted: %v", got)
 	}
 	Forget(a.UID)

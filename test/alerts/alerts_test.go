@@ -170,7 +170,7 @@ func servedLabels(t *testing.T) map[string][]string {
 	// One series of each of the operator's vectors, so that the registry
 	// gives every family's labels.
 	uid := types.UID("labels")
-	metrics.Observe(metrics.Seen{UID: uid, Namespace: "labels", Name: "labels", Generation: 1, Phase: "Deploying", Reason: "PodsNotReady", P99Latency: time.Second})
+	metrics.Observe(metrics.Seen{UID: uid, Namespace: "labels", Name: "labels", Generation: 1, Phase: "Deploying", Reason: "PodsNotReady", P99Latency: time.Second, Availability: 0.999})
 	metrics.Stalled(uid, status.CauseImagePull)
 	metrics.AutoscalerAtMaximum(uid, true)
 	metrics.FetchEnded(uid, "labels", "", time.Second, 1)
@@ -646,4 +646,66 @@ func TestALatencyOverItsObjectiveIsAlertedOf(t *testing.T) {
 	resnet.is(servingv1alpha1.PhaseReady, servingv1alpha1.ReasonReady)
 	serve(time.Minute, 0.03)
 	p.expectNotFiring("ModelServerLatencyHigh", nil)
+}
+
+// outcomes adds to TF Serving's request counts of a pod's model the
+// requests of one interval: n of them, a share failing on the server's
+// side (UNAVAILABLE), the others OK.
+func (p *prometheus) outcomes(pod, model string, n, failing float64) {
+	count := func(status string) string {
+		return fmt.Sprintf(`:tensorflow:serving:request_count{%s,model_name=%q,status=%q}`, pod, model, status)
+	}
+	p.more[count("OK")] += n * (1 - failing)
+	p.more[count("UNAVAILABLE")] += n * failing
+}
+
+// A ModelServer whose errors spend its budget at 20 times its rate is
+// alerted of, critically, once they have spent 2% of a 30-day budget, and
+// as burning slowly once they have spent 5%; a ModelServer without an
+// objective, and a 10-minute spike, are not.
+func TestABurningErrorBudgetIsAlertedOf(t *testing.T) {
+	p := newPrometheus(t)
+	resnet, spiky, free := newModelServer(t, "resnet"), newModelServer(t, "spiky"), newModelServer(t, "free")
+	for _, ms := range []*modelServer{resnet, spiky} {
+		ms.Availability = 0.999
+	}
+	for _, ms := range []*modelServer{resnet, spiky, free} {
+		ms.is(servingv1alpha1.PhaseReady, servingv1alpha1.ReasonReady)
+	}
+	serve := func(d time.Duration, failing map[string]float64) {
+		for end := p.now.Add(d); p.now.Before(end); {
+			for _, ms := range []string{"resnet", "spiky", "free"} {
+				p.outcomes(servingPod(ms, ms+"-7d9f8-x2x8z"), ms, 1000, failing[ms])
+			}
+			p.step()
+		}
+	}
+	// Half the budget's rate, for 2 hours.
+	serve(2*time.Hour, map[string]float64{"resnet": 0.0005, "spiky": 0.0005, "free": 0.0005})
+	// 5% of spiky's requests fail for 10 minutes: 50 times its budget's
+	// rate, but 0.8% over the hour, under 14.4 times (1.44%).
+	serve(10*time.Minute, map[string]float64{"resnet": 0.0005, "spiky": 0.05, "free": 0.0005})
+	serve(20*time.Minute, map[string]float64{"resnet": 0.0005, "spiky": 0.0005, "free": 0.0005})
+	// 2% of resnet's and free's requests fail: the hour's share passes
+	// 1.44% after about 43 minutes.
+	failing := map[string]float64{"resnet": 0.02, "spiky": 0.0005, "free": 0.02}
+	serve(40*time.Minute, failing)
+	p.expectNotFiring("ModelServerErrorBudgetBurning", nil)
+	serve(10*time.Minute, failing)
+	a := p.expectFiring("ModelServerErrorBudgetBurning", map[string]string{"namespace": ml, "service": "resnet", "severity": "critical"})
+	if share, err := strconv.ParseFloat(strings.SplitN(a.annotations["description"], "%", 2)[0], 64); err != nil || share < 1.44 || share > 2 {
+		t.Errorf("description %q, want the hour's share of errors (from 1.44%% to 2%%)", a.annotations["description"])
+	}
+	p.expectNotFiring("ModelServerErrorBudgetBurningSlowly", nil)
+	// The 6 hours' share passes 0.6% after about 1¾ hours.
+	serve(75*time.Minute, failing)
+	p.expectFiring("ModelServerErrorBudgetBurningSlowly", map[string]string{"namespace": ml, "service": "resnet", "severity": "warning"})
+	for _, alert := range []string{"ModelServerErrorBudgetBurning", "ModelServerErrorBudgetBurningSlowly"} {
+		p.expectNotFiring(alert, map[string]string{"service": "spiky"})
+		p.expectNotFiring(alert, map[string]string{"service": "free"})
+	}
+	// The errors stop: the fast alert ends within 5 minutes, its short
+	// window's.
+	serve(6*time.Minute, map[string]float64{})
+	p.expectNotFiring("ModelServerErrorBudgetBurning", nil)
 }

@@ -208,6 +208,7 @@ var perModelServer = map[string]string{
 	"modelserver_status_phase":                      "name",
 	"modelserver_problem":                           "name",
 	"modelserver_latency_objective_seconds":         "name",
+	"modelserver_availability_objective_ratio":      "name",
 	":tensorflow:serving:request_count":             "service",
 	":tensorflow:serving:request_latency_bucket":    "service",
 	":tensorflow:cc:saved_model:load_attempt_count": "service",
@@ -437,6 +438,7 @@ func somethingToShow(t *testing.T) *prometheus {
 		p.more[fmt.Sprintf(`:tensorflow:cc:saved_model:load_attempt_count{%s,model_path="/models/%s/1",status="success"}`, pods[ms.Name], ms.Name)] = 1
 	}
 	resnet.P99Latency, bert.P99Latency = 250*time.Millisecond, 100*time.Millisecond
+	resnet.Availability, bert.Availability = 0.999, 0.99
 	resnet.is(servingv1alpha1.PhaseReady, servingv1alpha1.ReasonReady)
 	serve(10 * time.Minute)
 	bert.Generation, bert.ChangedAt = 2, time.Now().Add(-time.Minute)

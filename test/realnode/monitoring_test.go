@@ -83,7 +83,7 @@ func TestTheOperatorsMonitoringScrapesItAsItsServiceMonitorSays(t *testing.T) {
 
 	ns := e.namespace(t)
 	e.kubectl(t, e.ModelServerYAML(realenv.ModelServer{Name: "missing", URI: "s3://models/half_plus_nothing"}), "-n", ns, "apply", "-f", "-")
-	e.kubectl(t, e.ModelServerYAML(realenv.ModelServer{Name: "scraped", URI: halfPlusTwo, SpecExtra: "  monitoring:\n    serviceMonitor: {}\n    p99Latency: 250ms\n"}), "-n", ns, "apply", "-f", "-")
+	e.kubectl(t, e.ModelServerYAML(realenv.ModelServer{Name: "scraped", URI: halfPlusTwo, SpecExtra: "  monitoring:\n    serviceMonitor: {}\n    p99Latency: 250ms\n    availability: \"99.9\"\n"}), "-n", ns, "apply", "-f", "-")
 	e.waitFetchFailed(t, ns, "missing", "NotFound")
 
 	sm, body := e.scrapeAsServiceMonitorSays(t, operatorNS, "modelserver-operator")
@@ -118,12 +118,16 @@ func TestTheOperatorsMonitoringScrapesItAsItsServiceMonitorSays(t *testing.T) {
 	if _, err := e.Kubectl("", "-n", ns, "wait", "--for=create", "servicemonitor/scraped", "--timeout=90s"); err != nil {
 		t.Fatalf("no ServiceMonitor for the ModelServer: %v\nstatus: %s", err, e.kubectlOut("-n", ns, "get", "modelserver", "scraped", "-o", "jsonpath={.status}"))
 	}
-	// Its latency objective, beside its phase, scraped as the now
-	// verifying ServiceMonitor says.
+	// Its objectives, beside its phase, scraped as the now verifying
+	// ServiceMonitor says.
 	_, body = e.scrapeAsServiceMonitorSays(t, operatorNS, "modelserver-operator")
-	want = fmt.Sprintf(`modelserver_latency_objective_seconds{name="scraped",namespace=%q} 0.25`, ns)
-	if !strings.Contains(body, want) {
-		t.Errorf("the operator's scrape lacks %s; it has:\n%s", want, grepLines(body, "modelserver_latency_objective_seconds"))
+	for _, want := range []string{
+		fmt.Sprintf(`modelserver_latency_objective_seconds{name="scraped",namespace=%q} 0.25`, ns),
+		fmt.Sprintf(`modelserver_availability_objective_ratio{name="scraped",namespace=%q} 0.999`, ns),
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the operator's scrape lacks %s; it has:\n%s", want, grepLines(body, "_objective_"))
+		}
 	}
 	// The readiness probe's requests, and the version's load.
 	_, body = e.scrapeAsServiceMonitorSays(t, ns, "scraped")
