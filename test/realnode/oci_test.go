@@ -78,7 +78,8 @@ func TestAModelImageIsPulledFromTheRegistryOverTLSAndServed(t *testing.T) {
 	if got := e.modelStatus(t, ns, "modelcar"); got["123"] != "AVAILABLE" || len(got) != 1 {
 		t.Errorf("TF Serving (double) reports %v, want version 123 AVAILABLE", got)
 	}
-	logs := e.kubectl(t, "", "-n", ns, "logs", "-l", "job-name", "-c", "fetch", "--tail=-1", "--prefix")
+	// Its fetch pod's alone: the untrusted one's may not have started.
+	logs := e.kubectl(t, "", "-n", ns, "logs", "-l", "job-name,app.kubernetes.io/instance=modelcar", "-c", "fetch", "--tail=-1", "--prefix")
 	if !strings.Contains(logs, `"msg":"the tag names a manifest"`) || !strings.Contains(logs, "whose /models is the model") {
 		t.Errorf("the fetch's log does not tell the digest and the image kind:\n%s", logs)
 	}
@@ -141,7 +142,8 @@ func TestAModelImageInAPrivateRepositoryIsPulledWithThePodsImagePullSecret(t *te
 	if ms := e.get(t, ns, "private"); ms.Status.Model == nil || ms.Status.Model.SizeBytes < int64(len(weights)) {
 		t.Errorf("status.model %+v: want the 40 MiB of weights in its size", ms.Status.Model)
 	}
-	logs := e.kubectl(t, "", "-n", ns, "logs", "-l", "job-name", "-c", "fetch", "--tail=-1", "--prefix")
+	// Its fetch pod's alone: no-pull-secret's may not have started.
+	logs := e.kubectl(t, "", "-n", ns, "logs", "-l", "job-name,app.kubernetes.io/instance=private", "-c", "fetch", "--tail=-1", "--prefix")
 	if !strings.Contains(logs, `"msg":"downloading a layer in ranges"`) {
 		t.Errorf("the fetch's log does not say the model's layer came in ranges:\n%s", logs)
 	}
