@@ -217,10 +217,9 @@ type tracked struct {
 	// atMaximum says its autoscaler is counted at its maximum;
 	// refreshFailed, that it is counted with a failed refresh round.
 	atMaximum, refreshFailed bool
-	// objective is the p99 latency objective its series says, 0 for
-	// none; availability, its availability objective's.
-	objective    time.Duration
-	availability float64
+	// latency and availability are the values of its objectives' series
+	// (seconds, a ratio), 0 for none.
+	latency, availability float64
 	// generation and since: the generation last seen and when it was
 	// first seen; ready says time to Ready was recorded for it.
 	generation int64
@@ -294,24 +293,8 @@ func Observe(s Seen) {
 		statusGauge.WithLabelValues(series...).Set(1)
 		t.series = series
 	}
-	if t.objective != s.P99Latency {
-		if t.objective > 0 {
-			latencyObjective.DeleteLabelValues(s.Namespace, s.Name)
-		}
-		if s.P99Latency > 0 {
-			latencyObjective.WithLabelValues(s.Namespace, s.Name).Set(s.P99Latency.Seconds())
-		}
-		t.objective = s.P99Latency
-	}
-	if t.availability != s.Availability {
-		if t.availability > 0 {
-			availabilityObjective.DeleteLabelValues(s.Namespace, s.Name)
-		}
-		if s.Availability > 0 {
-			availabilityObjective.WithLabelValues(s.Namespace, s.Name).Set(s.Availability)
-		}
-		t.availability = s.Availability
-	}
+	t.objective(latencyObjective, &t.latency, s.P99Latency.Seconds())
+	t.objective(availabilityObjective, &t.availability, s.Availability)
 	if t.generation != s.Generation {
 		t.generation, t.ready = s.Generation, false
 		t.since = s.ChangedAt
@@ -447,6 +430,21 @@ func (t *tracked) problemSeries(problem string, wasOn bool, wasCause string, on 
 	}
 }
 
+// objective sets the ModelServer's series of an objective's gauge to v,
+// from the value it had (*was), and remembers it there; 0 is none, and
+// deletes the series.
+func (t *tracked) objective(gauge *prometheus.GaugeVec, was *float64, v float64) {
+	switch {
+	case *was == v:
+		return
+	case v > 0:
+		gauge.WithLabelValues(t.namespace, t.name).Set(v)
+	default:
+		gauge.DeleteLabelValues(t.namespace, t.name)
+	}
+	*was = v
+}
+
 // moveCause counts a ModelServer under cause in gauge, no more under the
 // one it was counted under (*was), and remembers it there.
 func moveCause(gauge *prometheus.GaugeVec, was *string, cause string) {
@@ -473,12 +471,8 @@ func Forget(uid types.UID) {
 		if t.series != nil {
 			statusGauge.DeleteLabelValues(t.series...)
 		}
-		if t.objective > 0 {
-			latencyObjective.DeleteLabelValues(t.namespace, t.name)
-		}
-		if t.availability > 0 {
-			availabilityObjective.DeleteLabelValues(t.namespace, t.name)
-		}
+		t.objective(latencyObjective, &t.latency, 0)
+		t.objective(availabilityObjective, &t.availability, 0)
 		for _, p := range t.problems() {
 			t.problemSeries(p.problem, p.on, p.cause, false, "")
 		}
