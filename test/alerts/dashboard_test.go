@@ -421,11 +421,8 @@ func somethingToShow(t *testing.T) *prometheus {
 		for end := p.now.Add(d); p.now.Before(end); {
 			enqueue(fmt.Sprint("r", p.now.Unix()))
 			for model, pod := range pods {
-				p.more[fmt.Sprintf(`:tensorflow:serving:request_count{%s,model_name=%q,status="OK"}`, pod, model)] += 900
-				p.more[fmt.Sprintf(`:tensorflow:serving:request_count{%s,model_name=%q,status="INTERNAL"}`, pod, model)] += 9
-				for le, n := range map[string]float64{"1889.57": 300, "3401.22": 800, "6122.2": 909, "+Inf": 909} {
-					p.more[fmt.Sprintf(`:tensorflow:serving:request_latency_bucket{%s,model_name=%q,API="predict",entrypoint="REST",le=%q}`, pod, model, le)] += n
-				}
+				p.outcomes(pod, model, 909, 0.01)
+				p.requests(pod, model, "predict", 909, 0.01)
 			}
 			p.step()
 		}
