@@ -360,7 +360,18 @@ func TestBadSpecsAreRejectedAtAdmission(t *testing.T) {
 		{"a role for a gs:// model", newModelServer(ns, "rolegs", func(ms *servingv1alpha1.ModelServer) {
 			ms.Spec.Model.StorageURI = "gs://models/resnet"
 			ms.Spec.Model.WebIdentity = &servingv1alpha1.WebIdentity{RoleARN: "arn:aws:iam::123456789012:role/r"}
-		}), "spec.model", "names its Workload Identity Federation provider, not an IAM role"},
+		}), "spec.model", "names its Workload Identity Federation provider, or gkeWorkloadIdentity: true, not an IAM role"},
+		{"GKE's metadata server for an s3:// model", newModelServer(ns, "gkes3", func(ms *servingv1alpha1.ModelServer) {
+			ms.Spec.Model.WebIdentity = &servingv1alpha1.WebIdentity{GKEWorkloadIdentity: true}
+		}), "spec.model", "gkeWorkloadIdentity applies to gs:// models"},
+		{"GKE's metadata server and a provider", newModelServer(ns, "gkeprovider", func(ms *servingv1alpha1.ModelServer) {
+			ms.Spec.Model.StorageURI = "gs://models/resnet"
+			ms.Spec.Model.WebIdentity = &servingv1alpha1.WebIdentity{GKEWorkloadIdentity: true, Provider: "projects/1/locations/global/workloadIdentityPools/p/providers/q"}
+		}), "spec.model", "name no provider, service account or audience"},
+		{"GKE's metadata server and a Google service account", newModelServer(ns, "gkegsa", func(ms *servingv1alpha1.ModelServer) {
+			ms.Spec.Model.StorageURI = "gs://models/resnet"
+			ms.Spec.Model.WebIdentity = &servingv1alpha1.WebIdentity{GKEWorkloadIdentity: true, ServiceAccount: "reader@ml.iam.gserviceaccount.com"}
+		}), "spec.model", "or the Google service account it is annotated with"},
 		{"a provider for an s3:// model", newModelServer(ns, "providers3", func(ms *servingv1alpha1.ModelServer) {
 			ms.Spec.Model.WebIdentity = &servingv1alpha1.WebIdentity{Provider: "projects/1/locations/global/workloadIdentityPools/p/providers/q"}
 		}), "spec.model", "names an IAM role (roleArn), not a provider"},

@@ -72,6 +72,7 @@ func (r *ModelServerReconciler) observeServiceAccount(ctx context.Context, ms *s
 	account := values.Account{
 		RoleARN: sa.Annotations[values.AnnotationRoleARN], Audience: sa.Annotations[values.AnnotationRoleAudience],
 		ClientID: sa.Annotations[values.AnnotationClientID], TenantID: sa.Annotations[values.AnnotationTenantID],
+		GoogleServiceAccount: sa.Annotations[values.AnnotationGoogleServiceAccount],
 	}
 	for _, s := range sa.ImagePullSecrets {
 		account.PullSecrets = append(account.PullSecrets, s.Name)

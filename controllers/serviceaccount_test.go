@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -145,4 +146,75 @@ func waitForTheAccountsIdentity(t *testing.T, uri, message string, annotations m
 		return false, fmt.Sprintf("%d Jobs", len(jobs.Items))
 	})
 	waitReady(t, ms)
+}
+
+// TestGKEsMetadataServerIsExpectedToAnswerAsTheAnnotatedAccount: with
+// gkeWorkloadIdentity, the fetch Job projects no token and expects the
+// pod's principal while the service account is annotated with no Google
+// service account; annotated, the ModelServer is fetched again expecting
+// that account; an annotation that names none fails it, saying so.
+func TestGKEsMetadataServerIsExpectedToAnswerAsTheAnnotatedAccount(t *testing.T) {
+	ns := newNamespace(t)
+	ctx := context.Background()
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "model-reader"}}
+	if err := env.client.Create(ctx, sa); err != nil {
+		t.Fatal(err)
+	}
+	ms := newModelServer(ns, "gke", func(ms *servingv1alpha1.ModelServer) {
+		ms.Spec.Model.StorageURI = "gs://models/resnet"
+		ms.Spec.Model.WebIdentity = &servingv1alpha1.WebIdentity{GKEWorkloadIdentity: true}
+		ms.Spec.PodTemplate.ServiceAccountName = "model-reader"
+	})
+	if err := env.client.Create(ctx, ms); err != nil {
+		t.Fatal(err)
+	}
+	fetchJob := func(what string, match func(args []string) bool) *batchv1.Job {
+		t.Helper()
+		var found *batchv1.Job
+		eventually(t, 30*time.Second, what, func(ctx context.Context) (bool, string) {
+			jobs := &batchv1.JobList{}
+			if err := env.client.List(ctx, jobs, client.InNamespace(ns)); err != nil {
+				return false, err.Error()
+			}
+			for i, j := range jobs.Items {
+				if match(j.Spec.Template.Spec.Containers[0].Args) {
+					found = &jobs.Items[i]
+					return true, ""
+				}
+			}
+			return false, fmt.Sprintf("%d Jobs", len(jobs.Items))
+		})
+		return found
+	}
+	unannotated := fetchJob("a fetch Job expecting the pod's principal", func(args []string) bool {
+		return slices.Contains(args, "--gke-workload-identity") && !slices.Contains(args, "--web-identity-service-account")
+	})
+	for _, v := range unannotated.Spec.Template.Spec.Volumes {
+		if v.Projected != nil {
+			t.Errorf("the fetch Job projects volume %s; GKE's metadata server needs no token", v.Name)
+		}
+	}
+	waitReady(t, ms)
+
+	annotate := func(gsa string) {
+		t.Helper()
+		patch := client.MergeFrom(sa.DeepCopy())
+		sa.Annotations = map[string]string{"iam.gke.io/gcp-service-account": gsa}
+		if err := env.client.Patch(ctx, sa, patch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const gsa = "model-reader@ml.iam.gserviceaccount.com"
+	annotate(gsa)
+	fetchJob("a fetch Job expecting the annotated account", func(args []string) bool {
+		i := slices.Index(args, "--web-identity-service-account")
+		return i >= 0 && args[i+1] == gsa
+	})
+	waitReady(t, ms)
+
+	annotate("model-reader")
+	eventually(t, 30*time.Second, "the annotation refused", func(ctx context.Context) (bool, string) {
+		got := get(t, ns, ms.Name, &servingv1alpha1.ModelServer{})
+		return strings.Contains(got.Status.Message, `service account "model-reader" is annotated iam.gke.io/gcp-service-account: "model-reader", which is not a Google service account's email`), got.Status.Message
+	})
 }

@@ -441,7 +441,8 @@ type NetworkPolicySpec struct {
 // +kubebuilder:validation:XValidation:rule="!has(self.signature) || self.storageUri.startsWith('oci://')",message="spec.model.signature applies to oci:// models only: their signatures are in their registry"
 // +kubebuilder:validation:XValidation:rule="!has(self.webIdentity) || self.storageUri.startsWith('s3://') || self.storageUri.startsWith('gs://') || self.storageUri.matches('(?i)^https://[a-z0-9]{3,24}(-secondary)?[.](blob[.]core[.](windows[.]net|chinacloudapi[.]cn|usgovcloudapi[.]net)|z[0-9]{2}[.]blob[.]storage[.]azure[.]net)/')",message="spec.model.webIdentity applies to s3://, gs:// and Azure Blob Storage (https://<account>.blob.core.windows.net/...) models only"
 // +kubebuilder:validation:XValidation:rule="!has(self.webIdentity) || !self.storageUri.startsWith('s3://') || !(has(self.webIdentity.provider) || has(self.webIdentity.serviceAccount) || has(self.webIdentity.clientId) || has(self.webIdentity.tenantId))",message="spec.model.webIdentity of an s3:// model names an IAM role (roleArn), not a provider, a service account or an Entra application"
-// +kubebuilder:validation:XValidation:rule="!has(self.webIdentity) || !self.storageUri.startsWith('gs://') || (has(self.webIdentity.provider) && !has(self.webIdentity.roleArn) && !has(self.webIdentity.clientId) && !has(self.webIdentity.tenantId))",message="spec.model.webIdentity of a gs:// model names its Workload Identity Federation provider, not an IAM role or an Entra application"
+// +kubebuilder:validation:XValidation:rule="!has(self.webIdentity) || !self.storageUri.startsWith('gs://') || ((has(self.webIdentity.provider) || (has(self.webIdentity.gkeWorkloadIdentity) && self.webIdentity.gkeWorkloadIdentity)) && !has(self.webIdentity.roleArn) && !has(self.webIdentity.clientId) && !has(self.webIdentity.tenantId))",message="spec.model.webIdentity of a gs:// model names its Workload Identity Federation provider, or gkeWorkloadIdentity: true, not an IAM role or an Entra application"
+// +kubebuilder:validation:XValidation:rule="!has(self.webIdentity) || !has(self.webIdentity.gkeWorkloadIdentity) || !self.webIdentity.gkeWorkloadIdentity || (self.storageUri.startsWith('gs://') && !has(self.webIdentity.provider) && !has(self.webIdentity.serviceAccount) && !has(self.webIdentity.audience))",message="spec.model.webIdentity.gkeWorkloadIdentity applies to gs:// models, and reads them as GKE's metadata server identifies the pods (their service account, or the Google service account it is annotated with): name no provider, service account or audience"
 // +kubebuilder:validation:XValidation:rule="!has(self.webIdentity) || !self.storageUri.matches('(?i)^https://[a-z0-9]{3,24}(-secondary)?[.](blob[.]core[.](windows[.]net|chinacloudapi[.]cn|usgovcloudapi[.]net)|z[0-9]{2}[.]blob[.]storage[.]azure[.]net)/') || !(has(self.webIdentity.roleArn) || has(self.webIdentity.provider) || has(self.webIdentity.serviceAccount))",message="spec.model.webIdentity of an Azure Blob Storage model names a Microsoft Entra application (clientId, tenantId), not an IAM role, a provider or a service account"
 // +kubebuilder:validation:XValidation:rule="!has(self.webIdentity) || !has(self.webIdentity.eksPodIdentity) || !self.webIdentity.eksPodIdentity || (self.storageUri.startsWith('s3://') && !has(self.webIdentity.roleArn) && !has(self.webIdentity.audience))",message="spec.model.webIdentity.eksPodIdentity applies to s3:// models, and takes the role and the audience of the service account's association: name neither"
 type ModelSpec struct {
@@ -509,7 +510,9 @@ type ModelSpec struct {
 	// with, and webIdentity: {eksPodIdentity: true} the role of its EKS
 	// Pod Identity association. For a gs:// model it is exchanged through
 	// Google Cloud's Workload Identity Federation provider, which must
-	// trust the cluster's issuer. For an Azure Blob Storage model it signs in to
+	// trust the cluster's issuer, or, on GKE, webIdentity:
+	// {gkeWorkloadIdentity: true} reads it as the node's GKE metadata
+	// server identifies the pod (Workload Identity Federation for GKE). For an Azure Blob Storage model it signs in to
 	// Microsoft Entra ID as an application whose federated credential
 	// trusts the issuer and the subject (Microsoft Entra Workload ID);
 	// webIdentity: {} takes the application the service account is
@@ -628,6 +631,18 @@ type WebIdentity struct {
 	// of the cluster's issuer is needed.
 	// +optional
 	EKSPodIdentity bool `json:"eksPodIdentity,omitempty"`
+	// gkeWorkloadIdentity, for a gs:// model on GKE with Workload Identity
+	// Federation for GKE, reads it with the access tokens the node's GKE
+	// metadata server gives the fetch pod: as the principal of the service
+	// account in the project's workload identity pool
+	// (<project>.svc.id.goog), or as the Google service account it is
+	// annotated with (iam.gke.io/gcp-service-account). No key, token
+	// projection or provider is needed. A fetch answered as another Google
+	// service account (a node pool without the GKE metadata server gives
+	// the node's) fails with reason AccessDenied rather than read the model
+	// as the node.
+	// +optional
+	GKEWorkloadIdentity bool `json:"gkeWorkloadIdentity,omitempty"`
 	// clientId, for an Azure Blob Storage model, is the application (or
 	// user-assigned managed identity) signed in as: its client ID, which
 	// holds a federated credential for the service account. Default: the

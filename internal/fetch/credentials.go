@@ -275,9 +275,9 @@ func CheckCredentialKeys(uri string, webIdentity bool, keys []string) string {
 			KeyAWSForcePathStyle, KeyAWSCABundle, KeyAWSInsecureSkipTLS, KeyAWSEndpointURLSTS, KeyAWSContainerCredentialsURI}
 	case strings.HasPrefix(uri, "gs://"):
 		if webIdentity && has(KeyGCSServiceAccount) {
-			return fmt.Sprintf("spec.model.webIdentity federates the pods' service account token: the Secret must not hold %s as well", KeyGCSServiceAccount)
+			return fmt.Sprintf("spec.model.webIdentity reads the model without a key: the Secret must not hold %s as well", KeyGCSServiceAccount)
 		}
-		read = []string{KeyGCSServiceAccount, KeyGCSEndpointURL, KeyGCPSTSEndpointURL, KeyGCPIAMEndpointURL}
+		read = []string{KeyGCSServiceAccount, KeyGCSEndpointURL, KeyGCPSTSEndpointURL, KeyGCPIAMEndpointURL, KeyGCEMetadataHost}
 	case strings.HasPrefix(uri, "http://"), strings.HasPrefix(uri, "https://"):
 		read = []string{KeyHTTPHeaders}
 	case strings.HasPrefix(strings.ToLower(uri), "oci://"):

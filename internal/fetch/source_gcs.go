@@ -42,13 +42,18 @@ type gcsSource struct {
 
 // newGCSSource opens a Cloud Storage bucket with the service account key
 // of the credentials Secret, the federated identity of spec.model.
-// webIdentity, or anonymously (public buckets) when it has neither.
+// webIdentity, the identity GKE's metadata server gives the pod, or
+// anonymously (public buckets) when it has neither.
 // Application default credentials are never looked for.
 func newGCSSource(ctx context.Context, loc storageuri.Location, creds Credentials, federated WebIdentity, transport http.RoundTripper, maxFiles int) (Source, error) {
 	client := &http.Client{Transport: transport}
 	key := creds.values[KeyGCSServiceAccount]
 	hasKey := strings.TrimSpace(key) != ""
 	switch {
+	case federated.GKEWorkloadIdentity && hasKey:
+		return nil, permanentf(servingv1alpha1.ReasonAccessDenied, "spec.model.webIdentity reads the model as GKE's metadata server identifies the pod: the credentials Secret must not hold %s as well", KeyGCSServiceAccount)
+	case federated.GKEWorkloadIdentity:
+		client = &http.Client{Transport: &oauth2.Transport{Source: gkeTokens(ctx, federated, creds.Get(KeyGCEMetadataHost)), Base: transport}}
 	case federated.Provider != "" && hasKey:
 		return nil, permanentf(servingv1alpha1.ReasonAccessDenied, "spec.model.webIdentity federates the pod's identity through %s: the credentials Secret must not hold %s as well", federated.Provider, KeyGCSServiceAccount)
 	case federated.Provider != "":

@@ -26,11 +26,16 @@ type WebIdentity struct {
 	// Provider is the federation provider, projects/<number>/locations/
 	// global/workloadIdentityPools/<pool>/providers/<provider>; "" for
 	// none. ServiceAccount is the Google service account it impersonates,
-	// "" to read as itself.
+	// "" to read as itself (or, with GKEWorkloadIdentity, the one the
+	// metadata server impersonates).
 	Provider, ServiceAccount string
 	// EKSPodIdentity takes the role the pods' service account is
 	// associated with (EKS Pod Identity) from the node's agent.
 	EKSPodIdentity bool
+	// GKEWorkloadIdentity reads a gs:// model with the tokens of the
+	// node's GKE metadata server, which must answer as ServiceAccount
+	// ("": as no Google service account).
+	GKEWorkloadIdentity bool
 	// ClientID is the Microsoft Entra application (or user-assigned
 	// managed identity) an Azure model's fetch signs in as, in tenant
 	// TenantID; "" for none.

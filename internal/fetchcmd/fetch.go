@@ -44,7 +44,8 @@ func fetchCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	fs.StringVar(&o.CredentialsDir, "credentials-dir", "", "A mounted Secret, one file per key (AWS_ACCESS_KEY_ID, service-account.json, http-headers, ...).")
 	fs.StringVar(&o.WebIdentity.RoleARN, "web-identity-role-arn", "", "For s3://: the IAM role assumed with --web-identity-token-file through STS AssumeRoleWithWebIdentity, instead of keys.")
 	fs.StringVar(&o.WebIdentity.Provider, "web-identity-provider", "", "For gs://: the Workload Identity Federation provider (projects/<number>/locations/global/workloadIdentityPools/<pool>/providers/<provider>) that --web-identity-token-file is exchanged with, instead of a key.")
-	fs.StringVar(&o.WebIdentity.ServiceAccount, "web-identity-service-account", "", "For gs://: the Google service account the federated identity impersonates (default: none, it reads as itself).")
+	fs.StringVar(&o.WebIdentity.ServiceAccount, "web-identity-service-account", "", "For gs://: the Google service account the federated identity impersonates (default: none, it reads as itself); with --gke-workload-identity, the one GKE's metadata server must answer as.")
+	fs.BoolVar(&o.WebIdentity.GKEWorkloadIdentity, "gke-workload-identity", false, "For gs://: read with the access tokens of the node's GKE metadata server (Workload Identity Federation for GKE), instead of a key; refused if it answers as a Google service account other than --web-identity-service-account (none: the pod's workload identity, not an account).")
 	fs.BoolVar(&o.WebIdentity.EKSPodIdentity, "eks-pod-identity", false, "For s3://: take the role of the service account's EKS Pod Identity association from the node's agent, with --web-identity-token-file, instead of keys.")
 	fs.StringVar(&o.WebIdentity.ClientID, "web-identity-client-id", "", "For Azure Blob Storage: the Microsoft Entra application (or managed identity) signed in as with --web-identity-token-file (Workload ID), instead of a key.")
 	fs.StringVar(&o.WebIdentity.TenantID, "web-identity-tenant-id", "", "For Azure Blob Storage: the Microsoft Entra tenant of --web-identity-client-id.")
@@ -83,6 +84,8 @@ func fetchCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	case err != nil:
 	case identities(o.WebIdentity) != 0 && o.WebIdentity.TokenFile == "" || identities(o.WebIdentity) != 1 && o.WebIdentity.TokenFile != "":
 		err = &fetch.Error{Reason: servingv1alpha1.ReasonFetchFailed, Message: "--web-identity-token-file goes with one of --web-identity-role-arn, --web-identity-provider, --web-identity-client-id and --eks-pod-identity", Permanent: true}
+	case o.WebIdentity.GKEWorkloadIdentity && (o.WebIdentity.TokenFile != "" || identities(o.WebIdentity) != 0):
+		err = &fetch.Error{Reason: servingv1alpha1.ReasonFetchFailed, Message: "--gke-workload-identity goes with no other identity and no --web-identity-token-file: the metadata server knows the pod by its address", Permanent: true}
 	case (o.WebIdentity.ClientID == "") != (o.WebIdentity.TenantID == ""):
 		err = &fetch.Error{Reason: servingv1alpha1.ReasonFetchFailed, Message: "--web-identity-client-id goes with --web-identity-tenant-id", Permanent: true}
 	case pullSecrets != "" && pullSecretsDir == "":

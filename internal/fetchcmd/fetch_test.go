@@ -81,6 +81,10 @@ func TestFetchCommandExitCodes(t *testing.T) {
 			"--web-identity-client-id", "00000000-1111-2222-3333-444444444444", "--web-identity-tenant-id", "t"}, fetchcontract.PermanentFailureExitCode, servingv1alpha1.ReasonFetchFailed},
 		{"a pod identity association and a role", []string{"--uri", "/m", "--dest", dest, "--web-identity-token-file", "/t", "--eks-pod-identity",
 			"--web-identity-role-arn", "arn:aws:iam::1:role/r"}, fetchcontract.PermanentFailureExitCode, servingv1alpha1.ReasonFetchFailed},
+		{"GKE's metadata server and a provider", []string{"--uri", "gs://b/m", "--dest", dest, "--web-identity-token-file", "/t", "--gke-workload-identity",
+			"--web-identity-provider", "projects/1/locations/global/workloadIdentityPools/p/providers/q"}, fetchcontract.PermanentFailureExitCode, servingv1alpha1.ReasonFetchFailed},
+		{"GKE's metadata server and a token file", []string{"--uri", "gs://b/m", "--dest", dest, "--web-identity-token-file", "/t", "--gke-workload-identity"},
+			fetchcontract.PermanentFailureExitCode, servingv1alpha1.ReasonFetchFailed},
 		{"an application without its tenant", []string{"--uri", "/m", "--dest", dest, "--web-identity-token-file", "/t",
 			"--web-identity-client-id", "00000000-1111-2222-3333-444444444444"}, fetchcontract.PermanentFailureExitCode, servingv1alpha1.ReasonFetchFailed},
 		// FetchFailed or Timeout, whichever comes first.

@@ -68,6 +68,9 @@ func fetchGeneration(ms *servingv1alpha1.ModelServer, m servingv1alpha1.ModelSpe
 		if w.EKSPodIdentity {
 			parts = append(parts, "eks-pod-identity")
 		}
+		if w.GKEWorkloadIdentity {
+			parts = append(parts, "gke-workload-identity", w.ServiceAccount)
+		}
 	}
 	if pulls := pullSecrets(ms, m, accountPulls); len(pulls) > 0 {
 		// The Job mounts them: a Job made before it did must be replaced.
@@ -141,12 +144,16 @@ const ServedConfigFlag = "--served-config"
 
 // takesAccountRole says that model m's fetch takes the identity its
 // service account is annotated with: an s3:// model's webIdentity that
-// names no role, an Azure model's that names no application or tenant.
+// names no role, an Azure model's that names no application or tenant, a
+// gs:// model's of GKE's metadata server (which impersonates the Google
+// service account the account is annotated with).
 func takesAccountRole(m servingv1alpha1.ModelSpec) bool {
 	w := m.WebIdentity
 	switch {
 	case w == nil:
 		return false
+	case w.GKEWorkloadIdentity:
+		return strings.HasPrefix(m.StorageURI, "gs://")
 	case strings.HasPrefix(m.StorageURI, "s3://"):
 		return w.RoleARN == "" && !w.EKSPodIdentity
 	}
@@ -177,7 +184,8 @@ const DefaultEntraAudience = "api://AzureADTokenExchange"
 // default is its own name, as Google Cloud allows it.
 func WebIdentityAudience(m servingv1alpha1.ModelSpec) string {
 	switch w := m.WebIdentity; {
-	case w == nil:
+	case w == nil || w.GKEWorkloadIdentity:
+		// The metadata server knows the pod by its address, not a token.
 		return ""
 	case w.Provider != "":
 		return cmp.Or(w.Audience, "https://iam.googleapis.com/"+w.Provider)
@@ -220,6 +228,11 @@ func fetchArgs(m servingv1alpha1.ModelSpec, dest, session string, pulls []string
 		args = append(args, "--web-identity-client-id", w.ClientID, "--web-identity-tenant-id", w.TenantID, "--web-identity-token-file", WebIdentityTokenPath)
 	case w.EKSPodIdentity:
 		args = append(args, "--eks-pod-identity", "--web-identity-token-file", WebIdentityTokenPath)
+	case w.GKEWorkloadIdentity:
+		args = append(args, "--gke-workload-identity")
+		if w.ServiceAccount != "" {
+			args = append(args, "--web-identity-service-account", w.ServiceAccount)
+		}
 	default:
 		args = append(args, "--web-identity-role-arn", w.RoleARN, "--web-identity-token-file", WebIdentityTokenPath,
 			"--web-identity-session-name", session)

@@ -91,22 +91,28 @@ type Account struct {
 	// AnnotationTenantID: the Entra application an Azure model's
 	// webIdentity that names none signs in as.
 	ClientID, TenantID string
+	// GoogleServiceAccount is its AnnotationGoogleServiceAccount: the
+	// Google service account GKE's metadata server reads a gs:// model
+	// as, for a webIdentity of gkeWorkloadIdentity.
+	GoogleServiceAccount string
 }
 
 // The annotations of a service account that name the identity its pods
 // take: the IAM role, as EKS's IAM roles for service accounts (and
 // eksctl) set them; the Entra application, as Microsoft Entra Workload ID
-// does.
+// does; the Google service account GKE's metadata server impersonates.
 const (
 	AnnotationRoleARN      = "eks.amazonaws.com/role-arn"
 	AnnotationRoleAudience = "eks.amazonaws.com/audience"
 	AnnotationClientID     = "azure.workload.identity/client-id"
 	AnnotationTenantID     = "azure.workload.identity/tenant-id"
+
+	AnnotationGoogleServiceAccount = "iam.gke.io/gcp-service-account"
 )
 
 // AccountAnnotations are the annotations of a service account that
 // ValidateWith reads (Account).
-var AccountAnnotations = []string{AnnotationRoleARN, AnnotationRoleAudience, AnnotationClientID, AnnotationTenantID}
+var AccountAnnotations = []string{AnnotationRoleARN, AnnotationRoleAudience, AnnotationClientID, AnnotationTenantID, AnnotationGoogleServiceAccount}
 
 // ValidateWith is Validate for pods whose service account gives account.
 func ValidateWith(ms *servingv1alpha1.ModelServer, account Account) (*Spec, error) {
@@ -284,9 +290,14 @@ func specModels(ms *servingv1alpha1.ModelServer, account Account) ([]SpecModel, 
 func specModel(ms *servingv1alpha1.ModelServer, m servingv1alpha1.ModelSpec, field string, account Account) SpecModel {
 	if takesAccountRole(m) {
 		taken := *m.WebIdentity
-		if isAzure(m) {
+		switch {
+		case isAzure(m):
 			taken.ClientID, taken.TenantID = cmp.Or(taken.ClientID, account.ClientID), cmp.Or(taken.TenantID, account.TenantID)
-		} else {
+		case taken.GKEWorkloadIdentity:
+			// Not a choice: what the fetch checks the metadata server
+			// answers as.
+			taken.ServiceAccount = account.GoogleServiceAccount
+		default:
 			taken.RoleARN, taken.Audience = account.RoleARN, cmp.Or(taken.Audience, account.Audience)
 		}
 		m.WebIdentity = &taken
@@ -389,13 +400,13 @@ func checkWebIdentity(ms *servingv1alpha1.ModelServer, m SpecModel, loc storageu
 	case w == nil:
 		return nil
 	case loc.Scheme == storageuri.SchemeGCS:
-		return checkFederation(m)
+		return checkFederation(ms, m)
 	case loc.Scheme == storageuri.SchemeAzure:
 		return checkEntraApplication(ms, m)
 	case loc.Scheme != storageuri.SchemeS3:
 		return &Error{m.Field + ".webIdentity", "applies to s3://, gs:// and Azure Blob Storage models only"}
-	case w.Provider != "" || w.ServiceAccount != "" || w.ClientID != "" || w.TenantID != "":
-		return &Error{m.Field + ".webIdentity", "of an s3:// model names an IAM role (roleArn), not a provider, a service account or an Entra application"}
+	case w.Provider != "" || w.ServiceAccount != "" || w.ClientID != "" || w.TenantID != "" || w.GKEWorkloadIdentity:
+		return &Error{m.Field + ".webIdentity", "of an s3:// model names an IAM role (roleArn), not a provider, a service account, GKE's metadata server or an Entra application"}
 	case w.EKSPodIdentity && (w.RoleARN != "" || w.Audience != ""):
 		return &Error{m.Field + ".webIdentity.eksPodIdentity", "takes the role and the audience of the service account's association: name neither"}
 	case w.EKSPodIdentity:
@@ -411,13 +422,25 @@ func checkWebIdentity(ms *servingv1alpha1.ModelServer, m SpecModel, loc storageu
 // federationProvider is the CRD's pattern of spec.model.webIdentity.provider.
 var federationProvider = regexp.MustCompile(`^projects/[0-9]+/locations/global/workloadIdentityPools/[a-z0-9-]+/providers/[a-z0-9-]+$`)
 
-// checkFederation refuses a gs:// model's webIdentity without a provider,
-// or with a role.
-func checkFederation(m SpecModel) error {
+// googleServiceAccount is a Google service account's email, as the CRD's
+// pattern of spec.model.webIdentity.serviceAccount has it.
+var googleServiceAccount = regexp.MustCompile(`^[a-z0-9-]+@[a-z0-9.-]+\.iam\.gserviceaccount\.com$`)
+
+// checkFederation refuses a gs:// model's webIdentity without a provider
+// (or GKE's metadata server), or with a role; and, for GKE's, a provider
+// or audience beside it, or a service account annotation that does not
+// name a Google service account.
+func checkFederation(ms *servingv1alpha1.ModelServer, m SpecModel) error {
 	w := m.WebIdentity
 	switch {
 	case w.RoleARN != "" || w.ClientID != "" || w.TenantID != "" || w.EKSPodIdentity:
-		return &Error{m.Field + ".webIdentity", "of a gs:// model names its Workload Identity Federation provider, not an IAM role, an EKS Pod Identity association or an Entra application"}
+		return &Error{m.Field + ".webIdentity", "of a gs:// model names its Workload Identity Federation provider, or gkeWorkloadIdentity: true, not an IAM role, an EKS Pod Identity association or an Entra application"}
+	case w.GKEWorkloadIdentity && (w.Provider != "" || w.Audience != ""):
+		return &Error{m.Field + ".webIdentity.gkeWorkloadIdentity", "reads the model as GKE's metadata server identifies the pods: name no provider or audience"}
+	case w.GKEWorkloadIdentity && w.ServiceAccount != "" && !googleServiceAccount.MatchString(w.ServiceAccount):
+		return &Error{m.Field + ".webIdentity.gkeWorkloadIdentity", fmt.Sprintf("service account %q is annotated %s: %.100q, which is not a Google service account's email (<name>@<project>.iam.gserviceaccount.com)", podsServiceAccount(ms), AnnotationGoogleServiceAccount, w.ServiceAccount)}
+	case w.GKEWorkloadIdentity:
+		return nil
 	case !federationProvider.MatchString(w.Provider):
 		return &Error{m.Field + ".webIdentity.provider", fmt.Sprintf("%q is not a Workload Identity Federation provider: projects/<number>/locations/global/workloadIdentityPools/<pool>/providers/<provider>", w.Provider)}
 	}
@@ -433,8 +456,8 @@ var entraClientID = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-
 func checkEntraApplication(ms *servingv1alpha1.ModelServer, m SpecModel) error {
 	w := m.WebIdentity
 	switch {
-	case w.RoleARN != "" || w.Provider != "" || w.ServiceAccount != "" || w.EKSPodIdentity:
-		return &Error{m.Field + ".webIdentity", "of an Azure Blob Storage model names a Microsoft Entra application (clientId, tenantId), not an IAM role, a provider or a service account"}
+	case w.RoleARN != "" || w.Provider != "" || w.ServiceAccount != "" || w.EKSPodIdentity || w.GKEWorkloadIdentity:
+		return &Error{m.Field + ".webIdentity", "of an Azure Blob Storage model names a Microsoft Entra application (clientId, tenantId), not an IAM role, a provider, a service account or GKE's metadata server"}
 	case w.ClientID == "":
 		return unannotated(ms, m.Field+".webIdentity.clientId", AnnotationClientID)
 	case !entraClientID.MatchString(w.ClientID):

@@ -830,3 +830,54 @@ func TestAnEKSPodIdentityAssociationNeedsNoRoleOrAnnotation(t *testing.T) {
 		}
 	}
 }
+
+// TestGKEsMetadataServerNeedsNoTokenButTheAnnotation: gkeWorkloadIdentity
+// fetches with no projected token, expecting the Google service account
+// the pods' service account is annotated with (read, as it names it); a
+// new annotation is a new fetch; a provider or audience beside it, an
+// annotation that is no Google service account, and a model not in
+// Cloud Storage are refused.
+func TestGKEsMetadataServerNeedsNoTokenButTheAnnotation(t *testing.T) {
+	gke := func(uri string, w servingv1alpha1.WebIdentity) *servingv1alpha1.ModelServer {
+		return modelServer(func(ms *servingv1alpha1.ModelServer) {
+			ms.Spec.Model.StorageURI = uri
+			w.GKEWorkloadIdentity = true
+			ms.Spec.Model.WebIdentity = &w
+		})
+	}
+	ms := gke("gs://models/resnet", servingv1alpha1.WebIdentity{})
+	if name, ok := NeedsServiceAccount(ms); !ok || name != "default" {
+		t.Errorf("NeedsServiceAccount = %q, %v; want the pods' account read", name, ok)
+	}
+	const gsa = "reader@ml.iam.gserviceaccount.com"
+	f, annotated := fetchWith(t, ms, Account{GoogleServiceAccount: gsa})
+	if !slices.Contains(f.Args, "--gke-workload-identity") || argOf(f, "--web-identity-service-account") != gsa ||
+		argOf(f, "--web-identity-token-file") != "" || f.WebIdentityAudience != "" {
+		t.Errorf("fetch args %q, audience %q; want the metadata server expected as %s, and no token", f.Args, f.WebIdentityAudience, gsa)
+	}
+	f, unannotated := fetchWith(t, ms, Account{})
+	if slices.Contains(f.Args, "--web-identity-service-account") {
+		t.Errorf("fetch args %q; want no service account expected", f.Args)
+	}
+	if annotated == unannotated {
+		t.Error("a service account annotated with a Google service account, and not, have one fetch generation")
+	}
+	if _, err := ValidateWith(ms, Account{GoogleServiceAccount: "reader"}); err == nil || !strings.Contains(err.Error(), `annotated iam.gke.io/gcp-service-account: "reader"`) {
+		t.Errorf("an annotation of no Google service account: %v", err)
+	}
+	for _, tc := range []struct {
+		name, field string
+		ms          *servingv1alpha1.ModelServer
+	}{
+		{"a provider beside it", "spec.model.webIdentity.gkeWorkloadIdentity", gke("gs://models/resnet", servingv1alpha1.WebIdentity{Provider: "projects/1/locations/global/workloadIdentityPools/p/providers/q"})},
+		{"an audience beside it", "spec.model.webIdentity.gkeWorkloadIdentity", gke("gs://models/resnet", servingv1alpha1.WebIdentity{Audience: "a"})},
+		{"an s3:// model", "spec.model.webIdentity", gke("s3://models/resnet", servingv1alpha1.WebIdentity{RoleARN: "arn:aws:iam::123456789012:role/r"})},
+		{"an Azure model", "spec.model.webIdentity", gke("https://acct.blob.core.windows.net/models/m", servingv1alpha1.WebIdentity{})},
+	} {
+		_, err := For(tc.ms, fetched)
+		var ve *Error
+		if !errors.As(err, &ve) || ve.Field != tc.field {
+			t.Errorf("%s: %v, want an error of %s", tc.name, err, tc.field)
+		}
+	}
+}
