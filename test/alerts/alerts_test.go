@@ -709,3 +709,33 @@ func TestABurningErrorBudgetIsAlertedOf(t *testing.T) {
 	serve(6*time.Minute, map[string]float64{})
 	p.expectNotFiring("ModelServerErrorBudgetBurning", nil)
 }
+
+// A ModelServer that serves a request every 3 minutes is not paged for
+// one that failed, though that is a share of errors far over its budget;
+// one that fails all its requests at that traffic is, once 10 of them
+// have failed.
+func TestOneFailureOfALittleUsedModelServerPagesNoOne(t *testing.T) {
+	p := newPrometheus(t)
+	quiet := newModelServer(t, "quiet")
+	quiet.Availability = 0.999
+	quiet.is(servingv1alpha1.PhaseReady, servingv1alpha1.ReasonReady)
+	pod := servingPod("quiet", "quiet-7d9f8-x2x8z")
+	serve := func(d time.Duration, failing float64) {
+		for end := p.now.Add(d); p.now.Before(end); {
+			if p.now.Unix()%180 == 0 {
+				p.outcomes(pod, "quiet", 1, failing)
+			}
+			p.step()
+		}
+	}
+	serve(2*time.Hour, 0)
+	serve(3*time.Minute, 1)
+	serve(30*time.Minute, 0)
+	p.expectNotFiring("ModelServerErrorBudgetBurning", nil)
+	p.expectNotFiring("ModelServerErrorBudgetBurningSlowly", nil)
+	// Every request fails: the tenth, half an hour on, fires it.
+	serve(25*time.Minute, 1)
+	p.expectNotFiring("ModelServerErrorBudgetBurning", nil)
+	serve(10*time.Minute, 1)
+	p.expectFiring("ModelServerErrorBudgetBurning", map[string]string{"namespace": ml, "service": "quiet", "severity": "critical"})
+}
