@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -191,7 +192,7 @@ func (r *ModelServerReconciler) reconcileNormal(ctx context.Context, ms *serving
 		ms.Status = *st.(*servingv1alpha1.ModelServerStatus).DeepCopy()
 	}
 	old := ms.Status.DeepCopy()
-	report := status.Observation{Generation: ms.Generation, DesiredReplicas: values.DesiredReplicas(ms), NeededReplicas: values.DesiredReplicas(ms)}
+	report := status.Observation{Generation: ms.Generation, DesiredReplicas: values.DesiredReplicas(ms), NeededReplicas: values.DesiredReplicas(ms), Paused: paused(ms)}
 	var (
 		obs  *observed
 		news *releaseNews
@@ -233,15 +234,7 @@ func (r *ModelServerReconciler) reconcileNormal(ctx context.Context, ms *serving
 		report.BlockedReason, report.BlockedMessage = obs.tls.reason, obs.tls.message
 		return ctrl.Result{RequeueAfter: cmp.Or(r.RecheckAfter, time.Minute)}, nil
 	}
-	for _, reason := range []string{eventTLSSecretUnusable, eventTLSCertificateExpired, eventTLSCertificateNotYetValid} {
-		if reason != obs.tls.warningReason {
-			r.problems.resolved(ms.UID, reason)
-		}
-	}
-	if obs.tls.warning != "" {
-		report.Warnings = append(slices.Clone(report.Warnings), obs.tls.warning)
-		r.warn(ms, obs.tls.warningReason, "ReadTLSSecret", sentence("%s", obs.tls.warning))
-	}
+	r.warnOfTLS(ms, obs, &report)
 	if report.Fetch != status.FetchSucceeded {
 		if reason, msg, err := r.checkSecrets(ctx, ms, want.Spec.Models); err != nil {
 			return ctrl.Result{}, err
@@ -251,7 +244,11 @@ func (r *ModelServerReconciler) reconcileNormal(ctx context.Context, ms *serving
 		}
 	}
 
-	// 7. Decide what Helm has to do, and do it.
+	// 7. Decide what Helm has to do, and do it, unless paused: then only
+	// say what waits.
+	if report.Paused {
+		return r.reportPaused(ctx, ms, want, &report)
+	}
 	plan, err := r.planWithRetries(ctx, ms, want)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -289,6 +286,49 @@ func (r *ModelServerReconciler) reconcileNormal(ctx context.Context, ms *serving
 		}
 	}
 	return r.lookAgain(obs, want.Values.WaitsForAPIs), nil
+}
+
+// warnOfTLS reports what is wrong with spec.tls's certificate that does
+// not stop the release (expired, not yet valid), with a Warning, and
+// resolves the warnings of what no longer is.
+func (r *ModelServerReconciler) warnOfTLS(ms *servingv1alpha1.ModelServer, obs *observed, report *status.Observation) {
+	for _, reason := range []string{eventTLSSecretUnusable, eventTLSCertificateExpired, eventTLSCertificateNotYetValid} {
+		if reason != obs.tls.warningReason {
+			r.problems.resolved(ms.UID, reason)
+		}
+	}
+	if obs.tls.warning != "" {
+		report.Warnings = append(slices.Clone(report.Warnings), obs.tls.warning)
+		r.warn(ms, obs.tls.warningReason, "ReadTLSSecret", sentence("%s", obs.tls.warning))
+	}
+}
+
+// paused says that ms's reconciliation is paused (AnnotationPaused).
+func paused(ms *servingv1alpha1.ModelServer) bool {
+	return ms.Annotations[servingv1alpha1.AnnotationPaused] == "true"
+}
+
+// reportPaused reports a paused ModelServer: what its objects do, and what
+// the operator would change and does not. Deciding that reads, and writes
+// nothing: no failed fetch's Job is deleted for a retry.
+func (r *ModelServerReconciler) reportPaused(ctx context.Context, ms *servingv1alpha1.ModelServer, want *desired.State, report *status.Observation) (ctrl.Result, error) {
+	plan, err := r.planRelease(ctx, ms, want)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	report.Release = cmp.Or(plan.deployed, ms.Status.Release)
+	switch plan.kind {
+	case planNothing:
+		report.ReleaseCurrent = true
+		report.ScaledOnly = r.scaledOnly(ms, report.Deployment)
+	case planFreshInstall:
+		report.Waiting = "the release's install"
+	default:
+		report.Waiting = "the release's upgrade (" + plan.why + ")"
+	}
+	// A stalled rollout's pods are read again when it has lasted.
+	again, err := r.observeStalledRollout(ctx, ms, report)
+	return ctrl.Result{RequeueAfter: again}, err
 }
 
 // lookAgain says when to reconcile again for what no watch reports.
@@ -426,7 +466,7 @@ func (r *ModelServerReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	r.indexed = true
 	b := ctrl.NewControllerManagedBy(mgr).
-		For(&servingv1alpha1.ModelServer{}, builder.WithPredicates(predicate.GenerationChangedPredicate{}))
+		For(&servingv1alpha1.ModelServer{}, builder.WithPredicates(predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, pauseChanged)))
 	for _, k := range owned.Kinds {
 		var opts []builder.WatchesOption
 		if k.Changed != nil {
@@ -446,6 +486,18 @@ func (r *ModelServerReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		builder.WithPredicates(accountChanged))
 	return b.WithOptions(controller.Options{MaxConcurrentReconciles: cmp.Or(r.MaxConcurrentReconciles, DefaultMaxConcurrentReconciles), RateLimiter: retryLimiter()}).
 		Complete(r)
+}
+
+// pauseChanged lets through a ModelServer paused or resumed: an
+// annotation's change is no new generation.
+var pauseChanged = predicate.Funcs{
+	CreateFunc:  func(event.CreateEvent) bool { return false },
+	DeleteFunc:  func(event.DeleteEvent) bool { return false },
+	GenericFunc: func(event.GenericEvent) bool { return false },
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		was, is := e.ObjectOld.GetAnnotations()[servingv1alpha1.AnnotationPaused], e.ObjectNew.GetAnnotations()[servingv1alpha1.AnnotationPaused]
+		return (was == "true") != (is == "true")
+	},
 }
 
 // maxRetryDelay caps the backoff between retries of a failing

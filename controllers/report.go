@@ -37,11 +37,7 @@ func (r *ModelServerReconciler) writeStatus(ctx context.Context, ms *servingv1al
 		if started {
 			// One Event for the change and where it stands, rather than
 			// a second for the phase it left Ready (or a failure) for.
-			step := string(st.Phase)
-			if st.Message != "" {
-				step += ": " + st.Message
-			}
-			note = sentence("%s; the ModelServer is %s", news.clause, step)
+			note = sentence("%s; the ModelServer is %s", news.clause, phaseWithMessage(st))
 		}
 		r.Recorder.Eventf(ms, nil, corev1.EventTypeNormal, news.reason, "Apply", "%s", note)
 	}
@@ -91,7 +87,8 @@ func (r *ModelServerReconciler) writeStatus(ctx context.Context, ms *servingv1al
 	}
 	r.written.Store(ms.UID, st.DeepCopy())
 	r.refreshEvents(ms, old, st)
-	if st.Phase != old.Phase && phaseWorthAnEvent(old.Phase, st.Phase) && (news == nil || !started) {
+	toggled := r.pauseEvents(ms, old, st)
+	if st.Phase != old.Phase && phaseWorthAnEvent(old.Phase, st.Phase) && (news == nil || !started) && !toggled {
 		kind := corev1.EventTypeNormal
 		if st.Phase == servingv1alpha1.PhaseFailed || st.Phase == servingv1alpha1.PhaseDegraded {
 			kind = corev1.EventTypeWarning
@@ -99,6 +96,39 @@ func (r *ModelServerReconciler) writeStatus(ctx context.Context, ms *servingv1al
 		r.Recorder.Eventf(ms, nil, kind, string(st.Phase), "Reconcile", "%s", phaseNote(old.Phase, st.Phase, st))
 	}
 	return 0, nil
+}
+
+// pauseEvents tells a ModelServer paused or resumed, and says whether it
+// told either: the phase it left or reached with it is in that Event.
+func (r *ModelServerReconciler) pauseEvents(ms *servingv1alpha1.ModelServer, old, st servingv1alpha1.ModelServerStatus) bool {
+	was := meta.FindStatusCondition(old.Conditions, servingv1alpha1.ConditionPaused) != nil
+	is := meta.FindStatusCondition(st.Conditions, servingv1alpha1.ConditionPaused) != nil
+	switch {
+	case is && !was:
+		note := "Reconciliation paused by the annotation " + servingv1alpha1.AnnotationPaused + `: "true": no Helm operation, fetch or repair of the release's objects until it is removed`
+		if st.Phase == servingv1alpha1.PhasePaused {
+			note += "; " + st.Message
+		}
+		r.Recorder.Eventf(ms, nil, corev1.EventTypeNormal, servingv1alpha1.ReasonReconcilePaused, "Reconcile", "%s", sentence("%s", note))
+	case was && !is:
+		r.Recorder.Eventf(ms, nil, corev1.EventTypeNormal, eventReconcileResumed, "Reconcile", "%s",
+			sentence("Reconciliation resumed; the ModelServer is %s", phaseWithMessage(st)))
+	default:
+		return false
+	}
+	return true
+}
+
+// eventReconcileResumed is the reason of the Event that tells a
+// ModelServer's reconciliation resumed.
+const eventReconcileResumed = "ReconcileResumed"
+
+// phaseWithMessage is the status's phase, and its message if any.
+func phaseWithMessage(st servingv1alpha1.ModelServerStatus) string {
+	if st.Message == "" {
+		return string(st.Phase)
+	}
+	return string(st.Phase) + ": " + st.Message
 }
 
 // progressHold is how long a step between two steps on the way to Ready

@@ -14,7 +14,18 @@ const (
 	// ConditionReady is True when all of the above hold for the current
 	// generation.
 	ConditionReady = "Ready"
+	// ConditionPaused is True while the ModelServer is annotated
+	// AnnotationPaused: "true", and absent otherwise.
+	ConditionPaused = "Paused"
 )
+
+// AnnotationPaused is the annotation that, set to "true" on a
+// ModelServer, pauses its reconciliation: the operator makes no Helm operation and no fetch for
+// it, and repairs none of its objects, until the annotation is removed (or
+// set to anything else); it keeps reporting their status. For changing
+// the release's objects by hand, during an incident, without the operator
+// undoing it.
+const AnnotationPaused = "serving.modelserver.dev/paused"
 
 // Condition reasons. They are the API: clients and the troubleshooting
 // guide key on them.
@@ -89,6 +100,11 @@ const (
 	// what a refresh round fetched, and enough of them are ready to serve
 	// meanwhile.
 	ReasonRollingOntoRefreshedModel = "RollingOntoRefreshedModel"
+
+	// ReasonReconcilePaused (Paused; ModelFetched and Deployed): the
+	// ModelServer is annotated AnnotationPaused; on ModelFetched and
+	// Deployed, a fetch or a release change waits for it to be removed.
+	ReasonReconcilePaused = "ReconcilePaused"
 
 	// ReasonReady (Ready): the model is being served.
 	ReasonReady = "Ready"

@@ -878,7 +878,7 @@ type PodTemplate struct {
 }
 
 // Phase summarises where a ModelServer is.
-// +kubebuilder:validation:Enum=Pending;Fetching;Deploying;Ready;Degraded;Failed;Deleting
+// +kubebuilder:validation:Enum=Pending;Fetching;Deploying;Ready;Degraded;Failed;Deleting;Paused
 type Phase string
 
 // The phases, in the order a healthy ModelServer goes through them.
@@ -890,6 +890,11 @@ const (
 	PhaseDegraded  Phase = "Degraded"
 	PhaseFailed    Phase = "Failed"
 	PhaseDeleting  Phase = "Deleting"
+	// PhasePaused: reconciliation is paused (AnnotationPaused), and the
+	// spec, or the release's objects, differ from what is deployed; the
+	// difference waits for it to resume. Paused with nothing waiting, a
+	// ModelServer has its usual phase.
+	PhasePaused Phase = "Paused"
 )
 
 // ModelServerStatus is what the operator last observed.
@@ -897,7 +902,8 @@ type ModelServerStatus struct {
 	// phase summarises the conditions.
 	// +optional
 	Phase Phase `json:"phase,omitempty"`
-	// conditions: ModelFetched, Deployed, Available and Ready.
+	// conditions: ModelFetched, Deployed, Available and Ready; and
+	// Paused while reconciliation is paused.
 	// +listType=map
 	// +listMapKey=type
 	// +optional

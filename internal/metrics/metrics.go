@@ -192,7 +192,7 @@ var FetchCauses = []string{status.CauseUnschedulable, status.CauseImagePull, sta
 
 // Phases are the values of the phase label, present at 0 from the start
 // so that a query for a phase nobody is in yet returns 0, not nothing.
-var Phases = []string{"Pending", "Fetching", "Deploying", "Ready", "Degraded", "Failed", "Deleting"}
+var Phases = []string{"Pending", "Fetching", "Deploying", "Ready", "Degraded", "Failed", "Deleting", "Paused"}
 
 // HelmOperation records one Helm operation and how long it took.
 func HelmOperation(operation, result string, took time.Duration) {

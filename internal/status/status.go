@@ -48,6 +48,11 @@ type Observation struct {
 	Release    *servingv1alpha1.ReleaseStatus
 	// ReleaseCurrent says the release is deployed with the current digest.
 	ReleaseCurrent bool
+	// Paused says reconciliation is paused (AnnotationPaused); Waiting,
+	// then, is what the operator would do and does not ("" for nothing):
+	// the release's change, why it would make it.
+	Paused  bool
+	Waiting string
 
 	// Source is the spec field the models come from. From spec.models,
 	// the status lists them in status.models and messages name each one;
@@ -241,6 +246,11 @@ func Compute(old servingv1alpha1.ModelServerStatus, o Observation, now time.Time
 	set(servingv1alpha1.ConditionModelFetched, fetched)
 	set(servingv1alpha1.ConditionDeployed, deployed)
 	set(servingv1alpha1.ConditionAvailable, available)
+	if o.Paused {
+		set(servingv1alpha1.ConditionPaused, verdict{true, servingv1alpha1.ReasonReconcilePaused, pausedMessage})
+	} else {
+		meta.RemoveStatusCondition(&st.Conditions, servingv1alpha1.ConditionPaused)
+	}
 	ready := fetched.ok && deployed.ok && available.ok
 	phase, msg := phaseOf(o, old.Phase, st.ReadyReplicas, deployed.ok, available)
 	st.Phase, st.Message = phase, msg
@@ -261,6 +271,9 @@ func fetchedCondition(o Observation) verdict {
 	case FetchFailed:
 		return verdict{false, o.FetchReason, o.FetchMessage}
 	}
+	if o.Paused && o.Fetch == FetchMissing {
+		return verdict{false, servingv1alpha1.ReasonReconcilePaused, "no model-fetch Job is made while reconciliation is paused"}
+	}
 	msg := "the model-fetch Job is running"
 	if o.FetchPodsProblem != "" {
 		msg += "; " + o.FetchPodsProblem
@@ -280,8 +293,23 @@ func deployedCondition(o Observation, rel *servingv1alpha1.ReleaseStatus) verdic
 		return verdict{false, servingv1alpha1.ReasonReleaseFailed, ErrorLine(o.ReleaseErr)}
 	case o.ReleaseCurrent && rel != nil:
 		return verdict{true, servingv1alpha1.ReasonReleaseDeployed, fmt.Sprintf("release %s revision %d is deployed", rel.Name, rel.Revision)}
+	case o.Paused:
+		return verdict{false, servingv1alpha1.ReasonReconcilePaused, waitingMessage(o, rel)}
 	}
 	return verdict{false, servingv1alpha1.ReasonReleasePending, "the release is being installed"}
+}
+
+// pausedMessage is the Paused condition's message.
+const pausedMessage = "reconciliation is paused by the annotation " + servingv1alpha1.AnnotationPaused + `: "true"; remove it to resume`
+
+// waitingMessage says what waits for a paused ModelServer to resume, with
+// the release that stays (rel; nil: not named).
+func waitingMessage(o Observation, rel *servingv1alpha1.ReleaseStatus) string {
+	msg := "reconciliation is paused: " + cmp.Or(o.Waiting, "the release's change") + " waits for it to resume"
+	if rel != nil {
+		msg += fmt.Sprintf("; release %s stays at revision %d", rel.Name, rel.Revision)
+	}
+	return msg
 }
 
 // verdict is what a condition says: its status, reason and message.
@@ -305,6 +333,11 @@ func phaseOf(o Observation, was servingv1alpha1.Phase, readyReplicas int32, depl
 		return servingv1alpha1.PhaseDegraded, fmt.Sprintf("model fetch failed (%s): %s; still serving the previously fetched model", o.FetchReason, o.FetchMessage)
 	case o.Fetch == FetchFailed:
 		return servingv1alpha1.PhaseFailed, fmt.Sprintf("model fetch failed (%s): %s", o.FetchReason, o.FetchMessage)
+	case o.Paused && available.reason == servingv1alpha1.ReasonPodsNotReady && wasServing(was):
+		// An outage is one, paused or not: the alerts watch Degraded.
+		return servingv1alpha1.PhaseDegraded, available.message
+	case o.Paused && (!deployed || o.Fetch == FetchMissing):
+		return servingv1alpha1.PhasePaused, waitingMessage(o, nil)
 	case o.Fetch != FetchSucceeded:
 		return servingv1alpha1.PhaseFetching, fetchProgress(o)
 	case !deployed:
@@ -325,6 +358,12 @@ func phaseOf(o Observation, was servingv1alpha1.Phase, readyReplicas int32, depl
 func Reason(st servingv1alpha1.ModelServerStatus) string {
 	deployed := meta.FindStatusCondition(st.Conditions, servingv1alpha1.ConditionDeployed)
 	pending := func(c *metav1.Condition) bool { return c != nil && c.Status != metav1.ConditionTrue }
+	available := meta.FindStatusCondition(st.Conditions, servingv1alpha1.ConditionAvailable)
+	paused := meta.FindStatusCondition(st.Conditions, servingv1alpha1.ConditionPaused) != nil
+	if paused && st.Phase == servingv1alpha1.PhaseDegraded && pending(available) && available.Reason == servingv1alpha1.ReasonPodsNotReady {
+		// Pods lost while paused: the outage, not what waits (phaseOf).
+		return available.Reason
+	}
 	switch fetched := meta.FindStatusCondition(st.Conditions, servingv1alpha1.ConditionModelFetched); {
 	case pending(deployed) && deployed.Reason != servingv1alpha1.ReasonReleasePending:
 		return deployed.Reason
@@ -333,7 +372,7 @@ func Reason(st servingv1alpha1.ModelServerStatus) string {
 	case pending(deployed):
 		return deployed.Reason
 	}
-	if available := meta.FindStatusCondition(st.Conditions, servingv1alpha1.ConditionAvailable); pending(available) {
+	if pending(available) {
 		return available.Reason
 	}
 	if ready := meta.FindStatusCondition(st.Conditions, servingv1alpha1.ConditionReady); ready != nil {

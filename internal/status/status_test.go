@@ -116,6 +116,46 @@ func TestComputeStatus(t *testing.T) {
 		reason:      map[string]string{"Deployed": servingv1alpha1.ReasonReleaseDeployed, "Available": servingv1alpha1.ReasonAvailable},
 		readyColumn: "2/2",
 	}, {
+		name: "paused with nothing waiting", why: "Ready",
+		obs: func() Observation {
+			o := served(Observation{Deployment: deployment(2, 2)})
+			o.Paused = true
+			return o
+		}(),
+		phase: servingv1alpha1.PhaseReady, ready: metav1.ConditionTrue,
+		reason: map[string]string{"Paused": servingv1alpha1.ReasonReconcilePaused, "Deployed": servingv1alpha1.ReasonReleaseDeployed},
+	}, {
+		name: "paused with a change of the spec waiting", why: servingv1alpha1.ReasonReconcilePaused,
+		old: servingv1alpha1.PhaseReady,
+		obs: func() Observation {
+			o := served(Observation{Deployment: deployment(2, 2)})
+			o.Paused, o.ReleaseCurrent, o.Waiting = true, false, "the release's upgrade (the spec changed)"
+			return o
+		}(),
+		phase: servingv1alpha1.PhasePaused, ready: metav1.ConditionFalse,
+		reason:     map[string]string{"Paused": servingv1alpha1.ReasonReconcilePaused, "Deployed": servingv1alpha1.ReasonReconcilePaused, "Available": servingv1alpha1.ReasonAvailable},
+		messageHas: "reconciliation is paused: the release's upgrade (the spec changed) waits for it to resume",
+	}, {
+		name: "paused with a new model's fetch waiting", why: servingv1alpha1.ReasonReconcilePaused,
+		old: servingv1alpha1.PhaseReady,
+		obs: func() Observation {
+			o := served(Observation{Deployment: deployment(2, 2)})
+			o.Paused, o.ReleaseCurrent, o.Fetch, o.Waiting = true, false, FetchMissing, "the release's upgrade (the spec changed)"
+			return o
+		}(),
+		phase: servingv1alpha1.PhasePaused, ready: metav1.ConditionFalse,
+		reason: map[string]string{"ModelFetched": servingv1alpha1.ReasonReconcilePaused, "Deployed": servingv1alpha1.ReasonReconcilePaused},
+	}, {
+		name: "paused, its pods lost", why: "PodsNotReady",
+		old: servingv1alpha1.PhaseReady,
+		obs: func() Observation {
+			o := served(Observation{Deployment: deployment(2, 0)})
+			o.Paused, o.ReleaseCurrent, o.Waiting = true, false, "the release's upgrade (the spec changed)"
+			return o
+		}(),
+		phase: servingv1alpha1.PhaseDegraded, ready: metav1.ConditionFalse,
+		reason: map[string]string{"Paused": servingv1alpha1.ReasonReconcilePaused, "Available": servingv1alpha1.ReasonPodsNotReady},
+	}, {
 		name: "pods starting", why: "PodsNotReady",
 		obs:   served(Observation{Deployment: deployment(2, 1)}),
 		phase: servingv1alpha1.PhaseDeploying, ready: metav1.ConditionFalse,
