@@ -332,3 +332,40 @@ func TestEverySampleBecomesReady(t *testing.T) {
 		t.Errorf("warnings = %s", warnings)
 	}
 }
+
+// TestAPausedModelServerLeavesAHandMadeChangeUntilResumed: during an
+// incident, a user pauses a ModelServer, changes its Deployment's image by
+// hand and scales it; the operator leaves both (phase Paused, saying what
+// waits) until the annotation goes, then makes the Deployment what the
+// spec says, at the new scale.
+func TestAPausedModelServerLeavesAHandMadeChangeUntilResumed(t *testing.T) {
+	c, _ := runningOperator(t)
+	ns := kubectlNamespace(t, c)
+	kubectl(t, c, "apply", "-n", ns, "-f", repoPath("config/samples/serving_v1alpha1_modelserver.yaml"))
+	kubectl(t, c, "wait", "-n", ns, "--for=condition=Ready", "ms/resnet", "--timeout=60s")
+	image := kubectl(t, c, "get", "-n", ns, "deploy/resnet", "-o", "jsonpath={.spec.template.spec.containers[0].image}")
+
+	kubectl(t, c, "annotate", "-n", ns, "ms/resnet", "serving.modelserver.dev/paused=true")
+	kubectl(t, c, "wait", "-n", ns, "--for=condition=Paused", "ms/resnet", "--timeout=30s")
+	const hotfix = "tensorflow/serving:hotfix"
+	kubectl(t, c, "patch", "-n", ns, "deploy/resnet", "--type=json", "-p", `[{"op":"replace","path":"/spec/template/spec/containers/0/image","value":"`+hotfix+`"}]`)
+	kubectl(t, c, "scale", "-n", ns, "ms/resnet", "--replicas=3")
+	kubectl(t, c, "wait", "-n", ns, "--for=jsonpath={.status.phase}=Paused", "ms/resnet", "--timeout=30s")
+	if msg := kubectl(t, c, "get", "-n", ns, "ms/resnet", "-o", "jsonpath={.status.message}"); !strings.Contains(msg, "waits for it to resume") {
+		t.Errorf("status.message %q; want what waits said", msg)
+	}
+	time.Sleep(3 * time.Second)
+	if got := kubectl(t, c, "get", "-n", ns, "deploy/resnet", "-o", "jsonpath={.spec.template.spec.containers[0].image} {.spec.replicas}"); got != hotfix+" 2" {
+		t.Errorf("paused, the Deployment has image and replicas %q; want the hand-made %q and the first 2", got, hotfix)
+	}
+
+	kubectl(t, c, "annotate", "-n", ns, "ms/resnet", "serving.modelserver.dev/paused-")
+	waitObserved(t, c, ns, "resnet")
+	kubectl(t, c, "wait", "-n", ns, "--for=condition=Ready", "ms/resnet", "--timeout=60s")
+	if got := kubectl(t, c, "get", "-n", ns, "deploy/resnet", "-o", "jsonpath={.spec.template.spec.containers[0].image} {.spec.replicas}"); got != image+" 3" {
+		t.Errorf("resumed, the Deployment has image and replicas %q; want %q", got, image+" 3")
+	}
+	if got := kubectl(t, c, "get", "-n", ns, "ms/resnet", "-o", `jsonpath={.status.conditions[?(@.type=="Paused")].status}`); got != "" {
+		t.Errorf("resumed, the Paused condition is %q; want none", got)
+	}
+}
