@@ -133,19 +133,29 @@ func waitForTheAccountsIdentity(t *testing.T, uri, message string, annotations m
 	if err := env.client.Patch(ctx, sa, patch); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 30*time.Second, "a fetch Job taking the annotated identity", func(ctx context.Context) (bool, string) {
+	waitForFetchJob(t, ns, "a fetch Job taking the annotated identity", func(args []string) bool { return slices.Contains(args, want) })
+	waitReady(t, ms)
+}
+
+// waitForFetchJob waits for a Job in ns whose fetch arguments match, and
+// returns it.
+func waitForFetchJob(t *testing.T, ns, what string, match func(args []string) bool) *batchv1.Job {
+	t.Helper()
+	var found *batchv1.Job
+	eventually(t, 30*time.Second, what, func(ctx context.Context) (bool, string) {
 		jobs := &batchv1.JobList{}
 		if err := env.client.List(ctx, jobs, client.InNamespace(ns)); err != nil {
 			return false, err.Error()
 		}
-		for _, j := range jobs.Items {
-			if args := j.Spec.Template.Spec.Containers[0].Args; slices.Contains(args, want) {
+		for i, j := range jobs.Items {
+			if match(j.Spec.Template.Spec.Containers[0].Args) {
+				found = &jobs.Items[i]
 				return true, ""
 			}
 		}
 		return false, fmt.Sprintf("%d Jobs", len(jobs.Items))
 	})
-	waitReady(t, ms)
+	return found
 }
 
 // TestGKEsMetadataServerIsExpectedToAnswerAsTheAnnotatedAccount: with
@@ -168,25 +178,7 @@ func TestGKEsMetadataServerIsExpectedToAnswerAsTheAnnotatedAccount(t *testing.T)
 	if err := env.client.Create(ctx, ms); err != nil {
 		t.Fatal(err)
 	}
-	fetchJob := func(what string, match func(args []string) bool) *batchv1.Job {
-		t.Helper()
-		var found *batchv1.Job
-		eventually(t, 30*time.Second, what, func(ctx context.Context) (bool, string) {
-			jobs := &batchv1.JobList{}
-			if err := env.client.List(ctx, jobs, client.InNamespace(ns)); err != nil {
-				return false, err.Error()
-			}
-			for i, j := range jobs.Items {
-				if match(j.Spec.Template.Spec.Containers[0].Args) {
-					found = &jobs.Items[i]
-					return true, ""
-				}
-			}
-			return false, fmt.Sprintf("%d Jobs", len(jobs.Items))
-		})
-		return found
-	}
-	unannotated := fetchJob("a fetch Job expecting the pod's principal", func(args []string) bool {
+	unannotated := waitForFetchJob(t, ns, "a fetch Job expecting the pod's principal", func(args []string) bool {
 		return slices.Contains(args, "--gke-workload-identity") && !slices.Contains(args, "--web-identity-service-account")
 	})
 	for _, v := range unannotated.Spec.Template.Spec.Volumes {
@@ -206,7 +198,7 @@ func TestGKEsMetadataServerIsExpectedToAnswerAsTheAnnotatedAccount(t *testing.T)
 	}
 	const gsa = "model-reader@ml.iam.gserviceaccount.com"
 	annotate(gsa)
-	fetchJob("a fetch Job expecting the annotated account", func(args []string) bool {
+	waitForFetchJob(t, ns, "a fetch Job expecting the annotated account", func(args []string) bool {
 		i := slices.Index(args, "--web-identity-service-account")
 		return i >= 0 && args[i+1] == gsa
 	})

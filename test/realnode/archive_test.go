@@ -68,19 +68,7 @@ func tarGzOf(t *testing.T, root string, extra map[string][]byte) []byte {
 			t.Fatal(err)
 		}
 	}
-	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		data, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(root, p)
-		add(filepath.ToSlash(rel), data)
-		return nil
-	})
-	if err != nil {
+	if err := eachFile(root, add); err != nil {
 		t.Fatal(err)
 	}
 	for name, data := range extra {
@@ -93,4 +81,21 @@ func tarGzOf(t *testing.T, root string, extra map[string][]byte) []byte {
 		t.Fatal(err)
 	}
 	return buf.Bytes()
+}
+
+// eachFile calls fn with each file below root: its path from root, with
+// slashes, and its contents.
+func eachFile(root string, fn func(name string, data []byte)) error {
+	return filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, p)
+		fn(filepath.ToSlash(rel), data)
+		return nil
+	})
 }

@@ -5,11 +5,9 @@ import (
 	"context"
 	"errors"
 	"io"
-	"io/fs"
 	"log"
 	"net"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -180,17 +178,8 @@ func gcsBucket(t *testing.T, root, prefix string, granted map[string]bool) *gcsB
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		data, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(root, p)
-		store.CreateObject(fakestorage.Object{ObjectAttrs: fakestorage.ObjectAttrs{BucketName: "models", Name: prefix + "/" + filepath.ToSlash(rel)}, Content: data})
-		return nil
+	err = eachFile(root, func(name string, data []byte) {
+		store.CreateObject(fakestorage.Object{ObjectAttrs: fakestorage.ObjectAttrs{BucketName: "models", Name: prefix + "/" + name}, Content: data})
 	})
 	if err != nil {
 		t.Fatal(err)
