@@ -364,6 +364,14 @@ func TestBadSpecsAreRejectedAtAdmission(t *testing.T) {
 		{"GKE's metadata server for an s3:// model", newModelServer(ns, "gkes3", func(ms *servingv1alpha1.ModelServer) {
 			ms.Spec.Model.WebIdentity = &servingv1alpha1.WebIdentity{GKEWorkloadIdentity: true}
 		}), "spec.model", "gkeWorkloadIdentity applies to gs:// models"},
+		{"GKE's metadata server for a model in Docker Hub", newModelServer(ns, "gkehub", func(ms *servingv1alpha1.ModelServer) {
+			ms.Spec.Model.StorageURI = "oci://docker.io/ml/resnet:v1"
+			ms.Spec.Model.WebIdentity = &servingv1alpha1.WebIdentity{GKEWorkloadIdentity: true}
+		}), "spec.model", "oci:// models in Artifact Registry (oci://<location>-docker.pkg.dev/...) or Container Registry"},
+		{"a role for an oci:// model", newModelServer(ns, "roleoci", func(ms *servingv1alpha1.ModelServer) {
+			ms.Spec.Model.StorageURI = "oci://us-docker.pkg.dev/ml/models/resnet:v1"
+			ms.Spec.Model.WebIdentity = &servingv1alpha1.WebIdentity{RoleARN: "arn:aws:iam::123456789012:role/r"}
+		}), "spec.model", "with gkeWorkloadIdentity to oci:// models in Artifact Registry"},
 		{"GKE's metadata server and a provider", newModelServer(ns, "gkeprovider", func(ms *servingv1alpha1.ModelServer) {
 			ms.Spec.Model.StorageURI = "gs://models/resnet"
 			ms.Spec.Model.WebIdentity = &servingv1alpha1.WebIdentity{GKEWorkloadIdentity: true, Provider: "projects/1/locations/global/workloadIdentityPools/p/providers/q"}

@@ -204,6 +204,19 @@ func TestGKEsMetadataServerIsExpectedToAnswerAsTheAnnotatedAccount(t *testing.T)
 	})
 	waitReady(t, ms)
 
+	// A model in Artifact Registry is admitted, and fetched the same way.
+	inRegistry := newModelServer(ns, "gke-oci", func(ms *servingv1alpha1.ModelServer) {
+		ms.Spec.Model.StorageURI = "oci://us-docker.pkg.dev/ml/models/resnet:v1"
+		ms.Spec.Model.WebIdentity = &servingv1alpha1.WebIdentity{GKEWorkloadIdentity: true}
+		ms.Spec.PodTemplate.ServiceAccountName = "model-reader"
+	})
+	if err := env.client.Create(ctx, inRegistry); err != nil {
+		t.Fatal(err)
+	}
+	waitForFetchJob(t, ns, "a fetch Job pulling from Artifact Registry with GKE's tokens", func(args []string) bool {
+		return slices.Contains(args, "oci://us-docker.pkg.dev/ml/models/resnet:v1") && slices.Contains(args, "--gke-workload-identity") && slices.Contains(args, gsa)
+	})
+
 	annotate("model-reader")
 	eventually(t, 30*time.Second, "the annotation refused", func(ctx context.Context) (bool, string) {
 		got := get(t, ns, ms.Name, &servingv1alpha1.ModelServer{})

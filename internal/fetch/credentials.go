@@ -281,7 +281,7 @@ func CheckCredentialKeys(uri string, webIdentity bool, keys []string) string {
 	case strings.HasPrefix(uri, "http://"), strings.HasPrefix(uri, "https://"):
 		read = []string{KeyHTTPHeaders}
 	case strings.HasPrefix(strings.ToLower(uri), "oci://"):
-		read = []string{KeyDockerConfigJSON, KeyCACert, KeyPlainHTTP}
+		read = []string{KeyDockerConfigJSON, KeyCACert, KeyPlainHTTP, KeyGCEMetadataHost}
 	default:
 		return ""
 	}

@@ -306,7 +306,7 @@ func (f *fetcher) contentAddressed() bool {
 // pinned by digest that dest already holds is not asked of the registry;
 // a tag is, since it may have moved.
 func (f *fetcher) resolveOCI(ctx context.Context) (Summary, bool, error) {
-	m, err := f.openOCI()
+	m, err := f.openOCI(ctx)
 	if err != nil {
 		return Summary{}, false, err
 	}

@@ -146,3 +146,48 @@ func TestAMetadataServerNotYetAnsweringIsWaitedFor(t *testing.T) {
 		t.Errorf("%d calls to the metadata server; want 2 refused, then the identity and a token", n)
 	}
 }
+
+// TestAnArtifactRegistryModelIsPulledWithGKEsToken: with
+// gkeWorkloadIdentity, an oci:// model in Google's registry is pulled as
+// user oauth2accesstoken with the metadata server's token; a refusal says
+// what the identity needs. Any other registry is never given the token.
+func TestAnArtifactRegistryModelIsPulledWithGKEsToken(t *testing.T) {
+	reg := newTestRegistry(t, "oauth2accesstoken:gke-token")
+	uri := reg.push(t, "models/resnet:v1", imageOf(t, entries(prefixed("models/", model(1)))))
+	md := metadataServer(t, gkemetadata.Identity{Email: workloadPool, Token: "gke-token", ExpiresIn: time.Hour})
+	pull := func() (Options, error) {
+		o, _ := testOptions(t, uri, secretDir(t, map[string]string{KeyGCEMetadataHost: md.Host}))
+		o.WebIdentity = WebIdentity{GKEWorkloadIdentity: true}
+		o.Retry.Attempts = 1
+		_, err := Run(context.Background(), o)
+		return o, err
+	}
+
+	// Not Google's: the registry's challenge gets no token.
+	_, err := pull()
+	fe := wantFailure(t, err, servingv1alpha1.ReasonAccessDenied, ExitPermanent)
+	if n := len(md.Requests()); n != 0 {
+		t.Errorf("the metadata server was asked %d times for a registry not Google's; want never", n)
+	}
+	if !strings.Contains(fe.Message, "no credentials for "+reg.host+" were given") {
+		t.Errorf("message %q; want no credentials said", fe.Message)
+	}
+
+	was := googleRegistry
+	googleRegistry = func(host string) bool { return host == reg.host }
+	t.Cleanup(func() { googleRegistry = was })
+	o, err := pull()
+	if err != nil {
+		t.Fatal(err)
+	}
+	assertTree(t, o.Dest, model(1))
+
+	md.Decide(func(string) (gkemetadata.Identity, error) {
+		return gkemetadata.Identity{Email: workloadPool, Token: "another-token", ExpiresIn: time.Hour}, nil
+	})
+	_, err = pull()
+	fe = wantFailure(t, err, servingv1alpha1.ReasonAccessDenied, ExitPermanent)
+	if !strings.Contains(fe.Message, "refused the token of GKE's metadata server") || !strings.Contains(fe.Message, "roles/artifactregistry.reader") {
+		t.Errorf("message %q; want the token refused, and the role it needs", fe.Message)
+	}
+}

@@ -10,8 +10,10 @@ import (
 	"strings"
 
 	"github.com/google/go-containerregistry/pkg/authn"
+	"golang.org/x/oauth2"
 
 	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
+	"github.com/modelserver-dev/modelserver-operator/internal/storageuri"
 )
 
 // KeyDockerCfg is the key of a kubernetes.io/dockercfg Secret, the older
@@ -46,6 +48,9 @@ type registryAuth struct {
 // Elsewhere, anonymous access.
 type registryKeychain struct {
 	configs []registryAuth
+	// google, if set, gives tokens of GKE's metadata server to Google's
+	// registries for which no config has credentials.
+	google oauth2.TokenSource
 	// missing are image pull secrets with no docker config in the pod:
 	// not found, or without either key.
 	missing []string
@@ -55,7 +60,25 @@ func (k registryKeychain) Resolve(r authn.Resource) (authn.Authenticator, error)
 	if c := k.configFor(r.RegistryStr()); c != nil {
 		return authn.FromConfig(c.auths[r.RegistryStr()]), nil
 	}
+	if k.google != nil && googleRegistry(r.RegistryStr()) {
+		return googleToken{k.google}, nil
+	}
 	return authn.Anonymous, nil
+}
+
+// googleRegistry says that a registry is Google's: tests stand one in.
+var googleRegistry = storageuri.GoogleRegistry
+
+// googleToken authenticates to Google's registries with an access token,
+// as user oauth2accesstoken; a new one when it is about to expire.
+type googleToken struct{ tokens oauth2.TokenSource }
+
+func (g googleToken) Authorization() (*authn.AuthConfig, error) {
+	t, err := g.tokens.Token()
+	if err != nil {
+		return nil, err
+	}
+	return &authn.AuthConfig{Username: "oauth2accesstoken", Password: t.AccessToken}, nil
 }
 
 func (k registryKeychain) configFor(registry string) *registryAuth {
@@ -72,6 +95,9 @@ func (k registryKeychain) configFor(registry string) *registryAuth {
 func (k registryKeychain) refused(registry string) string {
 	if c := k.configFor(registry); c != nil {
 		return fmt.Sprintf("the registry refused the credentials for %s in %s", registry, c.from)
+	}
+	if k.google != nil && googleRegistry(registry) {
+		return "the registry refused the token of GKE's metadata server: the pods' identity (their service account's principal, or the Google service account it is annotated with) needs roles/artifactregistry.reader on the repository"
 	}
 	msg := fmt.Sprintf("no credentials for %s were given: put them in the %s of the credentials Secret or of an image pull secret (spec.podTemplate.imagePullSecrets, or the pods' service account's)", registry, KeyDockerConfigJSON)
 	if len(k.missing) > 0 {

@@ -79,7 +79,7 @@ type ociModel struct {
 	clientErr  error
 }
 
-func (f *fetcher) openOCI() (*ociModel, error) {
+func (f *fetcher) openOCI(ctx context.Context) (*ociModel, error) {
 	var nameOpts []name.Option
 	if strings.EqualFold(f.creds.Get(KeyPlainHTTP), "true") {
 		nameOpts = append(nameOpts, name.Insecure)
@@ -103,6 +103,9 @@ func (f *fetcher) openOCI() (*ociModel, error) {
 	keys, err := loadKeychain(f.creds, f.pulls)
 	if err != nil {
 		return nil, err
+	}
+	if f.o.WebIdentity.GKEWorkloadIdentity {
+		keys.google = gkeTokens(ctx, f.o.WebIdentity, f.creds.Get(KeyGCEMetadataHost))
 	}
 	for _, name := range keys.missing {
 		f.log.Warn("an image pull secret has no registry credentials here: not found, or without either key", "secret", name, "keys", KeyDockerConfigJSON+", "+KeyDockerCfg)

@@ -325,3 +325,19 @@ func SafeRelPath(p string) bool {
 	}
 	return true
 }
+
+// Registry is an oci:// source's registry, host[:port]; "" for another
+// scheme.
+func (l Location) Registry() string {
+	registry, _, _ := strings.Cut(l.Reference, "/")
+	return registry
+}
+
+// googleRegistry is Artifact Registry's Docker hosts, <location>-docker.pkg.dev,
+// and Container Registry's, gcr.io and <region>.gcr.io.
+var googleRegistry = regexp.MustCompile(`^([a-z0-9-]+-docker\.pkg\.dev|([a-z]+\.)?gcr\.io)$`)
+
+// GoogleRegistry says that registry is Google's (Artifact Registry,
+// Container Registry): the only registries a fetch gives the tokens of
+// GKE's metadata server to.
+func GoogleRegistry(registry string) bool { return googleRegistry.MatchString(registry) }

@@ -153,7 +153,7 @@ func takesAccountRole(m servingv1alpha1.ModelSpec) bool {
 	case w == nil:
 		return false
 	case w.GKEWorkloadIdentity:
-		return strings.HasPrefix(m.StorageURI, "gs://")
+		return strings.HasPrefix(m.StorageURI, "gs://") || fromRegistry(m)
 	case strings.HasPrefix(m.StorageURI, "s3://"):
 		return w.RoleARN == "" && !w.EKSPodIdentity
 	}

@@ -403,8 +403,10 @@ func checkWebIdentity(ms *servingv1alpha1.ModelServer, m SpecModel, loc storageu
 		return checkFederation(ms, m)
 	case loc.Scheme == storageuri.SchemeAzure:
 		return checkEntraApplication(ms, m)
+	case loc.Scheme == storageuri.SchemeOCI && w.GKEWorkloadIdentity:
+		return checkGoogleRegistry(ms, m, loc)
 	case loc.Scheme != storageuri.SchemeS3:
-		return &Error{m.Field + ".webIdentity", "applies to s3://, gs:// and Azure Blob Storage models only"}
+		return &Error{m.Field + ".webIdentity", "applies to s3://, gs:// and Azure Blob Storage models, and with gkeWorkloadIdentity to oci:// models in Artifact Registry, only"}
 	case w.Provider != "" || w.ServiceAccount != "" || w.ClientID != "" || w.TenantID != "" || w.GKEWorkloadIdentity:
 		return &Error{m.Field + ".webIdentity", "of an s3:// model names an IAM role (roleArn), not a provider, a service account, GKE's metadata server or an Entra application"}
 	case w.EKSPodIdentity && (w.RoleARN != "" || w.Audience != ""):
@@ -445,6 +447,20 @@ func checkFederation(ms *servingv1alpha1.ModelServer, m SpecModel) error {
 		return &Error{m.Field + ".webIdentity.provider", fmt.Sprintf("%q is not a Workload Identity Federation provider: projects/<number>/locations/global/workloadIdentityPools/<pool>/providers/<provider>", w.Provider)}
 	}
 	return nil
+}
+
+// checkGoogleRegistry refuses GKE's metadata server for an oci:// model
+// in a registry not Google's, which is never given its tokens, or beside
+// another identity.
+func checkGoogleRegistry(ms *servingv1alpha1.ModelServer, m SpecModel, loc storageuri.Location) error {
+	w := m.WebIdentity
+	switch {
+	case !storageuri.GoogleRegistry(loc.Registry()):
+		return &Error{m.Field + ".webIdentity.gkeWorkloadIdentity", fmt.Sprintf("reads oci:// models in Artifact Registry (<location>-docker.pkg.dev) or Container Registry (gcr.io) only: GKE's tokens are not given to %s", loc.Registry())}
+	case w.RoleARN != "" || w.ClientID != "" || w.TenantID != "" || w.EKSPodIdentity:
+		return &Error{m.Field + ".webIdentity", "of an oci:// model is gkeWorkloadIdentity alone"}
+	}
+	return checkFederation(ms, m)
 }
 
 // entraClientID is the CRD's pattern of spec.model.webIdentity.clientId.

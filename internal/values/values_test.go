@@ -862,6 +862,11 @@ func TestGKEsMetadataServerNeedsNoTokenButTheAnnotation(t *testing.T) {
 	if annotated == unannotated {
 		t.Error("a service account annotated with a Google service account, and not, have one fetch generation")
 	}
+	// A model in Artifact Registry, the same way.
+	f, _ = fetchWith(t, gke("oci://europe-west4-docker.pkg.dev/ml/models/resnet:v1", servingv1alpha1.WebIdentity{}), Account{GoogleServiceAccount: gsa})
+	if !slices.Contains(f.Args, "--gke-workload-identity") || argOf(f, "--web-identity-service-account") != gsa {
+		t.Errorf("fetch args %q of a model in Artifact Registry; want the metadata server expected as %s", f.Args, gsa)
+	}
 	if _, err := ValidateWith(ms, Account{GoogleServiceAccount: "reader"}); err == nil || !strings.Contains(err.Error(), `annotated iam.gke.io/gcp-service-account: "reader"`) {
 		t.Errorf("an annotation of no Google service account: %v", err)
 	}
@@ -873,6 +878,8 @@ func TestGKEsMetadataServerNeedsNoTokenButTheAnnotation(t *testing.T) {
 		{"an audience beside it", "spec.model.webIdentity.gkeWorkloadIdentity", gke("gs://models/resnet", servingv1alpha1.WebIdentity{Audience: "a"})},
 		{"an s3:// model", "spec.model.webIdentity", gke("s3://models/resnet", servingv1alpha1.WebIdentity{RoleARN: "arn:aws:iam::123456789012:role/r"})},
 		{"an Azure model", "spec.model.webIdentity", gke("https://acct.blob.core.windows.net/models/m", servingv1alpha1.WebIdentity{})},
+		{"an oci:// model in Docker Hub", "spec.model.webIdentity.gkeWorkloadIdentity", gke("oci://docker.io/ml/resnet:v1", servingv1alpha1.WebIdentity{})},
+		{"an oci:// model with a role beside it", "spec.model.webIdentity", gke("oci://us-docker.pkg.dev/ml/models/resnet:v1", servingv1alpha1.WebIdentity{RoleARN: "arn:aws:iam::123456789012:role/r"})},
 	} {
 		_, err := For(tc.ms, fetched)
 		var ve *Error
