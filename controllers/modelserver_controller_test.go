@@ -326,6 +326,14 @@ func TestBadSpecsAreRejectedAtAdmission(t *testing.T) {
 	}{
 		{"bad URI scheme", newModelServer(ns, "scheme", func(ms *servingv1alpha1.ModelServer) { ms.Spec.Model.StorageURI = "ftp://models/x" }),
 			"spec.model.storageUri", "must start with s3://"},
+		{"copies of each pod's own of a claim's model", newModelServer(ns, "perpodpvc", func(ms *servingv1alpha1.ModelServer) {
+			ms.Spec.Model.StorageURI = "pvc://models/resnet"
+			ms.Spec.Storage.Mode = servingv1alpha1.StoragePerPod
+		}), "spec", "spec.storage.mode PerPod does not apply to a pvc:// model"},
+		{"copies of each pod's own, shared by pods of several nodes", newModelServer(ns, "perpodrwx", func(ms *servingv1alpha1.ModelServer) {
+			ms.Spec.Storage.Mode = servingv1alpha1.StoragePerPod
+			ms.Spec.Storage.AccessMode = corev1.ReadWriteMany
+		}), "spec.storage", "spec.storage.accessMode does not apply to mode PerPod"},
 		{"oci:// with user info", newModelServer(ns, "ociuser", func(ms *servingv1alpha1.ModelServer) { ms.Spec.Model.StorageURI = "oci://user:pw@r.example/m:v1" }),
 			"spec.model.storageUri", "an oci:// URI names an image"},
 		{"oci:// with a fragment", newModelServer(ns, "ocifrag", func(ms *servingv1alpha1.ModelServer) {

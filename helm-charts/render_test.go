@@ -624,6 +624,80 @@ func renderCases() []renderCase { //nolint:gocognit // a table of cases: each ca
 			},
 		},
 		{
+			name: "PerPod: no claim, each pod fetches its own copy, pinned, and the pods spread over nodes",
+			ms: modelServer("resnet", func(ms *servingv1alpha1.ModelServer) {
+				ms.Spec.Storage.Mode = servingv1alpha1.StoragePerPod
+				ms.Spec.Storage.Size = ptr.To(resource.MustParse("2Gi"))
+				ms.Spec.Model.CredentialsSecret = "s3-creds"
+				ms.Spec.Model.WebIdentity = &servingv1alpha1.WebIdentity{RoleARN: "arn:aws:iam::123456789012:role/model-reader"}
+				ms.Spec.Replicas = ptr.To[int32](3)
+			}),
+			in: values.Inputs{Served: fetched, Pins: map[string]values.Pin{"0123abcd": {Digest: "sha256:feed"}, "99999999": {Digest: "sha256:old"}}},
+			check: func(t *testing.T, v *values.Values, objs *objects) {
+				if len(objs.claims) > 0 {
+					t.Error("a claim is rendered in storage mode PerPod")
+				}
+				ps := objs.deployment(t).Spec.Template.Spec
+				if dir := volume(t, ps, "model").EmptyDir; dir == nil || dir.SizeLimit.String() != "2Gi" {
+					t.Errorf("serving pods' model volume %+v, want an emptyDir of 2Gi", volume(t, ps, "model"))
+				}
+				if dir := volume(t, objs.jobs[0].Spec.Template.Spec, "model").EmptyDir; dir == nil {
+					t.Errorf("the fetch Job's model volume is not its own")
+				}
+				ic := ps.InitContainers
+				if len(ic) != 1 || ic[0].Name != "fetch-model" || !slices.Contains(ic[0].Args, "arn:aws:iam::123456789012:role/model-reader") ||
+					!slices.Contains(ic[0].Args, values.CredentialsMountPath) || ic[0].TerminationMessagePolicy != corev1.TerminationMessageFallbackToLogsOnError {
+					t.Fatalf("init containers %+v, want fetch-model fetching as the Job does", ic)
+				}
+				if !equality.Semantic.DeepEqual(ic[0].Resources, v.Fetches[0].Resources) {
+					t.Errorf("fetch-model resources %+v, want the fetch Job's %+v", ic[0].Resources, v.Fetches[0].Resources)
+				}
+				if s := volume(t, ps, "fetch-model-credentials").Secret; s == nil || s.SecretName != "s3-creds" {
+					t.Errorf("credentials volume %+v", volume(t, ps, "fetch-model-credentials"))
+				}
+				if tok := volume(t, ps, "fetch-model-web-identity").Projected; tok == nil || tok.Sources[0].ServiceAccountToken.Audience != values.DefaultWebIdentityAudience {
+					t.Errorf("token volume %+v", volume(t, ps, "fetch-model-web-identity"))
+				}
+				if got := objs.configMap(t).Data[values.PinsFile]; got != `{"0123abcd":{"digest":"sha256:feed"}}`+"\n" {
+					t.Errorf("pins %s, want the served generation's alone", got)
+				}
+				tsc := ps.TopologySpreadConstraints
+				if len(tsc) != 2 || tsc[1].TopologyKey != corev1.LabelHostname {
+					t.Errorf("topology spread = %+v, want zones and nodes", tsc)
+				}
+			},
+		},
+		{
+			name: "PerPod with a storage class: an ephemeral claim per pod",
+			ms: modelServer("zoo", func(ms *servingv1alpha1.ModelServer) {
+				ms.Spec.Storage.Mode = servingv1alpha1.StoragePerPod
+				ms.Spec.Storage.StorageClassName = ptr.To("local-nvme")
+				ms.Spec.Model = nil
+				ms.Spec.Models = []servingv1alpha1.ModelSpec{
+					{Name: "resnet", StorageURI: "oci://registry.example.com/models/resnet:v1"},
+					{Name: "bert", StorageURI: "gs://models/bert", CredentialsSecret: "gcs"},
+				}
+				ms.Spec.PodTemplate.ImagePullSecrets = []corev1.LocalObjectReference{{Name: "regcred"}}
+			}),
+			in: values.Inputs{Served: map[string]string{"resnet": "aaaa1111", "bert": "bbbb2222"}},
+			check: func(t *testing.T, v *values.Values, objs *objects) {
+				ps := objs.deployment(t).Spec.Template.Spec
+				eph := volume(t, ps, "model").Ephemeral
+				if eph == nil || ptr.Deref(eph.VolumeClaimTemplate.Spec.StorageClassName, "") != "local-nvme" {
+					t.Errorf("serving pods' model volume %+v, want an ephemeral claim of local-nvme", volume(t, ps, "model"))
+				}
+				if len(ps.InitContainers) != 2 || ps.InitContainers[1].Name != "fetch-model-1" {
+					t.Fatalf("init containers %+v, want one per model", ps.InitContainers)
+				}
+				if p := volume(t, ps, "fetch-model-pull-secrets").Projected; p == nil || p.Sources[0].Secret.Name != "regcred" {
+					t.Errorf("pull secrets %+v", volume(t, ps, "fetch-model-pull-secrets"))
+				}
+				if s := volume(t, ps, "fetch-model-1-credentials").Secret; s == nil || s.SecretName != "gcs" {
+					t.Errorf("the second model's credentials %+v", volume(t, ps, "fetch-model-1-credentials"))
+				}
+			},
+		},
+		{
 			name: "gRPC over TLS with client certificates",
 			ms: modelServer("resnet", func(ms *servingv1alpha1.ModelServer) {
 				ms.Spec.TLS = &servingv1alpha1.TLSSpec{SecretName: "resnet-grpc", ClientAuth: servingv1alpha1.TLSClientAuthRequire}
@@ -872,6 +946,9 @@ func TestOperatorValuesOverrideEveryDefault(t *testing.T) {
 				// claim, so the defaults fill them in; the chart does not
 				// read them then.
 				got.Volume.Size, got.Volume.AccessMode = v.Volume.Size, v.Volume.AccessMode
+			}
+			if v.Volume.PerPod {
+				got.Volume.ClaimName = "" // no claim: the chart does not read it
 			}
 			got.Warnings, got.WaitsForAPIs = v.Warnings, v.WaitsForAPIs // not chart values
 			if !equality.Semantic.DeepEqual(got, v) {
@@ -1176,17 +1253,20 @@ func checkStack(t *testing.T, ms *servingv1alpha1.ModelServer, v *values.Values,
 		t.Errorf("serving mounts = %+v, want %+v", c.VolumeMounts, wantMounts)
 	}
 	wantVolumes := []corev1.Volume{
-		{Name: "model", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: v.Volume.ClaimName, ReadOnly: true}}},
+		{Name: "model", VolumeSource: modelVolume(v, true)},
 		{Name: "config", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: v.Names.ConfigMap}}}},
 		{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
 	}
+	wantVolumes = append(wantVolumes, v.Serving.FetchVolumes...)
 	if t := v.Serving.TLS; t != nil {
 		wantVolumes = append(wantVolumes,
 			corev1.Volume{Name: "tls-secret", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: t.SecretName, DefaultMode: ptr.To[int32](0o440)}}},
 			corev1.Volume{Name: "tls-config", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory, SizeLimit: ptr.To(resource.MustParse("1Mi"))}}})
 	}
 	if !equality.Semantic.DeepEqual(ps.Volumes, wantVolumes) {
-		t.Errorf("serving volumes = %+v, want %+v", ps.Volumes, wantVolumes)
+		have, _ := json.Marshal(ps.Volumes)
+		want, _ := json.Marshal(wantVolumes)
+		t.Errorf("serving volumes = %s, want %s", have, want)
 	}
 	for _, m := range v.Models {
 		if m.BasePath != "" && !strings.HasPrefix(m.BasePath, values.ModelsMountPath+"/") {
@@ -1328,6 +1408,14 @@ func checkInitContainers(t *testing.T, v *values.Values, ps corev1.PodSpec) {
 			}
 		}
 	}
+	for _, f := range v.Serving.ModelFetches {
+		wants = append(wants, want{f.Name, &f.InitContainer, f.VolumeMounts})
+		dest := f.Args[slices.Index(f.Args, "--dest")+1]
+		if !slices.ContainsFunc(v.Models, func(m values.Model) bool { return m.BasePath == dest }) ||
+			!slices.Contains(f.Args, values.ConfigMountPath+"/"+values.PinsFile) {
+			t.Errorf("fetch container %s args %q: want a served model's base path, pinned by %s", f.Name, f.Args, values.PinsFile)
+		}
+	}
 	if len(ps.Containers) != 1 || len(ps.InitContainers) != len(wants) {
 		t.Fatalf("serving pod has containers %d and init containers %d, want 1 and %d", len(ps.Containers), len(ps.InitContainers), len(wants))
 	}
@@ -1347,17 +1435,38 @@ func checkInitContainers(t *testing.T, v *values.Values, ps corev1.PodSpec) {
 	}
 }
 
+// modelVolume is the source of a pod's model volume: the claim, or, in
+// storage mode PerPod, an ephemeral claim of the storage class, or an
+// emptyDir of the size.
+func modelVolume(v *values.Values, readOnly bool) corev1.VolumeSource {
+	vol := v.Volume
+	switch {
+	case vol.PerPod && vol.StorageClassName != "":
+		return corev1.VolumeSource{Ephemeral: &corev1.EphemeralVolumeSource{VolumeClaimTemplate: &corev1.PersistentVolumeClaimTemplate{
+			ObjectMeta: metav1.ObjectMeta{Labels: v.Labels.Pod},
+			Spec: corev1.PersistentVolumeClaimSpec{
+				AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+				StorageClassName: ptr.To(vol.StorageClassName),
+				Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse(vol.Size)}},
+			},
+		}}}
+	case vol.PerPod:
+		return corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: ptr.To(resource.MustParse(vol.Size))}}
+	}
+	return corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: vol.ClaimName, ReadOnly: readOnly}}
+}
+
 // fetchVolumes are the mounts and volumes a fetch Job's pod must have, for
 // what its values ask: the credentials Secret, the pull secrets, the
 // projected token, the model config.
 func fetchVolumes(t *testing.T, v *values.Values, fetch values.Fetch, fc corev1.Container) ([]corev1.VolumeMount, []corev1.Volume) {
 	t.Helper()
 	wantFetchMounts := []corev1.VolumeMount{
-		{Name: "model", MountPath: values.ModelsMountPath, ReadOnly: !v.Volume.Create},
+		{Name: "model", MountPath: values.ModelsMountPath, ReadOnly: !v.Volume.Create && !v.Volume.PerPod},
 		{Name: "tmp", MountPath: "/tmp"},
 	}
 	wantFetchVolumes := []corev1.Volume{
-		{Name: "model", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: v.Volume.ClaimName, ReadOnly: !v.Volume.Create}}},
+		{Name: "model", VolumeSource: modelVolume(v, !v.Volume.Create)},
 		{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
 	}
 	if fetch.CredentialsSecret != "" {

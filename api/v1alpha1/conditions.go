@@ -71,6 +71,11 @@ const (
 	ReasonInvalidLayout = "InvalidLayout"
 	// ReasonChecksumMismatch: a download does not match its #sha256.
 	ReasonChecksumMismatch = "ChecksumMismatch"
+	// ReasonModelChanged: a serving pod's own copy of the model (storage
+	// mode PerPod) is not the one the fetch Job verified: the store changed
+	// in place since. The pod's fetch fails with it, and the ModelServer's
+	// message quotes it; no condition takes it as its reason.
+	ReasonModelChanged = "ModelChanged"
 	// ReasonTooLarge: the model exceeds maxSizeBytes or the volume.
 	ReasonTooLarge = "TooLarge"
 	// ReasonTimeout: the fetch ran out of time (spec.fetch.timeout).

@@ -50,6 +50,7 @@ type ModelServer struct {
 // +kubebuilder:validation:XValidation:rule="self.ports.grpc != self.ports.rest",message="spec.ports.grpc and spec.ports.rest must differ"
 // +kubebuilder:validation:XValidation:rule="has(self.model) != has(self.models)",message="set exactly one of spec.model (one model) and spec.models (several models in one server)"
 // +kubebuilder:validation:XValidation:rule="!has(self.model) || !self.model.storageUri.startsWith('pvc://') || !has(self.storage.storageClassName)",message="spec.storage does not apply to a pvc:// model: the model is read from that claim"
+// +kubebuilder:validation:XValidation:rule="!has(self.model) || !self.model.storageUri.startsWith('pvc://') || !has(self.storage.mode) || self.storage.mode != 'PerPod'",message="spec.storage.mode PerPod does not apply to a pvc:// model: every pod reads the model from that claim"
 // +kubebuilder:validation:XValidation:rule="!has(self.replicas) || !has(self.autoscaling)",message="spec.replicas and spec.autoscaling are mutually exclusive: remove spec.replicas to let the autoscaler set the number of pods (kubectl scale does not apply while spec.autoscaling is set)"
 type ModelServerSpec struct {
 	// model names the model and where to fetch it from. Set either model
@@ -777,10 +778,38 @@ type FetchSpec struct {
 	Resources *corev1.ResourceRequirements `json:"resources,omitempty"`
 }
 
+// StorageMode says where the serving pods read the model from.
+type StorageMode string
+
+// The storage modes.
+const (
+	StorageShared StorageMode = "Shared"
+	StoragePerPod StorageMode = "PerPod"
+)
+
 // StorageSpec is the volume the operator creates for the model.
 // +kubebuilder:validation:XValidation:rule="has(self.storageClassName) == has(oldSelf.storageClassName) && (!has(self.storageClassName) || self.storageClassName == oldSelf.storageClassName)",message="spec.storage.storageClassName is immutable: the model volume's class cannot change"
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.accessMode) || (has(self.accessMode) && self.accessMode == oldSelf.accessMode)",message="spec.storage.accessMode is immutable: the model volume's access mode cannot change"
+// +kubebuilder:validation:XValidation:rule="(has(self.mode) ? self.mode : 'Shared') == (has(oldSelf.mode) ? oldSelf.mode : 'Shared')",message="spec.storage.mode is immutable: the pods cannot move between a shared model volume and copies of their own"
+// +kubebuilder:validation:XValidation:rule="!has(self.mode) || self.mode != 'PerPod' || !has(self.accessMode) || self.accessMode == 'ReadWriteOnce'",message="spec.storage.accessMode does not apply to mode PerPod: each pod's copy is its own volume, ReadWriteOnce"
 type StorageSpec struct {
+	// mode says where the serving pods read the model from. Shared (the
+	// default): each model is fetched once, by the model-fetch Job, into
+	// one claim that every serving pod mounts read-only; a ReadWriteOnce
+	// claim keeps them all on its node. PerPod: each serving pod fetches
+	// its own copy, in an init container, into a volume of its own (an
+	// emptyDir of size, or, with storageClassName, an ephemeral claim of
+	// that class), so that the pods spread over nodes without a
+	// ReadWriteMany class. The fetch Job still fetches and verifies each
+	// model first, and a pod's copy must have the digest it found (an
+	// oci:// model is pulled by the image digest it resolved): a store
+	// changed in place since fails that pod's fetch with ModelChanged
+	// rather than serve another model. Every pod start downloads the
+	// model.
+	// +kubebuilder:validation:Enum=Shared;PerPod
+	// +optional
+	Mode StorageMode `json:"mode,omitempty"`
+
 	// size of the model volume.
 	// +kubebuilder:default="10Gi"
 	// +optional

@@ -109,18 +109,20 @@ func For(ms *servingv1alpha1.ModelServer, obs Observed, cfg Config) (*State, err
 	fetches, next := inRounds(ms, spec, obs)
 	plan.tell(fetches)
 	in := values.Inputs{
-		ChartVersion:  cfg.ChartVersion,
-		AppVersion:    cfg.AppVersion,
-		FetchImage:    cfg.FetchImage,
-		ProxyEnv:      cfg.ProxyEnv,
-		APIs:          obs.APIs,
-		LiveJobs:      liveJobs(spec, obs.FetchJobs),
-		LiveModelWait: liveInit(obs.Deployment, values.ModelWaitContainerName),
-		LiveTLSConfig: liveInit(obs.Deployment, values.TLSConfigContainerName),
-		TLSCertDigest: obs.TLSCertDigest,
-		LiveReplicas:  liveReplicas(obs.Deployment),
-		Served:        status.Served(fetches),
-		FailedFetches: status.FailedFetches(fetches),
+		ChartVersion:   cfg.ChartVersion,
+		AppVersion:     cfg.AppVersion,
+		FetchImage:     cfg.FetchImage,
+		ProxyEnv:       cfg.ProxyEnv,
+		APIs:           obs.APIs,
+		LiveJobs:       liveJobs(spec, obs.FetchJobs),
+		LiveModelWait:  liveInit(obs.Deployment, values.ModelWaitContainerName),
+		LiveTLSConfig:  liveInit(obs.Deployment, values.TLSConfigContainerName),
+		TLSCertDigest:  obs.TLSCertDigest,
+		LiveReplicas:   liveReplicas(obs.Deployment),
+		Served:         status.Served(fetches),
+		Pins:           status.Pins(fetches),
+		LiveServingPod: liveServingPod(obs.Deployment),
+		FailedFetches:  status.FailedFetches(fetches),
 	}
 	vals, err := spec.Values(in)
 	if err != nil {
@@ -215,6 +217,13 @@ func liveInit(d *appsv1.Deployment, name string) *values.InitContainer {
 		}
 	}
 	return nil
+}
+
+func liveServingPod(d *appsv1.Deployment) *corev1.PodSpec {
+	if d == nil {
+		return nil
+	}
+	return &d.Spec.Template.Spec
 }
 
 func liveReplicas(d *appsv1.Deployment) *int32 {

@@ -65,6 +65,9 @@ type Options struct {
 	// moved the pods off are removed before the download (prune.go). ""
 	// removes none.
 	ServedConfig string
+	// Pin is what the model-fetch Job found at this URI, which a serving
+	// pod's own copy must match (zero: nothing pinned yet).
+	Pin Pin
 	// MaxBytes caps the model's size (0: DefaultMaxBytes).
 	MaxBytes int64
 	// MaxFiles caps its number of files (0: DefaultMaxFiles).
@@ -123,6 +126,9 @@ func (o *Options) setDefaults() {
 func Run(ctx context.Context, o Options) (Summary, error) {
 	o.setDefaults()
 	loc, err := storageuri.Parse(o.URI)
+	if err == nil {
+		loc, err = o.Pin.location(loc)
+	}
 	if err != nil {
 		// The same URI fails the same way on every try.
 		return Summary{}, &Error{Reason: servingv1alpha1.ReasonInvalidURI, Message: err.Error(), Permanent: true, Err: err}
@@ -162,6 +168,9 @@ func Run(ctx context.Context, o Options) (Summary, error) {
 	}
 	f.retry = newRetrier(o.Retry, f.log)
 	sum, err := f.run(ctx)
+	if err == nil {
+		err = o.Pin.check(sum, loc)
+	}
 	if err != nil {
 		fe := *AsError(err)
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) && o.Timeout > 0 {

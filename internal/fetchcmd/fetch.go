@@ -2,6 +2,7 @@ package fetchcmd
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -35,6 +36,7 @@ func fetchCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	fs.SetOutput(stderr)
 	var (
 		o              fetch.Options
+		pinsFile       string
 		terminationLog string
 		pullSecretsDir string
 		pullSecrets    string
@@ -58,6 +60,7 @@ func fetchCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return nil
 	})
 	fs.StringVar(&o.SignatureRepository, "signature-repository", "", "Where the cosign signatures of an oci:// model's image are, registry/repository, when not beside the image (cosign's COSIGN_REPOSITORY).")
+	fs.StringVar(&pinsFile, "pins", "", "A JSON object mapping the base name of --dest to what the model-fetch Job found there ({\"digest\": ..., \"image\": ...}): the copy must have that digest, and an oci:// model is pulled by that image. For a serving pod's own copy (storage mode PerPod); a destination it does not name is not pinned.")
 	fs.StringVar(&o.ServedConfig, "served-config", "", "The serving pods' model config (TF Serving's --model_config_file): models beside --dest that it no longer names, published before all it names, are removed before the download.")
 	fs.Int64Var(&o.MaxBytes, "max-bytes", 0, "The largest model accepted, in bytes (0: 1 TiB).")
 	fs.IntVar(&o.Concurrency, "concurrency", fetch.DefaultConcurrency, "How many files are downloaded at once.")
@@ -97,7 +100,9 @@ func fetchCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	case o.MaxBytes < 0 || o.Concurrency < 1 || o.Timeout < 0:
 		err = &fetch.Error{Reason: servingv1alpha1.ReasonFetchFailed, Message: "--max-bytes and --timeout must not be negative, --concurrency must be at least 1", Permanent: true}
 	default:
-		sum, err = fetch.Run(ctx, o)
+		if o.Pin, err = readPin(pinsFile, o.Dest, log); err == nil {
+			sum, err = fetch.Run(ctx, o)
+		}
 	}
 
 	msg := fetch.TerminationMessage(sum, err)
@@ -123,4 +128,31 @@ func identities(w fetch.WebIdentity) int {
 		}
 	}
 	return n
+}
+
+// readPin is the pin of dest in the pins file, zero if the file or the
+// entry is missing: a pod that starts while its generation's Job still
+// fetches has nothing to match yet.
+func readPin(file, dest string, log *slog.Logger) (fetch.Pin, error) {
+	if file == "" {
+		return fetch.Pin{}, nil
+	}
+	b, err := os.ReadFile(file)
+	if errors.Is(err, os.ErrNotExist) {
+		log.Info("no pins file: the copy is not pinned", "pins", file)
+		return fetch.Pin{}, nil
+	} else if err != nil {
+		return fetch.Pin{}, &fetch.Error{Reason: servingv1alpha1.ReasonFetchFailed, Message: "read the pins: " + err.Error()}
+	}
+	var pins map[string]fetch.Pin
+	if err := json.Unmarshal(b, &pins); err != nil {
+		return fetch.Pin{}, &fetch.Error{Reason: servingv1alpha1.ReasonFetchFailed, Message: fmt.Sprintf("the pins file %s: %v", file, err), Permanent: true}
+	}
+	pin, ok := pins[filepath.Base(filepath.Clean(dest))]
+	if !ok {
+		log.Info("the model's fetch Job has not verified it yet: the copy is not pinned", "dest", dest)
+		return fetch.Pin{}, nil
+	}
+	log.Info("the copy must be what the model's fetch Job verified", "digest", pin.Digest, "image", pin.Image)
+	return pin, nil
 }

@@ -106,3 +106,30 @@ func TestFetchCommandExitCodes(t *testing.T) {
 		})
 	}
 }
+
+// TestThePinsFileNamesTheDigestOfTheDestination: a serving pod's fetch
+// finds its pin by the base name of --dest; with no file, or no entry for
+// it, the copy is not pinned.
+func TestThePinsFileNamesTheDigestOfTheDestination(t *testing.T) {
+	src := t.TempDir()
+	writeModel(t, src)
+	pins := filepath.Join(t.TempDir(), "model-pins.json")
+	if err := os.WriteFile(pins, []byte(`{"abc123": {"digest": "sha256:0000"}}`+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, termination, _ := runCommand(t, "--uri", src, "--dest", filepath.Join(t.TempDir(), "abc123"), "--pins", pins)
+	if code != fetchcontract.PermanentFailureExitCode || !strings.HasPrefix(termination, servingv1alpha1.ReasonModelChanged+": ") {
+		t.Errorf("pinned to another digest: exit code %d, %q", code, termination)
+	}
+	for _, file := range []string{pins, filepath.Join(t.TempDir(), "missing.json")} {
+		if code, termination, _ := runCommand(t, "--uri", src, "--dest", filepath.Join(t.TempDir(), "def456"), "--pins", file); code != 0 {
+			t.Errorf("not pinned (%s): exit code %d, %q", file, code, termination)
+		}
+	}
+	if err := os.WriteFile(pins, []byte("not json"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, termination, _ := runCommand(t, "--uri", src, "--dest", filepath.Join(t.TempDir(), "abc123"), "--pins", pins); code != fetchcontract.PermanentFailureExitCode {
+		t.Errorf("an unreadable pins file: exit code %d, %q", code, termination)
+	}
+}

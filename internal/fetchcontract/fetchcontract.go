@@ -19,3 +19,18 @@ const PermanentFailureExitCode = 3
 // containers. Pods made before the image had it run the image's
 // entrypoint, the manager, which serves the same subcommands.
 const FetcherCommand = "/fetcher"
+
+// Pin is what a model-fetch Job found, which the copy a serving pod
+// fetches for itself (storage mode PerPod) must be: the pods serve the
+// model the status reports, not whatever the store holds when each one
+// starts. The operator writes the pins of the served generations into the
+// serving ConfigMap as a JSON object keyed by generation, the base name of
+// the fetch's destination; the pods' fetch reads it (`fetch --pins`).
+type Pin struct {
+	// Digest is the digest of the Job's fetch summary.
+	Digest string `json:"digest"`
+	// Image is, for an oci:// model, the image by digest the Job's tag
+	// named: the pod pulls that, so that a tag moved since changes
+	// nothing.
+	Image string `json:"image,omitempty"`
+}

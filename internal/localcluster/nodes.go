@@ -59,6 +59,9 @@ func (p NodePool) Node(i int) (*corev1.Node, error) {
 		corev1.ResourceCPU:    cpu,
 		corev1.ResourceMemory: mem,
 		corev1.ResourcePods:   *resource.NewQuantity(int64(p.Pods), resource.DecimalSI),
+		// A real node reports its disk, which pods with copies of their
+		// own (storage mode PerPod) request.
+		corev1.ResourceEphemeralStorage: resource.MustParse("200Gi"),
 	}
 	labels := map[string]string{
 		"kubernetes.io/hostname":      name,

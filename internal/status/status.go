@@ -145,6 +145,20 @@ func Served(fetches []ModelFetch) map[string]string {
 	return served
 }
 
+// Pins maps each served generation whose fetch found a digest to what
+// it found, which the serving pods' own copies must be (storage mode
+// PerPod). A generation served for being the same model as the one
+// fetched since has that model's digest.
+func Pins(fetches []ModelFetch) map[string]values.Pin {
+	pins := map[string]values.Pin{}
+	for _, m := range fetches {
+		if from := servedFrom(m.Status); from != "" && m.Status.Digest != "" {
+			pins[from] = values.Pin{Digest: m.Status.Digest, Image: m.Status.ResolvedImage}
+		}
+	}
+	return pins
+}
+
 // FailedFetches holds the models whose current fetch failed, which the
 // serving pods must not wait for.
 func FailedFetches(fetches []ModelFetch) map[string]bool {

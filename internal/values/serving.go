@@ -139,11 +139,12 @@ func autoscaling(a *servingv1alpha1.Autoscaling) *Autoscaling {
 
 // defaultSpread prefers spreading the serving pods over zones, and over
 // nodes when the model volume can be mounted on several nodes at once (a
-// ReadWriteOnce claim attaches to one node, so its pods must share it).
-// Preferences only: a small cluster still runs every pod.
+// ReadWriteOnce claim attaches to one node, so its pods must share it) or
+// each pod has its own copy. Preferences only: a small cluster still runs
+// every pod.
 func defaultSpread(selector map[string]string, vol Volume) []corev1.TopologySpreadConstraint {
 	keys := []string{corev1.LabelTopologyZone}
-	if vol.Create && vol.AccessMode == string(corev1.ReadWriteMany) {
+	if vol.PerPod || vol.Create && vol.AccessMode == string(corev1.ReadWriteMany) {
 		keys = append(keys, corev1.LabelHostname)
 	}
 	var out []corev1.TopologySpreadConstraint

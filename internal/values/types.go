@@ -158,11 +158,14 @@ type Fetch struct {
 	Resources        corev1.ResourceRequirements `json:"resources"`
 }
 
-// Volume is where the models live: a claim the chart creates, or the
-// user's claim for a pvc:// model.
+// Volume is where the models live: a claim the chart creates, the user's
+// claim for a pvc:// model, or, in storage mode PerPod, a volume of each
+// pod's own (an emptyDir of Size, or an ephemeral claim of
+// StorageClassName) and of each fetch Job's.
 type Volume struct {
 	Create           bool   `json:"create"`
-	ClaimName        string `json:"claimName"`
+	PerPod           bool   `json:"perPod,omitempty"`
+	ClaimName        string `json:"claimName,omitempty"`
 	Size             string `json:"size,omitempty"`
 	StorageClassName string `json:"storageClassName,omitempty"`
 	AccessMode       string `json:"accessMode,omitempty"`
@@ -211,6 +214,11 @@ type Serving struct {
 	// ModelWait, when set, is the serving pods' init container that holds
 	// them until every model they are configured with is on the volume.
 	ModelWait *InitContainer `json:"modelWait,omitempty"`
+	// ModelFetches, in storage mode PerPod, are the init containers that
+	// fetch each served model into the pod's own volume, and FetchVolumes
+	// the volumes of their own (credentials, tokens, pull secrets).
+	ModelFetches []PodFetch      `json:"modelFetches,omitempty"`
+	FetchVolumes []corev1.Volume `json:"fetchVolumes,omitempty"`
 	// TLS, when set, serves the gRPC API over TLS (spec.tls).
 	TLS *ServingTLS `json:"tls,omitempty"`
 }
@@ -374,6 +382,14 @@ type Inputs struct {
 	// being fetched, its pods waiting for the data (ModelWait), unless
 	// that fetch failed (FailedFetches).
 	Served map[string]string
+	// Pins maps a fetch generation whose Job succeeded to what it found,
+	// which the serving pods' own copies must match in storage mode
+	// PerPod (PinsFile).
+	Pins map[string]Pin
+	// LiveServingPod is the serving Deployment's pod template, nil if
+	// there is none: in storage mode PerPod, the fetch containers of the
+	// generations the pods serve are kept as they are (podFetches).
+	LiveServingPod *corev1.PodSpec
 	// FailedFetches holds the models whose current fetch failed.
 	FailedFetches map[string]bool
 	// ProxyEnv is the operator's HTTP(S)_PROXY/NO_PROXY, passed on to the

@@ -260,6 +260,9 @@ func specModels(ms *servingv1alpha1.ModelServer, account Account) ([]SpecModel, 
 		if m.StorageURI == "" {
 			return nil, "", &Error{"spec.model.storageUri", "is required"}
 		}
+		if strings.HasPrefix(m.StorageURI, "pvc://") && perPod(ms) {
+			return nil, "", &Error{"spec.storage.mode", "PerPod does not apply to a pvc:// model: every pod reads the model from that claim"}
+		}
 		return []SpecModel{specModel(ms, m, string(SourceModel), account)}, SourceModel, nil
 	case len(spec.Models) > 0:
 		models := make([]SpecModel, 0, len(spec.Models))

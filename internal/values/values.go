@@ -51,7 +51,7 @@ func (sp *Spec) Values(in Inputs) (*Values, error) {
 
 	var pvcPath string
 	v.Volume, pvcPath = volume(sp, v.Names.Claim)
-	isPVC := !v.Volume.Create
+	isPVC := !v.Volume.Create && !v.Volume.PerPod
 	arch := archSelector(servingImage(spec), spec.PodTemplate)
 	configs := modelsAndFetches(sp, v, in, pvcPath, arch)
 	config, err := ModelConfig(configs)
@@ -64,7 +64,11 @@ func (sp *Spec) Values(in Inputs) (*Values, error) {
 		return nil, err
 	}
 	v.Serving.NodeSelector = arch
-	if !isPVC {
+	switch {
+	case v.Volume.PerPod:
+		v.Serving.ModelFetches, v.Serving.FetchVolumes = podFetches(sp, in, configs)
+		v.ConfigFiles[PinsFile] = pins(in, configs)
+	case !isPVC:
 		// A pvc:// model is the user's data, there before the pods are.
 		v.Serving.ModelWait = modelWait(in, configs)
 	}
@@ -134,6 +138,9 @@ func volume(sp *Spec, claimName string) (Volume, string) {
 		Size:       "10Gi",
 		AccessMode: string(corev1.ReadWriteOnce),
 	}
+	if perPod(sp.ms) {
+		vol.Create, vol.PerPod, vol.ClaimName = false, true, ""
+	}
 	if storage.Size != nil {
 		vol.Size = storage.Size.String()
 	}
@@ -180,8 +187,9 @@ func modelsAndFetches(sp *Spec, v *Values, in Inputs, pvcPath string, arch map[s
 		v.Models = append(v.Models, model)
 		if !slices.ContainsFunc(v.Fetches, func(f Fetch) bool { return f.Generation == generation }) {
 			prog, selector, readsConfig := in.job(generation, sp.ms.Spec.PodTemplate.NodeSelector, arch)
-			// A pvc:// model is the user's, verified where it is.
-			readsConfig = readsConfig && pvcPath == ""
+			// A pvc:// model is the user's, verified where it is; in
+			// storage mode PerPod, the Job's volume is its own.
+			readsConfig = readsConfig && pvcPath == "" && !v.Volume.PerPod
 			pulls := pullSecrets(sp.ms, m.ModelSpec, sp.account.PullSecrets)
 			settings := in.settings(generation, sp.FetchSettings())
 			v.Fetches = append(v.Fetches, Fetch{

@@ -145,7 +145,8 @@ func TestMalformedAndHostileSpecsAreRefusedAtAdmission(t *testing.T) {
 }
 
 // TestTheModelVolumesClassAndAccessModeCannotChange: a claim's class and
-// access mode cannot change, so a change of them is refused at admission,
+// access mode cannot change, nor can the pods move between the claim and
+// copies of their own (storage mode), so a change of them is refused at admission,
 // with the field named, rather than failing the release. Its size is the
 // claim's to judge (TestAModelVolumeItsClassCannotGrowIsRefusedInTheApiserversWords
 // in controllers): it may grow where the class allows it.
@@ -163,6 +164,8 @@ func TestTheModelVolumesClassAndAccessModeCannotChange(t *testing.T) {
 		{"another class", `{"storageClassName": "fast"}`, "spec.storage.storageClassName is immutable"},
 		{"no class (the default one)", `{"storageClassName": null}`, "spec.storage.storageClassName is immutable"},
 		{"another access mode", `{"accessMode": "ReadWriteMany"}`, "spec.storage.accessMode is immutable"},
+		{"the same mode, named", `{"mode": "Shared"}`, ""},
+		{"copies of each pod's own", `{"mode": "PerPod"}`, "spec.storage.mode is immutable"},
 	} {
 		out, err := kubectlWith(c, "patch", "-n", ns, "ms/vol", "--type", "merge", "--dry-run=server",
 			"-p", `{"spec": {"storage": `+tc.storage+`}}`)

@@ -319,6 +319,12 @@ func TestEverySampleBecomesReady(t *testing.T) {
 	if args := kubectl(t, c, "get", "-n", ns, "deploy", "resnet-exposed", "-o", "jsonpath={.spec.template.spec.initContainers[0].name} {.spec.template.spec.containers[0].args}"); !strings.HasPrefix(args, "tls-config ") || !strings.Contains(args, "--ssl_config_file=") {
 		t.Errorf("the exposed sample's pods: %s, want tls-config first and the SSL config read", args)
 	}
+	if got := kubectl(t, c, "get", "-n", ns, "deploy", "resnet-autoscaled", "-o", "jsonpath={.spec.template.spec.initContainers[*].name} {.spec.template.spec.volumes[0].emptyDir.sizeLimit}"); got != "fetch-model 4Gi" {
+		t.Errorf("the autoscaled sample's pods: %q, want each to fetch its own copy into an emptyDir of 4Gi", got)
+	}
+	if claims := kubectl(t, c, "get", "-n", ns, "pvc", "-o", "name"); strings.Contains(claims, "resnet-autoscaled") {
+		t.Errorf("claims %s: the autoscaled sample's pods have copies of their own", claims)
+	}
 	out := kubectl(t, c, "get", "-n", ns, "ms")
 	for _, name := range []string{"resnet-autoscaled", "resnet-gpu", "resnet-canary", "model-zoo", "resnet-exposed"} {
 		if !strings.Contains(out, name) {

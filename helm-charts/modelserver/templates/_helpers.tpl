@@ -153,3 +153,36 @@ tolerations:
   {{- toYaml . | nindent 2 }}
 {{- end }}
 {{- end }}
+
+{{/*
+modelserver.modelVolumeSource: the source of a pod's model volume: the claim
+(the chart's, read-only in the serving pods, or the user's), or, in storage
+mode PerPod, a volume of the pod's own: an ephemeral claim of the storage
+class, else an emptyDir of the size.
+Call: include "modelserver.modelVolumeSource" (dict "root" $ "readOnly" true)
+*/}}
+{{- define "modelserver.modelVolumeSource" -}}
+{{- with .root.Values.volume }}
+{{- if and .perPod .storageClassName }}
+ephemeral:
+  volumeClaimTemplate:
+    metadata:
+      labels:
+        {{- include "modelserver.stringMap" $.root.Values.labels.pod | nindent 8 }}
+    spec:
+      accessModes:
+        - ReadWriteOnce
+      storageClassName: {{ .storageClassName | quote }}
+      resources:
+        requests:
+          storage: {{ .size | quote }}
+{{- else if .perPod }}
+emptyDir:
+  sizeLimit: {{ .size | quote }}
+{{- else }}
+persistentVolumeClaim:
+  claimName: {{ .claimName | quote }}
+  readOnly: {{ $.readOnly }}
+{{- end }}
+{{- end }}
+{{- end }}

@@ -1,0 +1,115 @@
+package controllers_test
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
+	"github.com/modelserver-dev/modelserver-operator/internal/localcluster"
+	"github.com/modelserver-dev/modelserver-operator/internal/values"
+)
+
+// fetchModelArg is the value of flag in the serving pods' fetch-model
+// container of Deployment d, "" if it has none.
+func fetchModelArg(d *appsv1.Deployment, flag string) string {
+	for _, c := range d.Spec.Template.Spec.InitContainers {
+		if c.Name == values.PodFetchContainerName(0) {
+			if i := slices.Index(c.Args, flag); i >= 0 && i+1 < len(c.Args) {
+				return c.Args[i+1]
+			}
+		}
+	}
+	return ""
+}
+
+// TestPerPodCopiesNeedNoClaimAndFollowTheVerifiedModel: in storage mode
+// PerPod there is no claim; the serving pods fetch their own copies beside
+// the first fetch Job, whose digest is then pinned in the ConfigMap
+// without rolling them. A new model leaves the pods as they are while its
+// Job runs, and rolls them onto it once it is verified, pinned too.
+func TestPerPodCopiesNeedNoClaimAndFollowTheVerifiedModel(t *testing.T) {
+	ns := newNamespace(t)
+	ctx := context.Background()
+	summary := func(digest string) string {
+		return `{"versions":[1],"files":4,"bytes":2048,"digest":"` + digest + `"}`
+	}
+	ms := newModelServer(ns, "copies", func(ms *servingv1alpha1.ModelServer) {
+		ms.Spec.Storage.Mode = servingv1alpha1.StoragePerPod
+		ms.Spec.PodTemplate.Annotations = map[string]string{localcluster.AnnotationTerminationMessage: summary("sha256:aa")}
+	})
+	if err := env.client.Create(ctx, ms); err != nil {
+		t.Fatal(err)
+	}
+	ms = waitReady(t, ms)
+	first := ms.Status.Model.FetchedGeneration
+
+	claims := &corev1.PersistentVolumeClaimList{}
+	if err := env.client.List(ctx, claims, client.InNamespace(ns)); err != nil || len(claims.Items) != 0 {
+		t.Errorf("claims %d (%v), want none in storage mode PerPod", len(claims.Items), err)
+	}
+	d := get(t, ns, "copies", &appsv1.Deployment{})
+	if fetchModelArg(d, "--dest") != "/models/"+first || fetchModelArg(d, values.PinsFlag) == "" {
+		t.Fatalf("serving pods' init containers %+v, want fetch-model into /models/%s, pinned", d.Spec.Template.Spec.InitContainers, first)
+	}
+	for _, v := range d.Spec.Template.Spec.Volumes {
+		if v.Name == "model" && v.EmptyDir == nil {
+			t.Errorf("model volume %+v, want an emptyDir of the pod's own", v)
+		}
+	}
+	eventually(t, 30*time.Second, "the first model pinned", func(ctx context.Context) (bool, string) {
+		cm := get(t, ns, "copies-config", &corev1.ConfigMap{})
+		return cm.Data[values.PinsFile] == `{"`+first+`":{"digest":"sha256:aa"}}`+"\n", cm.Data[values.PinsFile]
+	})
+	if now := get(t, ns, "copies", &appsv1.Deployment{}); now.Generation != d.Generation {
+		t.Errorf("pinning the first model moved the Deployment from generation %d to %d: its pods would fetch again", d.Generation, now.Generation)
+	}
+
+	// A new model, whose fetch runs on: the pods keep fetching the one
+	// they serve, as they did.
+	patch := client.MergeFrom(ms.DeepCopy())
+	ms.Spec.Model.StorageURI = "s3://models/copies-v2"
+	ms.Spec.PodTemplate.Annotations[localcluster.AnnotationKeepRunning] = "true"
+	if err := env.client.Patch(ctx, ms, patch); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "the new model's Job running", func(ctx context.Context) (bool, string) {
+		jobs := &batchv1.JobList{}
+		if err := env.client.List(ctx, jobs, client.InNamespace(ns)); err != nil {
+			return false, err.Error()
+		}
+		for _, j := range jobs.Items {
+			if slices.Contains(j.Spec.Template.Spec.Containers[0].Args, "s3://models/copies-v2") && j.Status.Active > 0 {
+				return true, ""
+			}
+		}
+		return false, "no running Job of the new model"
+	})
+	// (The pods roll for the annotation, which pod templates share.)
+	held := get(t, ns, "copies", &appsv1.Deployment{})
+	if !equality.Semantic.DeepEqual(held.Spec.Template.Spec.InitContainers, d.Spec.Template.Spec.InitContainers) {
+		t.Errorf("while the new model is fetched, the pods' init containers became %+v", held.Spec.Template.Spec.InitContainers)
+	}
+
+	patch = client.MergeFrom(ms.DeepCopy())
+	ms.Spec.PodTemplate.Annotations = map[string]string{localcluster.AnnotationTerminationMessage: summary("sha256:bb")}
+	if err := env.client.Patch(ctx, ms, patch); err != nil {
+		t.Fatal(err)
+	}
+	ms = waitReady(t, ms)
+	second := ms.Status.Model.FetchedGeneration
+	rolled := get(t, ns, "copies", &appsv1.Deployment{})
+	if fetchModelArg(rolled, "--uri") != "s3://models/copies-v2" || fetchModelArg(rolled, "--dest") != "/models/"+second {
+		t.Errorf("after the new model's fetch, the pods fetch %q into %q", fetchModelArg(rolled, "--uri"), fetchModelArg(rolled, "--dest"))
+	}
+	if got := get(t, ns, "copies-config", &corev1.ConfigMap{}).Data[values.PinsFile]; got != `{"`+second+`":{"digest":"sha256:bb"}}`+"\n" {
+		t.Errorf("pins %s, want the new model's alone", got)
+	}
+}
