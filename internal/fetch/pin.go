@@ -3,6 +3,8 @@ package fetch
 import (
 	"fmt"
 
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+
 	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
 	"github.com/modelserver-dev/modelserver-operator/internal/fetchcontract"
 	"github.com/modelserver-dev/modelserver-operator/internal/storageuri"
@@ -35,6 +37,16 @@ func (p Pin) check(sum Summary, loc storageuri.Location) error {
 		return nil
 	}
 	return permanentf(servingv1alpha1.ReasonModelChanged,
-		"%s holds another model than the one its fetch Job verified (digest %s, not %s): the store changed in place since; a new spec.model.refetch fetches what it holds now, for every pod",
-		loc.String(), sum.Digest, p.Digest)
+		"%s changed in place since its fetch Job verified it (digest %s, not %s): a new spec.model.refetch fetches and verifies what it holds now, for every pod",
+		loc.String(), shortDigestOf(sum.Digest), shortDigestOf(p.Digest))
+}
+
+// shortDigestOf is shortDigest of a digest's string: the status message
+// it ends up in is clipped.
+func shortDigestOf(d string) string {
+	h, err := v1.NewHash(d)
+	if err != nil {
+		return d
+	}
+	return shortDigest(h)
 }

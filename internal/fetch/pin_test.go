@@ -37,7 +37,7 @@ func TestAPinnedCopyMustBeTheModelTheJobVerified(t *testing.T) {
 	for attempt := range 2 {
 		_, err := Run(context.Background(), changed)
 		wantFailure(t, err, servingv1alpha1.ReasonModelChanged, ExitPermanent)
-		if msg := AsError(err).Message; !strings.Contains(msg, "not "+job.Digest) || !strings.Contains(msg, "refetch") {
+		if msg := AsError(err).Message; !strings.Contains(msg, "not "+job.Digest[:len("sha256:")+12]+")") || !strings.Contains(msg, "refetch") {
 			t.Errorf("attempt %d: %s", attempt, msg)
 		}
 	}

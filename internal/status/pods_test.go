@@ -156,13 +156,13 @@ func TestWhatKeepsServingPodsFromBeingReadyIsSaidInTheirOwnWords(t *testing.T) {
 		{"its own copy of a model changed in place (storage mode PerPod)", []corev1.Pod{func() corev1.Pod {
 			p := pod(waiting("PodInitializing", ""), corev1.ContainerState{})
 			changed := exited(3, "Error")
-			changed.Terminated.Message = "ModelChanged: s3://models/resnet holds another model than the one its fetch Job verified\n"
+			changed.Terminated.Message = "ModelChanged: s3://models/resnet changed in place since its fetch Job verified it\n"
 			p.Status.InitContainerStatuses = []corev1.ContainerStatus{{
 				Name: "fetch-model", Image: "registry.example/modelserver-operator:v1", State: waiting("CrashLoopBackOff", "back-off 20s"),
 				LastTerminationState: changed, RestartCount: 2,
 			}}
 			return p
-		}()}, `1 serving pod cannot fetch its copy of the model (container "fetch-model"): ModelChanged: s3://models/resnet holds another model than the one its fetch Job verified`},
+		}()}, `1 serving pod cannot fetch its copy of the model (container "fetch-model"): ModelChanged: s3://models/resnet changed in place since its fetch Job verified it`},
 		{"fetching its own copy", []corev1.Pod{func() corev1.Pod {
 			p := pod(waiting("PodInitializing", ""), corev1.ContainerState{})
 			p.Status.InitContainerStatuses = []corev1.ContainerStatus{{Name: "fetch-model", State: running}}

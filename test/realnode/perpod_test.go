@@ -1,0 +1,119 @@
+package realnode
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/modelserver-dev/modelserver-operator/internal/fetch"
+	"github.com/modelserver-dev/modelserver-operator/internal/values"
+	"github.com/modelserver-dev/modelserver-operator/test/realenv"
+	"github.com/modelserver-dev/modelserver-operator/test/s3server"
+)
+
+// TestEachPodFetchesACopyOfItsOwnPinnedToWhatTheJobVerified: in storage
+// mode PerPod, each serving pod's fetch-model container really downloads
+// the model from the S3 server into the pod's own emptyDir, and TF Serving
+// (the double) serves it. Once the store is changed in place, a pod added
+// by a scale-up refuses the model its Job did not verify (ModelChanged,
+// said in the status), and the pods that serve go on; a refetch verifies
+// what the store holds now and rolls every pod onto it.
+func TestEachPodFetchesACopyOfItsOwnPinnedToWhatTheJobVerified(t *testing.T) {
+	t.Parallel()
+	e := realNode(t)
+	ns := e.namespace(t)
+	prefix := "per-pod/" + ns
+	uri, _ := e.storeModel(t, prefix)
+	spec := func(replicas int, extra string) string {
+		return e.ModelServerYAML(realenv.ModelServer{Name: "copies", URI: uri, Replicas: replicas, Storage: "64Mi\n    mode: PerPod", ModelExtra: extra})
+	}
+	start := time.Now()
+	e.kubectl(t, spec(2, ""), "-n", ns, "apply", "-f", "-")
+	first := e.waitNewModelReady(t, ns, "copies", nil)
+	t.Logf("2 pods with copies of their own: kubectl apply to Ready in %.1fs", time.Since(start).Seconds())
+	verified := e.get(t, ns, "copies").Status.Model.Digest
+	e.expectCopies(t, ns, verified, 2)
+	if claims := e.kubectlOut("-n", ns, "get", "pvc", "-o", "name"); strings.TrimSpace(claims) != "" {
+		t.Errorf("claims %s, want none", claims)
+	}
+	if got := e.modelStatus(t, ns, "copies"); got["123"] != "AVAILABLE" {
+		t.Errorf("TF Serving (double) reports %v, want version 123 AVAILABLE", got)
+	}
+	err := wait.PollUntilContextTimeout(context.Background(), time.Second, time.Minute, true, func(ctx context.Context) (bool, error) {
+		cm, err := e.cs.CoreV1().ConfigMaps(ns).Get(ctx, "copies-config", metav1.GetOptions{})
+		return err == nil && strings.Contains(cm.Data[values.PinsFile], `"`+first+`":{"digest":"`+verified+`"}`), nil
+	})
+	if err != nil {
+		t.Fatalf("the model is not pinned: %s", e.kubectlOut("-n", ns, "get", "configmap", "copies-config", "-o", "yaml"))
+	}
+
+	// The pipeline overwrites a file of version 123 in place; a third pod
+	// must not serve that.
+	client := s3server.Client(e.S3Endpoint, e.S3Creds)
+	if err := s3server.PutObject(context.Background(), client, realenv.Bucket, prefix+"/00000123/assets/foo.txt", []byte("changed in place\n")); err != nil {
+		t.Fatal(err)
+	}
+	serving := e.servingPodNames(t, ns)
+	e.kubectl(t, spec(3, ""), "-n", ns, "apply", "-f", "-")
+	ms := e.waitMessage(t, ns, "copies", `cannot fetch its copy of the model (container "fetch-model"): ModelChanged: `, 3*time.Minute)
+	if ms.Status.ReadyReplicas != 2 || !strings.Contains(ms.Status.Message, "not "+verified[:len("sha256:")+12]+"): a new spec.model.refetch") {
+		t.Errorf("%d ready, message %q; want the 2 pods serving, and the verified digest named", ms.Status.ReadyReplicas, ms.Status.Message)
+	}
+	if now := e.servingPodNames(t, ns); !slices.Equal(now, serving) && len(now) != 3 {
+		t.Errorf("serving pods %v, then %v", serving, now)
+	}
+
+	start = time.Now()
+	e.kubectl(t, spec(3, "    refetch: run-2\n"), "-n", ns, "apply", "-f", "-")
+	second := e.waitNewModelReady(t, ns, "copies", []string{first})
+	t.Logf("refetch to Ready, 3 pods rolled onto the new copy: %.1fs", time.Since(start).Seconds())
+	now := e.get(t, ns, "copies").Status.Model
+	if now.Digest == verified || now.FetchedGeneration != second {
+		t.Errorf("after the refetch, digest %s of generation %s; want a new digest", now.Digest, now.FetchedGeneration)
+	}
+	e.expectCopies(t, ns, now.Digest, 3)
+}
+
+// expectCopies checks that n serving pods are ready, each of whose
+// fetch-model container fetched a copy with digest.
+func (e *env) expectCopies(t *testing.T, ns, digest string, n int) {
+	t.Helper()
+	pods, err := e.cs.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=serving"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ready := 0
+	for _, p := range pods.Items {
+		if p.DeletionTimestamp != nil || !podReady(&p) {
+			continue
+		}
+		ready++
+		i := slices.IndexFunc(p.Status.InitContainerStatuses, func(cs corev1.ContainerStatus) bool { return cs.Name == "fetch-model" })
+		if i < 0 || p.Status.InitContainerStatuses[i].State.Terminated == nil {
+			t.Errorf("pod %s: no fetch-model that ended: %+v", p.Name, p.Status.InitContainerStatuses)
+			continue
+		}
+		end := p.Status.InitContainerStatuses[i].State.Terminated
+		if sum, ok := fetch.ParseSummary(end.Message); end.ExitCode != 0 || !ok || sum.Digest != digest || !slices.Equal(sum.Versions, []int64{123}) {
+			t.Errorf("pod %s fetched %q (exit %d), want version 123 of digest %s", p.Name, end.Message, end.ExitCode, digest)
+		}
+	}
+	if ready != n {
+		t.Errorf("%d serving pods ready, want %d", ready, n)
+	}
+}
+
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
