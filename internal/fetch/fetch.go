@@ -68,6 +68,10 @@ type Options struct {
 	// Pin is what the model-fetch Job found at this URI, which a serving
 	// pod's own copy must match (zero: nothing pinned yet).
 	Pin Pin
+	// VolumeSize is the model volume's size where its file system does not
+	// tell it (an emptyDir's size limit, storage mode PerPod); 0 where it
+	// does.
+	VolumeSize int64
 	// MaxBytes caps the model's size (0: DefaultMaxBytes).
 	MaxBytes int64
 	// MaxFiles caps its number of files (0: DefaultMaxFiles).
@@ -442,7 +446,7 @@ func (f *fetcher) download(ctx context.Context, src Source, l Listing, staging s
 			return nil, false, err
 		}
 	}
-	if err := checkSpace(staging, f.unbegun(objs)); err != nil {
+	if err := checkSpace(staging, f.unbegun(objs), f.o.VolumeSize, filepath.Dir(f.dest)); err != nil {
 		return nil, false, err
 	}
 	totalFiles := int64(len(objs))

@@ -76,3 +76,26 @@ func TestAPodPullsTheImageItsJobResolvedThoughTheTagMoved(t *testing.T) {
 	}
 	assertTree(t, pod.Dest, model(1))
 }
+
+// TestAModelLargerThanItsEmptyDirIsRefusedBeforeTheDownload: in storage
+// mode PerPod the volume is an emptyDir whose file system is the node's;
+// its size limit, given, refuses a model that cannot fit, as a claim's
+// size does, instead of the kubelet evicting the pod half way.
+func TestAModelLargerThanItsEmptyDirIsRefusedBeforeTheDownload(t *testing.T) {
+	src := t.TempDir()
+	writeTree(t, src, model(1, 2))
+	o, _ := testOptions(t, src, "")
+	o.VolumeSize = 16 << 10
+	_, err := Run(context.Background(), o)
+	wantFailure(t, err, servingv1alpha1.ReasonTooLarge, ExitPermanent)
+	if msg := AsError(err).Message; !strings.Contains(msg, "of 16.0 KiB") || !strings.Contains(msg, "spec.storage.size") {
+		t.Errorf("message %q", msg)
+	}
+	if entries, _ := os.ReadDir(filepath.Dir(o.Dest)); len(entries) > 1 {
+		t.Errorf("the volume holds %d entries after the refusal", len(entries))
+	}
+	o.VolumeSize = 1 << 20
+	if _, err := Run(context.Background(), o); err != nil {
+		t.Errorf("a volume of 1 MiB: %v", err)
+	}
+}

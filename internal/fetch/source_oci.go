@@ -195,7 +195,7 @@ func (f *fetcher) fetchOCI(ctx context.Context, staging string) ([]fileRecord, e
 	if total > f.o.MaxBytes {
 		return nil, permanentf(servingv1alpha1.ReasonTooLarge, "%s holds %s, over the limit of %s (spec.model.maxSizeBytes)", m.shown, FormatBytes(total), FormatBytes(f.o.MaxBytes))
 	}
-	if err := checkSpace(staging, []Object{{Key: "layers", Size: total}}); err != nil {
+	if err := checkSpace(staging, []Object{{Key: "layers", Size: total}}, f.o.VolumeSize, filepath.Dir(f.dest)); err != nil {
 		return nil, err
 	}
 	kind := "an image, whose /" + modelcarRoot + " is the model"

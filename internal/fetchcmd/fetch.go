@@ -62,6 +62,7 @@ func fetchCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	fs.StringVar(&o.SignatureRepository, "signature-repository", "", "Where the cosign signatures of an oci:// model's image are, registry/repository, when not beside the image (cosign's COSIGN_REPOSITORY).")
 	fs.StringVar(&pinsFile, "pins", "", "A JSON object mapping the base name of --dest to what the model-fetch Job found there ({\"digest\": ..., \"image\": ...}): the copy must have that digest, and an oci:// model is pulled by that image. For a serving pod's own copy (storage mode PerPod); a destination it does not name is not pinned.")
 	fs.StringVar(&o.ServedConfig, "served-config", "", "The serving pods' model config (TF Serving's --model_config_file): models beside --dest that it no longer names, published before all it names, are removed before the download.")
+	fs.Int64Var(&o.VolumeSize, "volume-size", 0, "The size of the volume --dest is on, in bytes, where its file system does not tell it (an emptyDir's size limit): a model that does not fit is refused before the download (0: as the file system says).")
 	fs.Int64Var(&o.MaxBytes, "max-bytes", 0, "The largest model accepted, in bytes (0: 1 TiB).")
 	fs.IntVar(&o.Concurrency, "concurrency", fetch.DefaultConcurrency, "How many files are downloaded at once.")
 	fs.DurationVar(&o.Timeout, "timeout", 0, "The longest the whole fetch may take (0: no limit). A model-fetch Job's is its activeDeadlineSeconds, which the operator may raise while it runs.")
@@ -97,8 +98,8 @@ func fetchCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		err = &fetch.Error{Reason: servingv1alpha1.ReasonFetchFailed, Message: fmt.Sprintf("unexpected arguments %q", fs.Args()), Permanent: true}
 	case o.URI == "":
 		err = &fetch.Error{Reason: servingv1alpha1.ReasonInvalidURI, Message: "--uri is required", Permanent: true}
-	case o.MaxBytes < 0 || o.Concurrency < 1 || o.Timeout < 0:
-		err = &fetch.Error{Reason: servingv1alpha1.ReasonFetchFailed, Message: "--max-bytes and --timeout must not be negative, --concurrency must be at least 1", Permanent: true}
+	case o.MaxBytes < 0 || o.VolumeSize < 0 || o.Concurrency < 1 || o.Timeout < 0:
+		err = &fetch.Error{Reason: servingv1alpha1.ReasonFetchFailed, Message: "--max-bytes, --volume-size and --timeout must not be negative, --concurrency must be at least 1", Permanent: true}
 	default:
 		if o.Pin, err = readPin(pinsFile, o.Dest, log); err == nil {
 			sum, err = fetch.Run(ctx, o)

@@ -51,6 +51,10 @@ func fetchGeneration(ms *servingv1alpha1.ModelServer, m servingv1alpha1.ModelSpe
 	if ms.Spec.Storage.StorageClassName != nil {
 		parts = append(parts, *ms.Spec.Storage.StorageClassName)
 	}
+	if perPod(ms) {
+		// The fetch is told the volume's size (volumeSizeArgs).
+		parts = append(parts, "per-pod", strconv.FormatInt(perPodVolumeBytes(ms), 10))
+	}
 	if m.Signature != nil {
 		parts = append(parts, "signature", canonical(m.Signature.PublicKeys), m.Signature.Repository)
 	}

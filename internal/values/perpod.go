@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/utils/ptr"
 
 	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
@@ -67,6 +68,30 @@ func perPod(ms *servingv1alpha1.ModelServer) bool {
 	return ms.Spec.Storage.Mode == servingv1alpha1.StoragePerPod
 }
 
+// defaultVolumeSize is the model volume's size where spec.storage.size
+// says none (the CRD's default).
+var defaultVolumeSize = resource.MustParse("10Gi")
+
+// perPodVolumeBytes is the size of each pod's and fetch Job's own volume
+// in storage mode PerPod.
+func perPodVolumeBytes(ms *servingv1alpha1.ModelServer) int64 {
+	if s := ms.Spec.Storage.Size; s != nil {
+		return s.Value()
+	}
+	return defaultVolumeSize.Value()
+}
+
+// volumeSizeArgs tell a fetch in storage mode PerPod the size of the
+// volume it fetches into, an emptyDir whose file system is the node's: a
+// model that does not fit fails TooLarge before it is downloaded, not by
+// the pod's eviction half way.
+func volumeSizeArgs(ms *servingv1alpha1.ModelServer) []string {
+	if !perPod(ms) {
+		return nil
+	}
+	return []string{"--volume-size", strconv.FormatInt(perPodVolumeBytes(ms), 10)}
+}
+
 // pins is the PinsFile of the served generations whose fetch found a
 // digest.
 func pins(in Inputs, configs []ModelEntry) string {
@@ -115,6 +140,7 @@ func podFetches(sp *Spec, in Inputs, configs []ModelEntry) ([]PodFetch, []corev1
 		pulls := pullSecrets(sp.ms, m.ModelSpec, sp.account.PullSecrets)
 		args := append(fetchArgs(m.ModelSpec, c.BasePath, webIdentitySession(sp.ms), pulls, false),
 			PinsFlag, path.Join(ConfigMountPath, PinsFile))
+		args = append(args, volumeSizeArgs(sp.ms)...)
 		// Renamed: the args mount the model's credentials at the same paths
 		// in each container, from volumes of the container's own.
 		f := PodFetch{

@@ -6,6 +6,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/utils/ptr"
 
 	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
 )
@@ -61,6 +63,11 @@ func TestTheEndOfTheFirstFetchPinsTheModelWithoutRollingThePods(t *testing.T) {
 	}
 	if slices.Contains(first.Fetches[0].Args, ServedConfigFlag) {
 		t.Errorf("the Job prunes a volume of its own: %q", first.Fetches[0].Args)
+	}
+	for _, args := range [][]string{first.Fetches[0].Args, f.Args} {
+		if argValue(args, "--volume-size") != "10737418240" {
+			t.Errorf("args %q do not give the emptyDir's size, 10Gi", args)
+		}
 	}
 	expect(t, "pins while the Job fetches", first.ConfigFiles[PinsFile], "{}\n")
 
@@ -159,4 +166,19 @@ func TestPerPodIsRefusedForAClaimsModel(t *testing.T) {
 	expectRefused(t, perPodServer(func(ms *servingv1alpha1.ModelServer) {
 		ms.Spec.Model.StorageURI, ms.Spec.Model.CredentialsSecret = "pvc://models/resnet", ""
 	}), "spec.storage.mode", "pvc://")
+}
+
+// TestTheVolumeSizeIsPartOfAPerPodFetchGeneration: the Job is told the
+// size of its volume, so a new size needs a new Job.
+func TestTheVolumeSizeIsPartOfAPerPodFetchGeneration(t *testing.T) {
+	ms := perPodServer()
+	bigger := perPodServer(func(ms *servingv1alpha1.ModelServer) { ms.Spec.Storage.Size = ptr.To(resource.MustParse("20Gi")) })
+	if FetchGeneration(ms, *ms.Spec.Model) == FetchGeneration(bigger, *bigger.Spec.Model) {
+		t.Error("a PerPod fetch generation does not change with spec.storage.size")
+	}
+	shared := modelServer()
+	sharedBigger := modelServer(func(ms *servingv1alpha1.ModelServer) { ms.Spec.Storage.Size = ptr.To(resource.MustParse("20Gi")) })
+	if FetchGeneration(shared, *shared.Spec.Model) != FetchGeneration(sharedBigger, *sharedBigger.Spec.Model) {
+		t.Error("a Shared fetch generation changes with spec.storage.size: the claim grows in place")
+	}
 }

@@ -198,7 +198,7 @@ func modelsAndFetches(sp *Spec, v *Values, in Inputs, pvcPath string, arch map[s
 				Image:                    prog.Image,
 				Command:                  prog.Command,
 				ImagePullPolicy:          corev1.PullIfNotPresent,
-				Args:                     fetchArgs(m.ModelSpec, dest, webIdentitySession(sp.ms), pulls, readsConfig),
+				Args:                     append(fetchArgs(m.ModelSpec, dest, webIdentitySession(sp.ms), pulls, readsConfig), volumeSizeArgs(sp.ms)...),
 				Env:                      in.ProxyEnv,
 				NodeSelector:             selector,
 				PermanentFailureExitCode: fetchcontract.PermanentFailureExitCode,
