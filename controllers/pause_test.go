@@ -50,6 +50,12 @@ func TestAPausedModelServerIsReportedButNotChanged(t *testing.T) {
 			fmt.Sprintf("phase %s, Paused %v", got.Status.Phase, p)
 	})
 
+	pausedAt := condition(get(t, ns, ms.Name, &servingv1alpha1.ModelServer{}), servingv1alpha1.ConditionPaused).LastTransitionTime
+	series := map[string]string{"namespace": ns, "name": ms.Name}
+	if got := gather(t).value("modelserver_paused_since_seconds", series); got != float64(pausedAt.Unix()) {
+		t.Errorf("modelserver_paused_since_seconds %v, want the Paused condition's time %d", got, pausedAt.Unix())
+	}
+
 	if err := env.client.Delete(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: ms.Name}}); err != nil {
 		t.Fatal(err)
 	}
@@ -88,6 +94,9 @@ func TestAPausedModelServerIsReportedButNotChanged(t *testing.T) {
 
 	setPaused(t, ms, "")
 	resumed := waitReady(t, ms)
+	if got := gather(t).value("modelserver_paused_since_seconds", series); got != 0 {
+		t.Errorf("modelserver_paused_since_seconds %v after the ModelServer resumed, want no series", got)
+	}
 	if _, ok := find(resumed.Status.Conditions, servingv1alpha1.ConditionPaused); ok {
 		t.Error("the Paused condition stays after the ModelServer resumed")
 	}

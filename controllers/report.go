@@ -69,6 +69,9 @@ func (r *ModelServerReconciler) writeStatus(ctx context.Context, ms *servingv1al
 	if percent, err := strconv.ParseFloat(ms.Spec.Monitoring.Availability, 64); err == nil {
 		seen.Availability = percent / 100
 	}
+	if c := meta.FindStatusCondition(shown.Conditions, servingv1alpha1.ConditionPaused); c != nil && c.Status == metav1.ConditionTrue {
+		seen.PausedSince = c.LastTransitionTime.Time
+	}
 	metrics.Observe(seen)
 	metrics.RefreshFailed(ms.UID, refreshFailed(st))
 	if unchanged {

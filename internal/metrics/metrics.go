@@ -68,6 +68,12 @@ var (
 		Help:      "The share of a ModelServer's requests that should not fail on the server's side (spec.monitoring.availability, as a ratio), for each ModelServer that sets it, labelled with its namespace and name.",
 	}, []string{"namespace", "name"})
 
+	pausedSince = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: Namespace,
+		Name:      "paused_since_seconds",
+		Help:      "When a ModelServer's reconciliation was paused (the annotation serving.modelserver.dev/paused: \"true\"), in seconds since the epoch, for each ModelServer paused now, labelled with its namespace and name.",
+	}, []string{"namespace", "name"})
+
 	helmOperations = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: Namespace,
 		Name:      "helm_operations_total",
@@ -151,7 +157,7 @@ var (
 )
 
 // collectors are the operator's metrics, registered with controller-runtime.
-var collectors = []prometheus.Collector{phaseGauge, statusGauge, problemGauge, latencyObjective, availabilityObjective, stalledGauge, stalledFetchGauge, slowFetchGauge, inactiveAutoscalerGauge, atMaximumGauge, failedRefreshGauge, helmOperations, helmDuration, fetchDuration, fetchFailures, fetchBytes, fetchModelBytes, timeToReady}
+var collectors = []prometheus.Collector{phaseGauge, statusGauge, problemGauge, latencyObjective, availabilityObjective, pausedSince, stalledGauge, stalledFetchGauge, slowFetchGauge, inactiveAutoscalerGauge, atMaximumGauge, failedRefreshGauge, helmOperations, helmDuration, fetchDuration, fetchFailures, fetchBytes, fetchModelBytes, timeToReady}
 
 func init() {
 	ctrlmetrics.Registry.MustRegister(collectors...)
@@ -218,8 +224,8 @@ type tracked struct {
 	// refreshFailed, that it is counted with a failed refresh round.
 	atMaximum, refreshFailed bool
 	// latency and availability are the values of its objectives' series
-	// (seconds, a ratio), 0 for none.
-	latency, availability float64
+	// (seconds, a ratio), 0 for none; paused, of its pausedSince series.
+	latency, availability, paused float64
 	// generation and since: the generation last seen and when it was
 	// first seen; ready says time to Ready was recorded for it.
 	generation int64
@@ -264,6 +270,9 @@ type Seen struct {
 	// 99.9), 0 when unset.
 	P99Latency   time.Duration
 	Availability float64
+	// PausedSince is when its Paused condition turned True, zero while it
+	// is not paused.
+	PausedSince time.Time
 }
 
 // Observe records the state of a ModelServer after a reconcile: its phase,
@@ -295,6 +304,11 @@ func Observe(s Seen) {
 	}
 	t.objective(latencyObjective, &t.latency, s.P99Latency.Seconds())
 	t.objective(availabilityObjective, &t.availability, s.Availability)
+	paused := 0.0
+	if !s.PausedSince.IsZero() {
+		paused = float64(s.PausedSince.Unix())
+	}
+	t.objective(pausedSince, &t.paused, paused)
 	if t.generation != s.Generation {
 		t.generation, t.ready = s.Generation, false
 		t.since = s.ChangedAt
@@ -473,6 +487,7 @@ func Forget(uid types.UID) {
 		}
 		t.objective(latencyObjective, &t.latency, 0)
 		t.objective(availabilityObjective, &t.availability, 0)
+		t.objective(pausedSince, &t.paused, 0)
 		for _, p := range t.problems() {
 			t.problemSeries(p.problem, p.on, p.cause, false, "")
 		}

@@ -170,7 +170,7 @@ func servedLabels(t *testing.T) map[string][]string {
 	// One series of each of the operator's vectors, so that the registry
 	// gives every family's labels.
 	uid := types.UID("labels")
-	metrics.Observe(metrics.Seen{UID: uid, Namespace: "labels", Name: "labels", Generation: 1, Phase: "Deploying", Reason: "PodsNotReady", P99Latency: time.Second, Availability: 0.999})
+	metrics.Observe(metrics.Seen{UID: uid, Namespace: "labels", Name: "labels", Generation: 1, Phase: "Deploying", Reason: "PodsNotReady", P99Latency: time.Second, Availability: 0.999, PausedSince: time.Now()})
 	metrics.Stalled(uid, status.CauseImagePull)
 	metrics.AutoscalerAtMaximum(uid, true)
 	metrics.FetchEnded(uid, "labels", "", time.Second, 1)
@@ -353,6 +353,33 @@ func TestAModelServerThatDoesNotBecomeReadyIsAlertedOfAfterHalfAnHour(t *testing
 	stuck.is(servingv1alpha1.PhaseDeploying, servingv1alpha1.ReasonPodsNotReady)
 	p.firesAfter(10*time.Minute, "ModelServerNotReady", named(stuck))
 	p.expectNotFiring("ModelServerNotReady", named(fetching))
+}
+
+// A pause forgotten is alerted of once it has lasted a day; a pause that
+// ends before, or a ModelServer never paused, is not.
+func TestAPauseOfMoreThanADayIsAlertedOf(t *testing.T) {
+	p := newPrometheus(t)
+	forgotten, short, running := newModelServer(t, "forgotten"), newModelServer(t, "short"), newModelServer(t, "running")
+	forgotten.PausedSince = p.now.Add(-23*time.Hour - 30*time.Minute)
+	short.PausedSince = p.now.Add(-23 * time.Hour)
+	for _, ms := range []*modelServer{forgotten, short, running} {
+		ms.is(servingv1alpha1.PhaseReady, servingv1alpha1.ReasonReady)
+	}
+	p.run(35 * time.Minute)
+	p.expectNotFiring("ModelServerPausedForADay", named(forgotten))
+	short.PausedSince = time.Time{}
+	short.is(servingv1alpha1.PhaseReady, servingv1alpha1.ReasonReady)
+	a := p.firesAfter(5*time.Minute, "ModelServerPausedForADay", named(forgotten, "severity", "warning"))
+	if !strings.Contains(a.annotations["description"], "annotate modelserver forgotten serving.modelserver.dev/paused-") {
+		t.Errorf("description %q does not say how to resume it", a.annotations["description"])
+	}
+	p.run(30 * time.Minute)
+	p.expectNotFiring("ModelServerPausedForADay", named(short))
+	p.expectNotFiring("ModelServerPausedForADay", named(running))
+	forgotten.PausedSince = time.Time{}
+	forgotten.is(servingv1alpha1.PhaseReady, servingv1alpha1.ReasonReady)
+	p.step()
+	p.expectNotFiring("ModelServerPausedForADay", named(forgotten))
 }
 
 // The problems the operator counts are alerted of by the ModelServer that

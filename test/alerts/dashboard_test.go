@@ -209,6 +209,7 @@ var perModelServer = map[string]string{
 	"modelserver_problem":                           "name",
 	"modelserver_latency_objective_seconds":         "name",
 	"modelserver_availability_objective_ratio":      "name",
+	"modelserver_paused_since_seconds":              "name",
 	":tensorflow:serving:request_count":             "service",
 	":tensorflow:serving:request_latency_bucket":    "service",
 	":tensorflow:cc:saved_model:load_attempt_count": "service",
@@ -406,7 +407,8 @@ var legendLabels = regexp.MustCompile(`\{\{ *(\w+) *\}\}`)
 // somethingToShow is a Prometheus that has scraped an operator with two
 // ModelServers for 12 minutes: both created and fetched, resnet Ready and
 // its spec changed, fetched and Ready again; bert's new model refused by
-// the store and its pods unable to pull their image. Its controller
+// the store, its pods unable to pull their image, and bert paused an
+// hour ago. Its controller
 // reconciles and both serve requests all the while.
 func somethingToShow(t *testing.T) *prometheus {
 	t.Helper()
@@ -439,6 +441,7 @@ func somethingToShow(t *testing.T) *prometheus {
 	resnet.is(servingv1alpha1.PhaseReady, servingv1alpha1.ReasonReady)
 	serve(10 * time.Minute)
 	bert.Generation, bert.ChangedAt = 2, time.Now().Add(-time.Minute)
+	bert.PausedSince = p.now.Add(-time.Hour)
 	bert.is(servingv1alpha1.PhaseDegraded, servingv1alpha1.ReasonPodsNotReady)
 	metrics.Stalled(bert.UID, status.CauseImagePull)
 	metrics.HelmOperation("upgrade", metrics.ResultSuccess, time.Second)
