@@ -141,8 +141,8 @@ func podFetches(sp *Spec, in Inputs, configs []ModelEntry) ([]PodFetch, []corev1
 		args := append(fetchArgs(m.ModelSpec, c.BasePath, webIdentitySession(sp.ms), pulls, false),
 			PinsFlag, path.Join(ConfigMountPath, PinsFile))
 		args = append(args, volumeSizeArgs(sp.ms)...)
-		// Renamed: the args mount the model's credentials at the same paths
-		// in each container, from volumes of the container's own.
+		// Each container mounts its model's credentials at the paths the
+		// args name, from volumes named after the container.
 		f := PodFetch{
 			Name:          name,
 			InitContainer: initContainer(in, liveInitContainer(in.LiveServingPod, name), args),

@@ -135,7 +135,7 @@ func volume(sp *Spec, claimName string) (Volume, string) {
 	vol := Volume{
 		Create:     true,
 		ClaimName:  claimName,
-		Size:       "10Gi",
+		Size:       defaultVolumeSize.String(),
 		AccessMode: string(corev1.ReadWriteOnce),
 	}
 	if perPod(sp.ms) {

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/modelserver-dev/modelserver-operator/internal/fetch"
+	"github.com/modelserver-dev/modelserver-operator/internal/status"
 	"github.com/modelserver-dev/modelserver-operator/internal/values"
 	"github.com/modelserver-dev/modelserver-operator/test/realenv"
 	"github.com/modelserver-dev/modelserver-operator/test/s3server"
@@ -90,7 +91,7 @@ func (e *env) expectCopies(t *testing.T, ns, digest string, n int) {
 	}
 	ready := 0
 	for _, p := range pods.Items {
-		if p.DeletionTimestamp != nil || !podReady(&p) {
+		if p.DeletionTimestamp != nil || !status.PodReady(&p) {
 			continue
 		}
 		ready++
@@ -107,13 +108,4 @@ func (e *env) expectCopies(t *testing.T, ns, digest string, n int) {
 	if ready != n {
 		t.Errorf("%d serving pods ready, want %d", ready, n)
 	}
-}
-
-func podReady(p *corev1.Pod) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }
