@@ -109,6 +109,13 @@ const (
 // Causes are the values of a stalled rollout's cause.
 var Causes = []string{CauseUnschedulable, CauseImagePull, CauseCrashLoop, CauseContainerStart, CausePodWarning, CauseUnknown}
 
+// podWarningsBenign are the reasons of Warnings the kubelet records about
+// a pod on its way to starting that hold nothing back: AlreadyMountedVolume
+// says a volume another pod mounted keeps its group rather than the pod's
+// fsGroup (seen on a real node of 1.37.2 for a local volume, as a
+// refreshed model's new pod started beside the old one on a busy node).
+var podWarningsBenign = []string{"AlreadyMountedVolume"}
+
 // podWaitingBenign are the reasons a container waits for on its way to
 // running when nothing is wrong.
 var podWaitingBenign = []string{"", "ContainerCreating", "PodInitializing"}
@@ -227,7 +234,8 @@ var runtimeID = regexp.MustCompile(`\b[0-9a-f]{32,}\b`)
 func creationProblem(p *corev1.Pod, events []corev1.Event) podProblem {
 	scheduled := ScheduledAt(p)
 	newest := newestEvent(p.UID, events, func(e *corev1.Event) bool {
-		return e.Type == corev1.EventTypeWarning && e.Reason != failedScheduling && !EventTime(e).Before(scheduled)
+		return e.Type == corev1.EventTypeWarning && e.Reason != failedScheduling && !slices.Contains(podWarningsBenign, e.Reason) &&
+			!EventTime(e).Before(scheduled)
 	})
 	if newest == nil {
 		return podProblem{}

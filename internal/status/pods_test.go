@@ -355,6 +355,9 @@ func TestAPodThatStartedNothingIsExplainedByItsNewestWarning(t *testing.T) {
 			[]corev1.Event{warning("a", "FailedCreatePodSandBox", sandbox(strings.Repeat("9f", 32)), 0), warning("b", "FailedCreatePodSandBox", sandbox(strings.Repeat("c3", 32)), 0)},
 			"2 serving pods cannot start: FailedCreatePodSandBox: " + sandbox("…")},
 		{"no warning: still being created", []corev1.Pod{creating("a")}, []corev1.Event{warning("b", "FailedMount", mount, 0)}, ""},
+		{"a volume mounted by another pod, which holds nothing back", []corev1.Pod{creating("a")}, []corev1.Event{
+			warning("a", "AlreadyMountedVolume", "The requested fsGroup is 65532, but the volume pvc-6db53b62 has GID 0. The volume may not be shareable.", 0),
+		}, ""},
 		{"the scheduler's warnings are over once it is scheduled", []corev1.Pod{func() corev1.Pod {
 			p := creating("a")
 			p.Status.Conditions = append(p.Status.Conditions, corev1.PodCondition{
