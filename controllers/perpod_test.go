@@ -31,6 +31,12 @@ func fetchModelArg(d *appsv1.Deployment, flag string) string {
 	return ""
 }
 
+// fetchSummary is what a fetch of a model of digest leaves as its
+// termination message.
+func fetchSummary(digest string) string {
+	return `{"versions":[1],"files":4,"bytes":2048,"digest":"` + digest + `"}`
+}
+
 // TestPerPodCopiesNeedNoClaimAndFollowTheVerifiedModel: in storage mode
 // PerPod there is no claim; the serving pods fetch their own copies beside
 // the first fetch Job, whose digest is then pinned in the ConfigMap
@@ -39,12 +45,9 @@ func fetchModelArg(d *appsv1.Deployment, flag string) string {
 func TestPerPodCopiesNeedNoClaimAndFollowTheVerifiedModel(t *testing.T) {
 	ns := newNamespace(t)
 	ctx := context.Background()
-	summary := func(digest string) string {
-		return `{"versions":[1],"files":4,"bytes":2048,"digest":"` + digest + `"}`
-	}
 	ms := newModelServer(ns, "copies", func(ms *servingv1alpha1.ModelServer) {
 		ms.Spec.Storage.Mode = servingv1alpha1.StoragePerPod
-		ms.Spec.PodTemplate.Annotations = map[string]string{localcluster.AnnotationTerminationMessage: summary("sha256:aa")}
+		ms.Spec.PodTemplate.Annotations = map[string]string{localcluster.AnnotationTerminationMessage: fetchSummary("sha256:aa")}
 	})
 	if err := env.client.Create(ctx, ms); err != nil {
 		t.Fatal(err)
@@ -100,7 +103,7 @@ func TestPerPodCopiesNeedNoClaimAndFollowTheVerifiedModel(t *testing.T) {
 	}
 
 	patch = client.MergeFrom(ms.DeepCopy())
-	ms.Spec.PodTemplate.Annotations = map[string]string{localcluster.AnnotationTerminationMessage: summary("sha256:bb")}
+	ms.Spec.PodTemplate.Annotations = map[string]string{localcluster.AnnotationTerminationMessage: fetchSummary("sha256:bb")}
 	if err := env.client.Patch(ctx, ms, patch); err != nil {
 		t.Fatal(err)
 	}
@@ -124,15 +127,12 @@ func TestPerPodCopiesNeedNoClaimAndFollowTheVerifiedModel(t *testing.T) {
 func TestAFirstPodsCopyOfAnotherModelThanTheJobsIsEvicted(t *testing.T) {
 	ns := newNamespace(t)
 	ctx := context.Background()
-	summary := func(digest string) string {
-		return `{"versions":[1],"files":4,"bytes":2048,"digest":"` + digest + `"}`
-	}
 	ms := newModelServer(ns, "raced", func(ms *servingv1alpha1.ModelServer) {
 		ms.Spec.Replicas = ptrTo[int32](1)
 		ms.Spec.Storage.Mode = servingv1alpha1.StoragePerPod
 		ms.Spec.PodTemplate.Annotations = map[string]string{
-			localcluster.AnnotationTerminationMessage:     summary("sha256:aa"),
-			localcluster.AnnotationInitTerminationMessage: summary("sha256:bb"),
+			localcluster.AnnotationTerminationMessage:     fetchSummary("sha256:aa"),
+			localcluster.AnnotationInitTerminationMessage: fetchSummary("sha256:bb"),
 		}
 	})
 	if err := env.client.Create(ctx, ms); err != nil {
