@@ -115,8 +115,6 @@ func For(ms *servingv1alpha1.ModelServer, obs Observed, cfg Config) (*State, err
 		ProxyEnv:       cfg.ProxyEnv,
 		APIs:           obs.APIs,
 		LiveJobs:       liveJobs(spec, obs.FetchJobs),
-		LiveModelWait:  liveInit(obs.Deployment, values.ModelWaitContainerName),
-		LiveTLSConfig:  liveInit(obs.Deployment, values.TLSConfigContainerName),
 		TLSCertDigest:  obs.TLSCertDigest,
 		LiveReplicas:   liveReplicas(obs.Deployment),
 		Served:         status.Served(fetches),
@@ -204,19 +202,6 @@ func liveJobs(spec *values.Spec, jobs map[string]*status.FetchJob) map[string]va
 			Settings:         madeWith(fj.Job, c), Finished: fj.State() != status.FetchRunning}
 	}
 	return progs
-}
-
-// liveInit is the serving Deployment's init container of that name.
-func liveInit(d *appsv1.Deployment, name string) *values.InitContainer {
-	if d == nil {
-		return nil
-	}
-	for _, c := range d.Spec.Template.Spec.InitContainers {
-		if c.Name == name {
-			return &values.InitContainer{Image: c.Image, Command: c.Command, Args: c.Args}
-		}
-	}
-	return nil
 }
 
 func liveServingPod(d *appsv1.Deployment) *corev1.PodSpec {

@@ -200,7 +200,7 @@ func pullSecretsProjection(pulls []string) *corev1.ProjectedVolumeSource {
 }
 
 // liveInitContainer is the init container name of the live serving pod
-// template, as initContainer keeps its image.
+// template, nil if there is none, as initContainer keeps its image.
 func liveInitContainer(pod *corev1.PodSpec, name string) *InitContainer {
 	if pod == nil {
 		return nil

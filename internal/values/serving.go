@@ -186,7 +186,7 @@ func modelWait(in Inputs, configs []ModelEntry) *InitContainer {
 	for _, c := range configs {
 		args = append(args, "--file", path.Join(c.BasePath, fetchcontract.ManifestName))
 	}
-	c := initContainer(in, in.LiveModelWait, args)
+	c := initContainer(in, liveInitContainer(in.LiveServingPod, ModelWaitContainerName), args)
 	return &c
 }
 

@@ -23,5 +23,5 @@ func servingTLS(t *servingv1alpha1.TLSSpec, in Inputs) *ServingTLS {
 		args = append(args, "--ca", path.Join(TLSSecretMountPath, servingtls.CAKey), "--require-client-cert")
 	}
 	args = append(args, "--out", SSLConfigPath)
-	return &ServingTLS{SecretName: t.SecretName, Config: initContainer(in, in.LiveTLSConfig, args)}
+	return &ServingTLS{SecretName: t.SecretName, Config: initContainer(in, liveInitContainer(in.LiveServingPod, TLSConfigContainerName), args)}
 }

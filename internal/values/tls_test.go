@@ -5,6 +5,8 @@ import (
 	"slices"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
+
 	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
 )
 
@@ -68,7 +70,9 @@ func TestTLSRollsThePodsOnANewCertificate(t *testing.T) {
 	// its arguments stay, so that upgrading the operator rolls no pod.
 	upgraded := in
 	upgraded.FetchImage = "example.com/op:2"
-	upgraded.LiveTLSConfig = &InitContainer{Image: "example.com/op:1", Command: v.Serving.TLS.Config.Command, Args: wantArgs}
+	upgraded.LiveServingPod = &corev1.PodSpec{InitContainers: []corev1.Container{
+		{Name: TLSConfigContainerName, Image: "example.com/op:1", Command: v.Serving.TLS.Config.Command, Args: wantArgs},
+	}}
 	kept, _ := For(modelServer(withTLS("")), upgraded)
 	if !reflect.DeepEqual(kept.Serving.TLS, v.Serving.TLS) {
 		t.Errorf("after an operator upgrade tls-config is %+v, want it as it runs, %+v", kept.Serving.TLS, v.Serving.TLS)

@@ -362,12 +362,6 @@ type Inputs struct {
 	// was made with: a Job's pod template cannot change, and after an
 	// operator upgrade the release must still render the Jobs as they are.
 	LiveJobs map[string]LiveJob
-	// LiveModelWait is the wait-for-model init container of the serving
-	// Deployment, nil if there is none. While its arguments stay the same
-	// it keeps its image and command, so that upgrading the operator
-	// restarts no serving pod. LiveTLSConfig is the tls-config one, kept
-	// the same way.
-	LiveModelWait, LiveTLSConfig *InitContainer
 	// TLSCertDigest is a digest of the certificates of spec.tls's Secret
 	// (tls.crt, and ca.crt where clients must present one), which the
 	// controller has checked: a new certificate rolls the pods, since TF
@@ -387,8 +381,11 @@ type Inputs struct {
 	// PerPod (PinsFile).
 	Pins map[string]Pin
 	// LiveServingPod is the serving Deployment's pod template, nil if
-	// there is none: in storage mode PerPod, the fetch containers of the
-	// generations the pods serve are kept as they are (podFetches).
+	// there is none. Its init containers of the operator's image keep
+	// their image and command while their arguments stay the same, so
+	// that upgrading the operator restarts no serving pod (initContainer);
+	// in storage mode PerPod, the fetch containers of the generations the
+	// pods serve are kept as they are (podFetches).
 	LiveServingPod *corev1.PodSpec
 	// FailedFetches holds the models whose current fetch failed.
 	FailedFetches map[string]bool

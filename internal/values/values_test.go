@@ -491,7 +491,9 @@ func TestAnOperatorUpgradeChangesNothingThatRuns(t *testing.T) {
 				ReadsModelConfig: before.Fetches[0].ReadsModelConfig,
 				Settings:         FetchSettings{ActiveDeadline: 3600, Resources: fetchResources()}, Finished: true,
 			}}
-			upgraded.LiveModelWait = &InitContainer{Image: "example.com/op:1", Command: command, Args: before.Serving.ModelWait.Args}
+			upgraded.LiveServingPod = &corev1.PodSpec{InitContainers: []corev1.Container{
+				{Name: ModelWaitContainerName, Image: "example.com/op:1", Command: command, Args: before.Serving.ModelWait.Args},
+			}}
 			after, err := For(ms, upgraded)
 			if err != nil {
 				t.Fatal(err)
@@ -519,7 +521,7 @@ func TestAnOperatorUpgradeChangesNothingThatRuns(t *testing.T) {
 			}
 			expect(t, "a new generation's Job image", fresh.Fetches[0].Image, "example.com/op:2")
 			expectStrings(t, "a new generation's Job command", fresh.Fetches[0].Command, fetcher)
-			upgraded.LiveModelWait.Args = []string{"wait-for-model", "--file", "/models/other"}
+			upgraded.LiveServingPod.InitContainers[0].Args = []string{"wait-for-model", "--file", "/models/other"}
 			if fresh, err = For(ms, upgraded); err != nil {
 				t.Fatal(err)
 			}
