@@ -15,6 +15,7 @@ import (
 
 	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
 	"github.com/modelserver-dev/modelserver-operator/internal/clip"
+	"github.com/modelserver-dev/modelserver-operator/internal/fetch"
 	"github.com/modelserver-dev/modelserver-operator/internal/values"
 )
 
@@ -302,9 +303,10 @@ func statusProblem(p *corev1.Pod, events []corev1.Event) podProblem {
 		case w != nil && slices.Contains(pullFailure, w.Reason):
 			return podProblem{CauseImagePull, withDetail(fmt.Sprintf("cannot pull image %q", cs.Image), backOffPrefix.ReplaceAllString(w.Message, ""))}
 		case exit != nil && values.IsPodFetchContainer(cs.Name) && exit.Reason != "OOMKilled" && exit.ExitCode != 0 && strings.TrimSpace(exit.Message) != "":
-			// Storage mode PerPod: the fetcher's one-line reason, as a
-			// fetch Job's is reported.
-			return podProblem{CauseCrashLoop, fmt.Sprintf("cannot fetch its copy of the model (container %q): %s", cs.Name, clip.To(firstLine(exit.Message), maxWords))}
+			// Storage mode PerPod: the fetcher's reason and message, read
+			// as a fetch Job's are.
+			reason, msg := fetch.ParseFailure(exit.Message, "")
+			return podProblem{CauseCrashLoop, fmt.Sprintf("cannot fetch its copy of the model (container %q): %s", cs.Name, clip.To(reason+": "+msg, maxWords))}
 		case w != nil && w.Reason == "CrashLoopBackOff", exit != nil:
 			text := fmt.Sprintf("cannot keep container %q running", cs.Name)
 			if exit != nil {
@@ -447,9 +449,4 @@ func PodReady(p *corev1.Pod) bool {
 		}
 	}
 	return false
-}
-
-func firstLine(s string) string {
-	line, _, _ := strings.Cut(strings.TrimSpace(s), "\n")
-	return line
 }
