@@ -3,9 +3,7 @@ package realnode
 import (
 	"context"
 	"fmt"
-	"io/fs"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -106,22 +104,7 @@ stringData:
 // prefix.
 func putDir(t *testing.T, store *azblobserver.Server, prefix, dir string) {
 	t.Helper()
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		data, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		rel, err := filepath.Rel(dir, p)
-		if err != nil {
-			return err
-		}
-		store.Put("models", prefix+"/"+filepath.ToSlash(rel), data)
-		return nil
-	})
-	if err != nil {
+	if err := eachFile(dir, func(name string, data []byte) { store.Put("models", prefix+"/"+name, data) }); err != nil {
 		t.Fatal(err)
 	}
 }
