@@ -134,6 +134,9 @@ type ModelServerReconciler struct {
 	// progressReads holds, by the fetch Job's UID, when the next read of
 	// its pod's log for its progress is due.
 	progressReads podReads
+	// copiesVerified holds, by UID, the pins the serving pods' own copies
+	// were last checked against (verifyCopies).
+	copiesVerified sync.Map
 	// indexed says that Client reads a cache with the indexes of
 	// addIndexes: SetupWithManager adds them, and Client must then be
 	// the manager's.
@@ -153,6 +156,7 @@ type ModelServerReconciler struct {
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=pods/log,verbs=get
+// +kubebuilder:rbac:groups="",resources=pods/eviction,verbs=create
 // +kubebuilder:rbac:groups="",resources=serviceaccounts,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups="",resources=events,verbs=list;watch
@@ -275,6 +279,9 @@ func (r *ModelServerReconciler) reconcileNormal(ctx context.Context, ms *serving
 	report.ReleaseCurrent = true
 	report.ScaledOnly = r.scaledOnly(ms, report.Deployment)
 	if obs.stalledLookAgainIn, err = r.observeStalledRollout(ctx, ms, &report); err != nil {
+		return ctrl.Result{}, err
+	}
+	if err := r.verifyCopies(ctx, ms, want, report.Deployment); err != nil {
 		return ctrl.Result{}, err
 	}
 	log.FromContext(ctx).V(1).Info("reconciled", "fetch", report.Fetch, "plan", plan.kind, "why", plan.why)
@@ -454,6 +461,7 @@ func (r *ModelServerReconciler) forget(uid types.UID) {
 	r.claimsBound.forget(uid)
 	r.jobEventReads.forgetOwner(uid)
 	r.progressReads.forgetOwner(uid)
+	r.copiesVerified.Delete(uid)
 	metrics.Forget(uid)
 }
 

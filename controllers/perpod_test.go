@@ -3,6 +3,7 @@ package controllers_test
 import (
 	"context"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -30,6 +31,12 @@ func fetchModelArg(d *appsv1.Deployment, flag string) string {
 	return ""
 }
 
+// fetchSummary is what a fetch of a model of digest leaves as its
+// termination message.
+func fetchSummary(digest string) string {
+	return `{"versions":[1],"files":4,"bytes":2048,"digest":"` + digest + `"}`
+}
+
 // TestPerPodCopiesNeedNoClaimAndFollowTheVerifiedModel: in storage mode
 // PerPod there is no claim; the serving pods fetch their own copies beside
 // the first fetch Job, whose digest is then pinned in the ConfigMap
@@ -38,12 +45,9 @@ func fetchModelArg(d *appsv1.Deployment, flag string) string {
 func TestPerPodCopiesNeedNoClaimAndFollowTheVerifiedModel(t *testing.T) {
 	ns := newNamespace(t)
 	ctx := context.Background()
-	summary := func(digest string) string {
-		return `{"versions":[1],"files":4,"bytes":2048,"digest":"` + digest + `"}`
-	}
 	ms := newModelServer(ns, "copies", func(ms *servingv1alpha1.ModelServer) {
 		ms.Spec.Storage.Mode = servingv1alpha1.StoragePerPod
-		ms.Spec.PodTemplate.Annotations = map[string]string{localcluster.AnnotationTerminationMessage: summary("sha256:aa")}
+		ms.Spec.PodTemplate.Annotations = map[string]string{localcluster.AnnotationTerminationMessage: fetchSummary("sha256:aa")}
 	})
 	if err := env.client.Create(ctx, ms); err != nil {
 		t.Fatal(err)
@@ -99,7 +103,7 @@ func TestPerPodCopiesNeedNoClaimAndFollowTheVerifiedModel(t *testing.T) {
 	}
 
 	patch = client.MergeFrom(ms.DeepCopy())
-	ms.Spec.PodTemplate.Annotations = map[string]string{localcluster.AnnotationTerminationMessage: summary("sha256:bb")}
+	ms.Spec.PodTemplate.Annotations = map[string]string{localcluster.AnnotationTerminationMessage: fetchSummary("sha256:bb")}
 	if err := env.client.Patch(ctx, ms, patch); err != nil {
 		t.Fatal(err)
 	}
@@ -111,5 +115,54 @@ func TestPerPodCopiesNeedNoClaimAndFollowTheVerifiedModel(t *testing.T) {
 	}
 	if got := get(t, ns, "copies-config", &corev1.ConfigMap{}).Data[values.PinsFile]; got != `{"`+second+`":{"digest":"sha256:bb"}}`+"\n" {
 		t.Errorf("pins %s, want the new model's alone", got)
+	}
+}
+
+// TestAFirstPodsCopyOfAnotherModelThanTheJobsIsEvicted: a new ModelServer's
+// first pod fetches beside its Job, before anything is pinned; a copy of
+// another digest than the Job's (the store changed in place meanwhile) is
+// evicted once the rollout is done, with a Warning, and a pod that fetches
+// the pinned model takes its place. It is read for once: the pod made in
+// its place is not read again.
+func TestAFirstPodsCopyOfAnotherModelThanTheJobsIsEvicted(t *testing.T) {
+	ns := newNamespace(t)
+	ctx := context.Background()
+	ms := newModelServer(ns, "raced", func(ms *servingv1alpha1.ModelServer) {
+		ms.Spec.Replicas = ptrTo[int32](1)
+		ms.Spec.Storage.Mode = servingv1alpha1.StoragePerPod
+		ms.Spec.PodTemplate.Annotations = map[string]string{
+			localcluster.AnnotationTerminationMessage:     fetchSummary("sha256:aa"),
+			localcluster.AnnotationInitTerminationMessage: fetchSummary("sha256:bb"),
+		}
+	})
+	if err := env.client.Create(ctx, ms); err != nil {
+		t.Fatal(err)
+	}
+	waitReady(t, ms)
+	evictions := func() []string {
+		var out []string
+		for _, e := range modelServerEvents(t, ns) {
+			if strings.HasPrefix(e, "Warning CopyNotVerified: ") {
+				out = append(out, e)
+			}
+		}
+		return out
+	}
+	eventually(t, 30*time.Second, "the first pod evicted", func(ctx context.Context) (bool, string) {
+		return len(evictions()) > 0, strings.Join(modelServerEvents(t, ns), "\n")
+	})
+	e := evictions()[0]
+	evicted, _, _ := strings.Cut(strings.TrimPrefix(e, "Warning CopyNotVerified: Evicted serving pod "), ":")
+	if want := "its copy of the model (container fetch-model), fetched before the fetch Job had verified it, has digest sha256:bb, not the Job's sha256:aa; the pod made in its place fetches the verified one."; !strings.HasPrefix(evicted, "raced-") || !strings.HasSuffix(e, want) {
+		t.Errorf("event %q, want a serving pod named and %q", e, want)
+	}
+	eventually(t, 30*time.Second, "a pod in its place", func(ctx context.Context) (bool, string) {
+		now := podNames(t, ns, "raced")
+		return now != "" && now != evicted && !strings.Contains(now, ","), now
+	})
+	waitReady(t, ms)
+	time.Sleep(2 * time.Second)
+	if n := len(evictions()); n != 1 {
+		t.Errorf("%d evictions, want 1: the pod made after the pin is not read again:\n%s", n, strings.Join(evictions(), "\n"))
 	}
 }

@@ -23,6 +23,10 @@ const (
 	// AnnotationTerminationMessage is the message a Job's pod leaves in its
 	// containers' terminated state when it succeeds.
 	AnnotationTerminationMessage = "localcluster.modelserver.dev/termination-message"
+	// AnnotationInitTerminationMessage is the message a ready pod's init
+	// containers leave in their terminated state, such as a serving pod's
+	// fetch-model container's summary.
+	AnnotationInitTerminationMessage = "localcluster.modelserver.dev/init-termination-message"
 )
 
 // StorageClass is the default StorageClass of the local cluster. Claims of

@@ -84,6 +84,7 @@ rules:
   - modelserver-operat-1s05rcsur3tlub5kov4qdbqd5b52w8y4cucinkgr323s
   - modelserver-operat-1965anjlkbovzjbgd0fk4nby1vtd2xtb203awn1pyw9t
   - modelserver-operat-10gcf3j2pevp1ptpoxey6x673mtxtd1aawrzx0iek7up
+  - modelserver-operat-2rku4cv2rz193tvfwj2fr0tunz8tfd27z8fpya7krtn4
   - modelserver-metrics-reader
 - apiGroups: [rbac.authorization.k8s.io]
   resources: [clusterrolebindings]
@@ -94,6 +95,7 @@ rules:
   - modelserver-operat-1s05rcsur3tlub5kov4qdbqd5b52w8y4cucinkgr323s
   - modelserver-operat-1965anjlkbovzjbgd0fk4nby1vtd2xtb203awn1pyw9t
   - modelserver-operat-10gcf3j2pevp1ptpoxey6x673mtxtd1aawrzx0iek7up
+  - modelserver-operat-2rku4cv2rz193tvfwj2fr0tunz8tfd27z8fpya7krtn4
 # OLM watches the operator's ServiceAccount across namespaces.
 - apiGroups: [""]
   resources: [serviceaccounts]
@@ -119,6 +121,9 @@ rules:
 - apiGroups: [""]
   resources: [pods/log]
   verbs: [get]
+- apiGroups: [""]
+  resources: [pods/eviction]
+  verbs: [create]
 - apiGroups: [apps]
   resources: [deployments]
   verbs: [create, delete, get, list, patch, update, watch]
