@@ -286,18 +286,31 @@ func (r *ModelServerReconciler) observeProgress(ctx context.Context, owner types
 	read := podRead{due: now.Add(every), owner: owner, pod: pod.Name}
 	defer func() { r.progressReads.remember(fj.Job.UID, read) }()
 	obs.sooner(every)
+	if p := r.lastProgress(ctx, pod, values.FetchContainerName); p != nil {
+		fj.Progress, read.progress, obs.progressRead = p, p, true
+	}
+}
+
+// lastProgress is the newest progress line in the tail of the log of
+// pod's fetch container, nil if there is none or the log cannot be read
+// (a node whose kubelet the apiserver cannot reach): the fetch runs on.
+func (r *ModelServerReconciler) lastProgress(ctx context.Context, pod *corev1.Pod, container string) *fetch.Progress {
+	if r.PodLogs == nil {
+		return nil
+	}
 	rctx, cancel := context.WithTimeout(ctx, progressReadTimeout)
 	defer cancel()
 	tail, err := r.PodLogs.Pods(pod.Namespace).GetLogs(pod.Name, &corev1.PodLogOptions{
-		Container: values.FetchContainerName, TailLines: ptr.To(progressTailLines), LimitBytes: ptr.To(progressTailBytes),
+		Container: container, TailLines: ptr.To(progressTailLines), LimitBytes: ptr.To(progressTailBytes),
 	}).DoRaw(rctx)
 	if err != nil {
-		log.FromContext(ctx).V(1).Info("cannot read the fetch pod's log for its progress", "pod", pod.Name, "error", err.Error())
-		return
+		log.FromContext(ctx).V(1).Info("cannot read a fetch's log for its progress", "pod", pod.Name, "container", container, "error", err.Error())
+		return nil
 	}
 	if p, ok := fetch.LastProgress(tail); ok {
-		fj.Progress, read.progress, obs.progressRead = &p, &p, true
+		return &p
 	}
+	return nil
 }
 
 // How a running fetch's progress is read: after its pod has stood
@@ -650,8 +663,16 @@ func (r *ModelServerReconciler) observeStalledRollout(ctx context.Context, ms *s
 	}
 	var cause string
 	cause, report.PodsProblem = status.ServingPodsProblem(pods.Items, events)
+	if copies := status.FetchingCopies(pods.Items); report.PodsProblem == "" && len(copies) > 0 {
+		// Pods downloading their own copies (storage mode PerPod): not a
+		// fault, so no Warning, but how far the one started last has
+		// come, read again as often as a fetch Job's progress is.
+		cause = status.CauseFetching
+		report.PodsProblem = status.CopiesFetching(len(copies), r.lastProgress(ctx, copies[0].Pod, copies[0].Container))
+		lookAgainIn = min(lookAgainIn, progressInterval(r.progressReads.count()+r.podReads.count()))
+	}
 	metrics.Stalled(ms.UID, cause)
-	if report.PodsProblem != "" {
+	if report.PodsProblem != "" && cause != status.CauseFetching {
 		r.warn(ms, eventRolloutStalled, "Rollout", sentence("Serving pods not ready, with no progress for %s: %s", stalledRolloutGrace, report.PodsProblem))
 	}
 	r.podReads.remember(ms.UID, podRead{due: now.Add(lookAgainIn), problem: report.PodsProblem})

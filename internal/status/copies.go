@@ -1,8 +1,10 @@
 package status
 
 import (
+	"fmt"
 	"path"
 	"slices"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -57,4 +59,53 @@ func destOf(p *corev1.Pod, name string) string {
 		return args[j+1]
 	}
 	return ""
+}
+
+// FetchingCopy is a serving pod fetching its own copy of a model (storage
+// mode PerPod): its fetch container runs.
+type FetchingCopy struct {
+	Pod       *corev1.Pod
+	Container string
+}
+
+// FetchingCopies are the serving pods, neither ready nor being deleted,
+// whose fetch of their own copy runs, the one whose fetch started last
+// first: it has the most left to do.
+func FetchingCopies(pods []corev1.Pod) []FetchingCopy {
+	var out []FetchingCopy
+	started := map[*corev1.Pod]time.Time{}
+	for i := range pods {
+		p := &pods[i]
+		if p.DeletionTimestamp != nil || PodReady(p) {
+			continue
+		}
+		for _, cs := range p.Status.InitContainerStatuses {
+			if run := cs.State.Running; run != nil && values.IsPodFetchContainer(cs.Name) {
+				out = append(out, FetchingCopy{Pod: p, Container: cs.Name})
+				started[p] = run.StartedAt.Time
+				break
+			}
+		}
+	}
+	slices.SortStableFunc(out, func(a, b FetchingCopy) int { return started[b.Pod].Compare(started[a.Pod]) })
+	return out
+}
+
+// CopiesFetching says that n serving pods are fetching their own copies
+// of the model, and how far the one that started last has come, if its
+// log said (p): for status.message, where a rollout or an autoscaler's
+// new pods are otherwise only "not ready" while they download.
+func CopiesFetching(n int, p *fetch.Progress) string {
+	msg := "1 serving pod is fetching its copy of the model"
+	if n > 1 {
+		msg = fmt.Sprintf("%d serving pods are fetching their copies of the model", n)
+	}
+	if p == nil {
+		return msg
+	}
+	if n > 1 {
+		msg += ", the last started"
+	}
+	progress := APIProgress("", p)
+	return msg + ": " + progressClause(progress) + leftClause(timeLeft(progress))
 }

@@ -156,34 +156,34 @@ func runningProgress(fj *FetchJob, was *servingv1alpha1.FetchProgress) *servingv
 	case fj.Pod == "":
 		return nil
 	case fj.Progress != nil:
-		p := fj.Progress
-		out := &servingv1alpha1.FetchProgress{
-			Pod: fj.Pod, Time: metav1.NewTime(p.Time), Bytes: p.Bytes, Files: p.Files, BytesPerSecond: p.BytesPerSecond,
-			IdleSeconds: int64(p.Idle / time.Second),
-		}
-		if p.TotalBytes >= 0 {
-			out.TotalBytes = ptr.To(p.TotalBytes)
-		}
-		if p.TotalFiles >= 0 {
-			out.TotalFiles = ptr.To(p.TotalFiles)
-		}
-		return out
+		return APIProgress(fj.Pod, fj.Progress)
 	case was != nil && was.Pod == fj.Pod:
 		return was
 	}
 	return nil
 }
 
-// outlook is how long a fetch that came as far as p needs yet at the rate
-// it logged then, and, if it does not finish within its Job's deadline at
-// that rate, that deadline. Nothing is known of a fetch whose total is not
-// (an archive), or that stands still.
-func outlook(p *servingv1alpha1.FetchProgress, job *batchv1.Job) (left, outOfTime time.Duration) {
-	if p == nil || p.TotalBytes == nil || p.BytesPerSecond <= 0 || p.Bytes >= *p.TotalBytes {
-		return 0, 0
+// APIProgress is the progress line p of pod's fetch as the status holds it.
+func APIProgress(pod string, p *fetch.Progress) *servingv1alpha1.FetchProgress {
+	out := &servingv1alpha1.FetchProgress{
+		Pod: pod, Time: metav1.NewTime(p.Time), Bytes: p.Bytes, Files: p.Files, BytesPerSecond: p.BytesPerSecond,
+		IdleSeconds: int64(p.Idle / time.Second),
 	}
-	left = time.Duration(float64(*p.TotalBytes-p.Bytes) / float64(p.BytesPerSecond) * float64(time.Second))
-	if job.Status.StartTime == nil || job.Spec.ActiveDeadlineSeconds == nil {
+	if p.TotalBytes >= 0 {
+		out.TotalBytes = ptr.To(p.TotalBytes)
+	}
+	if p.TotalFiles >= 0 {
+		out.TotalFiles = ptr.To(p.TotalFiles)
+	}
+	return out
+}
+
+// outlook is how long a fetch that came as far as p needs yet at the rate
+// it logged then (timeLeft), and, if it does not finish within its Job's
+// deadline at that rate, that deadline.
+func outlook(p *servingv1alpha1.FetchProgress, job *batchv1.Job) (left, outOfTime time.Duration) {
+	left = timeLeft(p)
+	if left == 0 || job.Status.StartTime == nil || job.Spec.ActiveDeadlineSeconds == nil {
 		return left, 0
 	}
 	timeout := time.Duration(*job.Spec.ActiveDeadlineSeconds) * time.Second
@@ -191,6 +191,16 @@ func outlook(p *servingv1alpha1.FetchProgress, job *batchv1.Job) (left, outOfTim
 		return left, timeout
 	}
 	return left, 0
+}
+
+// timeLeft is how long a fetch that came as far as p needs yet at the
+// rate it logged then; 0 (not known) for a fetch whose total is not (an
+// archive), or that stands still.
+func timeLeft(p *servingv1alpha1.FetchProgress) time.Duration {
+	if p == nil || p.TotalBytes == nil || p.BytesPerSecond <= 0 || p.Bytes >= *p.TotalBytes {
+		return 0
+	}
+	return time.Duration(float64(*p.TotalBytes-p.Bytes) / float64(p.BytesPerSecond) * float64(time.Second))
 }
 
 // servedFrom is the generation whose copy the pods serve for a model of

@@ -105,10 +105,14 @@ const (
 	// model load, a readiness probe that fails), or still being created
 	// without a warning.
 	CauseUnknown = "Unknown"
+	// CauseFetching is pods that say nothing wrong and fetch their own
+	// copies of the model (storage mode PerPod, FetchingCopies): a
+	// download under way, which the fetcher fails itself if it stops.
+	CauseFetching = "Fetching"
 )
 
 // Causes are the values of a stalled rollout's cause.
-var Causes = []string{CauseUnschedulable, CauseImagePull, CauseCrashLoop, CauseContainerStart, CausePodWarning, CauseUnknown}
+var Causes = []string{CauseUnschedulable, CauseImagePull, CauseCrashLoop, CauseContainerStart, CausePodWarning, CauseFetching, CauseUnknown}
 
 // podWarningsBenign are the reasons of Warnings the kubelet records about
 // a pod on its way to starting that hold nothing back: AlreadyMountedVolume

@@ -616,17 +616,23 @@ const idleWorthSaying = 30 * time.Second
 // outlookClause says how long a running fetch needs yet, and whether its
 // timeout stops it first: ", about 12 min left".
 func outlookClause(m ModelFetch) string {
-	if m.Left <= 0 {
-		return ""
-	}
-	msg := ", less than a minute left"
-	if m.Left >= time.Minute {
-		msg = ", about " + roughly(m.Left) + " left"
-	}
-	if m.OutOfTime > 0 {
+	msg := leftClause(m.Left)
+	if msg != "" && m.OutOfTime > 0 {
 		msg += fmt.Sprintf(", past spec.fetch.timeout, %s, at this rate; raise it, and the running fetch is given the time", m.OutOfTime)
 	}
 	return msg
+}
+
+// leftClause says how long a fetch needs yet, if known: ", about 12 min
+// left".
+func leftClause(left time.Duration) string {
+	switch {
+	case left <= 0:
+		return ""
+	case left < time.Minute:
+		return ", less than a minute left"
+	}
+	return ", about " + roughly(left) + " left"
 }
 
 // roughly is d to the second under a minute, else to the minute: "45 s",

@@ -417,14 +417,19 @@ func TestEachProblemIsAlertedOfByNameOnceItLasts(t *testing.T) {
 
 // A rollout stalled on nothing the pods say (a model still loading, a
 // readiness probe failing) is not this alert's: ModelServerNotReady, or
-// ModelServerDown, tell of it.
+// ModelServerDown, tell of it. Nor are pods downloading their own copies
+// of a large model: a fetch that stops fails, and is a CrashLoop.
 func TestARolloutStalledForAnUnknownCauseIsNotAlertedOfAsStalled(t *testing.T) {
-	p := newPrometheus(t)
-	ms := newModelServer(t, "loading")
-	ms.is(servingv1alpha1.PhaseDeploying, servingv1alpha1.ReasonPodsNotReady)
-	metrics.Stalled(ms.UID, status.CauseUnknown)
-	p.run(20 * time.Minute)
-	p.expectNotFiring("ModelServerRolloutStalled", named(ms))
+	for _, cause := range []string{status.CauseUnknown, status.CauseFetching} {
+		t.Run(cause, func(t *testing.T) {
+			p := newPrometheus(t)
+			ms := newModelServer(t, "loading")
+			ms.is(servingv1alpha1.PhaseDeploying, servingv1alpha1.ReasonPodsNotReady)
+			metrics.Stalled(ms.UID, cause)
+			p.run(20 * time.Minute)
+			p.expectNotFiring("ModelServerRolloutStalled", named(ms))
+		})
+	}
 }
 
 func TestAnOperatorNobodyScrapesIsAlertedOf(t *testing.T) {

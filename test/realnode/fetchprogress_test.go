@@ -146,17 +146,27 @@ func currentJob(t *testing.T, e *env, ns string) *batchv1.Job {
 // a ServiceAccount of ns given the metrics-reader role.
 func (e *env) slowFetches(t *testing.T, ns string) func(cause string) float64 {
 	t.Helper()
+	scrape := e.scraper(t, ns)
+	return func(cause string) float64 {
+		return gauge(scrape(), `modelserver_slow_fetches{cause="`+cause+`"}`)
+	}
+}
+
+// scraper reads the operator's metrics, as a ServiceAccount of ns given
+// the metrics-reader role.
+func (e *env) scraper(t *testing.T, ns string) func() string {
+	t.Helper()
 	binding := "rn-scraper-" + ns
 	e.kubectl(t, "", "create", "serviceaccount", "scraper", "-n", ns)
 	e.kubectl(t, "", "create", "clusterrolebinding", binding, "--clusterrole=modelserver-metrics-reader", "--serviceaccount="+ns+":scraper")
 	t.Cleanup(func() { _, _ = e.Kubectl("", "delete", "clusterrolebinding", binding) })
 	url := "https://" + net.JoinHostPort(e.operatorPod(t).Status.PodIP, "8443") + "/metrics"
-	return func(cause string) float64 {
+	return func() string {
 		token := strings.TrimSpace(e.kubectl(t, "", "-n", ns, "create", "token", "scraper"))
 		code, body := get(t, url, token)
 		if code != http.StatusOK {
 			t.Fatalf("scrape of %s: %d", url, code)
 		}
-		return gauge(body, `modelserver_slow_fetches{cause="`+cause+`"}`)
+		return body
 	}
 }

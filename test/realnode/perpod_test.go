@@ -2,6 +2,7 @@ package realnode
 
 import (
 	"context"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -108,4 +109,66 @@ func (e *env) expectCopies(t *testing.T, ns, digest string, n int) {
 	if ready != n {
 		t.Errorf("%d serving pods ready, want %d", ready, n)
 	}
+}
+
+// TestPodsFetchingTheirCopiesSayHowFarTheyHaveCome: a scale-up of a
+// PerPod ModelServer whose store sends 1 MB/s leaves the new pod
+// downloading the 200 MiB model in its fetch-model container. Once its
+// rollout has stood still for 30 s, the status says so, with how far the
+// download has come, read from the container's log through the real
+// kubelet, and the stalled-rollouts gauge counts it under Fetching, with
+// no RolloutStalled Warning: a download is no fault. Once the store sends
+// at full speed, the pod serves and the message goes.
+func TestPodsFetchingTheirCopiesSayHowFarTheyHaveCome(t *testing.T) {
+	t.Parallel()
+	e := realNode(t)
+	ns := e.namespace(t)
+	store := newStallingStore(t, e.S3Endpoint)
+	e.kubectl(t, strings.Replace(e.CredentialsSecret("proxied", ""), e.S3Endpoint, store.url, 1), "-n", ns, "apply", "-f", "-")
+	spec := func(replicas int) string {
+		return e.ModelServerYAML(realenv.ModelServer{Name: "big-copies", URI: bigModel, Secret: "proxied", Replicas: replicas, Storage: "1Gi\n    mode: PerPod"})
+	}
+	start := time.Now()
+	e.kubectl(t, spec(1), "-n", ns, "apply", "-f", "-")
+	e.waitReady(t, ns, "big-copies", 3*time.Minute)
+	t.Logf("1 pod with its own copy of the 200 MiB model: kubectl apply to Ready in %.1fs", time.Since(start).Seconds())
+	scrape := e.scraper(t, ns)
+
+	store.rate.Store(1_000_000)
+	e.kubectl(t, spec(2), "-n", ns, "apply", "-f", "-")
+	scaled := time.Now()
+	ms := e.waitMessage(t, ns, "big-copies", "1 serving pod is fetching its copy of the model: ", 2*time.Minute)
+	said := regexp.MustCompile(`; 1 serving pod is fetching its copy of the model: \d+\.\d MiB of 200\.\d MiB \(\d+%\), \d\.\d MB/s, about \d+ min left$`)
+	if !said.MatchString(ms.Status.Message) {
+		t.Errorf("message %q, want it to match %s", ms.Status.Message, said)
+	}
+	if ms.Status.ReadyReplicas != 1 {
+		t.Errorf("%d pods ready while the new one fetches, want the first", ms.Status.ReadyReplicas)
+	}
+	if n := gauge(scrape(), `modelserver_stalled_rollouts{cause="`+status.CauseFetching+`"}`); n < 1 {
+		t.Errorf("modelserver_stalled_rollouts{cause=%q} = %g while a pod fetches its copy, want it counted", status.CauseFetching, n)
+	}
+	if n := e.eventCounts(t, ns, "involvedObject.kind=ModelServer")["Warning/RolloutStalled"]; n != 0 {
+		t.Errorf("%d RolloutStalled Warnings for a pod downloading, want none", n)
+	}
+	// Read again 30 s later, further on.
+	first := ms.Status.Message
+	err := wait.PollUntilContextTimeout(context.Background(), time.Second, 75*time.Second, true, func(context.Context) (bool, error) {
+		ms = e.get(t, ns, "big-copies")
+		return ms.Status.Message != first, nil
+	})
+	if err != nil || !said.MatchString(ms.Status.Message) {
+		t.Errorf("message %q after %q, want a new progress matching %s", ms.Status.Message, first, said)
+	}
+
+	store.rate.Store(0)
+	e.waitReady(t, ns, "big-copies", 3*time.Minute)
+	err = wait.PollUntilContextTimeout(context.Background(), time.Second, time.Minute, true, func(context.Context) (bool, error) {
+		ms = e.get(t, ns, "big-copies")
+		return ms.Status.ReadyReplicas == 2 && ms.Status.Message == "", nil
+	})
+	if err != nil {
+		t.Errorf("%d ready, message %q; want both pods, and no message", ms.Status.ReadyReplicas, ms.Status.Message)
+	}
+	t.Logf("the scaled-up pod was ready %.1fs after the scale", time.Since(scaled).Seconds())
 }
