@@ -73,8 +73,18 @@ func TestTheOperatorsMonitoringScrapesItAsItsServiceMonitorSays(t *testing.T) {
 	crds := filepath.Join(e.Root, "test/testdata/prometheus-operator")
 	e.kubectl(t, "", "apply", "--server-side", "-f", crds)
 	t.Cleanup(func() { _, _ = e.Kubectl("", "delete", "-f", crds, "--wait=false") })
-	e.kubectl(t, "", "wait", "--for=condition=Established", "--timeout=60s",
-		"crd/servicemonitors.monitoring.coreos.com", "crd/prometheusrules.monitoring.coreos.com")
+	// Polled rather than kubectl wait's: a CRD read before the apiserver
+	// first writes its status has conditions: null, which kubectl wait
+	// fails on (".status.conditions accessor error") instead of waiting.
+	for _, crd := range []string{"servicemonitors.monitoring.coreos.com", "prometheusrules.monitoring.coreos.com"} {
+		err := wait.PollUntilContextTimeout(context.Background(), 250*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+			out, err := e.Kubectl("", "get", "crd", crd, "-o", `jsonpath={.status.conditions[?(@.type=="Established")].status}`)
+			return err == nil && strings.TrimSpace(out) == "True", nil
+		})
+		if err != nil {
+			t.Fatalf("CRD %s not Established: %s", crd, e.kubectlOut("get", "crd", crd, "-o", "jsonpath={.status}"))
+		}
+	}
 	monitoring := filepath.Join(e.Root, "dist/monitoring.yaml")
 	// kubectl validates strictly on the server: a field the schemas do
 	// not have is refused.
