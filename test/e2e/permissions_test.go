@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -15,44 +14,18 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
-	"sigs.k8s.io/yaml"
 
 	"github.com/modelserver-dev/modelserver-operator/internal/localcluster"
+	"github.com/modelserver-dev/modelserver-operator/test/bundle"
 )
 
-// csvPermissions is the part of the bundle's ClusterServiceVersion that
-// says what the operator may do.
-type csvPermissions struct {
-	Spec struct {
-		Install struct {
-			Spec struct {
-				Permissions        []stepPermissions `json:"permissions"`
-				ClusterPermissions []stepPermissions `json:"clusterPermissions"`
-			} `json:"spec"`
-		} `json:"install"`
-	} `json:"spec"`
-}
-
-type stepPermissions struct {
-	ServiceAccountName string              `json:"serviceAccountName"`
-	Rules              []rbacv1.PolicyRule `json:"rules"`
-}
-
-func readCSVPermissions(t *testing.T) csvPermissions {
+func readCSVPermissions(t *testing.T) bundle.CSV {
 	t.Helper()
-	files, err := filepath.Glob(repoPath("bundle/manifests/*.clusterserviceversion.yaml"))
-	if err != nil || len(files) != 1 {
-		t.Fatalf("want one CSV in bundle/manifests, found %v (%v)", files, err)
-	}
-	raw, err := os.ReadFile(files[0])
+	csv, err := bundle.ReadCSV(repoPath("."))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var csv csvPermissions
-	if err := yaml.Unmarshal(raw, &csv); err != nil {
-		t.Fatal(err)
-	}
-	if len(csv.Spec.Install.Spec.Permissions) == 0 {
+	if len(csv.Permissions) == 0 {
 		t.Fatal("the CSV grants no namespaced permissions")
 	}
 	return csv
@@ -126,15 +99,15 @@ func testCSVPermissions(t *testing.T, allNamespaces bool) {
 // derives from the CSV: `permissions` as Roles in the operator's namespace
 // (OwnNamespace) or as ClusterRoles (AllNamespaces), `clusterPermissions`
 // as ClusterRoles. It returns the ServiceAccount's name.
-func grantAsOLMWould(t *testing.T, cs kubernetes.Interface, csv csvPermissions, ns string, allNamespaces bool) string {
+func grantAsOLMWould(t *testing.T, cs kubernetes.Interface, csv bundle.CSV, ns string, allNamespaces bool) string {
 	t.Helper()
 	ctx := context.Background()
-	sa := csv.Spec.Install.Spec.Permissions[0].ServiceAccountName
+	sa := csv.Permissions[0].ServiceAccountName
 	if _, err := cs.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: sa}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	subject := []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: sa, Namespace: ns}}
-	clusterWide := func(i int, p stepPermissions, kind string) {
+	clusterWide := func(i int, p bundle.Permission, kind string) {
 		name := fmt.Sprintf("%s-%s-%s-%d", ns, sa, kind, i)
 		if _, err := cs.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: name}, Rules: p.Rules}, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
@@ -147,7 +120,7 @@ func grantAsOLMWould(t *testing.T, cs kubernetes.Interface, csv csvPermissions, 
 			t.Fatal(err)
 		}
 	}
-	for i, p := range csv.Spec.Install.Spec.Permissions {
+	for i, p := range csv.Permissions {
 		if p.ServiceAccountName != sa {
 			t.Fatalf("the CSV's permissions name two ServiceAccounts: %s and %s", sa, p.ServiceAccountName)
 		}
@@ -167,7 +140,7 @@ func grantAsOLMWould(t *testing.T, cs kubernetes.Interface, csv csvPermissions, 
 			t.Fatal(err)
 		}
 	}
-	for i, p := range csv.Spec.Install.Spec.ClusterPermissions {
+	for i, p := range csv.ClusterPermissions {
 		clusterWide(i, p, "cluster")
 	}
 	return sa

@@ -14,19 +14,9 @@ import (
 
 	rbacv1 "k8s.io/api/rbac/v1"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
-	"sigs.k8s.io/yaml"
+
+	"github.com/modelserver-dev/modelserver-operator/test/bundle"
 )
-
-// csvPath is the bundle's ClusterServiceVersion, which OLM v1 installs.
-const csvPath = "../../bundle/manifests/modelserver-operator.clusterserviceversion.yaml"
-
-// permission is one entry of a CSV's clusterPermissions or permissions,
-// with the fields, in the order, of operator-framework/api's
-// StrategyDeploymentPermissions: OLM v1 hashes its JSON.
-type permission struct {
-	ServiceAccountName string              `json:"serviceAccountName"`
-	Rules              []rbacv1.PolicyRule `json:"rules"`
-}
 
 // generatedRoleNames are the names OLM v1 (operator-controller v1.2.0)
 // gives the ClusterRoles and ClusterRoleBindings it makes for the CSV's
@@ -37,35 +27,18 @@ type permission struct {
 // refused as forbidden.
 func generatedRoleNames(t *testing.T) []string {
 	t.Helper()
-	raw, err := os.ReadFile(csvPath)
+	csv, err := bundle.ReadCSV("../..")
 	if err != nil {
 		t.Fatal(err)
 	}
-	var csv struct {
-		Metadata struct {
-			Name string `json:"name"`
-		} `json:"metadata"`
-		Spec struct {
-			Install struct {
-				Spec struct {
-					ClusterPermissions []permission `json:"clusterPermissions"`
-					Permissions        []permission `json:"permissions"`
-				} `json:"spec"`
-			} `json:"install"`
-		} `json:"spec"`
-	}
-	if err := yaml.Unmarshal(raw, &csv); err != nil {
-		t.Fatalf("%s: %v", csvPath, err)
-	}
-	strategy := csv.Spec.Install.Spec
 	var names []string
-	for _, p := range append(strategy.Permissions, strategy.ClusterPermissions...) {
+	for _, p := range append(csv.Permissions, csv.ClusterPermissions...) {
 		h := sha256.New224()
 		if err := json.NewEncoder(h).Encode(p); err != nil {
 			t.Fatal(err)
 		}
 		hash := new(big.Int).SetBytes(h.Sum(nil)).Text(36)
-		base := csv.Metadata.Name + "-" + p.ServiceAccountName
+		base := csv.Name + "-" + p.ServiceAccountName
 		if len(base)+len(hash) > 63 {
 			base = base[:63-len(hash)-1]
 		}
@@ -107,7 +80,7 @@ func TestTheInstallerMayManageTheRolesOLMGeneratesFromTheBundle(t *testing.T) {
 	for _, res := range []string{"clusterroles", "clusterrolebindings"} {
 		for _, name := range names {
 			if !slices.Contains(byResource[res], name) {
-				t.Errorf("the installer may not get or patch the %s %s that OLM v1 makes from %s: add the name to installerRBAC and docs/olm.md, keeping the old ones for OLM to delete", res, name, csvPath)
+				t.Errorf("the installer may not get or patch the %s %s that OLM v1 makes from the bundle's CSV: add the name to installerRBAC and docs/olm.md, keeping the old ones for OLM to delete", res, name)
 			}
 		}
 	}
