@@ -362,6 +362,13 @@ func TestBadSpecsAreRejectedAtAdmission(t *testing.T) {
 			ms.Spec.Model.StorageURI = "https://models.blob.core.windows.net/team/resnet"
 			ms.Spec.Model.WebIdentity = &servingv1alpha1.WebIdentity{ClientID: "model-reader"}
 		}), "spec.model.webIdentity.clientId", "should match"},
+		{"a Data Lake path without a container", newModelServer(ns, "abfsnocontainer", func(ms *servingv1alpha1.ModelServer) {
+			ms.Spec.Model.StorageURI = "abfss://models.dfs.core.windows.net/team/resnet"
+		}), "spec.model.storageUri", "an abfss:// or wasbs:// URI names a container at a storage account"},
+		{"a role for a Data Lake model", newModelServer(ns, "roleabfs", func(ms *servingv1alpha1.ModelServer) {
+			ms.Spec.Model.StorageURI = "abfss://team@models.dfs.core.windows.net/resnet"
+			ms.Spec.Model.WebIdentity = &servingv1alpha1.WebIdentity{RoleARN: "arn:aws:iam::123456789012:role/r"}
+		}), "spec.model", "names a Microsoft Entra application (clientId, tenantId), not an IAM role"},
 		{"a directory at a host not Azure's", newModelServer(ns, "httpdir", func(ms *servingv1alpha1.ModelServer) {
 			ms.Spec.Model.StorageURI = "https://models.blob.core.windows.net.example/team/resnet/"
 		}), "spec.model.storageUri", "must name a file or an archive"},
@@ -470,6 +477,22 @@ func TestBadSpecsAreRejectedAtAdmission(t *testing.T) {
 				t.Errorf("error does not name %s with %q: %v", tc.field, tc.phrase, err)
 			}
 		})
+	}
+	// Azure's URIs, read with an Entra application's identity.
+	for i, uri := range []string{
+		"https://models.blob.core.windows.net/team/resnet/",
+		"https://models.dfs.core.windows.net/team/resnet",
+		"abfss://team@models.dfs.core.windows.net/resnet",
+		"abfss://team@models.dfs.core.windows.net",
+		"wasbs://team@models.blob.core.windows.net/resnet",
+	} {
+		ms := newModelServer(ns, fmt.Sprintf("azure-%d", i), func(ms *servingv1alpha1.ModelServer) {
+			ms.Spec.Model.StorageURI = uri
+			ms.Spec.Model.WebIdentity = &servingv1alpha1.WebIdentity{ClientID: "00000000-1111-2222-3333-444444444444", TenantID: "00000000-1111-2222-3333-555555555555"}
+		})
+		if err := env.client.Create(context.Background(), ms, client.DryRunAll); err != nil {
+			t.Errorf("%s: %v", uri, err)
+		}
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"os"
+	"path"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -512,6 +513,40 @@ func TestADataLakeDirectoryIsADirectory(t *testing.T) {
 	} {
 		if got := isAzureDirectory(c.item); got != c.want {
 			t.Errorf("isAzureDirectory(%+v) = %v; want %v", c.item, got, c.want)
+		}
+	}
+}
+
+// TestADataLakeModelIsFetchedFromItsAbfssURI: an account with a
+// hierarchical namespace (Data Lake Storage Gen2), whose Blob API lists
+// each directory as an empty blob marked hdi_isfolder, read from the
+// abfss:// URI that Spark, Databricks and Azure Machine Learning give, and
+// from the dfs endpoint's https:// URI, through the blob endpoint.
+func TestADataLakeModelIsFetchedFromItsAbfssURI(t *testing.T) {
+	srv := startAzure(t, false)
+	files := model(1, 2)
+	putAzure(srv, "lake/resnet", files)
+	dirs := map[string]bool{"lake": true}
+	for name := range files {
+		for dir := path.Dir("lake/resnet/" + name); dir != "."; dir = path.Dir(dir) {
+			dirs[dir] = true
+		}
+	}
+	for dir := range dirs {
+		srv.PutDirectory("models", dir)
+	}
+	for _, uri := range []string{
+		"abfss://models@" + azureAccount + ".dfs.core.windows.net/lake/resnet",
+		"https://" + azureAccount + ".dfs.core.windows.net/models/lake/resnet/",
+	} {
+		o, logs := testOptions(t, uri, secretDir(t, azureKeys(srv)))
+		sum, err := Run(context.Background(), o)
+		if err != nil {
+			t.Fatalf("%s: %v\n%s", uri, err, logs)
+		}
+		assertTree(t, o.Dest, files)
+		if !reflect.DeepEqual(sum.Versions, []int64{1, 2}) || sum.Files != int64(len(files)) {
+			t.Errorf("%s: versions %v, %d files; want [1 2], %d files", uri, sum.Versions, sum.Files, len(files))
 		}
 	}
 }

@@ -41,7 +41,7 @@ func fetchCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		pullSecretsDir string
 		pullSecrets    string
 	)
-	fs.StringVar(&o.URI, "uri", "", "The model's storage URI: s3://bucket/prefix, gs://bucket/prefix, https://<account>.blob.core.windows.net/container/prefix, http(s)://host/file[#sha256=hex], pvc://claim/path, oci://registry/repository[:tag][@digest] or /absolute/dir.")
+	fs.StringVar(&o.URI, "uri", "", "The model's storage URI: s3://bucket/prefix, gs://bucket/prefix, https://<account>.blob.core.windows.net/container/prefix (or abfss://container@<account>.dfs.core.windows.net/prefix, wasbs://...), http(s)://host/file[#sha256=hex], pvc://claim/path, oci://registry/repository[:tag][@digest] or /absolute/dir.")
 	fs.StringVar(&o.Dest, "dest", "", "The model's base directory as TF Serving sees it (for pvc://: where the claim's path is mounted, verified only).")
 	fs.StringVar(&o.CredentialsDir, "credentials-dir", "", "A mounted Secret, one file per key (AWS_ACCESS_KEY_ID, service-account.json, http-headers, ...).")
 	fs.StringVar(&o.WebIdentity.RoleARN, "web-identity-role-arn", "", "For s3://: the IAM role assumed with --web-identity-token-file through STS AssumeRoleWithWebIdentity, instead of keys.")

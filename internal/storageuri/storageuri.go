@@ -28,9 +28,19 @@ const (
 	SchemeLocal Scheme = "file"
 	SchemeOCI   Scheme = "oci"
 	// SchemeAzure is Azure Blob Storage: an https:// URI whose host is a
-	// storage account's blob endpoint (azureBlobHost), written as the
-	// portal and KServe write it.
+	// storage account's blob endpoint (azureHost), written as the portal
+	// and KServe write it; or its Data Lake Storage Gen2 forms, read
+	// through the blob endpoint of the same account (abfss://, wasbs://,
+	// the dfs endpoint).
 	SchemeAzure Scheme = "azure"
+)
+
+// The Hadoop forms of an Azure URI, <container>@<account host>/<path>, as
+// Databricks, Synapse, Azure Machine Learning and Spark write them: ABFS's
+// (Data Lake Storage Gen2) and WASB's, over TLS.
+const (
+	schemeABFSS = "abfss"
+	schemeWASBS = "wasbs"
 )
 
 // Location is a parsed storage URI.
@@ -80,7 +90,8 @@ func (e *Error) Error() string { return fmt.Sprintf("%q: ", e.URI) + e.Problem }
 
 // Parse parses a model's storage URI: s3://bucket/prefix,
 // gs://bucket/prefix,
-// https://<account>.blob.core.windows.net/container/prefix (Azure),
+// https://<account>.blob.core.windows.net/container/prefix (Azure; or
+// abfss://container@<account>.dfs.core.windows.net/prefix, wasbs://...),
 // http(s)://host/path[#sha256=hex], pvc://claim/path,
 // oci://registry/repository[:tag][@digest], or an absolute directory
 // path. A URI it refuses yields an *Error.
@@ -124,8 +135,10 @@ func Parse(raw string) (Location, error) {
 		if loc.Prefix != "" && !SafeRelPath(loc.Prefix) {
 			return invalid("the object prefix has empty, . or .. segments")
 		}
+	case schemeABFSS, schemeWASBS:
+		return parseHadoopAzure(u, loc)
 	case SchemeHTTPS:
-		if m := azureBlobHost.FindStringSubmatch(strings.ToLower(u.Host)); m != nil {
+		if m := azureHost.FindStringSubmatch(strings.ToLower(u.Host)); m != nil {
 			return parseAzure(u, loc, m[1])
 		}
 		fallthrough
@@ -152,16 +165,49 @@ func Parse(raw string) (Location, error) {
 			return invalid("#sha256 applies to a download, not to a pvc:// model")
 		}
 	default:
-		return invalid("unsupported scheme %q: want s3://, gs://, http(s)://, pvc://, oci:// or an absolute path", u.Scheme)
+		return invalid("unsupported scheme %q: want s3://, gs://, http(s)://, abfss://, wasbs://, pvc://, oci:// or an absolute path", u.Scheme)
 	}
 	return loc, nil
 }
 
-// azureBlobHost matches the blob endpoint of a storage account in Azure's
+// azureHost matches the blob endpoint of a storage account in Azure's
 // public, China and US Government clouds, or in an Azure DNS zone, and
-// its read-only secondary (<account>-secondary): the account is the first
+// its read-only secondary (<account>-secondary), or the account's Data
+// Lake Storage (dfs) endpoint in those places: the account is the first
 // group.
-var azureBlobHost = regexp.MustCompile(`^([a-z0-9]{3,24})(?:-secondary)?\.(?:blob\.core\.(?:windows\.net|chinacloudapi\.cn|usgovcloudapi\.net)|z[0-9]{2}\.blob\.storage\.azure\.net)$`)
+var azureHost = regexp.MustCompile(`^([a-z0-9]{3,24})(?:-secondary)?\.(?:(?:blob|dfs)\.core\.(?:windows\.net|chinacloudapi\.cn|usgovcloudapi\.net)|z[0-9]{2}\.(?:blob|dfs)\.storage\.azure\.net)$`)
+
+// isHadoopAzure says that scheme is one of the Hadoop forms of an Azure
+// URI, whose user info is the container.
+func isHadoopAzure(scheme string) bool {
+	scheme = strings.ToLower(scheme)
+	return scheme == schemeABFSS || scheme == schemeWASBS
+}
+
+// parseHadoopAzure reads an abfss:// or wasbs:// URI,
+// <container>@<account host>[/prefix], as the https:// URI of the same
+// container and prefix at the account's blob endpoint: an account with a
+// hierarchical namespace (Data Lake Storage Gen2) serves its files through
+// the Blob API too, and its directories are left out of the listing.
+func parseHadoopAzure(u *url.URL, loc Location) (Location, error) {
+	invalid := func(format string, args ...any) (Location, error) {
+		return Location{}, &Error{URI: Redact(loc.raw), Problem: fmt.Sprintf(format, args...)}
+	}
+	want := fmt.Sprintf("want %s://<container>@<account>.%s.core.windows.net[/path]", loc.Scheme, map[Scheme]string{schemeABFSS: "dfs", schemeWASBS: "blob"}[loc.Scheme])
+	host := strings.ToLower(u.Host)
+	m := azureHost.FindStringSubmatch(host)
+	switch {
+	case u.User == nil || u.User.Username() == "":
+		return invalid("no container: %s", want)
+	case m == nil:
+		return invalid("%q is not a storage account's endpoint: %s", u.Host, want)
+	}
+	if _, hasPassword := u.User.Password(); hasPassword {
+		return invalid("a password is not supported; put credentials in the credentials Secret")
+	}
+	blob := &url.URL{Scheme: "https", Host: strings.Replace(host, ".dfs.", ".blob.", 1), Path: "/" + u.User.Username() + u.Path, RawQuery: u.RawQuery}
+	return parseAzure(blob, loc, m[1])
+}
 
 // azureContainer is an Azure container's name: 3 to 63 lower-case
 // letters, digits and single hyphens, starting and ending with a letter
@@ -195,6 +241,9 @@ func parseAzure(u *url.URL, loc Location, account string) (Location, error) {
 		return invalid("the blob prefix has empty, . or .. segments")
 	}
 	req := *u
+	if host := strings.ToLower(u.Host); strings.Contains(host, ".dfs.") {
+		req.Host = strings.Replace(host, ".dfs.", ".blob.", 1)
+	}
 	req.Path, req.RawPath = "/"+container, ""
 	req.Fragment, req.RawFragment = "", ""
 	loc.URL = &req
@@ -298,7 +347,13 @@ func Redact(raw string) string {
 		}
 		return head + "…"
 	}
-	if u.User != nil {
+	switch _, password := u.User.Password(); {
+	case u.User == nil:
+	case isHadoopAzure(u.Scheme) && !password:
+		// The container, not a credential.
+	case isHadoopAzure(u.Scheme):
+		u.User = url.UserPassword(u.User.Username(), "REDACTED")
+	default:
 		u.User = url.User("REDACTED")
 	}
 	if u.RawQuery != "" {

@@ -60,6 +60,15 @@ func TestParseReadsAnAzureBlobStorageURI(t *testing.T) {
 		{"https://acct.blob.core.usgovcloudapi.net/t01/m", "acct", "t01", "m", "https://acct.blob.core.usgovcloudapi.net/t01"},
 		{"https://acct.z07.blob.storage.azure.net/t01/m", "acct", "t01", "m", "https://acct.z07.blob.storage.azure.net/t01"},
 		{"https://acct.blob.core.windows.net/$root/m.tgz", "acct", "$root", "m.tgz", "https://acct.blob.core.windows.net/$root"},
+		// Data Lake Storage Gen2, read at the account's blob endpoint.
+		{"https://models.dfs.core.windows.net/team/resnet", "models", "team", "resnet", "https://models.blob.core.windows.net/team"},
+		{"abfss://team@models.dfs.core.windows.net/resnet/", "models", "team", "resnet", "https://models.blob.core.windows.net/team"},
+		{"abfss://team@models.dfs.core.windows.net", "models", "team", "", "https://models.blob.core.windows.net/team"},
+		{"ABFSS://team@Models.DFS.Core.Windows.Net/a%20b", "models", "team", "a b", "https://models.blob.core.windows.net/team"},
+		{"abfss://t01@acct.dfs.core.chinacloudapi.cn/m", "acct", "t01", "m", "https://acct.blob.core.chinacloudapi.cn/t01"},
+		{"abfss://t01@acct.z07.dfs.storage.azure.net/m", "acct", "t01", "m", "https://acct.z07.blob.storage.azure.net/t01"},
+		{"wasbs://team@models.blob.core.windows.net/resnet/v1", "models", "team", "resnet/v1", "https://models.blob.core.windows.net/team"},
+		{"wasbs://team@models.blob.core.usgovcloudapi.net/m", "models", "team", "m", "https://models.blob.core.usgovcloudapi.net/team"},
 	} {
 		got, err := Parse(c.raw)
 		if err != nil {
@@ -130,6 +139,15 @@ func TestParseRefusesWhatCannotBeFetched(t *testing.T) {
 		"https://acct.blob.core.windows.net/t01/m?sv=1&sig=secret": "an Azure Blob Storage URI takes no query: put a shared access signature in the credentials Secret's AZURE_STORAGE_SAS_TOKEN",
 		"https://acct.blob.core.windows.net/ab/m":                  "\"ab\" is not a container name",
 		"https://user:pw@acct.blob.core.windows.net/t01/m":         "user info is not supported",
+		"abfss://acct.dfs.core.windows.net/m":                      "no container: want abfss://<container>@<account>.dfs.core.windows.net[/path]",
+		"wasbs://@acct.blob.core.windows.net/m":                    "no container: want wasbs://<container>@<account>.blob.core.windows.net[/path]",
+		"abfss://t01:key@acct.dfs.core.windows.net/m":              "a password is not supported",
+		"abfss://t01@acct.example.com/m":                           "\"acct.example.com\" is not a storage account's endpoint",
+		"wasbs://t01@acct.blob.core.windows.net:443/m":             "\"acct.blob.core.windows.net:443\" is not a storage account's endpoint",
+		"abfss://Team@acct.dfs.core.windows.net/m":                 "\"Team\" is not a container name",
+		"abfss://t01@acct.dfs.core.windows.net/a/../b":             "the blob prefix has empty, . or .. segments",
+		"abfss://t01@acct.dfs.core.windows.net/m?sv=1&sig=secret":  "an Azure Blob Storage URI takes no query",
+		"abfs://t01@acct.dfs.core.windows.net/m":                   "unsupported scheme \"abfs\"",
 	} {
 		_, err := Parse(raw)
 		var ue *Error
@@ -162,6 +180,9 @@ func TestRedactHidesCredentials(t *testing.T) {
 		"user:pw@h/%zz":               "REDACTED…",
 		"https://h/m.tgz?no-value":    "https://h/m.tgz?no-value=REDACTED",
 		"https://h/m.tgz?a=1&a=2&b=3": "https://h/m.tgz?a=REDACTED&b=REDACTED",
+		// The user info of abfss:// and wasbs:// is the container.
+		"abfss://team@acct.dfs.core.windows.net/m":      "abfss://team@acct.dfs.core.windows.net/m",
+		"wasbs://team:key@acct.blob.core.windows.net/m": "wasbs://team:REDACTED@acct.blob.core.windows.net/m",
 	} {
 		if got := Redact(in); got != want {
 			t.Errorf("Redact(%q) = %q, want %q", in, got, want)

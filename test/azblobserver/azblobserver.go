@@ -83,6 +83,8 @@ type blob struct {
 	md5               []byte
 	// tier is the access tier: "" for Hot, inferred from the account's.
 	tier string
+	// directory marks a hierarchical namespace's directory (PutDirectory).
+	directory bool
 }
 
 // tierOf is b's access tier as Azure names it, and whether it was
@@ -151,6 +153,16 @@ func (s *Server) Put(containerName, name string, body []byte) string {
 	}
 	c.blobs[name] = b
 	return `"` + b.etag + `"`
+}
+
+// PutDirectory stores a directory of a hierarchical namespace (Data Lake
+// Storage Gen2) as the Blob API shows one: an empty blob whose metadata
+// says hdi_isfolder, listed among the files.
+func (s *Server) PutDirectory(containerName, name string) {
+	s.Put(containerName, name, nil)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.container(containerName).blobs[name].directory = true
 }
 
 // SetTier sets a blob's access tier: Hot, Cool, Cold or Archive. An

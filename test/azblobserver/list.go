@@ -30,10 +30,22 @@ type enumeration struct {
 }
 
 type blobXML struct {
-	XMLName    xml.Name   `xml:"Blob"`
-	Name       nameXML    `xml:"Name"`
-	Properties properties `xml:"Properties"`
-	OrMetadata struct{}   `xml:"OrMetadata"`
+	XMLName    xml.Name     `xml:"Blob"`
+	Name       nameXML      `xml:"Name"`
+	Properties properties   `xml:"Properties"`
+	Metadata   *metadataXML `xml:"Metadata"`
+	OrMetadata struct{}     `xml:"OrMetadata"`
+}
+
+// metadataXML is a blob's metadata, an element per name, listed when the
+// request includes it.
+type metadataXML struct {
+	Items []metadataItem
+}
+
+type metadataItem struct {
+	XMLName xml.Name
+	Value   string `xml:",chardata"`
 }
 
 type prefixXML struct {
@@ -103,6 +115,7 @@ func (s *Server) list(containerName string, q url.Values) *reply {
 		return failQuery("marker")
 	}
 	prefix, delim := q.Get("prefix"), q.Get("delimiter")
+	withMetadata := slices.Contains(strings.Split(q.Get("include"), ","), "metadata")
 	out := enumeration{ServiceEndpoint: s.URL + "/", ContainerName: containerName}
 	for name, p := range map[string]**string{"prefix": &out.Prefix, "marker": &out.Marker, "delimiter": &out.Delimiter} {
 		if q.Has(name) {
@@ -138,7 +151,14 @@ func (s *Server) list(containerName string, q url.Values) *reply {
 		}
 		b := blobs[name]
 		tier, inferred := b.tierOf()
-		out.Blobs.Items = append(out.Blobs.Items, blobXML{Name: xmlName(name), Properties: properties{
+		var metadata *metadataXML
+		if withMetadata {
+			metadata = &metadataXML{}
+			if b.directory {
+				metadata.Items = append(metadata.Items, metadataItem{XMLName: xml.Name{Local: "hdi_isfolder"}, Value: "true"})
+			}
+		}
+		out.Blobs.Items = append(out.Blobs.Items, blobXML{Name: xmlName(name), Metadata: metadata, Properties: properties{
 			CreationTime:       b.created.Format(http.TimeFormat),
 			LastModified:       b.modified.Format(http.TimeFormat),
 			Etag:               b.etag,

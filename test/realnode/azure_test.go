@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"path"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -17,10 +18,11 @@ import (
 )
 
 // TestAnAzureModelIsFetchedAsTheEntraApplicationOfThePodsServiceAccount:
-// a ModelServer of an Azure Blob Storage model, with no secret, signs in
-// to Microsoft Entra ID as the application its service account is
-// annotated with (Workload ID, webIdentity: {}), over TLS to both
-// services. The token the real kubelet projected into the fetch pod is
+// a ModelServer of a model in Data Lake Storage Gen2 (an account whose
+// hierarchical namespace lists directories as marked empty blobs), named
+// by its abfss:// URI, with no secret, signs in to Microsoft Entra ID as
+// the application its service account is annotated with (Workload ID,
+// webIdentity: {}), over TLS to both services. The token the real kubelet projected into the fetch pod is
 // the client assertion, which the Entra stand-in, as Entra does with the
 // issuer's keys, has the apiserver verify: bound to the fetch pod, for
 // Entra's token exchange audience, of the pods' service account. A token
@@ -74,7 +76,7 @@ stringData:
   AZURE_CA_BUNDLE: %q
 `, store.URL, entra.URL, string(store.CAPEM)+string(entra.CAPEM)), "-n", ns, "apply", "-f", "-")
 	manifest := func(name, account string) string {
-		return e.ModelServerYAML(realenv.ModelServer{Name: name, URI: "https://modelstore.blob.core.windows.net/models/half_plus_two",
+		return e.ModelServerYAML(realenv.ModelServer{Name: name, URI: "abfss://models@modelstore.dfs.core.windows.net/half_plus_two",
 			Secret: "azure-endpoints", ModelExtra: "    webIdentity: {}\n", SpecExtra: "  podTemplate:\n    serviceAccountName: " + account + "\n"})
 	}
 
@@ -101,10 +103,16 @@ stringData:
 }
 
 // putDir stores every file below dir in store's container "models", under
-// prefix.
+// prefix, and each directory as a hierarchical namespace lists it.
 func putDir(t *testing.T, store *azblobserver.Server, prefix, dir string) {
 	t.Helper()
-	if err := eachFile(dir, func(name string, data []byte) { store.Put("models", prefix+"/"+name, data) }); err != nil {
+	err := eachFile(dir, func(name string, data []byte) {
+		store.Put("models", prefix+"/"+name, data)
+		for d := path.Dir(prefix + "/" + name); d != "."; d = path.Dir(d) {
+			store.PutDirectory("models", d)
+		}
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
 }
