@@ -30,12 +30,17 @@ const eventCopyNotVerified = "CopyNotVerified"
 // place meanwhile. Pods read their pins themselves after that, so the
 // pods are read once per new pins, when the rollout is done and every
 // pod's fetch has ended; nothing is read for a Shared ModelServer.
+//
+// The only ready pod is never evicted: that would take the endpoint down,
+// and the pod made in its place, fetching what the store holds now, fails
+// ModelChanged if that is still not the verified model. It is named in a
+// Warning instead, with what to do.
 func (r *ModelServerReconciler) verifyCopies(ctx context.Context, ms *servingv1alpha1.ModelServer, want *desired.State, d *appsv1.Deployment) error {
 	pins := want.Values.ConfigFiles[values.PinsFile]
 	if !want.Values.Volume.PerPod || pins == "{}\n" || !rolledOut(d) {
 		return nil
 	}
-	if was, ok := r.copiesVerified.Load(ms.UID); ok && was == pins {
+	if was, ok := r.copiesVerified.Load(ms.UID); ok && (was == pins || was == pins+onlyPodKept && d.Status.ReadyReplicas < 2) {
 		return nil
 	}
 	selector, err := labels.Parse(want.Selector)
@@ -46,7 +51,16 @@ func (r *ModelServerReconciler) verifyCopies(ctx context.Context, ms *servingv1a
 	if err := r.APIReader.List(ctx, pods, client.InNamespace(ms.Namespace), client.MatchingLabelsSelector{Selector: selector}); err != nil {
 		return fmt.Errorf("list the serving pods: %w", err)
 	}
+	verified := pins
 	for _, c := range status.UnverifiedCopies(pods.Items, status.Pins(want.Fetches)) {
+		copyOf := fmt.Sprintf("its copy of the model (container %s), fetched before the fetch Job had verified it, has digest %s, not the Job's %s", c.Container, c.Digest, c.Pinned)
+		if d.Status.ReadyReplicas < 2 {
+			r.warn(ms, eventCopyNotVerified, "Verify", sentence(
+				"Serving pod %s is not evicted, being the only one ready, but %s: delete it, and the pod made in its place fetches the verified model (or fails ModelChanged, if the store no longer holds it: then set a new spec.model.refetch to fetch and verify what it holds now)",
+				c.Pod, copyOf))
+			verified = pins + onlyPodKept
+			continue
+		}
 		// Evicted, not deleted: the disruption budget keeps the others
 		// serving. One it refuses is evicted after the rollout that
 		// replaces the one before.
@@ -59,12 +73,16 @@ func (r *ModelServerReconciler) verifyCopies(ctx context.Context, ms *servingv1a
 			return fmt.Errorf("evict serving pod %s: %w", c.Pod, err)
 		}
 		r.Recorder.Eventf(ms, nil, corev1.EventTypeWarning, eventCopyNotVerified, "Evict", "%s", sentence(
-			"Evicted serving pod %s: its copy of the model (container %s), fetched before the fetch Job had verified it, has digest %s, not the Job's %s; the pod made in its place fetches the verified one",
-			c.Pod, c.Container, c.Digest, c.Pinned))
+			"Evicted serving pod %s: %s; the pod made in its place fetches the verified model, or fails ModelChanged if the store no longer holds it",
+			c.Pod, copyOf))
 	}
-	r.copiesVerified.Store(ms.UID, pins)
+	r.copiesVerified.Store(ms.UID, verified)
 	return nil
 }
+
+// onlyPodKept marks pins under which the only ready pod was kept with a
+// copy not verified: the pods are read again once another is ready.
+const onlyPodKept = " (the only pod kept)"
 
 // rolledOut says that Deployment d's rollout has ended: all its pods are
 // of its newest template and ready.

@@ -118,51 +118,84 @@ func TestPerPodCopiesNeedNoClaimAndFollowTheVerifiedModel(t *testing.T) {
 	}
 }
 
-// TestAFirstPodsCopyOfAnotherModelThanTheJobsIsEvicted: a new ModelServer's
-// first pod fetches beside its Job, before anything is pinned; a copy of
-// another digest than the Job's (the store changed in place meanwhile) is
-// evicted once the rollout is done, with a Warning, and a pod that fetches
-// the pinned model takes its place. It is read for once: the pod made in
-// its place is not read again.
-func TestAFirstPodsCopyOfAnotherModelThanTheJobsIsEvicted(t *testing.T) {
-	ns := newNamespace(t)
-	ctx := context.Background()
-	ms := newModelServer(ns, "raced", func(ms *servingv1alpha1.ModelServer) {
-		ms.Spec.Replicas = ptrTo[int32](1)
+// copyWarnings are the CopyNotVerified Warnings of the ModelServers of ns.
+func copyWarnings(t *testing.T, ns string) []string {
+	var out []string
+	for _, e := range modelServerEvents(t, ns) {
+		if strings.HasPrefix(e, "Warning CopyNotVerified: ") {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// firstPodsOfAnotherCopy is a new ModelServer whose fetch Job finds digest
+// sha256:aa while its first pods, fetching beside it, end with sha256:bb:
+// the store changed in place between.
+func firstPodsOfAnotherCopy(t *testing.T, ns, name string, replicas int32) *servingv1alpha1.ModelServer {
+	ms := newModelServer(ns, name, func(ms *servingv1alpha1.ModelServer) {
+		ms.Spec.Replicas = ptrTo(replicas)
 		ms.Spec.Storage.Mode = servingv1alpha1.StoragePerPod
 		ms.Spec.PodTemplate.Annotations = map[string]string{
 			localcluster.AnnotationTerminationMessage:     fetchSummary("sha256:aa"),
 			localcluster.AnnotationInitTerminationMessage: fetchSummary("sha256:bb"),
 		}
 	})
-	if err := env.client.Create(ctx, ms); err != nil {
+	if err := env.client.Create(context.Background(), ms); err != nil {
 		t.Fatal(err)
 	}
 	waitReady(t, ms)
-	evictions := func() []string {
-		var out []string
-		for _, e := range modelServerEvents(t, ns) {
-			if strings.HasPrefix(e, "Warning CopyNotVerified: ") {
-				out = append(out, e)
-			}
-		}
-		return out
-	}
-	eventually(t, 30*time.Second, "the first pod evicted", func(ctx context.Context) (bool, string) {
-		return len(evictions()) > 0, strings.Join(modelServerEvents(t, ns), "\n")
+	return ms
+}
+
+// TestAFirstPodsCopyOfAnotherModelThanTheJobsIsEvicted: once the rollout
+// of a new ModelServer's first pods is done, a pod whose copy has another
+// digest than the Job's is evicted, with a Warning, and a pod that fetches
+// the pinned model takes its place; the disruption budget keeps the other
+// serving meanwhile.
+func TestAFirstPodsCopyOfAnotherModelThanTheJobsIsEvicted(t *testing.T) {
+	ns := newNamespace(t)
+	ms := firstPodsOfAnotherCopy(t, ns, "raced", 2)
+	eventually(t, 30*time.Second, "a first pod evicted", func(ctx context.Context) (bool, string) {
+		return len(copyWarnings(t, ns)) > 0, strings.Join(modelServerEvents(t, ns), "\n")
 	})
-	e := evictions()[0]
-	evicted, _, _ := strings.Cut(strings.TrimPrefix(e, "Warning CopyNotVerified: Evicted serving pod "), ":")
-	if want := "its copy of the model (container fetch-model), fetched before the fetch Job had verified it, has digest sha256:bb, not the Job's sha256:aa; the pod made in its place fetches the verified one."; !strings.HasPrefix(evicted, "raced-") || !strings.HasSuffix(e, want) {
+	e := copyWarnings(t, ns)[0]
+	want := "its copy of the model (container fetch-model), fetched before the fetch Job had verified it, has digest sha256:bb, not the Job's sha256:aa; the pod made in its place fetches the verified model, or fails ModelChanged if the store no longer holds it."
+	if !strings.HasPrefix(e, "Warning CopyNotVerified: Evicted serving pod raced-") || !strings.HasSuffix(e, want) {
 		t.Errorf("event %q, want a serving pod named and %q", e, want)
 	}
-	eventually(t, 30*time.Second, "a pod in its place", func(ctx context.Context) (bool, string) {
-		now := podNames(t, ns, "raced")
-		return now != "" && now != evicted && !strings.Contains(now, ","), now
-	})
+	// Here every pod ends with the first pods' copy; pods that fetch the
+	// pinned model instead roll out, and nothing is evicted after.
+	patch := client.MergeFrom(ms.DeepCopy())
+	ms.Spec.PodTemplate.Annotations[localcluster.AnnotationInitTerminationMessage] = fetchSummary("sha256:aa")
+	if err := env.client.Patch(context.Background(), ms, patch); err != nil {
+		t.Fatal(err)
+	}
 	waitReady(t, ms)
 	time.Sleep(2 * time.Second)
-	if n := len(evictions()); n != 1 {
-		t.Errorf("%d evictions, want 1: the pod made after the pin is not read again:\n%s", n, strings.Join(evictions(), "\n"))
+	before := len(copyWarnings(t, ns))
+	time.Sleep(3 * time.Second)
+	if after := len(copyWarnings(t, ns)); after != before {
+		t.Errorf("%d evictions, then %d once every pod has the pinned copy", before, after)
+	}
+}
+
+// TestTheOnlyPodOfAnUnverifiedCopyIsKeptAndNamed: a first pod of another
+// copy than the Job's that is the only one ready is not evicted, which
+// would take the endpoint down; a Warning names it, and what to do.
+func TestTheOnlyPodOfAnUnverifiedCopyIsKeptAndNamed(t *testing.T) {
+	ns := newNamespace(t)
+	firstPodsOfAnotherCopy(t, ns, "alone", 1)
+	pod := podNames(t, ns, "alone")
+	eventually(t, 30*time.Second, "the pod named", func(ctx context.Context) (bool, string) {
+		return len(copyWarnings(t, ns)) > 0, strings.Join(modelServerEvents(t, ns), "\n")
+	})
+	want := "Warning CopyNotVerified: Serving pod " + pod + " is not evicted, being the only one ready, but its copy of the model (container fetch-model), fetched before the fetch Job had verified it, has digest sha256:bb, not the Job's sha256:aa: delete it,"
+	if e := copyWarnings(t, ns); len(e) != 1 || !strings.HasPrefix(e[0], want) {
+		t.Errorf("events %q, want one starting %q", e, want)
+	}
+	time.Sleep(3 * time.Second)
+	if now := podNames(t, ns, "alone"); now != pod {
+		t.Errorf("serving pods %s, then %s; want the only one kept", pod, now)
 	}
 }
