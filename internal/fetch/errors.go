@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"strings"
 	"syscall"
+	"time"
 
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/smithy-go"
@@ -243,11 +244,18 @@ func byStatus(code int, err error, prefix, detail string) *Error {
 	return e(servingv1alpha1.ReasonFetchFailed, false, detail)
 }
 
-// statusError is an unexpected HTTP status from the http(s):// source or
-// Cloud Storage.
+// statusError is an unexpected HTTP status from the http(s):// source,
+// Cloud Storage or a registry's blob range, with the wait its
+// Retry-After header asked for, if any.
 type statusError struct {
-	code   int
-	status string
+	code       int
+	status     string
+	retryAfter time.Duration
+}
+
+// newStatusError is resp's status as an error.
+func newStatusError(resp *http.Response) *statusError {
+	return &statusError{code: resp.StatusCode, status: resp.Status, retryAfter: retryAfter(resp.Header, time.Now())}
 }
 
 func (e *statusError) Error() string { return "HTTP " + e.status }

@@ -340,6 +340,29 @@ func TestAStalledDownloadIsRetried(t *testing.T) {
 	}
 }
 
+// TestAThrottlingServersRetryAfterIsHonoured: a server that answers 503
+// with Retry-After is asked again no sooner than it said.
+func TestAThrottlingServersRetryAfterIsHonoured(t *testing.T) {
+	files := model(1)
+	srv := serveFile(t, tarball(t, true, entries(files)))
+	srv.fault = func(n int32, w http.ResponseWriter, _ *http.Request) bool {
+		if n > 1 {
+			return false
+		}
+		w.Header().Set("Retry-After", "1")
+		http.Error(w, "slow down", http.StatusServiceUnavailable)
+		return true
+	}
+	o, logs := testOptions(t, srv.URL+"/m.tar.gz", "")
+	if _, err := Run(context.Background(), o); err != nil {
+		t.Fatal(err)
+	}
+	assertTree(t, o.Dest, files)
+	if !strings.Contains(logs.String(), `"in":"1s"`) || srv.requests.Load() != 2 {
+		t.Errorf("%d requests; want a retry in the 1s the server asked for:\n%s", srv.requests.Load(), logs)
+	}
+}
+
 func TestHTTPStatuses(t *testing.T) {
 	archive := tarball(t, true, entries(model(1)))
 	cases := []struct {

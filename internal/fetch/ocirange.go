@@ -132,7 +132,7 @@ func askRange(ctx context.Context, client *http.Client, url string, off, n int64
 	}
 	if resp.StatusCode != http.StatusPartialContent {
 		_ = resp.Body.Close()
-		return nil, &statusError{code: resp.StatusCode, status: resp.Status}
+		return nil, newStatusError(resp)
 	}
 	if cr := resp.Header.Get("Content-Range"); !strings.HasPrefix(cr, fmt.Sprintf("bytes %d-%d/", off, off+n-1)) {
 		_ = resp.Body.Close()

@@ -2,11 +2,18 @@ package fetch
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"net/http"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 )
 
 // RetryPolicy says how often and how patiently a failed operation (a
@@ -69,6 +76,11 @@ func (r *retrier) do(ctx context.Context, what string, op func(ctx context.Conte
 			return gaveUp(fe, "gave up: the fetch's retry budget is spent")
 		}
 		delay := r.delay(attempt)
+		if asked := storeRetryAfter(err); asked > delay {
+			// A store that throttles says when to come back: sooner
+			// would only be refused again, and spend the attempts.
+			delay = min(asked, maxRetryAfter)
+		}
 		r.log.Warn("retrying", "file", what, "attempt", attempt+1, "of", r.policy.Attempts, "in", delay.Round(time.Millisecond).String(), "error", fe.Error())
 		t := time.NewTimer(delay)
 		select {
@@ -100,4 +112,47 @@ func (r *retrier) delay(attempt int) time.Duration {
 		return 0
 	}
 	return d/2 + rand.N(d/2+1)
+}
+
+// maxRetryAfter bounds the wait a store's Retry-After asks for: a store
+// that asks for longer is tried again then, and the fetch's own timeout
+// still ends it.
+const maxRetryAfter = 2 * time.Minute
+
+// storeRetryAfter is how long the store that answered err asked to be left
+// alone (its Retry-After: a 429 or 503 of an http(s):// server, S3, Cloud
+// Storage, Azure, a registry's blob range); 0 if it did not say.
+func storeRetryAfter(err error) time.Duration {
+	var se *statusError
+	if errors.As(err, &se) {
+		return se.retryAfter
+	}
+	var s3 *awshttp.ResponseError
+	if errors.As(err, &s3) && s3.Response != nil && s3.Response.Response != nil {
+		return retryAfter(s3.Response.Header, time.Now())
+	}
+	var az *azcore.ResponseError
+	if errors.As(err, &az) && az.RawResponse != nil {
+		return retryAfter(az.RawResponse.Header, time.Now())
+	}
+	return 0
+}
+
+// retryAfter reads a Retry-After header at now: seconds, or an HTTP date;
+// 0 if absent, unreadable or past.
+func retryAfter(h http.Header, now time.Time) time.Duration {
+	v := strings.TrimSpace(h.Get("Retry-After"))
+	if v == "" {
+		return 0
+	}
+	if secs, err := strconv.ParseInt(v, 10, 64); err == nil {
+		if secs <= 0 {
+			return 0
+		}
+		return time.Duration(min(secs, int64(24*time.Hour/time.Second))) * time.Second
+	}
+	if at, err := http.ParseTime(v); err == nil && at.After(now) {
+		return at.Sub(now)
+	}
+	return 0
 }

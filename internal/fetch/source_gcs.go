@@ -263,7 +263,7 @@ func gcsStatusError(resp *http.Response, body []byte) *statusError {
 			Message string `json:"message"`
 		} `json:"error"`
 	}
-	e := &statusError{code: resp.StatusCode, status: resp.Status}
+	e := newStatusError(resp)
 	if json.Unmarshal(body, &parsed) == nil && parsed.Error.Message != "" {
 		e.status += ": " + firstLineOf(parsed.Error.Message)
 	}

@@ -68,7 +68,7 @@ func (s *httpSource) get(ctx context.Context, rng string) (*http.Response, error
 	if resp.StatusCode != http.StatusOK && (rng == "" || resp.StatusCode != http.StatusPartialContent) {
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 		_ = resp.Body.Close()
-		return nil, classify(&statusError{code: resp.StatusCode, status: resp.Status}, s.loc.String())
+		return nil, classify(newStatusError(resp), s.loc.String())
 	}
 	return resp, nil
 }

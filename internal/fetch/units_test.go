@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/smithy-go"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
@@ -202,6 +203,65 @@ func TestRetrierBacksOffAndKeepsToItsBudget(t *testing.T) {
 	permanent := func(context.Context) error { calls++; return permanentf(servingv1alpha1.ReasonNotFound, "gone") }
 	if err := r.do(context.Background(), "c", permanent); err == nil || calls != 1 {
 		t.Errorf("%d calls for a permanent error; want 1", calls)
+	}
+}
+
+func TestARetryAfterIsReadInSecondsOrAsADate(t *testing.T) {
+	now := time.Date(2026, 12, 7, 9, 0, 0, 0, time.UTC)
+	for v, want := range map[string]time.Duration{
+		"":                              0,
+		"7":                             7 * time.Second,
+		" 120 ":                         2 * time.Minute,
+		"0":                             0,
+		"-3":                            0,
+		"soon":                          0,
+		"Mon, 07 Dec 2026 09:00:30 GMT": 30 * time.Second,
+		"Mon, 07 Dec 2026 08:59:00 GMT": 0,
+		"99999999999":                   24 * time.Hour,
+	} {
+		h := http.Header{}
+		if v != "" {
+			h.Set("Retry-After", v)
+		}
+		if got := retryAfter(h, now); got != want {
+			t.Errorf("Retry-After %q: %v, want %v", v, got, want)
+		}
+	}
+}
+
+// The retrier waits as long as a store's Retry-After asks, up to
+// maxRetryAfter, when that is longer than its own backoff.
+func TestTheRetrierWaitsAsLongAsTheStoreAsks(t *testing.T) {
+	var logs strings.Builder
+	r := newRetrier(RetryPolicy{Attempts: 2, Budget: 2, BaseDelay: time.Millisecond, MaxDelay: 4 * time.Millisecond}, slog.New(slog.NewTextHandler(&logs, nil)))
+	calls := 0
+	throttled := func(context.Context) error {
+		calls++
+		if calls == 1 {
+			return &statusError{code: http.StatusTooManyRequests, status: "429 Too Many Requests", retryAfter: 50 * time.Millisecond}
+		}
+		return nil
+	}
+	if err := r.do(context.Background(), "a", throttled); err != nil || calls != 2 {
+		t.Fatalf("%d calls, %v; want a second that succeeds", calls, err)
+	}
+	if !strings.Contains(logs.String(), "in=50ms") {
+		t.Errorf("the wait the store asked for is not the retry's:\n%s", logs.String())
+	}
+	asked := http.Header{"Retry-After": {"9"}}
+	for name, err := range map[string]error{
+		"http(s)://, Cloud Storage": fmt.Errorf("wrapped: %w", &statusError{retryAfter: 9 * time.Second}),
+		"S3": &smithy.OperationError{ServiceID: "S3", OperationName: "GetObject", Err: &awshttp.ResponseError{
+			ResponseError: &smithyhttp.ResponseError{Response: &smithyhttp.Response{Response: &http.Response{StatusCode: http.StatusServiceUnavailable, Header: asked}}, Err: errors.New("SlowDown")},
+		}},
+		"Azure": &Error{Reason: servingv1alpha1.ReasonFetchFailed, Err: &azcore.ResponseError{StatusCode: http.StatusServiceUnavailable, ErrorCode: "ServerBusy", RawResponse: &http.Response{Header: asked}}},
+	} {
+		if d := storeRetryAfter(err); d != 9*time.Second {
+			t.Errorf("%s: Retry-After read as %v, want 9s", name, d)
+		}
+	}
+	if d := storeRetryAfter(&awshttp.ResponseError{ResponseError: &smithyhttp.ResponseError{Response: &smithyhttp.Response{}}}); d != 0 {
+		t.Errorf("an S3 error without its response: %v", d)
 	}
 }
 
