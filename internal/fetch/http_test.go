@@ -223,6 +223,47 @@ func TestHTTPHeadersFromTheSecretAreSentAndNeverShown(t *testing.T) {
 	}
 }
 
+// TestTheSecretsHeadersGoToTheModelsHostAlone: a server that redirects
+// the download to another host (a CDN, a bucket's signed URL) has that
+// host sent none of the Secret's headers, a redirect on its own host
+// keeps them, and the model is fetched.
+func TestTheSecretsHeadersGoToTheModelsHostAlone(t *testing.T) {
+	const token = "Bearer tok-5ecret-do-not-forward-17"
+	files := model(1)
+	cdn := serveFile(t, tarball(t, true, entries(files)))
+	var leaked atomic.Value
+	leaked.Store("")
+	cdn.fault = func(_ int32, _ http.ResponseWriter, r *http.Request) bool {
+		if a, k := r.Header.Get("Authorization"), r.Header.Get("X-Api-Key"); a != "" || k != "" {
+			leaked.Store(a + " " + k)
+		}
+		return false
+	}
+	origin := serveFile(t, nil)
+	origin.fault = func(_ int32, w http.ResponseWriter, r *http.Request) bool {
+		switch {
+		case r.Header.Get("Authorization") != token || r.Header.Get("X-Api-Key") != "k3y":
+			http.Error(w, "who are you", http.StatusUnauthorized)
+		case r.URL.Path == "/models/resnet.tar.gz":
+			http.Redirect(w, r, "/files/resnet.tar.gz", http.StatusFound)
+		default:
+			http.Redirect(w, r, cdn.URL+"/signed/resnet.tar.gz?X-Goog-Signature=abc", http.StatusFound)
+		}
+		return true
+	}
+	o, logs := testOptions(t, origin.URL+"/models/resnet.tar.gz", secretDir(t, map[string]string{KeyHTTPHeaders: "Authorization: " + token + "\nX-Api-Key: k3y\n"}))
+	if _, err := Run(context.Background(), o); err != nil {
+		t.Fatalf("%v\n%s", err, logs)
+	}
+	assertTree(t, o.Dest, files)
+	if got := leaked.Load().(string); got != "" {
+		t.Errorf("the CDN's host was sent the Secret's headers %q", got)
+	}
+	if cdn.requests.Load() == 0 || origin.requests.Load() < 2 {
+		t.Errorf("%d requests to the origin, %d to the CDN; want the origin asked twice, with the headers, then the CDN", origin.requests.Load(), cdn.requests.Load())
+	}
+}
+
 // TestASignedURLsSignatureNeverShowsInANetworkError: a transport error
 // quotes its request's URL; the signature in a signed URL's query must
 // not reach the message or the logs.

@@ -28,7 +28,7 @@ func newHTTPSource(loc storageuri.Location, creds Credentials, transport http.Ro
 		return nil, err
 	}
 	if len(headers) > 0 {
-		transport = &headerTransport{base: transport, headers: headers}
+		transport = &headerTransport{base: transport, host: loc.URL.Host, headers: headers}
 	}
 	return &httpSource{client: &http.Client{Transport: transport}, loc: loc, part: part, retry: retry}, nil
 }

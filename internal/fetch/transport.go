@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"net"
 	"net/http"
+	"strings"
 	"time"
 
 	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
@@ -69,13 +70,21 @@ func newTransport(o transportOptions) (*http.Transport, error) {
 	}, nil
 }
 
-// headerTransport adds fixed headers to every request.
+// headerTransport adds fixed headers to every request to host, the model
+// URL's, and to no other: a server that redirects to another (a CDN, a
+// bucket's signed URL, as release assets, Kaggle and Artifactory do)
+// must not be handed the Secret's credentials, as net/http drops its own
+// Authorization on such a redirect; a signed URL would even refuse them.
 type headerTransport struct {
 	base    http.RoundTripper
+	host    string
 	headers [][2]string
 }
 
 func (t *headerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if !strings.EqualFold(req.URL.Host, t.host) {
+		return t.base.RoundTrip(req)
+	}
 	req = req.Clone(req.Context())
 	for _, h := range t.headers {
 		req.Header.Add(h[0], h[1])
