@@ -14,6 +14,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync/atomic"
@@ -441,6 +442,47 @@ func TestHTTPStatuses(t *testing.T) {
 			}
 			if n := srv.requests.Load(); n != c.requests {
 				t.Errorf("%d requests; want %d", n, c.requests)
+			}
+		})
+	}
+}
+
+// TestAnArchiveIsKnownByItsAnswerWhereTheURLDoesNotNameIt: a download URL
+// that ends in /download or a version number, as Kaggle's and TF Hub's
+// do, is an archive by the Content-Disposition the server names it in,
+// or else by its first bytes; anything else stays a single file.
+func TestAnArchiveIsKnownByItsAnswerWhereTheURLDoesNotNameIt(t *testing.T) {
+	files := model(1)
+	unversioned := map[string][]byte{}
+	for name, data := range files {
+		unversioned[strings.TrimPrefix(name, "1/")] = data
+	}
+	for _, tc := range []struct {
+		name, path, disposition string
+		archive                 []byte
+	}{
+		{"named by the server", "/api/v1/models/google/resnet/tensorFlow2/classification/2/download", `attachment; filename="resnet.tar.gz"`, tarball(t, true, entries(unversioned))},
+		{"a gzip by its bytes", "/google/imagenet/resnet/classification/5", "", tarball(t, true, entries(unversioned))},
+		{"a tar by its bytes", "/models/resnet/latest", "inline", tarball(t, false, entries(unversioned))},
+		{"a zip by its bytes", "/models/resnet/download", `attachment; filename="../../etc/resnet"`, zipball(t, entries(unversioned))},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := serveFile(t, tc.archive)
+			srv.fault = func(_ int32, w http.ResponseWriter, r *http.Request) bool {
+				if tc.disposition != "" {
+					w.Header().Set("Content-Disposition", tc.disposition)
+				}
+				http.ServeContent(w, r, "", time.Time{}, bytes.NewReader(tc.archive))
+				return true
+			}
+			o, logs := testOptions(t, srv.URL+tc.path, "")
+			sum, err := Run(context.Background(), o)
+			if err != nil {
+				t.Fatalf("%v\n%s", err, logs)
+			}
+			assertTree(t, o.Dest, files)
+			if !slices.Equal(sum.Versions, []int64{1}) {
+				t.Errorf("versions %v, want the unversioned model as 1", sum.Versions)
 			}
 		})
 	}

@@ -1,10 +1,13 @@
 package fetch
 
 import (
+	"bytes"
 	"context"
 	"io"
+	"mime"
 	"net/http"
 	"path"
+	"strings"
 
 	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
 	"github.com/modelserver-dev/modelserver-operator/internal/storageuri"
@@ -33,8 +36,43 @@ func newHTTPSource(loc storageuri.Location, creds Credentials, transport http.Ro
 	return &httpSource{client: &http.Client{Transport: transport}, loc: loc, part: part, retry: retry}, nil
 }
 
-func (s *httpSource) List(context.Context) (Listing, error) {
-	return Listing{Single: true, Objects: []Object{{Key: path.Base(s.loc.URL.Path), Size: -1}}}, nil
+// List is the one file the URL names. A URL that does not name an archive
+// (Kaggle's and TF Hub's model downloads end in /download or a version
+// number) is asked for its first bytes: the archive's name in the answer's
+// Content-Disposition, or else its format by its magic bytes, tells how to
+// extract it.
+func (s *httpSource) List(ctx context.Context) (Listing, error) {
+	key := path.Base(s.loc.URL.Path)
+	if archiveKindOf(key) == archiveNone {
+		resp, err := s.get(ctx, "bytes=0-1023")
+		if err != nil {
+			return Listing{}, err
+		}
+		head, _ := io.ReadAll(io.LimitReader(resp.Body, 1024))
+		_ = resp.Body.Close()
+		key = archiveName(key, resp.Header.Get("Content-Disposition"), head)
+	}
+	return Listing{Single: true, Objects: []Object{{Key: key, Size: -1}}}, nil
+}
+
+// archiveName is the name of a download the URL calls name: the
+// archive's name the server gave in its Content-Disposition, or name with
+// the suffix of the archive format head begins with; name if neither.
+func archiveName(name, disposition string, head []byte) string {
+	if _, params, err := mime.ParseMediaType(disposition); err == nil {
+		if given := path.Base(strings.ReplaceAll(params["filename"], "\\", "/")); archiveKindOf(given) != archiveNone && storageuri.SafeRelPath(given) {
+			return given
+		}
+	}
+	switch {
+	case bytes.HasPrefix(head, []byte{0x1f, 0x8b}):
+		return name + ".tar.gz"
+	case bytes.HasPrefix(head, []byte("PK\x03\x04")):
+		return name + ".zip"
+	case len(head) >= 262 && string(head[257:262]) == "ustar":
+		return name + ".tar"
+	}
+	return name
 }
 
 func (s *httpSource) Open(ctx context.Context, _ string) (io.ReadCloser, objectInfo, error) {
