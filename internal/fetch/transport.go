@@ -72,7 +72,7 @@ func newTransport(o transportOptions) (*http.Transport, error) {
 
 // headerTransport adds fixed headers to every request to host, the model
 // URL's, and to no other: a server that redirects to another (a CDN, a
-// bucket's signed URL, as release assets, Kaggle and Artifactory do)
+// bucket's signed URL, as release assets and artifact repositories do)
 // must not be handed the Secret's credentials, as net/http drops its own
 // Authorization on such a redirect; a signed URL would even refuse them.
 type headerTransport struct {
