@@ -48,17 +48,13 @@ func UnverifiedCopies(pods []corev1.Pod, pins map[string]values.Pin) []Copy {
 	return out
 }
 
-// destOf is the --dest of pod p's init container name, "" if none.
+// destOf is the --dest of pod p's fetch container name, "" if none.
 func destOf(p *corev1.Pod, name string) string {
 	i := slices.IndexFunc(p.Spec.InitContainers, func(c corev1.Container) bool { return c.Name == name })
 	if i < 0 {
 		return ""
 	}
-	args := p.Spec.InitContainers[i].Args
-	if j := slices.Index(args, "--dest"); j >= 0 && j+1 < len(args) {
-		return args[j+1]
-	}
-	return ""
+	return values.PodFetchDest(p.Spec.InitContainers[i])
 }
 
 // FetchingCopy is a serving pod fetching its own copy of a model (storage

@@ -221,7 +221,7 @@ func livePodFetch(pod *corev1.PodSpec, dest, name string) (PodFetch, []corev1.Vo
 		return PodFetch{}, nil, false
 	}
 	for _, c := range pod.InitContainers {
-		if !IsPodFetchContainer(c.Name) || argValue(c.Args, "--dest") != dest {
+		if !IsPodFetchContainer(c.Name) || PodFetchDest(c) != dest {
 			continue
 		}
 		f := PodFetch{
@@ -249,6 +249,10 @@ func livePodFetch(pod *corev1.PodSpec, dest, name string) (PodFetch, []corev1.Vo
 	}
 	return PodFetch{}, nil, false
 }
+
+// PodFetchDest is the directory a serving pod's fetch container c
+// fetches into, its --dest; "" if it names none.
+func PodFetchDest(c corev1.Container) string { return argValue(c.Args, "--dest") }
 
 // argValue is the value following flag in args, "" if none.
 func argValue(args []string, flag string) string {
