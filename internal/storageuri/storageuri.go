@@ -205,8 +205,9 @@ func parseHadoopAzure(u *url.URL, loc Location) (Location, error) {
 	if _, hasPassword := u.User.Password(); hasPassword {
 		return invalid("a password is not supported; put credentials in the credentials Secret")
 	}
-	blob := &url.URL{Scheme: "https", Host: strings.Replace(host, ".dfs.", ".blob.", 1), Path: "/" + u.User.Username() + u.Path, RawQuery: u.RawQuery}
-	return parseAzure(blob, loc, m[1])
+	// parseAzure turns a dfs host into its account's blob endpoint.
+	endpoint := &url.URL{Scheme: "https", Host: host, Path: "/" + u.User.Username() + u.Path, RawQuery: u.RawQuery}
+	return parseAzure(endpoint, loc, m[1])
 }
 
 // azureContainer is an Azure container's name: 3 to 63 lower-case
@@ -215,7 +216,8 @@ func parseHadoopAzure(u *url.URL, loc Location) (Location, error) {
 var azureContainer = regexp.MustCompile(`^([a-z0-9]+(-[a-z0-9]+)*|\$root)$`)
 
 // parseAzure reads an Azure Blob Storage URI: the container and the blob
-// prefix from its path. Credentials, a shared access signature among
+// prefix from its path, the container's URL at the account's blob
+// endpoint (a dfs host's too). Credentials, a shared access signature among
 // them, are the credentials Secret's: the ModelServer's spec is no place
 // for a secret (nor does its schema admit a query's '&').
 func parseAzure(u *url.URL, loc Location, account string) (Location, error) {
