@@ -663,13 +663,15 @@ func (r *ModelServerReconciler) observeStalledRollout(ctx context.Context, ms *s
 	}
 	var cause string
 	cause, report.PodsProblem = status.ServingPodsProblem(pods.Items, events)
-	if copies := status.FetchingCopies(pods.Items); report.PodsProblem == "" && len(copies) > 0 {
-		// Pods downloading their own copies (storage mode PerPod): not a
-		// fault, so no Warning, but how far the one started last has
-		// come, read again as often as a fetch Job's progress is.
-		cause = status.CauseFetching
-		report.PodsProblem = status.CopiesFetching(len(copies), r.lastProgress(ctx, copies[0].Pod, copies[0].Container))
-		lookAgainIn = min(lookAgainIn, progressInterval(r.progressReads.count()+r.podReads.count()))
+	if report.PodsProblem == "" {
+		if copies := status.FetchingCopies(pods.Items); len(copies) > 0 {
+			// Pods downloading their own copies (storage mode PerPod): not
+			// a fault, so no Warning, but how far the one started last
+			// has come, read again as often as a fetch Job's progress is.
+			cause = status.CauseFetching
+			report.PodsProblem = status.CopiesFetching(len(copies), r.lastProgress(ctx, copies[0].Pod, copies[0].Container))
+			lookAgainIn = min(lookAgainIn, progressInterval(r.progressReads.count()+r.podReads.count()))
+		}
 	}
 	metrics.Stalled(ms.UID, cause)
 	if report.PodsProblem != "" && cause != status.CauseFetching {

@@ -62,6 +62,7 @@ func destOf(p *corev1.Pod, name string) string {
 type FetchingCopy struct {
 	Pod       *corev1.Pod
 	Container string
+	started   time.Time
 }
 
 // FetchingCopies are the serving pods, neither ready nor being deleted,
@@ -69,7 +70,6 @@ type FetchingCopy struct {
 // first: it has the most left to do.
 func FetchingCopies(pods []corev1.Pod) []FetchingCopy {
 	var out []FetchingCopy
-	started := map[*corev1.Pod]time.Time{}
 	for i := range pods {
 		p := &pods[i]
 		if p.DeletionTimestamp != nil || PodReady(p) {
@@ -77,13 +77,12 @@ func FetchingCopies(pods []corev1.Pod) []FetchingCopy {
 		}
 		for _, cs := range p.Status.InitContainerStatuses {
 			if run := cs.State.Running; run != nil && values.IsPodFetchContainer(cs.Name) {
-				out = append(out, FetchingCopy{Pod: p, Container: cs.Name})
-				started[p] = run.StartedAt.Time
+				out = append(out, FetchingCopy{Pod: p, Container: cs.Name, started: run.StartedAt.Time})
 				break
 			}
 		}
 	}
-	slices.SortStableFunc(out, func(a, b FetchingCopy) int { return started[b.Pod].Compare(started[a.Pod]) })
+	slices.SortStableFunc(out, func(a, b FetchingCopy) int { return b.started.Compare(a.started) })
 	return out
 }
 
