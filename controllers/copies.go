@@ -40,7 +40,7 @@ func (r *ModelServerReconciler) verifyCopies(ctx context.Context, ms *servingv1a
 	if !want.Values.Volume.PerPod || pins == "{}\n" || !rolledOut(d) {
 		return nil
 	}
-	if was, ok := r.copiesVerified.Load(ms.UID); ok && (was == pins || was == pins+onlyPodKept && d.Status.ReadyReplicas < 2) {
+	if was, ok := r.copiesVerified.Load(ms.UID); ok && was.(copiesChecked).pins == pins && (!was.(copiesChecked).onlyPodKept || d.Status.ReadyReplicas < 2) {
 		return nil
 	}
 	selector, err := labels.Parse(want.Selector)
@@ -51,14 +51,14 @@ func (r *ModelServerReconciler) verifyCopies(ctx context.Context, ms *servingv1a
 	if err := r.APIReader.List(ctx, pods, client.InNamespace(ms.Namespace), client.MatchingLabelsSelector{Selector: selector}); err != nil {
 		return fmt.Errorf("list the serving pods: %w", err)
 	}
-	verified := pins
+	checked := copiesChecked{pins: pins}
 	for _, c := range status.UnverifiedCopies(pods.Items, status.Pins(want.Fetches)) {
 		copyOf := fmt.Sprintf("its copy of the model (container %s), fetched before the fetch Job had verified it, has digest %s, not the Job's %s", c.Container, c.Digest, c.Pinned)
 		if d.Status.ReadyReplicas < 2 {
 			r.warn(ms, eventCopyNotVerified, "Verify", sentence(
 				"Serving pod %s is not evicted, being the only one ready, but %s: delete it, and the pod made in its place fetches the verified model (or fails ModelChanged, if the store no longer holds it: then set a new spec.model.refetch to fetch and verify what it holds now)",
 				c.Pod, copyOf))
-			verified = pins + onlyPodKept
+			checked.onlyPodKept = true
 			continue
 		}
 		// Evicted, not deleted: the disruption budget keeps the others
@@ -76,13 +76,17 @@ func (r *ModelServerReconciler) verifyCopies(ctx context.Context, ms *servingv1a
 			"Evicted serving pod %s: %s; the pod made in its place fetches the verified model, or fails ModelChanged if the store no longer holds it",
 			c.Pod, copyOf))
 	}
-	r.copiesVerified.Store(ms.UID, verified)
+	r.copiesVerified.Store(ms.UID, checked)
 	return nil
 }
 
-// onlyPodKept marks pins under which the only ready pod was kept with a
-// copy not verified: the pods are read again once another is ready.
-const onlyPodKept = " (the only pod kept)"
+// copiesChecked is what verifyCopies last found under pins: onlyPodKept
+// says that the only ready pod was kept with a copy not verified, and the
+// pods are read again once another is ready.
+type copiesChecked struct {
+	pins        string
+	onlyPodKept bool
+}
 
 // rolledOut says that Deployment d's rollout has ended: all its pods are
 // of its newest template and ready.

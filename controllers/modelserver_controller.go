@@ -135,7 +135,7 @@ type ModelServerReconciler struct {
 	// its pod's log for its progress is due.
 	progressReads podReads
 	// copiesVerified holds, by UID, the pins the serving pods' own copies
-	// were last checked against (verifyCopies).
+	// were last checked against, and what was found (copiesChecked).
 	copiesVerified sync.Map
 	// indexed says that Client reads a cache with the indexes of
 	// addIndexes: SetupWithManager adds them, and Client must then be
