@@ -12,11 +12,13 @@ import (
 	"flag"
 	"fmt"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
@@ -119,6 +121,27 @@ func (e *env) kubectl(t testing.TB, stdin string, args ...string) string {
 func (e *env) kubectlOut(args ...string) string {
 	out, _ := e.Kubectl("", args...)
 	return out
+}
+
+// eventsSaying waits up to within for the Events in ns that selector picks
+// to hold every one of want, and returns their messages. The operator's
+// recorder sends an Event from its own goroutine after the status it goes
+// with is written: on a loaded machine it shows seconds later.
+func (e *env) eventsSaying(ns, selector string, within time.Duration, want ...string) (string, bool) {
+	var messages string
+	holdsAll := func() bool {
+		for _, w := range want {
+			if !strings.Contains(messages, w) {
+				return false
+			}
+		}
+		return true
+	}
+	_ = wait.PollUntilContextTimeout(context.Background(), time.Second, within, true, func(context.Context) (bool, error) {
+		messages = e.kubectlOut("-n", ns, "get", "events", "--field-selector", selector, "-o", "jsonpath={.items[*].message}")
+		return holdsAll(), nil
+	})
+	return messages, holdsAll()
 }
 
 // eventCounts counts the Events in ns that selector picks, by type/reason,

@@ -651,14 +651,8 @@ func TestAServerThatFailsItsLivenessProbeIsNamedAndTheModelServerDegraded(t *tes
 		t.Fatalf("after the first kill: %s: %s; want Degraded; what was seen:\n%s", ms.Status.Phase, ms.Status.Message, hist)
 	}
 	t.Logf("Degraded %.1fs after Ready: %s", time.Since(ready).Seconds(), ms.Status.Message)
-	// The Event is sent after the status is written, by the recorder's
-	// own goroutine: a loaded machine may show it a few seconds later.
-	var warned string
-	_ = wait.PollUntilContextTimeout(context.Background(), time.Second, 15*time.Second, true, func(context.Context) (bool, error) {
-		warned = e.kubectlOut("-n", ns, "get", "events", "--field-selector", "involvedObject.kind=ModelServer,reason=Degraded,type=Warning", "-o", "jsonpath={.items[*].message}")
-		return strings.Contains(warned, "ModelServer is Degraded (was Ready)"), nil
-	})
-	if !strings.Contains(warned, "ModelServer is Degraded (was Ready)") {
+	warned, ok := e.eventsSaying(ns, "involvedObject.kind=ModelServer,reason=Degraded,type=Warning", 15*time.Second, "ModelServer is Degraded (was Ready)")
+	if !ok {
 		t.Errorf("no Degraded Warning for the ModelServer within 15 s; its Degraded Events: %q", warned)
 	}
 
@@ -817,8 +811,8 @@ func TestAFetchPodsVolumeTroubleIsNamedUntilTheAdminMendsIt(t *testing.T) {
 	if ms.Status.Phase != servingv1alpha1.PhaseFetching || !strings.Contains(ms.Status.Message, noClass) {
 		t.Errorf("%s: %s; want Fetching, with the PersistentVolume controller's reason (%s)", ms.Status.Phase, ms.Status.Message, noClass)
 	}
-	warnings := e.kubectlOut("-n", ns, "get", "events", "--field-selector", "reason=FetchPodNotStarted,involvedObject.kind=ModelServer", "-o", "jsonpath={.items[*].message}")
-	if !strings.Contains(warnings, "Model-fetch pod not started after 30s: 1 fetch pod cannot be scheduled: "+noClass) {
+	const notStarted = "reason=FetchPodNotStarted,involvedObject.kind=ModelServer"
+	if warnings, ok := e.eventsSaying(ns, notStarted, 15*time.Second, "Model-fetch pod not started after 30s: 1 fetch pod cannot be scheduled: "+noClass); !ok {
 		t.Errorf("FetchPodNotStarted Events: %q", warnings)
 	}
 
@@ -847,8 +841,7 @@ spec:
 	if !strings.Contains(ms.Status.Message, "hostPath type check failed") || strings.Contains(ms.Status.Message, "cannot be scheduled") {
 		t.Errorf("%s: %s; want the kubelet's reason (hostPath type check failed), and no more the scheduler's", ms.Status.Phase, ms.Status.Message)
 	}
-	warnings = e.kubectlOut("-n", ns, "get", "events", "--field-selector", "reason=FetchPodNotStarted,involvedObject.kind=ModelServer", "-o", "jsonpath={.items[*].message}")
-	if !strings.Contains(warnings, "Model-fetch pod not started after 30s: 1 fetch pod cannot start: FailedMount: ") {
+	if warnings, ok := e.eventsSaying(ns, notStarted, 15*time.Second, "Model-fetch pod not started after 30s: 1 fetch pod cannot start: FailedMount: "); !ok {
 		t.Errorf("FetchPodNotStarted Events: %q", warnings)
 	}
 
@@ -922,13 +915,8 @@ func TestAnUpdateWhosePodsKeepExitingIsNamedWhileTheOldPodServes(t *testing.T) {
 	const exits = `1 serving pod cannot keep container "tensorflow-serving" running: it exits with code 1 after logging "TFSERVINGDOUBLE_LOAD_SECONDS=\"soon\": want a number of seconds"`
 	ms := e.waitMessage(t, ns, "exits", exits, 3*time.Minute)
 	// The Warning is recorded with the read, 10 s before the message is
-	// written; the recorder sends it in the background.
-	var warned string
-	err := wait.PollUntilContextTimeout(context.Background(), time.Second, 10*time.Second, true, func(context.Context) (bool, error) {
-		warned = e.kubectlOut("-n", ns, "get", "events", "--field-selector", "reason=RolloutStalled,type=Warning", "-o", "jsonpath={.items[*].message}")
-		return strings.Contains(warned, exits), nil
-	})
-	if err != nil {
+	// written.
+	if warned, ok := e.eventsSaying(ns, "reason=RolloutStalled,type=Warning", 10*time.Second, exits); !ok {
 		t.Errorf("no RolloutStalled Warning saying %q; the namespace's: %q", exits, warned)
 	}
 	if ms.Status.ReadyReplicas != 1 {

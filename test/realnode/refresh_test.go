@@ -99,12 +99,11 @@ func TestARefreshedModelServerTakesANewVersionWhileReady(t *testing.T) {
 		t.Errorf("the ModelServer left Ready during the refresh %d times, first: %q", len(notOnce), notOnce[0])
 	}
 	mu.Unlock()
-	events := e.kubectlOut("-n", ns, "get", "events", "--field-selector", "reason=Refreshed", "-o", "jsonpath={.items[*].message}")
-	if !strings.Contains(events, "found a new model, versions 123, 124") {
+	if events, ok := e.eventsSaying(ns, "reason=Refreshed", 15*time.Second, "found a new model, versions 123, 124"); !ok {
 		t.Errorf("Refreshed Events %q, want one naming versions 123, 124", events)
 	}
-	warned := e.kubectlOut("-n", ns, "get", "events", "--field-selector", "reason=RefreshFailed,type=Warning", "-o", "jsonpath={.items[*].message}")
-	if !strings.Contains(warned, "has no saved_model.pb") || !strings.Contains(warned, "the model fetched before is still served") {
-		t.Errorf("RefreshFailed Warnings %q, want one saying why and that the model served stays", warned)
+	if warned, ok := e.eventsSaying(ns, "reason=RefreshFailed,type=Warning", 15*time.Second,
+		"has no saved_model.pb", "the model fetched before is still served"); !ok {
+		t.Errorf("RefreshFailed Warnings %q within 15 s, want one saying why and that the model served stays", warned)
 	}
 }
