@@ -16,6 +16,9 @@ func (d *downloader) openArchive(ctx context.Context, obj Object) (io.ReadCloser
 	rs, ok := d.ranged(obj)
 	if !ok || d.concurrency < 2 {
 		body, info, err := d.src.Open(ctx, obj.Key)
+		if err == nil {
+			d.noteServed(info.Version)
+		}
 		return body, info.Size, err
 	}
 	what := d.src.Describe(obj.Key)
@@ -33,6 +36,7 @@ func (d *downloader) openArchive(ctx context.Context, obj Object) (io.ReadCloser
 		defer mu.Unlock()
 		if !seen {
 			version, seen = v, true
+			d.noteServed(v)
 		}
 		if v != version {
 			return transientf(servingv1alpha1.ReasonFetchFailed, "%s: the object changed during the fetch (version %q, then %q)", what, version, v)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -92,10 +93,11 @@ func TestALargeZipArchiveIsDownloadedInRanges(t *testing.T) {
 
 // TestAnArchiveReplacedWhileReadInPartsIsReadAgain: parts of two versions
 // (of one size) are never joined; the attempt fails, and the next reads
-// the new one.
+// the new one, whose version the copy records.
 func TestAnArchiveReplacedWhileReadInPartsIsReadAgain(t *testing.T) {
 	var seen rangesOf
 	s3, _, o, logs := archiveInStore(t, "m.tar", plainTarball, &seen)
+	o.Dest = filepath.Join(filepath.Dir(o.Dest), "0000000a")
 	replacement := largeModel()
 	replacement["1/assets/vocab.txt"] = []byte("x\ny\nz\n")
 	archive := plainTarball(t, entries(replacement))
@@ -118,5 +120,17 @@ func TestAnArchiveReplacedWhileReadInPartsIsReadAgain(t *testing.T) {
 	assertTree(t, o.Dest, replacement)
 	if !strings.Contains(logs.String(), "changed during the fetch") {
 		t.Errorf("the retry does not say the archive changed:\n%s", logs)
+	}
+
+	// The store names the archive by the replacement's ETag, which the
+	// copy recorded: a refetch takes the copy.
+	gets := s3.count("GET", "/"+testBucket+"/m.tar")
+	o.Dest = filepath.Join(filepath.Dir(o.Dest), "0000000b")
+	if _, err := Run(context.Background(), o); err != nil {
+		t.Fatalf("%v\n%s", err, logs)
+	}
+	assertTree(t, o.Dest, replacement)
+	if n := s3.count("GET", "/"+testBucket+"/m.tar") - gets; n != 0 {
+		t.Errorf("the refetch asked for the archive %d times; want none: the copy is of the version the store names", n)
 	}
 }

@@ -83,6 +83,28 @@ type downloader struct {
 	// partial are the parts a stopped fetch completed of files it had
 	// begun as ranges, by path, linked into dir (earlier.linkPartial).
 	partial map[string][]partRecord
+	// single says the URI names one file; served is then the version of
+	// the object its bytes were last read from (noteServed).
+	single bool
+	served atomic.Pointer[string]
+}
+
+// noteServed notes, for the one file the URI names, the version of the
+// object an attempt at its download reads (its ranges all have the same):
+// once the download succeeds, the last noted is that of its bytes.
+func (d *downloader) noteServed(version string) {
+	if d.single {
+		d.served.Store(&version)
+	}
+}
+
+// servedVersion is the version the one file the URI names was downloaded
+// as, "" if the store did not say.
+func (d *downloader) servedVersion() string {
+	if v := d.served.Load(); v != nil {
+		return *v
+	}
+	return ""
 }
 
 // DefaultPartSize is the size of a part of a large file downloaded as
@@ -200,6 +222,7 @@ func (d *downloader) copyOnce(ctx context.Context, obj Object, target string) (r
 	if err := changedSinceListed(obj, info.Version, what); err != nil {
 		return rec, err
 	}
+	d.noteServed(info.Version)
 	size := info.Size
 	if size >= 0 && obj.Size >= 0 && size != obj.Size {
 		return rec, transientf(servingv1alpha1.ReasonFetchFailed, "%s: %d bytes listed but %d served; the object changed during the fetch", what, obj.Size, size)

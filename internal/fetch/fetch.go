@@ -203,6 +203,9 @@ type fetcher struct {
 	// an oci:// tag the digest it named when pulled, so that a moved tag
 	// is pulled again.
 	origin string
+	// archiveVersion is what the store names the archive by, once known
+	// (manifest.ArchiveVersion).
+	archiveVersion string
 	// oci is an oci:// model, once resolved.
 	oci *ociModel
 	// stopped is what a stopped fetch into dest left (resume.go), nil if
@@ -288,6 +291,7 @@ func (f *fetcher) run(ctx context.Context) (_ Summary, err error) {
 		return Summary{}, err
 	}
 	m := newManifest(f.origin, versions, records)
+	m.ArchiveVersion = f.archiveVersion
 	if f.oci != nil {
 		m.Image, m.SignedBy = f.oci.pinned.String(), f.signedBy
 	}
@@ -376,6 +380,12 @@ func (f *fetcher) fetchInto(ctx context.Context, staging string) ([]fileRecord, 
 	if err != nil {
 		return nil, false, err
 	}
+	if !listing.Single {
+		return f.download(ctx, src, listing, staging)
+	}
+	if records, ok, err := f.takeUnchangedArchive(ctx, src, listing, staging); ok || err != nil {
+		return records, false, err
+	}
 	return f.download(ctx, src, listing, staging)
 }
 
@@ -454,7 +464,7 @@ func (f *fetcher) download(ctx context.Context, src Source, l Listing, staging s
 		totalFiles = -1 // known once extracted
 	}
 	prog := newProgress(totalFiles, totalOf(objs))
-	d := &downloader{src: src, dir: staging, retry: f.retry, concurrency: f.o.Concurrency, maxBytes: f.o.MaxBytes, stall: f.o.StallTimeout, prog: prog, partSize: f.o.partSize, pin: f.loc.SHA256, journal: f.journal, partial: f.partial}
+	d := &downloader{src: src, dir: staging, retry: f.retry, concurrency: f.o.Concurrency, maxBytes: f.o.MaxBytes, stall: f.o.StallTimeout, prog: prog, partSize: f.o.partSize, pin: f.loc.SHA256, journal: f.journal, partial: f.partial, single: l.Single}
 	pctx, stop := context.WithCancel(ctx)
 	defer stop()
 	go prog.report(pctx, f.log, f.o.ProgressInterval)
@@ -471,6 +481,7 @@ func (f *fetcher) download(ctx context.Context, src Source, l Listing, staging s
 				return nil, true, err
 			}
 			prog.done(f.log, "archive extracted")
+			f.archiveVersion = d.servedVersion()
 			return records, true, nil
 		}
 		rec, err := d.fetchFile(ctx, obj, obj.Key) // checks d.pin
@@ -478,6 +489,7 @@ func (f *fetcher) download(ctx context.Context, src Source, l Listing, staging s
 			return nil, false, err
 		}
 		prog.done(f.log, "download complete")
+		f.archiveVersion = d.servedVersion()
 		return []fileRecord{rec}, false, nil
 	}
 

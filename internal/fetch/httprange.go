@@ -16,26 +16,26 @@ import (
 // retried on its own. A server
 // that does not answers with the whole file, which is read as it comes: a
 // Range asked costs nothing there.
-func (s *httpSource) openInParts(ctx context.Context) (io.ReadCloser, int64, error) {
+func (s *httpSource) openInParts(ctx context.Context) (_ io.ReadCloser, size int64, etag string, _ error) {
 	first, err := s.get(ctx, fmt.Sprintf("bytes=0-%d", s.part-1))
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, "", err
 	}
 	if first.StatusCode == http.StatusOK {
-		return first.Body, first.ContentLength, nil
+		return first.Body, first.ContentLength, strongETag(first), nil
 	}
-	var from, to, size int64
+	var from, to int64
 	if _, err := fmt.Sscanf(first.Header.Get("Content-Range"), "bytes %d-%d/%d", &from, &to, &size); err != nil || from != 0 || to != min(s.part, size)-1 {
 		// Not the range asked, or of a size not told: the whole, then.
 		_ = first.Body.Close()
 		resp, err := s.get(ctx, "")
 		if err != nil {
-			return nil, 0, err
+			return nil, 0, "", err
 		}
-		return resp.Body, resp.ContentLength, nil
+		return resp.Body, resp.ContentLength, strongETag(resp), nil
 	}
 	if size <= s.part {
-		return first.Body, size, nil
+		return first.Body, size, strongETag(first), nil
 	}
 	version := versionOf(first)
 	get := func(ctx context.Context, off, n int64) ([]byte, error) {
@@ -70,7 +70,9 @@ func (s *httpSource) openInParts(ctx context.Context) (io.ReadCloser, int64, err
 		}
 		return data, nil
 	}
-	return readInOrder(ctx, size, s.part, "", nil, get, func() { _ = first.Body.Close() }), size, nil
+	// Every part is of the first's version: where that is a strong ETag,
+	// it names the whole.
+	return readInOrder(ctx, size, s.part, "", nil, get, func() { _ = first.Body.Close() }), size, strongETag(first), nil
 }
 
 // versionOf is what names the content of a server's answer: its ETag,

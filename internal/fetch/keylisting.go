@@ -90,20 +90,20 @@ func (k *keyListing) add(key string, size int64, version string) error {
 
 // done is the listing once every key is added. With no file below the
 // prefix, the prefix may name one object (an archive): lookup tells
-// whether it does, and its size, and the object's key is kept for the
-// download.
-func (k *keyListing) done(lookup func() (size int64, found bool, err error)) (Listing, error) {
+// whether it does, its size and its version, and the object's key is kept
+// for the download.
+func (k *keyListing) done(lookup func() (size int64, version string, found bool, err error)) (Listing, error) {
 	if len(k.l.Objects) > 0 {
 		return k.l, nil
 	}
 	if k.b.prefix != "" {
-		size, found, err := lookup()
+		size, version, found, err := lookup()
 		if err != nil {
 			return Listing{}, err
 		}
 		if found {
 			k.b.single = k.b.prefix
-			return Listing{Single: true, Objects: []Object{{Key: path.Base(k.b.prefix), Size: size}}}, nil
+			return Listing{Single: true, Objects: []Object{{Key: path.Base(k.b.prefix), Size: size}}, SingleVersion: version}, nil
 		}
 	}
 	return Listing{}, permanentf(servingv1alpha1.ReasonNotFound, "no objects under %s (check spec.model.storageUri)", k.b.Describe(""))

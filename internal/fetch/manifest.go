@@ -46,14 +46,20 @@ type Summary struct {
 type manifest struct {
 	// Format is how files are recorded (digest.go); 0 is format 1, whose
 	// manifests have no such field.
-	Format   int          `json:"format,omitempty"`
-	URI      string       `json:"uri"`
-	Versions []int64      `json:"versions"`
-	Bytes    int64        `json:"bytes"`
-	Digest   string       `json:"digest"`
-	Image    string       `json:"image,omitempty"`
-	SignedBy string       `json:"signedBy,omitempty"`
-	Files    []fileRecord `json:"files"`
+	Format   int     `json:"format,omitempty"`
+	URI      string  `json:"uri"`
+	Versions []int64 `json:"versions"`
+	Bytes    int64   `json:"bytes"`
+	Digest   string  `json:"digest"`
+	Image    string  `json:"image,omitempty"`
+	SignedBy string  `json:"signedBy,omitempty"`
+	// ArchiveVersion is what the store named the archive (the one file
+	// the URI names) by when it was downloaded: S3's or Azure's ETag,
+	// GCS's generation, an http(s):// server's strong ETag. A later fetch
+	// of the URI that the store names by the same takes this copy
+	// (fetcher.takeUnchangedArchive).
+	ArchiveVersion string       `json:"archiveVersion,omitempty"`
+	Files          []fileRecord `json:"files"`
 }
 
 func (m manifest) summary() Summary {

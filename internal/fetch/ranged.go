@@ -102,6 +102,7 @@ func (d *downloader) fetchRanged(ctx context.Context, src rangeSource, obj Objec
 			return rec, transientf(servingv1alpha1.ReasonFetchFailed, "%s: the object changed during the fetch (its parts have versions %q and %q)", what, versions[0], v)
 		}
 	}
+	d.noteServed(versions[0])
 	if rec, err = digest.record(what); err != nil {
 		return rec, err
 	}

@@ -235,7 +235,8 @@ func safeRecordPath(p string) bool {
 // completed, and notes them in the journal; it returns their records and
 // the objects left to download.
 func (f *fetcher) linkCopies(ctx context.Context, staging string, objs []Object) ([]fileRecord, []Object, error) {
-	linked, rest, err := findEarlier(f.dest, f.origin, false).linkUnchanged(ctx, staging, objs, f.o.Concurrency, f.log)
+	sameURI := func(m manifest) bool { return m.URI == f.origin }
+	linked, rest, err := findEarlier(f.dest, sameURI, false).linkUnchanged(ctx, staging, objs, f.o.Concurrency, f.log)
 	if err != nil {
 		return nil, nil, err
 	}

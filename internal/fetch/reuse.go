@@ -30,13 +30,15 @@ type earlier struct {
 	// parts are the parts a stopped fetch completed of the files it had
 	// not, by path (resume.go).
 	parts map[string][]partRecord
+	// archiveVersion is what the store named the archive by.
+	archiveVersion string
 }
 
 // findEarlier picks, among dest's siblings named as fetch generations,
-// the newest model fetched from origin whose manifest, in the current
-// format, records its files' source versions, or, for a content-addressed
-// origin (whole), any files; nil if there is none.
-func findEarlier(dest, origin string, whole bool) *earlier {
+// the newest model of the same origin (same) whose manifest, in the
+// current format, records its files' source versions, or, for a
+// content-addressed origin (whole), any files; nil if there is none.
+func findEarlier(dest string, same func(manifest) bool, whole bool) *earlier {
 	parent, own := filepath.Dir(dest), filepath.Base(dest)
 	entries, err := os.ReadDir(parent)
 	if err != nil || !isGeneration(own, own) {
@@ -54,7 +56,7 @@ func findEarlier(dest, origin string, whole bool) *earlier {
 			continue
 		}
 		m, err := readManifest(dir)
-		if err != nil || m.URI != origin || m.format() != manifestFormat {
+		if err != nil || !same(m) || m.format() != manifestFormat {
 			continue
 		}
 		files := map[string]fileRecord{}
@@ -64,7 +66,7 @@ func findEarlier(dest, origin string, whole bool) *earlier {
 			}
 		}
 		if len(files) > 0 {
-			best, bestAt = &earlier{dir: dir, files: files, whole: whole}, at
+			best, bestAt = &earlier{dir: dir, files: files, whole: whole, archiveVersion: m.ArchiveVersion}, at
 		}
 	}
 	return best
@@ -196,13 +198,17 @@ func hashLinked(ctx context.Context, staging string, linked []Object, concurrenc
 }
 
 // linkEarlierCopy takes a content-addressed model (an oci:// image by
-// digest, a download pinned by #sha256) from the newest copy of the same
-// origin beside the destination: its directories made, its files linked
-// and hashed again. False, with staging emptied, when there is none, or
-// some file could not be linked or no longer hashes to its record: the
-// model is then downloaded.
+// digest, a download pinned by #sha256, an archive its store names by the
+// same version) from the newest copy of the same origin beside the
+// destination: its directories made, its files linked and hashed again.
+// False, with staging emptied, when there is none, or some file could not
+// be linked or no longer hashes to its record: the model is then
+// downloaded.
 func (f *fetcher) linkEarlierCopy(ctx context.Context, staging string) ([]fileRecord, bool) {
-	e := findEarlier(f.dest, f.origin, true)
+	// An origin that names the content needs no version to match.
+	e := findEarlier(f.dest, func(m manifest) bool {
+		return m.URI == f.origin && (f.archiveVersion == "" || sameVersion(m.ArchiveVersion, f.archiveVersion))
+	}, true)
 	if e == nil {
 		return nil, false
 	}
@@ -228,4 +234,40 @@ func (f *fetcher) linkEarlierCopy(ctx context.Context, staging string) ([]fileRe
 	_ = emptyDir(staging)
 	f.log.Info("the earlier copy of the model could not all be taken; downloading it", "model", e.dir)
 	return nil, false
+}
+
+// takeUnchangedArchive takes the archive the URI names from the newest
+// copy of the same URI beside the destination when the store names it by
+// the version it had when that copy was downloaded, as an S3 refetch takes
+// each file it lists with the ETag it had: a refresh round that finds the
+// archive unchanged downloads none of it. An http(s):// server is asked
+// for the first kilobyte, for its ETag, only when that copy recorded one:
+// a strong ETag, which changes whenever the bytes do (RFC 9110, 8.8.1).
+func (f *fetcher) takeUnchangedArchive(ctx context.Context, src Source, l Listing, staging string) ([]fileRecord, bool, error) {
+	if f.contentAddressed() {
+		return nil, false, nil
+	}
+	if e := findEarlier(f.dest, func(m manifest) bool { return m.URI == f.origin }, true); e == nil || e.archiveVersion == "" {
+		return nil, false, nil
+	}
+	version := l.SingleVersion
+	if h, ok := src.(*httpSource); ok {
+		err := f.retry.do(ctx, src.Describe(""), func(ctx context.Context) error {
+			var err error
+			version, err = h.currentETag(ctx)
+			return err
+		})
+		if err != nil {
+			return nil, false, err
+		}
+	}
+	if version == "" {
+		return nil, false, nil
+	}
+	f.archiveVersion = version
+	records, ok := f.linkEarlierCopy(ctx, staging)
+	if ok {
+		f.log.Info("the store names the archive by the version of the copy fetched before; taking that copy", "version", version)
+	}
+	return records, ok, nil
 }

@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/fsouza/fake-gcs-server/fakestorage"
 )
 
 // TestARefetchDownloadsOnlyWhatChanged: a fetch of a URI fetched before
@@ -241,5 +243,233 @@ func TestARefetchOfTheSameContentDownloadsNothing(t *testing.T) {
 		if reg.blobs.Load() == before {
 			t.Errorf("%s: the image the tag names now was not pulled", gen)
 		}
+	}
+}
+
+// TestAnArchiveOverHTTPOfTheSameETagIsTakenFromTheCopyFetchedBefore: a
+// refresh round of an http(s):// archive whose server still names it by
+// the strong ETag the earlier copy came with asks for a kilobyte and links
+// that copy; a new ETag, or a weak one, downloads the archive, and the
+// copy records the ETag its bytes came with, not the one asked first.
+func TestAnArchiveOverHTTPOfTheSameETagIsTakenFromTheCopyFetchedBefore(t *testing.T) {
+	for name, c := range map[string]*etagRounds{
+		"whole":                       {path: "/m.tar.gz"},
+		"in parts":                    {path: "/m.tar.gz", parts: true},
+		"a URL that names no archive": {path: "/download", asks: 1},
+	} {
+		t.Run(name, c.run)
+	}
+}
+
+// etagRounds fetches, round after round, the archive a web server serves
+// at path into generations side by side.
+type etagRounds struct {
+	path  string
+	parts bool
+	// asks is how often each round asks for the first kilobyte anyway:
+	// List does for a URL that names no archive.
+	asks int64
+
+	current atomic.Pointer[etagVersion]
+	// afterAsk, when set, runs once the server has answered the ask for
+	// the first kilobyte.
+	afterAsk        atomic.Pointer[func()]
+	asked, download atomic.Int64
+	srv             *httptest.Server
+	models          string
+}
+
+type etagVersion struct {
+	files map[string][]byte
+	body  []byte
+	etag  string
+}
+
+func (c *etagRounds) run(t *testing.T) {
+	c.srv = httptest.NewServer(http.HandlerFunc(c.serve))
+	t.Cleanup(c.srv.Close)
+	c.models = t.TempDir()
+	version := func(files map[string][]byte, etag string) *etagVersion {
+		return &etagVersion{files: files, body: tarball(t, true, entries(files)), etag: etag}
+	}
+
+	v1 := version(largeModel(), `"v1"`)
+	c.current.Store(v1)
+	first, m := c.round(t, "0000000a", v1)
+	if c.asked.Load() != c.asks || m.ArchiveVersion != `"v1"` {
+		t.Errorf("the first fetch asked for the first kilobyte %d times and recorded ETag %q; want %d asks and \"v1\"", c.asked.Load(), m.ArchiveVersion, c.asks)
+	}
+
+	// The same ETag: a kilobyte asked for, once, the copy linked.
+	again, m := c.round(t, "0000000b", v1)
+	if c.asked.Load() != 1 || c.download.Load() != 0 || !c.linked("0000000a", "0000000b") {
+		t.Errorf("the same ETag: %d asks, %d downloads, linked %v; want 1 ask, no download, the earlier copy linked",
+			c.asked.Load(), c.download.Load(), c.linked("0000000a", "0000000b"))
+	}
+	if again.Digest != first.Digest || m.ArchiveVersion != `"v1"` {
+		t.Errorf("the linked copy: digest %s (first %s), ETag %q", again.Digest, first.Digest, m.ArchiveVersion)
+	}
+
+	// Replaced between the ask and the download: the copy is of what
+	// came, and records its ETag.
+	v2, v3 := version(model(2), `"v2"`), version(model(3), `"v3"`)
+	c.current.Store(v2)
+	swap := func() { c.current.Store(v3) }
+	c.afterAsk.Store(&swap)
+	if _, m = c.round(t, "0000000c", v3); c.asked.Load() != 1 || c.download.Load() == 0 || m.ArchiveVersion != `"v3"` {
+		t.Errorf("replaced after the ask: %d asks, %d downloads, ETag %q recorded; want 1 ask, a download, \"v3\"", c.asked.Load(), c.download.Load(), m.ArchiveVersion)
+	}
+	if c.round(t, "0000000d", v3); c.download.Load() != 0 {
+		t.Errorf("the ETag recorded from the download: the next round downloaded %d times, want none", c.download.Load())
+	}
+
+	// A weak ETag may name other bytes as well: downloaded, and recorded
+	// as none, so the next round asks nothing first.
+	v4 := version(model(4), `W/"v4"`)
+	c.current.Store(v4)
+	if _, m = c.round(t, "0000000e", v4); c.download.Load() == 0 || m.ArchiveVersion != "" {
+		t.Errorf("a weak ETag: %d downloads, ETag %q recorded; want a download and none recorded", c.download.Load(), m.ArchiveVersion)
+	}
+	if c.round(t, "0000000f", v4); c.asked.Load() != c.asks || c.download.Load() == 0 {
+		t.Errorf("after a weak ETag: %d asks, %d downloads; want %d asks, a download", c.asked.Load(), c.download.Load(), c.asks)
+	}
+}
+
+func (c *etagRounds) serve(w http.ResponseWriter, r *http.Request) {
+	v := c.current.Load()
+	if v.etag != "" {
+		w.Header().Set("ETag", v.etag)
+	}
+	http.ServeContent(w, r, "m.tar.gz", time.Time{}, bytes.NewReader(v.body))
+	if r.Header.Get("Range") != "bytes=0-1023" {
+		c.download.Add(1)
+		return
+	}
+	c.asked.Add(1)
+	if f := c.afterAsk.Swap(nil); f != nil {
+		(*f)()
+	}
+}
+
+// round fetches into generation gen, which must then hold want's files,
+// counting the requests afresh.
+func (c *etagRounds) round(t *testing.T, gen string, want *etagVersion) (Summary, manifest) {
+	t.Helper()
+	o, logs := testOptions(t, c.srv.URL+c.path, "")
+	o.Dest = filepath.Join(c.models, gen)
+	if c.parts {
+		o.partSize, o.Concurrency = testPartSize, 4
+	}
+	c.asked.Store(0)
+	c.download.Store(0)
+	sum, err := Run(context.Background(), o)
+	if err != nil {
+		t.Fatalf("%s: %v\n%s", gen, err, logs)
+	}
+	assertTree(t, o.Dest, want.files)
+	m, err := readManifest(o.Dest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sum, m
+}
+
+// linked says that generations a and b hold the same large file.
+func (c *etagRounds) linked(a, b string) bool {
+	x, _ := os.Stat(filepath.Join(c.models, a, largeFileKey))
+	y, _ := os.Stat(filepath.Join(c.models, b, largeFileKey))
+	return x != nil && y != nil && os.SameFile(x, y)
+}
+
+// TestAnArchiveInAnObjectStoreUnchangedSinceItsCopyIsNotDownloaded: a
+// refetch of an archive S3, GCS or Azure still names by the version its
+// copy beside the destination was downloaded as (ETag, generation) links
+// that copy; the archive replaced, it is downloaded.
+func TestAnArchiveInAnObjectStoreUnchangedSinceItsCopyIsNotDownloaded(t *testing.T) {
+	for name, store := range map[string]func(t *testing.T) archiveStore{
+		"S3": func(t *testing.T) archiveStore {
+			s3 := newFakeS3(t)
+			return archiveStore{
+				uri: "s3://" + testBucket + "/m.tar.gz", creds: s3.creds(t, testAccessKey, testSecretKey),
+				put:       func(body []byte) { s3.put(t, "", map[string][]byte{"m.tar.gz": body}) },
+				downloads: func() int { return s3.count("GET", "/"+testBucket+"/m.tar.gz") },
+			}
+		},
+		"GCS": func(t *testing.T) archiveStore {
+			gcs := newFakeGCS(t)
+			var downloads atomic.Int32
+			gcs.seen = func(r *http.Request) {
+				if r.URL.Query().Get("alt") == "media" || strings.HasPrefix(r.URL.Path, "/"+testBucket+"/") {
+					downloads.Add(1)
+				}
+			}
+			return archiveStore{
+				uri: "gs://" + testBucket + "/m.tar.gz", creds: secretDir(t, map[string]string{KeyGCSEndpointURL: gcs.URL}),
+				put: func(body []byte) {
+					gcs.store.CreateObject(fakestorage.Object{ObjectAttrs: fakestorage.ObjectAttrs{BucketName: testBucket, Name: "m.tar.gz"}, Content: body})
+				},
+				downloads: func() int { return int(downloads.Load()) },
+			}
+		},
+		"Azure": func(t *testing.T) archiveStore {
+			srv := startAzure(t, false)
+			var downloads atomic.Int32
+			keys := azureKeys(srv)
+			keys[KeyAzureBlobEndpoint] = throughHook(t, srv, func(r *http.Request) {
+				if r.Method == http.MethodGet && !r.URL.Query().Has("comp") {
+					downloads.Add(1)
+				}
+			})
+			return archiveStore{
+				uri: azureModels + "/m.tar.gz", creds: secretDir(t, keys),
+				put:       func(body []byte) { srv.Put("models", "m.tar.gz", body) },
+				downloads: func() int { return int(downloads.Load()) },
+			}
+		},
+	} {
+		t.Run(name, func(t *testing.T) { store(t).rounds(t) })
+	}
+}
+
+// archiveStore is an object store holding an archive at uri, which put
+// replaces; downloads counts the requests for it.
+type archiveStore struct {
+	uri, creds string
+	put        func(body []byte)
+	downloads  func() int
+}
+
+func (s archiveStore) rounds(t *testing.T) {
+	models := t.TempDir()
+	fetch := func(gen string, want map[string][]byte) (int, manifest) {
+		t.Helper()
+		o, logs := testOptions(t, s.uri, s.creds)
+		o.Dest = filepath.Join(models, gen)
+		before := s.downloads()
+		if _, err := Run(context.Background(), o); err != nil {
+			t.Fatalf("%s: %v\n%s", gen, err, logs)
+		}
+		assertTree(t, o.Dest, want)
+		m, err := readManifest(o.Dest)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s.downloads() - before, m
+	}
+	s.put(tarball(t, true, entries(model(1))))
+	if n, m := fetch("0000000a", model(1)); n == 0 || m.ArchiveVersion == "" {
+		t.Fatalf("the first fetch: %d downloads, version %q recorded; want a download and a version", n, m.ArchiveVersion)
+	}
+	if n, _ := fetch("0000000b", model(1)); n != 0 {
+		t.Errorf("the archive unchanged: %d downloads, want none", n)
+	}
+	a, _ := os.Stat(filepath.Join(models, "0000000a", "1", "saved_model.pb"))
+	b, _ := os.Stat(filepath.Join(models, "0000000b", "1", "saved_model.pb"))
+	if a == nil || b == nil || !os.SameFile(a, b) {
+		t.Error("the refetched model's files are not the earlier copy's, linked")
+	}
+	s.put(tarball(t, true, entries(model(2))))
+	if n, _ := fetch("0000000c", model(2)); n == 0 {
+		t.Error("the archive replaced: not downloaded")
 	}
 }

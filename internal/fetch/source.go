@@ -30,6 +30,12 @@ type Listing struct {
 	// Single is true when the URI names one file (a model archive, say)
 	// rather than a directory: Objects holds it alone, under its base name.
 	Single bool
+	// SingleVersion is what the store names that file by now (S3's or
+	// Azure's ETag, GCS's generation), "" if it does not say. Unlike an
+	// Object's Version, the download need not be of it: a file replaced
+	// since is downloaded as it then is, and its copy records the version
+	// it came as (downloader.servedVersion).
+	SingleVersion string
 }
 
 // Source lists and opens the files of a model.

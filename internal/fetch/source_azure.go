@@ -252,15 +252,15 @@ func (s *azureSource) List(ctx context.Context) (Listing, error) {
 		}
 		return Listing{}, permanentf(servingv1alpha1.ReasonFetchFailed, "%s: %s in the Archive tier, whose bytes cannot be read (%s); rehydrate them to the Hot or Cool tier", s.Describe(""), count, strings.Join(firstOf(archived, 3), ", "))
 	}
-	return keys.done(func() (int64, bool, error) {
+	return keys.done(func() (int64, string, bool, error) {
 		props, err := s.client.NewBlobClient(s.prefix).GetProperties(ctx, nil)
 		switch {
 		case err == nil:
-			return deref(props.ContentLength), true, nil
+			return deref(props.ContentLength), etagOf(props.ETag), true, nil
 		case bloberror.HasCode(err, bloberror.BlobNotFound) || isAzureStatus(err, http.StatusNotFound) && !bloberror.HasCode(err, bloberror.ContainerNotFound):
-			return 0, false, nil
+			return 0, "", false, nil
 		}
-		return 0, false, s.classify(err, "")
+		return 0, "", false, s.classify(err, "")
 	})
 }
 

@@ -39,15 +39,15 @@ func (s *blobSource) List(ctx context.Context) (Listing, error) {
 			return Listing{}, err
 		}
 	}
-	return keys.done(func() (int64, bool, error) {
+	return keys.done(func() (int64, string, bool, error) {
 		attrs, err := s.bucket.Attributes(ctx, s.prefix)
 		switch {
 		case err == nil:
-			return attrs.Size, true, nil
+			return attrs.Size, attrs.ETag, true, nil
 		case gcerrors.Code(err) == gcerrors.NotFound:
-			return 0, false, nil
+			return 0, "", false, nil
 		}
-		return 0, false, classify(err, s.Describe(""))
+		return 0, "", false, classify(err, s.Describe(""))
 	})
 }
 

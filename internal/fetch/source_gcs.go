@@ -171,18 +171,19 @@ func (s *gcsSource) List(ctx context.Context) (Listing, error) {
 		}
 		query.Set("pageToken", page.NextPageToken)
 	}
-	return keys.done(func() (int64, bool, error) {
+	return keys.done(func() (int64, string, bool, error) {
 		var attrs struct {
-			Size int64 `json:"size,string"`
+			Size       int64  `json:"size,string"`
+			Generation string `json:"generation"`
 		}
-		err := s.getJSON(ctx, s.objectURL(s.prefix, url.Values{"fields": {"size"}}), &attrs)
+		err := s.getJSON(ctx, s.objectURL(s.prefix, url.Values{"fields": {"size,generation"}}), &attrs)
 		switch {
 		case err == nil:
-			return attrs.Size, true, nil
+			return attrs.Size, attrs.Generation, true, nil
 		case isGCSNotFound(err):
-			return 0, false, nil
+			return 0, "", false, nil
 		}
-		return 0, false, classify(err, s.Describe(""))
+		return 0, "", false, classify(err, s.Describe(""))
 	})
 }
 

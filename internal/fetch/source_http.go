@@ -23,6 +23,8 @@ type httpSource struct {
 	// retried on its own by retry.
 	part  int64
 	retry *retrier
+	// listedETag is that of the first kilobyte List asked for, if it did.
+	listedETag *string
 }
 
 func newHTTPSource(loc storageuri.Location, creds Credentials, transport http.RoundTripper, part int64, retry *retrier) (Source, error) {
@@ -51,6 +53,8 @@ func (s *httpSource) List(ctx context.Context) (Listing, error) {
 		head, _ := io.ReadAll(io.LimitReader(resp.Body, 1024))
 		_ = resp.Body.Close()
 		key = archiveName(key, resp.Header.Get("Content-Disposition"), head)
+		etag := strongETag(resp)
+		s.listedETag = &etag
 	}
 	return Listing{Single: true, Objects: []Object{{Key: key, Size: -1}}}, nil
 }
@@ -77,14 +81,40 @@ func archiveName(name, disposition string, head []byte) string {
 
 func (s *httpSource) Open(ctx context.Context, _ string) (io.ReadCloser, objectInfo, error) {
 	if s.part > 0 {
-		body, size, err := s.openInParts(ctx)
-		return body, objectInfo{Size: size}, err
+		body, size, etag, err := s.openInParts(ctx)
+		return body, objectInfo{Size: size, Version: etag}, err
 	}
 	resp, err := s.get(ctx, "")
 	if err != nil {
 		return nil, objectInfo{}, err
 	}
-	return resp.Body, objectInfo{Size: resp.ContentLength}, nil
+	// A weak ETag names no bytes: the answer's version is then unknown.
+	return resp.Body, objectInfo{Size: resp.ContentLength, Version: strongETag(resp)}, nil
+}
+
+// currentETag is the strong ETag the server names the file by now, of
+// List's answer, or else of the first kilobyte asked for.
+func (s *httpSource) currentETag(ctx context.Context) (string, error) {
+	if s.listedETag != nil {
+		return *s.listedETag, nil
+	}
+	resp, err := s.get(ctx, "bytes=0-1023")
+	if err != nil {
+		return "", err
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1024))
+	_ = resp.Body.Close()
+	return strongETag(resp), nil
+}
+
+// strongETag is the answer's ETag if it is a strong one, which names the
+// bytes; "" for a weak one (W/"..."), which may name others as well.
+func strongETag(resp *http.Response) string {
+	etag := resp.Header.Get("ETag")
+	if strings.HasPrefix(etag, "W/") {
+		return ""
+	}
+	return etag
 }
 
 // get asks for the file, or the range of it rng names ("" for all): an
