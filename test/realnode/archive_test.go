@@ -9,10 +9,12 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/modelserver-dev/modelserver-operator/internal/names"
 	"github.com/modelserver-dev/modelserver-operator/test/realenv"
 	"github.com/modelserver-dev/modelserver-operator/test/s3server"
 )
@@ -20,7 +22,8 @@ import (
 // TestALargeArchiveFromS3IsReadInPartsAndServed: a model as one tar.gz of
 // over 72 MiB (the SavedModel, and weights that do not compress) in the
 // S3 server is fetched on the real node as parts read in order, and
-// served.
+// served. Fetched again unchanged, it is taken from the copy on the volume,
+// by the ETag the S3 server names it by, and the serving pod stays.
 func TestALargeArchiveFromS3IsReadInPartsAndServed(t *testing.T) {
 	t.Parallel()
 	e := realNode(t)
@@ -37,8 +40,9 @@ func TestALargeArchiveFromS3IsReadInPartsAndServed(t *testing.T) {
 	}
 
 	start := time.Now()
-	e.kubectl(t, e.modelServer("archive", "s3://"+realenv.Bucket+"/"+key, 1, "512Mi", ""), "-n", ns, "apply", "-f", "-")
-	e.waitReady(t, ns, "archive", 5*time.Minute)
+	uri := "s3://" + realenv.Bucket + "/" + key
+	e.kubectl(t, e.modelServer("archive", uri, 1, "512Mi", ""), "-n", ns, "apply", "-f", "-")
+	first := e.waitNewModelReady(t, ns, "archive", nil)
 	t.Logf("kubectl apply to Ready, a %d MiB archive read in parts: %.1fs", len(archive)>>20, time.Since(start).Seconds())
 
 	if m, want := e.get(t, ns, "archive").Status.Model, int64(len(weights)); m == nil || m.SizeBytes < want {
@@ -47,9 +51,25 @@ func TestALargeArchiveFromS3IsReadInPartsAndServed(t *testing.T) {
 	if got := e.modelStatus(t, ns, "archive"); got["123"] != "AVAILABLE" {
 		t.Errorf("TF Serving (double) reports %v, want version 123 AVAILABLE", got)
 	}
-	logs := e.kubectl(t, "", "-n", ns, "logs", "-l", "job-name", "-c", "fetch", "--tail=-1")
+	logs := e.kubectl(t, "", "-n", ns, "logs", "job/"+names.FetchJob("archive", first), "-c", "fetch")
 	if !strings.Contains(logs, `"msg":"downloading an archive in ranges"`) {
 		t.Errorf("the fetch's log does not say the archive was read in parts:\n%s", logs)
+	}
+
+	pods := e.servingPodNames(t, ns)
+	start = time.Now()
+	e.kubectl(t, e.modelServer("archive", uri, 1, "512Mi", "    refetch: run-1\n"), "-n", ns, "apply", "-f", "-")
+	again := e.waitNewModelReady(t, ns, "archive", []string{first})
+	t.Logf("the unchanged archive fetched again: %.1fs from kubectl apply to Ready", time.Since(start).Seconds())
+	logs = e.kubectl(t, "", "-n", ns, "logs", "job/"+names.FetchJob("archive", again), "-c", "fetch")
+	if !strings.Contains(logs, `"msg":"the store names the archive by the version of the copy fetched before; taking that copy"`) || strings.Contains(logs, `"msg":"downloading`) {
+		t.Errorf("the fetch of the unchanged archive does not say it took the copy on the volume without downloading:\n%s", logs)
+	}
+	if m := e.get(t, ns, "archive").Status.Model; m.ServedGeneration != first {
+		t.Errorf("status.model.servedGeneration %q after fetching the archive unchanged, want the pods' copy %s", m.ServedGeneration, first)
+	}
+	if now := e.servingPodNames(t, ns); !slices.Equal(now, pods) {
+		t.Errorf("the serving pods %q were replaced by %q for an archive that did not change", pods, now)
 	}
 }
 
