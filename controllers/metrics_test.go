@@ -20,7 +20,7 @@ func TestServingAModelIsCountedInTheOperatorMetrics(t *testing.T) {
 	// The simulated fetch pod reports what a real fetch would.
 	ms := newModelServer(ns, "metered", func(ms *servingv1alpha1.ModelServer) {
 		ms.Spec.PodTemplate.Annotations = map[string]string{
-			localcluster.AnnotationTerminationMessage: `{"versions":[1],"files":3,"bytes":4096,"digest":"sha256:00"}`,
+			localcluster.AnnotationTerminationMessage: `{"versions":[1],"files":3,"bytes":4096,"digest":"sha256:00","received":5120}`,
 		}
 		ms.Spec.Monitoring.P99Latency = &metav1.Duration{Duration: 250 * time.Millisecond}
 		ms.Spec.Monitoring.Availability = "99.9"
@@ -41,6 +41,7 @@ func TestServingAModelIsCountedInTheOperatorMetrics(t *testing.T) {
 		{"modelserver_helm_operation_duration_seconds", map[string]string{"operation": "install"}, 1},
 		{"modelserver_fetch_duration_seconds", map[string]string{"result": "success"}, 1},
 		{"modelserver_fetch_bytes_total", nil, 4096},
+		{"modelserver_fetch_received_bytes_total", nil, 5120},
 		{"modelserver_time_to_ready_seconds", nil, 1},
 		{"modelserver_status_phase", map[string]string{"namespace": ns, "name": "metered", "phase": "Ready", "reason": "Ready"}, 1},
 		{"modelserver_latency_objective_seconds", map[string]string{"namespace": ns, "name": "metered"}, 0.25},

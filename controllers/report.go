@@ -276,9 +276,9 @@ func (r *ModelServerReconciler) reportFetches(ms *servingv1alpha1.ModelServer, r
 		switch {
 		case fj == nil:
 		case m.NewlyFetched:
-			metrics.FetchEnded(ms.UID, fj.Job.UID, "", jobDuration(fj.Job, now), m.Status.SizeBytes)
+			metrics.FetchEnded(ms.UID, fj.Job.UID, "", jobDuration(fj.Job, now), m.Status.SizeBytes, m.Received)
 		case status.FetchStateOf(fj.Job) == status.FetchFailed:
-			metrics.FetchEnded(ms.UID, fj.Job.UID, cmp.Or(m.Reason, servingv1alpha1.ReasonFetchFailed), jobDuration(fj.Job, now), -1)
+			metrics.FetchEnded(ms.UID, fj.Job.UID, cmp.Or(m.Reason, servingv1alpha1.ReasonFetchFailed), jobDuration(fj.Job, now), -1, -1)
 		}
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
@@ -172,6 +173,7 @@ func Run(ctx context.Context, o Options) (Summary, error) {
 	}
 	f.retry = newRetrier(o.Retry, f.log)
 	sum, err := f.run(ctx)
+	sum.Received = f.received.Load()
 	if err == nil {
 		err = o.Pin.check(sum, loc)
 	}
@@ -206,6 +208,9 @@ type fetcher struct {
 	// archiveVersion is what the store names the archive by, once known
 	// (manifest.ArchiveVersion).
 	archiveVersion string
+	// received counts the bytes the fetch's connections to the store
+	// received (Summary.Received).
+	received atomic.Int64
 	// oci is an oci:// model, once resolved.
 	oci *ociModel
 	// stopped is what a stopped fetch into dest left (resume.go), nil if
@@ -394,6 +399,7 @@ func (f *fetcher) openSource(ctx context.Context) (Source, error) {
 		CABundle:           []byte(f.creds.values[caBundleKey(f.loc.Scheme)]),
 		InsecureSkipVerify: strings.EqualFold(f.creds.Get(KeyAWSInsecureSkipTLS), "true"),
 		Conns:              f.o.Concurrency,
+		Received:           &f.received,
 	})
 	if err != nil {
 		return nil, err

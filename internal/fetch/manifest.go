@@ -41,6 +41,12 @@ type Summary struct {
 	// SignedBy is the key whose cosign signature of Image verified it
 	// (imagesig.Key.ID), where one was required.
 	SignedBy string `json:"signedBy,omitempty"`
+	// Received is how many bytes the fetch received from the store, TLS
+	// and HTTP framing included: what a store's egress is billed for.
+	// Files a copy on the volume gave are not in it: a refresh round that
+	// finds the model unchanged receives a few kilobytes. -1 in a summary
+	// parsed from a fetcher that did not report it.
+	Received int64 `json:"received"`
 }
 
 type manifest struct {

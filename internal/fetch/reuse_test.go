@@ -309,6 +309,9 @@ func (c *etagRounds) run(t *testing.T) {
 	if again.Digest != first.Digest || m.ArchiveVersion != `"v1"` {
 		t.Errorf("the linked copy: digest %s (first %s), ETag %q", again.Digest, first.Digest, m.ArchiveVersion)
 	}
+	if first.Received < int64(len(v1.body)) || again.Received > 8<<10 {
+		t.Errorf("received %d bytes, then %d; want the %d of the archive, then a kilobyte and the answer's framing", first.Received, again.Received, len(v1.body))
+	}
 
 	// Replaced between the ask and the download: the copy is of what
 	// came, and records its ETag.

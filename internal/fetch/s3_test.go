@@ -50,6 +50,10 @@ func TestFetchingFromS3PublishesEveryVersion(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if sum2.Received != 0 || sum.Received < sum.Bytes {
+		t.Errorf("received %d bytes from a directory, %d from S3; want none, and at least the model's %d", sum2.Received, sum.Received, sum.Bytes)
+	}
+	sum2.Received, sum.Received = 0, 0
 	if !reflect.DeepEqual(sum2, sum) {
 		t.Errorf("the same model from a directory: %+v; from S3: %+v", sum2, sum)
 	}
@@ -275,6 +279,10 @@ func TestRerunningACompleteFetchDownloadsNothing(t *testing.T) {
 	if n := len(s3.requests) - requests; n != 0 {
 		t.Errorf("the second run made %d requests; want none", n)
 	}
+	if second.Received != 0 {
+		t.Errorf("the second run received %d bytes; want none", second.Received)
+	}
+	first.Received = 0
 	if !reflect.DeepEqual(first, second) {
 		t.Errorf("second summary %+v; first %+v", second, first)
 	}
@@ -295,6 +303,7 @@ func TestRerunningACompleteFetchDownloadsNothing(t *testing.T) {
 		t.Error("the damaged model was not fetched again")
 	}
 	assertTree(t, o.Dest, files)
+	third.Received = 0
 	if !reflect.DeepEqual(first, third) {
 		t.Errorf("after repair %+v; first %+v", third, first)
 	}

@@ -96,7 +96,7 @@ func (f *fetcher) openOCI(ctx context.Context) (*ociModel, error) {
 		}
 		signatures = &r
 	}
-	t, err := newTransport(transportOptions{CABundle: []byte(f.creds.values[KeyCACert]), CAKey: KeyCACert, Conns: 2})
+	t, err := newTransport(transportOptions{CABundle: []byte(f.creds.values[KeyCACert]), CAKey: KeyCACert, Conns: 2, Received: &f.received})
 	if err != nil {
 		return nil, err
 	}

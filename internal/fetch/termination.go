@@ -35,7 +35,7 @@ func TerminationMessage(sum Summary, err error) string {
 // ParseSummary reads the summary from a successful fetch's termination
 // message; false if the message is not one.
 func ParseSummary(termination string) (Summary, bool) {
-	var s Summary
+	s := Summary{Received: -1}
 	if err := json.Unmarshal([]byte(strings.TrimSpace(termination)), &s); err != nil {
 		return Summary{}, false
 	}

@@ -17,9 +17,9 @@ import (
 
 func TestASuccessfulFetchSummaryReachesTheOperator(t *testing.T) {
 	for _, sum := range []Summary{
-		{Versions: []int64{1, 2}, Files: 12, Bytes: 123456, Digest: "sha256:ab"},
+		{Versions: []int64{1, 2}, Files: 12, Bytes: 123456, Digest: "sha256:ab", Received: 130000},
 		{Versions: []int64{}, Digest: "sha256:00"},
-		{Versions: []int64{1}, Files: 4, Bytes: 100, Digest: "sha256:cd", Image: "registry.example.com/team/resnet@sha256:" + strings.Repeat("e", 64)},
+		{Versions: []int64{1}, Files: 4, Bytes: 100, Digest: "sha256:cd", Image: "registry.example.com/team/resnet@sha256:" + strings.Repeat("e", 64), Received: 4200},
 	} {
 		msg := TerminationMessage(sum, nil)
 		// The termination log holds the line and a newline.
@@ -32,13 +32,17 @@ func TestASuccessfulFetchSummaryReachesTheOperator(t *testing.T) {
 		}
 	}
 
-	ok := TerminationMessage(Summary{Versions: []int64{1, 2}, Files: 12, Bytes: 123456, Digest: "sha256:ab"}, nil)
-	if ok != `{"versions":[1,2],"files":12,"bytes":123456,"digest":"sha256:ab"}` {
+	ok := TerminationMessage(Summary{Versions: []int64{1, 2}, Files: 12, Bytes: 123456, Digest: "sha256:ab", Received: 130000}, nil)
+	if ok != `{"versions":[1,2],"files":12,"bytes":123456,"digest":"sha256:ab","received":130000}` {
 		t.Errorf("success message %s", ok)
 	}
 	var keys map[string]any
-	if err := json.Unmarshal([]byte(ok), &keys); err != nil || len(keys) != 4 {
+	if err := json.Unmarshal([]byte(ok), &keys); err != nil || len(keys) != 5 {
 		t.Errorf("success message %s: %v", ok, err)
+	}
+	// A fetcher of an earlier release did not say what it received.
+	if old, _ := ParseSummary(`{"versions":[1],"files":4,"bytes":100,"digest":"sha256:cd"}`); old.Received != -1 {
+		t.Errorf("a summary without received: %+v; want Received -1, not known", old)
 	}
 	// No versions is an empty list, not null: a reader sees zero versions.
 	if none := TerminationMessage(Summary{}, nil); !strings.Contains(none, `"versions":[]`) {

@@ -2,11 +2,13 @@ package fetch
 
 import (
 	"cmp"
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"net"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
@@ -26,6 +28,9 @@ type transportOptions struct {
 	Conns int
 	// ResponseHeaderTimeout bounds the wait for a response's first byte.
 	ResponseHeaderTimeout time.Duration
+	// Received, when set, counts every byte the transport's connections
+	// receive.
+	Received *atomic.Int64
 }
 
 // newTransport builds the HTTP transport of a source: proxies from the
@@ -54,12 +59,16 @@ func newTransport(o transportOptions) (*http.Transport, error) {
 	if header <= 0 {
 		header = 2 * time.Minute
 	}
+	dial := (&net.Dialer{
+		Timeout:   30 * time.Second,
+		KeepAlive: 30 * time.Second,
+	}).DialContext
+	if o.Received != nil {
+		dial = countReceived(dial, o.Received)
+	}
 	return &http.Transport{
-		Proxy: http.ProxyFromEnvironment,
-		DialContext: (&net.Dialer{
-			Timeout:   30 * time.Second,
-			KeepAlive: 30 * time.Second,
-		}).DialContext,
+		Proxy:                 http.ProxyFromEnvironment,
+		DialContext:           dial,
 		TLSClientConfig:       tlsConfig,
 		MaxIdleConns:          4 * conns,
 		MaxIdleConnsPerHost:   conns,
@@ -90,4 +99,28 @@ func (t *headerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		req.Header.Add(h[0], h[1])
 	}
 	return t.base.RoundTrip(req)
+}
+
+// countReceived counts into n the bytes each connection dial makes
+// receives: what the store sent, TLS and HTTP framing included, as it
+// would be billed for.
+func countReceived(dial func(ctx context.Context, network, addr string) (net.Conn, error), n *atomic.Int64) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := dial(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return &countingConn{Conn: c, n: n}, nil
+	}
+}
+
+type countingConn struct {
+	net.Conn
+	n *atomic.Int64
+}
+
+func (c *countingConn) Read(p []byte) (int, error) {
+	k, err := c.Conn.Read(p)
+	c.n.Add(int64(k))
+	return k, err
 }

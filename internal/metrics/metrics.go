@@ -106,6 +106,12 @@ var (
 		Help:      "Bytes of the models that fetch Jobs reported in their completion summary.",
 	})
 
+	fetchReceived = prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace: Namespace,
+		Name:      "fetch_received_bytes_total",
+		Help:      "Bytes that fetch Jobs which succeeded received from the stores, as their summaries reported: what was not taken from a copy on the volume.",
+	})
+
 	fetchModelBytes = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Namespace: Namespace,
 		Name:      "fetch_model_size_bytes",
@@ -157,7 +163,7 @@ var (
 )
 
 // collectors are the operator's metrics, registered with controller-runtime.
-var collectors = []prometheus.Collector{phaseGauge, statusGauge, problemGauge, latencyObjective, availabilityObjective, pausedSince, stalledGauge, stalledFetchGauge, slowFetchGauge, inactiveAutoscalerGauge, atMaximumGauge, failedRefreshGauge, helmOperations, helmDuration, fetchDuration, fetchFailures, fetchBytes, fetchModelBytes, timeToReady}
+var collectors = []prometheus.Collector{phaseGauge, statusGauge, problemGauge, latencyObjective, availabilityObjective, pausedSince, stalledGauge, stalledFetchGauge, slowFetchGauge, inactiveAutoscalerGauge, atMaximumGauge, failedRefreshGauge, helmOperations, helmDuration, fetchDuration, fetchFailures, fetchBytes, fetchReceived, fetchModelBytes, timeToReady}
 
 func init() {
 	ctrlmetrics.Registry.MustRegister(collectors...)
@@ -502,9 +508,10 @@ func Forget(uid types.UID) {
 }
 
 // FetchEnded records the end of a ModelServer's fetch Job once: its
-// duration, and for a success the model's size (bytes < 0: not reported),
-// for a failure its reason (failure; "" for a success).
-func FetchEnded(uid, job types.UID, failure string, took time.Duration, bytes int64) {
+// duration, and for a success the model's size and the bytes the fetch
+// received (either < 0: not reported), for a failure its reason (failure;
+// "" for a success).
+func FetchEnded(uid, job types.UID, failure string, took time.Duration, bytes, received int64) {
 	mu.Lock()
 	defer mu.Unlock()
 	t := get(uid)
@@ -521,6 +528,9 @@ func FetchEnded(uid, job types.UID, failure string, took time.Duration, bytes in
 		if bytes >= 0 {
 			fetchBytes.Add(float64(bytes))
 			fetchModelBytes.Observe(float64(bytes))
+		}
+		if received >= 0 {
+			fetchReceived.Add(float64(received))
 		}
 	} else {
 		fetchFailures.WithLabelValues(failure).Inc()

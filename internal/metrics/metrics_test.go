@@ -292,22 +292,25 @@ func seriesOf(t *testing.T, name, ns string) []string {
 
 func TestAFetchIsCountedOnceHoweverOftenItsEndIsSeen(t *testing.T) {
 	for range 3 {
-		FetchEnded("ms", "job-1", "", 2*time.Second, 1000)
+		FetchEnded("ms", "job-1", "", 2*time.Second, 1000, 1100)
 	}
-	if got := value(t, fetchBytes); got != 1000 {
-		t.Errorf("fetch bytes %v, want 1000", got)
+	if got, received := value(t, fetchBytes), value(t, fetchReceived); got != 1000 || received != 1100 {
+		t.Errorf("fetch bytes %v, received %v; want 1000 and 1100", got, received)
 	}
-	// Two models of one ModelServer, their ends observed in turn.
+	// Two models of one ModelServer, their ends observed in turn; the
+	// second taken from a copy on the volume, the third from a fetcher
+	// that does not say what it received.
 	for range 3 {
-		FetchEnded("ms", "job-2", "", time.Second, 500)
-		FetchEnded("ms", "job-1", "", 2*time.Second, 1000)
+		FetchEnded("ms", "job-2", "", time.Second, 500, 3)
+		FetchEnded("ms", "job-1", "", 2*time.Second, 1000, 1100)
+		FetchEnded("ms", "job-4", "", time.Second, 200, -1)
 	}
-	if got := value(t, fetchBytes); got != 1500 {
-		t.Errorf("fetch bytes %v after a second model's Job, want 1500", got)
+	if got, received := value(t, fetchBytes), value(t, fetchReceived); got != 1700 || received != 1103 {
+		t.Errorf("fetch bytes %v, received %v after the other models' Jobs; want 1700 and 1103", got, received)
 	}
 	// A failure, by its reason.
 	for range 3 {
-		FetchEnded("ms", "job-3", "OutOfMemory", time.Second, -1)
+		FetchEnded("ms", "job-3", "OutOfMemory", time.Second, -1, -1)
 	}
 	if got := value(t, fetchFailures.WithLabelValues("OutOfMemory")); got != 1 {
 		t.Errorf("%v fetch failures for OutOfMemory, want 1", got)

@@ -104,7 +104,7 @@ func foregroundFetch(m values.SpecModel, fj *FetchJob, previous map[string]servi
 	st := previous[m.Name]
 	st.Name = m.Name
 	st.Fetch, st.Message, st.Progress = string(state), "", nil
-	mf := ModelFetch{Name: m.Name, Field: m.Field, FetchJob: m.FetchJob, State: state, StorageURI: storageuri.Redact(m.StorageURI)}
+	mf := ModelFetch{Name: m.Name, Field: m.Field, FetchJob: m.FetchJob, State: state, StorageURI: storageuri.Redact(m.StorageURI), Received: -1}
 	if job != nil {
 		mf.Retries = job.Status.Failed
 	}
@@ -117,6 +117,7 @@ func foregroundFetch(m values.SpecModel, fj *FetchJob, previous map[string]servi
 			st = servingv1alpha1.ModelStatus{Name: m.Name, Fetch: string(state), FetchedGeneration: m.Generation}
 			if s, ok := fetch.ParseSummary(fj.Termination); ok {
 				st.Digest, st.SizeBytes, st.Versions, st.ResolvedImage, st.SignedBy = s.Digest, s.Bytes, s.Versions, s.Image, s.SignedBy
+				mf.Received = s.Received
 			} else if other, ok := sameGeneration(previous, m.Generation); ok {
 				st.Digest, st.SizeBytes, st.Versions, st.ResolvedImage, st.SignedBy = other.Digest, other.SizeBytes, other.Versions, other.ResolvedImage, other.SignedBy
 			}

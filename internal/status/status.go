@@ -125,6 +125,10 @@ type ModelFetch struct {
 	// NewlyFetched says this observation is the first to see the fetch of
 	// the model's current generation succeed: news worth an Event.
 	NewlyFetched bool
+	// Received is, for a fetch newly seen to succeed, the bytes it
+	// received from the store as its summary says (fetch.Summary); -1
+	// where that is not known.
+	Received int64
 	// NewlyFailed says this observation is the first to see the fetch of
 	// the model's current generation (or round) fail.
 	NewlyFailed bool

@@ -352,7 +352,7 @@ func TestFetchStateAndFailureParsing(t *testing.T) {
 }
 
 func TestAFetchPodsSuccessCountsBeforeTheJobSaysSo(t *testing.T) {
-	const summary = `{"versions":[1,2],"files":4,"bytes":2048,"digest":"sha256:ab","image":"r.example/m@sha256:ef"}`
+	const summary = `{"versions":[1,2],"files":4,"bytes":2048,"digest":"sha256:ab","image":"r.example/m@sha256:ef","received":2300}`
 	running := &batchv1.Job{Status: batchv1.JobStatus{Active: 1}}
 	failed := &batchv1.Job{Status: batchv1.JobStatus{Conditions: []batchv1.JobCondition{
 		{Type: batchv1.JobFailed, Status: corev1.ConditionTrue, Reason: "DeadlineExceeded", Message: "Job was active longer than specified deadline"},
@@ -381,8 +381,8 @@ func TestAFetchPodsSuccessCountsBeforeTheJobSaysSo(t *testing.T) {
 				return
 			}
 			st := mf.Status
-			if !mf.NewlyFetched || st.FetchedGeneration != "g1" || st.Digest != "sha256:ab" || st.SizeBytes != 2048 || len(st.Versions) != 2 || st.ResolvedImage != "r.example/m@sha256:ef" {
-				t.Errorf("a success seen on the pod must be taken with the pod's summary: newly %v, %+v", mf.NewlyFetched, st)
+			if !mf.NewlyFetched || st.FetchedGeneration != "g1" || st.Digest != "sha256:ab" || st.SizeBytes != 2048 || len(st.Versions) != 2 || st.ResolvedImage != "r.example/m@sha256:ef" || mf.Received != 2300 {
+				t.Errorf("a success seen on the pod must be taken with the pod's summary: newly %v, received %d, %+v", mf.NewlyFetched, mf.Received, st)
 			}
 		})
 	}
@@ -415,6 +415,9 @@ func TestAFetchOfTheSameModelLeavesThePodsOnTheirCopy(t *testing.T) {
 		mf := modelFetch(model(step.gen), done(step.digest), status)
 		if got := Served([]ModelFetch{mf})["resnet"]; got != step.served || mf.Status.FetchedGeneration != step.gen {
 			t.Fatalf("after %s's fetch of %s: served from %q (fetched %q), want %q", step.gen, step.digest, got, mf.Status.FetchedGeneration, step.served)
+		}
+		if mf.Received != -1 {
+			t.Errorf("received %d by a fetcher whose summary does not say; want -1", mf.Received)
 		}
 		status["resnet"] = mf.Status
 	}

@@ -173,7 +173,7 @@ func servedLabels(t *testing.T) map[string][]string {
 	metrics.Observe(metrics.Seen{UID: uid, Namespace: "labels", Name: "labels", Generation: 1, Phase: "Deploying", Reason: "PodsNotReady", P99Latency: time.Second, Availability: 0.999, PausedSince: time.Now()})
 	metrics.Stalled(uid, status.CauseImagePull)
 	metrics.AutoscalerAtMaximum(uid, true)
-	metrics.FetchEnded(uid, "labels", "", time.Second, 1)
+	metrics.FetchEnded(uid, "labels", "", time.Second, 1, 1)
 	metrics.HelmOperation("install", metrics.ResultSuccess, time.Second)
 	defer metrics.Forget(uid)
 	startController(t, "labels", func(reconcile.Request) error { return nil })("one")

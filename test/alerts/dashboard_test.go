@@ -417,7 +417,7 @@ func somethingToShow(t *testing.T) *prometheus {
 	resnet, bert := newModelServer(t, "resnet"), newModelServer(t, "bert")
 	pods := map[string]string{"resnet": servingPod("resnet", "resnet-7d9f8-x2x8z"), "bert": servingPod("bert", "bert-5c6d7-q9w4k")}
 	fetched := func(ms *modelServer, failure string) {
-		metrics.FetchEnded(ms.UID, types.UID(fmt.Sprint("job-", uidSeq.Add(1))), failure, 90*time.Second, 512<<20)
+		metrics.FetchEnded(ms.UID, types.UID(fmt.Sprint("job-", uidSeq.Add(1))), failure, 90*time.Second, 512<<20, 512<<20)
 	}
 	serve := func(d time.Duration) {
 		for end := p.now.Add(d); p.now.Before(end); {

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelserver-dev/modelserver-operator/internal/fetch"
 	"github.com/modelserver-dev/modelserver-operator/internal/names"
 	"github.com/modelserver-dev/modelserver-operator/test/realenv"
 	"github.com/modelserver-dev/modelserver-operator/test/s3server"
@@ -56,6 +57,10 @@ func TestALargeArchiveFromS3IsReadInPartsAndServed(t *testing.T) {
 		t.Errorf("the fetch's log does not say the archive was read in parts:\n%s", logs)
 	}
 
+	if got, want := e.received(t, ns, names.FetchJob("archive", first)), int64(len(archive)); got < want {
+		t.Errorf("the first fetch's summary says it received %d bytes; want at least the archive's %d", got, want)
+	}
+
 	pods := e.servingPodNames(t, ns)
 	start = time.Now()
 	e.kubectl(t, e.modelServer("archive", uri, 1, "512Mi", "    refetch: run-1\n"), "-n", ns, "apply", "-f", "-")
@@ -64,6 +69,9 @@ func TestALargeArchiveFromS3IsReadInPartsAndServed(t *testing.T) {
 	logs = e.kubectl(t, "", "-n", ns, "logs", "job/"+names.FetchJob("archive", again), "-c", "fetch")
 	if !strings.Contains(logs, `"msg":"the store names the archive by the version of the copy fetched before; taking that copy"`) || strings.Contains(logs, `"msg":"downloading`) {
 		t.Errorf("the fetch of the unchanged archive does not say it took the copy on the volume without downloading:\n%s", logs)
+	}
+	if got := e.received(t, ns, names.FetchJob("archive", again)); got > 64<<10 {
+		t.Errorf("the fetch of the unchanged archive's summary says it received %d bytes; want a few kilobytes", got)
 	}
 	if m := e.get(t, ns, "archive").Status.Model; m.ServedGeneration != first {
 		t.Errorf("status.model.servedGeneration %q after fetching the archive unchanged, want the pods' copy %s", m.ServedGeneration, first)
@@ -118,4 +126,17 @@ func eachFile(root string, fn func(name string, data []byte)) error {
 		fn(filepath.ToSlash(rel), data)
 		return nil
 	})
+}
+
+// received is what the summary of fetch Job job says it received from the
+// store.
+func (e *env) received(t *testing.T, ns, job string) int64 {
+	t.Helper()
+	msg := e.kubectl(t, "", "-n", ns, "get", "pods", "-l", "job-name="+job, "--field-selector", "status.phase=Succeeded",
+		"-o", "jsonpath={.items[0].status.containerStatuses[0].state.terminated.message}")
+	sum, ok := fetch.ParseSummary(msg)
+	if !ok || sum.Received < 0 {
+		t.Fatalf("the termination message of Job %s's pod is no summary saying what it received: %q", job, msg)
+	}
+	return sum.Received
 }
