@@ -557,8 +557,11 @@ type ModelSpec struct {
 	// one that found a new model rolls the pods onto it, zero-downtime; one
 	// that failed leaves the model served, with a warning, until the next
 	// round. A round does not begin while the last one's fetch runs. At
-	// least 1m; each round is a fetch Job. Not for a pvc:// model, nor a
-	// storageUri that pins the model's digest.
+	// least 1m; each round is a fetch Job, which downloads only what
+	// changed: a file S3, GCS or Azure lists, or an archive the store names
+	// (an http(s):// one by a strong ETag), as it was when the copy on the
+	// volume was fetched is taken from that copy. Not for a pvc:// model,
+	// nor a storageUri that pins the model's digest.
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:MaxLength=40
 	// +kubebuilder:validation:Pattern=`^([0-9]{1,6}(h|m|s|ms)){1,4}$`
