@@ -296,7 +296,7 @@ func (f *fetcher) run(ctx context.Context) (_ Summary, err error) {
 		return Summary{}, err
 	}
 	m := newManifest(f.origin, versions, records)
-	m.ArchiveVersion = f.archiveVersion
+	m.ArchiveVersion, m.VersionDir = f.archiveVersion, strings.TrimSuffix(move(""), "/")
 	if f.oci != nil {
 		m.Image, m.SignedBy = f.oci.pinned.String(), f.signedBy
 	}

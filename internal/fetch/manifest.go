@@ -64,8 +64,12 @@ type manifest struct {
 	// GCS's generation, an http(s):// server's strong ETag. A later fetch
 	// of the URI that the store names by the same takes this copy
 	// (fetcher.takeUnchangedArchive).
-	ArchiveVersion string       `json:"archiveVersion,omitempty"`
-	Files          []fileRecord `json:"files"`
+	ArchiveVersion string `json:"archiveVersion,omitempty"`
+	// VersionDir is the directory the listed files were put in: "1" for a
+	// SavedModel listed without a version directory (normalize). A
+	// refetch looks them up by the paths the store lists (findEarlier).
+	VersionDir string       `json:"versionDir,omitempty"`
+	Files      []fileRecord `json:"files"`
 }
 
 func (m manifest) summary() Summary {

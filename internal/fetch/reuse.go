@@ -4,7 +4,9 @@ import (
 	"context"
 	"log/slog"
 	"os"
+	"path"
 	"path/filepath"
+	"strings"
 	"time"
 )
 
@@ -32,6 +34,9 @@ type earlier struct {
 	parts map[string][]partRecord
 	// archiveVersion is what the store named the archive by.
 	archiveVersion string
+	// versionDir is the directory of dir the listed files are in (the
+	// manifest's VersionDir): files are keyed by their paths below it.
+	versionDir string
 }
 
 // findEarlier picks, among dest's siblings named as fetch generations,
@@ -59,14 +64,24 @@ func findEarlier(dest string, same func(manifest) bool, whole bool) *earlier {
 		if err != nil || !same(m) || m.format() != manifestFormat {
 			continue
 		}
+		// A content-addressed copy is taken whole, as it lies; files
+		// are looked up by the paths the store lists them under.
+		versionDir := m.VersionDir
+		if whole {
+			versionDir = ""
+		}
 		files := map[string]fileRecord{}
 		for _, r := range m.Files {
-			if r.Source != "" || whole {
+			key, below := strings.CutPrefix(r.Path, versionDir+"/")
+			if (r.Source != "" || whole) && (versionDir == "" || below) {
+				if versionDir != "" {
+					r.Path = key
+				}
 				files[r.Path] = r
 			}
 		}
 		if len(files) > 0 {
-			best, bestAt = &earlier{dir: dir, files: files, whole: whole, archiveVersion: m.ArchiveVersion}, at
+			best, bestAt = &earlier{dir: dir, files: files, whole: whole, archiveVersion: m.ArchiveVersion, versionDir: versionDir}, at
 		}
 	}
 	return best
@@ -166,7 +181,7 @@ func (e *earlier) link(staging string, objs []Object, log *slog.Logger) (linked 
 		if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
 			return nil, nil, nil, classify(err, target)
 		}
-		if err := os.Link(filepath.Join(e.dir, filepath.FromSlash(obj.Key)), target); err != nil {
+		if err := os.Link(filepath.Join(e.dir, filepath.FromSlash(path.Join(e.versionDir, obj.Key))), target); err != nil {
 			log.Info("could not link a file of the earlier model; downloading every file", "error", err.Error())
 			for _, l := range linked {
 				if err := os.Remove(filepath.Join(staging, filepath.FromSlash(l.Key))); err != nil {

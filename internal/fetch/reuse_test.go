@@ -85,6 +85,32 @@ func TestARefetchDownloadsOnlyWhatChanged(t *testing.T) {
 	}
 }
 
+// TestARefetchOfASavedModelWithoutAVersionDirectoryDownloadsOnlyWhatChanged:
+// a SavedModel at the top of the prefix is served as version 1, and its
+// files, listed without that directory, are found there by a refetch.
+func TestARefetchOfASavedModelWithoutAVersionDirectoryDownloadsOnlyWhatChanged(t *testing.T) {
+	s3 := newFakeS3(t)
+	files := map[string][]byte{"saved_model.pb": []byte("graph"), "variables/variables.index": []byte("index"),
+		"variables/variables.data-00000-of-00001": bytes.Repeat([]byte("w"), 5000)}
+	s3.put(t, "bare", files)
+	creds := s3.creds(t, testAccessKey, testSecretKey)
+	models := t.TempDir()
+	for _, gen := range []string{"0000000a", "0000000b"} {
+		o, logs := testOptions(t, "s3://models/bare", creds)
+		o.Dest = filepath.Join(models, gen)
+		before := s3.count("GET", "/models/bare/")
+		if _, err := Run(context.Background(), o); err != nil {
+			t.Fatal(err)
+		}
+		assertTree(t, o.Dest, prefixed("1/", files))
+		if n := s3.count("GET", "/models/bare/") - before; gen == "0000000b" && n != 1 {
+			t.Errorf("the refetch downloaded %d files; want the one changed\n%s", n, logs)
+		}
+		s3.put(t, "bare", map[string][]byte{"variables/variables.index": []byte("index 2")})
+		files["variables/variables.index"] = []byte("index 2")
+	}
+}
+
 // TestAFileDamagedInTheEarlierModelIsDownloaded: an earlier copy that no
 // longer hashes to its manifest is downloaded, not linked.
 func TestAFileDamagedInTheEarlierModelIsDownloaded(t *testing.T) {
