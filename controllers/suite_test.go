@@ -245,10 +245,14 @@ func eventually(t *testing.T, timeout time.Duration, what string, cond func(ctx 
 	}
 }
 
+// waitReady waits for ms to be Ready at its generation. Alone, a
+// ModelServer on kwok is Ready within seconds; the minutes allowed are
+// for a CI machine that runs every cluster suite at once, where a new
+// ModelServer's pods once took 58 s to be made.
 func waitReady(t *testing.T, ms *servingv1alpha1.ModelServer) *servingv1alpha1.ModelServer {
 	t.Helper()
 	got := &servingv1alpha1.ModelServer{}
-	eventually(t, 60*time.Second, ms.Name+" Ready", func(ctx context.Context) (bool, string) {
+	eventually(t, 2*time.Minute, ms.Name+" Ready", func(ctx context.Context) (bool, string) {
 		if err := env.client.Get(ctx, client.ObjectKeyFromObject(ms), got); err != nil {
 			return false, err.Error()
 		}

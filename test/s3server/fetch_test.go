@@ -332,6 +332,12 @@ func assertSummary(t *testing.T, sum fetch.Summary, model string, versions []int
 		lines = append(lines, fmt.Sprintf("%s\x00%d\x00blake3:%s\n", p, len(b), hex.EncodeToString(h[:])))
 	}
 	digest := sha256.Sum256([]byte(strings.Join(lines, "")))
+	// Received counts the answers' framing too: no more than the files
+	// (or their archive, compressed) and a few kilobytes for each.
+	if sum.Received <= 0 || sum.Received > size+int64(len(files)+2)*4096 {
+		t.Errorf("received %d bytes for %d of files", sum.Received, size)
+	}
+	sum.Received = 0
 	want := fetch.Summary{Versions: versions, Files: int64(len(files)), Bytes: size, Digest: "sha256:" + hex.EncodeToString(digest[:])}
 	if !reflect.DeepEqual(sum, want) {
 		t.Errorf("summary %+v; want %+v", sum, want)
