@@ -494,6 +494,19 @@ func TestBadSpecsAreRejectedAtAdmission(t *testing.T) {
 			t.Errorf("%s: %v", uri, err)
 		}
 	}
+	// A Hugging Face Hub repository, at a revision, refreshed; not read
+	// with the pods' token.
+	hub := newModelServer(ns, "hub", func(ms *servingv1alpha1.ModelServer) {
+		ms.Spec.Model.StorageURI = "hf://keras-io/ocr-for-captcha@main/saved"
+		ms.Spec.Model.RefreshInterval = &metav1.Duration{Duration: time.Hour}
+	})
+	if err := env.client.Create(context.Background(), hub, client.DryRunAll); err != nil {
+		t.Errorf("hf://: %v", err)
+	}
+	hub.Spec.Model.WebIdentity = &servingv1alpha1.WebIdentity{}
+	if err := env.client.Create(context.Background(), hub, client.DryRunAll); !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "webIdentity") {
+		t.Errorf("hf:// with spec.model.webIdentity: %v; want it refused", err)
+	}
 }
 
 // helmConfig opens the release records of a namespace the way the helm

@@ -465,7 +465,10 @@ type ModelSpec struct {
 	// namespace, mounted read-only as it is, nothing copied),
 	// oci://registry/repository[:tag][@sha256:digest] (an image whose
 	// /models holds the model, as KServe's modelcars, or an oras artifact
-	// of its files; a tag is pulled again when it moves), or an absolute
+	// of its files; a tag is pulled again when it moves),
+	// hf://<owner>/<repo>[@<revision>][/path] (a model repository of the
+	// Hugging Face Hub, at the commit its revision, main by default, names
+	// when the fetch begins), or an absolute
 	// path in the fetch pod's file system. It must hold TensorFlow Serving's
 	// layout: a directory per version, named by its number (1/, 2/ or a
 	// zero-padded 00000123/), each with saved_model.pb and variables/.
@@ -475,7 +478,7 @@ type ModelSpec struct {
 	// +kubebuilder:validation:MinLength=2
 	// +kubebuilder:validation:MaxLength=2048
 	// +kubebuilder:validation:Pattern=`^[^\s\x00-\x1f"'$;|&<>\x60\\{}]*$`
-	// +kubebuilder:validation:XValidation:rule="self.startsWith('s3://') || self.startsWith('gs://') || self.startsWith('http://') || self.startsWith('https://') || self.startsWith('abfss://') || self.startsWith('wasbs://') || self.startsWith('pvc://') || self.startsWith('oci://') || self.startsWith('/')",message="spec.model.storageUri must start with s3://, gs://, http://, https://, abfss://, wasbs://, pvc://, oci:// or / (an absolute path)"
+	// +kubebuilder:validation:XValidation:rule="self.startsWith('s3://') || self.startsWith('gs://') || self.startsWith('http://') || self.startsWith('https://') || self.startsWith('abfss://') || self.startsWith('wasbs://') || self.startsWith('pvc://') || self.startsWith('oci://') || self.startsWith('hf://') || self.startsWith('/')",message="spec.model.storageUri must start with s3://, gs://, http://, https://, abfss://, wasbs://, pvc://, oci://, hf:// or / (an absolute path)"
 	// +kubebuilder:validation:XValidation:rule="!self.startsWith('pvc://') || self.matches('^pvc://[a-z0-9]([-a-z0-9.]*[a-z0-9])?(/.*)?$')",message="spec.model.storageUri: a pvc:// URI must name a claim: pvc://<claim>[/path]"
 	// +kubebuilder:validation:XValidation:rule="!self.startsWith('/') || !self.contains('/../')",message="spec.model.storageUri: a path must not contain '..'"
 	// +kubebuilder:validation:XValidation:rule="!self.startsWith('oci://') || self.matches('^oci://[^/?#@]+/[a-z0-9][^?#]*$')",message="spec.model.storageUri: an oci:// URI names an image, without user info, query or fragment: oci://<registry>/<repository>[:tag][@sha256:<digest>]"
@@ -496,7 +499,8 @@ type ModelSpec struct {
 	// AZURE_STORAGE_SAS_TOKEN, or AZURE_TENANT_ID, AZURE_CLIENT_ID and
 	// AZURE_CLIENT_SECRET for Azure Blob Storage; http-headers for https://;
 	// .dockerconfigjson, ca.crt and plain-http for oci://, so that a
-	// kubernetes.io/dockerconfigjson Secret serves).
+	// kubernetes.io/dockerconfigjson Secret serves; HF_TOKEN, and
+	// HF_ENDPOINT for a mirror, for hf://).
 	// +kubebuilder:validation:MaxLength=253
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`
 	// +optional

@@ -33,7 +33,7 @@ const (
 // secretKeys are the keys whose values must never be shown: in messages,
 // logs or the termination message.
 var secretKeys = []string{KeyAWSAccessKeyID, KeyAWSSecretAccessKey, KeyAWSSessionToken, KeyGCSServiceAccount, KeyHTTPHeaders, KeyDockerConfigJSON,
-	KeyAzureAccessKey, KeyAzureSASToken, KeyAzureClientSecret}
+	KeyAzureAccessKey, KeyAzureSASToken, KeyAzureClientSecret, KeyHFToken}
 
 // Credentials are the files of a mounted Secret, by key.
 type Credentials struct {
@@ -280,6 +280,8 @@ func CheckCredentialKeys(uri string, webIdentity bool, keys []string) string {
 		read = []string{KeyGCSServiceAccount, KeyGCSEndpointURL, KeyGCPSTSEndpointURL, KeyGCPIAMEndpointURL, KeyGCEMetadataHost}
 	case strings.HasPrefix(uri, "http://"), strings.HasPrefix(uri, "https://"):
 		read = []string{KeyHTTPHeaders}
+	case loc.Scheme == storageuri.SchemeHF:
+		read = []string{KeyHFToken, KeyHFEndpoint, KeyAWSCABundle}
 	case strings.HasPrefix(strings.ToLower(uri), "oci://"):
 		read = []string{KeyDockerConfigJSON, KeyCACert, KeyPlainHTTP, KeyGCEMetadataHost}
 	default:

@@ -417,6 +417,8 @@ func (f *fetcher) openSource(ctx context.Context) (Source, error) {
 			part = min(inOrderPartSize, f.o.partSize)
 		}
 		return newHTTPSource(f.loc, f.creds, transport, part, f.retry)
+	case storageuri.SchemeHF:
+		return newHFSource(f.loc, f.creds, transport, f.o.MaxFiles)
 	case storageuri.SchemeLocal:
 		return newLocalSource(f.loc, f.o.MaxFiles), nil
 	}

@@ -33,6 +33,10 @@ const (
 	// through the blob endpoint of the same account (abfss://, wasbs://,
 	// the dfs endpoint).
 	SchemeAzure Scheme = "azure"
+	// SchemeHF is a model repository of the Hugging Face Hub,
+	// hf://<owner>/<repo>[@<revision>][/<path>], as huggingface_hub's file
+	// system writes it.
+	SchemeHF Scheme = "hf"
 )
 
 // The Hadoop forms of an Azure URI, <container>@<account host>/<path>, as
@@ -53,6 +57,10 @@ type Location struct {
 	Prefix string
 	// Account is the storage account of an Azure URI.
 	Account string
+	// Repo (<owner>/<repo>) and Revision (a branch, tag or commit; main
+	// where the URI names none) of an hf:// URI, whose Prefix is the path
+	// in the repository.
+	Repo, Revision string
 	// URL is the request URL of an http(s):// source, without fragment;
 	// for Azure, the container's URL.
 	URL *url.URL
@@ -93,8 +101,9 @@ func (e *Error) Error() string { return fmt.Sprintf("%q: ", e.URI) + e.Problem }
 // https://<account>.blob.core.windows.net/container/prefix (Azure; or
 // abfss://container@<account>.dfs.core.windows.net/prefix, wasbs://...),
 // http(s)://host/path[#sha256=hex], pvc://claim/path,
-// oci://registry/repository[:tag][@digest], or an absolute directory
-// path. A URI it refuses yields an *Error.
+// oci://registry/repository[:tag][@digest],
+// hf://owner/repo[@revision][/path], or an absolute directory path. A URI
+// it refuses yields an *Error.
 func Parse(raw string) (Location, error) {
 	raw = strings.TrimSpace(raw)
 	invalid := func(format string, args ...any) (Location, error) {
@@ -155,6 +164,8 @@ func Parse(raw string) (Location, error) {
 		req := *u
 		req.Fragment, req.RawFragment = "", ""
 		loc.URL = &req
+	case SchemeHF:
+		return parseHF(u, loc)
 	case SchemePVC:
 		if u.Host == "" {
 			return invalid("no claim name")
@@ -165,7 +176,7 @@ func Parse(raw string) (Location, error) {
 			return invalid("#sha256 applies to a download, not to a pvc:// model")
 		}
 	default:
-		return invalid("unsupported scheme %q: want s3://, gs://, http(s)://, abfss://, wasbs://, pvc://, oci:// or an absolute path", u.Scheme)
+		return invalid("unsupported scheme %q: want s3://, gs://, http(s)://, abfss://, wasbs://, hf://, pvc://, oci:// or an absolute path", u.Scheme)
 	}
 	return loc, nil
 }
@@ -398,3 +409,41 @@ var googleRegistry = regexp.MustCompile(`^([a-z0-9-]+-docker\.pkg\.dev|([a-z]+\.
 // Container Registry): the only registries a fetch gives the tokens of
 // GKE's metadata server to.
 func GoogleRegistry(registry string) bool { return googleRegistry.MatchString(registry) }
+
+// hfName is a Hugging Face user's, organization's or repository's name.
+var hfName = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9._-]{0,94}[A-Za-z0-9])?$`)
+
+// parseHF reads hf://<owner>/<repo>[@<revision>][/<path>]. A revision
+// with a slash (refs/pr/1) is written escaped, refs%2Fpr%2F1, as
+// huggingface_hub writes it.
+func parseHF(u *url.URL, loc Location) (Location, error) {
+	invalid := func(format string, args ...any) (Location, error) {
+		return Location{}, &Error{URI: Redact(loc.raw), Problem: fmt.Sprintf(format, args...)}
+	}
+	const want = "want hf://<owner>/<repo>[@<revision>][/<path>]"
+	switch {
+	case u.User != nil || u.RawQuery != "":
+		return invalid("user info and query parameters are not supported; put a token in the credentials Secret's HF_TOKEN")
+	case loc.SHA256 != "":
+		return invalid("#sha256 pins a download, not a repository: pin a commit with @<revision>")
+	}
+	repoRev, rest, _ := strings.Cut(strings.TrimPrefix(u.EscapedPath(), "/"), "/")
+	repo, rev, hasRev := strings.Cut(repoRev, "@")
+	if !hfName.MatchString(u.Host) || !hfName.MatchString(repo) {
+		return invalid("%s (a repository of the Hub has an owner)", want)
+	}
+	var err error
+	loc.Repo, loc.Revision = u.Host+"/"+repo, "main"
+	if hasRev {
+		if loc.Revision, err = url.PathUnescape(rev); err != nil || loc.Revision == "" {
+			return invalid("an empty or badly escaped revision: %s", want)
+		}
+	}
+	if loc.Prefix, err = url.PathUnescape(strings.Trim(rest, "/")); err != nil {
+		return invalid("a badly escaped path: %s", want)
+	}
+	if loc.Prefix != "" && !SafeRelPath(loc.Prefix) {
+		return invalid("the path in the repository has empty, . or .. segments")
+	}
+	return loc, nil
+}

@@ -24,6 +24,10 @@ func TestParseAcceptsEveryScheme(t *testing.T) {
 		"oci://[::1]:5000/a/b__c/d-e.f":                  {Scheme: SchemeOCI, Reference: "[::1]:5000/a/b__c/d-e.f"},
 		"oci://r.example/m:v1@sha256:" + sum:             {Scheme: SchemeOCI, Reference: "r.example/m:v1@sha256:" + sum},
 		"oci://r.example/m@sha256:" + sum:                {Scheme: SchemeOCI, Reference: "r.example/m@sha256:" + sum},
+		"hf://keras-io/ocr-for-captcha":                  {Scheme: SchemeHF, Repo: "keras-io/ocr-for-captcha", Revision: "main"},
+		"hf://Org_1/m.v2@v1.0/saved/":                    {Scheme: SchemeHF, Repo: "Org_1/m.v2", Revision: "v1.0", Prefix: "saved"},
+		"HF://o/r@refs%2Fpr%2F3/a%20b/c":                 {Scheme: SchemeHF, Repo: "o/r", Revision: "refs/pr/3", Prefix: "a b/c"},
+		"hf://o/r@" + sum[:40] + "/m.tar.gz":             {Scheme: SchemeHF, Repo: "o/r", Revision: sum[:40], Prefix: "m.tar.gz"},
 	} {
 		got, err := Parse(raw)
 		if err != nil {
@@ -114,6 +118,14 @@ func TestParseRefusesWhatCannotBeFetched(t *testing.T) {
 		"https://h":                                 "the URL must name a file or an archive",
 		"http://h/":                                 "the URL must name a file or an archive",
 		"pvc://":                                    "no claim name",
+		"hf://gpt2":                                 "want hf://<owner>/<repo>[@<revision>][/<path>] (a repository of the Hub has an owner)",
+		"hf://o/-r":                                 "want hf://<owner>/<repo>",
+		"hf:///r":                                   "want hf://<owner>/<repo>",
+		"hf://o/r@":                                 "an empty or badly escaped revision",
+		"hf://o/r/a/../b":                           "the path in the repository has empty, . or .. segments",
+		"hf://tok@o/r":                              "user info and query parameters are not supported; put a token in the credentials Secret's HF_TOKEN",
+		"hf://o/r?revision=main":                    "user info and query parameters are not supported; put a token in the credentials Secret's HF_TOKEN",
+		"hf://o/r/m.tgz#sha256=" + hex64:            "#sha256 pins a download, not a repository",
 		"pvc://claim/m#sha256=" + hex64:             "#sha256 applies to a download, not to a pvc:// model",
 		"https://h/m.tgz?sig=secret#md5=abc":        "the fragment must be",
 		"oci://":                                    "no registry",
