@@ -429,7 +429,11 @@ func parseHF(u *url.URL, loc Location) (Location, error) {
 	}
 	repoRev, rest, _ := strings.Cut(strings.TrimPrefix(u.EscapedPath(), "/"), "/")
 	repo, rev, hasRev := strings.Cut(repoRev, "@")
-	if !hfName.MatchString(u.Host) || !hfName.MatchString(repo) {
+	switch {
+	case strings.EqualFold(u.Host, "datasets") || strings.EqualFold(u.Host, "spaces"):
+		// huggingface_hub's prefixes of those kinds of repository.
+		return invalid("hf://%s/ names a %s repository, not a model's: %s", u.Host, strings.TrimSuffix(strings.ToLower(u.Host), "s"), want)
+	case !hfName.MatchString(u.Host) || !hfName.MatchString(repo):
 		return invalid("%s (a repository of the Hub has an owner)", want)
 	}
 	var err error

@@ -122,6 +122,7 @@ func TestParseRefusesWhatCannotBeFetched(t *testing.T) {
 		"hf://o/-r":                                 "want hf://<owner>/<repo>",
 		"hf:///r":                                   "want hf://<owner>/<repo>",
 		"hf://o/r@":                                 "an empty or badly escaped revision",
+		"hf://datasets/o/r":                         "hf://datasets/ names a dataset repository, not a model's",
 		"hf://o/r/a/../b":                           "the path in the repository has empty, . or .. segments",
 		"hf://tok@o/r":                              "user info and query parameters are not supported; put a token in the credentials Secret's HF_TOKEN",
 		"hf://o/r?revision=main":                    "user info and query parameters are not supported; put a token in the credentials Secret's HF_TOKEN",
