@@ -268,8 +268,10 @@ func (f *fetcher) takeUnchangedArchive(ctx context.Context, src Source, l Listin
 	version := l.SingleVersion
 	if h, ok := src.(*httpSource); ok {
 		err := f.retry.do(ctx, src.Describe(""), func(ctx context.Context) error {
-			var err error
-			version, err = h.currentETag(ctx)
+			first, err := h.firstKilobyte(ctx)
+			if err == nil {
+				version = first.etag
+			}
 			return err
 		})
 		if err != nil {

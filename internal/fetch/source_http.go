@@ -23,8 +23,18 @@ type httpSource struct {
 	// retried on its own by retry.
 	part  int64
 	retry *retrier
-	// listedETag is that of the first kilobyte List asked for, if it did.
-	listedETag *string
+	// first is the answer to the ask for the file's first kilobyte, once
+	// made (firstKilobyte).
+	first *firstKilobyte
+}
+
+// firstKilobyte is what a server's answer to the ask for a file's first
+// kilobyte says of the file.
+type firstKilobyte struct {
+	head        []byte
+	disposition string
+	// etag is its strong ETag, "" if none (strongETag).
+	etag string
 }
 
 func newHTTPSource(loc storageuri.Location, creds Credentials, transport http.RoundTripper, part int64, retry *retrier) (Source, error) {
@@ -46,17 +56,29 @@ func newHTTPSource(loc storageuri.Location, creds Credentials, transport http.Ro
 func (s *httpSource) List(ctx context.Context) (Listing, error) {
 	key := path.Base(s.loc.URL.Path)
 	if archiveKindOf(key) == archiveNone {
-		resp, err := s.get(ctx, "bytes=0-1023")
+		first, err := s.firstKilobyte(ctx)
 		if err != nil {
 			return Listing{}, err
 		}
-		head, _ := io.ReadAll(io.LimitReader(resp.Body, 1024))
-		_ = resp.Body.Close()
-		key = archiveName(key, resp.Header.Get("Content-Disposition"), head)
-		etag := strongETag(resp)
-		s.listedETag = &etag
+		key = archiveName(key, first.disposition, first.head)
 	}
 	return Listing{Single: true, Objects: []Object{{Key: key, Size: -1}}}, nil
+}
+
+// firstKilobyte asks for the file's first kilobyte, once: List reads the
+// archive's name or format from it, takeUnchangedArchive its ETag.
+func (s *httpSource) firstKilobyte(ctx context.Context) (*firstKilobyte, error) {
+	if s.first != nil {
+		return s.first, nil
+	}
+	resp, err := s.get(ctx, "bytes=0-1023")
+	if err != nil {
+		return nil, err
+	}
+	head, _ := io.ReadAll(io.LimitReader(resp.Body, 1024))
+	_ = resp.Body.Close()
+	s.first = &firstKilobyte{head: head, disposition: resp.Header.Get("Content-Disposition"), etag: strongETag(resp)}
+	return s.first, nil
 }
 
 // archiveName is the name of a download the URL calls name: the
@@ -90,21 +112,6 @@ func (s *httpSource) Open(ctx context.Context, _ string) (io.ReadCloser, objectI
 	}
 	// A weak ETag names no bytes: the answer's version is then unknown.
 	return resp.Body, objectInfo{Size: resp.ContentLength, Version: strongETag(resp)}, nil
-}
-
-// currentETag is the strong ETag the server names the file by now, of
-// List's answer, or else of the first kilobyte asked for.
-func (s *httpSource) currentETag(ctx context.Context) (string, error) {
-	if s.listedETag != nil {
-		return *s.listedETag, nil
-	}
-	resp, err := s.get(ctx, "bytes=0-1023")
-	if err != nil {
-		return "", err
-	}
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1024))
-	_ = resp.Body.Close()
-	return strongETag(resp), nil
 }
 
 // strongETag is the answer's ETag if it is a strong one, which names the
