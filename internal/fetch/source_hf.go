@@ -35,10 +35,10 @@ const defaultHFEndpoint = "https://huggingface.co"
 // its Git blob's id, so that a refetch takes the files that did not
 // change from the copy on the volume.
 type hfSource struct {
+	// bucketPrefix's name is the repository, <owner>/<repo>.
 	bucketPrefix
 	client   *http.Client
 	endpoint *url.URL
-	repo     string
 	// revision is what the URI names; commit what it resolved to, once
 	// listed.
 	revision, commit string
@@ -55,7 +55,7 @@ func newHFSource(loc storageuri.Location, creds Credentials, transport http.Roun
 		transport = &headerTransport{base: transport, host: ep.Host, headers: [][2]string{{"Authorization", "Bearer " + token}}}
 	}
 	b := bucketPrefix{root: "hf://" + loc.Repo + "@" + loc.Revision, name: loc.Repo, prefix: loc.Prefix, maxFiles: maxFiles}
-	return &hfSource{bucketPrefix: b, client: &http.Client{Transport: transport}, endpoint: ep, repo: loc.Repo, revision: loc.Revision}, nil
+	return &hfSource{bucketPrefix: b, client: &http.Client{Transport: transport}, endpoint: ep, revision: loc.Revision}, nil
 }
 
 // hfEntry is an entry of the Hub's tree listing.
@@ -80,7 +80,7 @@ func (s *hfSource) List(ctx context.Context) (Listing, error) {
 		return Listing{}, err
 	}
 	s.commit = cmp.Or(rev.SHA, s.revision)
-	s.root = "hf://" + s.repo + "@" + s.commit
+	s.root = "hf://" + s.name + "@" + s.commit
 	keys := s.listing()
 	next := s.api("tree", url.PathEscape(s.commit))
 	if s.prefix != "" {
@@ -194,7 +194,7 @@ func (s *hfSource) Close() error {
 // api is the URL of the Hub's API for the repository: /api/models/<repo>
 // and the escaped segments after it.
 func (s *hfSource) api(segments ...string) string {
-	return s.endpoint.String() + "/api/models/" + s.repo + "/" + strings.Join(segments, "/")
+	return s.endpoint.String() + "/api/models/" + s.name + "/" + strings.Join(segments, "/")
 }
 
 // resolveURL is the download URL of the file at key, at the commit
@@ -204,7 +204,7 @@ func (s *hfSource) resolveURL(key string) string {
 	for i, p := range parts {
 		parts[i] = url.PathEscape(p)
 	}
-	return s.endpoint.String() + "/" + s.repo + "/resolve/" + url.PathEscape(cmp.Or(s.commit, s.revision)) + "/" + path.Join(parts...)
+	return s.endpoint.String() + "/" + s.name + "/resolve/" + url.PathEscape(cmp.Or(s.commit, s.revision)) + "/" + path.Join(parts...)
 }
 
 // getJSON decodes the Hub's 200 answer to target into v.
@@ -252,24 +252,7 @@ func nextLink(header string) string {
 // get sends a GET to target (a range of it where rng is set) and returns
 // the Hub's 200 or 206 answer, or its error worded for the file what.
 func (s *hfSource) get(ctx context.Context, target, rng, what string) (*http.Response, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, target, nil)
-	if err != nil {
-		return nil, permanentf(servingv1alpha1.ReasonInvalidURI, "%s: %v", what, err)
-	}
-	req.Header.Set("Accept-Encoding", "identity")
-	if rng != "" {
-		req.Header.Set("Range", rng)
-	}
-	resp, err := s.client.Do(req)
-	if err != nil {
-		return nil, classify(err, what)
-	}
-	if resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusPartialContent {
-		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
-		_ = resp.Body.Close()
-		return nil, s.statusError(resp, what)
-	}
-	return resp, nil
+	return getFile(ctx, s.client, target, rng, what, func(resp *http.Response) error { return s.statusError(resp, what) })
 }
 
 // statusError words the Hub's refusal: its status, and the reason it
@@ -283,7 +266,7 @@ func (s *hfSource) statusError(resp *http.Response, what string) *Error {
 	}
 	fe := byStatus(resp.StatusCode, newStatusError(resp), what+": ", detail)
 	if resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden {
-		fe.Message = fmt.Sprintf("%s: access denied (%s): the repository %s does not exist, or is private or gated and the credentials Secret's %s does not open it", what, detail, s.repo, KeyHFToken)
+		fe.Message = fmt.Sprintf("%s: access denied (%s): the repository %s does not exist, or is private or gated and the credentials Secret's %s does not open it", what, detail, s.name, KeyHFToken)
 	}
 	return fe
 }

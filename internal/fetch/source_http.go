@@ -127,23 +127,34 @@ func strongETag(resp *http.Response) string {
 // get asks for the file, or the range of it rng names ("" for all): an
 // answer of 200 or 206, whose body the caller reads, or an error.
 func (s *httpSource) get(ctx context.Context, rng string) (*http.Response, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.loc.URL.String(), nil)
+	what := s.loc.String()
+	return getFile(ctx, s.client, s.loc.URL.String(), rng, what, func(resp *http.Response) error {
+		return classify(newStatusError(resp), what)
+	})
+}
+
+// getFile asks client for target, or the range of it rng names ("" for
+// all), as stored: an answer of 200, or 206 to a range, whose body the
+// caller reads, or an error naming what. Another answer is drained, and
+// refused words its error.
+func getFile(ctx context.Context, client *http.Client, target, rng, what string, refused func(*http.Response) error) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, target, nil)
 	if err != nil {
-		return nil, permanentf(servingv1alpha1.ReasonInvalidURI, "%s: %v", s.loc, err)
+		return nil, permanentf(servingv1alpha1.ReasonInvalidURI, "%s: %v", what, err)
 	}
 	// The checksum and sizes are those of the bytes as stored.
 	req.Header.Set("Accept-Encoding", "identity")
 	if rng != "" {
 		req.Header.Set("Range", rng)
 	}
-	resp, err := s.client.Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
-		return nil, classify(err, s.loc.String())
+		return nil, classify(err, what)
 	}
 	if resp.StatusCode != http.StatusOK && (rng == "" || resp.StatusCode != http.StatusPartialContent) {
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 		_ = resp.Body.Close()
-		return nil, classify(newStatusError(resp), s.loc.String())
+		return nil, refused(resp)
 	}
 	return resp, nil
 }
