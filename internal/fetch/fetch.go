@@ -385,11 +385,10 @@ func (f *fetcher) fetchInto(ctx context.Context, staging string) ([]fileRecord, 
 	if err != nil {
 		return nil, false, err
 	}
-	if !listing.Single {
-		return f.download(ctx, src, listing, staging)
-	}
-	if records, ok, err := f.takeUnchangedArchive(ctx, src, listing, staging); ok || err != nil {
-		return records, false, err
+	if listing.Single {
+		if records, ok, err := f.takeUnchangedArchive(ctx, src, listing, staging); ok || err != nil {
+			return records, false, err
+		}
 	}
 	return f.download(ctx, src, listing, staging)
 }

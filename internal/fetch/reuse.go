@@ -262,11 +262,12 @@ func (f *fetcher) takeUnchangedArchive(ctx context.Context, src Source, l Listin
 	if f.contentAddressed() {
 		return nil, false, nil
 	}
-	if e := findEarlier(f.dest, func(m manifest) bool { return m.URI == f.origin }, true); e == nil || e.archiveVersion == "" {
-		return nil, false, nil
-	}
 	version := l.SingleVersion
 	if h, ok := src.(*httpSource); ok {
+		// The ask is worth a request only where a copy may be taken.
+		if e := findEarlier(f.dest, func(m manifest) bool { return m.URI == f.origin }, true); e == nil || e.archiveVersion == "" {
+			return nil, false, nil
+		}
 		err := f.retry.do(ctx, src.Describe(""), func(ctx context.Context) error {
 			first, err := h.firstKilobyte(ctx)
 			if err == nil {
