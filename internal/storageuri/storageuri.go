@@ -106,9 +106,7 @@ func (e *Error) Error() string { return fmt.Sprintf("%q: ", e.URI) + e.Problem }
 // it refuses yields an *Error.
 func Parse(raw string) (Location, error) {
 	raw = strings.TrimSpace(raw)
-	invalid := func(format string, args ...any) (Location, error) {
-		return Location{}, &Error{URI: Redact(raw), Problem: fmt.Sprintf(format, args...)}
-	}
+	invalid := func(format string, args ...any) (Location, error) { return refuse(raw, format, args...) }
 	if raw == "" {
 		return invalid("empty storage URI")
 	}
@@ -181,6 +179,12 @@ func Parse(raw string) (Location, error) {
 	return loc, nil
 }
 
+// refuse is the *Error of the URI raw, which Parse refuses for what
+// format and args say.
+func refuse(raw, format string, args ...any) (Location, error) {
+	return Location{}, &Error{URI: Redact(raw), Problem: fmt.Sprintf(format, args...)}
+}
+
 // azureHost matches the blob endpoint of a storage account in Azure's
 // public, China and US Government clouds, or in an Azure DNS zone, and
 // its read-only secondary (<account>-secondary), or the account's Data
@@ -201,9 +205,7 @@ func isHadoopAzure(scheme string) bool {
 // hierarchical namespace (Data Lake Storage Gen2) serves its files through
 // the Blob API too, and its directories are left out of the listing.
 func parseHadoopAzure(u *url.URL, loc Location) (Location, error) {
-	invalid := func(format string, args ...any) (Location, error) {
-		return Location{}, &Error{URI: Redact(loc.raw), Problem: fmt.Sprintf(format, args...)}
-	}
+	invalid := func(format string, args ...any) (Location, error) { return refuse(loc.raw, format, args...) }
 	want := fmt.Sprintf("want %s://<container>@<account>.%s.core.windows.net[/path]", loc.Scheme, map[Scheme]string{schemeABFSS: "dfs", schemeWASBS: "blob"}[loc.Scheme])
 	host := strings.ToLower(u.Host)
 	m := azureHost.FindStringSubmatch(host)
@@ -232,9 +234,7 @@ var azureContainer = regexp.MustCompile(`^([a-z0-9]+(-[a-z0-9]+)*|\$root)$`)
 // them, are the credentials Secret's: the ModelServer's spec is no place
 // for a secret (nor does its schema admit a query's '&').
 func parseAzure(u *url.URL, loc Location, account string) (Location, error) {
-	invalid := func(format string, args ...any) (Location, error) {
-		return Location{}, &Error{URI: Redact(loc.raw), Problem: fmt.Sprintf(format, args...)}
-	}
+	invalid := func(format string, args ...any) (Location, error) { return refuse(loc.raw, format, args...) }
 	if u.User != nil {
 		return invalid("user info is not supported; put credentials in the credentials Secret")
 	}
@@ -417,9 +417,7 @@ var hfName = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9._-]{0,94}[A-Za-z0-9])?$
 // with a slash (refs/pr/1) is written escaped, refs%2Fpr%2F1, as
 // huggingface_hub writes it.
 func parseHF(u *url.URL, loc Location) (Location, error) {
-	invalid := func(format string, args ...any) (Location, error) {
-		return Location{}, &Error{URI: Redact(loc.raw), Problem: fmt.Sprintf(format, args...)}
-	}
+	invalid := func(format string, args ...any) (Location, error) { return refuse(loc.raw, format, args...) }
 	const want = "want hf://<owner>/<repo>[@<revision>][/<path>]"
 	switch {
 	case u.User != nil || u.RawQuery != "":
