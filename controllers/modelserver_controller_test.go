@@ -467,6 +467,21 @@ func TestBadSpecsAreRejectedAtAdmission(t *testing.T) {
 		{"client authentication of another kind", newModelServer(ns, "tlsauth", func(ms *servingv1alpha1.ModelServer) {
 			ms.Spec.TLS = &servingv1alpha1.TLSSpec{SecretName: "grpc-cert", ClientAuth: "Optional"}
 		}), "spec.tls.clientAuth", `supported values: "None", "Require"`},
+		{"clients' CAs without asking clients for a certificate", newModelServer(ns, "tlsca", func(ms *servingv1alpha1.ModelServer) {
+			ms.Spec.TLS = &servingv1alpha1.TLSSpec{SecretName: "grpc-cert", ClientCA: &servingv1alpha1.TLSClientCA{ConfigMapName: "clients"}}
+		}), "spec.tls", "spec.tls.clientCA is for clientAuth Require"},
+		{"clients' CAs in a ConfigMap and a Secret", newModelServer(ns, "tlscaboth", func(ms *servingv1alpha1.ModelServer) {
+			ms.Spec.TLS = &servingv1alpha1.TLSSpec{SecretName: "grpc-cert", ClientAuth: servingv1alpha1.TLSClientAuthRequire,
+				ClientCA: &servingv1alpha1.TLSClientCA{ConfigMapName: "clients", SecretName: "clients"}}
+		}), "spec.tls.clientCA", "names one ConfigMap (configMapName) or one Secret (secretName)"},
+		{"clients' CAs nowhere", newModelServer(ns, "tlscanone", func(ms *servingv1alpha1.ModelServer) {
+			ms.Spec.TLS = &servingv1alpha1.TLSSpec{SecretName: "grpc-cert", ClientAuth: servingv1alpha1.TLSClientAuthRequire,
+				ClientCA: &servingv1alpha1.TLSClientCA{Key: "ca.pem"}}
+		}), "spec.tls.clientCA", "names one ConfigMap (configMapName) or one Secret (secretName)"},
+		{"clients' CAs at a key that is no key", newModelServer(ns, "tlscakey", func(ms *servingv1alpha1.ModelServer) {
+			ms.Spec.TLS = &servingv1alpha1.TLSSpec{SecretName: "grpc-cert", ClientAuth: servingv1alpha1.TLSClientAuthRequire,
+				ClientCA: &servingv1alpha1.TLSClientCA{ConfigMapName: "clients", Key: "ca/pem"}}
+		}), "spec.tls.clientCA.key", "should match"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := env.client.Create(context.Background(), tc.ms)

@@ -152,6 +152,119 @@ func TestGRPCTLSFollowsItsSecret(t *testing.T) {
 	})
 }
 
+// TestClientCAsOfTheirOwnAreFollowed: a server certificate of a public CA
+// carries no ca.crt of the clients'; spec.tls.clientCA names where their
+// CAs are. A ConfigMap (a trust bundle) missing, without its key or with
+// no certificate there creates nothing and says which; once good, the
+// pods read it. A rotated bundle rolls them though no watch tells of
+// ConfigMaps (the operator looks again), and one deleted under running
+// pods is a warning. A kubernetes.io/tls Secret (a CA Issuer's) is
+// watched: its change rolls them too.
+func TestClientCAsOfTheirOwnAreFollowed(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	public, partners := tlstest.CA(t, "public"), tlstest.CA(t, "partners")
+	if err := env.client.Create(ctx, tlsSecret(ns, "public-grpc", public.Server(t, "partner."+ns+".svc"), nil)); err != nil {
+		t.Fatal(err)
+	}
+	ms := newModelServer(ns, "partner", func(ms *servingv1alpha1.ModelServer) {
+		ms.Spec.TLS = &servingv1alpha1.TLSSpec{SecretName: "public-grpc", ClientAuth: servingv1alpha1.TLSClientAuthRequire,
+			ClientCA: &servingv1alpha1.TLSClientCA{ConfigMapName: "partners", Key: "bundle.pem"}}
+	})
+	if err := env.client.Create(ctx, ms); err != nil {
+		t.Fatal(err)
+	}
+	blocked := func(reason, message string) {
+		t.Helper()
+		waitStatus(t, ms, reason+": "+message, func(got *servingv1alpha1.ModelServer) bool {
+			c := meta.FindStatusCondition(got.Status.Conditions, servingv1alpha1.ConditionDeployed)
+			return c != nil && c.Reason == reason && strings.HasPrefix(c.Message, message) && got.Status.Phase == servingv1alpha1.PhaseFailed
+		})
+		if err := env.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: ms.Name}, &appsv1.Deployment{}); !apierrors.IsNotFound(err) {
+			t.Errorf("a Deployment exists (%v) while spec.tls.clientCA cannot be read", err)
+		}
+	}
+	blocked(servingv1alpha1.ReasonConfigMapNotFound, `spec.tls.clientCA: ConfigMap "partners" not found in namespace `+ns)
+
+	bundle := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "partners"}, Data: map[string]string{"ca.crt": string(partners.CertPEM)}}
+	if err := env.client.Create(ctx, bundle); err != nil {
+		t.Fatal(err)
+	}
+	blocked(servingv1alpha1.ReasonInvalidConfigMap, `spec.tls.clientCA: ConfigMap "partners" has no key bundle.pem (its keys: ca.crt)`)
+	bundle.Data = map[string]string{"bundle.pem": string(partners.KeyPEM)}
+	if err := env.client.Update(ctx, bundle); err != nil {
+		t.Fatal(err)
+	}
+	blocked(servingv1alpha1.ReasonInvalidConfigMap, `spec.tls.clientCA: ConfigMap "partners": bundle.pem: block 1 is a `)
+
+	bundle.Data = map[string]string{"bundle.pem": string(partners.CertPEM)}
+	if err := env.client.Update(ctx, bundle); err != nil {
+		t.Fatal(err)
+	}
+	waitReady(t, ms)
+	d := get(t, ns, ms.Name, &appsv1.Deployment{})
+	firstDigest := d.Spec.Template.Annotations[values.AnnotationTLSCertDigest]
+	if i := slices.IndexFunc(d.Spec.Template.Spec.Volumes, func(v corev1.Volume) bool { return v.Name == values.TLSClientCAVolumeName }); i < 0 ||
+		d.Spec.Template.Spec.Volumes[i].ConfigMap == nil || d.Spec.Template.Spec.Volumes[i].ConfigMap.Name != "partners" {
+		t.Fatalf("volumes %+v, want the ConfigMap partners's", d.Spec.Template.Spec.Volumes)
+	}
+
+	// trust-manager adds the next CA beside the current one.
+	bundle.Data = map[string]string{"bundle.pem": string(partners.CertPEM) + string(tlstest.CA(t, "partners-next").CertPEM)}
+	if err := env.client.Update(ctx, bundle); err != nil {
+		t.Fatal(err)
+	}
+	rolledFrom := func(what, from string) string {
+		t.Helper()
+		var now string
+		eventually(t, 60*time.Second, what, func(ctx context.Context) (bool, string) {
+			now = get(t, ns, ms.Name, &appsv1.Deployment{}).Spec.Template.Annotations[values.AnnotationTLSCertDigest]
+			return now != from && now != "", "digest " + now
+		})
+		waitReady(t, ms)
+		return now
+	}
+	rotated := rolledFrom("the pods rolled for the rotated bundle", firstDigest)
+
+	if err := env.client.Delete(ctx, bundle); err != nil {
+		t.Fatal(err)
+	}
+	got := waitStatus(t, ms, "the deleted bundle warned of", func(got *servingv1alpha1.ModelServer) bool {
+		return slices.ContainsFunc(got.Status.Warnings, func(w string) bool {
+			return strings.Contains(w, `spec.tls.clientCA: ConfigMap "partners" not found`) && strings.Contains(w, "the pods running keep serving")
+		})
+	})
+	if got.Status.Phase != servingv1alpha1.PhaseReady {
+		t.Errorf("phase %s (%s) with the bundle gone: the pods still serve", got.Status.Phase, got.Status.Message)
+	}
+	if now := get(t, ns, ms.Name, &appsv1.Deployment{}).Spec.Template.Annotations[values.AnnotationTLSCertDigest]; now != rotated {
+		t.Error("the bundle's deletion changed the serving pods")
+	}
+
+	// A CA Issuer's Secret, of type kubernetes.io/tls, at its ca.crt.
+	issuerCA := tlstest.CA(t, "issuer")
+	caSecret := tlsSecret(ns, "issuer-ca", issuerCA, issuerCA)
+	if err := env.client.Create(ctx, caSecret); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.client.Get(ctx, client.ObjectKeyFromObject(ms), ms); err != nil {
+		t.Fatal(err)
+	}
+	ms.Spec.TLS.ClientCA = &servingv1alpha1.TLSClientCA{SecretName: "issuer-ca"}
+	if err := env.client.Update(ctx, ms); err != nil {
+		t.Fatal(err)
+	}
+	fromSecret := rolledFrom("the pods rolled onto the Secret's CA", rotated)
+	waitStatus(t, ms, "the warning gone with the bundle no longer named", func(got *servingv1alpha1.ModelServer) bool {
+		return len(got.Status.Warnings) == 0 && got.Status.Phase == servingv1alpha1.PhaseReady
+	})
+	renewed := tlstest.CA(t, "issuer-renewed")
+	if err := env.client.Update(ctx, tlsSecret(ns, "issuer-ca", renewed, renewed)); err != nil {
+		t.Fatal(err)
+	}
+	rolledFrom("the pods rolled for the renewed CA Issuer's Secret", fromSecret)
+}
+
 // TestATLSSecretOfAnotherTypeIsNamed: spec.tls takes a kubernetes.io/tls
 // Secret; an Opaque one with the same keys is refused by its type, and
 // looked at again after a while, since only TLS Secrets are watched.

@@ -4,7 +4,9 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -32,12 +34,14 @@ func TLSSecretsCache() cache.ByObject {
 }
 
 // tlsSecretModelServers are the ModelServers whose spec.tls names the
-// Secret o. They are found by a walk of the namespace's ModelServers in
-// the cache, uncopied: an index of ModelServers would make the operator
-// need their CRD before it starts, and a TLS Secret's change is rare.
+// Secret o, as the server's or as its clients' CA. They are found by a
+// walk of the namespace's ModelServers in the cache, uncopied: an index of
+// ModelServers would make the operator need their CRD before it starts,
+// and a TLS Secret's change is rare.
 func (r *ModelServerReconciler) tlsSecretModelServers(ctx context.Context, o client.Object) []reconcile.Request {
 	return r.modelServersIn(ctx, o.GetNamespace(), func(ms *servingv1alpha1.ModelServer) bool {
-		return ms.Spec.TLS != nil && ms.Spec.TLS.SecretName == o.GetName()
+		t := ms.Spec.TLS
+		return t != nil && (t.SecretName == o.GetName() || t.ClientCA != nil && t.ClientCA.SecretName == o.GetName())
 	})
 }
 
@@ -91,11 +95,16 @@ type tlsObservation struct {
 }
 
 // observeTLS reads spec.tls's Secret past the cache, which holds none of
-// its data. Only its certificates make the digest; the key is checked
-// against them and goes nowhere.
+// its data, and clientCA's ConfigMap or Secret where it names one. Only
+// their certificates make the digest; the key is checked against them and
+// goes nowhere.
 func (r *ModelServerReconciler) observeTLS(ctx context.Context, ms *servingv1alpha1.ModelServer, d *appsv1.Deployment) (tlsObservation, error) {
 	t := ms.Spec.TLS
 	requireClient := t.ClientAuth == servingv1alpha1.TLSClientAuthRequire
+	clientCA := t.ClientCA
+	if !requireClient {
+		clientCA = nil
+	}
 	field := "spec.tls.secretName"
 	secret := &corev1.Secret{}
 	err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: ms.Namespace, Name: t.SecretName}, secret)
@@ -109,10 +118,25 @@ func (r *ModelServerReconciler) observeTLS(ctx context.Context, ms *servingv1alp
 		obs.reason, obs.message = servingv1alpha1.ReasonInvalidSecret, fmt.Sprintf("%s: Secret %q is of type %s, not %s (kubectl create secret tls, or a cert-manager Certificate, makes one)", field, t.SecretName, cmp.Or(secret.Type, corev1.SecretTypeOpaque), corev1.SecretTypeTLS)
 	default:
 		f := servingtls.Files{Cert: secret.Data[servingtls.CertKey], Key: secret.Data[servingtls.KeyKey], CA: secret.Data[servingtls.CAKey]}
-		server, problem := servingtls.Check(f, requireClient)
+		server, problem := servingtls.Check(f, requireClient && clientCA == nil)
 		if problem != "" {
 			obs.reason, obs.message = servingv1alpha1.ReasonInvalidSecret, fmt.Sprintf("%s: Secret %q: %s", field, t.SecretName, problem)
 			break
+		}
+		if clientCA != nil {
+			ca, watched, err := r.readClientCA(ctx, ms.Namespace, clientCA)
+			if err != nil {
+				return obs, err
+			}
+			if !watched {
+				// Nothing the operator watches tells of its change.
+				obs.lookAgainIn = cmp.Or(r.RecheckAfter, time.Minute)
+			}
+			if ca.reason != "" {
+				obs.reason, obs.message = ca.reason, ca.message
+				break
+			}
+			f.CA = ca.pem
 		}
 		if requireClient {
 			obs.digest = names.Hash(string(f.Cert), string(f.CA))
@@ -124,16 +148,16 @@ func (r *ModelServerReconciler) observeTLS(ctx context.Context, ms *servingv1alp
 		case notBefore.Sub(now) > certClockSkew:
 			obs.warning = fmt.Sprintf("%s: Secret %q: its certificate is not valid before %s; TF Serving serves it, and clients refuse it until then (is a clock wrong, the issuer's or this cluster's?)", field, t.SecretName, notBefore.UTC().Format(time.RFC3339))
 			obs.warningReason = eventTLSCertificateNotYetValid
-			obs.lookAgainIn = notBefore.Sub(now) + time.Second
+			obs.lookAgainIn = shorterWait(obs.lookAgainIn, notBefore.Sub(now)+time.Second)
 		case now.After(notAfter):
 			obs.warning = fmt.Sprintf("%s: Secret %q: its certificate expired at %s; TF Serving serves it, and clients refuse it (is its issuer renewing it?)", field, t.SecretName, notAfter.UTC().Format(time.RFC3339))
 			obs.warningReason = eventTLSCertificateExpired
 		default:
-			obs.lookAgainIn = notAfter.Sub(now) + time.Second
+			obs.lookAgainIn = shorterWait(obs.lookAgainIn, notAfter.Sub(now)+time.Second)
 		}
 		return obs, nil
 	}
-	if live := servedTLS(d, t.SecretName, requireClient); live != "" {
+	if live := servedTLS(d, t.SecretName, requireClient, clientCA); live != "" {
 		obs.digest, obs.warning = live, obs.message+": the pods running keep serving their certificate, but no new pod can start until it is mended"
 		obs.warningReason = eventTLSSecretUnusable
 		obs.reason, obs.message = "", ""
@@ -141,18 +165,113 @@ func (r *ModelServerReconciler) observeTLS(ctx context.Context, ms *servingv1alp
 	return obs, nil
 }
 
+// shorterWait is the shorter of two waits, of which 0 is none.
+func shorterWait(a, b time.Duration) time.Duration {
+	if a == 0 || b > 0 && b < a {
+		return b
+	}
+	return a
+}
+
+// clientCA is what spec.tls.clientCA gave: its PEM, or why it cannot be
+// the clients' CA (reason, message).
+type clientCA struct {
+	pem             []byte
+	reason, message string
+}
+
+// readClientCA reads spec.tls.clientCA's ConfigMap or Secret past the
+// cache. watched says a change of it wakes the ModelServer: a Secret of
+// type kubernetes.io/tls, whose metadata the operator's cache holds.
+func (r *ModelServerReconciler) readClientCA(ctx context.Context, ns string, c *servingv1alpha1.TLSClientCA) (ca clientCA, watched bool, err error) {
+	key := cmp.Or(c.Key, servingtls.CAKey)
+	var (
+		kind, name, notFound, invalid string
+		data                          map[string][]byte
+	)
+	if c.ConfigMapName != "" {
+		kind, name, notFound, invalid = "ConfigMap", c.ConfigMapName, servingv1alpha1.ReasonConfigMapNotFound, servingv1alpha1.ReasonInvalidConfigMap
+		cm := &corev1.ConfigMap{}
+		err = r.APIReader.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, cm)
+		data = make(map[string][]byte, len(cm.Data)+len(cm.BinaryData))
+		maps.Copy(data, cm.BinaryData)
+		for k, v := range cm.Data {
+			data[k] = []byte(v)
+		}
+	} else {
+		kind, name, notFound, invalid = "Secret", c.SecretName, servingv1alpha1.ReasonSecretNotFound, servingv1alpha1.ReasonInvalidSecret
+		s := &corev1.Secret{}
+		err = r.APIReader.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, s)
+		data, watched = s.Data, s.Type == corev1.SecretTypeTLS
+	}
+	switch {
+	case apierrors.IsNotFound(err):
+		return clientCA{reason: notFound, message: fmt.Sprintf("spec.tls.clientCA: %s %q not found in namespace %s", kind, name, ns)}, false, nil
+	case err != nil:
+		return clientCA{}, false, fmt.Errorf("read spec.tls.clientCA's %s: %w", kind, err)
+	}
+	pem, ok := data[key]
+	switch {
+	case !ok:
+		return clientCA{reason: invalid, message: fmt.Sprintf("spec.tls.clientCA: %s %q has no key %s (its keys: %s)", kind, name, key, keyList(data))}, watched, nil
+	case len(pem) == 0:
+		return clientCA{reason: invalid, message: fmt.Sprintf("spec.tls.clientCA: %s %q: %s is empty", kind, name, key)}, watched, nil
+	}
+	if problem := servingtls.CheckCA(pem); problem != "" {
+		return clientCA{reason: invalid, message: fmt.Sprintf("spec.tls.clientCA: %s %q: %s: %s", kind, name, key, problem)}, watched, nil
+	}
+	return clientCA{pem: pem}, watched, nil
+}
+
+// keyList names the keys of data, sorted, or says there are none.
+func keyList(data map[string][]byte) string {
+	if len(data) == 0 {
+		return "none"
+	}
+	return strings.Join(slices.Sorted(maps.Keys(data)), ", ")
+}
+
 // servedTLS is the digest of the certificates the serving pods were made
-// with, if they serve the Secret name, and ask clients for certificates as
-// requireClient says; else "".
-func servedTLS(d *appsv1.Deployment, name string, requireClient bool) string {
+// with, if they serve the Secret name and ask clients for certificates of
+// clientCA, or of the Secret's ca.crt (clientCA nil, requireClient), or
+// for none (clientCA nil, not requireClient); else "".
+func servedTLS(d *appsv1.Deployment, name string, requireClient bool, clientCA *servingv1alpha1.TLSClientCA) string {
 	if d == nil {
 		return ""
 	}
 	pod := d.Spec.Template
 	mounted := slices.ContainsFunc(pod.Spec.Volumes, func(v corev1.Volume) bool { return v.Secret != nil && v.Secret.SecretName == name })
 	init := slices.IndexFunc(pod.Spec.InitContainers, func(c corev1.Container) bool { return c.Name == values.TLSConfigContainerName })
-	if !mounted || init < 0 || slices.Contains(pod.Spec.InitContainers[init].Args, "--require-client-cert") != requireClient {
+	if !mounted || init < 0 || slices.Contains(pod.Spec.InitContainers[init].Args, "--require-client-cert") != requireClient ||
+		servedClientCA(pod.Spec.Volumes) != clientCAOf(clientCA) {
 		return ""
 	}
 	return pod.Annotations[values.AnnotationTLSCertDigest]
+}
+
+// clientCAOf and servedClientCA say where the clients' CA is read from, as
+// spec.tls.clientCA and the pods' volume say it: "configmap/<name>/<key>",
+// "secret/<name>/<key>", or "" for the Secret's ca.crt or none.
+func clientCAOf(c *servingv1alpha1.TLSClientCA) string {
+	switch {
+	case c == nil:
+		return ""
+	case c.ConfigMapName != "":
+		return "configmap/" + c.ConfigMapName + "/" + cmp.Or(c.Key, servingtls.CAKey)
+	}
+	return "secret/" + c.SecretName + "/" + cmp.Or(c.Key, servingtls.CAKey)
+}
+
+func servedClientCA(volumes []corev1.Volume) string {
+	i := slices.IndexFunc(volumes, func(v corev1.Volume) bool { return v.Name == values.TLSClientCAVolumeName })
+	if i < 0 {
+		return ""
+	}
+	switch v := volumes[i]; {
+	case v.ConfigMap != nil && len(v.ConfigMap.Items) == 1:
+		return "configmap/" + v.ConfigMap.Name + "/" + v.ConfigMap.Items[0].Key
+	case v.Secret != nil && len(v.Secret.Items) == 1:
+		return "secret/" + v.Secret.SecretName + "/" + v.Secret.Items[0].Key
+	}
+	return "?"
 }

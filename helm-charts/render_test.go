@@ -714,6 +714,50 @@ func renderCases() []renderCase { //nolint:gocognit // a table of cases: each ca
 			},
 		},
 		{
+			name: "gRPC over TLS with client certificates of a CA bundle's ConfigMap",
+			ms: modelServer("resnet", func(ms *servingv1alpha1.ModelServer) {
+				ms.Spec.TLS = &servingv1alpha1.TLSSpec{SecretName: "resnet-grpc", ClientAuth: servingv1alpha1.TLSClientAuthRequire,
+					ClientCA: &servingv1alpha1.TLSClientCA{ConfigMapName: "partners", Key: "bundle.pem"}}
+			}),
+			in: values.Inputs{FetchImage: "example.com/operator:1", TLSCertDigest: "d1"},
+			check: func(t *testing.T, v *values.Values, objs *objects) {
+				ps := objs.deployment(t).Spec.Template.Spec
+				ca := volume(t, ps, values.TLSClientCAVolumeName).ConfigMap
+				if ca == nil || ca.Name != "partners" || len(ca.Items) != 1 || ca.Items[0].Key != "bundle.pem" || ca.Items[0].Path != "ca.crt" {
+					t.Errorf("client CA volume %+v, want ConfigMap partners's bundle.pem as ca.crt", ca)
+				}
+				ic := ps.InitContainers[0]
+				if !slices.ContainsFunc(ic.VolumeMounts, func(m corev1.VolumeMount) bool {
+					return m.Name == values.TLSClientCAVolumeName && m.MountPath == values.TLSClientCAMountPath && m.ReadOnly
+				}) || !slices.Contains(ic.Args, values.TLSClientCAMountPath+"/ca.crt") {
+					t.Errorf("tls-config mounts %+v, args %q: want the client CA at %s, read from there", ic.VolumeMounts, ic.Args, values.TLSClientCAMountPath)
+				}
+				if slices.ContainsFunc(ps.Containers[0].VolumeMounts, func(m corev1.VolumeMount) bool { return m.Name == values.TLSClientCAVolumeName }) {
+					t.Error("the serving container mounts the client CA: only tls-config reads it")
+				}
+				if want := "clients present a certificate signed by a CA in ConfigMap partners's bundle.pem"; !strings.Contains(objs.notes, want) {
+					t.Errorf("NOTES.txt does not say %q:\n%s", want, objs.notes)
+				}
+			},
+		},
+		{
+			name: "gRPC over TLS with client certificates of a CA Issuer's Secret",
+			ms: modelServer("resnet", func(ms *servingv1alpha1.ModelServer) {
+				ms.Spec.TLS = &servingv1alpha1.TLSSpec{SecretName: "resnet-grpc", ClientAuth: servingv1alpha1.TLSClientAuthRequire,
+					ClientCA: &servingv1alpha1.TLSClientCA{SecretName: "clients-ca"}}
+			}),
+			in: values.Inputs{FetchImage: "example.com/operator:1", TLSCertDigest: "d1"},
+			check: func(t *testing.T, v *values.Values, objs *objects) {
+				ca := volume(t, objs.deployment(t).Spec.Template.Spec, values.TLSClientCAVolumeName).Secret
+				if ca == nil || ca.SecretName != "clients-ca" || len(ca.Items) != 1 || ca.Items[0].Key != "ca.crt" || ca.Items[0].Path != "ca.crt" {
+					t.Errorf("client CA volume %+v, want Secret clients-ca's ca.crt", ca)
+				}
+				if want := "clients present a certificate signed by a CA in Secret clients-ca's ca.crt"; !strings.Contains(objs.notes, want) {
+					t.Errorf("NOTES.txt does not say %q:\n%s", want, objs.notes)
+				}
+			},
+		},
+		{
 			name: "longest ModelServer name",
 			ms:   modelServer("m"+strings.Repeat("x", servingv1alpha1.MaxNameLength-2)+"9", nil),
 			check: func(t *testing.T, v *values.Values, objs *objects) {
@@ -1260,7 +1304,16 @@ func checkStack(t *testing.T, ms *servingv1alpha1.ModelServer, v *values.Values,
 	wantVolumes = append(wantVolumes, v.Serving.FetchVolumes...)
 	if t := v.Serving.TLS; t != nil {
 		wantVolumes = append(wantVolumes,
-			corev1.Volume{Name: "tls-secret", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: t.SecretName, DefaultMode: ptr.To[int32](0o440)}}},
+			corev1.Volume{Name: "tls-secret", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: t.SecretName, DefaultMode: ptr.To[int32](0o440)}}})
+		if ca := t.ClientCA; ca != nil {
+			items := []corev1.KeyToPath{{Key: ca.Key, Path: "ca.crt"}}
+			source := corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: ca.SecretName, Items: items}}
+			if ca.ConfigMapName != "" {
+				source = corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: ca.ConfigMapName}, Items: items}}
+			}
+			wantVolumes = append(wantVolumes, corev1.Volume{Name: values.TLSClientCAVolumeName, VolumeSource: source})
+		}
+		wantVolumes = append(wantVolumes,
 			corev1.Volume{Name: "tls-config", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory, SizeLimit: ptr.To(resource.MustParse("1Mi"))}}})
 	}
 	if !equality.Semantic.DeepEqual(ps.Volumes, wantVolumes) {
@@ -1392,10 +1445,12 @@ func checkInitContainers(t *testing.T, v *values.Values, ps corev1.PodSpec) {
 	}
 	var wants []want
 	if tls := v.Serving.TLS; tls != nil {
-		wants = append(wants, want{values.TLSConfigContainerName, &tls.Config, []corev1.VolumeMount{
-			{Name: "tls-secret", MountPath: values.TLSSecretMountPath, ReadOnly: true},
-			{Name: "tls-config", MountPath: values.SSLConfigDir},
-		}})
+		mounts := []corev1.VolumeMount{{Name: "tls-secret", MountPath: values.TLSSecretMountPath, ReadOnly: true}}
+		if tls.ClientCA != nil {
+			mounts = append(mounts, corev1.VolumeMount{Name: values.TLSClientCAVolumeName, MountPath: values.TLSClientCAMountPath, ReadOnly: true})
+		}
+		mounts = append(mounts, corev1.VolumeMount{Name: "tls-config", MountPath: values.SSLConfigDir})
+		wants = append(wants, want{values.TLSConfigContainerName, &tls.Config, mounts})
 		if !slices.Contains(v.Serving.Args, "--ssl_config_file="+values.SSLConfigPath) || tls.Config.Args[len(tls.Config.Args)-1] != values.SSLConfigPath {
 			t.Errorf("TF Serving reads %q and tls-config writes %q, want both %s", v.Serving.Args, tls.Config.Args, values.SSLConfigPath)
 		}

@@ -34,12 +34,19 @@ const (
 	// release; the message names the field.
 	ReasonInvalidSpec = "InvalidSpec"
 	// ReasonSecretNotFound (Deployed): a model's credentials Secret, or
-	// spec.tls's Secret, is missing.
+	// spec.tls's Secret or its clientCA's, is missing.
 	ReasonSecretNotFound = "SecretNotFound"
 	// ReasonInvalidSecret (Deployed): the credentials Secret lacks the keys
-	// the storage URI's scheme needs, or spec.tls's Secret is not a
-	// kubernetes.io/tls Secret whose certificate TF Serving could serve.
+	// the storage URI's scheme needs, spec.tls's Secret is not a
+	// kubernetes.io/tls Secret whose certificate TF Serving could serve,
+	// or spec.tls.clientCA's Secret holds no CA certificates at its key.
 	ReasonInvalidSecret = "InvalidSecret"
+	// ReasonConfigMapNotFound (Deployed): spec.tls.clientCA's ConfigMap
+	// is missing.
+	ReasonConfigMapNotFound = "ConfigMapNotFound"
+	// ReasonInvalidConfigMap (Deployed): spec.tls.clientCA's ConfigMap
+	// holds no CA certificates at its key.
+	ReasonInvalidConfigMap = "InvalidConfigMap"
 	// ReasonConflict (Deployed): an object of the release exists and is
 	// not the operator's.
 	ReasonConflict = "Conflict"

@@ -325,6 +325,7 @@ type ServiceMonitorSpec struct {
 }
 
 // TLSSpec is the TLS of the gRPC API.
+// +kubebuilder:validation:XValidation:rule="!has(self.clientCA) || self.clientAuth == 'Require'",message="spec.tls.clientCA is for clientAuth Require: it names the CAs that sign the clients' certificates, and only Require asks clients for one"
 type TLSSpec struct {
 	// secretName is a Secret of type kubernetes.io/tls in the ModelServer's
 	// namespace: tls.crt, the server's certificate (its chain after it),
@@ -337,11 +338,50 @@ type TLSSpec struct {
 	SecretName string `json:"secretName"`
 	// clientAuth: None (the default) serves any client; Require makes it
 	// mutual TLS: a client must present a certificate signed by a CA in the
-	// Secret's ca.crt, which must then be there.
+	// Secret's ca.crt (which must then be there), or in clientCA.
 	// +kubebuilder:validation:Enum=None;Require
 	// +kubebuilder:default=None
 	// +optional
 	ClientAuth TLSClientAuth `json:"clientAuth,omitempty"`
+	// clientCA holds the CA certificates that sign the clients'
+	// certificates, in place of the Secret's ca.crt, for clientAuth
+	// Require: where the server's certificate comes from another CA than
+	// the clients' (a public one, whose Secret has no ca.crt of theirs),
+	// or the clients' CAs are a bundle of their own (trust-manager writes
+	// one to a ConfigMap). A change of it rolls the pods, as a renewed
+	// certificate does: at once for a kubernetes.io/tls Secret, which the
+	// operator watches, within a minute for a ConfigMap or another Secret.
+	// +optional
+	ClientCA *TLSClientCA `json:"clientCA,omitempty"`
+}
+
+// TLSClientCA is a ConfigMap or a Secret of the ModelServer's namespace,
+// and the key in it, that holds the CA certificates clients' certificates
+// must be signed by.
+// +kubebuilder:validation:XValidation:rule="has(self.configMapName) != has(self.secretName)",message="spec.tls.clientCA names one ConfigMap (configMapName) or one Secret (secretName)"
+type TLSClientCA struct {
+	// configMapName is a ConfigMap of the namespace, such as a
+	// trust-manager Bundle's target.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	// +optional
+	ConfigMapName string `json:"configMapName,omitempty"`
+	// secretName is a Secret of the namespace, of any type, such as a
+	// cert-manager CA Issuer's.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	// +optional
+	SecretName string `json:"secretName,omitempty"`
+	// key of the ConfigMap or Secret whose value is the CA certificates,
+	// PEM. Default ca.crt.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[-._a-zA-Z0-9]+$`
+	// +kubebuilder:default=ca.crt
+	// +optional
+	Key string `json:"key,omitempty"`
 }
 
 // TLSClientAuth says whether the gRPC API asks its clients for a

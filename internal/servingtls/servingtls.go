@@ -51,13 +51,22 @@ func Check(f Files, requireClient bool) (server *x509.Certificate, problem strin
 		if len(f.CA) == 0 {
 			return nil, CAKey + " is missing or empty: clientAuth Require needs the CA certificates that sign the clients' certificates"
 		}
-		if n, problem := certificates(f.CA); problem != "" {
+		if problem := CheckCA(f.CA); problem != "" {
 			return nil, CAKey + ": " + problem
-		} else if n == 0 {
-			return nil, CAKey + ": no CERTIFICATE block in PEM"
 		}
 	}
 	return pair.Leaf, ""
+}
+
+// CheckCA says why ca, the CAs of the clients' certificates, is not
+// one or more PEM certificates, or "".
+func CheckCA(ca []byte) string {
+	if n, problem := certificates(ca); problem != "" {
+		return problem
+	} else if n == 0 {
+		return "no CERTIFICATE block in PEM"
+	}
+	return ""
 }
 
 // certificates counts the certificates of a PEM bundle, or says which

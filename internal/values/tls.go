@@ -1,6 +1,7 @@
 package values
 
 import (
+	"cmp"
 	"path"
 
 	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
@@ -19,9 +20,15 @@ func servingTLS(t *servingv1alpha1.TLSSpec, in Inputs) *ServingTLS {
 		"--cert", path.Join(TLSSecretMountPath, servingtls.CertKey),
 		"--key", path.Join(TLSSecretMountPath, servingtls.KeyKey),
 	}
+	var clientCA *ClientCA
 	if t.ClientAuth == servingv1alpha1.TLSClientAuthRequire {
-		args = append(args, "--ca", path.Join(TLSSecretMountPath, servingtls.CAKey), "--require-client-cert")
+		ca := path.Join(TLSSecretMountPath, servingtls.CAKey)
+		if c := t.ClientCA; c != nil {
+			clientCA = &ClientCA{ConfigMapName: c.ConfigMapName, SecretName: c.SecretName, Key: cmp.Or(c.Key, servingtls.CAKey)}
+			ca = path.Join(TLSClientCAMountPath, servingtls.CAKey)
+		}
+		args = append(args, "--ca", ca, "--require-client-cert")
 	}
 	args = append(args, "--out", SSLConfigPath)
-	return &ServingTLS{SecretName: t.SecretName, Config: initContainer(in, liveInitContainer(in.LiveServingPod, TLSConfigContainerName), args)}
+	return &ServingTLS{SecretName: t.SecretName, ClientCA: clientCA, Config: initContainer(in, liveInitContainer(in.LiveServingPod, TLSConfigContainerName), args)}
 }

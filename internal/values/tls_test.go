@@ -82,3 +82,32 @@ func TestTLSRollsThePodsOnANewCertificate(t *testing.T) {
 		t.Errorf("new arguments run the old image %s, want the operator's own", upgradedMutual.Serving.TLS.Config.Image)
 	}
 }
+
+// TestClientCAIsReadFromItsOwnSource: spec.tls.clientCA mounts its key as
+// ca.crt in a volume of its own, which tls-config reads in place of the
+// Secret's ca.crt; ca.crt is its key unless named.
+func TestClientCAIsReadFromItsOwnSource(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		ca   servingv1alpha1.TLSClientCA
+		want ClientCA
+	}{
+		{"a trust bundle's ConfigMap", servingv1alpha1.TLSClientCA{ConfigMapName: "clients", Key: "bundle.pem"}, ClientCA{ConfigMapName: "clients", Key: "bundle.pem"}},
+		{"a CA Issuer's Secret", servingv1alpha1.TLSClientCA{SecretName: "clients-ca"}, ClientCA{SecretName: "clients-ca", Key: "ca.crt"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ms := modelServer(withTLS(servingv1alpha1.TLSClientAuthRequire), func(ms *servingv1alpha1.ModelServer) { ms.Spec.TLS.ClientCA = &tc.ca })
+			v, err := For(ms, fetched)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := v.Serving.TLS.ClientCA; got == nil || *got != tc.want {
+				t.Errorf("client CA %+v, want %+v", got, tc.want)
+			}
+			args := v.Serving.TLS.Config.Args
+			if i := slices.Index(args, "--ca"); i < 0 || args[i+1] != TLSClientCAMountPath+"/ca.crt" || !slices.Contains(args, "--require-client-cert") {
+				t.Errorf("tls-config args %q, want --ca %s/ca.crt and --require-client-cert", args, TLSClientCAMountPath)
+			}
+		})
+	}
+}

@@ -43,8 +43,11 @@ const (
 	// tls-config init container alone; SSLConfigPath is the SSL config it
 	// writes there for TF Serving, in a memory-backed volume.
 	TLSSecretMountPath = "/etc/modelserver-tls"
-	SSLConfigDir       = "/run/modelserver-tls"
-	SSLConfigPath      = SSLConfigDir + "/ssl.config"
+	// TLSClientCAMountPath is where spec.tls.clientCA's key is mounted,
+	// as ca.crt, in the tls-config init container alone.
+	TLSClientCAMountPath = "/etc/modelserver-tls-client-ca"
+	SSLConfigDir         = "/run/modelserver-tls"
+	SSLConfigPath        = SSLConfigDir + "/ssl.config"
 )
 
 // Values are the embedded chart's values. Their JSON form is what the chart
@@ -227,8 +230,19 @@ type Serving struct {
 // tls-config init container alone, which writes TF Serving's SSL config
 // (SSLConfigPath) for the server to read at start.
 type ServingTLS struct {
-	SecretName string        `json:"secretName"`
-	Config     InitContainer `json:"config"`
+	SecretName string `json:"secretName"`
+	// ClientCA is spec.tls.clientCA, mounted beside the Secret; nil where
+	// the Secret's ca.crt is the clients' CA, or none is asked for.
+	ClientCA *ClientCA     `json:"clientCA,omitempty"`
+	Config   InitContainer `json:"config"`
+}
+
+// ClientCA is the ConfigMap or the Secret, one of the two names set, whose
+// Key holds the CAs of the clients' certificates.
+type ClientCA struct {
+	ConfigMapName string `json:"configMapName,omitempty"`
+	SecretName    string `json:"secretName,omitempty"`
+	Key           string `json:"key"`
 }
 
 // The chart's names of the fetch Job's container and the serving pods'
@@ -238,6 +252,11 @@ const (
 	ModelWaitContainerName = "wait-for-model"
 	TLSConfigContainerName = "tls-config"
 )
+
+// TLSClientCAVolumeName is the chart's name of the serving pods' volume
+// of spec.tls.clientCA, by which the operator finds what the pods running
+// were made with.
+const TLSClientCAVolumeName = "tls-client-ca"
 
 // InitContainer is an init container of the serving pods that runs the
 // operator's image. The wait-for-model one waits until the fetch manifest

@@ -24,7 +24,9 @@ import (
 // the SSL config from the Secret and the server (the double) serves its
 // certificate on the gRPC port, through the Service, to clients with a
 // certificate of the Secret's CA alone. cert-manager renews by updating the
-// Secret: the pods roll, and the new certificate is served.
+// Secret: the pods roll, and the new certificate is served. Then
+// spec.tls.clientCA names a ConfigMap of another CA, whose clients alone
+// are let in.
 func TestGRPCIsServedOverTLSAndARenewedCertificateRollsThePods(t *testing.T) {
 	t.Parallel()
 	e := realNode(t)
@@ -88,19 +90,49 @@ func TestGRPCIsServedOverTLSAndARenewedCertificateRollsThePods(t *testing.T) {
 	if _, err := e.cs.CoreV1().Secrets(ns).Update(ctx, secret(renewed), metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	start := time.Now()
-	var last string
-	for {
+	took := e.untilServed(t, ns, "the renewed certificate", func() (bool, string) {
 		got, err := served(withCert)
-		if err == nil && got.Equal(renewed.Cert) {
-			break
+		return err == nil && got.Equal(renewed.Cert), fmt.Sprintf("served the first certificate: %v (error %v)", err == nil && got.Equal(first.Cert), err)
+	})
+	t.Logf("the renewed certificate served %.1fs after the Secret's update", took.Seconds())
+	e.waitReady(t, ns, "secure", 3*time.Minute)
+
+	// Partners' clients hold certificates of a CA of their own, in a trust
+	// bundle's ConfigMap: spec.tls.clientCA takes the place of ca.crt.
+	partners := tlstest.CA(t, "partners")
+	bundle := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "partners"}, Data: map[string]string{"bundle.pem": string(partners.CertPEM)}}
+	if _, err := e.cs.CoreV1().ConfigMaps(ns).Create(ctx, bundle, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.kubectl(t, e.ModelServerYAML(realenv.ModelServer{Name: "secure", URI: halfPlusTwo,
+		SpecExtra: "  tls:\n    secretName: secure-grpc\n    clientAuth: Require\n    clientCA:\n      configMapName: partners\n      key: bundle.pem\n"}), "-n", ns, "apply", "-f", "-")
+	partner := trusting.Clone()
+	partner.Certificates = []tls.Certificate{partners.Client(t, "partner-app").TLS()}
+	took = e.untilServed(t, ns, "a partner's client", func() (bool, string) {
+		_, err := served(partner)
+		return err == nil, fmt.Sprintf("refused: %v", err)
+	})
+	t.Logf("a partner's client served %.1fs after spec.tls.clientCA named its CA's bundle", took.Seconds())
+	e.waitReady(t, ns, "secure", 3*time.Minute)
+	if _, err := served(withCert); err == nil {
+		t.Error("a client of the Secret's ca.crt was let in after spec.tls.clientCA named another CA")
+	}
+}
+
+// untilServed tries, every second for up to 3 minutes, until what is
+// served as ok says, and says how long that took; past that, it fails
+// with ok's last words and the namespace's pods.
+func (e *env) untilServed(t *testing.T, ns, what string, ok func() (bool, string)) time.Duration {
+	t.Helper()
+	start := time.Now()
+	for {
+		done, last := ok()
+		if done {
+			return time.Since(start)
 		}
-		last = fmt.Sprintf("served the first certificate: %v (error %v)", err == nil && got.Equal(first.Cert), err)
 		if time.Since(start) > 3*time.Minute {
-			t.Fatalf("the renewed certificate not served within 3 minutes; last: %s\n%s", last, e.kubectlOut("-n", ns, "get", "pods", "-o", "wide"))
+			t.Fatalf("%s not served within 3 minutes; last: %s\n%s", what, last, e.kubectlOut("-n", ns, "get", "pods", "-o", "wide"))
 		}
 		time.Sleep(time.Second)
 	}
-	t.Logf("the renewed certificate served %.1fs after the Secret's update", time.Since(start).Seconds())
-	e.waitReady(t, ns, "secure", 3*time.Minute)
 }
