@@ -18,11 +18,14 @@ import (
 	nodev1 "k8s.io/api/node/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -559,4 +562,71 @@ func TestServingPodsRunWithTheRuntimeClassAndAMissingOneIsNamed(t *testing.T) {
 	if rc := jobs.Items[0].Spec.Template.Spec.RuntimeClassName; rc != nil {
 		t.Errorf("the fetch pod runs with runtime class %q", *rc)
 	}
+}
+
+// TestARolloutInPlaceReplacesThePodsWithoutASurge: spec.rollout reaches
+// the Deployment's rolling update, and changing it alone replaces no pod;
+// then a change that rolls the pods replaces them in place, never running
+// more than the count asked for (a GPU pool with no room for one more).
+func TestARolloutInPlaceReplacesThePodsWithoutASurge(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	ms := newModelServer(ns, "inplace", func(ms *servingv1alpha1.ModelServer) { ms.Spec.Replicas = ptr.To[int32](3) })
+	if err := env.client.Create(ctx, ms); err != nil {
+		t.Fatal(err)
+	}
+	got := waitReady(t, ms)
+	before := get(t, ns, ms.Name, &appsv1.Deployment{})
+	podsBefore := podNames(t, ns, ms.Name)
+
+	got.Spec.Rollout = &servingv1alpha1.Rollout{MaxSurge: ptr.To(intstr.FromInt32(0)), MaxUnavailable: ptr.To(intstr.FromString("34%"))}
+	if err := env.client.Update(ctx, got); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 60*time.Second, "the rolling update set", func(context.Context) (bool, string) {
+		ru := get(t, ns, ms.Name, &appsv1.Deployment{}).Spec.Strategy.RollingUpdate
+		return ru != nil && ru.MaxSurge.String() == "0" && ru.MaxUnavailable.String() == "34%", fmt.Sprintf("%+v", ru)
+	})
+	got = waitReady(t, got)
+	if after := get(t, ns, ms.Name, &appsv1.Deployment{}); !equality.Semantic.DeepEqual(after.Spec.Template, before.Spec.Template) {
+		t.Error("spec.rollout changed the pod template: the pods would roll for how they roll")
+	}
+	if p := podNames(t, ns, ms.Name); p != podsBefore {
+		t.Errorf("pods changed: %s → %s", podsBefore, p)
+	}
+
+	// Count the pods while the roll runs: the Deployment's status, as
+	// its controller counts them, never above 3.
+	stop := make(chan struct{})
+	most := make(chan int32, 1)
+	go func() {
+		var peak int32
+		defer func() { most <- peak }()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+			d := &appsv1.Deployment{}
+			if err := env.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: ms.Name}, d); err == nil {
+				peak = max(peak, d.Status.Replicas)
+			}
+		}
+	}()
+	generation := get(t, ns, ms.Name, &appsv1.Deployment{}).Generation
+	got.Spec.ExtraArgs = []string{"--rest_api_timeout_in_ms=10000"}
+	if err := env.client.Update(ctx, got); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 2*time.Minute, "the pods replaced", func(context.Context) (bool, string) {
+		d := get(t, ns, ms.Name, &appsv1.Deployment{})
+		return d.Generation > generation && d.Status.ObservedGeneration == d.Generation && d.Status.UpdatedReplicas == 3 && d.Status.Replicas == 3 && d.Status.ReadyReplicas == 3,
+			fmt.Sprintf("generation %d (was %d): %d updated of %d, %d ready", d.Generation, generation, d.Status.UpdatedReplicas, d.Status.Replicas, d.Status.ReadyReplicas)
+	})
+	close(stop)
+	if peak := <-most; peak > 3 {
+		t.Errorf("%d pods ran during the roll: maxSurge 0 lets none run above the 3 asked for", peak)
+	}
+	waitReady(t, got)
 }

@@ -196,7 +196,9 @@ func (r *ModelServerReconciler) reconcileNormal(ctx context.Context, ms *serving
 		ms.Status = *st.(*servingv1alpha1.ModelServerStatus).DeepCopy()
 	}
 	old := ms.Status.DeepCopy()
-	report := status.Observation{Generation: ms.Generation, DesiredReplicas: values.DesiredReplicas(ms), NeededReplicas: values.DesiredReplicas(ms), Paused: paused(ms)}
+	needed := values.DesiredReplicas(ms)
+	report := status.Observation{Generation: ms.Generation, DesiredReplicas: needed, NeededReplicas: needed,
+		RollUnavailable: values.RollUnavailable(ms, needed), Paused: paused(ms)}
 	var (
 		obs  *observed
 		news *releaseNews

@@ -19,7 +19,9 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -467,6 +469,21 @@ func TestBadSpecsAreRejectedAtAdmission(t *testing.T) {
 		{"client authentication of another kind", newModelServer(ns, "tlsauth", func(ms *servingv1alpha1.ModelServer) {
 			ms.Spec.TLS = &servingv1alpha1.TLSSpec{SecretName: "grpc-cert", ClientAuth: "Optional"}
 		}), "spec.tls.clientAuth", `supported values: "None", "Require"`},
+		{"a rollout that can neither add nor take away a pod", newModelServer(ns, "rollzero", func(ms *servingv1alpha1.ModelServer) {
+			ms.Spec.Rollout = &servingv1alpha1.Rollout{MaxSurge: ptr.To(intstr.FromInt32(0))}
+		}), "spec.rollout", "maxSurge 0 needs a maxUnavailable above 0"},
+		{"a rollout of zero percents", newModelServer(ns, "rollzeropct", func(ms *servingv1alpha1.ModelServer) {
+			ms.Spec.Rollout = &servingv1alpha1.Rollout{MaxSurge: ptr.To(intstr.FromString("0%")), MaxUnavailable: ptr.To(intstr.FromString("00%"))}
+		}), "spec.rollout", "maxSurge 0 needs a maxUnavailable above 0"},
+		{"a negative surge", newModelServer(ns, "rollneg", func(ms *servingv1alpha1.ModelServer) {
+			ms.Spec.Rollout = &servingv1alpha1.Rollout{MaxSurge: ptr.To(intstr.FromInt32(-1))}
+		}), "spec.rollout.maxSurge", "a count of pods (0 or more) or a percentage"},
+		{"a surge in words", newModelServer(ns, "rollwords", func(ms *servingv1alpha1.ModelServer) {
+			ms.Spec.Rollout = &servingv1alpha1.Rollout{MaxSurge: ptr.To(intstr.FromString("one"))}
+		}), "spec.rollout.maxSurge", "a count of pods (0 or more) or a percentage"},
+		{"more than every pod down", newModelServer(ns, "rollover", func(ms *servingv1alpha1.ModelServer) {
+			ms.Spec.Rollout = &servingv1alpha1.Rollout{MaxUnavailable: ptr.To(intstr.FromString("150%"))}
+		}), "spec.rollout.maxUnavailable", "at most 100%"},
 		{"clients' CAs without asking clients for a certificate", newModelServer(ns, "tlsca", func(ms *servingv1alpha1.ModelServer) {
 			ms.Spec.TLS = &servingv1alpha1.TLSSpec{SecretName: "grpc-cert", ClientCA: &servingv1alpha1.TLSClientCA{ConfigMapName: "clients"}}
 		}), "spec.tls", "spec.tls.clientCA is for clientAuth Require"},

@@ -758,6 +758,25 @@ func renderCases() []renderCase { //nolint:gocognit // a table of cases: each ca
 			},
 		},
 		{
+			name: "rollout in place, for a GPU pool with no room for one more pod",
+			ms: modelServer("resnet", func(ms *servingv1alpha1.ModelServer) {
+				ms.Spec.Replicas = ptr.To[int32](4)
+				ms.Spec.Rollout = &servingv1alpha1.Rollout{MaxSurge: ptr.To(intstr.FromInt32(0)), MaxUnavailable: ptr.To(intstr.FromInt32(1))}
+			}),
+			check: func(t *testing.T, v *values.Values, objs *objects) {
+				if len(v.Warnings) != 0 {
+					t.Errorf("warnings %q: one of four pods down at a time leaves the endpoint up", v.Warnings)
+				}
+			},
+		},
+		{
+			name: "rollout by percentages",
+			ms: modelServer("resnet", func(ms *servingv1alpha1.ModelServer) {
+				ms.Spec.Replicas = ptr.To[int32](20)
+				ms.Spec.Rollout = &servingv1alpha1.Rollout{MaxSurge: ptr.To(intstr.FromString("25%")), MaxUnavailable: ptr.To(intstr.FromString("10%"))}
+			}),
+		},
+		{
 			name: "longest ModelServer name",
 			ms:   modelServer("m"+strings.Repeat("x", servingv1alpha1.MaxNameLength-2)+"9", nil),
 			check: func(t *testing.T, v *values.Values, objs *objects) {
@@ -1194,9 +1213,13 @@ func checkStack(t *testing.T, ms *servingv1alpha1.ModelServer, v *values.Values,
 	checkLabels(t, "serving pods", d.Spec.Template.Labels, v.Labels.Pod)
 	checkLabels(t, "serving pods", d.Spec.Template.Labels, v.Pod.Labels)
 	ru := d.Spec.Strategy.RollingUpdate
+	surge, unavailable := intstr.FromInt32(1), intstr.FromInt32(0)
+	if r := ms.Spec.Rollout; r != nil {
+		surge, unavailable = ptr.Deref(r.MaxSurge, surge), ptr.Deref(r.MaxUnavailable, unavailable)
+	}
 	if d.Spec.Strategy.Type != appsv1.RollingUpdateDeploymentStrategyType || ru == nil ||
-		ru.MaxUnavailable == nil || *ru.MaxUnavailable != intstr.FromInt32(0) || ru.MaxSurge == nil || *ru.MaxSurge != intstr.FromInt32(1) {
-		t.Errorf("deployment strategy = %+v, want a rolling update with maxUnavailable 0, maxSurge 1", d.Spec.Strategy)
+		ru.MaxUnavailable == nil || *ru.MaxUnavailable != unavailable || ru.MaxSurge == nil || *ru.MaxSurge != surge {
+		t.Errorf("deployment strategy = %+v, want a rolling update with maxUnavailable %s, maxSurge %s", d.Spec.Strategy, unavailable.String(), surge.String())
 	}
 	if d.Spec.RevisionHistoryLimit == nil || *d.Spec.RevisionHistoryLimit != 3 {
 		t.Errorf("revisionHistoryLimit = %v, want 3", d.Spec.RevisionHistoryLimit)

@@ -5,6 +5,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
 // DefaultImage is the TensorFlow Serving image used when spec.image is empty.
@@ -83,6 +84,16 @@ type ModelServerSpec struct {
 	// number of serving pods between minReplicas and maxReplicas.
 	// +optional
 	Autoscaling *Autoscaling `json:"autoscaling,omitempty"`
+
+	// rollout sets how many serving pods a rollout (a new model, image or
+	// setting) may add above the count, and take away below it, at a time.
+	// The default, one more and none fewer, never serves with fewer pods
+	// than asked, and needs room for one more pod; where there is none (a
+	// GPU pool in full use), maxSurge 0 and maxUnavailable 1 replace the
+	// pods in place. A roll onto a refreshed model keeps the ModelServer
+	// Ready while no more pods than maxUnavailable are down.
+	// +optional
+	Rollout *Rollout `json:"rollout,omitempty"`
 
 	// image is the TensorFlow Serving image. Default: tensorflow/serving
 	// at the operator's pinned version, or its -gpu variant when
@@ -322,6 +333,29 @@ type ServiceMonitorSpec struct {
 	// +kubebuilder:validation:MaxProperties=32
 	// +optional
 	Labels map[string]string `json:"labels,omitempty"`
+}
+
+// Rollout is the rolling update of the serving pods: each field a count
+// of pods or a percentage of the count (maxSurge rounded up,
+// maxUnavailable down), as a Deployment's.
+// +kubebuilder:validation:XValidation:rule="!has(self.maxSurge) || !(type(self.maxSurge) == int ? self.maxSurge == 0 : self.maxSurge.matches('^0+%$')) || (has(self.maxUnavailable) && !(type(self.maxUnavailable) == int ? self.maxUnavailable == 0 : self.maxUnavailable.matches('^0+%$')))",message="spec.rollout: maxSurge 0 needs a maxUnavailable above 0 (its default is 0): a rollout could then neither add a pod nor take one away"
+type Rollout struct {
+	// maxSurge is how many pods a rollout may run above the count. Default 1.
+	// +kubebuilder:validation:XIntOrString
+	// +kubebuilder:validation:MaxLength=10
+	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self >= 0 : self.matches('^[0-9]{1,9}%$')",message="spec.rollout.maxSurge is a count of pods (0 or more) or a percentage of them, such as 25%"
+	// +optional
+	MaxSurge *intstr.IntOrString `json:"maxSurge,omitempty"`
+	// maxUnavailable is how many pods a rollout may take below the count
+	// before their replacements are ready. Default 0. Where it lets a
+	// rollout stop every pod (one pod and a maxUnavailable of 1, or 100%),
+	// the endpoint is down for the time a new pod takes to load the model,
+	// which status.warnings says.
+	// +kubebuilder:validation:XIntOrString
+	// +kubebuilder:validation:MaxLength=4
+	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self >= 0 : (self.matches('^[0-9]{1,3}%$') && int(self.replace('%', '')) <= 100)",message="spec.rollout.maxUnavailable is a count of pods (0 or more) or a percentage of them, at most 100%"
+	// +optional
+	MaxUnavailable *intstr.IntOrString `json:"maxUnavailable,omitempty"`
 }
 
 // TLSSpec is the TLS of the gRPC API.

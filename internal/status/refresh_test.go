@@ -16,7 +16,8 @@ import (
 
 // TestARefreshKeepsTheModelServerReady: a refresh round runs, fails, or
 // rolls the pods onto what it found, and the ModelServer Ready at this
-// generation stays Ready, unless the roll is stuck or short of pods.
+// generation stays Ready, unless the roll is stuck or short of more pods
+// than spec.rollout lets it take down.
 func TestARefreshKeepsTheModelServerReady(t *testing.T) {
 	round := metav1.NewTime(time.Date(2026, 12, 6, 4, 20, 0, 0, time.UTC))
 	next := metav1.NewTime(round.Add(10 * time.Minute))
@@ -53,6 +54,7 @@ func TestARefreshKeepsTheModelServerReady(t *testing.T) {
 		ready      bool
 		has        string // in the Available condition's message
 		warning    string
+		rollDown   int32 // spec.rollout.maxUnavailable, resolved
 	}{
 		{name: "round running", old: readyAt(4), model: model(FetchRunning, servingv1alpha1.RefreshRunning), deployment: deployment(2, 2), ready: true},
 		{name: "round failed", old: readyAt(4), model: failed, deployment: deployment(2, 2), ready: true,
@@ -64,6 +66,9 @@ func TestARefreshKeepsTheModelServerReady(t *testing.T) {
 		{name: "the spec changed too", old: readyAt(3), model: model(FetchSucceeded, servingv1alpha1.RefreshUpdated), deployment: rolling(1, 2), has: "rolling out: 1 of 2 pods updated"},
 		{name: "the roll stuck", old: readyAt(4), model: model(FetchSucceeded, servingv1alpha1.RefreshUpdated), deployment: stuck, has: "progress deadline"},
 		{name: "a pod short", old: readyAt(4), model: model(FetchSucceeded, servingv1alpha1.RefreshUpdated), deployment: rolling(1, 1)},
+		{name: "a pod short, as spec.rollout lets it be", old: readyAt(4), model: model(FetchSucceeded, servingv1alpha1.RefreshUpdated), deployment: rolling(1, 1), rollDown: 1, ready: true,
+			has: "rolling the pods onto the refreshed model: 1 of 2 updated, 1 ready"},
+		{name: "no pod ready, though spec.rollout lets every pod be down", old: readyAt(4), model: model(FetchSucceeded, servingv1alpha1.RefreshUpdated), deployment: rolling(1, 0), rollDown: 2},
 		{name: "no roll after an unchanged round", old: readyAt(4), model: model(FetchSucceeded, servingv1alpha1.RefreshUnchanged), deployment: rolling(1, 2)},
 		{name: "the roll goes on while the next round runs", old: rollingAt(4, servingv1alpha1.ReasonRollingOntoRefreshedModel),
 			model: model(FetchRunning, servingv1alpha1.RefreshRunning), deployment: rolling(1, 2), ready: true, has: "rolling the pods onto the refreshed model"},
@@ -80,7 +85,7 @@ func TestARefreshKeepsTheModelServerReady(t *testing.T) {
 			model: model(FetchRunning, servingv1alpha1.RefreshRunning), deployment: rolling(1, 1)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			o := served(Observation{Deployment: tc.deployment, Source: values.SourceModel, Models: []ModelFetch{tc.model}})
+			o := served(Observation{Deployment: tc.deployment, Source: values.SourceModel, Models: []ModelFetch{tc.model}, RollUnavailable: tc.rollDown})
 			o.SummarizeFetches()
 			st := Compute(tc.old, o, testNow)
 			ready := meta.IsStatusConditionTrue(st.Conditions, servingv1alpha1.ConditionReady)

@@ -91,6 +91,10 @@ type Observation struct {
 	// adds are capacity, not a deployment, and its scale leaves the
 	// ModelServer Ready.
 	NeededReplicas int32
+	// RollUnavailable is how many of the needed pods a rollout may take
+	// down (spec.rollout.maxUnavailable): a roll onto a refreshed model
+	// with no fewer ready keeps the ModelServer Ready.
+	RollUnavailable int32
 	// ScaledOnly says the Deployment's controller has not seen its latest
 	// generation, but its pod template is the one that controller had
 	// seen: the change is an autoscaler's count.
@@ -415,13 +419,14 @@ func wasServing(p servingv1alpha1.Phase) bool {
 // way.
 //
 // A roll onto what a refresh round fetched (refreshRoll) leaves it
-// Available while the pods needed are ready and nothing is known to stop
-// the roll: the old pods serve until new ones are ready.
+// Available while the pods needed are ready, but for those the rollout
+// may take down (RollUnavailable), and nothing is known to stop the roll:
+// the old pods serve until new ones are ready.
 func availability(o Observation, refreshRoll bool) verdict {
 	d := o.Deployment
 	want, need := o.DesiredReplicas, cmp.Or(o.NeededReplicas, o.DesiredReplicas)
 	servedThroughRoll := func() (verdict, bool) {
-		if !refreshRoll || d.Status.ReadyReplicas < need || withProblem("", o) != "" {
+		if !refreshRoll || d.Status.ReadyReplicas < max(need-o.RollUnavailable, 1) || withProblem("", o) != "" {
 			return verdict{}, false
 		}
 		return verdict{true, servingv1alpha1.ReasonRollingOntoRefreshedModel, fmt.Sprintf("rolling the pods onto the refreshed model: %d of %d updated, %d ready",

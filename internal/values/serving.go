@@ -11,6 +11,7 @@ import (
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
 	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
@@ -217,6 +218,20 @@ func DesiredReplicas(ms *servingv1alpha1.ModelServer) int32 {
 	return ptr.Deref(ms.Spec.Replicas, 1)
 }
 
+// RollUnavailable is how many of pods serving pods a rollout may take
+// down before their replacements are ready: spec.rollout.maxUnavailable,
+// a percentage rounded down as the Deployment controller rounds it.
+func RollUnavailable(ms *servingv1alpha1.ModelServer, pods int32) int32 {
+	if ms.Spec.Rollout == nil || ms.Spec.Rollout.MaxUnavailable == nil {
+		return 0
+	}
+	n, err := intstr.GetScaledValueFromIntOrPercent(ms.Spec.Rollout.MaxUnavailable, int(pods), false)
+	if err != nil {
+		return 0 // admission refuses what is neither a count nor a percentage
+	}
+	return int32(min(max(n, 0), int(pods)))
+}
+
 // monitoring turns on TF Serving's Prometheus endpoint unless the spec
 // turns it off, with a ServiceMonitor where asked and the API exists.
 func monitoring(mon servingv1alpha1.Monitoring, v *Values, s *Serving, in Inputs, rest int32) {
@@ -264,6 +279,14 @@ func scale(sp *Spec, v *Values, s *Serving, in Inputs, hasData bool) {
 		}
 	default:
 		s.Replicas = desired
+	}
+	s.MaxSurge, s.MaxUnavailable = intstr.FromInt32(1), intstr.FromInt32(0)
+	if r := spec.Rollout; r != nil {
+		s.MaxSurge = ptr.Deref(r.MaxSurge, s.MaxSurge)
+		s.MaxUnavailable = ptr.Deref(r.MaxUnavailable, s.MaxUnavailable)
+		if desired > 0 && RollUnavailable(sp.ms, desired) >= desired {
+			v.Warnings = append(v.Warnings, fmt.Sprintf("spec.rollout.maxUnavailable: %s of %d serving pods lets a rollout stop them all before a new one is ready: the endpoint is down while the new pods load the model", s.MaxUnavailable.String(), desired))
+		}
 	}
 	maxPods := desired
 	if a := spec.Autoscaling; a != nil {

@@ -4,6 +4,7 @@ import (
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
 // Labels every child carries besides the app.kubernetes.io/* set. The
@@ -182,7 +183,11 @@ type Serving struct {
 	// object, so any other number would undo the autoscaler at each
 	// upgrade, and leaving the field out would drop a Deployment scaled
 	// by spec.replicas to the default of 1 when autoscaling is turned on.
-	Replicas        int32                       `json:"replicas"`
+	Replicas int32 `json:"replicas"`
+	// MaxSurge and MaxUnavailable are the rolling update's (spec.rollout),
+	// a count of pods or a percentage.
+	MaxSurge        intstr.IntOrString          `json:"maxSurge"`
+	MaxUnavailable  intstr.IntOrString          `json:"maxUnavailable"`
 	Image           string                      `json:"image"`
 	ImagePullPolicy corev1.PullPolicy           `json:"imagePullPolicy"`
 	Args            []string                    `json:"args"`
