@@ -568,6 +568,7 @@ func TestServingPodsRunWithTheRuntimeClassAndAMissingOneIsNamed(t *testing.T) {
 // the Deployment's rolling update, and changing it alone replaces no pod;
 // then a change that rolls the pods replaces them in place, never running
 // more than the count asked for (a GPU pool with no room for one more).
+// A rolling update changed on the Deployment is put back.
 func TestARolloutInPlaceReplacesThePodsWithoutASurge(t *testing.T) {
 	ctx := context.Background()
 	ns := newNamespace(t)
@@ -629,4 +630,16 @@ func TestARolloutInPlaceReplacesThePodsWithoutASurge(t *testing.T) {
 		t.Errorf("%d pods ran during the roll: maxSurge 0 lets none run above the 3 asked for", peak)
 	}
 	waitReady(t, got)
+
+	// Someone puts the surge back on the Deployment: the ModelServer's
+	// rolling update is restored.
+	d := get(t, ns, ms.Name, &appsv1.Deployment{})
+	d.Spec.Strategy.RollingUpdate.MaxSurge = ptr.To(intstr.FromInt32(1))
+	if err := env.client.Update(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 60*time.Second, "the rolling update restored", func(context.Context) (bool, string) {
+		ru := get(t, ns, ms.Name, &appsv1.Deployment{}).Spec.Strategy.RollingUpdate
+		return ru != nil && ru.MaxSurge.String() == "0", fmt.Sprintf("%+v", ru)
+	})
 }

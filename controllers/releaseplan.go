@@ -323,6 +323,10 @@ func modifiedObject(vals *values.Values, key owned.Key, obj client.Object) strin
 		if len(o.Spec.Template.Spec.Containers) != 1 || o.Spec.Template.Spec.Containers[0].Image != vals.Serving.Image {
 			return key.String() + " has a modified container"
 		}
+		if ru := o.Spec.Strategy.RollingUpdate; ru == nil || ru.MaxSurge == nil || ru.MaxUnavailable == nil ||
+			*ru.MaxSurge != vals.Serving.MaxSurge || *ru.MaxUnavailable != vals.Serving.MaxUnavailable {
+			return key.String() + " has a modified rolling update"
+		}
 	}
 	return ""
 }
