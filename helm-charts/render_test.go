@@ -272,9 +272,10 @@ func renderCases() []renderCase { //nolint:gocognit // a table of cases: each ca
 			},
 		},
 		{
-			name: "NodePort, custom ports and image",
+			name: "NodePort, custom ports and image, requests kept in their zone",
 			ms: modelServer("resnet", func(ms *servingv1alpha1.ModelServer) {
 				ms.Spec.Service.Type = corev1.ServiceTypeNodePort
+				ms.Spec.Service.TrafficDistribution = corev1.ServiceTrafficDistributionPreferSameZone
 				ms.Spec.Ports = servingv1alpha1.Ports{GRPC: 9000, REST: 65535}
 				ms.Spec.Image = "registry.example.com/tensorflow/serving:2.19.1-gpu"
 				ms.Spec.ImagePullPolicy = corev1.PullAlways
@@ -1356,6 +1357,9 @@ func checkStack(t *testing.T, ms *servingv1alpha1.ModelServer, v *values.Values,
 	}
 	if svc.Spec.Type != v.Service.Type || !maps.Equal(svc.Spec.Selector, v.Labels.Selector) {
 		t.Errorf("service type %q selector %v, want %q %v", svc.Spec.Type, svc.Spec.Selector, v.Service.Type, v.Labels.Selector)
+	}
+	if got := ptr.Deref(svc.Spec.TrafficDistribution, ""); got != ms.Spec.Service.TrafficDistribution {
+		t.Errorf("service trafficDistribution %q, want spec.service's %q", got, ms.Spec.Service.TrafficDistribution)
 	}
 	wantSvcPorts := []corev1.ServicePort{
 		{Name: "grpc", Protocol: corev1.ProtocolTCP, AppProtocol: ptr.To("grpc"), Port: v.Serving.GRPCPort, TargetPort: intstr.FromInt32(v.Serving.GRPCPort)},

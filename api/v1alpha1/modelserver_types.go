@@ -839,6 +839,16 @@ type ServiceSpec struct {
 	// +kubebuilder:validation:MaxProperties=64
 	// +optional
 	Annotations map[string]string `json:"annotations,omitempty"`
+	// trafficDistribution sends each client's requests to serving pods
+	// near it where one is ready: PreferSameZone (PreferClose is its
+	// earlier name) to pods of the client's zone, which saves the
+	// cross-zone transfer of every request and response and its latency;
+	// PreferSameNode to pods of its node. With none near, requests go to
+	// any pod. Clusters of Kubernetes 1.31 and later honor PreferClose,
+	// of 1.34 and later the other two. Unset, requests go to any pod.
+	// +kubebuilder:validation:Enum=PreferSameZone;PreferSameNode;PreferClose
+	// +optional
+	TrafficDistribution string `json:"trafficDistribution,omitempty"`
 }
 
 // FetchSpec tunes the model-fetch Jobs.

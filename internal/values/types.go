@@ -284,6 +284,9 @@ type InitContainer struct {
 type Service struct {
 	Type        corev1.ServiceType `json:"type"`
 	Annotations map[string]string  `json:"annotations,omitempty"`
+	// TrafficDistribution is spec.service.trafficDistribution, "" for
+	// none.
+	TrafficDistribution string `json:"trafficDistribution,omitempty"`
 }
 
 // Pod holds the pod-level settings shared by the serving and fetch pods.

@@ -76,7 +76,7 @@ func (sp *Spec) Values(in Inputs) (*Values, error) {
 	if svcType == "" {
 		svcType = corev1.ServiceTypeClusterIP
 	}
-	v.Service = Service{Type: svcType, Annotations: spec.Service.Annotations}
+	v.Service = Service{Type: svcType, Annotations: spec.Service.Annotations, TrafficDistribution: spec.Service.TrafficDistribution}
 	pt := spec.PodTemplate
 	v.Pod = Pod{
 		Labels:             pt.Labels,

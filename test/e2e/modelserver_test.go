@@ -319,6 +319,12 @@ func TestEverySampleBecomesReady(t *testing.T) {
 	if args := kubectl(t, c, "get", "-n", ns, "deploy", "resnet-exposed", "-o", "jsonpath={.spec.template.spec.initContainers[0].name} {.spec.template.spec.containers[0].args}"); !strings.HasPrefix(args, "tls-config ") || !strings.Contains(args, "--ssl_config_file=") {
 		t.Errorf("the exposed sample's pods: %s, want tls-config first and the SSL config read", args)
 	}
+	if got := kubectl(t, c, "get", "-n", ns, "svc", "resnet-exposed", "-o", "jsonpath={.spec.trafficDistribution}"); got != "PreferSameZone" {
+		t.Errorf("the exposed sample's Service prefers %q, want its client's zone (PreferSameZone)", got)
+	}
+	if got := kubectl(t, c, "get", "-n", ns, "deploy", "resnet-gpu", "-o", "jsonpath={.spec.strategy.rollingUpdate.maxSurge} {.spec.strategy.rollingUpdate.maxUnavailable}"); got != "0 1" {
+		t.Errorf("the GPU sample's rolling update: maxSurge and maxUnavailable %q, want in place (0 1)", got)
+	}
 	if got := kubectl(t, c, "get", "-n", ns, "deploy", "resnet-autoscaled", "-o", "jsonpath={.spec.template.spec.initContainers[*].name} {.spec.template.spec.volumes[0].emptyDir.sizeLimit}"); got != "fetch-model 4Gi" {
 		t.Errorf("the autoscaled sample's pods: %q, want each to fetch its own copy into an emptyDir of 4Gi", got)
 	}
