@@ -218,9 +218,10 @@ func DesiredReplicas(ms *servingv1alpha1.ModelServer) int32 {
 	return ptr.Deref(ms.Spec.Replicas, 1)
 }
 
-// RollUnavailable is how many of pods serving pods a rollout may take
-// down before their replacements are ready: spec.rollout.maxUnavailable,
-// a percentage rounded down as the Deployment controller rounds it.
+// RollUnavailable is how many of a count of serving pods a rollout may
+// take down before their replacements are ready: spec.rollout's
+// maxUnavailable, a percentage rounded down as the Deployment controller
+// rounds it.
 func RollUnavailable(ms *servingv1alpha1.ModelServer, pods int32) int32 {
 	if ms.Spec.Rollout == nil || ms.Spec.Rollout.MaxUnavailable == nil {
 		return 0
