@@ -72,13 +72,16 @@ func findEarlier(dest string, same func(manifest) bool, whole bool) *earlier {
 		}
 		files := map[string]fileRecord{}
 		for _, r := range m.Files {
-			key, below := strings.CutPrefix(r.Path, versionDir+"/")
-			if (r.Source != "" || whole) && (versionDir == "" || below) {
-				if versionDir != "" {
-					r.Path = key
-				}
-				files[r.Path] = r
+			if r.Source == "" && !whole {
+				continue
 			}
+			if versionDir != "" {
+				var below bool
+				if r.Path, below = strings.CutPrefix(r.Path, versionDir+"/"); !below {
+					continue
+				}
+			}
+			files[r.Path] = r
 		}
 		if len(files) > 0 {
 			best, bestAt = &earlier{dir: dir, files: files, whole: whole, archiveVersion: m.ArchiveVersion, versionDir: versionDir}, at
