@@ -14,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -101,10 +102,7 @@ type tlsObservation struct {
 func (r *ModelServerReconciler) observeTLS(ctx context.Context, ms *servingv1alpha1.ModelServer, d *appsv1.Deployment) (tlsObservation, error) {
 	t := ms.Spec.TLS
 	requireClient := t.ClientAuth == servingv1alpha1.TLSClientAuthRequire
-	clientCA := t.ClientCA
-	if !requireClient {
-		clientCA = nil
-	}
+	clientCA := values.ClientCAOf(t)
 	field := "spec.tls.secretName"
 	secret := &corev1.Secret{}
 	err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: ms.Namespace, Name: t.SecretName}, secret)
@@ -148,12 +146,12 @@ func (r *ModelServerReconciler) observeTLS(ctx context.Context, ms *servingv1alp
 		case notBefore.Sub(now) > certClockSkew:
 			obs.warning = fmt.Sprintf("%s: Secret %q: its certificate is not valid before %s; TF Serving serves it, and clients refuse it until then (is a clock wrong, the issuer's or this cluster's?)", field, t.SecretName, notBefore.UTC().Format(time.RFC3339))
 			obs.warningReason = eventTLSCertificateNotYetValid
-			obs.lookAgainIn = shorterWait(obs.lookAgainIn, notBefore.Sub(now)+time.Second)
+			waitSooner(&obs.lookAgainIn, notBefore.Sub(now)+time.Second)
 		case now.After(notAfter):
 			obs.warning = fmt.Sprintf("%s: Secret %q: its certificate expired at %s; TF Serving serves it, and clients refuse it (is its issuer renewing it?)", field, t.SecretName, notAfter.UTC().Format(time.RFC3339))
 			obs.warningReason = eventTLSCertificateExpired
 		default:
-			obs.lookAgainIn = shorterWait(obs.lookAgainIn, notAfter.Sub(now)+time.Second)
+			waitSooner(&obs.lookAgainIn, notAfter.Sub(now)+time.Second)
 		}
 		return obs, nil
 	}
@@ -163,14 +161,6 @@ func (r *ModelServerReconciler) observeTLS(ctx context.Context, ms *servingv1alp
 		obs.reason, obs.message = "", ""
 	}
 	return obs, nil
-}
-
-// shorterWait is the shorter of two waits, of which 0 is none.
-func shorterWait(a, b time.Duration) time.Duration {
-	if a == 0 || b > 0 && b < a {
-		return b
-	}
-	return a
 }
 
 // clientCA is what spec.tls.clientCA gave: its PEM, or why it cannot be
@@ -183,8 +173,8 @@ type clientCA struct {
 // readClientCA reads spec.tls.clientCA's ConfigMap or Secret past the
 // cache. watched says a change of it wakes the ModelServer: a Secret of
 // type kubernetes.io/tls, whose metadata the operator's cache holds.
-func (r *ModelServerReconciler) readClientCA(ctx context.Context, ns string, c *servingv1alpha1.TLSClientCA) (ca clientCA, watched bool, err error) {
-	key := cmp.Or(c.Key, servingtls.CAKey)
+func (r *ModelServerReconciler) readClientCA(ctx context.Context, ns string, c *values.ClientCA) (ca clientCA, watched bool, err error) {
+	key := c.Key
 	var (
 		kind, name, notFound, invalid string
 		data                          map[string][]byte
@@ -235,7 +225,7 @@ func keyList(data map[string][]byte) string {
 // with, if they serve the Secret name and ask clients for certificates of
 // clientCA, or of the Secret's ca.crt (clientCA nil, requireClient), or
 // for none (clientCA nil, not requireClient); else "".
-func servedTLS(d *appsv1.Deployment, name string, requireClient bool, clientCA *servingv1alpha1.TLSClientCA) string {
+func servedTLS(d *appsv1.Deployment, name string, requireClient bool, clientCA *values.ClientCA) string {
 	if d == nil {
 		return ""
 	}
@@ -243,35 +233,24 @@ func servedTLS(d *appsv1.Deployment, name string, requireClient bool, clientCA *
 	mounted := slices.ContainsFunc(pod.Spec.Volumes, func(v corev1.Volume) bool { return v.Secret != nil && v.Secret.SecretName == name })
 	init := slices.IndexFunc(pod.Spec.InitContainers, func(c corev1.Container) bool { return c.Name == values.TLSConfigContainerName })
 	if !mounted || init < 0 || slices.Contains(pod.Spec.InitContainers[init].Args, "--require-client-cert") != requireClient ||
-		servedClientCA(pod.Spec.Volumes) != clientCAOf(clientCA) {
+		!ptr.Equal(servedClientCA(pod.Spec.Volumes), clientCA) {
 		return ""
 	}
 	return pod.Annotations[values.AnnotationTLSCertDigest]
 }
 
-// clientCAOf and servedClientCA say where the clients' CA is read from, as
-// spec.tls.clientCA and the pods' volume say it: "configmap/<name>/<key>",
-// "secret/<name>/<key>", or "" for the Secret's ca.crt or none.
-func clientCAOf(c *servingv1alpha1.TLSClientCA) string {
-	switch {
-	case c == nil:
-		return ""
-	case c.ConfigMapName != "":
-		return "configmap/" + c.ConfigMapName + "/" + cmp.Or(c.Key, servingtls.CAKey)
-	}
-	return "secret/" + c.SecretName + "/" + cmp.Or(c.Key, servingtls.CAKey)
-}
-
-func servedClientCA(volumes []corev1.Volume) string {
+// servedClientCA is where the pods' volume of spec.tls.clientCA has them
+// read the clients' CAs from; nil without one.
+func servedClientCA(volumes []corev1.Volume) *values.ClientCA {
 	i := slices.IndexFunc(volumes, func(v corev1.Volume) bool { return v.Name == values.TLSClientCAVolumeName })
 	if i < 0 {
-		return ""
+		return nil
 	}
 	switch v := volumes[i]; {
 	case v.ConfigMap != nil && len(v.ConfigMap.Items) == 1:
-		return "configmap/" + v.ConfigMap.Name + "/" + v.ConfigMap.Items[0].Key
+		return &values.ClientCA{ConfigMapName: v.ConfigMap.Name, Key: v.ConfigMap.Items[0].Key}
 	case v.Secret != nil && len(v.Secret.Items) == 1:
-		return "secret/" + v.Secret.SecretName + "/" + v.Secret.Items[0].Key
+		return &values.ClientCA{SecretName: v.Secret.SecretName, Key: v.Secret.Items[0].Key}
 	}
-	return "?"
+	return &values.ClientCA{} // of no shape the chart renders
 }

@@ -20,15 +20,25 @@ func servingTLS(t *servingv1alpha1.TLSSpec, in Inputs) *ServingTLS {
 		"--cert", path.Join(TLSSecretMountPath, servingtls.CertKey),
 		"--key", path.Join(TLSSecretMountPath, servingtls.KeyKey),
 	}
-	var clientCA *ClientCA
+	clientCA := ClientCAOf(t)
 	if t.ClientAuth == servingv1alpha1.TLSClientAuthRequire {
 		ca := path.Join(TLSSecretMountPath, servingtls.CAKey)
-		if c := t.ClientCA; c != nil {
-			clientCA = &ClientCA{ConfigMapName: c.ConfigMapName, SecretName: c.SecretName, Key: cmp.Or(c.Key, servingtls.CAKey)}
+		if clientCA != nil {
 			ca = path.Join(TLSClientCAMountPath, servingtls.CAKey)
 		}
 		args = append(args, "--ca", ca, "--require-client-cert")
 	}
 	args = append(args, "--out", SSLConfigPath)
 	return &ServingTLS{SecretName: t.SecretName, ClientCA: clientCA, Config: initContainer(in, liveInitContainer(in.LiveServingPod, TLSConfigContainerName), args)}
+}
+
+// ClientCAOf is where spec.tls t has the pods read the clients' CAs from
+// in place of its Secret's ca.crt, its key defaulted; nil where that is
+// the Secret's ca.crt, or clients are not asked for certificates.
+func ClientCAOf(t *servingv1alpha1.TLSSpec) *ClientCA {
+	if t == nil || t.ClientAuth != servingv1alpha1.TLSClientAuthRequire || t.ClientCA == nil {
+		return nil
+	}
+	c := t.ClientCA
+	return &ClientCA{ConfigMapName: c.ConfigMapName, SecretName: c.SecretName, Key: cmp.Or(c.Key, servingtls.CAKey)}
 }
