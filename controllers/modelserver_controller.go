@@ -343,11 +343,7 @@ func (r *ModelServerReconciler) reportPaused(ctx context.Context, ms *servingv1a
 // lookAgain says when to reconcile again for what no watch reports.
 func (r *ModelServerReconciler) lookAgain(obs *observed, waitsForAPIs bool) ctrl.Result {
 	var after time.Duration
-	sooner := func(d time.Duration) {
-		if d > 0 && (after == 0 || d < after) {
-			after = d
-		}
-	}
+	sooner := func(d time.Duration) { waitSooner(&after, d) }
 	// A fetch Job still without a pod is looked into after a grace.
 	sooner(obs.lookAgainIn)
 	// So are serving pods that are not ready and no longer progressing.

@@ -355,9 +355,12 @@ func runningPod(pods []corev1.Pod) *corev1.Pod {
 }
 
 // sooner makes lookAgainIn wait, if that is sooner; 0 is no wait.
-func (obs *observed) sooner(wait time.Duration) {
-	if wait > 0 && (obs.lookAgainIn == 0 || wait < obs.lookAgainIn) {
-		obs.lookAgainIn = wait
+func (obs *observed) sooner(wait time.Duration) { waitSooner(&obs.lookAgainIn, wait) }
+
+// waitSooner makes *at wait, if that is sooner; 0 is no wait.
+func waitSooner(at *time.Duration, wait time.Duration) {
+	if wait > 0 && (*at == 0 || wait < *at) {
+		*at = wait
 	}
 }
 
