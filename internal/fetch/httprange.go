@@ -24,8 +24,8 @@ func (s *httpSource) openInParts(ctx context.Context) (_ io.ReadCloser, size int
 	if first.StatusCode == http.StatusOK {
 		return first.Body, first.ContentLength, strongETag(first), nil
 	}
-	var from, to int64
-	if _, err := fmt.Sscanf(first.Header.Get("Content-Range"), "bytes %d-%d/%d", &from, &to, &size); err != nil || from != 0 || to != min(s.part, size)-1 {
+	from, to, size, ok := contentRange(first)
+	if !ok || from != 0 || to != min(s.part, size)-1 {
 		// Not the range asked, or of a size not told: the whole, then.
 		_ = first.Body.Close()
 		resp, err := s.get(ctx, "")
@@ -73,6 +73,13 @@ func (s *httpSource) openInParts(ctx context.Context) (_ io.ReadCloser, size int
 	// Every part is of the first's version: where that is a strong ETag,
 	// it names the whole.
 	return readInOrder(ctx, size, s.part, "", nil, get, func() { _ = first.Body.Close() }), size, strongETag(first), nil
+}
+
+// contentRange reads a 206 answer's Content-Range, bytes from-to/size;
+// false if it says otherwise (a size not told, */size).
+func contentRange(resp *http.Response) (from, to, size int64, ok bool) {
+	_, err := fmt.Sscanf(resp.Header.Get("Content-Range"), "bytes %d-%d/%d", &from, &to, &size)
+	return from, to, size, err == nil
 }
 
 // versionOf is what names the content of a server's answer: its ETag,

@@ -175,8 +175,8 @@ func (s *hfSource) OpenRange(ctx context.Context, rel string, off, n int64) (io.
 		return nil, objectInfo{}, err
 	}
 	info := objectInfo{Size: -1}
-	var from, to, size int64
-	if _, err := fmt.Sscanf(resp.Header.Get("Content-Range"), "bytes %d-%d/%d", &from, &to, &size); err == nil {
+	from, _, size, ok := contentRange(resp)
+	if ok {
 		info.Size = size
 	}
 	if resp.StatusCode != http.StatusPartialContent || from != off {
