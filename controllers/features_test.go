@@ -30,6 +30,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
+	"github.com/modelserver-dev/modelserver-operator/internal/names"
 	"github.com/modelserver-dev/modelserver-operator/internal/values"
 )
 
@@ -325,6 +326,11 @@ func watchDeployment(ns, name string, each func(*appsv1.Deployment)) (stop func(
 	return func() { close(quit); <-done }
 }
 
+// TestChangingVersionLabelsReconfiguresWithoutRestartingPods: labels
+// moved among the versions served reach the pods through TF Serving's
+// config polling; a version policy that serves other versions needs
+// them fetched first, and where that fetch finds the model the pods have
+// (its digest), they serve it from their copy.
 func TestChangingVersionLabelsReconfiguresWithoutRestartingPods(t *testing.T) {
 	ns := newNamespace(t)
 	ms := newModelServer(ns, "versions", func(ms *servingv1alpha1.ModelServer) {
@@ -344,19 +350,19 @@ func TestChangingVersionLabelsReconfiguresWithoutRestartingPods(t *testing.T) {
 	}
 	before := get(t, ns, "versions", &appsv1.Deployment{})
 	podsBefore := podNames(t, ns, "versions")
+	fetched := got.Status.Model.FetchedGeneration
 
-	got.Spec.Model.VersionPolicy = &servingv1alpha1.VersionPolicy{Specific: &servingv1alpha1.SpecificVersions{Versions: []int64{1, 3}}}
 	got.Spec.Model.VersionLabels = map[string]int64{"stable": 3}
 	if err := env.client.Update(context.Background(), got); err != nil {
 		t.Fatal(err)
 	}
+	eventually(t, 30*time.Second, "the labels in the model config", func(ctx context.Context) (bool, string) {
+		config := get(t, ns, "versions-config", &corev1.ConfigMap{}).Data[values.ModelConfigFile]
+		return strings.Contains(config, "key: \"stable\"\n      value: 3") && !strings.Contains(config, `"canary"`), config
+	})
 	got = waitReady(t, got)
-	if m := got.Status.Model; !slices.Equal(m.ServedVersions, []int64{1, 3}) || m.VersionLabels["stable"] != 3 || len(m.VersionLabels) != 1 {
-		t.Errorf("status.model = %+v, want served 1 and 3, stable 3", m)
-	}
-	config := get(t, ns, "versions-config", &corev1.ConfigMap{}).Data[values.ModelConfigFile]
-	if !strings.Contains(config, "versions: 1\n        versions: 3") || strings.Contains(config, `"canary"`) {
-		t.Errorf("model config not updated:\n%s", config)
+	if m := got.Status.Model; m.VersionLabels["stable"] != 3 || len(m.VersionLabels) != 1 || m.FetchedGeneration != fetched {
+		t.Errorf("status.model = %+v, want stable 3 alone, from generation %s", m, fetched)
 	}
 	after := get(t, ns, "versions", &appsv1.Deployment{})
 	if after.Generation != before.Generation {
@@ -364,6 +370,29 @@ func TestChangingVersionLabelsReconfiguresWithoutRestartingPods(t *testing.T) {
 	}
 	if p := podNames(t, ns, "versions"); p != podsBefore {
 		t.Errorf("pods changed: %s → %s", podsBefore, p)
+	}
+
+	got.Spec.Model.VersionPolicy = &servingv1alpha1.VersionPolicy{Specific: &servingv1alpha1.SpecificVersions{Versions: []int64{1, 3}}}
+	if err := env.client.Update(context.Background(), got); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 60*time.Second, "versions 1 and 3 fetched and served", func(ctx context.Context) (bool, string) {
+		m := get(t, ns, "versions", &servingv1alpha1.ModelServer{}).Status.Model
+		return m != nil && m.FetchedGeneration != fetched && slices.Equal(m.ServedVersions, []int64{1, 3}), fmt.Sprintf("%+v", m)
+	})
+	// The fetch found the model it had (its digest): the pods serve the
+	// new policy from the copy they have, without a roll.
+	got = waitReady(t, got)
+	config := get(t, ns, "versions-config", &corev1.ConfigMap{}).Data[values.ModelConfigFile]
+	if !strings.Contains(config, "versions: 1\n        versions: 3") || got.Status.Model.ServedGeneration != fetched || !strings.Contains(config, fetched) {
+		t.Errorf("status.model.servedGeneration %q, model config:\n%s\nwant the new policy, served from %s", got.Status.Model.ServedGeneration, config, fetched)
+	}
+	if now := get(t, ns, "versions", &appsv1.Deployment{}); now.Generation != before.Generation {
+		t.Errorf("the Deployment changed (generation %d → %d) for a fetch that found the model the pods have", before.Generation, now.Generation)
+	}
+	job := get(t, ns, names.FetchJob("versions", got.Status.Model.FetchedGeneration), &batchv1.Job{})
+	if args := strings.Join(job.Spec.Template.Spec.Containers[0].Args, " "); !strings.Contains(args, values.VersionsFlag+" 1,3 ") {
+		t.Errorf("the new fetch Job's args %q; want %s 1,3", args, values.VersionsFlag)
 	}
 }
 

@@ -70,7 +70,7 @@ func TestPerPodCopiesNeedNoClaimAndFollowTheVerifiedModel(t *testing.T) {
 	}
 	eventually(t, 30*time.Second, "the first model pinned", func(ctx context.Context) (bool, string) {
 		cm := get(t, ns, "copies-config", &corev1.ConfigMap{})
-		return cm.Data[values.PinsFile] == `{"`+first+`":{"digest":"sha256:aa"}}`+"\n", cm.Data[values.PinsFile]
+		return cm.Data[values.PinsFile] == `{"`+first+`":{"digest":"sha256:aa","versions":[1]}}`+"\n", cm.Data[values.PinsFile]
 	})
 	if now := get(t, ns, "copies", &appsv1.Deployment{}); now.Generation != d.Generation {
 		t.Errorf("pinning the first model moved the Deployment from generation %d to %d: its pods would fetch again", d.Generation, now.Generation)
@@ -113,7 +113,7 @@ func TestPerPodCopiesNeedNoClaimAndFollowTheVerifiedModel(t *testing.T) {
 	if fetchModelArg(rolled, "--uri") != "s3://models/copies-v2" || fetchModelArg(rolled, "--dest") != "/models/"+second {
 		t.Errorf("after the new model's fetch, the pods fetch %q into %q", fetchModelArg(rolled, "--uri"), fetchModelArg(rolled, "--dest"))
 	}
-	if got := get(t, ns, "copies-config", &corev1.ConfigMap{}).Data[values.PinsFile]; got != `{"`+second+`":{"digest":"sha256:bb"}}`+"\n" {
+	if got := get(t, ns, "copies-config", &corev1.ConfigMap{}).Data[values.PinsFile]; got != `{"`+second+`":{"digest":"sha256:bb","versions":[1]}}`+"\n" {
 		t.Errorf("pins %s, want the new model's alone", got)
 	}
 }

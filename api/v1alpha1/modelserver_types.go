@@ -653,8 +653,9 @@ type ModelSpec struct {
 	// +optional
 	MaxSizeBytes *int64 `json:"maxSizeBytes,omitempty"`
 
-	// versionPolicy chooses which versions TensorFlow Serving loads.
-	// Default: the latest version.
+	// versionPolicy chooses which versions TensorFlow Serving loads, and
+	// so which version directories the fetch downloads from a store (an
+	// archive or an image is fetched whole). Default: the latest version.
 	// +optional
 	VersionPolicy *VersionPolicy `json:"versionPolicy,omitempty"`
 
@@ -1125,7 +1126,8 @@ type ModelStatus struct {
 	// cosign.pub -outform DER | sha256sum).
 	// +optional
 	SignedBy string `json:"signedBy,omitempty"`
-	// versions found in the fetched model.
+	// versions in the fetched model: those of the store the version
+	// policy serves (every version of an archive or an image).
 	// +optional
 	// +listType=atomic
 	Versions []int64 `json:"versions,omitempty"`

@@ -25,6 +25,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 
 	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
+	"github.com/modelserver-dev/modelserver-operator/internal/fetchcontract"
 	"github.com/modelserver-dev/modelserver-operator/internal/imagesig"
 	"github.com/modelserver-dev/modelserver-operator/internal/storageuri"
 )
@@ -61,6 +62,9 @@ type Options struct {
 	// are when cosign was told to store them elsewhere than beside the
 	// image (COSIGN_REPOSITORY); "" for beside it.
 	SignatureRepository string
+	// Versions are the version directories a listed model is fetched
+	// with (versions.go); zero: all of them.
+	Versions fetchcontract.Versions
 	// ServedConfig is the serving pods' model config, as mounted into the
 	// fetch's pod: the models of earlier fetches beside Dest that it has
 	// moved the pods off are removed before the download (prune.go). ""
@@ -389,6 +393,8 @@ func (f *fetcher) fetchInto(ctx context.Context, staging string) ([]fileRecord, 
 		if records, ok, err := f.takeUnchangedArchive(ctx, src, listing, staging); ok || err != nil {
 			return records, false, err
 		}
+	} else if listing, err = f.keepServedVersions(listing, src.Describe("")); err != nil {
+		return nil, false, err
 	}
 	return f.download(ctx, src, listing, staging)
 }

@@ -16,6 +16,7 @@ import (
 
 	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
 	"github.com/modelserver-dev/modelserver-operator/internal/fetch"
+	"github.com/modelserver-dev/modelserver-operator/internal/fetchcontract"
 )
 
 // Fetch is the model-fetch Job's command, `fetch`. It leaves a one-line
@@ -60,7 +61,11 @@ func fetchCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return nil
 	})
 	fs.StringVar(&o.SignatureRepository, "signature-repository", "", "Where the cosign signatures of an oci:// model's image are, registry/repository, when not beside the image (cosign's COSIGN_REPOSITORY).")
-	fs.StringVar(&pinsFile, "pins", "", "A JSON object mapping the base name of --dest to what the model-fetch Job found there ({\"digest\": ..., \"image\": ...}): the copy must have that digest, and an oci:// model is pulled by that image. For a serving pod's own copy (storage mode PerPod); a destination it does not name is not pinned.")
+	fs.StringVar(&pinsFile, "pins", "", "A JSON object mapping the base name of --dest to what the model-fetch Job found there ({\"digest\": ..., \"image\": ..., \"versions\": [...]}): the copy must have that digest, an oci:// model is pulled by that image, and the versions are fetched in place of --versions. For a serving pod's own copy (storage mode PerPod); a destination it does not name is not pinned.")
+	fs.Func("versions", "Which version directories of a listed model to fetch: latest:N (the N highest), the versions comma-separated, or all (the default). An archive or an image is fetched whole.", func(s string) (err error) {
+		o.Versions, err = fetchcontract.ParseVersions(s)
+		return err
+	})
 	fs.StringVar(&o.ServedConfig, "served-config", "", "The serving pods' model config (TF Serving's --model_config_file): models beside --dest that it no longer names, published before all it names, are removed before the download.")
 	fs.Int64Var(&o.VolumeSize, "volume-size", 0, "The size of the volume --dest is on, in bytes, where its file system does not tell it (an emptyDir's size limit): a model that does not fit is refused before the download (0: as the file system says).")
 	fs.Int64Var(&o.MaxBytes, "max-bytes", 0, "The largest model accepted, in bytes (0: 1 TiB).")
@@ -154,6 +159,6 @@ func readPin(file, dest string, log *slog.Logger) (fetch.Pin, error) {
 		log.Info("the model's fetch Job has not verified it yet: the copy is not pinned", "dest", dest)
 		return fetch.Pin{}, nil
 	}
-	log.Info("the copy must be what the model's fetch Job verified", "digest", pin.Digest, "image", pin.Image)
+	log.Info("the copy must be what the model's fetch Job verified", "digest", pin.Digest, "image", pin.Image, "versions", pin.Versions)
 	return pin, nil
 }

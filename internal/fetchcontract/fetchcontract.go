@@ -33,4 +33,9 @@ type Pin struct {
 	// named: the pod pulls that, so that a tag moved since changes
 	// nothing.
 	Image string `json:"image,omitempty"`
+	// Versions are the versions the Job fetched: the pod fetches those,
+	// whatever its own --versions says, so that a Job made before the
+	// pods' template changed (one that fetched every version, say) still
+	// pins what they fetch.
+	Versions []int64 `json:"versions,omitempty"`
 }

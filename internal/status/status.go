@@ -161,7 +161,7 @@ func Pins(fetches []ModelFetch) map[string]values.Pin {
 	pins := map[string]values.Pin{}
 	for _, m := range fetches {
 		if from := servedFrom(m.Status); from != "" && m.Status.Digest != "" {
-			pins[from] = values.Pin{Digest: m.Status.Digest, Image: m.Status.ResolvedImage}
+			pins[from] = values.Pin{Digest: m.Status.Digest, Image: m.Status.ResolvedImage, Versions: m.Status.Versions}
 		}
 	}
 	return pins

@@ -34,6 +34,43 @@ func TestServedVersionsFollowThePolicy(t *testing.T) {
 	}
 }
 
+// TestTheFetchTakesTheServedVersions: the fetch is told the versions
+// the policy serves, and a policy that serves others is another
+// generation; the default's keeps the name it had before fetches were
+// told, so an upgrade of the operator fetches nothing again.
+func TestTheFetchTakesTheServedVersions(t *testing.T) {
+	seen := map[string]string{}
+	for _, tc := range []struct {
+		name   string
+		policy *servingv1alpha1.VersionPolicy
+		flag   string
+	}{
+		{"default", nil, "latest:1"},
+		{"latest 1", &servingv1alpha1.VersionPolicy{Latest: &servingv1alpha1.LatestVersions{NumVersions: 1}}, "latest:1"},
+		{"latest 2", &servingv1alpha1.VersionPolicy{Latest: &servingv1alpha1.LatestVersions{NumVersions: 2}}, "latest:2"},
+		{"specific", &servingv1alpha1.VersionPolicy{Specific: &servingv1alpha1.SpecificVersions{Versions: []int64{5, 2}}}, "2,5"},
+		{"all", &servingv1alpha1.VersionPolicy{All: &servingv1alpha1.AllVersions{}}, ""},
+	} {
+		ms := modelServer(func(ms *servingv1alpha1.ModelServer) { ms.Spec.Model.VersionPolicy = tc.policy })
+		v, err := For(ms, fetched)
+		if err != nil {
+			t.Fatal(err)
+		}
+		args := v.Fetches[0].Args
+		if got := argValue(args, VersionsFlag); got != tc.flag || (tc.flag == "") == slices.Contains(args, VersionsFlag) {
+			t.Errorf("%s: the fetch args %q; want %s %q", tc.name, args, VersionsFlag, tc.flag)
+		}
+		gen := generation(ms)
+		if other, ok := seen[gen]; ok && tc.flag != "latest:1" {
+			t.Errorf("%s: the generation of %s, %s", tc.name, other, gen)
+		}
+		seen[gen] = tc.name
+		if tc.flag == "latest:1" && gen != "c8e0d936" {
+			t.Errorf("%s: the generation changed (%s): the model would be fetched again for nothing", tc.name, gen)
+		}
+	}
+}
+
 func TestAutoscalingOwnsTheReplicaCount(t *testing.T) {
 	ms := modelServer(func(ms *servingv1alpha1.ModelServer) {
 		ms.Spec.Replicas = nil

@@ -61,6 +61,12 @@ func fetchGeneration(ms *servingv1alpha1.ModelServer, m servingv1alpha1.ModelSpe
 	if m.Refetch != "" {
 		parts = append(parts, "refetch", m.Refetch)
 	}
+	if v := VersionsOf(m.VersionPolicy); v.String() != defaultVersions {
+		// The default's generations keep the names they had before the
+		// fetch took only the served versions: upgrading the operator
+		// fetches none of them again.
+		parts = append(parts, "versions", v.String())
+	}
 	if w := m.WebIdentity; w != nil {
 		parts = append(parts, "web-identity", w.RoleARN, WebIdentityAudience(m))
 		if w.Provider != "" {
@@ -142,6 +148,14 @@ func NeedsServiceAccount(ms *servingv1alpha1.ModelServer) (string, bool) {
 // such a chart needs new Job names (and fetches each model again).
 const fetchTemplateRevision = "1"
 
+// defaultVersions are the versions a model without a version policy
+// serves, as the fetch's --versions flag writes them.
+const defaultVersions = "latest:1"
+
+// VersionsFlag tells the fetcher which version directories to copy
+// (fetchcontract.Versions).
+const VersionsFlag = "--versions"
+
 // ServedConfigFlag names the model config to the fetcher, whose models it
 // must leave on the volume (Fetch.ReadsModelConfig).
 const ServedConfigFlag = "--served-config"
@@ -216,6 +230,9 @@ func fetchArgs(m servingv1alpha1.ModelSpec, dest, session string, pulls []string
 	args := []string{"fetch"}
 	if readsConfig {
 		args = append(args, ServedConfigFlag, path.Join(ConfigMountPath, ModelConfigFile))
+	}
+	if v := VersionsOf(m.VersionPolicy); !v.All() {
+		args = append(args, VersionsFlag, v.String())
 	}
 	args = append(args, "--uri", m.StorageURI, "--dest", dest)
 	if m.CredentialsSecret != "" {

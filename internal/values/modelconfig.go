@@ -10,6 +10,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
+	"github.com/modelserver-dev/modelserver-operator/internal/fetchcontract"
 	"github.com/modelserver-dev/modelserver-operator/internal/pbtext"
 )
 
@@ -113,20 +114,22 @@ func checkVersions(field string, policy *servingv1alpha1.VersionPolicy, labels m
 // ServedVersions are the versions a policy selects among those found:
 // what TF Serving loads.
 func ServedVersions(policy *servingv1alpha1.VersionPolicy, found []int64) []int64 {
-	sorted := slices.Sorted(slices.Values(found))
-	sorted = slices.Compact(sorted)
+	return VersionsOf(policy).Select(found)
+}
+
+// VersionsOf is what a version policy serves, which is all its model's
+// fetch copies: TF Serving's default, without a policy, is the latest
+// version alone.
+func VersionsOf(policy *servingv1alpha1.VersionPolicy) fetchcontract.Versions {
 	switch {
-	case policy == nil || policy.Latest != nil:
-		n := 1
-		if policy != nil && policy.Latest.NumVersions > 1 {
-			n = int(policy.Latest.NumVersions)
-		}
-		return slices.Clone(sorted[max(0, len(sorted)-n):])
+	case policy == nil:
+		return fetchcontract.Versions{Latest: 1}
+	case policy.Latest != nil:
+		return fetchcontract.Versions{Latest: max(1, int(policy.Latest.NumVersions))}
 	case policy.Specific != nil:
-		return slices.DeleteFunc(sorted, func(v int64) bool { return !slices.Contains(policy.Specific.Versions, v) })
-	default:
-		return sorted
+		return fetchcontract.Versions{Specific: policy.Specific.Versions}
 	}
+	return fetchcontract.Versions{}
 }
 
 // BatchingConfig writes TF Serving's BatchingParameters in protobuf text

@@ -476,7 +476,8 @@ func TestAModelReplacedTwiceLeavesTheServedModelsAloneOnItsVolume(t *testing.T) 
 
 // TestAModelChangedInPlaceIsFetchedAgainWhenAskedTo: a version added
 // under the prefix a ModelServer serves from is fetched, and served, once
-// spec.model.refetch takes a new value.
+// spec.model.refetch takes a new value; the version policy's versions
+// alone are fetched.
 func TestAModelChangedInPlaceIsFetchedAgainWhenAskedTo(t *testing.T) {
 	t.Parallel()
 	e := realNode(t)
@@ -497,18 +498,31 @@ func TestAModelChangedInPlaceIsFetchedAgainWhenAskedTo(t *testing.T) {
 		t.Errorf("the serving pods %q were replaced by %q for a model that did not change", pods, now)
 	}
 
-	// The pipeline writes version 124 beside 123, then asks for it.
+	// The pipeline writes version 124 beside 123, then asks for it. The
+	// default policy serves the latest version alone: 124 is fetched, 123
+	// is left in the store.
 	addVersion(124)
 	e.kubectl(t, e.modelServer("in-place", uri, 1, "64Mi", "    refetch: run-2\n"), "-n", ns, "apply", "-f", "-")
 	third := e.waitNewModelReady(t, ns, "in-place", []string{first, again})
-	// Version 123's files, unchanged in the store, were taken from the
-	// copy on the volume; only version 124's were downloaded.
 	logs := e.kubectl(t, "", "-n", ns, "logs", "job/"+names.FetchJob("in-place", third), "-c", "fetch")
-	if !regexp.MustCompile(`"msg":"files unchanged since the earlier model were taken from it".*"files":[1-9][0-9]*,.*"toDownload":[1-9]`).MatchString(logs) {
-		t.Errorf("the fetch of version 124 does not say it took version 123's files from the volume:\n%s", logs)
+	if !regexp.MustCompile(`"msg":"fetching only the versions the version policy serves".*"versions":\[124\],"found":\[123,124\].*"filesLeft":[1-9]`).MatchString(logs) {
+		t.Errorf("the fetch of version 124 does not say it left version 123 in the store:\n%s", logs)
 	}
-	if m := e.get(t, ns, "in-place").Status.Model; !slices.Equal(m.Versions, []int64{123, 124}) || !slices.Equal(m.ServedVersions, []int64{124}) || m.ServedGeneration != "" {
-		t.Errorf("status.model versions %v, served %v from %q; want [123 124] and [124] from the generation fetched", m.Versions, m.ServedVersions, m.ServedGeneration)
+	if m := e.get(t, ns, "in-place").Status.Model; !slices.Equal(m.Versions, []int64{124}) || !slices.Equal(m.ServedVersions, []int64{124}) || m.ServedGeneration != "" {
+		t.Errorf("status.model versions %v, served %v from %q; want [124] and [124] from the generation fetched", m.Versions, m.ServedVersions, m.ServedGeneration)
+	}
+
+	// Serving the latest two is another fetch: version 124's files,
+	// unchanged in the store, are taken from the copy on the volume; only
+	// version 123's are downloaded.
+	e.kubectl(t, e.modelServer("in-place", uri, 1, "64Mi", "    refetch: run-2\n    versionPolicy: {latest: {numVersions: 2}}\n"), "-n", ns, "apply", "-f", "-")
+	fourth := e.waitNewModelReady(t, ns, "in-place", []string{first, again, third})
+	logs = e.kubectl(t, "", "-n", ns, "logs", "job/"+names.FetchJob("in-place", fourth), "-c", "fetch")
+	if !regexp.MustCompile(`"msg":"files unchanged since the earlier model were taken from it".*"files":[1-9][0-9]*,.*"toDownload":[1-9]`).MatchString(logs) {
+		t.Errorf("the fetch of versions 123 and 124 does not say it took version 124's files from the volume:\n%s", logs)
+	}
+	if m := e.get(t, ns, "in-place").Status.Model; !slices.Equal(m.Versions, []int64{123, 124}) || !slices.Equal(m.ServedVersions, []int64{123, 124}) {
+		t.Errorf("status.model versions %v, served %v; want [123 124] and [123 124]", m.Versions, m.ServedVersions)
 	}
 	// The old pod drains for a while after Ready, and may still answer
 	// through the Service until kube-proxy has dropped it.

@@ -49,7 +49,7 @@ func TestEachPodFetchesACopyOfItsOwnPinnedToWhatTheJobVerified(t *testing.T) {
 	}
 	err := wait.PollUntilContextTimeout(context.Background(), time.Second, time.Minute, true, func(ctx context.Context) (bool, error) {
 		cm, err := e.cs.CoreV1().ConfigMaps(ns).Get(ctx, "copies-config", metav1.GetOptions{})
-		return err == nil && strings.Contains(cm.Data[values.PinsFile], `"`+first+`":{"digest":"`+verified+`"}`), nil
+		return err == nil && strings.Contains(cm.Data[values.PinsFile], `"`+first+`":{"digest":"`+verified+`","versions":[123]}`), nil
 	})
 	if err != nil {
 		t.Fatalf("the model is not pinned: %s", e.kubectlOut("-n", ns, "get", "configmap", "copies-config", "-o", "yaml"))
