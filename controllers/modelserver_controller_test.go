@@ -484,6 +484,15 @@ func TestBadSpecsAreRejectedAtAdmission(t *testing.T) {
 		{"more than every pod down", newModelServer(ns, "rollover", func(ms *servingv1alpha1.ModelServer) {
 			ms.Spec.Rollout = &servingv1alpha1.Rollout{MaxUnavailable: ptr.To(intstr.FromString("150%"))}
 		}), "spec.rollout.maxUnavailable", "at most 100%"},
+		{"a disruption budget that blocks every drain", newModelServer(ns, "pdbzero", func(ms *servingv1alpha1.ModelServer) {
+			ms.Spec.Disruption = &servingv1alpha1.Disruption{MaxUnavailable: ptr.To(intstr.FromInt32(0))}
+		}), "spec.disruption.maxUnavailable", "0 would block every node drain"},
+		{"a disruption budget of no percent", newModelServer(ns, "pdbzeropct", func(ms *servingv1alpha1.ModelServer) {
+			ms.Spec.Disruption = &servingv1alpha1.Disruption{MaxUnavailable: ptr.To(intstr.FromString("0%"))}
+		}), "spec.disruption.maxUnavailable", "from 1% to 100%"},
+		{"a disruption budget over every pod", newModelServer(ns, "pdbover", func(ms *servingv1alpha1.ModelServer) {
+			ms.Spec.Disruption = &servingv1alpha1.Disruption{MaxUnavailable: ptr.To(intstr.FromString("101%"))}
+		}), "spec.disruption.maxUnavailable", "from 1% to 100%"},
 		{"clients' CAs without asking clients for a certificate", newModelServer(ns, "tlsca", func(ms *servingv1alpha1.ModelServer) {
 			ms.Spec.TLS = &servingv1alpha1.TLSSpec{SecretName: "grpc-cert", ClientCA: &servingv1alpha1.TLSClientCA{ConfigMapName: "clients"}}
 		}), "spec.tls", "spec.tls.clientCA is for clientAuth Require"},

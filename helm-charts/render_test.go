@@ -340,6 +340,19 @@ func renderCases() []renderCase { //nolint:gocognit // a table of cases: each ca
 			},
 		},
 		{
+			name: "a disruption budget of a percentage",
+			ms: modelServer("resnet", func(ms *servingv1alpha1.ModelServer) {
+				ms.Spec.Replicas = ptr.To[int32](8)
+				ms.Spec.Disruption = &servingv1alpha1.Disruption{MaxUnavailable: ptr.To(intstr.FromString("25%"))}
+			}),
+			in: values.Inputs{Served: fetched},
+			check: func(t *testing.T, v *values.Values, objs *objects) {
+				if p := only(t, "PodDisruptionBudget", objs.pdbs); p.Spec.MaxUnavailable == nil || *p.Spec.MaxUnavailable != intstr.FromString("25%") {
+					t.Errorf("pdb = %+v", p.Spec)
+				}
+			},
+		},
+		{
 			name: "autoscaling with a behavior",
 			ms: modelServer("resnet", func(ms *servingv1alpha1.ModelServer) {
 				ms.Spec.Autoscaling = &servingv1alpha1.Autoscaling{

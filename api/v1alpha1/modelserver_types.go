@@ -95,6 +95,15 @@ type ModelServerSpec struct {
 	// +optional
 	Rollout *Rollout `json:"rollout,omitempty"`
 
+	// disruption sets how many serving pods voluntary disruptions (node
+	// drains, the cluster autoscaler's scale-downs, node pool upgrades)
+	// may evict at a time, through the PodDisruptionBudget made where more
+	// than one pod may run. The default, one, keeps all pods but one
+	// serving, and drains a node of many pods slowly: each eviction waits
+	// for the pod before to be replaced and its model loaded.
+	// +optional
+	Disruption *Disruption `json:"disruption,omitempty"`
+
 	// image is the TensorFlow Serving image. Default: tensorflow/serving
 	// at the operator's pinned version, or its -gpu variant when
 	// resources.limits asks for nvidia.com/gpu. Docker Hub's
@@ -354,6 +363,21 @@ type Rollout struct {
 	// +kubebuilder:validation:XIntOrString
 	// +kubebuilder:validation:MaxLength=4
 	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self >= 0 : (self.matches('^[0-9]{1,3}%$') && int(self.replace('%', '')) <= 100)",message="spec.rollout.maxUnavailable is a count of pods (0 or more) or a percentage of them, at most 100%"
+	// +optional
+	MaxUnavailable *intstr.IntOrString `json:"maxUnavailable,omitempty"`
+}
+
+// Disruption is the serving pods' PodDisruptionBudget.
+type Disruption struct {
+	// maxUnavailable is how many serving pods may be unavailable while an
+	// eviction is allowed: a count, or a percentage of the pods rounded up
+	// (25% of 10 pods is 3), as a PodDisruptionBudget's. Default 1. 0 is
+	// refused: it would block every node drain. Where it lets evictions
+	// take every pod, the endpoint may go down while they are replaced,
+	// which status.warnings says. Pods not ready may always be evicted.
+	// +kubebuilder:validation:XIntOrString
+	// +kubebuilder:validation:MaxLength=4
+	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self >= 1 : (self.matches('^[0-9]{1,3}%$') && int(self.replace('%', '')) >= 1 && int(self.replace('%', '')) <= 100)",message="spec.disruption.maxUnavailable is a count of pods (1 or more) or a percentage of them from 1% to 100%: 0 would block every node drain"
 	// +optional
 	MaxUnavailable *intstr.IntOrString `json:"maxUnavailable,omitempty"`
 }

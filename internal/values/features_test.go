@@ -3,10 +3,12 @@ package values
 import (
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
 	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
@@ -103,6 +105,52 @@ func TestAutoscalingOwnsTheReplicaCount(t *testing.T) {
 	}
 	if v, _ := For(modelServer(func(ms *servingv1alpha1.ModelServer) { ms.Spec.Replicas = ptr.To[int32](1) }), fetched); v.Disruption != nil {
 		t.Error("a disruption budget for a single pod would block node drains for nothing")
+	}
+}
+
+// TestTheDisruptionBudgetIsTheSpecs: spec.disruption.maxUnavailable is
+// the budget's, a count or a percentage; one that lets evictions take
+// every pod, as few as there may be, is warned of.
+func TestTheDisruptionBudgetIsTheSpecs(t *testing.T) {
+	for _, tc := range []struct {
+		name           string
+		replicas       int32
+		autoscaled     *servingv1alpha1.Autoscaling
+		maxUnavailable intstr.IntOrString
+		warned         bool
+	}{
+		{"a quarter of 8", 8, nil, intstr.FromString("25%"), false},
+		{"2 of 3", 3, nil, intstr.FromInt32(2), false},
+		{"3 of 3", 3, nil, intstr.FromInt32(3), true},
+		{"67% of 3, rounded up", 3, nil, intstr.FromString("67%"), true},
+		{"every pod", 4, nil, intstr.FromString("100%"), true},
+		{"2 of at least 2", 0, &servingv1alpha1.Autoscaling{MinReplicas: ptr.To[int32](2), MaxReplicas: 9, TargetCPUUtilizationPercentage: ptr.To[int32](70)}, intstr.FromInt32(2), true},
+		{"2 of at least 3", 0, &servingv1alpha1.Autoscaling{MinReplicas: ptr.To[int32](3), MaxReplicas: 9, TargetCPUUtilizationPercentage: ptr.To[int32](70)}, intstr.FromInt32(2), false},
+	} {
+		v, err := For(modelServer(func(ms *servingv1alpha1.ModelServer) {
+			ms.Spec.Replicas, ms.Spec.Autoscaling = ptr.To(tc.replicas), tc.autoscaled
+			if tc.autoscaled != nil {
+				ms.Spec.Replicas = nil
+			}
+			ms.Spec.Disruption = &servingv1alpha1.Disruption{MaxUnavailable: &tc.maxUnavailable}
+		}), fetched)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v.Disruption == nil || v.Disruption.MaxUnavailable != tc.maxUnavailable {
+			t.Errorf("%s: disruption %+v; want maxUnavailable %s", tc.name, v.Disruption, tc.maxUnavailable.String())
+		}
+		warned := slices.ContainsFunc(v.Warnings, func(w string) bool { return strings.HasPrefix(w, "spec.disruption.maxUnavailable: ") })
+		if warned != tc.warned {
+			t.Errorf("%s: warnings %q; want one of spec.disruption: %v", tc.name, v.Warnings, tc.warned)
+		}
+	}
+	v, _ := For(modelServer(func(ms *servingv1alpha1.ModelServer) {
+		ms.Spec.Replicas = ptr.To[int32](1)
+		ms.Spec.Disruption = &servingv1alpha1.Disruption{MaxUnavailable: ptr.To(intstr.FromInt32(1))}
+	}), fetched)
+	if v.Disruption != nil || len(v.Warnings) != 0 {
+		t.Errorf("a single pod: disruption %+v, warnings %q; want no budget, as without spec.disruption", v.Disruption, v.Warnings)
 	}
 }
 

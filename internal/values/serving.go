@@ -295,8 +295,28 @@ func scale(sp *Spec, v *Values, s *Serving, in Inputs, hasData bool) {
 		v.Warnings = append(v.Warnings, unmeasuredTargets(a, spec.Resources)...)
 	}
 	if maxPods > 1 {
-		// One pod at a time may be evicted: node drains proceed, capacity
-		// never falls by more than one pod.
-		v.Disruption = &Disruption{MaxUnavailable: 1}
+		// One pod at a time may be evicted by default: node drains
+		// proceed, capacity never falls by more than one pod.
+		v.Disruption = &Disruption{MaxUnavailable: intstr.FromInt32(1)}
+		if d := spec.Disruption; d != nil && d.MaxUnavailable != nil {
+			v.Disruption.MaxUnavailable = *d.MaxUnavailable
+			fewest := desired
+			if a := spec.Autoscaling; a != nil {
+				fewest = ptr.Deref(a.MinReplicas, 1)
+			}
+			if evictable(*d.MaxUnavailable, fewest) >= fewest {
+				v.Warnings = append(v.Warnings, fmt.Sprintf("spec.disruption.maxUnavailable: %s of %d serving pods lets node drains evict them all at once: the endpoint is down until new pods have loaded the model", d.MaxUnavailable.String(), fewest))
+			}
+		}
 	}
+}
+
+// evictable is how many of pods a PodDisruptionBudget's maxUnavailable
+// lets be unavailable: the disruption controller rounds a percentage up.
+func evictable(maxUnavailable intstr.IntOrString, pods int32) int32 {
+	n, err := intstr.GetScaledValueFromIntOrPercent(&maxUnavailable, int(pods), true)
+	if err != nil {
+		return 0 // the CRD admits only counts and percentages
+	}
+	return int32(n)
 }

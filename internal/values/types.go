@@ -310,7 +310,7 @@ type Autoscaling struct {
 
 // Disruption is the PodDisruptionBudget of the serving pods.
 type Disruption struct {
-	MaxUnavailable int32 `json:"maxUnavailable"`
+	MaxUnavailable intstr.IntOrString `json:"maxUnavailable"`
 }
 
 // Monitoring is TF Serving's Prometheus endpoint.

@@ -328,6 +328,12 @@ func TestEverySampleBecomesReady(t *testing.T) {
 	if got := kubectl(t, c, "get", "-n", ns, "deploy", "resnet-autoscaled", "-o", "jsonpath={.spec.template.spec.initContainers[*].name} {.spec.template.spec.volumes[0].emptyDir.sizeLimit}"); got != "fetch-model 4Gi" {
 		t.Errorf("the autoscaled sample's pods: %q, want each to fetch its own copy into an emptyDir of 4Gi", got)
 	}
+	// The disruption controller reads the sample's 25% of 2 pods as one
+	// eviction at a time (rounded up), not none.
+	if got := kubectl(t, c, "get", "-n", ns, "pdb", "resnet-autoscaled", "-o", "jsonpath={.spec.maxUnavailable}"); got != "25%" {
+		t.Errorf("the autoscaled sample's disruption budget: maxUnavailable %q, want 25%%", got)
+	}
+	kubectl(t, c, "wait", "-n", ns, "pdb", "resnet-autoscaled", "--for=jsonpath={.status.disruptionsAllowed}=1", "--timeout=60s")
 	if claims := kubectl(t, c, "get", "-n", ns, "pvc", "-o", "name"); strings.Contains(claims, "resnet-autoscaled") {
 		t.Errorf("claims %s: the autoscaled sample's pods have copies of their own", claims)
 	}
