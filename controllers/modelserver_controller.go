@@ -232,6 +232,7 @@ func (r *ModelServerReconciler) reconcileNormal(ctx context.Context, ms *serving
 	report.SummarizeFetches()
 	report.FetchPodsProblem = obs.fetchPodsProblem
 	report.Selector, report.Endpoints, report.Warnings = want.Selector, want.Endpoints, want.Values.Warnings
+	r.warnOfMemory(ms, want.Fetches, &report)
 	report.Deployment = obs.Deployment
 	report.DesiredReplicas = desiredReplicas(ms, want, obs.Deployment)
 	r.reportAutoscaler(ms, obs, &report)
@@ -295,6 +296,22 @@ func (r *ModelServerReconciler) reconcileNormal(ctx context.Context, ms *serving
 		}
 	}
 	return r.lookAgain(obs, want.Values.WaitsForAPIs), nil
+}
+
+// eventModelOverMemoryLimit warns that the models served are larger than
+// the serving container's memory limit (status.ModelsOverMemory).
+const eventModelOverMemoryLimit = "ModelOverMemoryLimit"
+
+// warnOfMemory reports models larger than the serving container's memory
+// limit, once, and resolves the warning when they no longer are.
+func (r *ModelServerReconciler) warnOfMemory(ms *servingv1alpha1.ModelServer, fetches []status.ModelFetch, report *status.Observation) {
+	w := status.ModelsOverMemory(ms.Spec.Resources.Limits, fetches)
+	if w == "" {
+		r.problems.resolved(ms.UID, eventModelOverMemoryLimit)
+		return
+	}
+	report.Warnings = append(slices.Clone(report.Warnings), w)
+	r.warn(ms, eventModelOverMemoryLimit, "CompareModelWithMemoryLimit", sentence("%s", w))
 }
 
 // warnOfTLS reports what is wrong with spec.tls's certificate that does

@@ -122,7 +122,9 @@ type ModelServerSpec struct {
 	// +optional
 	ImagePullPolicy corev1.PullPolicy `json:"imagePullPolicy,omitempty"`
 
-	// resources of the serving container.
+	// resources of the serving container. TF Serving holds the models it
+	// serves in memory: a memory limit below their fetched size is warned
+	// of in status.warnings.
 	// +optional
 	Resources corev1.ResourceRequirements `json:"resources,omitempty"`
 
