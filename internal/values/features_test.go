@@ -125,6 +125,7 @@ func TestTheDisruptionBudgetIsTheSpecs(t *testing.T) {
 		{"67% of 3, rounded up", 3, nil, intstr.FromString("67%"), true},
 		{"every pod", 4, nil, intstr.FromString("100%"), true},
 		{"2 of at least 2", 0, &servingv1alpha1.Autoscaling{MinReplicas: ptr.To[int32](2), MaxReplicas: 9, TargetCPUUtilizationPercentage: ptr.To[int32](70)}, intstr.FromInt32(2), true},
+		{"half of at least 1, as the default", 0, &servingv1alpha1.Autoscaling{MaxReplicas: 9, TargetCPUUtilizationPercentage: ptr.To[int32](70)}, intstr.FromString("50%"), false},
 		{"2 of at least 3", 0, &servingv1alpha1.Autoscaling{MinReplicas: ptr.To[int32](3), MaxReplicas: 9, TargetCPUUtilizationPercentage: ptr.To[int32](70)}, intstr.FromInt32(2), false},
 	} {
 		v, err := For(modelServer(func(ms *servingv1alpha1.ModelServer) {

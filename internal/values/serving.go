@@ -304,7 +304,8 @@ func scale(sp *Spec, v *Values, s *Serving, in Inputs, hasData bool) {
 			if a := spec.Autoscaling; a != nil {
 				fewest = ptr.Deref(a.MinReplicas, 1)
 			}
-			if evictable(*d.MaxUnavailable, fewest) >= fewest {
+			// One pod alone may always be evicted, as with the default.
+			if fewest > 1 && evictable(*d.MaxUnavailable, fewest) >= fewest {
 				v.Warnings = append(v.Warnings, fmt.Sprintf("spec.disruption.maxUnavailable: %s of %d serving pods lets node drains evict them all at once: the endpoint is down until new pods have loaded the model", d.MaxUnavailable.String(), fewest))
 			}
 		}
