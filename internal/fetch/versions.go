@@ -58,10 +58,11 @@ func (f *fetcher) keepServedVersions(l Listing, shown string) (Listing, error) {
 	case len(kept) > 0:
 	case len(f.o.Pin.Versions) > 0:
 		return l, permanentf(servingv1alpha1.ReasonModelChanged, "%s holds versions %s, none of those its fetch Job fetched (%s): it changed in place since; a new spec.model.refetch fetches what it holds now, for every pod",
-			shown, fetchcontract.JoinVersions(all, ", "), sel.String())
+			shown, fetchcontract.JoinVersions(all, ", "), fetchcontract.JoinVersions(sel.Specific, ", "))
 	default:
+		// Only a list of versions can select none of those there.
 		return l, permanentf(servingv1alpha1.ReasonNotFound, "%s holds versions %s, and the model's versionPolicy serves %s: none of them",
-			shown, fetchcontract.JoinVersions(all, ", "), sel.String())
+			shown, fetchcontract.JoinVersions(all, ", "), fetchcontract.JoinVersions(sel.Specific, ", "))
 	}
 	dropped := func(p string, dir bool) bool {
 		v, ok := versionOfPath(p, dir)

@@ -2,6 +2,7 @@ package fetch
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -82,7 +83,7 @@ func TestVersionsNoneOfWhichAreThereAreNotFound(t *testing.T) {
 	o.Versions = fetchcontract.Versions{Specific: []int64{7, 8}}
 	_, err := Run(context.Background(), o)
 	fe := wantFailure(t, err, servingv1alpha1.ReasonNotFound, ExitPermanent)
-	if !strings.Contains(fe.Message, "holds versions 1, 2") || !strings.Contains(fe.Message, "serves 7,8") {
+	if !strings.Contains(fe.Message, "holds versions 1, 2") || !strings.Contains(fe.Message, "serves 7, 8: none of them") {
 		t.Errorf("message %q names not the versions found and those served", fe.Message)
 	}
 	if n := s3.count("GET", "/models/m/"); n != 0 {
@@ -117,7 +118,7 @@ func TestAPinnedCopyFetchesTheJobsVersions(t *testing.T) {
 	pod.Pin = Pin{Digest: sum.Digest, Versions: []int64{1, 2}}
 	_, err = Run(context.Background(), pod)
 	fe := wantFailure(t, err, servingv1alpha1.ReasonModelChanged, ExitPermanent)
-	if !strings.Contains(fe.Message, "holds versions 4, none of those its fetch Job fetched (1,2)") {
+	if !strings.Contains(fe.Message, "holds versions 4, none of those its fetch Job fetched (1, 2)") {
 		t.Errorf("message %q", fe.Message)
 	}
 }
@@ -170,5 +171,44 @@ func TestAWiderSelectionLinksTheVersionsItHas(t *testing.T) {
 		if strings.HasPrefix(r, "GET /models/m/") && !strings.HasPrefix(r, "GET /models/m/2/") {
 			t.Errorf("downloaded %s, which the earlier generation holds", r)
 		}
+	}
+}
+
+// BenchmarkFetchServedVersionsS3 fetches from a fake S3 holding 30
+// versions of a 20 MiB model, as a pipeline that publishes a version a
+// day leaves a month of them, with a store's first-byte latency: every
+// version, as the fetch did before it was told the version policy's,
+// against the latest alone, the default policy's. It reports the bytes
+// each received from the store.
+func BenchmarkFetchServedVersionsS3(b *testing.B) {
+	const versions, files = 30, 4
+	s3 := newFakeS3(b)
+	s3.latency = benchLatency
+	model := benchModelFiles()
+	stored := map[string][]byte{}
+	for v := 1; v <= versions; v++ {
+		stored[fmt.Sprintf("%d/saved_model.pb", v)] = model["1/saved_model.pb"]
+		for i := range files {
+			stored[fmt.Sprintf("%d/variables/variables.data-%05d-of-%05d", v, i, files)] = model[fmt.Sprintf("1/variables/variables.data-%05d-of-%05d", i, benchFiles-1)]
+		}
+	}
+	s3.put(b, "daily", stored)
+	creds := s3.creds(b, testAccessKey, testSecretKey)
+	for _, c := range []struct {
+		name     string
+		versions fetchcontract.Versions
+	}{{"every-version", fetchcontract.Versions{}}, {"latest", fetchcontract.Versions{Latest: 1}}} {
+		b.Run(c.name, func(b *testing.B) {
+			var received int64
+			elapsed := timeEachRun(b, 0, func(dest string) error {
+				o, _ := testOptions(b, "s3://models/daily", creds)
+				o.Dest, o.Versions, o.Concurrency = dest, c.versions, DefaultConcurrency
+				sum, err := Run(context.Background(), o)
+				received = sum.Received
+				return err
+			})
+			b.ReportMetric(float64(received)/(1<<20), "MiB-received")
+			b.Logf("%s of %d versions: %.1f MiB received in %.2f s", c.name, versions, float64(received)/(1<<20), elapsed.Seconds())
+		})
 	}
 }

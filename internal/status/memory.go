@@ -38,10 +38,10 @@ func ModelsOverMemory(limits corev1.ResourceList, fetches []ModelFetch) string {
 	if total <= limit.Value() {
 		return ""
 	}
-	what := "model " + named[0]
+	what, it := "model "+named[0], "it"
 	if len(named) > 1 {
-		what = "models " + strings.Join(named, ", ")
+		what, it = "models "+strings.Join(named, ", "), "them"
 	}
-	return fmt.Sprintf("spec.resources.limits.memory: %s is less than the %s of %s, which TF Serving holds in memory: the serving pods will be OOM-killed as they load it; raise the limit above the models' size, with room for the server",
-		limit.String(), fetch.FormatBytes(total), what)
+	return fmt.Sprintf("spec.resources.limits.memory: %s is less than the %s of %s, which TF Serving holds in memory: the serving pods will be OOM-killed as they load %s; raise the limit above that, with room for the server",
+		limit.String(), fetch.FormatBytes(total), what, it)
 }
