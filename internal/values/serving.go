@@ -226,7 +226,15 @@ func RollUnavailable(ms *servingv1alpha1.ModelServer, pods int32) int32 {
 	if ms.Spec.Rollout == nil || ms.Spec.Rollout.MaxUnavailable == nil {
 		return 0
 	}
-	n, err := intstr.GetScaledValueFromIntOrPercent(ms.Spec.Rollout.MaxUnavailable, int(pods), false)
+	return podCount(*ms.Spec.Rollout.MaxUnavailable, pods, false)
+}
+
+// podCount is how many of a count of pods a count or a percentage of
+// them is, at most all of them: a percentage rounded up or down as the
+// controller that reads it rounds it (the disruption controller up, the
+// Deployment controller's maxUnavailable down).
+func podCount(v intstr.IntOrString, pods int32, roundUp bool) int32 {
+	n, err := intstr.GetScaledValueFromIntOrPercent(&v, int(pods), roundUp)
 	if err != nil {
 		return 0 // admission refuses what is neither a count nor a percentage
 	}
@@ -305,19 +313,9 @@ func scale(sp *Spec, v *Values, s *Serving, in Inputs, hasData bool) {
 				fewest = ptr.Deref(a.MinReplicas, 1)
 			}
 			// One pod alone may always be evicted, as with the default.
-			if fewest > 1 && evictable(*d.MaxUnavailable, fewest) >= fewest {
+			if fewest > 1 && podCount(*d.MaxUnavailable, fewest, true) >= fewest {
 				v.Warnings = append(v.Warnings, fmt.Sprintf("spec.disruption.maxUnavailable: %s of %d serving pods lets node drains evict them all at once: the endpoint is down until new pods have loaded the model", d.MaxUnavailable.String(), fewest))
 			}
 		}
 	}
-}
-
-// evictable is how many of pods a PodDisruptionBudget's maxUnavailable
-// lets be unavailable: the disruption controller rounds a percentage up.
-func evictable(maxUnavailable intstr.IntOrString, pods int32) int32 {
-	n, err := intstr.GetScaledValueFromIntOrPercent(&maxUnavailable, int(pods), true)
-	if err != nil {
-		return 0 // the CRD admits only counts and percentages
-	}
-	return int32(n)
 }
