@@ -61,11 +61,11 @@ func fetchGeneration(ms *servingv1alpha1.ModelServer, m servingv1alpha1.ModelSpe
 	if m.Refetch != "" {
 		parts = append(parts, "refetch", m.Refetch)
 	}
-	if v := VersionsOf(m.VersionPolicy); v.String() != defaultVersions {
+	if v := VersionsOf(m.VersionPolicy).String(); v != VersionsOf(nil).String() {
 		// The default's generations keep the names they had before the
 		// fetch took only the served versions: upgrading the operator
 		// fetches none of them again.
-		parts = append(parts, "versions", v.String())
+		parts = append(parts, "versions", v)
 	}
 	if w := m.WebIdentity; w != nil {
 		parts = append(parts, "web-identity", w.RoleARN, WebIdentityAudience(m))
@@ -147,10 +147,6 @@ func NeedsServiceAccount(ms *servingv1alpha1.ModelServer) (string, bool) {
 // as the model config's mount is): a Job's pod template is immutable, so
 // such a chart needs new Job names (and fetches each model again).
 const fetchTemplateRevision = "1"
-
-// defaultVersions are the versions a model without a version policy
-// serves, as the fetch's --versions flag writes them.
-const defaultVersions = "latest:1"
 
 // VersionsFlag tells the fetcher which version directories to copy
 // (fetchcontract.Versions).
