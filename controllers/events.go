@@ -14,6 +14,7 @@ import (
 	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
 	"github.com/modelserver-dev/modelserver-operator/internal/clip"
 	"github.com/modelserver-dev/modelserver-operator/internal/fetch"
+	"github.com/modelserver-dev/modelserver-operator/internal/fetchcontract"
 	"github.com/modelserver-dev/modelserver-operator/internal/release"
 )
 
@@ -121,15 +122,11 @@ func servedNote(st servingv1alpha1.ModelServerStatus) string {
 
 // fetchedNote says what was fetched of a model: its versions and size.
 func fetchedNote(m servingv1alpha1.ModelStatus) string {
-	versions := make([]string, len(m.Versions))
-	for i, v := range m.Versions {
-		versions[i] = fmt.Sprint(v)
-	}
 	noun := "versions"
-	if len(versions) == 1 {
+	if len(m.Versions) == 1 {
 		noun = "version"
 	}
-	return fmt.Sprintf("%s %s (%s)", noun, strings.Join(versions, ", "), fetch.FormatBytes(m.SizeBytes))
+	return fmt.Sprintf("%s %s (%s)", noun, fetchcontract.JoinVersions(m.Versions, ", "), fetch.FormatBytes(m.SizeBytes))
 }
 
 // The reasons of the Events of refresh rounds.
