@@ -24,6 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -463,8 +464,14 @@ func TestSeveralModelsAreServedFromOneDeployment(t *testing.T) {
 // gatewayRouteCRDs stand for the Gateway API's route kinds: enough of
 // them for the apiserver to serve the kinds.
 func gatewayRouteCRDs() []*apiextensionsv1.CustomResourceDefinition {
+	return gatewayCRDs("HTTPRoute", "GRPCRoute")
+}
+
+// gatewayCRDs stand for the Gateway API's kinds, without a status
+// subresource: a test writes the status a Gateway controller would.
+func gatewayCRDs(kinds ...string) []*apiextensionsv1.CustomResourceDefinition {
 	var crds []*apiextensionsv1.CustomResourceDefinition
-	for _, kind := range []string{"HTTPRoute", "GRPCRoute"} {
+	for _, kind := range kinds {
 		plural := strings.ToLower(kind) + "s"
 		crds = append(crds, &apiextensionsv1.CustomResourceDefinition{
 			ObjectMeta: metav1.ObjectMeta{Name: plural + ".gateway.networking.k8s.io",
@@ -519,6 +526,162 @@ func TestGatewayRoutesAppearOnceTheGatewayAPIIsInstalled(t *testing.T) {
 		}
 		return len(cur.Status.Warnings) == 0, fmt.Sprintf("warnings %q", cur.Status.Warnings)
 	})
+}
+
+// TestTheStatusListsTheWaysInFromOutsideOnceTheyCarryTraffic: an
+// Ingress, Gateway API routes and a LoadBalancer Service each show in
+// status.endpoints.external once what serves them says they carry the
+// model's traffic; an IngressClass that does not exist and a route a
+// Gateway refuses are warned of, and the warnings go once mended. It
+// follows the Gateway API test, which needs the route kinds missing.
+func TestTheStatusListsTheWaysInFromOutsideOnceTheyCarryTraffic(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	for _, crd := range gatewayCRDs("HTTPRoute", "GRPCRoute", "Gateway") {
+		if err := env.client.Create(ctx, crd); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+	}
+	gvk := func(kind string) *unstructured.Unstructured {
+		u := &unstructured.Unstructured{}
+		u.SetAPIVersion("gateway.networking.k8s.io/v1")
+		u.SetKind(kind)
+		return u
+	}
+	gw := gvk("Gateway")
+	gw.SetNamespace(ns)
+	gw.SetName("public")
+	gw.Object["spec"] = map[string]any{"gatewayClassName": "example", "listeners": []any{
+		map[string]any{"name": "web", "protocol": "HTTP", "port": int64(80)},
+		map[string]any{"name": "secure", "protocol": "HTTPS", "port": int64(443), "hostname": "*.example.test"},
+	}}
+	gw.Object["status"] = map[string]any{"addresses": []any{map[string]any{"type": "IPAddress", "value": "198.18.0.30"}}}
+	eventually(t, 30*time.Second, "the Gateway kind served", func(ctx context.Context) (bool, string) {
+		err := env.client.Create(ctx, gw)
+		return err == nil, fmt.Sprint(err)
+	})
+
+	ms := newModelServer(ns, "reach", func(ms *servingv1alpha1.ModelServer) {
+		ms.Spec.Ingress = &servingv1alpha1.IngressSpec{Host: "reach.example.test", ClassName: "edge", TLSSecretName: "reach-cert"}
+		ms.Spec.Gateway = &servingv1alpha1.GatewaySpec{ParentRefs: []servingv1alpha1.GatewayParentRef{{Name: "public"}},
+			Hostnames: []string{"reach.example.test"}}
+		ms.Spec.Service.Type = corev1.ServiceTypeLoadBalancer
+	})
+	if err := env.client.Create(ctx, ms); err != nil {
+		t.Fatal(err)
+	}
+	waitReady(t, ms)
+	status := func(cond func(*servingv1alpha1.ModelServer) bool, what string) *servingv1alpha1.ModelServer {
+		t.Helper()
+		got := &servingv1alpha1.ModelServer{}
+		eventually(t, 30*time.Second, what, func(ctx context.Context) (bool, string) {
+			if err := env.client.Get(ctx, client.ObjectKeyFromObject(ms), got); err != nil {
+				return false, err.Error()
+			}
+			return cond(got), fmt.Sprintf("external %+v, warnings %q", got.Status.Endpoints, got.Status.Warnings)
+		})
+		return got
+	}
+	warned := func(part string) func(*servingv1alpha1.ModelServer) bool {
+		return func(got *servingv1alpha1.ModelServer) bool {
+			return slices.ContainsFunc(got.Status.Warnings, func(w string) bool { return strings.Contains(w, part) })
+		}
+	}
+	external := func(got *servingv1alpha1.ModelServer) []servingv1alpha1.ExternalEndpoint {
+		if got.Status.Endpoints == nil {
+			return nil
+		}
+		return got.Status.Endpoints.External
+	}
+
+	// Nothing carries traffic yet; no ingress controller has the class.
+	got := status(warned(`spec.ingress.className: the cluster has no IngressClass "edge"`), "the missing IngressClass warned of")
+	if e := external(got); len(e) != 0 {
+		t.Errorf("external %+v before anything gave an address", e)
+	}
+	eventually(t, 15*time.Second, "an IngressClassNotFound Warning", func(ctx context.Context) (bool, string) {
+		list := &corev1.EventList{}
+		if err := env.client.List(ctx, list, client.InNamespace(ns)); err != nil {
+			return false, err.Error()
+		}
+		return slices.ContainsFunc(list.Items, func(e corev1.Event) bool {
+			return e.Reason == "IngressClassNotFound" && e.Type == corev1.EventTypeWarning
+		}), eventsIn(t, ns)
+	})
+
+	// The Gateway refuses the HTTPRoute, then takes up both routes.
+	setParents := func(kind string, accepted metav1.Condition) {
+		t.Helper()
+		route := gvk(kind)
+		if err := env.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "reach"}, route); err != nil {
+			t.Fatal(err)
+		}
+		accepted.LastTransitionTime = metav1.Now()
+		cond, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&accepted)
+		if err != nil {
+			t.Fatal(err)
+		}
+		route.Object["status"] = map[string]any{"parents": []any{map[string]any{
+			"parentRef": map[string]any{"name": "public"}, "controllerName": "example.test/gateway",
+			"conditions": []any{cond},
+		}}}
+		if err := env.client.Update(ctx, route); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setParents("HTTPRoute", metav1.Condition{Type: "Accepted", Status: metav1.ConditionFalse, Reason: "NotAllowedByListeners", Message: "no listener allows routes from this namespace"})
+	refused := "HTTPRoute reach: Gateway " + ns + "/public did not accept it (NotAllowedByListeners): no listener allows routes from this namespace"
+	status(warned(refused), "the refused route warned of")
+	eventually(t, 15*time.Second, "a RouteNotAccepted Warning", func(ctx context.Context) (bool, string) {
+		list := &corev1.EventList{}
+		if err := env.client.List(ctx, list, client.InNamespace(ns)); err != nil {
+			return false, err.Error()
+		}
+		return slices.ContainsFunc(list.Items, func(e corev1.Event) bool {
+			return e.Reason == "RouteNotAccepted" && strings.Contains(e.Message, "NotAllowedByListeners")
+		}), eventsIn(t, ns)
+	})
+	for _, kind := range []string{"HTTPRoute", "GRPCRoute"} {
+		setParents(kind, metav1.Condition{Type: "Accepted", Status: metav1.ConditionTrue, Reason: "Accepted"})
+	}
+	viaGateway := servingv1alpha1.ExternalEndpoint{Via: "Gateway " + ns + "/public", REST: "https://reach.example.test/v1/models/reach", GRPC: "reach.example.test:443"}
+	status(func(got *servingv1alpha1.ModelServer) bool {
+		return slices.Equal(external(got), []servingv1alpha1.ExternalEndpoint{viaGateway}) && !warned("HTTPRoute")(got)
+	}, "the Gateway listed")
+
+	// The class is made: nothing is left to look at again.
+	class := &networkingv1.IngressClass{ObjectMeta: metav1.ObjectMeta{Name: "edge"}, Spec: networkingv1.IngressClassSpec{Controller: "example.test/ingress"}}
+	if err := env.client.Create(ctx, class); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.client.Delete(context.Background(), class) })
+	got = status(func(got *servingv1alpha1.ModelServer) bool { return !warned("IngressClass")(got) }, "the warning gone once the class exists")
+	if len(got.Status.Warnings) != 0 {
+		t.Errorf("warnings %q once nothing stands in the way", got.Status.Warnings)
+	}
+
+	// The ingress controller gives the Ingress its address: the watch of
+	// the Ingress wakes the ModelServer.
+	ing := get(t, ns, "reach", &networkingv1.Ingress{})
+	ing.Status.LoadBalancer.Ingress = []networkingv1.IngressLoadBalancerIngress{{IP: "198.18.0.20"}}
+	if err := env.client.Status().Update(ctx, ing); err != nil {
+		t.Fatal(err)
+	}
+	viaIngress := servingv1alpha1.ExternalEndpoint{Via: "Ingress", REST: "https://reach.example.test/v1/models/reach"}
+	status(func(got *servingv1alpha1.ModelServer) bool {
+		return slices.Equal(external(got), []servingv1alpha1.ExternalEndpoint{viaIngress, viaGateway})
+	}, "the Ingress listed")
+
+	// A load balancer is given to the Service.
+	svc := get(t, ns, "reach", &corev1.Service{})
+	svc.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "198.18.0.21"}}
+	if err := env.client.Status().Update(ctx, svc); err != nil {
+		t.Fatal(err)
+	}
+	viaLB := servingv1alpha1.ExternalEndpoint{Via: "LoadBalancer", REST: "http://198.18.0.21:8501/v1/models/reach", GRPC: "198.18.0.21:8500"}
+	status(func(got *servingv1alpha1.ModelServer) bool {
+		return slices.Equal(external(got), []servingv1alpha1.ExternalEndpoint{viaIngress, viaGateway, viaLB})
+	}, "the load balancer listed")
 }
 
 // TestExtraServerFlagsReachTheServerAndOneItLacksIsWarnedOf: extra args

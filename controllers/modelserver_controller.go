@@ -165,6 +165,8 @@ type ModelServerReconciler struct {
 // +kubebuilder:rbac:groups=networking.k8s.io,resources=ingresses;networkpolicies,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=httproutes;grpcroutes,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=monitoring.coreos.com,resources=servicemonitors,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=networking.k8s.io,resources=ingressclasses,verbs=list
+// +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=gateways,verbs=get
 
 // Reconcile brings one ModelServer's release in line with its spec and
 // reports what its objects are doing.
@@ -231,7 +233,10 @@ func (r *ModelServerReconciler) reconcileNormal(ctx context.Context, ms *serving
 	report.Source, report.Models = want.Spec.Source, want.Fetches
 	report.SummarizeFetches()
 	report.FetchPodsProblem = obs.fetchPodsProblem
-	report.Selector, report.Endpoints, report.Warnings = want.Selector, want.Endpoints, want.Values.Warnings
+	report.Selector, report.Warnings = want.Selector, want.Values.Warnings
+	// The ways in from outside are read once the release is current; a
+	// reconcile that stops before keeps those last read.
+	report.Endpoints = withExternal(want.Endpoints, ms.Status.Endpoints)
 	r.warnOfMemory(ms, want.Fetches, &report)
 	report.Deployment = obs.Deployment
 	report.DesiredReplicas = desiredReplicas(ms, want, obs.Deployment)
@@ -285,6 +290,9 @@ func (r *ModelServerReconciler) reconcileNormal(ctx context.Context, ms *serving
 		return ctrl.Result{}, err
 	}
 	if err := r.verifyCopies(ctx, ms, want, report.Deployment); err != nil {
+		return ctrl.Result{}, err
+	}
+	if obs.exposureLookAgainIn, err = r.observeExposure(ctx, ms, want, &report); err != nil {
 		return ctrl.Result{}, err
 	}
 	log.FromContext(ctx).V(1).Info("reconciled", "fetch", report.Fetch, "plan", plan.kind, "why", plan.why)
@@ -370,6 +378,9 @@ func (r *ModelServerReconciler) lookAgain(obs *observed, waitsForAPIs bool) ctrl
 	sooner(obs.autoscalerLookAgainIn)
 	// And a certificate, when it expires.
 	sooner(obs.tls.lookAgainIn)
+	// And a way in from outside the cluster not yet taken up: what keeps
+	// it so is not watched.
+	sooner(obs.exposureLookAgainIn)
 	// The Job controller retries a refused pod without a change the
 	// watches see; look again soon to notice when it gets through.
 	if obs.podRejected {

@@ -56,6 +56,9 @@ type observed struct {
 	autoscalerLookAgainIn time.Duration
 	// tls is what spec.tls's Secret gave, if the spec has one.
 	tls tlsObservation
+	// exposureLookAgainIn, if set, is when the ways in from outside the
+	// cluster are looked at again (observeExposure).
+	exposureLookAgainIn time.Duration
 	// progressRead says a fetch pod's log was read for its progress, and
 	// said some: news to write at once.
 	progressRead bool

@@ -33,6 +33,7 @@ const MaxNameLength = 53
 // +kubebuilder:printcolumn:name="Revision",type=integer,JSONPath=`.status.release.revision`,priority=1,description="Helm release revision"
 // +kubebuilder:printcolumn:name="Storage",type=string,JSONPath=`.spec.model.storageUri`,priority=1,description="Where the model is fetched from"
 // +kubebuilder:printcolumn:name="Message",type=string,JSONPath=`.status.message`,priority=1,description="Which step is pending or failed, and why"
+// +kubebuilder:printcolumn:name="External",type=string,JSONPath=`.status.endpoints.external[0].rest`,priority=1,description="The REST API's URL from outside the cluster, the first way in that carries its traffic"
 // +kubebuilder:validation:XValidation:rule="size(self.metadata.name) <= 53",message="metadata.name must be at most 53 characters: it names the Helm release and prefixes every object the operator creates"
 // +kubebuilder:validation:XValidation:rule="self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')",message="metadata.name must be a DNS-1035 label (lower-case letters, digits and '-', starting with a letter): it also names the Service"
 type ModelServer struct {
@@ -1270,12 +1271,36 @@ const (
 	RefreshFailed    = "Failed"
 )
 
-// Endpoints are the in-cluster addresses of the model.
+// Endpoints are the addresses of the model: in the cluster, and from
+// outside it where the spec exposes it.
 type Endpoints struct {
 	// grpc is host:port of the gRPC API.
 	GRPC string `json:"grpc"`
 	// rest is the URL of the model's REST API.
 	REST string `json:"rest"`
+	// external are the model's addresses from outside the cluster, one
+	// for each way in that carries its traffic: the Ingress once its
+	// controller gives it an address, each Gateway that accepted the
+	// routes, the LoadBalancer Service once it has an address. A way in
+	// that does not carry the traffic yet is not listed; one that cannot
+	// (no such IngressClass, a route a Gateway refused) is named in
+	// status.warnings.
+	// +optional
+	// +listType=atomic
+	External []ExternalEndpoint `json:"external,omitempty"`
+}
+
+// ExternalEndpoint is one way into the cluster to the model.
+type ExternalEndpoint struct {
+	// via is what carries the traffic in: Ingress, LoadBalancer, or
+	// Gateway <namespace>/<name>.
+	Via string `json:"via"`
+	// rest is the URL of the model's REST API through it.
+	// +optional
+	REST string `json:"rest,omitempty"`
+	// grpc is host:port of the gRPC API through it.
+	// +optional
+	GRPC string `json:"grpc,omitempty"`
 }
 
 // ModelServerList is a list of ModelServers.

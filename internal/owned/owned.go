@@ -52,9 +52,9 @@ var Kinds = []Kind{
 		Rendered: func(v *values.Values) []string { return when(v.Autoscaling != nil, v.Names.Deployment) }},
 	{Name: "Ingress", Group: "networking.k8s.io", Resource: "ingresses",
 		New: func() client.Object { return &networkingv1.Ingress{} },
-		// Their status says nothing the ModelServer reports; a change of
-		// spec or a deletion is what matters. So for the kinds below.
-		Changed:  predicate.GenerationChangedPredicate{},
+		// Its address is the model's URL from outside
+		// (status.endpoints.external).
+		Changed:  predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, predicate.Funcs{UpdateFunc: ingressAddressChanged}),
 		Rendered: func(v *values.Values) []string { return when(v.Ingress != nil, v.Names.Deployment) }},
 	{Name: "Job", Group: "batch", Resource: "jobs",
 		New:     func() client.Object { return &batchv1.Job{} },
@@ -67,7 +67,9 @@ var Kinds = []Kind{
 			return jobs
 		}},
 	{Name: "NetworkPolicy", Group: "networking.k8s.io", Resource: "networkpolicies",
-		New:      func() client.Object { return &networkingv1.NetworkPolicy{} },
+		New: func() client.Object { return &networkingv1.NetworkPolicy{} },
+		// Their status says nothing the ModelServer reports; a change of
+		// spec or a deletion is what matters. So for the kinds below.
 		Changed:  predicate.GenerationChangedPredicate{},
 		Rendered: func(v *values.Values) []string { return when(v.NetworkPolicy != nil, v.Names.Deployment) }},
 	{Name: "PersistentVolumeClaim", Group: "", Resource: "persistentvolumeclaims",

@@ -5,6 +5,7 @@ import (
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
@@ -62,4 +63,13 @@ func claimChanged(e event.UpdateEvent) bool {
 		return true
 	}
 	return o.Status.Phase != n.Status.Phase || !equality.Semantic.DeepEqual(o.Labels, n.Labels)
+}
+
+func ingressAddressChanged(e event.UpdateEvent) bool {
+	o, okOld := e.ObjectOld.(*networkingv1.Ingress)
+	n, okNew := e.ObjectNew.(*networkingv1.Ingress)
+	if !okOld || !okNew {
+		return true
+	}
+	return !equality.Semantic.DeepEqual(o.Status.LoadBalancer, n.Status.LoadBalancer)
 }

@@ -349,6 +349,19 @@ func TestEverySampleBecomesReady(t *testing.T) {
 	if !strings.Contains(warnings, "Gateway API") || !strings.Contains(warnings, "Prometheus Operator") {
 		t.Errorf("warnings = %s", warnings)
 	}
+	// Nor is there an ingress controller: the sample's class is missing,
+	// which it says. Once a controller takes the Ingress on (writes its
+	// address), its URL is the model's from outside.
+	if !strings.Contains(warnings, `no IngressClass \"nginx\"`) {
+		t.Errorf("warnings = %s, want the missing IngressClass named", warnings)
+	}
+	kubectl(t, c, "patch", "-n", ns, "ingress", "resnet-exposed", "--subresource=status", "--type=merge",
+		"-p", `{"status":{"loadBalancer":{"ingress":[{"ip":"198.18.0.20"}]}}}`)
+	url := "http://resnet.models.example.com/v1/models/resnet-exposed"
+	kubectl(t, c, "wait", "-n", ns, "ms/resnet-exposed", "--timeout=30s", "--for=jsonpath={.status.endpoints.external[0].rest}="+url)
+	if wide := kubectl(t, c, "get", "-n", ns, "ms", "resnet-exposed", "-o", "wide"); !strings.Contains(wide, url) {
+		t.Errorf("kubectl get ms -o wide lacks the URL from outside:\n%s", wide)
+	}
 }
 
 // TestAPausedModelServerLeavesAHandMadeChangeUntilResumed: during an

@@ -85,6 +85,8 @@ rules:
   - modelserver-operat-1965anjlkbovzjbgd0fk4nby1vtd2xtb203awn1pyw9t
   - modelserver-operat-10gcf3j2pevp1ptpoxey6x673mtxtd1aawrzx0iek7up
   - modelserver-operat-2rku4cv2rz193tvfwj2fr0tunz8tfd27z8fpya7krtn4
+  - modelserver-operat-2pvynybmawjjy1cobik4yo6slh93mieccpgsfqojs5w2
+  - modelserver-operat-25t6j4lsyfpvzfr4bq4zhy4tti8uigvwup8xbvu98rsj
   - modelserver-metrics-reader
 - apiGroups: [rbac.authorization.k8s.io]
   resources: [clusterrolebindings]
@@ -96,6 +98,8 @@ rules:
   - modelserver-operat-1965anjlkbovzjbgd0fk4nby1vtd2xtb203awn1pyw9t
   - modelserver-operat-10gcf3j2pevp1ptpoxey6x673mtxtd1aawrzx0iek7up
   - modelserver-operat-2rku4cv2rz193tvfwj2fr0tunz8tfd27z8fpya7krtn4
+  - modelserver-operat-2pvynybmawjjy1cobik4yo6slh93mieccpgsfqojs5w2
+  - modelserver-operat-25t6j4lsyfpvzfr4bq4zhy4tti8uigvwup8xbvu98rsj
 # OLM watches the operator's ServiceAccount across namespaces.
 - apiGroups: [""]
   resources: [serviceaccounts]
@@ -108,6 +112,9 @@ rules:
 - apiGroups: [authorization.k8s.io]
   resources: [subjectaccessreviews]
   verbs: [create]
+- apiGroups: [networking.k8s.io]
+  resources: [ingressclasses]
+  verbs: [list]
 # ...its permissions, cluster-wide in AllNamespaces mode...
 - apiGroups: [""]
   resources: [configmaps, persistentvolumeclaims, secrets, services]
@@ -139,6 +146,9 @@ rules:
 - apiGroups: [gateway.networking.k8s.io]
   resources: [grpcroutes, httproutes]
   verbs: [create, delete, get, list, patch, update, watch]
+- apiGroups: [gateway.networking.k8s.io]
+  resources: [gateways]
+  verbs: [get]
 - apiGroups: [monitoring.coreos.com]
   resources: [servicemonitors]
   verbs: [create, delete, get, list, patch, update, watch]

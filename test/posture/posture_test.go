@@ -135,8 +135,10 @@ func TestTheOperatorsRBACHasNoWildcards(t *testing.T) {
 }
 
 // What the operator needs cluster-wide whatever its install mode: its
-// metrics endpoint asks the apiserver who a scraper is and what it may do.
-var clusterScopedNeeds = []string{"tokenreviews", "subjectaccessreviews"}
+// metrics endpoint asks the apiserver who a scraper is and what it may do,
+// and the IngressClasses, cluster-scoped, say whether a controller will
+// serve a ModelServer's Ingress.
+var clusterScopedNeeds = []string{"tokenreviews", "subjectaccessreviews", "ingressclasses"}
 
 func TestTheCSVAsksClusterWideOnlyForWhatCannotBeNamespaced(t *testing.T) {
 	c := readCSV(t)

@@ -360,12 +360,15 @@ func TestOperatorDeploymentAsOLMRunsIt(t *testing.T) {
 			}
 		}
 	}
+	// The IngressClasses, read only, say that no controller will serve a
+	// ModelServer's Ingress.
 	wantCluster := []rbacv1.PolicyRule{
+		{APIGroups: []string{"networking.k8s.io"}, Resources: []string{"ingressclasses"}, Verbs: []string{"list"}},
 		{APIGroups: []string{"authentication.k8s.io"}, Resources: []string{"tokenreviews"}, Verbs: []string{"create"}},
 		{APIGroups: []string{"authorization.k8s.io"}, Resources: []string{"subjectaccessreviews"}, Verbs: []string{"create"}},
 	}
 	if len(spec.ClusterPermissions) != 1 || !reflect.DeepEqual(spec.ClusterPermissions[0].Rules, wantCluster) {
-		t.Errorf("clusterPermissions %+v, want only the metrics endpoint's token and access reviews %+v", spec.ClusterPermissions, wantCluster)
+		t.Errorf("clusterPermissions %+v, want only the IngressClasses' list and the metrics endpoint's token and access reviews %+v", spec.ClusterPermissions, wantCluster)
 	}
 }
 

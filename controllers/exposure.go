@@ -1,0 +1,194 @@
+package controllers
+
+import (
+	"cmp"
+	"context"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
+	"github.com/modelserver-dev/modelserver-operator/internal/desired"
+	"github.com/modelserver-dev/modelserver-operator/internal/exposure"
+	"github.com/modelserver-dev/modelserver-operator/internal/status"
+	"github.com/modelserver-dev/modelserver-operator/internal/values"
+)
+
+// The Warnings of a way in from outside the cluster that cannot carry the
+// model's traffic.
+const (
+	eventIngressClassNotFound = "IngressClassNotFound"
+	eventRouteNotAccepted     = "RouteNotAccepted"
+)
+
+// gatewayKind is the Gateway API's Gateway, read for the listeners and
+// addresses of those that accepted the routes.
+var gatewayKind = schema.GroupVersionKind{Group: "gateway.networking.k8s.io", Version: "v1", Kind: "Gateway"}
+
+// observeExposure lists in report.Endpoints.External the ways in from
+// outside the cluster that carry the model's traffic, and warns of those
+// that cannot. The Ingress and the Service are watched, their addresses
+// included; the IngressClasses, the routes' status and the Gateways are
+// not, and are read from the apiserver: the classes only while the
+// Ingress has no address, the routes and Gateways at each reconcile, and
+// again after the returned wait while a route has not been accepted.
+func (r *ModelServerReconciler) observeExposure(ctx context.Context, ms *servingv1alpha1.ModelServer, want *desired.State, report *status.Observation) (time.Duration, error) {
+	vals := want.Values
+	model := vals.Models[0].Name
+	var external []servingv1alpha1.ExternalEndpoint
+	var classProblem, routeProblems []string
+	var lookAgainIn time.Duration
+
+	if spec := vals.Ingress; spec != nil {
+		ing, err := getIfExists(ctx, r, ms.Namespace, vals.Names.Deployment, &networkingv1.Ingress{})
+		if err != nil {
+			return 0, err
+		}
+		if ep, ok := exposure.FromIngress(spec, ing, model); ok {
+			external = append(external, ep)
+		} else if ing == nil || len(ing.Status.LoadBalancer.Ingress) == 0 {
+			classes := &networkingv1.IngressClassList{}
+			err := r.APIReader.List(ctx, classes)
+			if apierrors.IsForbidden(err) {
+				// An admin narrowed the operator's role: no check.
+				log.FromContext(ctx).Info("cannot list IngressClasses to check the Ingress's", "error", err.Error())
+			} else if err != nil {
+				return 0, err
+			} else if p := exposure.IngressClassProblem(spec, classes.Items); p != "" {
+				classProblem = append(classProblem, p)
+				// A class made later wakes nothing.
+				lookAgainIn = cmp.Or(r.RecheckAfter, time.Minute)
+			}
+		}
+	}
+
+	if spec := vals.Routes; spec != nil {
+		routed, err := r.observeRoutes(ctx, ms, spec, vals, model)
+		if err != nil {
+			return 0, err
+		}
+		external = append(external, routed.Endpoints...)
+		routeProblems = routed.Problems
+		if routed.Pending || len(routed.Problems) > 0 {
+			waitSooner(&lookAgainIn, cmp.Or(r.RecheckAfter, time.Minute))
+		}
+	}
+
+	if vals.Service.Type == corev1.ServiceTypeLoadBalancer {
+		svc, err := getIfExists(ctx, r, ms.Namespace, vals.Names.Service, &corev1.Service{})
+		if err != nil {
+			return 0, err
+		}
+		if ep, ok := exposure.FromLoadBalancer(svc, vals.Serving.RESTPort, vals.Serving.GRPCPort, model); ok {
+			external = append(external, ep)
+		}
+	}
+
+	report.Endpoints = withExternal(report.Endpoints, &servingv1alpha1.Endpoints{External: external})
+	for _, p := range []struct {
+		reason, action string
+		problems       []string
+	}{
+		{eventIngressClassNotFound, "FindIngressClass", classProblem},
+		{eventRouteNotAccepted, "ReadRouteStatus", routeProblems},
+	} {
+		if len(p.problems) == 0 {
+			r.problems.resolved(ms.UID, p.reason)
+			continue
+		}
+		report.Warnings = append(slices.Clone(report.Warnings), p.problems...)
+		r.warn(ms, p.reason, p.action, sentence("%s", strings.Join(p.problems, "; ")))
+	}
+	return lookAgainIn, nil
+}
+
+// observeRoutes reads the routes the release made, and the Gateways that
+// accepted them, for what they let in (exposure.Routed).
+func (r *ModelServerReconciler) observeRoutes(ctx context.Context, ms *servingv1alpha1.ModelServer, spec *values.Routes, vals *values.Values, model string) (exposure.Routed, error) {
+	var routes []exposure.Route
+	for _, k := range []struct {
+		on   bool
+		kind schema.GroupVersionKind
+	}{{spec.HTTP, values.HTTPRouteKind}, {spec.GRPC, values.GRPCRouteKind}} {
+		if !k.on {
+			continue
+		}
+		u, err := r.readOptional(ctx, k.kind, ms.Namespace, vals.Names.Deployment)
+		if err != nil {
+			return exposure.Routed{}, err
+		}
+		if u == nil {
+			continue
+		}
+		route, err := exposure.RouteOf(u)
+		if err != nil {
+			return exposure.Routed{}, err
+		}
+		routes = append(routes, route)
+	}
+	gateways := map[string]*exposure.Gateway{}
+	for _, ref := range spec.ParentRefs {
+		key := exposure.ParentKey(ref, ms.Namespace)
+		if _, read := gateways[key]; read {
+			continue
+		}
+		ns, name, _ := strings.Cut(key, "/")
+		u, err := r.readOptional(ctx, gatewayKind, ns, name)
+		if err != nil {
+			return exposure.Routed{}, err
+		}
+		var gw *exposure.Gateway
+		if u != nil {
+			if gw, err = exposure.GatewayOf(u); err != nil {
+				return exposure.Routed{}, err
+			}
+		}
+		gateways[key] = gw
+	}
+	routed := exposure.FromGateways(spec, ms.Namespace, routes, gateways, model)
+	if len(routes) == 0 {
+		routed.Pending = true
+	}
+	return routed, nil
+}
+
+// readOptional reads an object of a kind the cluster may lack, or the
+// operator may not be let read (a Gateway, where an admin narrowed the
+// operator's role): nil where it cannot be had.
+func (r *ModelServerReconciler) readOptional(ctx context.Context, gvk schema.GroupVersionKind, ns, name string) (*unstructured.Unstructured, error) {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(gvk)
+	err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, u)
+	switch {
+	case err == nil:
+		return u, nil
+	case apierrors.IsNotFound(err), meta.IsNoMatchError(err):
+		return nil, nil
+	case apierrors.IsForbidden(err):
+		log.FromContext(ctx).Info("cannot read the object to list the model's ways in", "kind", gvk.Kind, "namespace", ns, "name", name, "error", err.Error())
+		return nil, nil
+	}
+	return nil, err
+}
+
+// withExternal is eps with the ways in from outside of from.
+func withExternal(eps, from *servingv1alpha1.Endpoints) *servingv1alpha1.Endpoints {
+	if eps == nil {
+		return nil
+	}
+	out := *eps
+	out.External = nil
+	if from != nil {
+		out.External = from.External
+	}
+	return &out
+}
