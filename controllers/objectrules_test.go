@@ -218,7 +218,7 @@ func TestTheOperatorRefusesTheObjectSettingsTheAPIServerRefuses(t *testing.T) {
 			ingress := &networkingv1.Ingress{
 				ObjectMeta: metav1.ObjectMeta{Namespace: ns, GenerateName: "rules-"},
 				Spec: networkingv1.IngressSpec{Rules: []networkingv1.IngressRule{{Host: host, IngressRuleValue: networkingv1.IngressRuleValue{
-					HTTP: &networkingv1.HTTPIngressRuleValue{Paths: []networkingv1.HTTPIngressPath{{Path: "/", PathType: &prefix,
+					HTTP: &networkingv1.HTTPIngressRuleValue{Paths: []networkingv1.HTTPIngressPath{{Path: values.RESTAPIPath, PathType: &prefix,
 						Backend: networkingv1.IngressBackend{Service: &networkingv1.IngressServiceBackend{Name: "rules", Port: networkingv1.ServiceBackendPort{Name: "http"}}}}}},
 				}}}},
 			}

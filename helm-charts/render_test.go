@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"maps"
@@ -511,6 +512,18 @@ func renderCases() []renderCase { //nolint:gocognit // a table of cases: each ca
 				if ptr.Deref(ing.Spec.IngressClassName, "") != "nginx" || ing.Spec.Rules[0].Host != "resnet.models.example.com" ||
 					ing.Spec.Rules[0].HTTP.Paths[0].Backend.Service.Port.Name != "http" || ing.Spec.TLS[0].SecretName != "models-tls" {
 					t.Errorf("ingress = %+v", ing.Spec)
+				}
+				// The REST API alone: TF Serving's metrics, on the same
+				// port, stay in the cluster.
+				if paths := ing.Spec.Rules[0].HTTP.Paths; len(paths) != 1 || paths[0].Path != "/v1" || ptr.Deref(paths[0].PathType, "") != networkingv1.PathTypePrefix {
+					t.Errorf("ingress paths = %+v, want the prefix /v1 alone", paths)
+				}
+				httpRule := objs.custom["HTTPRoute"][0]["spec"].(map[string]any)["rules"].([]any)[0].(map[string]any)
+				if m := fmt.Sprint(httpRule["matches"]); m != "[map[path:map[type:PathPrefix value:/v1]]]" {
+					t.Errorf("HTTPRoute matches = %s, want the prefix /v1 alone", m)
+				}
+				if grpcRule := objs.custom["GRPCRoute"][0]["spec"].(map[string]any)["rules"].([]any)[0].(map[string]any); grpcRule["matches"] != nil {
+					t.Errorf("GRPCRoute matches = %v, want every method (the gRPC port serves nothing else)", grpcRule["matches"])
 				}
 				for kind, port := range map[string]float64{"HTTPRoute": 8501, "GRPCRoute": 8500} {
 					r := objs.custom[kind]
@@ -1084,7 +1097,7 @@ func TestSchemaRejectsBadValues(t *testing.T) {
 		},
 		"pdb allowing no disruption": func(m map[string]any) { m["disruption"] = map[string]any{"maxUnavailable": 0} },
 		"route without a parent": func(m map[string]any) {
-			m["routes"] = map[string]any{"parentRefs": []any{}, "http": true, "grpc": true}
+			m["routes"] = map[string]any{"parentRefs": []any{}, "http": true, "httpPath": "/v1", "grpc": true}
 		},
 		"negative drain":           func(m map[string]any) { sub(m, "serving")["drainSeconds"] = -1 },
 		"no time to load":          func(m map[string]any) { sub(m, "serving")["loadTimeoutSeconds"] = 0 },

@@ -12,10 +12,10 @@ import (
 func exposure(ms *servingv1alpha1.ModelServer, v *Values, in Inputs) {
 	spec := ms.Spec
 	if i := spec.Ingress; i != nil {
-		v.Ingress = &Ingress{Host: i.Host, ClassName: i.ClassName, TLSSecretName: i.TLSSecretName, Annotations: i.Annotations}
+		v.Ingress = &Ingress{Host: i.Host, Path: RESTAPIPath, ClassName: i.ClassName, TLSSecretName: i.TLSSecretName, Annotations: i.Annotations}
 	}
 	if g := spec.Gateway; g != nil {
-		r := &Routes{Hostnames: g.Hostnames, HTTP: g.REST == nil || *g.REST, GRPC: g.GRPC == nil || *g.GRPC}
+		r := &Routes{Hostnames: g.Hostnames, HTTP: g.REST == nil || *g.REST, HTTPPath: RESTAPIPath, GRPC: g.GRPC == nil || *g.GRPC}
 		for _, route := range []struct {
 			on   *bool
 			kind schema.GroupVersionKind

@@ -328,7 +328,9 @@ type ServiceMonitor struct {
 
 // Ingress routes HTTP to the REST port.
 type Ingress struct {
-	Host          string            `json:"host"`
+	Host string `json:"host"`
+	// Path is the prefix routed to the REST port: RESTAPIPath.
+	Path          string            `json:"path"`
 	ClassName     string            `json:"className,omitempty"`
 	TLSSecretName string            `json:"tlsSecretName,omitempty"`
 	Annotations   map[string]string `json:"annotations,omitempty"`
@@ -339,7 +341,9 @@ type Routes struct {
 	ParentRefs []ParentRef `json:"parentRefs"`
 	Hostnames  []string    `json:"hostnames,omitempty"`
 	HTTP       bool        `json:"http"`
-	GRPC       bool        `json:"grpc"`
+	// HTTPPath is the prefix the HTTPRoute routes: RESTAPIPath.
+	HTTPPath string `json:"httpPath"`
+	GRPC     bool   `json:"grpc"`
 }
 
 // ParentRef is a Gateway a route attaches to.
@@ -454,6 +458,11 @@ const GPUResource corev1.ResourceName = "nvidia.com/gpu"
 // MonitoringPath is where TF Serving serves Prometheus metrics, on the
 // REST port.
 const MonitoringPath = "/monitoring/prometheus/metrics"
+
+// RESTAPIPath is the prefix of TF Serving's REST API, the one part of the
+// REST port an Ingress or an HTTPRoute lets in from outside the cluster:
+// the metrics (MonitoringPath) stay inside.
+const RESTAPIPath = "/v1"
 
 // Files of the serving ConfigMap.
 const (
