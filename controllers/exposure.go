@@ -136,23 +136,29 @@ func (r *ModelServerReconciler) observeRoutes(ctx context.Context, ms *servingv1
 		routes = append(routes, route)
 	}
 	gateways := map[string]*exposure.Gateway{}
-	for _, ref := range spec.ParentRefs {
+	for i, ref := range spec.ParentRefs {
 		key := exposure.ParentKey(ref, ms.Namespace)
-		if _, read := gateways[key]; read {
+		if slices.ContainsFunc(spec.ParentRefs[:i], func(p values.ParentRef) bool { return exposure.ParentKey(p, ms.Namespace) == key }) {
 			continue
 		}
 		ns, name, _ := strings.Cut(key, "/")
-		u, err := r.readOptional(ctx, gatewayKind, ns, name)
-		if err != nil {
+		u := &unstructured.Unstructured{}
+		u.SetGroupVersionKind(gatewayKind)
+		err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, u)
+		switch {
+		case apierrors.IsNotFound(err):
+			gateways[key] = nil
+		case meta.IsNoMatchError(err), apierrors.IsForbidden(err):
+			// No Gateway kind, or not let read it (a namespaced
+			// install, a Gateway of another namespace): no address.
+			log.FromContext(ctx).V(1).Info("cannot read the Gateway to list the model's ways in", "gateway", key, "error", err.Error())
+		case err != nil:
 			return exposure.Routed{}, err
-		}
-		var gw *exposure.Gateway
-		if u != nil {
-			if gw, err = exposure.GatewayOf(u); err != nil {
+		default:
+			if gateways[key], err = exposure.GatewayOf(u); err != nil {
 				return exposure.Routed{}, err
 			}
 		}
-		gateways[key] = gw
 	}
 	routed := exposure.FromGateways(spec, ms.Namespace, routes, gateways, model)
 	if len(routes) == 0 {
@@ -162,8 +168,8 @@ func (r *ModelServerReconciler) observeRoutes(ctx context.Context, ms *servingv1
 }
 
 // readOptional reads an object of a kind the cluster may lack, or the
-// operator may not be let read (a Gateway, where an admin narrowed the
-// operator's role): nil where it cannot be had.
+// operator may not be let read (where an admin narrowed its role): nil
+// where it cannot be had.
 func (r *ModelServerReconciler) readOptional(ctx context.Context, gvk schema.GroupVersionKind, ns, name string) (*unstructured.Unstructured, error) {
 	u := &unstructured.Unstructured{}
 	u.SetGroupVersionKind(gvk)

@@ -679,9 +679,18 @@ func TestTheStatusListsTheWaysInFromOutsideOnceTheyCarryTraffic(t *testing.T) {
 		t.Fatal(err)
 	}
 	viaLB := servingv1alpha1.ExternalEndpoint{Via: "LoadBalancer", REST: "http://198.18.0.21:8501/v1/models/reach", GRPC: "198.18.0.21:8500"}
-	status(func(got *servingv1alpha1.ModelServer) bool {
+	got = status(func(got *servingv1alpha1.ModelServer) bool {
 		return slices.Equal(external(got), []servingv1alpha1.ExternalEndpoint{viaIngress, viaGateway, viaLB})
 	}, "the load balancer listed")
+
+	// A Gateway named that does not exist (a typo) would never take the
+	// routes up: said at once.
+	patch := client.MergeFrom(got.DeepCopy())
+	got.Spec.Gateway.ParentRefs = append(got.Spec.Gateway.ParentRefs, servingv1alpha1.GatewayParentRef{Name: "pubilc"})
+	if err := env.client.Patch(ctx, got, patch); err != nil {
+		t.Fatal(err)
+	}
+	status(warned("spec.gateway.parentRefs[1]: Gateway "+ns+"/pubilc does not exist"), "the missing Gateway warned of")
 }
 
 // TestExtraServerFlagsReachTheServerAndOneItLacksIsWarnedOf: extra args

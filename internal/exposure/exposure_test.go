@@ -160,8 +160,12 @@ func TestGatewaysThatAcceptTheRoutesAreWaysIn(t *testing.T) {
 		{name: "a Gateway's entry without a verdict yet", spec: values.Routes{ParentRefs: refs[1:]},
 			routes:  both(parent("ml", "internal", "", cond("Accepted", metav1.ConditionUnknown, "Pending", ""))),
 			pending: true},
-		{name: "an accepted route whose Gateway is gone gives no address", spec: values.Routes{ParentRefs: refs[1:]},
+		{name: "an accepted route whose Gateway could not be read gives no address", spec: values.Routes{ParentRefs: refs[1:]},
 			routes: both(parent("ml", "internal", "", accepted)), gatewayed: map[string]*Gateway{}},
+		{name: "a Gateway that does not exist", spec: values.Routes{ParentRefs: refs},
+			routes: both(parent("ml", "internal", "", accepted)), gatewayed: map[string]*Gateway{"infra/public": nil, "ml/internal": internal},
+			want:     []servingv1alpha1.ExternalEndpoint{{Via: "Gateway ml/internal", REST: "http://198.18.0.31:8080/v1/models/m", GRPC: "198.18.0.31:8080"}},
+			problems: []string{"spec.gateway.parentRefs[0]: Gateway infra/public does not exist; nothing routes through it"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := gws

@@ -126,38 +126,33 @@ func ParentKey(ref values.ParentRef, namespace string) string {
 // Routed is what the routes of spec, in namespace, let in: a way in for
 // each Gateway that accepted a route and gave it an address, the
 // problems the Gateways report of the routes, and whether a Gateway has
-// yet to say anything of one. gateways holds the Gateways of accepted
-// routes, by GatewayKey; one missing gives no address.
+// yet to say anything of one.
 type Routed struct {
 	Endpoints []servingv1alpha1.ExternalEndpoint
 	Problems  []string
 	Pending   bool
 }
 
-// FromGateways says what the routes let in (Routed).
+// FromGateways says what the routes let in (Routed). gateways holds the
+// Gateways spec names, by GatewayKey: nil for one that does not exist, and
+// none for one that could not be read, which gives no address.
 func FromGateways(spec *values.Routes, namespace string, routes []Route, gateways map[string]*Gateway, model string) Routed {
 	var out Routed
-	for _, ref := range spec.ParentRefs {
+	for i, ref := range spec.ParentRefs {
 		key := ParentKey(ref, namespace)
+		if gw, read := gateways[key]; read && gw == nil {
+			// Nothing would ever write the routes' status.
+			out.Problems = append(out.Problems, fmt.Sprintf("spec.gateway.parentRefs[%d]: Gateway %s does not exist; nothing routes through it", i, key))
+			continue
+		}
 		ep := servingv1alpha1.ExternalEndpoint{Via: viaGateway + key}
 		for _, r := range routes {
-			i := slices.IndexFunc(r.Parents, func(p RouteParent) bool {
-				return GatewayKey(p.Namespace, p.Name) == key && p.SectionName == ref.SectionName
-			})
-			if i < 0 {
-				out.Pending = true
+			accepted, problem := verdict(r, key, ref.SectionName)
+			switch {
+			case problem != "":
+				out.Problems = append(out.Problems, problem)
 				continue
-			}
-			p := r.Parents[i]
-			if c := meta.FindStatusCondition(p.Conditions, "Accepted"); c != nil && c.Status == metav1.ConditionFalse {
-				out.Problems = append(out.Problems, fmt.Sprintf("%s %s: Gateway %s did not accept it (%s): %s", r.Kind, r.Name, key, c.Reason, c.Message))
-				continue
-			}
-			if c := meta.FindStatusCondition(p.Conditions, "ResolvedRefs"); c != nil && c.Status == metav1.ConditionFalse {
-				out.Problems = append(out.Problems, fmt.Sprintf("%s %s: Gateway %s cannot send its traffic to the Service (%s): %s", r.Kind, r.Name, key, c.Reason, c.Message))
-				continue
-			}
-			if c := meta.FindStatusCondition(p.Conditions, "Accepted"); c == nil || c.Status != metav1.ConditionTrue {
+			case !accepted:
 				out.Pending = true
 				continue
 			}
@@ -176,6 +171,26 @@ func FromGateways(spec *values.Routes, namespace string, routes []Route, gateway
 		}
 	}
 	return out
+}
+
+// verdict is what the Gateway key (its listener section, if named) said
+// of route r: that it accepted it, or the problem it has with it; neither
+// while it has said nothing yet.
+func verdict(r Route, key, section string) (accepted bool, problem string) {
+	i := slices.IndexFunc(r.Parents, func(p RouteParent) bool {
+		return GatewayKey(p.Namespace, p.Name) == key && p.SectionName == section
+	})
+	if i < 0 {
+		return false, ""
+	}
+	conds := r.Parents[i].Conditions
+	if c := meta.FindStatusCondition(conds, "Accepted"); c != nil && c.Status == metav1.ConditionFalse {
+		return false, fmt.Sprintf("%s %s: Gateway %s did not accept it (%s): %s", r.Kind, r.Name, key, c.Reason, c.Message)
+	}
+	if c := meta.FindStatusCondition(conds, "ResolvedRefs"); c != nil && c.Status == metav1.ConditionFalse {
+		return false, fmt.Sprintf("%s %s: Gateway %s cannot send its traffic to the Service (%s): %s", r.Kind, r.Name, key, c.Reason, c.Message)
+	}
+	return meta.IsStatusConditionTrue(conds, "Accepted"), ""
 }
 
 // address is where a client reaches a route through gw's listeners
