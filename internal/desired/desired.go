@@ -181,7 +181,7 @@ func inRounds(ms *servingv1alpha1.ModelServer, spec *values.Spec, obs Observed) 
 
 // restURL is the in-cluster URL of one model's REST API.
 func restURL(namespace string, vals *values.Values, model string) string {
-	return fmt.Sprintf("http://%s.%s.svc:%d/v1/models/%s", vals.Names.Service, namespace, vals.Serving.RESTPort, model)
+	return fmt.Sprintf("http://%s.%s.svc:%d%s", vals.Names.Service, namespace, vals.Serving.RESTPort, values.ModelPath(model))
 }
 
 // liveJobs maps the fetch generation of each model whose Job exists to

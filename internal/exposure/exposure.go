@@ -21,13 +21,10 @@ import (
 
 // Ways in, as status.endpoints.external names them.
 const (
-	ViaIngress      = "Ingress"
-	ViaLoadBalancer = "LoadBalancer"
+	viaIngress      = "Ingress"
+	viaLoadBalancer = "LoadBalancer"
 	viaGateway      = "Gateway "
 )
-
-// restPath is the REST API's path of model.
-func restPath(model string) string { return "/v1/models/" + model }
 
 // FromIngress is the way in through the Ingress of spec, once ing, the
 // Ingress as it is, has an address: its controller has taken it on. A
@@ -40,7 +37,7 @@ func FromIngress(spec *values.Ingress, ing *networkingv1.Ingress, model string) 
 	if spec.TLSSecretName != "" {
 		scheme = "https"
 	}
-	return servingv1alpha1.ExternalEndpoint{Via: ViaIngress, REST: scheme + "://" + spec.Host + restPath(model)}, true
+	return servingv1alpha1.ExternalEndpoint{Via: viaIngress, REST: scheme + "://" + spec.Host + values.ModelPath(model)}, true
 }
 
 // legacyClassAnnotation chooses an Ingress's controller where
@@ -91,8 +88,8 @@ func FromLoadBalancer(svc *corev1.Service, restPort, grpcPort int32, model strin
 			continue
 		}
 		return servingv1alpha1.ExternalEndpoint{
-			Via:  ViaLoadBalancer,
-			REST: "http://" + net.JoinHostPort(host, strconv.Itoa(int(restPort))) + restPath(model),
+			Via:  viaLoadBalancer,
+			REST: "http://" + net.JoinHostPort(host, strconv.Itoa(int(restPort))) + values.ModelPath(model),
 			GRPC: net.JoinHostPort(host, strconv.Itoa(int(grpcPort))),
 		}, true
 	}

@@ -163,7 +163,7 @@ func FromGateways(spec *values.Routes, namespace string, routes []Route, gateway
 			if r.Kind == values.GRPCRouteKind.Kind {
 				ep.GRPC = net.JoinHostPort(host, strconv.Itoa(int(port)))
 			} else {
-				ep.REST = scheme + "://" + urlHost(host, port, scheme) + restPath(model)
+				ep.REST = scheme + "://" + urlHost(host, port, scheme) + values.ModelPath(model)
 			}
 		}
 		if (ep.REST != "" || ep.GRPC != "") && !slices.ContainsFunc(out.Endpoints, func(e servingv1alpha1.ExternalEndpoint) bool { return e.Via == ep.Via }) {

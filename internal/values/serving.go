@@ -66,9 +66,9 @@ func servingValues(sp *Spec, v *Values, in Inputs, grpc, rest int32, served []Mo
 		s.TopologySpreadConstraints = defaultSpread(v.Labels.Selector, v.Volume)
 	}
 	if len(served) > 0 {
-		s.ReadinessPath = "/v1/models/" + url.PathEscape(served[0].Name)
+		s.ReadinessPath = ModelPath(served[0].Name)
 	} else {
-		s.ReadinessPath = "/v1/models/" + url.PathEscape(v.Models[0].Name)
+		s.ReadinessPath = ModelPath(v.Models[0].Name)
 	}
 
 	s.Args = []string{
@@ -319,3 +319,6 @@ func scale(sp *Spec, v *Values, s *Serving, in Inputs, hasData bool) {
 		}
 	}
 }
+
+// ModelPath is the REST API's path of the model named name.
+func ModelPath(name string) string { return RESTAPIPath + "/models/" + url.PathEscape(name) }
