@@ -122,7 +122,7 @@ func (r *ModelServerReconciler) observeRoutes(ctx context.Context, ms *servingv1
 		if !k.on {
 			continue
 		}
-		u, err := r.readOptional(ctx, k.kind, ms.Namespace, vals.Names.Deployment)
+		u, _, err := r.readOptional(ctx, k.kind, ms.Namespace, vals.Names.Deployment)
 		if err != nil {
 			return exposure.Routed{}, err
 		}
@@ -142,19 +142,13 @@ func (r *ModelServerReconciler) observeRoutes(ctx context.Context, ms *servingv1
 			continue
 		}
 		ns, name, _ := strings.Cut(key, "/")
-		u := &unstructured.Unstructured{}
-		u.SetGroupVersionKind(gatewayKind)
-		err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, u)
+		u, missing, err := r.readOptional(ctx, gatewayKind, ns, name)
 		switch {
-		case apierrors.IsNotFound(err):
-			gateways[key] = nil
-		case meta.IsNoMatchError(err), apierrors.IsForbidden(err):
-			// No Gateway kind, or not let read it (a namespaced
-			// install, a Gateway of another namespace): no address.
-			log.FromContext(ctx).V(1).Info("cannot read the Gateway to list the model's ways in", "gateway", key, "error", err.Error())
 		case err != nil:
 			return exposure.Routed{}, err
-		default:
+		case missing:
+			gateways[key] = nil
+		case u != nil:
 			if gateways[key], err = exposure.GatewayOf(u); err != nil {
 				return exposure.Routed{}, err
 			}
@@ -168,22 +162,23 @@ func (r *ModelServerReconciler) observeRoutes(ctx context.Context, ms *servingv1
 }
 
 // readOptional reads an object of a kind the cluster may lack, or the
-// operator may not be let read (where an admin narrowed its role): nil
-// where it cannot be had.
-func (r *ModelServerReconciler) readOptional(ctx context.Context, gvk schema.GroupVersionKind, ns, name string) (*unstructured.Unstructured, error) {
-	u := &unstructured.Unstructured{}
+// operator may not be let read (a namespaced install, a Gateway of
+// another namespace; an admin who narrowed its role): nil where it cannot
+// be had, and missing where it does not exist.
+func (r *ModelServerReconciler) readOptional(ctx context.Context, gvk schema.GroupVersionKind, ns, name string) (u *unstructured.Unstructured, missing bool, err error) {
+	u = &unstructured.Unstructured{}
 	u.SetGroupVersionKind(gvk)
-	err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, u)
+	err = r.APIReader.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, u)
 	switch {
 	case err == nil:
-		return u, nil
-	case apierrors.IsNotFound(err), meta.IsNoMatchError(err):
-		return nil, nil
-	case apierrors.IsForbidden(err):
-		log.FromContext(ctx).Info("cannot read the object to list the model's ways in", "kind", gvk.Kind, "namespace", ns, "name", name, "error", err.Error())
-		return nil, nil
+		return u, false, nil
+	case apierrors.IsNotFound(err):
+		return nil, true, nil
+	case meta.IsNoMatchError(err), apierrors.IsForbidden(err):
+		log.FromContext(ctx).V(1).Info("cannot read the object to list the model's ways in", "kind", gvk.Kind, "namespace", ns, "name", name, "error", err.Error())
+		return nil, false, nil
 	}
-	return nil, err
+	return nil, false, err
 }
 
 // withExternal is eps with the ways in from outside of from.
