@@ -83,7 +83,7 @@ func TestALoadBalancerIsAWayInOnceItHasAnAddress(t *testing.T) {
 		{"no address yet", lb(), "", ""},
 		{"an IP", lb(corev1.LoadBalancerIngress{IP: "198.18.0.21"}), "http://198.18.0.21:8501/v1/models/m", "198.18.0.21:8500"},
 		{"a hostname", lb(corev1.LoadBalancerIngress{Hostname: "lb.example.test"}), "http://lb.example.test:8501/v1/models/m", "lb.example.test:8500"},
-		{"IPv6", lb(corev1.LoadBalancerIngress{IP: "2001:db8::1"}), "http://[2001:db8::1]:8501/v1/models/m", "[2001:db8::1]:8500"},
+		{"IPv6", lb(corev1.LoadBalancerIngress{IP: "::1"}), "http://[::1]:8501/v1/models/m", "[::1]:8500"},
 		{"a ClusterIP Service", &corev1.Service{Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeClusterIP}}, "", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
