@@ -154,7 +154,21 @@ func (r *ModelServerReconciler) observeRoutes(ctx context.Context, ms *servingv1
 			}
 		}
 	}
-	routed := exposure.FromGateways(spec, ms.Namespace, routes, gateways, model)
+	var policy *exposure.Policy
+	if vals.BackendTLS != nil {
+		u, _, err := r.readOptional(ctx, values.BackendTLSPolicyKind, ms.Namespace, vals.Names.Deployment)
+		switch {
+		case err != nil:
+			return exposure.Routed{}, err
+		case u == nil:
+			policy = &exposure.Policy{Name: vals.Names.Deployment}
+		default:
+			if policy, err = exposure.PolicyOf(u); err != nil {
+				return exposure.Routed{}, err
+			}
+		}
+	}
+	routed := exposure.FromGateways(spec, ms.Namespace, routes, gateways, policy, model)
 	if len(routes) == 0 {
 		routed.Pending = true
 	}

@@ -473,6 +473,9 @@ func gatewayCRDs(kinds ...string) []*apiextensionsv1.CustomResourceDefinition {
 	var crds []*apiextensionsv1.CustomResourceDefinition
 	for _, kind := range kinds {
 		plural := strings.ToLower(kind) + "s"
+		if stem, ok := strings.CutSuffix(strings.ToLower(kind), "y"); ok {
+			plural = stem + "ies" // backendtlspolicies
+		}
 		crds = append(crds, &apiextensionsv1.CustomResourceDefinition{
 			ObjectMeta: metav1.ObjectMeta{Name: plural + ".gateway.networking.k8s.io",
 				// As the Gateway API's own CRDs do: *.k8s.io groups need it.

@@ -85,7 +85,7 @@ func (r *ModelServerReconciler) observe(ctx context.Context, ms *servingv1alpha1
 		if obs.tls, err = r.observeTLS(ctx, ms, d); err != nil {
 			return nil, err
 		}
-		obs.TLSCertDigest = obs.tls.digest
+		obs.TLSCertDigest, obs.GatewayTrust = obs.tls.digest, obs.tls.trust
 	}
 	if ms.Spec.Autoscaling != nil {
 		if obs.autoscaler, err = r.observeAutoscaler(ctx, ms); err != nil {
@@ -807,6 +807,9 @@ func (r *ModelServerReconciler) optionalAPIs(ms *servingv1alpha1.ModelServer) ma
 	var want []schema.GroupVersionKind
 	if ms.Spec.Gateway != nil {
 		want = append(want, values.HTTPRouteKind, values.GRPCRouteKind)
+		if ms.Spec.TLS != nil {
+			want = append(want, values.BackendTLSPolicyKind)
+		}
 	}
 	if ms.Spec.Monitoring.ServiceMonitor != nil {
 		want = append(want, values.ServiceMonitorKind)

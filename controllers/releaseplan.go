@@ -20,6 +20,7 @@ import (
 	"github.com/modelserver-dev/modelserver-operator/internal/desired"
 	"github.com/modelserver-dev/modelserver-operator/internal/owned"
 	"github.com/modelserver-dev/modelserver-operator/internal/release"
+	"github.com/modelserver-dev/modelserver-operator/internal/servingtls"
 	"github.com/modelserver-dev/modelserver-operator/internal/status"
 	"github.com/modelserver-dev/modelserver-operator/internal/values"
 )
@@ -308,7 +309,11 @@ func modifiedObject(vals *values.Values, key owned.Key, obj client.Object) strin
 	}
 	switch o := obj.(type) {
 	case *corev1.ConfigMap:
-		if !maps.Equal(o.Data, vals.ConfigFiles) {
+		want := vals.ConfigFiles
+		if b := vals.BackendTLS; b != nil && key.Name == b.CAConfigMap {
+			want = map[string]string{servingtls.CAKey: b.CA}
+		}
+		if !maps.Equal(o.Data, want) {
 			return key.String() + " has a modified config"
 		}
 	case *corev1.Service:

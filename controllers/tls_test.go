@@ -13,6 +13,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -388,4 +390,164 @@ func TestACertificateNotValidYetIsWarnedOfUntilItIs(t *testing.T) {
 	if c.reconcile(time.Now()); len(c.get().Status.Warnings) != 0 {
 		t.Errorf("warnings %q once the certificate is valid", c.get().Status.Warnings)
 	}
+}
+
+// TestGRPCOverTLSThroughAGatewayComesWithABackendTLSPolicy: where the gRPC
+// port serves TLS and a GRPCRoute sends a Gateway's gRPC to it, the
+// release has a BackendTLSPolicy that tells the Gateway to speak TLS, by
+// the Service's name the certificate is valid for, checked against the
+// issuer's CA from ca.crt; the gRPC URL is listed once the Gateway
+// accepted the policy, and its refusal is warned of. Where the API is
+// missing, that is said; a Secret gone under running pods leaves the
+// policy as it is.
+func TestGRPCOverTLSThroughAGatewayComesWithABackendTLSPolicy(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	for _, crd := range gatewayCRDs("HTTPRoute", "GRPCRoute", "Gateway") {
+		if err := env.client.Create(ctx, crd); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+	}
+	object := func(kind, name string) *unstructured.Unstructured { return gatewayAPIObject(ns, kind, name) }
+	gw := object("Gateway", "gw")
+	gw.Object["spec"] = map[string]any{"gatewayClassName": "example", "listeners": []any{
+		map[string]any{"name": "web", "protocol": "HTTP", "port": int64(80)}}}
+	gw.Object["status"] = map[string]any{"addresses": []any{map[string]any{"type": "IPAddress", "value": "198.18.0.32"}}}
+	eventually(t, 30*time.Second, "the Gateway kind served", func(ctx context.Context) (bool, string) {
+		err := env.client.Create(ctx, gw)
+		return err == nil || apierrors.IsAlreadyExists(err), fmt.Sprint(err)
+	})
+	issuer := tlstest.CA(t, "issuer")
+	secret := tlsSecret(ns, "tlsgw-grpc", issuer.Server(t, "tlsgw."+ns+".svc.cluster.local", "tlsgw."+ns+".svc"), issuer)
+	if err := env.client.Create(ctx, secret); err != nil {
+		t.Fatal(err)
+	}
+	ms := newModelServer(ns, "tlsgw", func(ms *servingv1alpha1.ModelServer) {
+		ms.Spec.TLS = &servingv1alpha1.TLSSpec{SecretName: "tlsgw-grpc"}
+		ms.Spec.Gateway = &servingv1alpha1.GatewaySpec{ParentRefs: []servingv1alpha1.GatewayParentRef{{Name: "gw"}}}
+	})
+	if err := env.client.Create(ctx, ms); err != nil {
+		t.Fatal(err)
+	}
+	warned := func(part string) func(*servingv1alpha1.ModelServer) bool {
+		return func(got *servingv1alpha1.ModelServer) bool {
+			return slices.ContainsFunc(got.Status.Warnings, func(w string) bool { return strings.Contains(w, part) })
+		}
+	}
+	waitStatus(t, ms, "the missing BackendTLSPolicy API said", warned("no gateway.networking.k8s.io/v1/BackendTLSPolicy API"))
+
+	for _, crd := range gatewayCRDs("BackendTLSPolicy") {
+		if err := env.client.Create(ctx, crd); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+	}
+	policy := object("BackendTLSPolicy", "tlsgw")
+	eventually(t, 60*time.Second, "the BackendTLSPolicy rendered", func(ctx context.Context) (bool, string) {
+		err := env.client.Get(ctx, client.ObjectKeyFromObject(policy), policy)
+		return err == nil, fmt.Sprint(err)
+	})
+	validation, _, _ := unstructured.NestedMap(policy.Object, "spec", "validation")
+	targets, _, _ := unstructured.NestedSlice(policy.Object, "spec", "targetRefs")
+	wantTarget := map[string]any{"group": "", "kind": "Service", "name": "tlsgw", "sectionName": "grpc"}
+	if len(targets) != 1 || fmt.Sprint(targets[0]) != fmt.Sprint(wantTarget) {
+		t.Errorf("targetRefs = %v, want the Service's gRPC port", targets)
+	}
+	refs, _ := validation["caCertificateRefs"].([]any)
+	if validation["hostname"] != "tlsgw."+ns+".svc" || len(refs) != 1 || refs[0].(map[string]any)["name"] != "tlsgw-grpc-ca" {
+		t.Fatalf("validation = %v, want the Service's name and the CA's ConfigMap", validation)
+	}
+	ca := get(t, ns, "tlsgw-grpc-ca", &corev1.ConfigMap{})
+	if ca.Data["ca.crt"] != string(issuer.CertPEM) {
+		t.Errorf("the CA's ConfigMap holds %q, want ca.crt", ca.Data)
+	}
+	waitStatus(t, ms, "no warning once the policy is rendered", func(got *servingv1alpha1.ModelServer) bool { return len(got.Status.Warnings) == 0 })
+
+	// The Gateway accepts both routes: the REST API is listed, gRPC waits
+	// for the policy's verdict.
+	setStatus := func(u *unstructured.Unstructured, field, refKey string, ref map[string]any, conds ...metav1.Condition) {
+		t.Helper()
+		setGatewayStatus(t, u, map[string]any{field: []any{map[string]any{refKey: ref, "controllerName": "example.test/gateway", "conditions": conditionsJSON(t, conds)}}})
+	}
+	accepted := metav1.Condition{Type: "Accepted", Status: metav1.ConditionTrue, Reason: "Accepted"}
+	for _, kind := range []string{"HTTPRoute", "GRPCRoute"} {
+		setStatus(object(kind, "tlsgw"), "parents", "parentRef", map[string]any{"name": "gw"}, accepted)
+	}
+	rest := servingv1alpha1.ExternalEndpoint{Via: "Gateway " + ns + "/gw", REST: "http://198.18.0.32/v1/models/tlsgw"}
+	external := func(want servingv1alpha1.ExternalEndpoint) func(*servingv1alpha1.ModelServer) bool {
+		return func(got *servingv1alpha1.ModelServer) bool {
+			return got.Status.Endpoints != nil && slices.Equal(got.Status.Endpoints.External, []servingv1alpha1.ExternalEndpoint{want})
+		}
+	}
+	waitStatus(t, ms, "the REST API listed alone", external(rest))
+
+	gateway := map[string]any{"group": "gateway.networking.k8s.io", "kind": "Gateway", "name": "gw"}
+	setStatus(policy, "ancestors", "ancestorRef", gateway,
+		metav1.Condition{Type: "Accepted", Status: metav1.ConditionFalse, Reason: "NoValidCACertificate", Message: "the CA certificate does not parse"})
+	waitStatus(t, ms, "the refused policy warned of",
+		warned("BackendTLSPolicy tlsgw: Gateway "+ns+"/gw did not accept it (NoValidCACertificate): the CA certificate does not parse"))
+	setStatus(policy, "ancestors", "ancestorRef", gateway, accepted)
+	both := rest
+	both.GRPC = "198.18.0.32:80"
+	got := waitStatus(t, ms, "gRPC listed once the policy is accepted", external(both))
+	if len(got.Status.Warnings) != 0 {
+		t.Errorf("warnings %q", got.Status.Warnings)
+	}
+
+	// The Secret goes: the pods keep serving their certificate, and the
+	// Gateways keep checking it as they did.
+	revision := got.Status.Release.Revision
+	if err := env.client.Delete(ctx, secret); err != nil {
+		t.Fatal(err)
+	}
+	waitStatus(t, ms, "the missing Secret warned of", warned(`Secret "tlsgw-grpc" not found`))
+	if err := env.client.Get(ctx, client.ObjectKeyFromObject(policy), policy); err != nil {
+		t.Fatalf("the policy is gone with the Secret: %v", err)
+	}
+	if h, _, _ := unstructured.NestedString(policy.Object, "spec", "validation", "hostname"); h != "tlsgw."+ns+".svc" {
+		t.Errorf("the policy's hostname is now %q", h)
+	}
+	if ca := get(t, ns, "tlsgw-grpc-ca", &corev1.ConfigMap{}); ca.Data["ca.crt"] != string(issuer.CertPEM) {
+		t.Errorf("the CA's ConfigMap holds %q", ca.Data)
+	}
+	if got := get(t, ns, "tlsgw", &servingv1alpha1.ModelServer{}); got.Status.Release.Revision != revision {
+		t.Errorf("release revision %d, was %d: nothing the release renders changed", got.Status.Release.Revision, revision)
+	}
+}
+
+// gatewayAPIObject is an object of the Gateway API's kind, to get or make.
+func gatewayAPIObject(ns, kind, name string) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{}
+	u.SetAPIVersion("gateway.networking.k8s.io/v1")
+	u.SetKind(kind)
+	u.SetNamespace(ns)
+	u.SetName(name)
+	return u
+}
+
+// setGatewayStatus writes u's status as its Gateway would.
+func setGatewayStatus(t *testing.T, u *unstructured.Unstructured, status map[string]any) {
+	t.Helper()
+	ctx := context.Background()
+	if err := env.client.Get(ctx, client.ObjectKeyFromObject(u), u); err != nil {
+		t.Fatal(err)
+	}
+	u.Object["status"] = status
+	if err := env.client.Update(ctx, u); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// conditionsJSON are conds as an unstructured object holds them.
+func conditionsJSON(t *testing.T, conds []metav1.Condition) []any {
+	t.Helper()
+	var list []any
+	for _, c := range conds {
+		c.LastTransitionTime = metav1.Now()
+		m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		list = append(list, m)
+	}
+	return list
 }

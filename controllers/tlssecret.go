@@ -3,6 +3,7 @@ package controllers
 import (
 	"cmp"
 	"context"
+	"crypto/x509"
 	"fmt"
 	"maps"
 	"slices"
@@ -12,6 +13,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
@@ -93,6 +95,10 @@ type tlsObservation struct {
 	digest, reason, message string
 	warning, warningReason  string
 	lookAgainIn             time.Duration
+	// trust is how a Gateway can check the certificate, where the spec
+	// routes gRPC through Gateways: the live BackendTLSPolicy's while the
+	// pods serve a Secret that is now unusable.
+	trust *values.GatewayTrust
 }
 
 // observeTLS reads spec.tls's Secret past the cache, which holds none of
@@ -120,6 +126,9 @@ func (r *ModelServerReconciler) observeTLS(ctx context.Context, ms *servingv1alp
 		if problem != "" {
 			obs.reason, obs.message = servingv1alpha1.ReasonInvalidSecret, fmt.Sprintf("%s: Secret %q: %s", field, t.SecretName, problem)
 			break
+		}
+		if values.RoutesGRPC(ms.Spec.Gateway) {
+			obs.trust = gatewayTrust(f, server, ms)
 		}
 		if clientCA != nil {
 			ca, watched, err := r.readClientCA(ctx, ms.Namespace, clientCA)
@@ -159,8 +168,55 @@ func (r *ModelServerReconciler) observeTLS(ctx context.Context, ms *servingv1alp
 		obs.digest, obs.warning = live, obs.message+": the pods running keep serving their certificate, but no new pod can start until it is mended"
 		obs.warningReason = eventTLSSecretUnusable
 		obs.reason, obs.message = "", ""
+		if values.RoutesGRPC(ms.Spec.Gateway) {
+			var err error
+			if obs.trust, err = r.liveGatewayTrust(ctx, ms); err != nil {
+				return obs, err
+			}
+		}
 	}
 	return obs, nil
+}
+
+// gatewayTrust is how a Gateway can check server, the certificate of
+// spec.tls's Secret (f), reached through ms's Service: asked for by the
+// Service's in-cluster name where the certificate is valid for one.
+func gatewayTrust(f servingtls.Files, server *x509.Certificate, ms *servingv1alpha1.ModelServer) *values.GatewayTrust {
+	svc := names.Service(ms.Name)
+	inNamespace := svc + "." + ms.Namespace
+	trust, problem := servingtls.TrustFor(f, server, []string{inNamespace + ".svc", inNamespace + ".svc.cluster.local", inNamespace, svc})
+	if problem != "" {
+		return &values.GatewayTrust{Problem: fmt.Sprintf("Secret %q: %s", ms.Spec.TLS.SecretName, problem)}
+	}
+	return &values.GatewayTrust{Hostname: trust.Hostname, CA: string(trust.CA)}
+}
+
+// liveGatewayTrust is what the release's BackendTLSPolicy tells Gateways
+// now, nil without one: while spec.tls's Secret cannot be read, the pods
+// serve the certificate they started with, and the Gateways keep checking
+// it as they did.
+func (r *ModelServerReconciler) liveGatewayTrust(ctx context.Context, ms *servingv1alpha1.ModelServer) (*values.GatewayTrust, error) {
+	u, _, err := r.readOptional(ctx, values.BackendTLSPolicyKind, ms.Namespace, names.Deployment(ms.Name))
+	if u == nil || err != nil {
+		return nil, err
+	}
+	hostname, _, _ := unstructured.NestedString(u.Object, "spec", "validation", "hostname")
+	refs, _, _ := unstructured.NestedSlice(u.Object, "spec", "validation", "caCertificateRefs")
+	if hostname == "" {
+		return nil, nil
+	}
+	trust := &values.GatewayTrust{Hostname: hostname}
+	if len(refs) == 0 {
+		return trust, nil
+	}
+	ref, _ := refs[0].(map[string]any)
+	name, _ := ref["name"].(string)
+	cm, err := getIfExists(ctx, r, ms.Namespace, name, &corev1.ConfigMap{})
+	if cm == nil || err != nil {
+		return nil, err
+	}
+	trust.CA = cm.Data[servingtls.CAKey]
+	return trust, nil
 }
 
 // clientCA is what spec.tls.clientCA gave: its PEM, or why it cannot be

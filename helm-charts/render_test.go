@@ -40,6 +40,7 @@ import (
 	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
 	helmcharts "github.com/modelserver-dev/modelserver-operator/helm-charts"
 	"github.com/modelserver-dev/modelserver-operator/internal/fetchcontract"
+	"github.com/modelserver-dev/modelserver-operator/internal/names"
 	"github.com/modelserver-dev/modelserver-operator/internal/values"
 )
 
@@ -785,6 +786,93 @@ func renderCases() []renderCase { //nolint:gocognit // a table of cases: each ca
 			},
 		},
 		{
+			name: "gRPC over TLS through a Gateway: a BackendTLSPolicy and its CA",
+			ms: modelServer("resnet", func(ms *servingv1alpha1.ModelServer) {
+				ms.Spec.TLS = &servingv1alpha1.TLSSpec{SecretName: "resnet-grpc"}
+				ms.Spec.Gateway = &servingv1alpha1.GatewaySpec{ParentRefs: []servingv1alpha1.GatewayParentRef{{Name: "gw"}}}
+			}),
+			in: values.Inputs{FetchImage: "example.com/operator:1", TLSCertDigest: "d1", APIs: gatewayAPIs(true),
+				GatewayTrust: &values.GatewayTrust{Hostname: "resnet.default.svc", CA: "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"}},
+			check: func(t *testing.T, v *values.Values, objs *objects) {
+				svc := objs.service(t)
+				spec := backendTLSPolicy(t, objs)
+				target := spec["targetRefs"].([]any)[0].(map[string]any)
+				grpcPort := slices.IndexFunc(svc.Spec.Ports, func(p corev1.ServicePort) bool { return p.Name == target["sectionName"] })
+				if target["group"] != "" || target["kind"] != "Service" || target["name"] != svc.Name || grpcPort < 0 || svc.Spec.Ports[grpcPort].Port != 8500 {
+					t.Errorf("targetRefs = %v, want the Service's gRPC port (ports %+v)", spec["targetRefs"], svc.Spec.Ports)
+				}
+				validation := spec["validation"].(map[string]any)
+				ref := validation["caCertificateRefs"].([]any)[0].(map[string]any)
+				ca := only(t, "CA ConfigMap", objs.caConfigMaps)
+				if validation["hostname"] != "resnet.default.svc" || validation["wellKnownCACertificates"] != nil ||
+					ref["group"] != "" || ref["kind"] != "ConfigMap" || ref["name"] != ca.Name || ca.Name == objs.configMap(t).Name {
+					t.Errorf("validation = %v, CA ConfigMap %s", validation, ca.Name)
+				}
+				if ca.Data["ca.crt"] != v.BackendTLS.CA || len(ca.Data) != 1 {
+					t.Errorf("CA ConfigMap data = %q, want ca.crt alone", ca.Data)
+				}
+			},
+		},
+		{
+			name: "gRPC over TLS through a Gateway, of a CA the Gateways know",
+			ms: modelServer("resnet", func(ms *servingv1alpha1.ModelServer) {
+				ms.Spec.TLS = &servingv1alpha1.TLSSpec{SecretName: "resnet-grpc"}
+				ms.Spec.Gateway = &servingv1alpha1.GatewaySpec{ParentRefs: []servingv1alpha1.GatewayParentRef{{Name: "gw"}}}
+			}),
+			in: values.Inputs{FetchImage: "example.com/operator:1", TLSCertDigest: "d1", APIs: gatewayAPIs(true),
+				GatewayTrust: &values.GatewayTrust{Hostname: "grpc.example.com"}},
+			check: func(t *testing.T, v *values.Values, objs *objects) {
+				validation := backendTLSPolicy(t, objs)["validation"].(map[string]any)
+				if validation["hostname"] != "grpc.example.com" || validation["wellKnownCACertificates"] != "System" || validation["caCertificateRefs"] != nil {
+					t.Errorf("validation = %v, want the system's CAs", validation)
+				}
+				if len(objs.caConfigMaps) != 0 {
+					t.Errorf("CA ConfigMaps %+v, want none", objs.caConfigMaps)
+				}
+			},
+		},
+		{
+			name: "gRPC over TLS through a Gateway without the BackendTLSPolicy API, or a certificate a Gateway cannot check",
+			ms: modelServer("resnet", func(ms *servingv1alpha1.ModelServer) {
+				ms.Spec.TLS = &servingv1alpha1.TLSSpec{SecretName: "resnet-grpc"}
+				ms.Spec.Gateway = &servingv1alpha1.GatewaySpec{ParentRefs: []servingv1alpha1.GatewayParentRef{{Name: "gw"}}}
+			}),
+			in: values.Inputs{FetchImage: "example.com/operator:1", TLSCertDigest: "d1", APIs: gatewayAPIs(false),
+				GatewayTrust: &values.GatewayTrust{Hostname: "resnet.default.svc"}},
+			check: func(t *testing.T, v *values.Values, objs *objects) {
+				if len(v.Warnings) != 1 || !strings.Contains(v.Warnings[0], "no gateway.networking.k8s.io/v1/BackendTLSPolicy API") || !v.WaitsForAPIs {
+					t.Errorf("warnings %q (waits for APIs: %v), want the missing API named and looked for again", v.Warnings, v.WaitsForAPIs)
+				}
+				// The routes stay: a policy of the user's own may serve.
+				if len(objs.custom["GRPCRoute"]) != 1 {
+					t.Errorf("GRPCRoutes %d, want 1", len(objs.custom["GRPCRoute"]))
+				}
+				unchecked := values.Inputs{FetchImage: "example.com/operator:1", TLSCertDigest: "d1", APIs: gatewayAPIs(true),
+					GatewayTrust: &values.GatewayTrust{Problem: "Secret \"resnet-grpc\": its certificate names no DNS name"}}
+				v = valuesFor(t, modelServer("resnet", func(ms *servingv1alpha1.ModelServer) {
+					ms.Spec.TLS = &servingv1alpha1.TLSSpec{SecretName: "resnet-grpc"}
+					ms.Spec.Gateway = &servingv1alpha1.GatewaySpec{ParentRefs: []servingv1alpha1.GatewayParentRef{{Name: "gw"}}}
+				}), unchecked)
+				if v.BackendTLS != nil || len(v.Warnings) != 1 || !strings.Contains(v.Warnings[0], "no BackendTLSPolicy rendered for the gRPC port, which serves TLS (spec.tls): Secret \"resnet-grpc\": its certificate names no DNS name") {
+					t.Errorf("backendTLS %+v, warnings %q", v.BackendTLS, v.Warnings)
+				}
+			},
+		},
+		{
+			name: "gRPC over TLS, the REST API alone through a Gateway: no BackendTLSPolicy",
+			ms: modelServer("resnet", func(ms *servingv1alpha1.ModelServer) {
+				ms.Spec.TLS = &servingv1alpha1.TLSSpec{SecretName: "resnet-grpc"}
+				ms.Spec.Gateway = &servingv1alpha1.GatewaySpec{ParentRefs: []servingv1alpha1.GatewayParentRef{{Name: "gw"}}, GRPC: ptr.To(false)}
+			}),
+			in: values.Inputs{FetchImage: "example.com/operator:1", TLSCertDigest: "d1", APIs: gatewayAPIs(true),
+				GatewayTrust: &values.GatewayTrust{Hostname: "resnet.default.svc"}},
+			check: func(t *testing.T, v *values.Values, objs *objects) {
+				if v.BackendTLS != nil || len(v.Warnings) != 0 {
+					t.Errorf("backendTLS %+v, warnings %q", v.BackendTLS, v.Warnings)
+				}
+			},
+		},
+		{
 			name: "rollout in place, for a GPU pool with no room for one more pod",
 			ms: modelServer("resnet", func(ms *servingv1alpha1.ModelServer) {
 				ms.Spec.Replicas = ptr.To[int32](4)
@@ -1099,17 +1187,21 @@ func TestSchemaRejectsBadValues(t *testing.T) {
 		"route without a parent": func(m map[string]any) {
 			m["routes"] = map[string]any{"parentRefs": []any{}, "http": true, "httpPath": "/v1", "grpc": true}
 		},
-		"negative drain":           func(m map[string]any) { sub(m, "serving")["drainSeconds"] = -1 },
-		"no time to load":          func(m map[string]any) { sub(m, "serving")["loadTimeoutSeconds"] = 0 },
-		"model name with a slash":  func(m map[string]any) { first(m, "models")["name"] = "a/../b" },
-		"job name too long":        func(m map[string]any) { first(m, "fetches")["name"] = strings.Repeat("a", 64) },
-		"upper-case service name":  func(m map[string]any) { sub(m, "names")["service"] = "ResNet" },
-		"label value not a string": func(m map[string]any) { sub(sub(m, "labels"), "common")["team"] = 1 },
-		"negative backoff limit":   func(m map[string]any) { first(m, "fetches")["backoffLimit"] = -1 },
-		"empty fetch args":         func(m map[string]any) { first(m, "fetches")["args"] = []any{} },
-		"bad access mode":          func(m map[string]any) { sub(m, "volume")["accessMode"] = "ReadWriteSometimes" },
-		"bad size":                 func(m map[string]any) { sub(m, "volume")["size"] = "ten gigs" },
-		"owner without uid":        func(m map[string]any) { delete(sub(m, "owner"), "uid") },
+		"backend TLS CA without its ConfigMap": func(m map[string]any) {
+			m["backendTLS"] = map[string]any{"hostname": "resnet.ml.svc", "ca": "-----BEGIN CERTIFICATE-----\n"}
+		},
+		"backend TLS without a hostname": func(m map[string]any) { m["backendTLS"] = map[string]any{"hostname": ""} },
+		"negative drain":                 func(m map[string]any) { sub(m, "serving")["drainSeconds"] = -1 },
+		"no time to load":                func(m map[string]any) { sub(m, "serving")["loadTimeoutSeconds"] = 0 },
+		"model name with a slash":        func(m map[string]any) { first(m, "models")["name"] = "a/../b" },
+		"job name too long":              func(m map[string]any) { first(m, "fetches")["name"] = strings.Repeat("a", 64) },
+		"upper-case service name":        func(m map[string]any) { sub(m, "names")["service"] = "ResNet" },
+		"label value not a string":       func(m map[string]any) { sub(sub(m, "labels"), "common")["team"] = 1 },
+		"negative backoff limit":         func(m map[string]any) { first(m, "fetches")["backoffLimit"] = -1 },
+		"empty fetch args":               func(m map[string]any) { first(m, "fetches")["args"] = []any{} },
+		"bad access mode":                func(m map[string]any) { sub(m, "volume")["accessMode"] = "ReadWriteSometimes" },
+		"bad size":                       func(m map[string]any) { sub(m, "volume")["size"] = "ten gigs" },
+		"owner without uid":              func(m map[string]any) { delete(sub(m, "owner"), "uid") },
 	}
 	for name, mutate := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -1157,6 +1249,9 @@ func checkStack(t *testing.T, ms *servingv1alpha1.ModelServer, v *values.Values,
 	if v.Volume.Create {
 		wantKinds = append(wantKinds, "PersistentVolumeClaim")
 	}
+	if v.BackendTLS != nil && v.BackendTLS.CA != "" {
+		wantKinds = append(wantKinds, "ConfigMap")
+	}
 	for kind, on := range map[string]bool{
 		"HorizontalPodAutoscaler": v.Autoscaling != nil,
 		"PodDisruptionBudget":     v.Disruption != nil,
@@ -1164,6 +1259,7 @@ func checkStack(t *testing.T, ms *servingv1alpha1.ModelServer, v *values.Values,
 		"NetworkPolicy":           v.NetworkPolicy != nil,
 		"HTTPRoute":               v.Routes != nil && v.Routes.HTTP,
 		"GRPCRoute":               v.Routes != nil && v.Routes.GRPC,
+		"BackendTLSPolicy":        v.BackendTLS != nil,
 		"ServiceMonitor":          v.Monitoring.ServiceMonitor != nil,
 	} {
 		if on {
@@ -1195,11 +1291,15 @@ func checkStack(t *testing.T, ms *servingv1alpha1.ModelServer, v *values.Values,
 		}{objs.jobs[i].ObjectMeta, f.Name, values.ComponentFetch})
 	}
 	for _, o := range objs.extras {
+		name := v.Names.Deployment
+		if v.BackendTLS != nil && o.Name == v.BackendTLS.CAConfigMap {
+			name = names.GatewayCA(ms.Name)
+		}
 		metas = append(metas, struct {
 			meta      metav1.ObjectMeta
 			name      string
 			component string
-		}{o, v.Names.Deployment, "serving"})
+		}{o, name, "serving"})
 	}
 	if v.Volume.Create {
 		metas = append(metas, struct {
@@ -1726,19 +1826,34 @@ func checkOwner(t *testing.T, what string, refs []metav1.OwnerReference, ms *ser
 	}
 }
 
+// gatewayAPIs are the Gateway API's route kinds, and its BackendTLSPolicy
+// if backendTLS.
+func gatewayAPIs(backendTLS bool) map[string]bool {
+	return map[string]bool{values.APIKey(values.HTTPRouteKind): true, values.APIKey(values.GRPCRouteKind): true,
+		values.APIKey(values.BackendTLSPolicyKind): backendTLS}
+}
+
+// backendTLSPolicy is the spec of the one BackendTLSPolicy rendered.
+func backendTLSPolicy(t *testing.T, objs *objects) map[string]any {
+	t.Helper()
+	return (*only(t, "BackendTLSPolicy", objs.custom["BackendTLSPolicy"]))["spec"].(map[string]any)
+}
+
 // objects are the decoded objects of one render.
 type objects struct {
-	notes       string // NOTES.txt
-	kinds       []string
-	configMaps  []corev1.ConfigMap
-	deployments []appsv1.Deployment
-	services    []corev1.Service
-	claims      []corev1.PersistentVolumeClaim
-	jobs        []batchv1.Job
-	hpas        []autoscalingv2.HorizontalPodAutoscaler
-	pdbs        []policyv1.PodDisruptionBudget
-	ingresses   []networkingv1.Ingress
-	netpols     []networkingv1.NetworkPolicy
+	notes      string // NOTES.txt
+	kinds      []string
+	configMaps []corev1.ConfigMap
+	// caConfigMaps hold a BackendTLSPolicy's CA certificates.
+	caConfigMaps []corev1.ConfigMap
+	deployments  []appsv1.Deployment
+	services     []corev1.Service
+	claims       []corev1.PersistentVolumeClaim
+	jobs         []batchv1.Job
+	hpas         []autoscalingv2.HorizontalPodAutoscaler
+	pdbs         []policyv1.PodDisruptionBudget
+	ingresses    []networkingv1.Ingress
+	netpols      []networkingv1.NetworkPolicy
 	// custom are the objects of custom resource kinds (routes,
 	// ServiceMonitor) by kind, as JSON maps.
 	custom map[string][]map[string]any
@@ -1826,7 +1941,12 @@ func (o *objects) add(t *testing.T, file string, tm metav1.TypeMeta, doc []byte)
 	t.Helper()
 	switch tm {
 	case metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"}:
-		o.configMaps = append(o.configMaps, strictDecode[corev1.ConfigMap](t, file, doc))
+		obj := strictDecode[corev1.ConfigMap](t, file, doc)
+		if strings.HasSuffix(file, "backendtlspolicy.yaml") {
+			o.caConfigMaps, o.extras = append(o.caConfigMaps, obj), append(o.extras, obj.ObjectMeta)
+			return
+		}
+		o.configMaps = append(o.configMaps, obj)
 	case metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"}:
 		o.deployments = append(o.deployments, strictDecode[appsv1.Deployment](t, file, doc))
 	case metav1.TypeMeta{APIVersion: "v1", Kind: "Service"}:
@@ -1849,6 +1969,7 @@ func (o *objects) add(t *testing.T, file string, tm metav1.TypeMeta, doc []byte)
 		o.netpols, o.extras = append(o.netpols, obj), append(o.extras, obj.ObjectMeta)
 	case metav1.TypeMeta{APIVersion: "gateway.networking.k8s.io/v1", Kind: "HTTPRoute"},
 		metav1.TypeMeta{APIVersion: "gateway.networking.k8s.io/v1", Kind: "GRPCRoute"},
+		metav1.TypeMeta{APIVersion: "gateway.networking.k8s.io/v1", Kind: "BackendTLSPolicy"},
 		metav1.TypeMeta{APIVersion: "monitoring.coreos.com/v1", Kind: "ServiceMonitor"}:
 		obj := strictDecode[map[string]any](t, file, doc)
 		if o.custom == nil {

@@ -45,6 +45,9 @@ type Observed struct {
 	// TLSCertDigest is a digest of the certificates of spec.tls's Secret,
 	// checked (see values.Inputs).
 	TLSCertDigest string
+	// GatewayTrust is how a Gateway can check that certificate (see
+	// values.Inputs).
+	GatewayTrust *values.GatewayTrust
 	// ServiceAccount is what the pods' service account gives, read where
 	// a fetch may need it (values.NeedsServiceAccount).
 	ServiceAccount values.Account
@@ -116,6 +119,7 @@ func For(ms *servingv1alpha1.ModelServer, obs Observed, cfg Config) (*State, err
 		APIs:           obs.APIs,
 		LiveJobs:       liveJobs(spec, obs.FetchJobs),
 		TLSCertDigest:  obs.TLSCertDigest,
+		GatewayTrust:   obs.GatewayTrust,
 		LiveReplicas:   liveReplicas(obs.Deployment),
 		Served:         status.Served(fetches),
 		Pins:           status.Pins(fetches),

@@ -172,9 +172,51 @@ func TestGatewaysThatAcceptTheRoutesAreWaysIn(t *testing.T) {
 			if tc.gatewayed != nil {
 				g = tc.gatewayed
 			}
-			got := FromGateways(&tc.spec, "ml", tc.routes, g, "m")
+			got := FromGateways(&tc.spec, "ml", tc.routes, g, nil, "m")
 			if !slices.Equal(got.Endpoints, tc.want) || !slices.Equal(got.Problems, tc.problems) || got.Pending != tc.pending {
 				t.Errorf("FromGateways = %+v\nwant endpoints %+v, problems %q, pending %v", got, tc.want, tc.problems, tc.pending)
+			}
+		})
+	}
+}
+
+// TestGRPCOverTLSGoesThroughAGatewayThatTookUpItsBackendTLSPolicy: where
+// the gRPC port serves TLS, a Gateway that accepted the GRPCRoute carries
+// gRPC once it has accepted the BackendTLSPolicy too; the REST API needs
+// no policy.
+func TestGRPCOverTLSGoesThroughAGatewayThatTookUpItsBackendTLSPolicy(t *testing.T) {
+	internal := &Gateway{Namespace: "ml", Name: "internal", Listeners: []Listener{{Name: "web", Protocol: "HTTP", Port: 8080}}, Addresses: []string{"198.18.0.31"}}
+	gws := map[string]*Gateway{"ml/internal": internal}
+	spec := values.Routes{ParentRefs: []values.ParentRef{{Name: "internal"}}}
+	routes := []Route{{Kind: "HTTPRoute", Name: "m", Parents: []RouteParent{parent("ml", "internal", "", accepted)}},
+		{Kind: "GRPCRoute", Name: "m", Parents: []RouteParent{parent("ml", "internal", "", accepted)}}}
+	rest := servingv1alpha1.ExternalEndpoint{Via: "Gateway ml/internal", REST: "http://198.18.0.31:8080/v1/models/m"}
+	both := rest
+	both.GRPC = "198.18.0.31:8080"
+	for _, tc := range []struct {
+		name     string
+		policy   *Policy
+		want     servingv1alpha1.ExternalEndpoint
+		problems []string
+		pending  bool
+	}{
+		{name: "not taken up yet", policy: &Policy{Name: "m"}, want: rest, pending: true},
+		{name: "taken up by another Gateway", policy: &Policy{Name: "m", Ancestors: []RouteParent{parent("infra", "internal", "", accepted)}}, want: rest, pending: true},
+		{name: "accepted", policy: &Policy{Name: "m", Ancestors: []RouteParent{parent("ml", "internal", "", accepted)}}, want: both},
+		{name: "an older policy of the user's own takes precedence", policy: &Policy{Name: "m", Ancestors: []RouteParent{
+			parent("ml", "internal", "", cond("Accepted", metav1.ConditionFalse, "Conflicted", "another policy targets the port"))}}, want: both},
+		{name: "refused", policy: &Policy{Name: "m", Ancestors: []RouteParent{
+			parent("ml", "internal", "", cond("Accepted", metav1.ConditionFalse, "NoValidCACertificate", "no valid CA certificate"))}}, want: rest,
+			problems: []string{"BackendTLSPolicy m: Gateway ml/internal did not accept it (NoValidCACertificate): no valid CA certificate; its gRPC calls to the TLS port fail"}},
+		{name: "its CA unread", policy: &Policy{Name: "m", Ancestors: []RouteParent{
+			parent("ml", "internal", "", accepted, cond("ResolvedRefs", metav1.ConditionFalse, "InvalidCACertificateRef", "configmap m-grpc-ca not found"))}}, want: rest,
+			problems: []string{"BackendTLSPolicy m: Gateway ml/internal cannot read its CA certificates (InvalidCACertificateRef): configmap m-grpc-ca not found"}},
+		{name: "no policy needed", want: both},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := FromGateways(&spec, "ml", routes, gws, tc.policy, "m")
+			if !slices.Equal(got.Endpoints, []servingv1alpha1.ExternalEndpoint{tc.want}) || !slices.Equal(got.Problems, tc.problems) || got.Pending != tc.pending {
+				t.Errorf("FromGateways = %+v\nwant %+v, problems %q, pending %v", got, tc.want, tc.problems, tc.pending)
 			}
 		})
 	}
@@ -214,5 +256,27 @@ func TestRoutesAndGatewaysAreReadFromTheirJSON(t *testing.T) {
 	want := Listener{Name: "web", Hostname: "m.example.test", Protocol: "HTTP", Port: 8080}
 	if len(g.Listeners) != 1 || g.Listeners[0] != want || !slices.Equal(g.Addresses, []string{"198.18.0.31"}) {
 		t.Errorf("GatewayOf = %+v", g)
+	}
+	policy := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "gateway.networking.k8s.io/v1", "kind": "BackendTLSPolicy",
+		"metadata": map[string]any{"name": "m", "namespace": "ml"},
+		"status": map[string]any{"ancestors": []any{
+			map[string]any{"controllerName": "example.test/gateway",
+				"ancestorRef": map[string]any{"group": "gateway.networking.k8s.io", "kind": "Gateway", "name": "internal"},
+				"conditions": []any{map[string]any{"type": "Accepted", "status": "True", "reason": "Accepted", "message": "",
+					"lastTransitionTime": "2026-12-07T15:00:00Z"}}},
+			// An implementation that names the route it came by: not a
+			// Gateway's verdict.
+			map[string]any{"controllerName": "example.test/mesh",
+				"ancestorRef": map[string]any{"group": "gateway.networking.k8s.io", "kind": "GRPCRoute", "name": "m"},
+				"conditions":  []any{}},
+		}},
+	}}
+	p, err := PolicyOf(policy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Name != "m" || len(p.Ancestors) != 1 || GatewayKey(p.Ancestors[0].Namespace, p.Ancestors[0].Name) != "ml/internal" || p.Ancestors[0].Conditions[0].Status != metav1.ConditionTrue {
+		t.Errorf("PolicyOf = %+v", p)
 	}
 }

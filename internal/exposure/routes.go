@@ -62,6 +62,19 @@ type routeObject struct {
 	} `json:"status"`
 }
 
+type policyObject struct {
+	Status struct {
+		Ancestors []struct {
+			AncestorRef struct {
+				Kind      string `json:"kind"`
+				Namespace string `json:"namespace"`
+				Name      string `json:"name"`
+			} `json:"ancestorRef"`
+			Conditions []metav1.Condition `json:"conditions"`
+		} `json:"ancestors"`
+	} `json:"status"`
+}
+
 type gatewayObject struct {
 	Spec struct {
 		Listeners []struct {
@@ -93,6 +106,28 @@ func RouteOf(u *unstructured.Unstructured) (Route, error) {
 		})
 	}
 	return r, nil
+}
+
+// Policy is what the Gateways say of a BackendTLSPolicy: each that has
+// taken it up writes its own entry (an ancestor) in its status.
+type Policy struct {
+	Name      string
+	Ancestors []RouteParent
+}
+
+// PolicyOf reads u, a BackendTLSPolicy.
+func PolicyOf(u *unstructured.Unstructured) (*Policy, error) {
+	var o policyObject
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &o); err != nil {
+		return nil, fmt.Errorf("read BackendTLSPolicy %s: %w", u.GetName(), err)
+	}
+	p := &Policy{Name: u.GetName()}
+	for _, a := range o.Status.Ancestors {
+		if a.AncestorRef.Kind == "" || a.AncestorRef.Kind == "Gateway" {
+			p.Ancestors = append(p.Ancestors, RouteParent{Namespace: cmp.Or(a.AncestorRef.Namespace, u.GetNamespace()), Name: a.AncestorRef.Name, Conditions: a.Conditions})
+		}
+	}
+	return p, nil
 }
 
 // GatewayOf reads u, a Gateway.
@@ -135,8 +170,10 @@ type Routed struct {
 
 // FromGateways says what the routes let in (Routed). gateways holds the
 // Gateways spec names, by GatewayKey: nil for one that does not exist, and
-// none for one that could not be read, which gives no address.
-func FromGateways(spec *values.Routes, namespace string, routes []Route, gateways map[string]*Gateway, model string) Routed {
+// none for one that could not be read, which gives no address. policy is
+// the BackendTLSPolicy gRPC needs to reach the Service through a Gateway,
+// nil where it needs none: a Gateway carries gRPC once it accepted both.
+func FromGateways(spec *values.Routes, namespace string, routes []Route, gateways map[string]*Gateway, policy *Policy, model string) Routed {
 	var out Routed
 	for i, ref := range spec.ParentRefs {
 		key := ParentKey(ref, namespace)
@@ -148,6 +185,9 @@ func FromGateways(spec *values.Routes, namespace string, routes []Route, gateway
 		ep := servingv1alpha1.ExternalEndpoint{Via: viaGateway + key}
 		for _, r := range routes {
 			accepted, problem := verdict(r, key, ref.SectionName)
+			if accepted && r.Kind == values.GRPCRouteKind.Kind && policy != nil {
+				accepted, problem = policy.verdict(key)
+			}
 			switch {
 			case problem != "":
 				out.Problems = append(out.Problems, problem)
@@ -191,6 +231,26 @@ func verdict(r Route, key, section string) (accepted bool, problem string) {
 		return false, fmt.Sprintf("%s %s: Gateway %s cannot send its traffic to the Service (%s): %s", r.Kind, r.Name, key, c.Reason, c.Message)
 	}
 	return meta.IsStatusConditionTrue(conds, "Accepted"), ""
+}
+
+// verdict is what the Gateway key said of the policy: that it speaks TLS
+// to the gRPC port as told (or as another policy, older, tells it: the
+// Gateway API's Conflicted), or the problem it has with it; neither while
+// it has said nothing yet.
+func (p *Policy) verdict(key string) (accepted bool, problem string) {
+	i := slices.IndexFunc(p.Ancestors, func(a RouteParent) bool { return GatewayKey(a.Namespace, a.Name) == key })
+	if i < 0 {
+		return false, ""
+	}
+	conds := p.Ancestors[i].Conditions
+	c := meta.FindStatusCondition(conds, "Accepted")
+	if c != nil && c.Status == metav1.ConditionFalse && c.Reason != "Conflicted" {
+		return false, fmt.Sprintf("BackendTLSPolicy %s: Gateway %s did not accept it (%s): %s; its gRPC calls to the TLS port fail", p.Name, key, c.Reason, c.Message)
+	}
+	if r := meta.FindStatusCondition(conds, "ResolvedRefs"); r != nil && r.Status == metav1.ConditionFalse {
+		return false, fmt.Sprintf("BackendTLSPolicy %s: Gateway %s cannot read its CA certificates (%s): %s", p.Name, key, r.Reason, r.Message)
+	}
+	return c != nil && (c.Status == metav1.ConditionTrue || c.Reason == "Conflicted"), ""
 }
 
 // address is where a client reaches a route through gw's listeners

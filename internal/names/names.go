@@ -58,6 +58,10 @@ func Service(ms string) string { return Join(ms) }
 // ConfigMap names the ConfigMap of ModelServer ms's model config.
 func ConfigMap(ms string) string { return Join(ms, "config") }
 
+// GatewayCA names the ConfigMap of the CA certificates a Gateway checks
+// the gRPC port's certificate against (a BackendTLSPolicy's).
+func GatewayCA(ms string) string { return Join(ms, "grpc-ca") }
+
 // Claim names the claim ModelServer ms's models are fetched into.
 func Claim(ms string) string { return Join(ms, "model") }
 

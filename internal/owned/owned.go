@@ -36,12 +36,17 @@ type Kind struct {
 }
 
 // Kinds are the owned kinds. The optional kinds rendered only where their
-// API exists (Gateway API routes, ServiceMonitor) are not watched: the
+// API exists (Gateway API routes and BackendTLSPolicy, ServiceMonitor) are not watched: the
 // operator must start without them.
 var Kinds = []Kind{
 	{Name: "ConfigMap", Group: "", Resource: "configmaps",
-		New:      func() client.Object { return &corev1.ConfigMap{} },
-		Rendered: func(v *values.Values) []string { return []string{v.Names.ConfigMap} }},
+		New: func() client.Object { return &corev1.ConfigMap{} },
+		Rendered: func(v *values.Values) []string {
+			if v.BackendTLS != nil && v.BackendTLS.CAConfigMap != "" {
+				return []string{v.Names.ConfigMap, v.BackendTLS.CAConfigMap}
+			}
+			return []string{v.Names.ConfigMap}
+		}},
 	{Name: "Deployment", Group: "apps", Resource: "deployments",
 		New:      func() client.Object { return &appsv1.Deployment{} },
 		Changed:  predicate.Funcs{UpdateFunc: deploymentChanged},

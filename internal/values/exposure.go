@@ -6,6 +6,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
+	"github.com/modelserver-dev/modelserver-operator/internal/names"
 )
 
 // exposure fills in the Ingress, routes and network policy.
@@ -15,7 +16,7 @@ func exposure(ms *servingv1alpha1.ModelServer, v *Values, in Inputs) {
 		v.Ingress = &Ingress{Host: i.Host, Path: RESTAPIPath, ClassName: i.ClassName, TLSSecretName: i.TLSSecretName, Annotations: i.Annotations}
 	}
 	if g := spec.Gateway; g != nil {
-		r := &Routes{Hostnames: g.Hostnames, HTTP: g.REST == nil || *g.REST, HTTPPath: RESTAPIPath, GRPC: g.GRPC == nil || *g.GRPC}
+		r := &Routes{Hostnames: g.Hostnames, HTTP: g.REST == nil || *g.REST, HTTPPath: RESTAPIPath, GRPC: RoutesGRPC(g)}
 		for _, route := range []struct {
 			on   *bool
 			kind schema.GroupVersionKind
@@ -32,10 +33,35 @@ func exposure(ms *servingv1alpha1.ModelServer, v *Values, in Inputs) {
 		if r.HTTP || r.GRPC {
 			v.Routes = r
 		}
+		if r.GRPC && spec.TLS != nil {
+			backendTLS(ms.Name, v, in)
+		}
 	}
 	if np := spec.NetworkPolicy; np != nil {
 		ns := append([]string{ms.Namespace}, np.AllowedNamespaces...)
 		slices.Sort(ns)
 		v.NetworkPolicy = &NetworkPolicy{Namespaces: slices.Compact(ns)}
+	}
+}
+
+// RoutesGRPC says that spec.gateway g asks for a GRPCRoute.
+func RoutesGRPC(g *servingv1alpha1.GatewaySpec) bool { return g != nil && (g.GRPC == nil || *g.GRPC) }
+
+// backendTLS has the Gateways that carry gRPC speak TLS to the gRPC port,
+// which serves nothing else (spec.tls): without a BackendTLSPolicy they
+// speak plain HTTP/2 to it, and every call through them fails.
+func backendTLS(ms string, v *Values, in Inputs) {
+	switch trust := in.GatewayTrust; {
+	case !in.has(BackendTLSPolicyKind):
+		v.Warnings = append(v.Warnings, "spec.gateway: the cluster has no "+APIKey(BackendTLSPolicyKind)+" API (Gateway API v1.4 or later); no BackendTLSPolicy rendered, and the Gateways speak plain HTTP/2 to the gRPC port, which serves TLS (spec.tls), unless a policy of your own tells them")
+		v.WaitsForAPIs = true
+	case trust == nil:
+	case trust.Problem != "":
+		v.Warnings = append(v.Warnings, "spec.gateway: no BackendTLSPolicy rendered for the gRPC port, which serves TLS (spec.tls): "+trust.Problem)
+	default:
+		v.BackendTLS = &BackendTLS{Hostname: trust.Hostname, CA: trust.CA}
+		if trust.CA != "" {
+			v.BackendTLS.CAConfigMap = names.GatewayCA(ms)
+		}
 	}
 }

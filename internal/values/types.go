@@ -73,6 +73,7 @@ type Values struct {
 	Monitoring    Monitoring        `json:"monitoring"`
 	Ingress       *Ingress          `json:"ingress,omitempty"`
 	Routes        *Routes           `json:"routes,omitempty"`
+	BackendTLS    *BackendTLS       `json:"backendTLS,omitempty"`
 	NetworkPolicy *NetworkPolicy    `json:"networkPolicy,omitempty"`
 
 	// Warnings name what the spec asks for that cannot be rendered in
@@ -346,6 +347,16 @@ type Routes struct {
 	GRPC     bool   `json:"grpc"`
 }
 
+// BackendTLS has the Gateways speak TLS to the gRPC port, which serves it
+// (spec.tls), through a BackendTLSPolicy: they ask for the certificate by
+// Hostname and check it against CA (PEM, in the ConfigMap CAConfigMap),
+// or, where CA is "", against the CAs they know (wellKnownCACertificates).
+type BackendTLS struct {
+	Hostname    string `json:"hostname"`
+	CA          string `json:"ca,omitempty"`
+	CAConfigMap string `json:"caConfigMap,omitempty"`
+}
+
 // ParentRef is a Gateway a route attaches to.
 type ParentRef struct {
 	Name        string `json:"name"`
@@ -426,17 +437,33 @@ type Inputs struct {
 	// LiveReplicas is the serving Deployment's replica count, nil if it
 	// does not exist.
 	LiveReplicas *int32
+	// GatewayTrust is how a Gateway can check the certificate of spec.tls's
+	// Secret, where the spec routes gRPC through Gateways: nil where
+	// unknown (the Secret cannot be read, and the pods serve what they
+	// started with), which renders no BackendTLSPolicy.
+	GatewayTrust *GatewayTrust
 	// APIs says, by APIKey, whether the optional kinds the spec asks for
 	// (Gateway API routes, ServiceMonitor) exist in the cluster. A kind
 	// that does not is left out, with a warning.
 	APIs map[string]bool
 }
 
+// GatewayTrust is what the controller found a Gateway needs to check the
+// gRPC port's certificate (servingtls.TrustFor): the hostname and the
+// issuer's CAs (PEM, "" for those Gateways know), or the Problem that
+// keeps a Gateway from checking it.
+type GatewayTrust struct {
+	Hostname, CA, Problem string
+}
+
 // The optional kinds, rendered only where their API is installed.
 var (
-	HTTPRouteKind      = schema.GroupVersionKind{Group: "gateway.networking.k8s.io", Version: "v1", Kind: "HTTPRoute"}
-	GRPCRouteKind      = schema.GroupVersionKind{Group: "gateway.networking.k8s.io", Version: "v1", Kind: "GRPCRoute"}
-	ServiceMonitorKind = schema.GroupVersionKind{Group: "monitoring.coreos.com", Version: "v1", Kind: "ServiceMonitor"}
+	HTTPRouteKind = schema.GroupVersionKind{Group: "gateway.networking.k8s.io", Version: "v1", Kind: "HTTPRoute"}
+	GRPCRouteKind = schema.GroupVersionKind{Group: "gateway.networking.k8s.io", Version: "v1", Kind: "GRPCRoute"}
+	// BackendTLSPolicyKind is in the Gateway API's standard channel since
+	// v1.4; before, as v1alpha3, only in its experimental one.
+	BackendTLSPolicyKind = schema.GroupVersionKind{Group: "gateway.networking.k8s.io", Version: "v1", Kind: "BackendTLSPolicy"}
+	ServiceMonitorKind   = schema.GroupVersionKind{Group: "monitoring.coreos.com", Version: "v1", Kind: "ServiceMonitor"}
 )
 
 // APIKey is a kind's key in Inputs.APIs.

@@ -87,6 +87,7 @@ rules:
   - modelserver-operat-2rku4cv2rz193tvfwj2fr0tunz8tfd27z8fpya7krtn4
   - modelserver-operat-2pvynybmawjjy1cobik4yo6slh93mieccpgsfqojs5w2
   - modelserver-operat-25t6j4lsyfpvzfr4bq4zhy4tti8uigvwup8xbvu98rsj
+  - modelserver-operato-zuh2yltlkqi0zhujffaxczepemqhzsnw8sni8r1tsxj
   - modelserver-metrics-reader
 - apiGroups: [rbac.authorization.k8s.io]
   resources: [clusterrolebindings]
@@ -100,6 +101,7 @@ rules:
   - modelserver-operat-2rku4cv2rz193tvfwj2fr0tunz8tfd27z8fpya7krtn4
   - modelserver-operat-2pvynybmawjjy1cobik4yo6slh93mieccpgsfqojs5w2
   - modelserver-operat-25t6j4lsyfpvzfr4bq4zhy4tti8uigvwup8xbvu98rsj
+  - modelserver-operato-zuh2yltlkqi0zhujffaxczepemqhzsnw8sni8r1tsxj
 # OLM watches the operator's ServiceAccount across namespaces.
 - apiGroups: [""]
   resources: [serviceaccounts]
@@ -144,7 +146,7 @@ rules:
   resources: [events]
   verbs: [create, patch]
 - apiGroups: [gateway.networking.k8s.io]
-  resources: [grpcroutes, httproutes]
+  resources: [backendtlspolicies, grpcroutes, httproutes]
   verbs: [create, delete, get, list, patch, update, watch]
 - apiGroups: [gateway.networking.k8s.io]
   resources: [gateways]

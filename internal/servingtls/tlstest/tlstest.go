@@ -62,6 +62,15 @@ func CA(t testing.TB, name string) *Cert {
 	}, nil)
 }
 
+// Intermediate is a CA that ca signs.
+func (ca *Cert) Intermediate(t testing.TB, name string) *Cert {
+	t.Helper()
+	return issue(t, &x509.Certificate{
+		Subject: pkix.Name{CommonName: name}, IsCA: true, BasicConstraintsValid: true,
+		KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
+	}, ca)
+}
+
 // Server is a server certificate ca signs for the names (DNS names, or IP
 // addresses where they parse as one).
 func (ca *Cert) Server(t testing.TB, names ...string) *Cert {
@@ -79,6 +88,17 @@ func (ca *Cert) Server(t testing.TB, names ...string) *Cert {
 		}
 	}
 	return issue(t, tmpl, ca)
+}
+
+// SelfSigned is a server certificate for the names that signs itself, as
+// kubectl create secret tls is often given, with no CA beside it.
+func SelfSigned(t testing.TB, names ...string) *Cert {
+	t.Helper()
+	return issue(t, &x509.Certificate{
+		Subject: pkix.Name{CommonName: names[0]}, DNSNames: names,
+		KeyUsage:    x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}, nil)
 }
 
 // Client is a client certificate ca signs.
