@@ -453,10 +453,10 @@ func TestGRPCOverTLSThroughAGatewayComesWithABackendTLSPolicy(t *testing.T) {
 		t.Errorf("targetRefs = %v, want the Service's gRPC port", targets)
 	}
 	refs, _ := validation["caCertificateRefs"].([]any)
-	if validation["hostname"] != "tlsgw."+ns+".svc" || len(refs) != 1 || refs[0].(map[string]any)["name"] != "tlsgw-grpc-ca" {
+	if validation["hostname"] != "tlsgw."+ns+".svc" || len(refs) != 1 || refs[0].(map[string]any)["name"] != "tlsgw-backend-tls-ca" {
 		t.Fatalf("validation = %v, want the Service's name and the CA's ConfigMap", validation)
 	}
-	ca := get(t, ns, "tlsgw-grpc-ca", &corev1.ConfigMap{})
+	ca := get(t, ns, "tlsgw-backend-tls-ca", &corev1.ConfigMap{})
 	if ca.Data["ca.crt"] != string(issuer.CertPEM) {
 		t.Errorf("the CA's ConfigMap holds %q, want ca.crt", ca.Data)
 	}
@@ -506,7 +506,7 @@ func TestGRPCOverTLSThroughAGatewayComesWithABackendTLSPolicy(t *testing.T) {
 	if h, _, _ := unstructured.NestedString(policy.Object, "spec", "validation", "hostname"); h != "tlsgw."+ns+".svc" {
 		t.Errorf("the policy's hostname is now %q", h)
 	}
-	if ca := get(t, ns, "tlsgw-grpc-ca", &corev1.ConfigMap{}); ca.Data["ca.crt"] != string(issuer.CertPEM) {
+	if ca := get(t, ns, "tlsgw-backend-tls-ca", &corev1.ConfigMap{}); ca.Data["ca.crt"] != string(issuer.CertPEM) {
 		t.Errorf("the CA's ConfigMap holds %q", ca.Data)
 	}
 	if got := get(t, ns, "tlsgw", &servingv1alpha1.ModelServer{}); got.Status.Release.Revision != revision {

@@ -520,8 +520,10 @@ func renderCases() []renderCase { //nolint:gocognit // a table of cases: each ca
 					t.Errorf("ingress paths = %+v, want the prefix /v1 alone", paths)
 				}
 				httpRule := objs.custom["HTTPRoute"][0]["spec"].(map[string]any)["rules"].([]any)[0].(map[string]any)
-				if m := fmt.Sprint(httpRule["matches"]); m != "[map[path:map[type:PathPrefix value:/v1]]]" {
-					t.Errorf("HTTPRoute matches = %s, want the prefix /v1 alone", m)
+				want := "[map[path:map[type:PathPrefix value:/v1/models/resnet]] map[path:map[type:Exact value:/v1/models/resnet:predict]] " +
+					"map[path:map[type:Exact value:/v1/models/resnet:classify]] map[path:map[type:Exact value:/v1/models/resnet:regress]]]"
+				if m := fmt.Sprint(httpRule["matches"]); m != want {
+					t.Errorf("HTTPRoute matches = %s, want the model's REST API alone, %s", m, want)
 				}
 				if grpcRule := objs.custom["GRPCRoute"][0]["spec"].(map[string]any)["rules"].([]any)[0].(map[string]any); grpcRule["matches"] != nil {
 					t.Errorf("GRPCRoute matches = %v, want every method (the gRPC port serves nothing else)", grpcRule["matches"])
@@ -575,6 +577,29 @@ func renderCases() []renderCase { //nolint:gocognit // a table of cases: each ca
 				}
 				if objs.jobs[1].Spec.Template.Spec.Volumes[2].Secret.SecretName != "gcs" {
 					t.Errorf("bert's fetch lacks its credentials")
+				}
+			},
+		},
+		{
+			name: "sixteen models through a Gateway: each one's REST API, in one rule",
+			ms: func() *servingv1alpha1.ModelServer {
+				ms := modelServer("zoo", nil)
+				ms.Spec.Model = nil
+				for i := range 16 {
+					ms.Spec.Models = append(ms.Spec.Models, servingv1alpha1.ModelSpec{Name: fmt.Sprintf("m%02d", i), StorageURI: "s3://models/resnet"})
+				}
+				ms.Spec.Gateway = &servingv1alpha1.GatewaySpec{ParentRefs: []servingv1alpha1.GatewayParentRef{{Name: "gw"}}, GRPC: ptr.To(false)}
+				return ms
+			}(),
+			in: values.Inputs{Served: fetched, APIs: gatewayAPIs(false)},
+			check: func(t *testing.T, v *values.Values, objs *objects) {
+				rules := objs.custom["HTTPRoute"][0]["spec"].(map[string]any)["rules"].([]any)
+				matches := rules[0].(map[string]any)["matches"].([]any)
+				if len(rules) != 1 || len(matches) != 64 {
+					t.Fatalf("%d rules, %d matches; want 1 rule of 64 (the Gateway API's most)", len(rules), len(matches))
+				}
+				if last := fmt.Sprint(matches[63]); last != "map[path:map[type:Exact value:/v1/models/m15:regress]]" {
+					t.Errorf("the last match is %s", last)
 				}
 			},
 		},
@@ -1185,23 +1210,27 @@ func TestSchemaRejectsBadValues(t *testing.T) {
 		},
 		"pdb allowing no disruption": func(m map[string]any) { m["disruption"] = map[string]any{"maxUnavailable": 0} },
 		"route without a parent": func(m map[string]any) {
-			m["routes"] = map[string]any{"parentRefs": []any{}, "http": true, "httpPath": "/v1", "grpc": true}
+			m["routes"] = map[string]any{"parentRefs": []any{}, "http": true, "httpMatches": []any{map[string]any{"type": "PathPrefix", "value": "/v1/models/resnet"}}, "grpc": true}
 		},
 		"backend TLS CA without its ConfigMap": func(m map[string]any) {
 			m["backendTLS"] = map[string]any{"hostname": "resnet.ml.svc", "ca": "-----BEGIN CERTIFICATE-----\n"}
 		},
 		"backend TLS without a hostname": func(m map[string]any) { m["backendTLS"] = map[string]any{"hostname": ""} },
-		"negative drain":                 func(m map[string]any) { sub(m, "serving")["drainSeconds"] = -1 },
-		"no time to load":                func(m map[string]any) { sub(m, "serving")["loadTimeoutSeconds"] = 0 },
-		"model name with a slash":        func(m map[string]any) { first(m, "models")["name"] = "a/../b" },
-		"job name too long":              func(m map[string]any) { first(m, "fetches")["name"] = strings.Repeat("a", 64) },
-		"upper-case service name":        func(m map[string]any) { sub(m, "names")["service"] = "ResNet" },
-		"label value not a string":       func(m map[string]any) { sub(sub(m, "labels"), "common")["team"] = 1 },
-		"negative backoff limit":         func(m map[string]any) { first(m, "fetches")["backoffLimit"] = -1 },
-		"empty fetch args":               func(m map[string]any) { first(m, "fetches")["args"] = []any{} },
-		"bad access mode":                func(m map[string]any) { sub(m, "volume")["accessMode"] = "ReadWriteSometimes" },
-		"bad size":                       func(m map[string]any) { sub(m, "volume")["size"] = "ten gigs" },
-		"owner without uid":              func(m map[string]any) { delete(sub(m, "owner"), "uid") },
+		"route of a regular expression": func(m map[string]any) {
+			m["routes"] = map[string]any{"parentRefs": []any{map[string]any{"name": "gw"}}, "http": true, "grpc": false,
+				"httpMatches": []any{map[string]any{"type": "RegularExpression", "value": "/v1/.*"}}}
+		},
+		"negative drain":           func(m map[string]any) { sub(m, "serving")["drainSeconds"] = -1 },
+		"no time to load":          func(m map[string]any) { sub(m, "serving")["loadTimeoutSeconds"] = 0 },
+		"model name with a slash":  func(m map[string]any) { first(m, "models")["name"] = "a/../b" },
+		"job name too long":        func(m map[string]any) { first(m, "fetches")["name"] = strings.Repeat("a", 64) },
+		"upper-case service name":  func(m map[string]any) { sub(m, "names")["service"] = "ResNet" },
+		"label value not a string": func(m map[string]any) { sub(sub(m, "labels"), "common")["team"] = 1 },
+		"negative backoff limit":   func(m map[string]any) { first(m, "fetches")["backoffLimit"] = -1 },
+		"empty fetch args":         func(m map[string]any) { first(m, "fetches")["args"] = []any{} },
+		"bad access mode":          func(m map[string]any) { sub(m, "volume")["accessMode"] = "ReadWriteSometimes" },
+		"bad size":                 func(m map[string]any) { sub(m, "volume")["size"] = "ten gigs" },
+		"owner without uid":        func(m map[string]any) { delete(sub(m, "owner"), "uid") },
 	}
 	for name, mutate := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -494,11 +494,16 @@ type GatewaySpec struct {
 	// +listType=atomic
 	// +optional
 	Hostnames []string `json:"hostnames,omitempty"`
-	// rest renders an HTTPRoute to the REST API (default true).
+	// rest renders an HTTPRoute to the REST API of the models (default
+	// true): their paths alone, so several ModelServers may share a
+	// hostname, each reached by its models' names.
 	// +kubebuilder:default=true
 	// +optional
 	REST *bool `json:"rest,omitempty"`
-	// grpc renders a GRPCRoute to the gRPC API (default true).
+	// grpc renders a GRPCRoute to the gRPC API (default true). gRPC calls
+	// name the model in their message, not their path: a hostname routes
+	// gRPC to one ModelServer only. Where spec.tls serves it over TLS, a
+	// BackendTLSPolicy has the Gateways speak TLS to the pods.
 	// +kubebuilder:default=true
 	// +optional
 	GRPC *bool `json:"grpc,omitempty"`

@@ -209,8 +209,8 @@ func TestGRPCOverTLSGoesThroughAGatewayThatTookUpItsBackendTLSPolicy(t *testing.
 			parent("ml", "internal", "", cond("Accepted", metav1.ConditionFalse, "NoValidCACertificate", "no valid CA certificate"))}}, want: rest,
 			problems: []string{"BackendTLSPolicy m: Gateway ml/internal did not accept it (NoValidCACertificate): no valid CA certificate; its gRPC calls to the TLS port fail"}},
 		{name: "its CA unread", policy: &Policy{Name: "m", Ancestors: []RouteParent{
-			parent("ml", "internal", "", accepted, cond("ResolvedRefs", metav1.ConditionFalse, "InvalidCACertificateRef", "configmap m-grpc-ca not found"))}}, want: rest,
-			problems: []string{"BackendTLSPolicy m: Gateway ml/internal cannot read its CA certificates (InvalidCACertificateRef): configmap m-grpc-ca not found"}},
+			parent("ml", "internal", "", accepted, cond("ResolvedRefs", metav1.ConditionFalse, "InvalidCACertificateRef", "configmap m-backend-tls-ca not found"))}}, want: rest,
+			problems: []string{"BackendTLSPolicy m: Gateway ml/internal cannot read its CA certificates (InvalidCACertificateRef): configmap m-backend-tls-ca not found"}},
 		{name: "no policy needed", want: both},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -60,7 +60,7 @@ func ConfigMap(ms string) string { return Join(ms, "config") }
 
 // GatewayCA names the ConfigMap of the CA certificates a Gateway checks
 // the gRPC port's certificate against (a BackendTLSPolicy's).
-func GatewayCA(ms string) string { return Join(ms, "grpc-ca") }
+func GatewayCA(ms string) string { return Join(ms, "backend-tls-ca") }
 
 // Claim names the claim ModelServer ms's models are fetched into.
 func Claim(ms string) string { return Join(ms, "model") }

@@ -16,7 +16,7 @@ func exposure(ms *servingv1alpha1.ModelServer, v *Values, in Inputs) {
 		v.Ingress = &Ingress{Host: i.Host, Path: RESTAPIPath, ClassName: i.ClassName, TLSSecretName: i.TLSSecretName, Annotations: i.Annotations}
 	}
 	if g := spec.Gateway; g != nil {
-		r := &Routes{Hostnames: g.Hostnames, HTTP: g.REST == nil || *g.REST, HTTPPath: RESTAPIPath, GRPC: RoutesGRPC(g)}
+		r := &Routes{Hostnames: g.Hostnames, HTTP: g.REST == nil || *g.REST, HTTPMatches: modelMatches(v.Models), GRPC: RoutesGRPC(g)}
 		for _, route := range []struct {
 			on   *bool
 			kind schema.GroupVersionKind
@@ -42,6 +42,30 @@ func exposure(ms *servingv1alpha1.ModelServer, v *Values, in Inputs) {
 		slices.Sort(ns)
 		v.NetworkPolicy = &NetworkPolicy{Namespaces: slices.Compact(ns)}
 	}
+}
+
+// restVerbs are the methods of TF Serving's REST API, each a path of its
+// own: /v1/models/<name>:predict, or .../versions/<n>:predict.
+var restVerbs = []string{"predict", "classify", "regress"}
+
+// modelMatches are the paths of the REST API of the models: the model's
+// path and those under it (status, metadata, versions and labels), and
+// its methods. The Gateway API matches a prefix by whole path segments,
+// so /v1/models/m covers /v1/models/m/versions/2:predict but neither
+// /v1/models/m:predict nor /v1/models/mnist: a hostname can then serve
+// several ModelServers, each its models, where routing /v1 would send
+// every model's requests to whichever route is oldest. 16 models make 64
+// matches, the most a rule takes.
+func modelMatches(models []Model) []PathMatch {
+	var matches []PathMatch
+	for _, m := range models {
+		p := ModelPath(m.Name)
+		matches = append(matches, PathMatch{Type: "PathPrefix", Value: p})
+		for _, verb := range restVerbs {
+			matches = append(matches, PathMatch{Type: "Exact", Value: p + ":" + verb})
+		}
+	}
+	return matches
 }
 
 // RoutesGRPC says that spec.gateway g asks for a GRPCRoute.

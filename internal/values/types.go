@@ -342,9 +342,10 @@ type Routes struct {
 	ParentRefs []ParentRef `json:"parentRefs"`
 	Hostnames  []string    `json:"hostnames,omitempty"`
 	HTTP       bool        `json:"http"`
-	// HTTPPath is the prefix the HTTPRoute routes: RESTAPIPath.
-	HTTPPath string `json:"httpPath"`
-	GRPC     bool   `json:"grpc"`
+	// HTTPMatches are the paths the HTTPRoute routes: each model's REST
+	// API (ModelMatches).
+	HTTPMatches []PathMatch `json:"httpMatches"`
+	GRPC        bool        `json:"grpc"`
 }
 
 // BackendTLS has the Gateways speak TLS to the gRPC port, which serves it
@@ -355,6 +356,13 @@ type BackendTLS struct {
 	Hostname    string `json:"hostname"`
 	CA          string `json:"ca,omitempty"`
 	CAConfigMap string `json:"caConfigMap,omitempty"`
+}
+
+// PathMatch is one path an HTTPRoute routes, of the Gateway API's match
+// types PathPrefix and Exact.
+type PathMatch struct {
+	Type  string `json:"type"`
+	Value string `json:"value"`
 }
 
 // ParentRef is a Gateway a route attaches to.
