@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
@@ -28,6 +29,7 @@ import (
 const (
 	eventIngressClassNotFound = "IngressClassNotFound"
 	eventRouteNotAccepted     = "RouteNotAccepted"
+	eventRouteShared          = "RouteShared"
 )
 
 // gatewayKind is the Gateway API's Gateway, read for the listeners and
@@ -36,16 +38,18 @@ var gatewayKind = schema.GroupVersionKind{Group: "gateway.networking.k8s.io", Ve
 
 // observeExposure lists in report.Endpoints.External the ways in from
 // outside the cluster that carry the model's traffic, and warns of those
-// that cannot. The Ingress and the Service are watched, their addresses
-// included; the IngressClasses, the routes' status and the Gateways are
-// not, and are read from the apiserver: the classes only while the
-// Ingress has no address, the routes and Gateways at each reconcile, and
-// again after the returned wait while a route has not been accepted.
+// that cannot, and of routes that take another ModelServer's requests.
+// The Ingress and the Service are watched, their addresses included; the
+// IngressClasses, the routes' and the BackendTLSPolicy's status and the
+// Gateways are not, and are read from the apiserver: the classes only
+// while the Ingress has no address, the rest at each reconcile, and again
+// after the returned wait while a route has not been accepted or is
+// shared.
 func (r *ModelServerReconciler) observeExposure(ctx context.Context, ms *servingv1alpha1.ModelServer, want *desired.State, report *status.Observation) (time.Duration, error) {
 	vals := want.Values
 	model := vals.Models[0].Name
 	var external []servingv1alpha1.ExternalEndpoint
-	var classProblem, routeProblems []string
+	var classProblem, routeProblems, shared []string
 	var lookAgainIn time.Duration
 
 	if spec := vals.Ingress; spec != nil {
@@ -78,7 +82,10 @@ func (r *ModelServerReconciler) observeExposure(ctx context.Context, ms *serving
 		}
 		external = append(external, routed.Endpoints...)
 		routeProblems = routed.Problems
-		if routed.Pending || len(routed.Problems) > 0 {
+		if shared, err = r.sharedRoutes(ctx, ms, spec); err != nil {
+			return 0, err
+		}
+		if routed.Pending || len(routed.Problems) > 0 || len(shared) > 0 {
 			waitSooner(&lookAgainIn, cmp.Or(r.RecheckAfter, time.Minute))
 		}
 	}
@@ -100,6 +107,7 @@ func (r *ModelServerReconciler) observeExposure(ctx context.Context, ms *serving
 	}{
 		{eventIngressClassNotFound, "FindIngressClass", classProblem},
 		{eventRouteNotAccepted, "ReadRouteStatus", routeProblems},
+		{eventRouteShared, "CompareRoutes", shared},
 	} {
 		if len(p.problems) == 0 {
 			r.problems.resolved(ms.UID, p.reason)
@@ -173,6 +181,34 @@ func (r *ModelServerReconciler) observeRoutes(ctx context.Context, ms *servingv1
 		routed.Pending = true
 	}
 	return routed, nil
+}
+
+// sharedRoutes says where the routes of ms (spec, as rendered) take the
+// same requests on a Gateway as another ModelServer's (exposure.Shared),
+// of those the cache holds, walked uncopied. Nothing wakes ms when the
+// other changes: the caller looks again while one is found.
+func (r *ModelServerReconciler) sharedRoutes(ctx context.Context, ms *servingv1alpha1.ModelServer, spec *values.Routes) ([]string, error) {
+	own, _ := exposure.ClaimOf(ms)
+	own.GRPC = spec.GRPC
+	if !spec.HTTP {
+		own.Models = nil
+	}
+	list := &servingv1alpha1.ModelServerList{}
+	if err := r.List(ctx, list, client.UnsafeDisableDeepCopy); err != nil {
+		return nil, err
+	}
+	var others []exposure.Claim
+	for i := range list.Items {
+		o := &list.Items[i]
+		if o.UID == ms.UID || o.DeletionTimestamp != nil {
+			continue
+		}
+		if c, ok := exposure.ClaimOf(o); ok {
+			others = append(others, c)
+		}
+	}
+	slices.SortFunc(others, func(a, b exposure.Claim) int { return strings.Compare(a.ModelServer, b.ModelServer) })
+	return exposure.Shared(own, others), nil
 }
 
 // readOptional reads an object of a kind the cluster may lack, or the

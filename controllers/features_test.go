@@ -23,8 +23,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -467,6 +465,17 @@ func gatewayRouteCRDs() []*apiextensionsv1.CustomResourceDefinition {
 	return gatewayCRDs("HTTPRoute", "GRPCRoute")
 }
 
+// installGatewayAPI makes the CRDs, or finds them made: they outlive
+// the test, as an installed Gateway API would.
+func installGatewayAPI(t *testing.T, crds ...*apiextensionsv1.CustomResourceDefinition) {
+	t.Helper()
+	for _, crd := range crds {
+		if err := env.client.Create(context.Background(), crd); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+	}
+}
+
 // gatewayCRDs stand for the Gateway API's kinds, without a status
 // subresource: a test writes the status a Gateway controller would.
 func gatewayCRDs(kinds ...string) []*apiextensionsv1.CustomResourceDefinition {
@@ -509,17 +518,11 @@ func TestGatewayRoutesAppearOnceTheGatewayAPIIsInstalled(t *testing.T) {
 		t.Fatalf("warnings = %q, want one per missing route kind", got.Status.Warnings)
 	}
 
-	for _, crd := range gatewayRouteCRDs() {
-		if err := env.client.Create(context.Background(), crd); err != nil && !apierrors.IsAlreadyExists(err) {
-			t.Fatal(err)
-		}
-	}
+	installGatewayAPI(t, gatewayRouteCRDs()...)
 	eventually(t, 60*time.Second, "routes rendered", func(ctx context.Context) (bool, string) {
 		for _, kind := range []string{"HTTPRoute", "GRPCRoute"} {
-			u := &unstructured.Unstructured{}
-			u.SetAPIVersion("gateway.networking.k8s.io/v1")
-			u.SetKind(kind)
-			if err := env.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "routed"}, u); err != nil {
+			u := gatewayAPIObject(ns, kind, "routed")
+			if err := env.client.Get(ctx, client.ObjectKeyFromObject(u), u); err != nil {
 				return false, fmt.Sprintf("%s: %v", kind, err)
 			}
 		}
@@ -540,20 +543,8 @@ func TestGatewayRoutesAppearOnceTheGatewayAPIIsInstalled(t *testing.T) {
 func TestTheStatusListsTheWaysInFromOutsideOnceTheyCarryTraffic(t *testing.T) {
 	ctx := context.Background()
 	ns := newNamespace(t)
-	for _, crd := range gatewayCRDs("HTTPRoute", "GRPCRoute", "Gateway") {
-		if err := env.client.Create(ctx, crd); err != nil && !apierrors.IsAlreadyExists(err) {
-			t.Fatal(err)
-		}
-	}
-	gvk := func(kind string) *unstructured.Unstructured {
-		u := &unstructured.Unstructured{}
-		u.SetAPIVersion("gateway.networking.k8s.io/v1")
-		u.SetKind(kind)
-		return u
-	}
-	gw := gvk("Gateway")
-	gw.SetNamespace(ns)
-	gw.SetName("public")
+	installGatewayAPI(t, gatewayCRDs("HTTPRoute", "GRPCRoute", "Gateway")...)
+	gw := gatewayAPIObject(ns, "Gateway", "public")
 	gw.Object["spec"] = map[string]any{"gatewayClassName": "example", "listeners": []any{
 		map[string]any{"name": "web", "protocol": "HTTP", "port": int64(80)},
 		map[string]any{"name": "secure", "protocol": "HTTPS", "port": int64(443), "hostname": "*.example.test"},
@@ -615,22 +606,10 @@ func TestTheStatusListsTheWaysInFromOutsideOnceTheyCarryTraffic(t *testing.T) {
 	// The Gateway refuses the HTTPRoute, then takes up both routes.
 	setParents := func(kind string, accepted metav1.Condition) {
 		t.Helper()
-		route := gvk(kind)
-		if err := env.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "reach"}, route); err != nil {
-			t.Fatal(err)
-		}
-		accepted.LastTransitionTime = metav1.Now()
-		cond, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&accepted)
-		if err != nil {
-			t.Fatal(err)
-		}
-		route.Object["status"] = map[string]any{"parents": []any{map[string]any{
+		setGatewayStatus(t, gatewayAPIObject(ns, kind, "reach"), map[string]any{"parents": []any{map[string]any{
 			"parentRef": map[string]any{"name": "public"}, "controllerName": "example.test/gateway",
-			"conditions": []any{cond},
-		}}}
-		if err := env.client.Update(ctx, route); err != nil {
-			t.Fatal(err)
-		}
+			"conditions": conditionsJSON(t, []metav1.Condition{accepted}),
+		}}})
 	}
 	setParents("HTTPRoute", metav1.Condition{Type: "Accepted", Status: metav1.ConditionFalse, Reason: "NotAllowedByListeners", Message: "no listener allows routes from this namespace"})
 	refused := "HTTPRoute reach: Gateway " + ns + "/public did not accept it (NotAllowedByListeners): no listener allows routes from this namespace"
@@ -694,6 +673,63 @@ func TestTheStatusListsTheWaysInFromOutsideOnceTheyCarryTraffic(t *testing.T) {
 		t.Fatal(err)
 	}
 	status(warned("spec.gateway.parentRefs[1]: Gateway "+ns+"/pubilc does not exist"), "the missing Gateway warned of")
+}
+
+// TestRoutesThatTakeAnotherModelServersRequestsAreWarnedOf: two
+// ModelServers whose GRPCRoutes take the same hostname on one Gateway are
+// each told (the Gateway serves gRPC to one of them alone), with a
+// RouteShared Warning; once one routes its REST API alone, which the
+// other's models' paths do not take, neither is.
+func TestRoutesThatTakeAnotherModelServersRequestsAreWarnedOf(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	installGatewayAPI(t, gatewayCRDs("HTTPRoute", "GRPCRoute", "Gateway")...)
+	gw := gatewayAPIObject(ns, "Gateway", "gw")
+	gw.Object["spec"] = map[string]any{"gatewayClassName": "example", "listeners": []any{
+		map[string]any{"name": "web", "protocol": "HTTP", "port": int64(80)}}}
+	eventually(t, 30*time.Second, "the Gateway made", func(ctx context.Context) (bool, string) {
+		err := env.client.Create(ctx, gw)
+		return err == nil, fmt.Sprint(err)
+	})
+	gateway := func(ms *servingv1alpha1.ModelServer) {
+		ms.Spec.Gateway = &servingv1alpha1.GatewaySpec{ParentRefs: []servingv1alpha1.GatewayParentRef{{Name: "gw"}}, Hostnames: []string{"shared.example.test"}}
+	}
+	first, second := newModelServer(ns, "first", gateway), newModelServer(ns, "second", gateway)
+	for _, ms := range []*servingv1alpha1.ModelServer{first, second} {
+		if err := env.client.Create(ctx, ms); err != nil {
+			t.Fatal(err)
+		}
+	}
+	shared := func(other string) func(*servingv1alpha1.ModelServer) bool {
+		return func(got *servingv1alpha1.ModelServer) bool {
+			return slices.ContainsFunc(got.Status.Warnings, func(w string) bool {
+				return strings.Contains(w, "ModelServer "+ns+"/"+other+" routes gRPC through Gateway "+ns+"/gw for hostname shared.example.test too")
+			})
+		}
+	}
+	waitStatus(t, second, "the second told of the first", shared("first"))
+	waitStatus(t, first, "the first told of the second", shared("second"))
+	eventually(t, 15*time.Second, "a RouteShared Warning", func(ctx context.Context) (bool, string) {
+		list := &corev1.EventList{}
+		if err := env.client.List(ctx, list, client.InNamespace(ns)); err != nil {
+			return false, err.Error()
+		}
+		return slices.ContainsFunc(list.Items, func(e corev1.Event) bool {
+			return e.Reason == "RouteShared" && e.Type == corev1.EventTypeWarning
+		}), eventsIn(t, ns)
+	})
+
+	got := get(t, ns, "second", &servingv1alpha1.ModelServer{})
+	patch := client.MergeFrom(got.DeepCopy())
+	got.Spec.Gateway.GRPC = ptrTo(false)
+	if err := env.client.Patch(ctx, got, patch); err != nil {
+		t.Fatal(err)
+	}
+	for _, ms := range []*servingv1alpha1.ModelServer{first, second} {
+		waitStatus(t, ms, ms.Name+" told of nothing", func(got *servingv1alpha1.ModelServer) bool {
+			return len(got.Status.Warnings) == 0 && got.Status.Phase == servingv1alpha1.PhaseReady
+		})
+	}
 }
 
 // TestExtraServerFlagsReachTheServerAndOneItLacksIsWarnedOf: extra args

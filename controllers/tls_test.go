@@ -403,11 +403,7 @@ func TestACertificateNotValidYetIsWarnedOfUntilItIs(t *testing.T) {
 func TestGRPCOverTLSThroughAGatewayComesWithABackendTLSPolicy(t *testing.T) {
 	ctx := context.Background()
 	ns := newNamespace(t)
-	for _, crd := range gatewayCRDs("HTTPRoute", "GRPCRoute", "Gateway") {
-		if err := env.client.Create(ctx, crd); err != nil && !apierrors.IsAlreadyExists(err) {
-			t.Fatal(err)
-		}
-	}
+	installGatewayAPI(t, gatewayCRDs("HTTPRoute", "GRPCRoute", "Gateway")...)
 	object := func(kind, name string) *unstructured.Unstructured { return gatewayAPIObject(ns, kind, name) }
 	gw := object("Gateway", "gw")
 	gw.Object["spec"] = map[string]any{"gatewayClassName": "example", "listeners": []any{
@@ -436,11 +432,7 @@ func TestGRPCOverTLSThroughAGatewayComesWithABackendTLSPolicy(t *testing.T) {
 	}
 	waitStatus(t, ms, "the missing BackendTLSPolicy API said", warned("no gateway.networking.k8s.io/v1/BackendTLSPolicy API"))
 
-	for _, crd := range gatewayCRDs("BackendTLSPolicy") {
-		if err := env.client.Create(ctx, crd); err != nil && !apierrors.IsAlreadyExists(err) {
-			t.Fatal(err)
-		}
-	}
+	installGatewayAPI(t, gatewayCRDs("BackendTLSPolicy")...)
 	policy := object("BackendTLSPolicy", "tlsgw")
 	eventually(t, 60*time.Second, "the BackendTLSPolicy rendered", func(ctx context.Context) (bool, string) {
 		err := env.client.Get(ctx, client.ObjectKeyFromObject(policy), policy)

@@ -812,12 +812,8 @@ func renderCases() []renderCase { //nolint:gocognit // a table of cases: each ca
 		},
 		{
 			name: "gRPC over TLS through a Gateway: a BackendTLSPolicy and its CA",
-			ms: modelServer("resnet", func(ms *servingv1alpha1.ModelServer) {
-				ms.Spec.TLS = &servingv1alpha1.TLSSpec{SecretName: "resnet-grpc"}
-				ms.Spec.Gateway = &servingv1alpha1.GatewaySpec{ParentRefs: []servingv1alpha1.GatewayParentRef{{Name: "gw"}}}
-			}),
-			in: values.Inputs{FetchImage: "example.com/operator:1", TLSCertDigest: "d1", APIs: gatewayAPIs(true),
-				GatewayTrust: &values.GatewayTrust{Hostname: "resnet.default.svc", CA: "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"}},
+			ms:   tlsThroughGateway(nil),
+			in:   tlsInputs(true, &values.GatewayTrust{Hostname: "resnet.default.svc", CA: "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"}),
 			check: func(t *testing.T, v *values.Values, objs *objects) {
 				svc := objs.service(t)
 				spec := backendTLSPolicy(t, objs)
@@ -840,12 +836,8 @@ func renderCases() []renderCase { //nolint:gocognit // a table of cases: each ca
 		},
 		{
 			name: "gRPC over TLS through a Gateway, of a CA the Gateways know",
-			ms: modelServer("resnet", func(ms *servingv1alpha1.ModelServer) {
-				ms.Spec.TLS = &servingv1alpha1.TLSSpec{SecretName: "resnet-grpc"}
-				ms.Spec.Gateway = &servingv1alpha1.GatewaySpec{ParentRefs: []servingv1alpha1.GatewayParentRef{{Name: "gw"}}}
-			}),
-			in: values.Inputs{FetchImage: "example.com/operator:1", TLSCertDigest: "d1", APIs: gatewayAPIs(true),
-				GatewayTrust: &values.GatewayTrust{Hostname: "grpc.example.com"}},
+			ms:   tlsThroughGateway(nil),
+			in:   tlsInputs(true, &values.GatewayTrust{Hostname: "grpc.example.com"}),
 			check: func(t *testing.T, v *values.Values, objs *objects) {
 				validation := backendTLSPolicy(t, objs)["validation"].(map[string]any)
 				if validation["hostname"] != "grpc.example.com" || validation["wellKnownCACertificates"] != "System" || validation["caCertificateRefs"] != nil {
@@ -858,12 +850,8 @@ func renderCases() []renderCase { //nolint:gocognit // a table of cases: each ca
 		},
 		{
 			name: "gRPC over TLS through a Gateway without the BackendTLSPolicy API, or a certificate a Gateway cannot check",
-			ms: modelServer("resnet", func(ms *servingv1alpha1.ModelServer) {
-				ms.Spec.TLS = &servingv1alpha1.TLSSpec{SecretName: "resnet-grpc"}
-				ms.Spec.Gateway = &servingv1alpha1.GatewaySpec{ParentRefs: []servingv1alpha1.GatewayParentRef{{Name: "gw"}}}
-			}),
-			in: values.Inputs{FetchImage: "example.com/operator:1", TLSCertDigest: "d1", APIs: gatewayAPIs(false),
-				GatewayTrust: &values.GatewayTrust{Hostname: "resnet.default.svc"}},
+			ms:   tlsThroughGateway(nil),
+			in:   tlsInputs(false, &values.GatewayTrust{Hostname: "resnet.default.svc"}),
 			check: func(t *testing.T, v *values.Values, objs *objects) {
 				if len(v.Warnings) != 1 || !strings.Contains(v.Warnings[0], "no gateway.networking.k8s.io/v1/BackendTLSPolicy API") || !v.WaitsForAPIs {
 					t.Errorf("warnings %q (waits for APIs: %v), want the missing API named and looked for again", v.Warnings, v.WaitsForAPIs)
@@ -872,12 +860,8 @@ func renderCases() []renderCase { //nolint:gocognit // a table of cases: each ca
 				if len(objs.custom["GRPCRoute"]) != 1 {
 					t.Errorf("GRPCRoutes %d, want 1", len(objs.custom["GRPCRoute"]))
 				}
-				unchecked := values.Inputs{FetchImage: "example.com/operator:1", TLSCertDigest: "d1", APIs: gatewayAPIs(true),
-					GatewayTrust: &values.GatewayTrust{Problem: "Secret \"resnet-grpc\": its certificate names no DNS name"}}
-				v = valuesFor(t, modelServer("resnet", func(ms *servingv1alpha1.ModelServer) {
-					ms.Spec.TLS = &servingv1alpha1.TLSSpec{SecretName: "resnet-grpc"}
-					ms.Spec.Gateway = &servingv1alpha1.GatewaySpec{ParentRefs: []servingv1alpha1.GatewayParentRef{{Name: "gw"}}}
-				}), unchecked)
+				unchecked := tlsInputs(true, &values.GatewayTrust{Problem: "Secret \"resnet-grpc\": its certificate names no DNS name"})
+				v = valuesFor(t, tlsThroughGateway(nil), unchecked)
 				if v.BackendTLS != nil || len(v.Warnings) != 1 || !strings.Contains(v.Warnings[0], "no BackendTLSPolicy rendered for the gRPC port, which serves TLS (spec.tls): Secret \"resnet-grpc\": its certificate names no DNS name") {
 					t.Errorf("backendTLS %+v, warnings %q", v.BackendTLS, v.Warnings)
 				}
@@ -885,12 +869,8 @@ func renderCases() []renderCase { //nolint:gocognit // a table of cases: each ca
 		},
 		{
 			name: "gRPC over TLS, the REST API alone through a Gateway: no BackendTLSPolicy",
-			ms: modelServer("resnet", func(ms *servingv1alpha1.ModelServer) {
-				ms.Spec.TLS = &servingv1alpha1.TLSSpec{SecretName: "resnet-grpc"}
-				ms.Spec.Gateway = &servingv1alpha1.GatewaySpec{ParentRefs: []servingv1alpha1.GatewayParentRef{{Name: "gw"}}, GRPC: ptr.To(false)}
-			}),
-			in: values.Inputs{FetchImage: "example.com/operator:1", TLSCertDigest: "d1", APIs: gatewayAPIs(true),
-				GatewayTrust: &values.GatewayTrust{Hostname: "resnet.default.svc"}},
+			ms:   tlsThroughGateway(func(g *servingv1alpha1.GatewaySpec) { g.GRPC = ptr.To(false) }),
+			in:   tlsInputs(true, &values.GatewayTrust{Hostname: "resnet.default.svc"}),
 			check: func(t *testing.T, v *values.Values, objs *objects) {
 				if v.BackendTLS != nil || len(v.Warnings) != 0 {
 					t.Errorf("backendTLS %+v, warnings %q", v.BackendTLS, v.Warnings)
@@ -1860,6 +1840,25 @@ func checkOwner(t *testing.T, what string, refs []metav1.OwnerReference, ms *ser
 func gatewayAPIs(backendTLS bool) map[string]bool {
 	return map[string]bool{values.APIKey(values.HTTPRouteKind): true, values.APIKey(values.GRPCRouteKind): true,
 		values.APIKey(values.BackendTLSPolicyKind): backendTLS}
+}
+
+// tlsThroughGateway is a ModelServer whose gRPC port serves TLS, routed
+// through the Gateway gw as mutate leaves spec.gateway.
+func tlsThroughGateway(mutate func(*servingv1alpha1.GatewaySpec)) *servingv1alpha1.ModelServer {
+	return modelServer("resnet", func(ms *servingv1alpha1.ModelServer) {
+		ms.Spec.TLS = &servingv1alpha1.TLSSpec{SecretName: "resnet-grpc"}
+		ms.Spec.Gateway = &servingv1alpha1.GatewaySpec{ParentRefs: []servingv1alpha1.GatewayParentRef{{Name: "gw"}}}
+		if mutate != nil {
+			mutate(ms.Spec.Gateway)
+		}
+	})
+}
+
+// tlsInputs are those of a checked spec.tls Secret whose certificate a
+// Gateway trusts as trust says, in a cluster with the Gateway API's
+// routes, and its BackendTLSPolicy if backendTLS.
+func tlsInputs(backendTLS bool, trust *values.GatewayTrust) values.Inputs {
+	return values.Inputs{FetchImage: "example.com/operator:1", TLSCertDigest: "d1", APIs: gatewayAPIs(backendTLS), GatewayTrust: trust}
 }
 
 // backendTLSPolicy is the spec of the one BackendTLSPolicy rendered.

@@ -245,6 +245,19 @@ func checkServing(spec servingv1alpha1.ModelServerSpec) error {
 	return checkBehavior(a.Behavior)
 }
 
+// ModelNames are the names of the models ms serves, defaulted as the
+// model config has them.
+func ModelNames(ms *servingv1alpha1.ModelServer) []string {
+	if m := ms.Spec.Model; m != nil {
+		return []string{cmp.Or(m.Name, ms.Name)}
+	}
+	names := make([]string, 0, len(ms.Spec.Models))
+	for _, m := range ms.Spec.Models {
+		names = append(names, m.Name)
+	}
+	return names
+}
+
 // specModels are the models ms serves, with their names defaulted, and
 // the spec field they come from.
 func specModels(ms *servingv1alpha1.ModelServer, account Account) ([]SpecModel, Source, error) {
