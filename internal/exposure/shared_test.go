@@ -1,6 +1,7 @@
 package exposure
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -75,5 +76,32 @@ func TestRoutesThatTakeTheSameRequestsAreNamed(t *testing.T) {
 	}
 	if got := Shared(own, []Claim{routed("ml", "resnet", on("models.example.com"))}); len(got) != 2 || !slices.ContainsFunc(got, func(p string) bool { return strings.Contains(p, `model "resnet"`) }) {
 		t.Errorf("Shared with a twin = %q, want gRPC and the model named", got)
+	}
+}
+
+// BenchmarkSharedAmongAThousand is the walk a reconcile of a ModelServer
+// with spec.gateway makes of the cache: 1,000 others on the same Gateway,
+// each on a hostname of its own.
+func BenchmarkSharedAmongAThousand(b *testing.B) {
+	others := make([]*servingv1alpha1.ModelServer, 1000)
+	for i := range others {
+		ms := &servingv1alpha1.ModelServer{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: fmt.Sprintf("m%04d", i)}}
+		ms.Spec.Model = &servingv1alpha1.ModelSpec{}
+		ms.Spec.Gateway = &servingv1alpha1.GatewaySpec{ParentRefs: []servingv1alpha1.GatewayParentRef{{Name: "public", Namespace: "infra"}},
+			Hostnames: []string{fmt.Sprintf("m%04d.example.com", i)}}
+		others[i] = ms
+	}
+	own, _ := ClaimOf(others[0])
+	b.ReportAllocs()
+	for b.Loop() {
+		claims := make([]Claim, 0, len(others))
+		for _, o := range others[1:] {
+			if c, ok := ClaimOf(o); ok {
+				claims = append(claims, c)
+			}
+		}
+		if p := Shared(own, claims); len(p) != 0 {
+			b.Fatal(p)
+		}
 	}
 }
