@@ -15,7 +15,10 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
 	"github.com/modelserver-dev/modelserver-operator/internal/desired"
@@ -185,8 +188,9 @@ func (r *ModelServerReconciler) observeRoutes(ctx context.Context, ms *servingv1
 
 // sharedRoutes says where the routes of ms (spec, as rendered) take the
 // same requests on a Gateway as another ModelServer's (exposure.Shared),
-// of those the cache holds, walked uncopied. Nothing wakes ms when the
-// other changes: the caller looks again while one is found.
+// of those the cache holds, walked uncopied. The other's change wakes ms
+// where they come to share (routeSharers); the caller looks again while
+// one is found, to clear it once they no longer do.
 func (r *ModelServerReconciler) sharedRoutes(ctx context.Context, ms *servingv1alpha1.ModelServer, spec *values.Routes) ([]string, error) {
 	own, _ := exposure.ClaimOf(ms)
 	own.GRPC = spec.GRPC
@@ -209,6 +213,52 @@ func (r *ModelServerReconciler) sharedRoutes(ctx context.Context, ms *servingv1a
 	}
 	slices.SortFunc(others, func(a, b exposure.Claim) int { return strings.Compare(a.ModelServer, b.ModelServer) })
 	return exposure.Shared(own, others), nil
+}
+
+// routeSharers are the ModelServers whose routes take the same requests
+// as those of o, a ModelServer just made or changed, so that each says it
+// at once. One that no longer shares with o looks again on its own
+// (observeExposure) and clears its warning.
+func (r *ModelServerReconciler) routeSharers(ctx context.Context, o client.Object) []reconcile.Request {
+	ms, ok := o.(*servingv1alpha1.ModelServer)
+	if !ok {
+		return nil
+	}
+	claim, ok := exposure.ClaimOf(ms)
+	if !ok {
+		return nil
+	}
+	list := &servingv1alpha1.ModelServerList{}
+	if err := r.List(ctx, list, client.UnsafeDisableDeepCopy); err != nil {
+		return nil
+	}
+	var reqs []reconcile.Request
+	for i := range list.Items {
+		other := &list.Items[i]
+		if other.UID == ms.UID {
+			continue
+		}
+		if c, ok := exposure.ClaimOf(other); ok && len(exposure.Shared(c, []exposure.Claim{claim})) > 0 {
+			reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: other.Namespace, Name: other.Name}})
+		}
+	}
+	return reqs
+}
+
+// gatewaySpecNews lets through a ModelServer with spec.gateway made, or
+// whose spec changed: what its routes take may have.
+var gatewaySpecNews = predicate.Funcs{
+	CreateFunc:  func(e event.CreateEvent) bool { return hasGateway(e.Object) },
+	DeleteFunc:  func(event.DeleteEvent) bool { return false },
+	GenericFunc: func(event.GenericEvent) bool { return false },
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		return e.ObjectOld.GetGeneration() != e.ObjectNew.GetGeneration() && hasGateway(e.ObjectNew)
+	},
+}
+
+func hasGateway(o client.Object) bool {
+	ms, ok := o.(*servingv1alpha1.ModelServer)
+	return ok && ms.Spec.Gateway != nil
 }
 
 // readOptional reads an object of a kind the cluster may lack, or the

@@ -465,6 +465,21 @@ func gatewayRouteCRDs() []*apiextensionsv1.CustomResourceDefinition {
 	return gatewayCRDs("HTTPRoute", "GRPCRoute")
 }
 
+// waitWarning waits for a Warning Event of reason in namespace ns whose
+// message holds part.
+func waitWarning(t *testing.T, ns, reason, part string) {
+	t.Helper()
+	eventually(t, 15*time.Second, "a "+reason+" Warning", func(ctx context.Context) (bool, string) {
+		list := &corev1.EventList{}
+		if err := env.client.List(ctx, list, client.InNamespace(ns)); err != nil {
+			return false, err.Error()
+		}
+		return slices.ContainsFunc(list.Items, func(e corev1.Event) bool {
+			return e.Reason == reason && e.Type == corev1.EventTypeWarning && strings.Contains(e.Message, part)
+		}), eventsIn(t, ns)
+	})
+}
+
 // installGatewayAPI makes the CRDs, or finds them made: they outlive
 // the test, as an installed Gateway API would.
 func installGatewayAPI(t *testing.T, crds ...*apiextensionsv1.CustomResourceDefinition) {
@@ -593,15 +608,7 @@ func TestTheStatusListsTheWaysInFromOutsideOnceTheyCarryTraffic(t *testing.T) {
 	if e := external(got); len(e) != 0 {
 		t.Errorf("external %+v before anything gave an address", e)
 	}
-	eventually(t, 15*time.Second, "an IngressClassNotFound Warning", func(ctx context.Context) (bool, string) {
-		list := &corev1.EventList{}
-		if err := env.client.List(ctx, list, client.InNamespace(ns)); err != nil {
-			return false, err.Error()
-		}
-		return slices.ContainsFunc(list.Items, func(e corev1.Event) bool {
-			return e.Reason == "IngressClassNotFound" && e.Type == corev1.EventTypeWarning
-		}), eventsIn(t, ns)
-	})
+	waitWarning(t, ns, "IngressClassNotFound", "")
 
 	// The Gateway refuses the HTTPRoute, then takes up both routes.
 	setParents := func(kind string, accepted metav1.Condition) {
@@ -614,15 +621,7 @@ func TestTheStatusListsTheWaysInFromOutsideOnceTheyCarryTraffic(t *testing.T) {
 	setParents("HTTPRoute", metav1.Condition{Type: "Accepted", Status: metav1.ConditionFalse, Reason: "NotAllowedByListeners", Message: "no listener allows routes from this namespace"})
 	refused := "HTTPRoute reach: Gateway " + ns + "/public did not accept it (NotAllowedByListeners): no listener allows routes from this namespace"
 	status(warned(refused), "the refused route warned of")
-	eventually(t, 15*time.Second, "a RouteNotAccepted Warning", func(ctx context.Context) (bool, string) {
-		list := &corev1.EventList{}
-		if err := env.client.List(ctx, list, client.InNamespace(ns)); err != nil {
-			return false, err.Error()
-		}
-		return slices.ContainsFunc(list.Items, func(e corev1.Event) bool {
-			return e.Reason == "RouteNotAccepted" && strings.Contains(e.Message, "NotAllowedByListeners")
-		}), eventsIn(t, ns)
-	})
+	waitWarning(t, ns, "RouteNotAccepted", "NotAllowedByListeners")
 	for _, kind := range []string{"HTTPRoute", "GRPCRoute"} {
 		setParents(kind, metav1.Condition{Type: "Accepted", Status: metav1.ConditionTrue, Reason: "Accepted"})
 	}
@@ -678,8 +677,10 @@ func TestTheStatusListsTheWaysInFromOutsideOnceTheyCarryTraffic(t *testing.T) {
 // TestRoutesThatTakeAnotherModelServersRequestsAreWarnedOf: two
 // ModelServers whose GRPCRoutes take the same hostname on one Gateway are
 // each told (the Gateway serves gRPC to one of them alone), with a
-// RouteShared Warning; once one routes its REST API alone, which the
-// other's models' paths do not take, neither is.
+// RouteShared Warning: the one made first, its routes taken up and
+// nothing left to look at again, by the other's being made. Once one
+// routes its REST API alone, which the other's models' paths do not
+// take, neither is.
 func TestRoutesThatTakeAnotherModelServersRequestsAreWarnedOf(t *testing.T) {
 	ctx := context.Background()
 	ns := newNamespace(t)
@@ -687,6 +688,7 @@ func TestRoutesThatTakeAnotherModelServersRequestsAreWarnedOf(t *testing.T) {
 	gw := gatewayAPIObject(ns, "Gateway", "gw")
 	gw.Object["spec"] = map[string]any{"gatewayClassName": "example", "listeners": []any{
 		map[string]any{"name": "web", "protocol": "HTTP", "port": int64(80)}}}
+	gw.Object["status"] = map[string]any{"addresses": []any{map[string]any{"type": "IPAddress", "value": "198.18.0.33"}}}
 	eventually(t, 30*time.Second, "the Gateway made", func(ctx context.Context) (bool, string) {
 		err := env.client.Create(ctx, gw)
 		return err == nil, fmt.Sprint(err)
@@ -695,10 +697,21 @@ func TestRoutesThatTakeAnotherModelServersRequestsAreWarnedOf(t *testing.T) {
 		ms.Spec.Gateway = &servingv1alpha1.GatewaySpec{ParentRefs: []servingv1alpha1.GatewayParentRef{{Name: "gw"}}, Hostnames: []string{"shared.example.test"}}
 	}
 	first, second := newModelServer(ns, "first", gateway), newModelServer(ns, "second", gateway)
-	for _, ms := range []*servingv1alpha1.ModelServer{first, second} {
-		if err := env.client.Create(ctx, ms); err != nil {
-			t.Fatal(err)
-		}
+	if err := env.client.Create(ctx, first); err != nil {
+		t.Fatal(err)
+	}
+	waitReady(t, first)
+	for _, kind := range []string{"HTTPRoute", "GRPCRoute"} {
+		setGatewayStatus(t, gatewayAPIObject(ns, kind, "first"), map[string]any{"parents": []any{map[string]any{
+			"parentRef": map[string]any{"name": "gw"}, "controllerName": "example.test/gateway",
+			"conditions": conditionsJSON(t, []metav1.Condition{{Type: "Accepted", Status: metav1.ConditionTrue, Reason: "Accepted"}}),
+		}}})
+	}
+	waitStatus(t, first, "the first's routes taken up", func(got *servingv1alpha1.ModelServer) bool {
+		return got.Status.Endpoints != nil && len(got.Status.Endpoints.External) == 1 && got.Status.Endpoints.External[0].GRPC == "shared.example.test:80"
+	})
+	if err := env.client.Create(ctx, second); err != nil {
+		t.Fatal(err)
 	}
 	shared := func(other string) func(*servingv1alpha1.ModelServer) bool {
 		return func(got *servingv1alpha1.ModelServer) bool {
@@ -709,15 +722,7 @@ func TestRoutesThatTakeAnotherModelServersRequestsAreWarnedOf(t *testing.T) {
 	}
 	waitStatus(t, second, "the second told of the first", shared("first"))
 	waitStatus(t, first, "the first told of the second", shared("second"))
-	eventually(t, 15*time.Second, "a RouteShared Warning", func(ctx context.Context) (bool, string) {
-		list := &corev1.EventList{}
-		if err := env.client.List(ctx, list, client.InNamespace(ns)); err != nil {
-			return false, err.Error()
-		}
-		return slices.ContainsFunc(list.Items, func(e corev1.Event) bool {
-			return e.Reason == "RouteShared" && e.Type == corev1.EventTypeWarning
-		}), eventsIn(t, ns)
-	})
+	waitWarning(t, ns, "RouteShared", "")
 
 	got := get(t, ns, "second", &servingv1alpha1.ModelServer{})
 	patch := client.MergeFrom(got.DeepCopy())

@@ -512,6 +512,9 @@ func (r *ModelServerReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		builder.WithPredicates(fetchPodNews))
 	b = b.Watches(&corev1.Event{}, firstForInstalled{handler.EnqueueRequestsFromMapFunc(r.claimFailureModelServer)},
 		builder.WithPredicates(claimFailureNews))
+	// Another ModelServer whose routes come to take this one's requests
+	// (RouteShared): nothing of this one changes.
+	b = b.Watches(&servingv1alpha1.ModelServer{}, handler.EnqueueRequestsFromMapFunc(r.routeSharers), builder.WithPredicates(gatewaySpecNews))
 	// spec.tls's Secrets, by their metadata alone (TLSSecretsCache).
 	b = b.WatchesMetadata(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.tlsSecretModelServers))
 	// The pods' service accounts, for an oci:// model's pull secrets
