@@ -480,6 +480,20 @@ func waitWarning(t *testing.T, ns, reason, part string) {
 	})
 }
 
+// makeGateway makes a Gateway of the listeners, with the address its
+// implementation would have given it, once the apiserver serves the kind
+// (a CRD just made takes a moment).
+func makeGateway(t *testing.T, ns, name, address string, listeners ...any) {
+	t.Helper()
+	gw := gatewayAPIObject(ns, "Gateway", name)
+	gw.Object["spec"] = map[string]any{"gatewayClassName": "example", "listeners": listeners}
+	gw.Object["status"] = map[string]any{"addresses": []any{map[string]any{"type": "IPAddress", "value": address}}}
+	eventually(t, 30*time.Second, "the Gateway made", func(ctx context.Context) (bool, string) {
+		err := env.client.Create(ctx, gw)
+		return err == nil, fmt.Sprint(err)
+	})
+}
+
 // installGatewayAPI makes the CRDs, or finds them made: they outlive
 // the test, as an installed Gateway API would.
 func installGatewayAPI(t *testing.T, crds ...*apiextensionsv1.CustomResourceDefinition) {
@@ -559,16 +573,9 @@ func TestTheStatusListsTheWaysInFromOutsideOnceTheyCarryTraffic(t *testing.T) {
 	ctx := context.Background()
 	ns := newNamespace(t)
 	installGatewayAPI(t, gatewayCRDs("HTTPRoute", "GRPCRoute", "Gateway")...)
-	gw := gatewayAPIObject(ns, "Gateway", "public")
-	gw.Object["spec"] = map[string]any{"gatewayClassName": "example", "listeners": []any{
+	makeGateway(t, ns, "public", "198.18.0.30",
 		map[string]any{"name": "web", "protocol": "HTTP", "port": int64(80)},
-		map[string]any{"name": "secure", "protocol": "HTTPS", "port": int64(443), "hostname": "*.example.test"},
-	}}
-	gw.Object["status"] = map[string]any{"addresses": []any{map[string]any{"type": "IPAddress", "value": "198.18.0.30"}}}
-	eventually(t, 30*time.Second, "the Gateway kind served", func(ctx context.Context) (bool, string) {
-		err := env.client.Create(ctx, gw)
-		return err == nil, fmt.Sprint(err)
-	})
+		map[string]any{"name": "secure", "protocol": "HTTPS", "port": int64(443), "hostname": "*.example.test"})
 
 	ms := newModelServer(ns, "reach", func(ms *servingv1alpha1.ModelServer) {
 		ms.Spec.Ingress = &servingv1alpha1.IngressSpec{Host: "reach.example.test", ClassName: "edge", TLSSecretName: "reach-cert"}
@@ -685,14 +692,7 @@ func TestRoutesThatTakeAnotherModelServersRequestsAreWarnedOf(t *testing.T) {
 	ctx := context.Background()
 	ns := newNamespace(t)
 	installGatewayAPI(t, gatewayCRDs("HTTPRoute", "GRPCRoute", "Gateway")...)
-	gw := gatewayAPIObject(ns, "Gateway", "gw")
-	gw.Object["spec"] = map[string]any{"gatewayClassName": "example", "listeners": []any{
-		map[string]any{"name": "web", "protocol": "HTTP", "port": int64(80)}}}
-	gw.Object["status"] = map[string]any{"addresses": []any{map[string]any{"type": "IPAddress", "value": "198.18.0.33"}}}
-	eventually(t, 30*time.Second, "the Gateway made", func(ctx context.Context) (bool, string) {
-		err := env.client.Create(ctx, gw)
-		return err == nil, fmt.Sprint(err)
-	})
+	makeGateway(t, ns, "gw", "198.18.0.33", map[string]any{"name": "web", "protocol": "HTTP", "port": int64(80)})
 	gateway := func(ms *servingv1alpha1.ModelServer) {
 		ms.Spec.Gateway = &servingv1alpha1.GatewaySpec{ParentRefs: []servingv1alpha1.GatewayParentRef{{Name: "gw"}}, Hostnames: []string{"shared.example.test"}}
 	}

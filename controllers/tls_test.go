@@ -405,14 +405,7 @@ func TestGRPCOverTLSThroughAGatewayComesWithABackendTLSPolicy(t *testing.T) {
 	ns := newNamespace(t)
 	installGatewayAPI(t, gatewayCRDs("HTTPRoute", "GRPCRoute", "Gateway")...)
 	object := func(kind, name string) *unstructured.Unstructured { return gatewayAPIObject(ns, kind, name) }
-	gw := object("Gateway", "gw")
-	gw.Object["spec"] = map[string]any{"gatewayClassName": "example", "listeners": []any{
-		map[string]any{"name": "web", "protocol": "HTTP", "port": int64(80)}}}
-	gw.Object["status"] = map[string]any{"addresses": []any{map[string]any{"type": "IPAddress", "value": "198.18.0.32"}}}
-	eventually(t, 30*time.Second, "the Gateway kind served", func(ctx context.Context) (bool, string) {
-		err := env.client.Create(ctx, gw)
-		return err == nil || apierrors.IsAlreadyExists(err), fmt.Sprint(err)
-	})
+	makeGateway(t, ns, "gw", "198.18.0.32", map[string]any{"name": "web", "protocol": "HTTP", "port": int64(80)})
 	issuer := tlstest.CA(t, "issuer")
 	secret := tlsSecret(ns, "tlsgw-grpc", issuer.Server(t, "tlsgw."+ns+".svc.cluster.local", "tlsgw."+ns+".svc"), issuer)
 	if err := env.client.Create(ctx, secret); err != nil {
