@@ -187,31 +187,20 @@ func (r *ModelServerReconciler) observeRoutes(ctx context.Context, ms *servingv1
 }
 
 // sharedRoutes says where the routes of ms (spec, as rendered) take the
-// same requests on a Gateway as another ModelServer's (exposure.Shared),
-// of those the cache holds, walked uncopied. The other's change wakes ms
-// where they come to share (routeSharers); the caller looks again while
-// one is found, to clear it once they no longer do.
+// same requests on a Gateway as another ModelServer's (exposure.Shared).
+// The other's change wakes ms where they come to share (routeSharers);
+// the caller looks again while one is found, to clear it once they no
+// longer do.
 func (r *ModelServerReconciler) sharedRoutes(ctx context.Context, ms *servingv1alpha1.ModelServer, spec *values.Routes) ([]string, error) {
 	own, _ := exposure.ClaimOf(ms)
 	own.GRPC = spec.GRPC
 	if !spec.HTTP {
 		own.Models = nil
 	}
-	list := &servingv1alpha1.ModelServerList{}
-	if err := r.List(ctx, list, client.UnsafeDisableDeepCopy); err != nil {
+	others, err := r.otherClaims(ctx, ms)
+	if err != nil {
 		return nil, err
 	}
-	var others []exposure.Claim
-	for i := range list.Items {
-		o := &list.Items[i]
-		if o.UID == ms.UID || o.DeletionTimestamp != nil {
-			continue
-		}
-		if c, ok := exposure.ClaimOf(o); ok {
-			others = append(others, c)
-		}
-	}
-	slices.SortFunc(others, func(a, b exposure.Claim) int { return strings.Compare(a.ModelServer, b.ModelServer) })
 	return exposure.Shared(own, others), nil
 }
 
@@ -228,21 +217,40 @@ func (r *ModelServerReconciler) routeSharers(ctx context.Context, o client.Objec
 	if !ok {
 		return nil
 	}
-	list := &servingv1alpha1.ModelServerList{}
-	if err := r.List(ctx, list, client.UnsafeDisableDeepCopy); err != nil {
+	others, err := r.otherClaims(ctx, ms)
+	if err != nil {
 		return nil
 	}
 	var reqs []reconcile.Request
-	for i := range list.Items {
-		other := &list.Items[i]
-		if other.UID == ms.UID {
-			continue
-		}
-		if c, ok := exposure.ClaimOf(other); ok && len(exposure.Shared(c, []exposure.Claim{claim})) > 0 {
-			reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: other.Namespace, Name: other.Name}})
+	for _, c := range others {
+		if len(exposure.Shared(c, []exposure.Claim{claim})) > 0 {
+			ns, name, _ := strings.Cut(c.ModelServer, "/")
+			reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ns, Name: name}})
 		}
 	}
 	return reqs
+}
+
+// otherClaims are what the routes of the ModelServers besides ms take,
+// of those the cache holds (walked uncopied) and not being deleted, in
+// the order of their names.
+func (r *ModelServerReconciler) otherClaims(ctx context.Context, ms *servingv1alpha1.ModelServer) ([]exposure.Claim, error) {
+	list := &servingv1alpha1.ModelServerList{}
+	if err := r.List(ctx, list, client.UnsafeDisableDeepCopy); err != nil {
+		return nil, err
+	}
+	var others []exposure.Claim
+	for i := range list.Items {
+		o := &list.Items[i]
+		if o.UID == ms.UID || o.DeletionTimestamp != nil {
+			continue
+		}
+		if c, ok := exposure.ClaimOf(o); ok {
+			others = append(others, c)
+		}
+	}
+	slices.SortFunc(others, func(a, b exposure.Claim) int { return strings.Compare(a.ModelServer, b.ModelServer) })
+	return others, nil
 }
 
 // gatewaySpecNews lets through a ModelServer with spec.gateway made, or
