@@ -224,8 +224,7 @@ func (r *ModelServerReconciler) routeSharers(ctx context.Context, o client.Objec
 	var reqs []reconcile.Request
 	for _, c := range others {
 		if len(exposure.Shared(c, []exposure.Claim{claim})) > 0 {
-			ns, name, _ := strings.Cut(c.ModelServer, "/")
-			reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ns, Name: name}})
+			reqs = append(reqs, reconcile.Request{NamespacedName: c.ModelServer})
 		}
 	}
 	return reqs
@@ -249,7 +248,7 @@ func (r *ModelServerReconciler) otherClaims(ctx context.Context, ms *servingv1al
 			others = append(others, c)
 		}
 	}
-	slices.SortFunc(others, func(a, b exposure.Claim) int { return strings.Compare(a.ModelServer, b.ModelServer) })
+	slices.SortFunc(others, func(a, b exposure.Claim) int { return strings.Compare(a.ModelServer.String(), b.ModelServer.String()) })
 	return others, nil
 }
 

@@ -201,11 +201,11 @@ func (r *ModelServerReconciler) liveGatewayTrust(ctx context.Context, ms *servin
 		return nil, err
 	}
 	hostname, _, _ := unstructured.NestedString(u.Object, "spec", "validation", "hostname")
-	refs, _, _ := unstructured.NestedSlice(u.Object, "spec", "validation", "caCertificateRefs")
 	if hostname == "" {
 		return nil, nil
 	}
 	trust := &values.GatewayTrust{Hostname: hostname}
+	refs, _, _ := unstructured.NestedSlice(u.Object, "spec", "validation", "caCertificateRefs")
 	if len(refs) == 0 {
 		return trust, nil
 	}

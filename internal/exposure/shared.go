@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"slices"
 
+	"k8s.io/apimachinery/pkg/types"
+
 	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
 	"github.com/modelserver-dev/modelserver-operator/internal/values"
 )
@@ -14,7 +16,7 @@ import (
 // listener does), the models whose REST API the HTTPRoute routes, and
 // whether a GRPCRoute takes the gRPC calls.
 type Claim struct {
-	ModelServer string
+	ModelServer types.NamespacedName
 	Parents     []Parent
 	Hostnames   []string
 	Models      []string
@@ -32,11 +34,11 @@ func ClaimOf(ms *servingv1alpha1.ModelServer) (Claim, bool) {
 	if g == nil {
 		return Claim{}, false
 	}
-	c := Claim{ModelServer: GatewayKey(ms.Namespace, ms.Name), Hostnames: g.Hostnames, GRPC: values.RoutesGRPC(g)}
+	c := Claim{ModelServer: types.NamespacedName{Namespace: ms.Namespace, Name: ms.Name}, Hostnames: g.Hostnames, GRPC: values.RoutesGRPC(g)}
 	for _, p := range g.ParentRefs {
 		c.Parents = append(c.Parents, Parent{Gateway: GatewayKey(cmp.Or(p.Namespace, ms.Namespace), p.Name), Section: p.SectionName})
 	}
-	if g.REST == nil || *g.REST {
+	if values.RoutesREST(g) {
 		c.Models = values.ModelNames(ms)
 	}
 	return c, true

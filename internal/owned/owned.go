@@ -36,8 +36,8 @@ type Kind struct {
 }
 
 // Kinds are the owned kinds. The optional kinds rendered only where their
-// API exists (Gateway API routes and BackendTLSPolicy, ServiceMonitor) are not watched: the
-// operator must start without them.
+// API exists (Gateway API routes and BackendTLSPolicy, ServiceMonitor) are
+// not watched: the operator must start without them.
 var Kinds = []Kind{
 	{Name: "ConfigMap", Group: "", Resource: "configmaps",
 		New: func() client.Object { return &corev1.ConfigMap{} },

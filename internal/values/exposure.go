@@ -16,7 +16,7 @@ func exposure(ms *servingv1alpha1.ModelServer, v *Values, in Inputs) {
 		v.Ingress = &Ingress{Host: i.Host, Path: RESTAPIPath, ClassName: i.ClassName, TLSSecretName: i.TLSSecretName, Annotations: i.Annotations}
 	}
 	if g := spec.Gateway; g != nil {
-		r := &Routes{Hostnames: g.Hostnames, HTTP: g.REST == nil || *g.REST, HTTPMatches: modelMatches(v.Models), GRPC: RoutesGRPC(g)}
+		r := &Routes{Hostnames: g.Hostnames, HTTP: RoutesREST(g), HTTPMatches: modelMatches(v.Models), GRPC: RoutesGRPC(g)}
 		for _, route := range []struct {
 			on   *bool
 			kind schema.GroupVersionKind
@@ -67,6 +67,9 @@ func modelMatches(models []Model) []PathMatch {
 	}
 	return matches
 }
+
+// RoutesREST says that spec.gateway g asks for an HTTPRoute.
+func RoutesREST(g *servingv1alpha1.GatewaySpec) bool { return g != nil && (g.REST == nil || *g.REST) }
 
 // RoutesGRPC says that spec.gateway g asks for a GRPCRoute.
 func RoutesGRPC(g *servingv1alpha1.GatewaySpec) bool { return g != nil && (g.GRPC == nil || *g.GRPC) }

@@ -343,7 +343,7 @@ type Routes struct {
 	Hostnames  []string    `json:"hostnames,omitempty"`
 	HTTP       bool        `json:"http"`
 	// HTTPMatches are the paths the HTTPRoute routes: each model's REST
-	// API (ModelMatches).
+	// API (modelMatches).
 	HTTPMatches []PathMatch `json:"httpMatches"`
 	GRPC        bool        `json:"grpc"`
 }
