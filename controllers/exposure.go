@@ -42,12 +42,15 @@ var gatewayKind = schema.GroupVersionKind{Group: "gateway.networking.k8s.io", Ve
 // observeExposure lists in report.Endpoints.External the ways in from
 // outside the cluster that carry the model's traffic, and warns of those
 // that cannot, and of routes that take another ModelServer's requests.
-// The Ingress and the Service are watched, their addresses included; the
-// IngressClasses, the routes' and the BackendTLSPolicy's status and the
-// Gateways are not, and are read from the apiserver: the classes only
-// while the Ingress has no address, the rest at each reconcile, and again
-// after the returned wait while a route has not been accepted or is
-// shared.
+// The Ingress and the Service are watched, their addresses included, and
+// so are the routes, the BackendTLSPolicy and the Gateways once the
+// cluster serves their kinds (lateWatches). The IngressClasses are not,
+// and are read from the apiserver while the Ingress has no address; so
+// are the Gateway API's objects where they cannot be watched. The caller
+// looks again after the returned wait where what it waits for wakes
+// nothing: a class missing, a route not yet accepted or refused and not
+// watched, another ModelServer's route shared (its going away wakes
+// none).
 func (r *ModelServerReconciler) observeExposure(ctx context.Context, ms *servingv1alpha1.ModelServer, want *desired.State, report *status.Observation) (time.Duration, error) {
 	vals := want.Values
 	model := vals.Models[0].Name
@@ -79,7 +82,7 @@ func (r *ModelServerReconciler) observeExposure(ctx context.Context, ms *serving
 	}
 
 	if spec := vals.Routes; spec != nil {
-		routed, err := r.observeRoutes(ctx, ms, spec, vals, model)
+		routed, watched, err := r.observeRoutes(ctx, ms, spec, vals, model)
 		if err != nil {
 			return 0, err
 		}
@@ -88,7 +91,7 @@ func (r *ModelServerReconciler) observeExposure(ctx context.Context, ms *serving
 		if shared, err = r.sharedRoutes(ctx, ms, spec); err != nil {
 			return 0, err
 		}
-		if routed.Pending || len(routed.Problems) > 0 || len(shared) > 0 {
+		if (routed.Pending || len(routed.Problems) > 0) && !watched || len(shared) > 0 {
 			waitSooner(&lookAgainIn, cmp.Or(r.RecheckAfter, time.Minute))
 		}
 	}
@@ -123,8 +126,10 @@ func (r *ModelServerReconciler) observeExposure(ctx context.Context, ms *serving
 }
 
 // observeRoutes reads the routes the release made, and the Gateways that
-// accepted them, for what they let in (exposure.Routed).
-func (r *ModelServerReconciler) observeRoutes(ctx context.Context, ms *servingv1alpha1.ModelServer, spec *values.Routes, vals *values.Values, model string) (exposure.Routed, error) {
+// accepted them, for what they let in (exposure.Routed); watched says
+// that a change of any of them wakes the ModelServer.
+func (r *ModelServerReconciler) observeRoutes(ctx context.Context, ms *servingv1alpha1.ModelServer, spec *values.Routes, vals *values.Values, model string) (routed exposure.Routed, watched bool, err error) {
+	watched = true
 	var routes []exposure.Route
 	for _, k := range []struct {
 		on   bool
@@ -133,57 +138,80 @@ func (r *ModelServerReconciler) observeRoutes(ctx context.Context, ms *servingv1
 		if !k.on {
 			continue
 		}
+		watched = r.watching(ctx, k.kind) && watched
 		u, _, err := r.readOptional(ctx, k.kind, ms.Namespace, vals.Names.Deployment)
 		if err != nil {
-			return exposure.Routed{}, err
+			return exposure.Routed{}, false, err
 		}
 		if u == nil {
 			continue
 		}
 		route, err := exposure.RouteOf(u)
 		if err != nil {
-			return exposure.Routed{}, err
+			return exposure.Routed{}, false, err
 		}
 		routes = append(routes, route)
 	}
-	gateways := map[string]*exposure.Gateway{}
-	for i, ref := range spec.ParentRefs {
-		key := exposure.ParentKey(ref, ms.Namespace)
-		if slices.ContainsFunc(spec.ParentRefs[:i], func(p values.ParentRef) bool { return exposure.ParentKey(p, ms.Namespace) == key }) {
-			continue
-		}
-		ns, name, _ := strings.Cut(key, "/")
-		u, missing, err := r.readOptional(ctx, gatewayKind, ns, name)
-		switch {
-		case err != nil:
-			return exposure.Routed{}, err
-		case missing:
-			gateways[key] = nil
-		case u != nil:
-			if gateways[key], err = exposure.GatewayOf(u); err != nil {
-				return exposure.Routed{}, err
-			}
-		}
+	gateways, gatewaysWatched, err := r.readGateways(ctx, spec.ParentRefs, ms.Namespace)
+	if err != nil {
+		return exposure.Routed{}, false, err
 	}
+	watched = gatewaysWatched && watched
 	var policy *exposure.Policy
 	if vals.BackendTLS != nil {
+		watched = r.watching(ctx, values.BackendTLSPolicyKind) && watched
 		u, _, err := r.readOptional(ctx, values.BackendTLSPolicyKind, ms.Namespace, vals.Names.Deployment)
 		switch {
 		case err != nil:
-			return exposure.Routed{}, err
+			return exposure.Routed{}, false, err
 		case u == nil:
 			policy = &exposure.Policy{Name: vals.Names.Deployment}
 		default:
 			if policy, err = exposure.PolicyOf(u); err != nil {
-				return exposure.Routed{}, err
+				return exposure.Routed{}, false, err
 			}
 		}
 	}
-	routed := exposure.FromGateways(spec, ms.Namespace, routes, gateways, policy, model)
+	routed = exposure.FromGateways(spec, ms.Namespace, routes, gateways, policy, model)
 	if len(routes) == 0 {
 		routed.Pending = true
 	}
-	return routed, nil
+	return routed, watched, nil
+}
+
+// readGateways reads the Gateways refs name, from a route in namespace,
+// by exposure.GatewayKey: nil for one that does not exist, none for one
+// that cannot be read. watched says that the cache holds them all.
+func (r *ModelServerReconciler) readGateways(ctx context.Context, refs []values.ParentRef, namespace string) (map[string]*exposure.Gateway, bool, error) {
+	gateways := map[string]*exposure.Gateway{}
+	watched := true
+	for _, ref := range refs {
+		key := exposure.ParentKey(ref, namespace)
+		if _, seen := gateways[key]; seen {
+			continue
+		}
+		ns, name, _ := strings.Cut(key, "/")
+		u, found, held := r.cachedGateway(ctx, types.NamespacedName{Namespace: ns, Name: name})
+		missing := held && !found
+		if !held {
+			watched = false
+			var err error
+			if u, missing, err = r.readOptional(ctx, gatewayKind, ns, name); err != nil {
+				return nil, false, err
+			}
+		}
+		switch {
+		case missing:
+			gateways[key] = nil
+		case u != nil:
+			gw, err := exposure.GatewayOf(u)
+			if err != nil {
+				return nil, false, err
+			}
+			gateways[key] = gw
+		}
+	}
+	return gateways, watched, nil
 }
 
 // sharedRoutes says where the routes of ms (spec, as rendered) take the

@@ -737,6 +737,59 @@ func TestRoutesThatTakeAnotherModelServersRequestsAreWarnedOf(t *testing.T) {
 	}
 }
 
+// TestTheRoutesAndTheirGatewayAreWatched: once the cluster serves the
+// Gateway API, the operator watches the routes and the Gateways, so a
+// ModelServer waiting for its Gateway asks for no look again (its
+// reconcile returns no wait), and yet hears at once of each step: the
+// Gateway made after it, the routes accepted, the address the Gateway is
+// given last.
+func TestTheRoutesAndTheirGatewayAreWatched(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	installGatewayAPI(t, gatewayCRDs("HTTPRoute", "GRPCRoute", "Gateway")...)
+	ms := newModelServer(ns, "watched", func(ms *servingv1alpha1.ModelServer) {
+		ms.Spec.Gateway = &servingv1alpha1.GatewaySpec{ParentRefs: []servingv1alpha1.GatewayParentRef{{Name: "late"}}}
+	})
+	if err := env.client.Create(ctx, ms); err != nil {
+		t.Fatal(err)
+	}
+	waitReady(t, ms)
+	asksForNoLookAgain := func(what string) {
+		t.Helper()
+		// The manager reconciles the ModelServer beside this call: a
+		// status write of one can conflict with the other's.
+		eventually(t, 15*time.Second, what+": no look again asked for", func(ctx context.Context) (bool, string) {
+			result, err := env.reconciler.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(ms)})
+			return err == nil && result.RequeueAfter == 0, fmt.Sprintf("look again in %v (%v)", result.RequeueAfter, err)
+		})
+	}
+	waitStatus(t, ms, "the missing Gateway told of", func(got *servingv1alpha1.ModelServer) bool {
+		return slices.ContainsFunc(got.Status.Warnings, func(w string) bool { return strings.Contains(w, "Gateway "+ns+"/late does not exist") })
+	})
+	asksForNoLookAgain("the Gateway missing")
+
+	makeGateway(t, ns, "late", "", map[string]any{"name": "web", "protocol": "HTTP", "port": int64(80)})
+	waitStatus(t, ms, "the Gateway's making heard of", func(got *servingv1alpha1.ModelServer) bool { return len(got.Status.Warnings) == 0 })
+	asksForNoLookAgain("the routes not yet accepted")
+
+	for _, kind := range []string{"HTTPRoute", "GRPCRoute"} {
+		setGatewayStatus(t, gatewayAPIObject(ns, kind, "watched"), map[string]any{"parents": []any{map[string]any{
+			"parentRef": map[string]any{"name": "late"}, "controllerName": "example.test/gateway",
+			"conditions": conditionsJSON(t, []metav1.Condition{{Type: "Accepted", Status: metav1.ConditionTrue, Reason: "Accepted"}}),
+		}}})
+	}
+	asksForNoLookAgain("the routes accepted, the Gateway without an address")
+
+	setGatewayStatus(t, gatewayAPIObject(ns, "Gateway", "late"), map[string]any{"addresses": []any{map[string]any{"type": "IPAddress", "value": "198.18.0.34"}}})
+	got := waitStatus(t, ms, "the Gateway's address heard of", func(got *servingv1alpha1.ModelServer) bool {
+		return got.Status.Endpoints != nil && len(got.Status.Endpoints.External) == 1 && got.Status.Endpoints.External[0].GRPC == "198.18.0.34:80"
+	})
+	if rest := got.Status.Endpoints.External[0].REST; !strings.HasPrefix(rest, "http://198.18.0.34") {
+		t.Errorf("REST URL %q, want the Gateway's address", rest)
+	}
+	asksForNoLookAgain("the URLs listed")
+}
+
 // TestExtraServerFlagsReachTheServerAndOneItLacksIsWarnedOf: extra args
 // follow the operator's flags in the serving container; a flag TF Serving
 // lacks is named in status.warnings, which needs no look again (it changes

@@ -145,6 +145,9 @@ type ModelServerReconciler struct {
 	// hashing the chart's files on every reconcile would be wasted work.
 	chartOnce sync.Once
 	chartName string
+	// late starts the watches of the Gateway API's kinds once they are
+	// asked for; nil for a reconciler driven by hand.
+	late *lateWatches
 }
 
 // +kubebuilder:rbac:groups=serving.modelserver.dev,resources=modelservers,verbs=get;list;watch;update;patch
@@ -166,7 +169,7 @@ type ModelServerReconciler struct {
 // +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=httproutes;grpcroutes;backendtlspolicies,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=monitoring.coreos.com,resources=servicemonitors,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=networking.k8s.io,resources=ingressclasses,verbs=list
-// +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=gateways,verbs=get
+// +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=gateways,verbs=get;list;watch
 
 // Reconcile brings one ModelServer's release in line with its spec and
 // reports what its objects are doing.
@@ -521,8 +524,17 @@ func (r *ModelServerReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	// (ServiceAccountsCache).
 	b = b.Watches(&corev1.ServiceAccount{}, handler.EnqueueRequestsFromMapFunc(r.serviceAccountModelServers),
 		builder.WithPredicates(accountChanged))
-	return b.WithOptions(controller.Options{MaxConcurrentReconciles: cmp.Or(r.MaxConcurrentReconciles, DefaultMaxConcurrentReconciles), RateLimiter: retryLimiter()}).
-		Complete(r)
+	c, err := b.WithOptions(controller.Options{MaxConcurrentReconciles: cmp.Or(r.MaxConcurrentReconciles, DefaultMaxConcurrentReconciles), RateLimiter: retryLimiter()}).
+		Build(r)
+	if err != nil {
+		return err
+	}
+	r.late = &lateWatches{
+		ctrl: c, cache: mgr.GetCache(),
+		gateways: firstForInstalled{handler.EnqueueRequestsFromMapFunc(r.gatewayModelServers)},
+		owner:    ownerHandler(mgr.GetClient()),
+	}
+	return nil
 }
 
 // pauseChanged lets through a ModelServer paused or resumed: an

@@ -88,6 +88,7 @@ rules:
   - modelserver-operat-2pvynybmawjjy1cobik4yo6slh93mieccpgsfqojs5w2
   - modelserver-operat-25t6j4lsyfpvzfr4bq4zhy4tti8uigvwup8xbvu98rsj
   - modelserver-operato-zuh2yltlkqi0zhujffaxczepemqhzsnw8sni8r1tsxj
+  - modelserver-operato-gxnoxbdeyj8oubrc3hr6th8dhn7hisu7qnd4betvt8n
   - modelserver-metrics-reader
 - apiGroups: [rbac.authorization.k8s.io]
   resources: [clusterrolebindings]
@@ -102,6 +103,7 @@ rules:
   - modelserver-operat-2pvynybmawjjy1cobik4yo6slh93mieccpgsfqojs5w2
   - modelserver-operat-25t6j4lsyfpvzfr4bq4zhy4tti8uigvwup8xbvu98rsj
   - modelserver-operato-zuh2yltlkqi0zhujffaxczepemqhzsnw8sni8r1tsxj
+  - modelserver-operato-gxnoxbdeyj8oubrc3hr6th8dhn7hisu7qnd4betvt8n
 # OLM watches the operator's ServiceAccount across namespaces.
 - apiGroups: [""]
   resources: [serviceaccounts]
@@ -150,7 +152,7 @@ rules:
   verbs: [create, delete, get, list, patch, update, watch]
 - apiGroups: [gateway.networking.k8s.io]
   resources: [gateways]
-  verbs: [get]
+  verbs: [get, list, watch]
 - apiGroups: [monitoring.coreos.com]
   resources: [servicemonitors]
   verbs: [create, delete, get, list, patch, update, watch]

@@ -1,0 +1,164 @@
+package controllers
+
+import (
+	"context"
+	"reflect"
+	"sync"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
+	"github.com/modelserver-dev/modelserver-operator/internal/exposure"
+)
+
+// lateWatches are the watches of the Gateway API's kinds, started once a
+// ModelServer asks for them and the cluster serves them: the operator
+// must start without them, and a watch of a kind the cluster lacks would
+// keep its controller from starting. The routes and the BackendTLSPolicy
+// are watched by their metadata alone (their status changes wake their
+// ModelServer; there are as many as ModelServers with spec.gateway), the
+// Gateways whole (few, and what they say is read from the cache).
+type lateWatches struct {
+	ctrl  controller.Controller
+	cache cache.Cache
+	// gateways wakes the ModelServers routed through a Gateway.
+	gateways handler.EventHandler
+	// owner wakes the ModelServer a route or a policy belongs to.
+	owner handler.EventHandler
+
+	mu      sync.Mutex
+	started map[schema.GroupVersionKind]cache.Informer
+}
+
+// watching says that the operator watches the objects of gvk, one of the
+// Gateway API kinds, and that its cache holds them: it starts the watch
+// where the cluster serves the kind. False without a controller (a
+// reconciler driven by hand), before the watch's first list is in, and
+// where it cannot list them (an admin narrowed the operator's role):
+// the caller then reads the apiserver and looks again later.
+func (r *ModelServerReconciler) watching(ctx context.Context, gvk schema.GroupVersionKind) bool {
+	if r.late == nil || !r.Releases.Knows(gvk) {
+		return false
+	}
+	return r.late.watching(ctx, gvk)
+}
+
+func (w *lateWatches) watching(ctx context.Context, gvk schema.GroupVersionKind) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if inf, ok := w.started[gvk]; ok {
+		return inf.HasSynced()
+	}
+	var src source.Source
+	var obj client.Object
+	if gvk == gatewayKind {
+		u := &unstructured.Unstructured{}
+		u.SetGroupVersionKind(gvk)
+		obj = u
+		src = source.Kind[client.Object](w.cache, obj, w.gateways, gatewayNews)
+	} else {
+		m := &metav1.PartialObjectMetadata{}
+		m.SetGroupVersionKind(gvk)
+		obj = m
+		src = source.Kind[client.Object](w.cache, obj, w.owner, lateOwnedNews)
+	}
+	inf, err := w.cache.GetInformer(ctx, obj, cache.BlockUntilSynced(false))
+	if err == nil {
+		err = w.ctrl.Watch(src)
+	}
+	if err != nil {
+		log.FromContext(ctx).Info("cannot watch the kind; its objects are read from the apiserver", "kind", gvk.Kind, "error", err.Error())
+		return false
+	}
+	if w.started == nil {
+		w.started = map[schema.GroupVersionKind]cache.Informer{}
+	}
+	w.started[gvk] = inf
+	return inf.HasSynced()
+}
+
+// cachedGateway reads a Gateway from the cache once it is watched: found
+// false where it does not exist, and held false where the cache does not
+// hold its namespace (an install restricted to some namespaces, a Gateway
+// of another), which the caller then reads from the apiserver.
+func (r *ModelServerReconciler) cachedGateway(ctx context.Context, key types.NamespacedName) (u *unstructured.Unstructured, found, held bool) {
+	if !r.watching(ctx, gatewayKind) {
+		return nil, false, false
+	}
+	u = &unstructured.Unstructured{}
+	u.SetGroupVersionKind(gatewayKind)
+	err := r.late.cache.Get(ctx, key, u)
+	switch {
+	case err == nil:
+		return u, true, true
+	case apierrors.IsNotFound(err):
+		return nil, false, true
+	}
+	return nil, false, false
+}
+
+// lateOwnedNews lets through a change of a route or a policy, most often
+// its Gateway's verdict in its status, and its deletion; not its making,
+// which the reconcile that made it knows of, nor a resync.
+var lateOwnedNews = predicate.Funcs{
+	CreateFunc:  func(event.CreateEvent) bool { return false },
+	GenericFunc: func(event.GenericEvent) bool { return false },
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		return e.ObjectOld.GetResourceVersion() != e.ObjectNew.GetResourceVersion()
+	},
+}
+
+// gatewayNews lets through a Gateway made or deleted, and a change of
+// what a route's URL is made of (exposure.GatewayOf): not the status's
+// other news, such as the count of routes each listener took, which
+// changes with every route attached.
+var gatewayNews = predicate.Funcs{
+	GenericFunc: func(event.GenericEvent) bool { return false },
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		was, okWas := e.ObjectOld.(*unstructured.Unstructured)
+		is, okIs := e.ObjectNew.(*unstructured.Unstructured)
+		if !okWas || !okIs {
+			return true
+		}
+		a, errA := exposure.GatewayOf(was)
+		b, errB := exposure.GatewayOf(is)
+		return errA != nil || errB != nil || !reflect.DeepEqual(a, b)
+	},
+}
+
+// gatewayModelServers are the ModelServers whose spec.gateway names the
+// Gateway o, of those the cache holds.
+func (r *ModelServerReconciler) gatewayModelServers(ctx context.Context, o client.Object) []reconcile.Request {
+	key := exposure.GatewayKey(o.GetNamespace(), o.GetName())
+	list := &servingv1alpha1.ModelServerList{}
+	if err := r.List(ctx, list, client.UnsafeDisableDeepCopy); err != nil {
+		return nil
+	}
+	var reqs []reconcile.Request
+	for i := range list.Items {
+		claim, ok := exposure.ClaimOf(&list.Items[i])
+		if !ok {
+			continue
+		}
+		for _, p := range claim.Parents {
+			if p.Gateway == key {
+				reqs = append(reqs, reconcile.Request{NamespacedName: claim.ModelServer})
+				break
+			}
+		}
+	}
+	return reqs
+}
