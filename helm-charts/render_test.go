@@ -140,7 +140,8 @@ func renderCases() []renderCase { //nolint:gocognit // a table of cases: each ca
 				}
 				wantArgs := []string{"--port=8500", "--rest_api_port=8501", "--model_config_file=/etc/modelserver/models.config",
 					"--model_config_file_poll_wait_seconds=30", "--allow_version_labels_for_unavailable_models=true",
-					"--monitoring_config_file=/etc/modelserver/monitoring.config"}
+					"--monitoring_config_file=/etc/modelserver/monitoring.config",
+					"--tensorflow_intra_op_parallelism=$(MODELSERVER_CPU_LIMIT)", "--tensorflow_inter_op_parallelism=$(MODELSERVER_CPU_LIMIT)"}
 				if got := d.Spec.Template.Spec.Containers[0].Args; !slices.Equal(got, wantArgs) {
 					t.Errorf("serving args = %q, want %q", got, wantArgs)
 				}
@@ -163,8 +164,12 @@ func renderCases() []renderCase { //nolint:gocognit // a table of cases: each ca
 				if got := objs.jobs[0].Spec.Template.Spec.NodeSelector; !maps.Equal(got, amd64) {
 					t.Errorf("fetch pod's nodeSelector = %v, want %v", got, amd64)
 				}
-				if env := d.Spec.Template.Spec.Containers[0].Env; env != nil {
-					t.Errorf("serving env = %v, want none", env)
+				// The one variable the kubelet fills with the container's
+				// CPU limit in cores, rounded up, for the thread pools.
+				wantEnv := []corev1.EnvVar{{Name: "MODELSERVER_CPU_LIMIT", ValueFrom: &corev1.EnvVarSource{ResourceFieldRef: &corev1.ResourceFieldSelector{
+					ContainerName: "tensorflow-serving", Resource: "limits.cpu", Divisor: resource.MustParse("1")}}}}
+				if env := d.Spec.Template.Spec.Containers[0].Env; !equality.Semantic.DeepEqual(env, wantEnv) {
+					t.Errorf("serving env = %v, want %v", env, wantEnv)
 				}
 				// The threshold the chart had before loadTimeoutSeconds: a
 				// new default would roll every serving pod at the operator's
@@ -226,8 +231,8 @@ func renderCases() []renderCase { //nolint:gocognit // a table of cases: each ca
 			check: func(t *testing.T, v *values.Values, objs *objects) {
 				d := objs.deployment(t)
 				c := d.Spec.Template.Spec.Containers[0]
-				if got := len(c.Env); got != 5 {
-					t.Errorf("serving env has %d variables, want 5 (3 from the spec, 2 proxy)", got)
+				if got := len(c.Env); got != 6 {
+					t.Errorf("serving env has %d variables, want 6 (3 from the spec, 2 proxy, the CPU limit)", got)
 				}
 				if got := c.Resources.Limits[corev1.ResourceName("nvidia.com/gpu")]; got.Cmp(resource.MustParse("1")) != 0 {
 					t.Errorf("gpu limit = %s, want 1", got.String())
@@ -1363,7 +1368,7 @@ func checkStack(t *testing.T, ms *servingv1alpha1.ModelServer, v *values.Values,
 	if d.Spec.MinReadySeconds != 2 {
 		t.Errorf("minReadySeconds = %d, want 2: a pod ready for a moment must not replace an old one", d.Spec.MinReadySeconds)
 	}
-	wantAnnotations := map[string]string{"checksum/config": v.Serving.RestartChecksum}
+	wantAnnotations := map[string]string{values.AnnotationRestartChecksum: v.Serving.RestartChecksum}
 	maps.Copy(wantAnnotations, v.Serving.Annotations)
 	maps.Copy(wantAnnotations, v.Pod.Annotations)
 	if !maps.Equal(d.Spec.Template.Annotations, wantAnnotations) {

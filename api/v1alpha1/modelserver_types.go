@@ -125,7 +125,8 @@ type ModelServerSpec struct {
 
 	// resources of the serving container. TF Serving holds the models it
 	// serves in memory: a memory limit below their fetched size is warned
-	// of in status.warnings.
+	// of in status.warnings. TensorFlow's thread pools are sized to the
+	// CPU limit, in whole cores rounded up (see extraArgs).
 	// +optional
 	Resources corev1.ResourceRequirements `json:"resources,omitempty"`
 
@@ -180,7 +181,10 @@ type ModelServerSpec struct {
 	// server could not read as its flag's type. A flag TF Serving 2.19 does
 	// not have is passed on with a warning in status.warnings: the server
 	// ignores flags it does not know. A change restarts the pods, one at a
-	// time: TF Serving reads its flags at start.
+	// time: TF Serving reads its flags at start. The operator sizes
+	// TensorFlow's thread pools to the CPU limit (resources) with
+	// --tensorflow_intra_op_parallelism and
+	// --tensorflow_inter_op_parallelism, unless these set them.
 	// +kubebuilder:validation:MaxItems=64
 	// +kubebuilder:validation:items:MaxLength=4096
 	// +kubebuilder:validation:items:XValidation:rule="self.matches('^--[a-z][a-z0-9_]*(=.*)?$')",message="spec.extraArgs: each item is one tensorflow_model_server flag, written --name=value (or --name alone for a boolean); the server does not read --name and its value as two items"

@@ -112,19 +112,20 @@ func For(ms *servingv1alpha1.ModelServer, obs Observed, cfg Config) (*State, err
 	fetches, next := inRounds(ms, spec, obs)
 	plan.tell(fetches)
 	in := values.Inputs{
-		ChartVersion:   cfg.ChartVersion,
-		AppVersion:     cfg.AppVersion,
-		FetchImage:     cfg.FetchImage,
-		ProxyEnv:       cfg.ProxyEnv,
-		APIs:           obs.APIs,
-		LiveJobs:       liveJobs(spec, obs.FetchJobs),
-		TLSCertDigest:  obs.TLSCertDigest,
-		GatewayTrust:   obs.GatewayTrust,
-		LiveReplicas:   liveReplicas(obs.Deployment),
-		Served:         status.Served(fetches),
-		Pins:           status.Pins(fetches),
-		LiveServingPod: liveServingPod(obs.Deployment),
-		FailedFetches:  status.FailedFetches(fetches),
+		ChartVersion:        cfg.ChartVersion,
+		AppVersion:          cfg.AppVersion,
+		FetchImage:          cfg.FetchImage,
+		ProxyEnv:            cfg.ProxyEnv,
+		APIs:                obs.APIs,
+		LiveJobs:            liveJobs(spec, obs.FetchJobs),
+		TLSCertDigest:       obs.TLSCertDigest,
+		GatewayTrust:        obs.GatewayTrust,
+		LiveReplicas:        liveReplicas(obs.Deployment),
+		Served:              status.Served(fetches),
+		Pins:                status.Pins(fetches),
+		LiveServingPod:      liveServingPod(obs.Deployment),
+		LiveRestartChecksum: liveRestartChecksum(obs.Deployment),
+		FailedFetches:       status.FailedFetches(fetches),
 	}
 	vals, err := spec.Values(in)
 	if err != nil {
@@ -213,6 +214,13 @@ func liveServingPod(d *appsv1.Deployment) *corev1.PodSpec {
 		return nil
 	}
 	return &d.Spec.Template.Spec
+}
+
+func liveRestartChecksum(d *appsv1.Deployment) string {
+	if d == nil {
+		return ""
+	}
+	return d.Spec.Template.Annotations[values.AnnotationRestartChecksum]
 }
 
 func liveReplicas(d *appsv1.Deployment) *int32 {

@@ -99,22 +99,31 @@ func servingValues(sp *Spec, v *Values, in Inputs, grpc, rest int32, served []Mo
 		}
 		s.Annotations[AnnotationTLSCertDigest] = in.TLSCertDigest
 	}
-	s.Args = append(s.Args, spec.ExtraArgs...)
 	v.Warnings = append(v.Warnings, extraArgWarnings(spec.ExtraArgs)...)
 
-	// What TF Serving reads only when it starts: a change must roll the
-	// pods. The model config is polled, but a model's base path is in the
-	// key too, so that a new generation is loaded by fresh pods that are
-	// probed ready before the old ones go.
-	restart := []string{canonical(s.Args), v.ConfigFiles[BatchingConfigFile], v.ConfigFiles[MonitoringConfigFile]}
-	for _, m := range served {
-		restart = append(restart, m.Name+"="+m.BasePath)
+	unsized := slices.Concat(s.Args, spec.ExtraArgs)
+	s.Args, s.RestartChecksum = unsized, restartChecksum(unsized, v, served)
+	if threads := threadSizing(spec.ExtraArgs); threads != nil && sizesThreadsNow(in, s.RestartChecksum, &s) {
+		s.Args = slices.Concat(s.Args[:len(s.Args)-len(spec.ExtraArgs)], threads, spec.ExtraArgs)
+		s.RestartChecksum = restartChecksum(s.Args, v, served)
+		s.Env = append(s.Env, cpuLimitEnv())
 	}
-	s.RestartChecksum = names.Hash(restart...)
 
 	scale(sp, v, &s, in, len(served) > 0)
 	v.Serving = s
 	return nil
+}
+
+// restartChecksum sums what TF Serving reads only when it starts: a
+// change must roll the pods. The model config is polled, but a model's
+// base path is in the sum too, so that a new generation is loaded by fresh
+// pods that are probed ready before the old ones go.
+func restartChecksum(args []string, v *Values, served []ModelEntry) string {
+	restart := []string{canonical(args), v.ConfigFiles[BatchingConfigFile], v.ConfigFiles[MonitoringConfigFile]}
+	for _, m := range served {
+		restart = append(restart, m.Name+"="+m.BasePath)
+	}
+	return names.Hash(restart...)
 }
 
 func autoscaling(a *servingv1alpha1.Autoscaling) *Autoscaling {

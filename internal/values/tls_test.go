@@ -37,7 +37,10 @@ func TestTLSRollsThePodsOnANewCertificate(t *testing.T) {
 	if v.Serving.TLS == nil || v.Serving.TLS.SecretName != "resnet-grpc" {
 		t.Fatalf("serving TLS = %+v, want the Secret resnet-grpc", v.Serving.TLS)
 	}
-	if want := append(slices.Clone(plain.Serving.Args), "--ssl_config_file="+SSLConfigPath); !slices.Equal(v.Serving.Args, want) {
+	// The server's own flags, spec.tls's among them, come before the
+	// thread pools' sizes.
+	sized := len(plain.Serving.Args) - len(threadFlags)
+	if want := slices.Concat(plain.Serving.Args[:sized], []string{"--ssl_config_file=" + SSLConfigPath}, plain.Serving.Args[sized:]); !slices.Equal(v.Serving.Args, want) {
 		t.Errorf("serving args\n got %q\nwant %q", v.Serving.Args, want)
 	}
 	wantArgs := []string{"tls-config", "--cert", "/etc/modelserver-tls/tls.crt", "--key", "/etc/modelserver-tls/tls.key", "--out", SSLConfigPath}

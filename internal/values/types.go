@@ -437,6 +437,9 @@ type Inputs struct {
 	// in storage mode PerPod, the fetch containers of the generations the
 	// pods serve are kept as they are (podFetches).
 	LiveServingPod *corev1.PodSpec
+	// LiveRestartChecksum is the live pod template's RestartChecksum
+	// (AnnotationRestartChecksum), "" without a Deployment.
+	LiveRestartChecksum string
 	// FailedFetches holds the models whose current fetch failed.
 	FailedFetches map[string]bool
 	// ProxyEnv is the operator's HTTP(S)_PROXY/NO_PROXY, passed on to the

@@ -170,8 +170,9 @@ func TestValuesForASpec(t *testing.T) {
 			expect(t, "access", v.Volume.AccessMode, "ReadWriteMany")
 			expect(t, "sa", v.Pod.ServiceAccountName, "tfs")
 			expect(t, "secret", v.Fetches[0].CredentialsSecret, "s3-creds")
-			expect(t, "env", len(v.Serving.Env), 2)
-			expect(t, "proxy env last", v.Serving.Env[1].Name, "HTTPS_PROXY")
+			expect(t, "env", len(v.Serving.Env), 3)
+			expect(t, "proxy env after the spec's", v.Serving.Env[1].Name, "HTTPS_PROXY")
+			expect(t, "the CPU limit last", v.Serving.Env[2].Name, CPULimitEnv)
 			if !strings.Contains(strings.Join(v.Fetches[0].Args, " "), "--credentials-dir "+CredentialsMountPath) {
 				t.Errorf("fetch args lack the credentials dir: %q", v.Fetches[0].Args)
 			}

@@ -1,6 +1,7 @@
 package realnode
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"crypto/tls"
@@ -322,16 +323,27 @@ func TestAModelFromS3IsFetchedAndServedThroughTheRealProbe(t *testing.T) {
 
 // TestAnExtraServerFlagReachesTheServer: spec.extraArgs reach the
 // server's command line. TF Serving answers with CORS headers only with
-// --rest_api_enable_cors_support, off by default.
+// --rest_api_enable_cors_support, off by default. So do the sizes of
+// TensorFlow's thread pools, which the kubelet fills in from the
+// container's CPU limit: 500m rounds up to one core, where the node has
+// two.
 func TestAnExtraServerFlagReachesTheServer(t *testing.T) {
 	t.Parallel()
 	e := realNode(t)
 	ns := e.namespace(t)
 	e.kubectl(t, e.ModelServerYAML(realenv.ModelServer{Name: "flags", URI: halfPlusTwo,
-		SpecExtra: "  extraArgs: [--rest_api_enable_cors_support=true, --rest_api_num_threads=4]\n"}), "-n", ns, "apply", "-f", "-")
+		SpecExtra: "  extraArgs: [--rest_api_enable_cors_support=true, --rest_api_num_threads=4]\n" +
+			"  resources: {requests: {cpu: 10m}, limits: {cpu: 500m}}\n"}), "-n", ns, "apply", "-f", "-")
 	e.waitReady(t, ns, "flags", 3*time.Minute)
 	if w := e.get(t, ns, "flags").Status.Warnings; len(w) != 0 {
 		t.Errorf("status.warnings %q, want none: both flags are TF Serving's", w)
+	}
+	args := serverArgs(t, e, ns)
+	for _, want := range []string{"--rest_api_enable_cors_support=true", "--rest_api_num_threads=4",
+		"--tensorflow_intra_op_parallelism=1", "--tensorflow_inter_op_parallelism=1"} {
+		if !slices.Contains(args, want) {
+			t.Errorf("the server runs with %q, want %s among them", args, want)
+		}
 	}
 	// Once the Service takes connections (modelStatus waits for that):
 	if got := e.modelStatus(t, ns, "flags"); got["123"] != "AVAILABLE" {
@@ -354,6 +366,41 @@ func TestAnExtraServerFlagReachesTheServer(t *testing.T) {
 	if got := resp.Header.Get("Access-Control-Allow-Origin"); resp.StatusCode != http.StatusOK || got != "*" {
 		t.Errorf("GET with an Origin: %s, Access-Control-Allow-Origin %q; want 200 and \"*\" (CORS on)", resp.Status, got)
 	}
+}
+
+// serverArgs is the command line the serving container's process runs
+// with, as the node's kernel has it: after the kubelet expanded the
+// variables in it. The process is found by its cgroup, which names its
+// pod's UID.
+func serverArgs(t *testing.T, e *env, ns string) []string {
+	t.Helper()
+	pods, err := e.cs.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=serving"})
+	if err != nil || len(pods.Items) == 0 {
+		t.Fatalf("serving pods: %v (%d)", err, len(pods.Items))
+	}
+	uid := string(pods.Items[0].UID)
+	procs, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range procs {
+		cgroup, err := os.ReadFile(filepath.Join("/proc", p.Name(), "cgroup"))
+		// The systemd cgroup driver writes the UID's dashes as
+		// underscores.
+		if err != nil || !bytes.Contains(cgroup, []byte(uid)) && !bytes.Contains(cgroup, []byte(strings.ReplaceAll(uid, "-", "_"))) {
+			continue
+		}
+		cmdline, err := os.ReadFile(filepath.Join("/proc", p.Name(), "cmdline"))
+		if err != nil {
+			continue
+		}
+		args := strings.Split(strings.TrimRight(string(cmdline), "\x00"), "\x00")
+		if slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "--model_config_file=") }) {
+			return args
+		}
+	}
+	t.Fatalf("no process of pod %s/%s runs the server", ns, pods.Items[0].Name)
+	return nil
 }
 
 func TestChangingTheModelFetchesItBesideTheOldOneAndRollsWithoutLosingCapacity(t *testing.T) {

@@ -1,0 +1,91 @@
+package values
+
+import (
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/modelserver-dev/modelserver-operator/internal/servingflags"
+)
+
+// CPULimitEnv holds the serving container's CPU limit in whole cores,
+// rounded up, as the kubelet reads it: the spec's, a LimitRange's default,
+// or the node's allocatable CPU where the container has no limit.
+const CPULimitEnv = "MODELSERVER_CPU_LIMIT"
+
+// ServingContainerName is the serving container's name in the pod
+// template.
+const ServingContainerName = "tensorflow-serving"
+
+// AnnotationRestartChecksum is the pod template's annotation of
+// RestartChecksum.
+const AnnotationRestartChecksum = "checksum/config"
+
+// threadFlags size TensorFlow's thread pools. TensorFlow sizes each to the
+// cores it can be scheduled on, the whole node's unless the kubelet pins
+// the container to cores of its own: a pod limited to 2 CPUs on a node of
+// 64 runs 64 threads of each, which the CPU quota throttles together, and
+// a request's latency grows with the node rather than with its limit.
+// The kubelet puts the limit in CPULimitEnv and expands it in the
+// arguments, so a limit a LimitRange adds is followed too.
+var threadFlags = []string{"tensorflow_intra_op_parallelism", "tensorflow_inter_op_parallelism"}
+
+// threadSizing are the serving container's arguments that size its thread
+// pools to its CPU limit (threadFlags), but those extra args set
+// themselves, and none where they configure the session otherwise: with
+// --tensorflow_session_parallelism all three would be set, which TF
+// Serving refuses; a session config file's thread counts would be
+// overridden by the flags; a platform config file makes TF Serving ignore
+// them.
+func threadSizing(extraArgs []string) []string {
+	set := map[string]bool{}
+	for _, arg := range extraArgs {
+		if name, _, _, ok := servingflags.Split(arg); ok {
+			set[name] = true
+		}
+	}
+	if set["tensorflow_session_parallelism"] || set["tensorflow_session_config_file"] || set["platform_config_file"] {
+		return nil
+	}
+	var args []string
+	for _, f := range threadFlags {
+		if !set[f] {
+			args = append(args, "--"+f+"=$("+CPULimitEnv+")")
+		}
+	}
+	return args
+}
+
+// cpuLimitEnv is the variable the kubelet fills with the serving
+// container's CPU limit, in cores rounded up.
+func cpuLimitEnv() corev1.EnvVar {
+	return corev1.EnvVar{Name: CPULimitEnv, ValueFrom: &corev1.EnvVarSource{ResourceFieldRef: &corev1.ResourceFieldSelector{
+		ContainerName: ServingContainerName, Resource: "limits.cpu", Divisor: resource.MustParse("1"),
+	}}}
+}
+
+// sizesThreadsNow says whether the serving pods get the thread sizing:
+// new pods, and pods that roll anyway (their restart checksum without it,
+// unsized, differs from the live one, or their image or resources
+// change). Pods an earlier operator started keep running as they are
+// until then, so that upgrading the operator restarts no serving pod.
+func sizesThreadsNow(in Inputs, unsized string, s *Serving) bool {
+	live := servingContainer(in.LiveServingPod)
+	if live == nil {
+		return true
+	}
+	return in.LiveRestartChecksum != unsized || live.Image != s.Image || !equality.Semantic.DeepEqual(live.Resources, s.Resources)
+}
+
+func servingContainer(pod *corev1.PodSpec) *corev1.Container {
+	if pod == nil {
+		return nil
+	}
+	i := slices.IndexFunc(pod.Containers, func(c corev1.Container) bool { return c.Name == ServingContainerName })
+	if i < 0 {
+		return nil
+	}
+	return &pod.Containers[i]
+}
