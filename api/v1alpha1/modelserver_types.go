@@ -285,7 +285,8 @@ type Batching struct {
 	// +optional
 	MaxEnqueuedBatches int32 `json:"maxEnqueuedBatches,omitempty"`
 	// numBatchThreads is how many batches are processed in parallel;
-	// default: TF Serving's (the number of CPUs).
+	// default: the CPU limit of spec.resources in whole cores, rounded
+	// up, else TF Serving's (the node's cores).
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=1024
 	// +optional

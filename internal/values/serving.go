@@ -80,12 +80,16 @@ func servingValues(sp *Spec, v *Values, in Inputs, grpc, rest int32, served []Mo
 		// refuses the whole config.
 		"--allow_version_labels_for_unavailable_models=true",
 	}
+	var sizedBatching string
 	if b := spec.Batching; b != nil {
 		cfg, err := BatchingConfig(b)
 		if err != nil {
 			return err
 		}
 		v.ConfigFiles[BatchingConfigFile] = cfg
+		if sizedBatching, err = batchThreadsSized(b, spec.Resources); err != nil {
+			return err
+		}
 		s.Args = append(s.Args, "--enable_batching=true", "--batching_parameters_file="+path.Join(ConfigMountPath, BatchingConfigFile))
 	}
 	monitoring(spec.Monitoring, v, &s, in, rest)
@@ -103,10 +107,16 @@ func servingValues(sp *Spec, v *Values, in Inputs, grpc, rest int32, served []Mo
 
 	unsized := slices.Concat(s.Args, spec.ExtraArgs)
 	s.Args, s.RestartChecksum = unsized, restartChecksum(unsized, v, served)
-	if threads := threadSizing(spec.ExtraArgs); threads != nil && sizesThreadsNow(in, s.RestartChecksum, &s) {
-		s.Args = slices.Concat(s.Args[:len(s.Args)-len(spec.ExtraArgs)], threads, spec.ExtraArgs)
+	threads := threadSizing(spec.ExtraArgs)
+	if (threads != nil || sizedBatching != "") && sizesThreadsNow(in, s.RestartChecksum, &s) {
+		if threads != nil {
+			s.Args = slices.Concat(s.Args[:len(s.Args)-len(spec.ExtraArgs)], threads, spec.ExtraArgs)
+			s.Env = append(s.Env, cpuLimitEnv())
+		}
+		if sizedBatching != "" {
+			v.ConfigFiles[BatchingConfigFile] = sizedBatching
+		}
 		s.RestartChecksum = restartChecksum(s.Args, v, served)
-		s.Env = append(s.Env, cpuLimitEnv())
 	}
 
 	scale(sp, v, &s, in, len(served) > 0)

@@ -6,6 +6,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/utils/ptr"
+
+	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
 
 	"github.com/modelserver-dev/modelserver-operator/internal/servingflags"
 )
@@ -58,6 +61,22 @@ func threadSizing(extraArgs []string) []string {
 	return args
 }
 
+// batchThreadsSized is b's batching parameters with as many batch threads
+// as the container's CPU limit has cores, rounded up, where b leaves them
+// to TF Serving, which runs one per core of the node (as TensorFlow's
+// pools, threadFlags); "" where b sets them, or the spec sets no CPU
+// limit (a LimitRange's is not followed here: the file is the
+// operator's, not the kubelet's to fill in).
+func batchThreadsSized(b *servingv1alpha1.Batching, r corev1.ResourceRequirements) (string, error) {
+	limit, ok := r.Limits[corev1.ResourceCPU]
+	if b.NumBatchThreads != nil || !ok || limit.IsZero() {
+		return "", nil
+	}
+	sized := *b
+	sized.NumBatchThreads = ptr.To(int32(min((limit.MilliValue()+999)/1000, 1024)))
+	return BatchingConfig(&sized)
+}
+
 // cpuLimitEnv is the variable the kubelet fills with the serving
 // container's CPU limit, in cores rounded up.
 func cpuLimitEnv() corev1.EnvVar {
@@ -66,7 +85,8 @@ func cpuLimitEnv() corev1.EnvVar {
 	}}}
 }
 
-// sizesThreadsNow says whether the serving pods get the thread sizing:
+// sizesThreadsNow says whether the serving pods get the thread sizing
+// (threadSizing, batchThreadsSized):
 // new pods, and pods that roll anyway (their restart checksum without it,
 // unsized, differs from the live one, or their image or resources
 // change). Pods an earlier operator started keep running as they are

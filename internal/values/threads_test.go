@@ -126,3 +126,63 @@ func TestPodsStartedWithoutTheSizingGetItWhenTheyRollAnyway(t *testing.T) {
 		t.Errorf("sized pods: args %q, checksum %s; want them unchanged", again.Serving.Args, again.Serving.RestartChecksum)
 	}
 }
+
+// TF Serving runs a batch thread per core of the node too, unless the
+// batching parameters say how many: a CPU limit of the spec sizes them.
+func TestBatchThreadsFollowTheSpecsCPULimit(t *testing.T) {
+	batching := func(threads *int32, cpu string) func(*servingv1alpha1.ModelServer) {
+		return func(ms *servingv1alpha1.ModelServer) {
+			ms.Spec.Batching = &servingv1alpha1.Batching{MaxBatchSize: 16, NumBatchThreads: threads}
+			if cpu != "" {
+				ms.Spec.Resources.Limits = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu)}
+			}
+		}
+	}
+	three := int32(3)
+	for _, tc := range []struct {
+		name string
+		ms   *servingv1alpha1.ModelServer
+		want string
+	}{
+		{"a limit of 1500m", modelServer(batching(nil, "1500m")), "num_batch_threads { value: 2 }"},
+		{"a limit of 100m", modelServer(batching(nil, "100m")), "num_batch_threads { value: 1 }"},
+		{"the spec's count", modelServer(batching(&three, "8")), "num_batch_threads { value: 3 }"},
+		{"no limit", modelServer(batching(nil, "")), ""},
+	} {
+		v, err := For(tc.ms, fetched)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg := v.ConfigFiles[BatchingConfigFile]
+		if got := strings.Count(cfg, "num_batch_threads"); tc.want == "" && got != 0 || tc.want != "" && !strings.Contains(cfg, tc.want) {
+			t.Errorf("%s: batching parameters\n%s\nwant %q", tc.name, cfg, tc.want)
+		}
+	}
+
+	// An earlier operator's pods keep their parameters until they roll.
+	sized, err := For(modelServer(batching(nil, "2")), fetched)
+	if err != nil {
+		t.Fatal(err)
+	}
+	unsized := modelServer(batching(nil, "2"))
+	unsized.Spec.Batching.NumBatchThreads = nil
+	cfg, err := BatchingConfig(unsized.Spec.Batching)
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := slices.DeleteFunc(slices.Clone(sized.Serving.Args), func(a string) bool { return strings.Contains(a, "$(") })
+	earlier := fetched
+	earlier.LiveServingPod = &corev1.PodSpec{Containers: []corev1.Container{{
+		Name: ServingContainerName, Image: sized.Serving.Image, Args: args, Resources: sized.Serving.Resources,
+	}}}
+	unsizedValues := *sized
+	unsizedValues.ConfigFiles = map[string]string{BatchingConfigFile: cfg, MonitoringConfigFile: sized.ConfigFiles[MonitoringConfigFile]}
+	earlier.LiveRestartChecksum = restartChecksum(args, &unsizedValues, []ModelEntry{{Name: sized.Models[0].Name, BasePath: sized.Models[0].BasePath}})
+	kept, err := For(modelServer(batching(nil, "2")), earlier)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := kept.ConfigFiles[BatchingConfigFile]; got != cfg || kept.Serving.RestartChecksum != earlier.LiveRestartChecksum {
+		t.Errorf("the earlier operator's pods: batching parameters\n%s\nchecksum %s; want them as they run\n%s\n%s", got, kept.Serving.RestartChecksum, cfg, earlier.LiveRestartChecksum)
+	}
+}

@@ -118,6 +118,9 @@ func TestTheOperatorsServingContainer(t *testing.T) {
 		a = strings.ReplaceAll(a, values.ConfigMountPath, etc)
 		a = strings.Replace(a, fmt.Sprintf("--port=%d", v.Serving.GRPCPort), fmt.Sprintf("--port=%d", grpcPort), 1)
 		a = strings.Replace(a, fmt.Sprintf("--rest_api_port=%d", v.Serving.RESTPort), fmt.Sprintf("--rest_api_port=%d", restPort), 1)
+		// As the kubelet expands the container's CPU limit, here the
+		// node's two cores.
+		a = strings.ReplaceAll(a, "$("+values.CPULimitEnv+")", "2")
 		args = append(args, a)
 	}
 	for _, want := range []string{"--enable_batching=true", "--monitoring_config_file=" + etc + "/" + values.MonitoringConfigFile, "--allow_version_labels_for_unavailable_models=true"} {
