@@ -174,6 +174,40 @@ func (r *ModelServerReconciler) refreshEvents(ms *servingv1alpha1.ModelServer, o
 	}
 }
 
+// eventExposed tells of a way in from outside the cluster that carries the
+// model's traffic.
+const eventExposed = "Exposed"
+
+// exposedEvents tell of each way in from outside that the status written
+// now is the first to list, or lists at another address: the moment the
+// model can be reached from outside, which no phase marks (a ModelServer
+// is Ready on its own pods, whatever carries its traffic in).
+func (r *ModelServerReconciler) exposedEvents(ms *servingv1alpha1.ModelServer, old, st servingv1alpha1.ModelServerStatus) {
+	if st.Endpoints == nil {
+		return
+	}
+	was := map[string]servingv1alpha1.ExternalEndpoint{}
+	if old.Endpoints != nil {
+		for _, e := range old.Endpoints.External {
+			was[e.Via] = e
+		}
+	}
+	for _, e := range st.Endpoints.External {
+		if was[e.Via] == e {
+			continue
+		}
+		var at []string
+		if e.REST != "" {
+			at = append(at, "REST API at "+e.REST)
+		}
+		if e.GRPC != "" {
+			at = append(at, "gRPC API at "+e.GRPC)
+		}
+		r.Recorder.Eventf(ms, nil, corev1.EventTypeNormal, eventExposed, "Reconcile", "%s",
+			sentence("reachable from outside the cluster through %s: %s", e.Via, strings.Join(at, ", ")))
+	}
+}
+
 // refreshFailed says a model's newest refresh round failed.
 func refreshFailed(st servingv1alpha1.ModelServerStatus) bool {
 	for _, m := range statusModels(st) {

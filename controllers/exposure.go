@@ -184,12 +184,14 @@ func (r *ModelServerReconciler) observeRoutes(ctx context.Context, ms *servingv1
 // that cannot be read. watched says that the cache holds them all.
 func (r *ModelServerReconciler) readGateways(ctx context.Context, refs []values.ParentRef, namespace string) (map[string]*exposure.Gateway, bool, error) {
 	gateways := map[string]*exposure.Gateway{}
+	seen := map[string]bool{}
 	watched := true
 	for _, ref := range refs {
 		key := exposure.ParentKey(ref, namespace)
-		if _, seen := gateways[key]; seen {
+		if seen[key] {
 			continue
 		}
+		seen[key] = true
 		ns, name, _ := strings.Cut(key, "/")
 		u, found, held := r.cachedGateway(ctx, types.NamespacedName{Namespace: ns, Name: name})
 		missing := held && !found

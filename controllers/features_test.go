@@ -469,13 +469,20 @@ func gatewayRouteCRDs() []*apiextensionsv1.CustomResourceDefinition {
 // message holds part.
 func waitWarning(t *testing.T, ns, reason, part string) {
 	t.Helper()
-	eventually(t, 15*time.Second, "a "+reason+" Warning", func(ctx context.Context) (bool, string) {
+	waitEvent(t, ns, corev1.EventTypeWarning, reason, part)
+}
+
+// waitEvent waits for an Event of the type and reason in ns whose message
+// has part.
+func waitEvent(t *testing.T, ns, kind, reason, part string) {
+	t.Helper()
+	eventually(t, 15*time.Second, "Event "+kind+" "+reason, func(ctx context.Context) (bool, string) {
 		list := &corev1.EventList{}
 		if err := env.client.List(ctx, list, client.InNamespace(ns)); err != nil {
 			return false, err.Error()
 		}
 		return slices.ContainsFunc(list.Items, func(e corev1.Event) bool {
-			return e.Reason == reason && e.Type == corev1.EventTypeWarning && strings.Contains(e.Message, part)
+			return e.Reason == reason && e.Type == kind && strings.Contains(e.Message, part)
 		}), eventsIn(t, ns)
 	})
 }
@@ -742,7 +749,7 @@ func TestRoutesThatTakeAnotherModelServersRequestsAreWarnedOf(t *testing.T) {
 // ModelServer waiting for its Gateway asks for no look again (its
 // reconcile returns no wait), and yet hears at once of each step: the
 // Gateway made after it, the routes accepted, the address the Gateway is
-// given last.
+// given last; then it tells of the URLs in an Event.
 func TestTheRoutesAndTheirGatewayAreWatched(t *testing.T) {
 	ctx := context.Background()
 	ns := newNamespace(t)
@@ -784,9 +791,11 @@ func TestTheRoutesAndTheirGatewayAreWatched(t *testing.T) {
 	got := waitStatus(t, ms, "the Gateway's address heard of", func(got *servingv1alpha1.ModelServer) bool {
 		return got.Status.Endpoints != nil && len(got.Status.Endpoints.External) == 1 && got.Status.Endpoints.External[0].GRPC == "198.18.0.34:80"
 	})
-	if rest := got.Status.Endpoints.External[0].REST; !strings.HasPrefix(rest, "http://198.18.0.34") {
+	rest := got.Status.Endpoints.External[0].REST
+	if !strings.HasPrefix(rest, "http://198.18.0.34") {
 		t.Errorf("REST URL %q, want the Gateway's address", rest)
 	}
+	waitEvent(t, ns, corev1.EventTypeNormal, "Exposed", "Reachable from outside the cluster through Gateway "+ns+"/late: REST API at "+rest+", gRPC API at 198.18.0.34:80.")
 	asksForNoLookAgain("the URLs listed")
 }
 

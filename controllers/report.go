@@ -90,6 +90,7 @@ func (r *ModelServerReconciler) writeStatus(ctx context.Context, ms *servingv1al
 	}
 	r.written.Store(ms.UID, st.DeepCopy())
 	r.refreshEvents(ms, old, st)
+	r.exposedEvents(ms, old, st)
 	toggled := r.pauseEvents(ms, old, st)
 	if st.Phase != old.Phase && phaseWorthAnEvent(old.Phase, st.Phase) && (news == nil || !started) && !toggled {
 		kind := corev1.EventTypeNormal

@@ -4,12 +4,10 @@ import (
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/utils/ptr"
 
 	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
-
 	"github.com/modelserver-dev/modelserver-operator/internal/servingflags"
 )
 
@@ -85,18 +83,18 @@ func cpuLimitEnv() corev1.EnvVar {
 	}}}
 }
 
-// sizesThreadsNow says whether the serving pods get the thread sizing
-// (threadSizing, batchThreadsSized):
-// new pods, and pods that roll anyway (their restart checksum without it,
-// unsized, differs from the live one, or their image or resources
-// change). Pods an earlier operator started keep running as they are
-// until then, so that upgrading the operator restarts no serving pod.
+// sizesThreadsNow says whether the serving pods get the sizes of their
+// threads (threadSizing, batchThreadsSized): new pods, and pods that roll
+// anyway (their restart checksum without the sizes, unsized, differs from
+// the live one, or their image or resources change). Pods an earlier
+// operator started keep running as they are until then, so that
+// upgrading the operator restarts no serving pod.
 func sizesThreadsNow(in Inputs, unsized string, s *Serving) bool {
 	live := servingContainer(in.LiveServingPod)
 	if live == nil {
 		return true
 	}
-	return in.LiveRestartChecksum != unsized || live.Image != s.Image || !equality.Semantic.DeepEqual(live.Resources, s.Resources)
+	return in.LiveRestartChecksum != unsized || live.Image != s.Image || !sameResources(live.Resources, s.Resources)
 }
 
 func servingContainer(pod *corev1.PodSpec) *corev1.Container {
