@@ -237,7 +237,11 @@ func eventually(t *testing.T, timeout time.Duration, what string, cond func(ctx 
 	var last string
 	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
 		ok, seen := cond(ctx)
-		last = seen
+		// A look cut short by the deadline saw nothing: keep the one
+		// before.
+		if ctx.Err() == nil || last == "" {
+			last = seen
+		}
 		return ok, nil
 	})
 	if err != nil {
