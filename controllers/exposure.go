@@ -261,25 +261,31 @@ func (r *ModelServerReconciler) routeSharers(ctx context.Context, o client.Objec
 }
 
 // otherClaims are what the routes of the ModelServers besides ms take,
-// of those the cache holds (walked uncopied) and not being deleted, in
-// the order of their names.
+// of those not being deleted (claims).
 func (r *ModelServerReconciler) otherClaims(ctx context.Context, ms *servingv1alpha1.ModelServer) ([]exposure.Claim, error) {
+	return r.claims(ctx, func(o *servingv1alpha1.ModelServer) bool { return o.UID != ms.UID && o.DeletionTimestamp == nil })
+}
+
+// claims are what the routes of the ModelServers the cache holds take
+// (walked uncopied), of those keep lets through (nil: all), in the order
+// of their names.
+func (r *ModelServerReconciler) claims(ctx context.Context, keep func(*servingv1alpha1.ModelServer) bool) ([]exposure.Claim, error) {
 	list := &servingv1alpha1.ModelServerList{}
 	if err := r.List(ctx, list, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, err
 	}
-	var others []exposure.Claim
+	var out []exposure.Claim
 	for i := range list.Items {
 		o := &list.Items[i]
-		if o.UID == ms.UID || o.DeletionTimestamp != nil {
+		if keep != nil && !keep(o) {
 			continue
 		}
 		if c, ok := exposure.ClaimOf(o); ok {
-			others = append(others, c)
+			out = append(out, c)
 		}
 	}
-	slices.SortFunc(others, func(a, b exposure.Claim) int { return strings.Compare(a.ModelServer.String(), b.ModelServer.String()) })
-	return others, nil
+	slices.SortFunc(out, func(a, b exposure.Claim) int { return strings.Compare(a.ModelServer.String(), b.ModelServer.String()) })
+	return out, nil
 }
 
 // gatewaySpecNews lets through a ModelServer with spec.gateway made, or

@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"reflect"
+	"slices"
 	"sync"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -20,7 +21,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
-	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
 	"github.com/modelserver-dev/modelserver-operator/internal/exposure"
 )
 
@@ -143,21 +143,14 @@ var gatewayNews = predicate.Funcs{
 // Gateway o, of those the cache holds.
 func (r *ModelServerReconciler) gatewayModelServers(ctx context.Context, o client.Object) []reconcile.Request {
 	key := exposure.GatewayKey(o.GetNamespace(), o.GetName())
-	list := &servingv1alpha1.ModelServerList{}
-	if err := r.List(ctx, list, client.UnsafeDisableDeepCopy); err != nil {
+	claims, err := r.claims(ctx, nil)
+	if err != nil {
 		return nil
 	}
 	var reqs []reconcile.Request
-	for i := range list.Items {
-		claim, ok := exposure.ClaimOf(&list.Items[i])
-		if !ok {
-			continue
-		}
-		for _, p := range claim.Parents {
-			if p.Gateway == key {
-				reqs = append(reqs, reconcile.Request{NamespacedName: claim.ModelServer})
-				break
-			}
+	for _, c := range claims {
+		if slices.ContainsFunc(c.Parents, func(p exposure.Parent) bool { return p.Gateway == key }) {
+			reqs = append(reqs, reconcile.Request{NamespacedName: c.ModelServer})
 		}
 	}
 	return reqs

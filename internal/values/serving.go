@@ -105,12 +105,13 @@ func servingValues(sp *Spec, v *Values, in Inputs, grpc, rest int32, served []Mo
 	}
 	v.Warnings = append(v.Warnings, extraArgWarnings(spec.ExtraArgs)...)
 
-	unsized := slices.Concat(s.Args, spec.ExtraArgs)
-	s.Args, s.RestartChecksum = unsized, restartChecksum(unsized, v, served)
+	own := s.Args
+	s.Args = slices.Concat(own, spec.ExtraArgs)
+	s.RestartChecksum = restartChecksum(s.Args, v, served)
 	threads := threadSizing(spec.ExtraArgs)
 	if (threads != nil || sizedBatching != "") && sizesThreadsNow(in, s.RestartChecksum, &s) {
 		if threads != nil {
-			s.Args = slices.Concat(s.Args[:len(s.Args)-len(spec.ExtraArgs)], threads, spec.ExtraArgs)
+			s.Args = slices.Concat(own, threads, spec.ExtraArgs)
 			s.Env = append(s.Env, cpuLimitEnv())
 		}
 		if sizedBatching != "" {
