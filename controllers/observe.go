@@ -675,7 +675,7 @@ func (r *ModelServerReconciler) observeStalledRollout(ctx context.Context, ms *s
 			// a fault, so no Warning, but how far the one started last
 			// has come, read again as often as a fetch Job's progress is.
 			cause = status.CauseFetching
-			report.PodsProblem = status.CopiesFetching(len(copies), r.lastProgress(ctx, copies[0].Pod, copies[0].Container))
+			report.PodsProblem = status.CopiesFetching(len(copies), r.lastProgress(ctx, copies[0].Pod, copies[0].Container), copies[0].Before)
 			lookAgainIn = min(lookAgainIn, progressInterval(r.progressReads.count()+r.podReads.count()))
 		}
 	}

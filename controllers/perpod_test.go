@@ -11,6 +11,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
@@ -76,9 +77,27 @@ func TestPerPodCopiesNeedNoClaimAndFollowTheVerifiedModel(t *testing.T) {
 		t.Errorf("pinning the first model moved the Deployment from generation %d to %d: its pods would fetch again", d.Generation, now.Generation)
 	}
 
+	// A new fetch timeout reaches the pods' next fetches through the
+	// ConfigMap, which their fetch reads at each start, and rolls none.
+	if got := fetchModelArg(d, values.SettingsFlag); got != values.ConfigMountPath+"/"+values.PodFetchSettingsFile {
+		t.Errorf("fetch-model reads its settings from %q, want the ConfigMap's %s", got, values.PodFetchSettingsFile)
+	}
+	patch := client.MergeFrom(ms.DeepCopy())
+	ms.Spec.Fetch = &servingv1alpha1.FetchSpec{Timeout: &metav1.Duration{Duration: 2 * time.Hour}}
+	if err := env.client.Patch(ctx, ms, patch); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "the new timeout in the ConfigMap", func(ctx context.Context) (bool, string) {
+		got := get(t, ns, "copies-config", &corev1.ConfigMap{}).Data[values.PodFetchSettingsFile]
+		return got == `{"timeout":"2h0m0s"}`+"\n", got
+	})
+	if now := get(t, ns, "copies", &appsv1.Deployment{}); now.Generation != d.Generation {
+		t.Errorf("a new fetch timeout moved the Deployment from generation %d to %d: its pods would fetch again", d.Generation, now.Generation)
+	}
+
 	// A new model, whose fetch runs on: the pods keep fetching the one
 	// they serve, as they did.
-	patch := client.MergeFrom(ms.DeepCopy())
+	patch = client.MergeFrom(ms.DeepCopy())
 	ms.Spec.Model.StorageURI = "s3://models/copies-v2"
 	ms.Spec.PodTemplate.Annotations[localcluster.AnnotationKeepRunning] = "true"
 	if err := env.client.Patch(ctx, ms, patch); err != nil {

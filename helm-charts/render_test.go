@@ -719,6 +719,12 @@ func renderCases() []renderCase { //nolint:gocognit // a table of cases: each ca
 				if got := objs.configMap(t).Data[values.PinsFile]; got != `{"0123abcd":{"digest":"sha256:feed"}}`+"\n" {
 					t.Errorf("pins %s, want the served generation's alone", got)
 				}
+				// The fetch reads its settings where the ConfigMap is mounted.
+				if got := objs.configMap(t).Data[values.PodFetchSettingsFile]; got != `{"timeout":"1h0m0s"}`+"\n" ||
+					!slices.Contains(ic[0].Args, values.ConfigMountPath+"/"+values.PodFetchSettingsFile) ||
+					!slices.ContainsFunc(ic[0].VolumeMounts, func(m corev1.VolumeMount) bool { return m.Name == "config" && m.MountPath == values.ConfigMountPath }) {
+					t.Errorf("settings %q, fetch-model args %q mounts %+v: want the settings file read from the config volume", got, ic[0].Args, ic[0].VolumeMounts)
+				}
 				tsc := ps.TopologySpreadConstraints
 				if len(tsc) != 2 || tsc[1].TopologyKey != corev1.LabelHostname {
 					t.Errorf("topology spread = %+v, want zones and nodes", tsc)

@@ -893,7 +893,10 @@ type ServiceSpec struct {
 type FetchSpec struct {
 	// timeout is the longest one model's fetch may take, its retries
 	// included: the Job's activeDeadlineSeconds. A fetch still running then
-	// is stopped and fails with reason Timeout. Default 1h; from 1m to 168h.
+	// is stopped and fails with reason Timeout. In storage mode PerPod it
+	// bounds each attempt of a serving pod's fetch of its own copy too,
+	// which the kubelet then runs again; the pods read it at each attempt,
+	// so a new timeout replaces no pod. Default 1h; from 1m to 168h.
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:MaxLength=40
 	// +kubebuilder:validation:Pattern=`^([0-9]{1,6}(h|m|s|ms)){1,4}$`

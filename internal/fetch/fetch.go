@@ -12,6 +12,7 @@
 package fetch
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"io"
@@ -87,6 +88,9 @@ type Options struct {
 	Concurrency int
 	// Timeout bounds the whole fetch (0: none).
 	Timeout time.Duration
+	// TimeoutFrom names what set Timeout in the message of a fetch out
+	// of time: the flag (the default) or the spec field behind it.
+	TimeoutFrom string
 	// Retry is the retry policy (zero: DefaultRetryPolicy).
 	Retry RetryPolicy
 	// ProgressInterval is how often progress is logged (0: 5s).
@@ -184,7 +188,7 @@ func Run(ctx context.Context, o Options) (Summary, error) {
 	if err != nil {
 		fe := *AsError(err)
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) && o.Timeout > 0 {
-			fe = Error{Reason: servingv1alpha1.ReasonTimeout, Message: "the fetch did not finish within " + o.Timeout.String() + " (--timeout)", Err: err}
+			fe = Error{Reason: servingv1alpha1.ReasonTimeout, Message: "the fetch did not finish within " + o.Timeout.String() + " (" + cmp.Or(o.TimeoutFrom, "--timeout") + ")", Err: err}
 		}
 		fe.Message = creds.Redact(fe.Message)
 		return Summary{}, &fe

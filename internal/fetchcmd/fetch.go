@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+	"time"
 
 	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
 	"github.com/modelserver-dev/modelserver-operator/internal/fetch"
@@ -38,6 +39,7 @@ func fetchCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	var (
 		o              fetch.Options
 		pinsFile       string
+		settingsFile   string
 		terminationLog string
 		pullSecretsDir string
 		pullSecrets    string
@@ -71,6 +73,7 @@ func fetchCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	fs.Int64Var(&o.MaxBytes, "max-bytes", 0, "The largest model accepted, in bytes (0: 1 TiB).")
 	fs.IntVar(&o.Concurrency, "concurrency", fetch.DefaultConcurrency, "How many files are downloaded at once.")
 	fs.DurationVar(&o.Timeout, "timeout", 0, "The longest the whole fetch may take (0: no limit). A model-fetch Job's is its activeDeadlineSeconds, which the operator may raise while it runs.")
+	fs.StringVar(&settingsFile, "settings", "", "A JSON object of the settings a serving pod's fetch reads at each start (storage mode PerPod), which may change while the pod runs: {\"timeout\": \"1h0m0s\"} bounds the fetch in place of --timeout. A missing file changes nothing.")
 	fs.StringVar(&terminationLog, "termination-log", "/dev/termination-log", "Where the one-line result is written for the operator (empty: nowhere).")
 	log := slog.New(slog.NewJSONHandler(stderr, nil))
 	o.Logger = log
@@ -106,6 +109,9 @@ func fetchCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	case o.MaxBytes < 0 || o.VolumeSize < 0 || o.Concurrency < 1 || o.Timeout < 0:
 		err = &fetch.Error{Reason: servingv1alpha1.ReasonFetchFailed, Message: "--max-bytes, --volume-size and --timeout must not be negative, --concurrency must be at least 1", Permanent: true}
 	default:
+		if err = readSettings(settingsFile, &o, log); err != nil {
+			break
+		}
 		if o.Pin, err = readPin(pinsFile, o.Dest, log); err == nil {
 			sum, err = fetch.Run(ctx, o)
 		}
@@ -134,6 +140,35 @@ func identities(w fetch.WebIdentity) int {
 		}
 	}
 	return n
+}
+
+// readSettings puts what the settings file says into o; a missing file
+// leaves o as the flags made it: a pod of an operator before the file
+// still starts.
+func readSettings(file string, o *fetch.Options, log *slog.Logger) error {
+	if file == "" {
+		return nil
+	}
+	b, err := os.ReadFile(file)
+	if errors.Is(err, os.ErrNotExist) {
+		log.Info("no settings file: the flags hold", "settings", file)
+		return nil
+	} else if err != nil {
+		return &fetch.Error{Reason: servingv1alpha1.ReasonFetchFailed, Message: "read the settings: " + err.Error()}
+	}
+	var s fetchcontract.PodFetchSettings
+	if err := json.Unmarshal(b, &s); err != nil {
+		return &fetch.Error{Reason: servingv1alpha1.ReasonFetchFailed, Message: fmt.Sprintf("the settings file %s: %v", file, err), Permanent: true}
+	}
+	if s.Timeout != "" {
+		d, err := time.ParseDuration(s.Timeout)
+		if err != nil || d < 0 {
+			return &fetch.Error{Reason: servingv1alpha1.ReasonFetchFailed, Message: fmt.Sprintf("the settings file %s: timeout %q is not a duration of 0 or more", file, s.Timeout), Permanent: true}
+		}
+		o.Timeout, o.TimeoutFrom = d, "spec.fetch.timeout"
+		log.Info("the fetch is bounded by the settings file's timeout", "timeout", d.String())
+	}
+	return nil
 }
 
 // readPin is the pin of dest in the pins file, zero if the file or the

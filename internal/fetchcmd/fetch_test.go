@@ -3,6 +3,8 @@ package fetchcmd
 import (
 	"bytes"
 	"context"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -131,5 +133,43 @@ func TestThePinsFileNamesTheDigestOfTheDestination(t *testing.T) {
 	}
 	if code, termination, _ := runCommand(t, "--uri", src, "--dest", filepath.Join(t.TempDir(), "abc123"), "--pins", pins); code != fetchcontract.PermanentFailureExitCode {
 		t.Errorf("an unreadable pins file: exit code %d, %q", code, termination)
+	}
+}
+
+// TestTheSettingsFileBoundsTheFetch: a serving pod's fetch (storage mode
+// PerPod) takes its timeout from the settings file the operator keeps in
+// the serving ConfigMap, read at its start, in place of --timeout; without
+// the file the flags hold, and a file it cannot read fails for good.
+func TestTheSettingsFileBoundsTheFetch(t *testing.T) {
+	// A store that answers nothing: only the time limit ends the fetch.
+	stalled := httptest.NewServer(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) { <-r.Context().Done() }))
+	t.Cleanup(stalled.Close)
+	dir := t.TempDir()
+	settings := func(body string) string {
+		p := filepath.Join(dir, strings.NewReplacer("/", "", " ", "", `"`, "").Replace(body)+".json")
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	for _, c := range []struct {
+		name, settings, timeout string
+		code                    int
+		reason, within          string
+	}{
+		{"the file's timeout", settings(`{"timeout": "300ms"}`), "1h", 1, servingv1alpha1.ReasonTimeout, "300ms (spec.fetch.timeout)"},
+		{"no file: the flag's", filepath.Join(dir, "missing.json"), "200ms", 1, servingv1alpha1.ReasonTimeout, "200ms (--timeout)"},
+		{"the file without a timeout: the flag's", settings(`{}`), "250ms", 1, servingv1alpha1.ReasonTimeout, "250ms (--timeout)"},
+		{"a file that is not JSON", settings(`timeout: 1h`), "200ms", fetchcontract.PermanentFailureExitCode, servingv1alpha1.ReasonFetchFailed, ""},
+		{"a timeout that is not a duration", settings(`{"timeout": "an hour"}`), "200ms", fetchcontract.PermanentFailureExitCode, servingv1alpha1.ReasonFetchFailed, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dest := filepath.Join(t.TempDir(), "models", "x")
+			code, termination, _ := runCommand(t, "--uri", stalled.URL+"/m.tar.gz", "--dest", dest, "--timeout", c.timeout, "--settings", c.settings)
+			reason, message := fetch.ParseFailure(termination, "")
+			if code != c.code || reason != c.reason || !strings.Contains(message, c.within) {
+				t.Errorf("exit code %d, %s: %s; want %d, %s within %s", code, reason, message, c.code, c.reason, c.within)
+			}
+		})
 	}
 }

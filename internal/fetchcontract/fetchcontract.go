@@ -39,3 +39,15 @@ type Pin struct {
 	// pins what they fetch.
 	Versions []int64 `json:"versions,omitempty"`
 }
+
+// PodFetchSettings are the settings of a serving pod's fetch (storage mode
+// PerPod) that change without the pod: the operator writes them into the
+// serving ConfigMap, whose mounted files the kubelet keeps current, and
+// each attempt of the fetch reads them at its start (`fetch --settings`).
+// A new timeout then reaches the pods' next attempts; as a flag it would
+// roll every pod, each downloading its copy again.
+type PodFetchSettings struct {
+	// Timeout bounds one attempt, as a Go duration ("1h0m0s"); "" leaves
+	// it unbounded.
+	Timeout string `json:"timeout,omitempty"`
+}

@@ -4,10 +4,12 @@ import (
 	"fmt"
 	"path"
 	"slices"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/modelserver-dev/modelserver-operator/internal/clip"
 	"github.com/modelserver-dev/modelserver-operator/internal/fetch"
 	"github.com/modelserver-dev/modelserver-operator/internal/values"
 )
@@ -62,7 +64,12 @@ func destOf(p *corev1.Pod, name string) string {
 type FetchingCopy struct {
 	Pod       *corev1.Pod
 	Container string
-	started   time.Time
+	// Before is how the container's attempt before this one failed, as
+	// the fetcher said ("Timeout: ..."), "" if none did: the kubelet runs
+	// a failed fetch again at once, the first time, so the failure is
+	// seldom seen otherwise.
+	Before  string
+	started time.Time
 }
 
 // FetchingCopies are the serving pods, neither ready nor being deleted,
@@ -77,7 +84,7 @@ func FetchingCopies(pods []corev1.Pod) []FetchingCopy {
 		}
 		for _, cs := range p.Status.InitContainerStatuses {
 			if run := cs.State.Running; run != nil && values.IsPodFetchContainer(cs.Name) {
-				out = append(out, FetchingCopy{Pod: p, Container: cs.Name, started: run.StartedAt.Time})
+				out = append(out, FetchingCopy{Pod: p, Container: cs.Name, Before: fetchFailure(cs.LastTerminationState.Terminated), started: run.StartedAt.Time})
 				break
 			}
 		}
@@ -86,21 +93,36 @@ func FetchingCopies(pods []corev1.Pod) []FetchingCopy {
 	return out
 }
 
+// fetchFailure is the reason and message of a fetch container's exit, as
+// the fetcher wrote them, "" for a success, a kill (the memory limit's,
+// the node's) or an exit without its words.
+func fetchFailure(exit *corev1.ContainerStateTerminated) string {
+	if exit == nil || exit.ExitCode == 0 || exit.Reason == "OOMKilled" || strings.TrimSpace(exit.Message) == "" {
+		return ""
+	}
+	reason, msg := fetch.ParseFailure(exit.Message, "")
+	return clip.To(reason+": "+msg, maxWords)
+}
+
 // CopiesFetching says that n serving pods are fetching their own copies
 // of the model, and how far the one that started last has come, if its
-// log said (p): for status.message, where a rollout or an autoscaler's
-// new pods are otherwise only "not ready" while they download.
-func CopiesFetching(n int, p *fetch.Progress) string {
+// log said (last): for status.message, where a rollout or an autoscaler's
+// new pods are otherwise only "not ready" while they download; and how
+// its attempt before failed, if one did.
+func CopiesFetching(n int, last *fetch.Progress, before string) string {
 	msg := "1 serving pod is fetching its copy of the model"
 	if n > 1 {
 		msg = fmt.Sprintf("%d serving pods are fetching their copies of the model", n)
 	}
-	if p == nil {
-		return msg
+	if last != nil {
+		if n > 1 {
+			msg += ", the last started"
+		}
+		progress := APIProgress("", last)
+		msg += ": " + progressClause(progress) + leftClause(timeLeft(progress))
 	}
-	if n > 1 {
-		msg += ", the last started"
+	if before != "" {
+		msg += "; its attempt before failed, " + before
 	}
-	progress := APIProgress("", p)
-	return msg + ": " + progressClause(progress) + leftClause(timeLeft(progress))
+	return msg
 }

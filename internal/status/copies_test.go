@@ -70,28 +70,38 @@ func TestThePodsFetchingTheirCopiesAreFoundTheLastStartedFirst(t *testing.T) {
 		ready, leaving,
 	}
 	pods[0].Spec.InitContainers[0].Name, pods[0].Status.InitContainerStatuses[0].Name = "fetch-model-1", "fetch-model-1"
+	// The late pod's first attempt ran out of time; the early one's was
+	// killed for its memory limit, which the fetcher could not say.
+	pods[2].Status.InitContainerStatuses[0].LastTerminationState.Terminated = &corev1.ContainerStateTerminated{
+		ExitCode: 1, Reason: "Error", Message: "Timeout: the fetch did not finish within 2m0s (spec.fetch.timeout)\n",
+	}
+	pods[0].Status.InitContainerStatuses[0].LastTerminationState.Terminated = &corev1.ContainerStateTerminated{ExitCode: 137, Reason: "OOMKilled", Message: "{\"level\":\"info\"}"}
 	var got []string
 	for _, c := range FetchingCopies(pods) {
-		got = append(got, c.Pod.Name+"/"+c.Container)
+		got = append(got, c.Pod.Name+"/"+c.Container+" "+c.Before)
 	}
-	if want := []string{"late/fetch-model", "early/fetch-model-1"}; !slices.Equal(got, want) {
+	if want := []string{"late/fetch-model Timeout: the fetch did not finish within 2m0s (spec.fetch.timeout)", "early/fetch-model-1 "}; !slices.Equal(got, want) {
 		t.Errorf("fetching copies %q, want %q", got, want)
 	}
 }
 
 func TestPodsFetchingTheirCopiesSayHowFarTheLastStartedHasCome(t *testing.T) {
 	p := &fetch.Progress{Bytes: 12 << 20, TotalBytes: 200 << 20, BytesPerSecond: 1_000_000, TotalFiles: -1}
+	timeout := "Timeout: the fetch did not finish within 2m0s (spec.fetch.timeout)"
 	for _, tc := range []struct {
-		n    int
-		p    *fetch.Progress
-		want string
+		n      int
+		p      *fetch.Progress
+		before string
+		want   string
 	}{
-		{1, nil, "1 serving pod is fetching its copy of the model"},
-		{1, p, "1 serving pod is fetching its copy of the model: 12.0 MiB of 200.0 MiB (6%), 1.0 MB/s, about 3 min left"},
-		{3, p, "3 serving pods are fetching their copies of the model, the last started: 12.0 MiB of 200.0 MiB (6%), 1.0 MB/s, about 3 min left"},
-		{2, &fetch.Progress{Bytes: 5 << 20, TotalBytes: -1, TotalFiles: -1, Idle: time.Minute}, "2 serving pods are fetching their copies of the model, the last started: 5.0 MiB so far, nothing received for 1 min"},
+		{1, nil, "", "1 serving pod is fetching its copy of the model"},
+		{1, p, "", "1 serving pod is fetching its copy of the model: 12.0 MiB of 200.0 MiB (6%), 1.0 MB/s, about 3 min left"},
+		{3, p, "", "3 serving pods are fetching their copies of the model, the last started: 12.0 MiB of 200.0 MiB (6%), 1.0 MB/s, about 3 min left"},
+		{2, &fetch.Progress{Bytes: 5 << 20, TotalBytes: -1, TotalFiles: -1, Idle: time.Minute}, "", "2 serving pods are fetching their copies of the model, the last started: 5.0 MiB so far, nothing received for 1 min"},
+		{1, p, timeout, "1 serving pod is fetching its copy of the model: 12.0 MiB of 200.0 MiB (6%), 1.0 MB/s, about 3 min left; its attempt before failed, " + timeout},
+		{1, nil, timeout, "1 serving pod is fetching its copy of the model; its attempt before failed, " + timeout},
 	} {
-		if got := CopiesFetching(tc.n, tc.p); got != tc.want {
+		if got := CopiesFetching(tc.n, tc.p, tc.before); got != tc.want {
 			t.Errorf("%d pods, progress %+v:\n got %q\nwant %q", tc.n, tc.p, got, tc.want)
 		}
 	}

@@ -14,8 +14,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
-	"github.com/modelserver-dev/modelserver-operator/internal/clip"
-	"github.com/modelserver-dev/modelserver-operator/internal/fetch"
 	"github.com/modelserver-dev/modelserver-operator/internal/values"
 )
 
@@ -306,11 +304,10 @@ func statusProblem(p *corev1.Pod, events []corev1.Event) podProblem {
 		switch {
 		case w != nil && slices.Contains(pullFailure, w.Reason):
 			return podProblem{CauseImagePull, withDetail(fmt.Sprintf("cannot pull image %q", cs.Image), backOffPrefix.ReplaceAllString(w.Message, ""))}
-		case exit != nil && values.IsPodFetchContainer(cs.Name) && exit.Reason != "OOMKilled" && exit.ExitCode != 0 && strings.TrimSpace(exit.Message) != "":
+		case values.IsPodFetchContainer(cs.Name) && fetchFailure(exit) != "":
 			// Storage mode PerPod: the fetcher's reason and message, read
 			// as a fetch Job's are.
-			reason, msg := fetch.ParseFailure(exit.Message, "")
-			return podProblem{CauseCrashLoop, fmt.Sprintf("cannot fetch its copy of the model (container %q): %s", cs.Name, clip.To(reason+": "+msg, maxWords))}
+			return podProblem{CauseCrashLoop, fmt.Sprintf("cannot fetch its copy of the model (container %q): %s", cs.Name, fetchFailure(exit))}
 		case w != nil && w.Reason == "CrashLoopBackOff", exit != nil:
 			text := fmt.Sprintf("cannot keep container %q running", cs.Name)
 			if exit != nil {

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -22,6 +23,25 @@ import (
 // not roll the pods that started with it and fetched their copies beside
 // the Job.
 const PinsFile = "model-pins.json"
+
+// PodFetchSettingsFile is the serving ConfigMap's file of the settings
+// the pods' fetch containers read at each start in storage mode PerPod
+// (fetchcontract.PodFetchSettings), named by SettingsFlag: like PinsFile,
+// it is not in the restart checksum, so that a new fetch timeout reaches
+// the pods' next fetches without rolling them.
+const PodFetchSettingsFile = "model-fetch.json"
+
+// SettingsFlag names PodFetchSettingsFile to a serving pod's fetcher.
+const SettingsFlag = "--settings"
+
+// podFetchSettings is PodFetchSettingsFile: spec.fetch.timeout bounds
+// each attempt of a pod's fetch as it bounds a fetch Job.
+func podFetchSettings(s FetchSettings) (string, error) {
+	b, err := json.Marshal(fetchcontract.PodFetchSettings{Timeout: (time.Duration(s.ActiveDeadline) * time.Second).String()})
+	// The chart writes each config file as a block scalar, which keeps
+	// one final newline.
+	return string(b) + "\n", err
+}
 
 // Pin is what the fetch Job of a generation found, which the serving
 // pods' own copies must match.
@@ -115,8 +135,11 @@ func pins(in Inputs, configs []ModelEntry) string {
 // is being fetched, or was found to be the same model) keeps the pods'
 // container that fetches it now: the spec no longer says how that
 // generation was fetched, and changing the pods before the new fetch
-// succeeds would roll them onto what is not verified yet.
-func podFetches(sp *Spec, in Inputs, configs []ModelEntry) ([]PodFetch, []corev1.Volume) {
+// succeeds would roll them onto what is not verified yet. A container an
+// earlier operator made without SettingsFlag, and otherwise the same, is
+// kept without it unless the pods roll anyway (rolls): upgrading the
+// operator restarts no serving pod.
+func podFetches(sp *Spec, in Inputs, configs []ModelEntry, rolls bool) ([]PodFetch, []corev1.Volume) {
 	var (
 		fetches []PodFetch
 		volumes []corev1.Volume
@@ -141,6 +164,9 @@ func podFetches(sp *Spec, in Inputs, configs []ModelEntry) ([]PodFetch, []corev1
 		args := append(fetchArgs(m.ModelSpec, c.BasePath, webIdentitySession(sp.ms), pulls, false),
 			PinsFlag, path.Join(ConfigMountPath, PinsFile))
 		args = append(args, volumeSizeArgs(sp.ms)...)
+		if live := liveInitContainer(in.LiveServingPod, name); rolls || live == nil || !slices.Equal(live.Args, args) {
+			args = append(args, SettingsFlag, path.Join(ConfigMountPath, PodFetchSettingsFile))
+		}
 		// Each container mounts its model's credentials at the paths the
 		// args name, from volumes named after the container.
 		f := PodFetch{

@@ -3,10 +3,12 @@ package values
 import (
 	"slices"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
 	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
@@ -180,5 +182,52 @@ func TestTheVolumeSizeIsPartOfAPerPodFetchGeneration(t *testing.T) {
 	sharedBigger := modelServer(func(ms *servingv1alpha1.ModelServer) { ms.Spec.Storage.Size = ptr.To(resource.MustParse("20Gi")) })
 	if FetchGeneration(shared, *shared.Spec.Model) != FetchGeneration(sharedBigger, *sharedBigger.Spec.Model) {
 		t.Error("a Shared fetch generation changes with spec.storage.size: the claim grows in place")
+	}
+}
+
+// TestAPodsFetchTakesSpecFetchTimeoutWithoutRolling: spec.fetch.timeout
+// bounds each attempt of a pod's fetch as it bounds a fetch Job. The pods
+// read it from the ConfigMap at each start, so a new timeout changes no
+// pod; pods an earlier operator started without the settings file keep
+// running as they are until they roll anyway.
+func TestAPodsFetchTakesSpecFetchTimeoutWithoutRolling(t *testing.T) {
+	timeout := func(d time.Duration) func(*servingv1alpha1.ModelServer) {
+		return func(ms *servingv1alpha1.ModelServer) {
+			ms.Spec.Fetch = &servingv1alpha1.FetchSpec{Timeout: &metav1.Duration{Duration: d}}
+		}
+	}
+	in := Inputs{FetchImage: "example.com/op:1", Served: map[string]string{"resnet": FetchGeneration(perPodServer(), *perPodServer().Spec.Model)}}
+	first := mustValues(t, perPodServer(), in)
+	expect(t, "the settings file", first.ConfigFiles[PodFetchSettingsFile], `{"timeout":"1h0m0s"}`+"\n")
+	if f := first.Serving.ModelFetches[0]; argValue(f.Args, SettingsFlag) != ConfigMountPath+"/"+PodFetchSettingsFile {
+		t.Errorf("fetch container args %q, want the settings file named", f.Args)
+	}
+	deployed := func(v *Values, in Inputs) Inputs {
+		ps := livePod(v)
+		ps.Containers = []corev1.Container{{Name: ServingContainerName, Image: v.Serving.Image, Args: v.Serving.Args, Resources: v.Serving.Resources}}
+		in.LiveServingPod, in.LiveRestartChecksum = ps, v.Serving.RestartChecksum
+		return in
+	}
+
+	longer := mustValues(t, perPodServer(timeout(90*time.Minute)), deployed(first, in))
+	expect(t, "the settings file of a longer timeout", longer.ConfigFiles[PodFetchSettingsFile], `{"timeout":"1h30m0s"}`+"\n")
+	if longer.Serving.RestartChecksum != first.Serving.RestartChecksum || !apiequality.Semantic.DeepEqual(longer.Serving.ModelFetches, first.Serving.ModelFetches) {
+		t.Errorf("a new timeout changed the pods:\n%+v\n%+v", first.Serving.ModelFetches, longer.Serving.ModelFetches)
+	}
+
+	// The Deployment as an operator before the settings file rendered it.
+	earlier := mustValues(t, perPodServer(), in)
+	f := &earlier.Serving.ModelFetches[0]
+	i := slices.Index(f.Args, SettingsFlag)
+	f.Args = slices.Delete(slices.Clone(f.Args), i, i+2)
+	upgraded := in
+	upgraded.FetchImage = "example.com/op:2"
+	kept := mustValues(t, perPodServer(), deployed(earlier, upgraded)).Serving.ModelFetches[0]
+	if !slices.Equal(kept.Args, f.Args) || kept.Image != "example.com/op:1" {
+		t.Errorf("an earlier operator's pod fetch became %s %q; want it as it runs, %s %q", kept.Image, kept.Args, f.Image, f.Args)
+	}
+	rolled := mustValues(t, perPodServer(func(ms *servingv1alpha1.ModelServer) { ms.Spec.Image = "tensorflow/serving:2.19.2" }), deployed(earlier, upgraded))
+	if f := rolled.Serving.ModelFetches[0]; argValue(f.Args, SettingsFlag) == "" || f.Image != "example.com/op:2" {
+		t.Errorf("pods that roll anyway fetch with %s %q; want the settings file and the new image", f.Image, f.Args)
 	}
 }

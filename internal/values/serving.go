@@ -109,7 +109,7 @@ func servingValues(sp *Spec, v *Values, in Inputs, grpc, rest int32, served []Mo
 	s.Args = slices.Concat(own, spec.ExtraArgs)
 	s.RestartChecksum = restartChecksum(s.Args, v, served)
 	threads := threadSizing(spec.ExtraArgs)
-	if (threads != nil || sizedBatching != "") && sizesThreadsNow(in, s.RestartChecksum, &s) {
+	if (threads != nil || sizedBatching != "") && rollsAnyway(in, s.RestartChecksum, &s) {
 		if threads != nil {
 			s.Args = slices.Concat(own, threads, spec.ExtraArgs)
 			s.Env = append(s.Env, cpuLimitEnv())

@@ -83,18 +83,20 @@ func cpuLimitEnv() corev1.EnvVar {
 	}}}
 }
 
-// sizesThreadsNow says whether the serving pods get the sizes of their
-// threads (threadSizing, batchThreadsSized): new pods, and pods that roll
-// anyway (their restart checksum without the sizes, unsized, differs from
-// the live one, or their image or resources change). Pods an earlier
-// operator started keep running as they are until then, so that
-// upgrading the operator restarts no serving pod.
-func sizesThreadsNow(in Inputs, unsized string, s *Serving) bool {
+// rollsAnyway says whether the serving pods of these values roll, whatever
+// is added to them that only new pods need (the sizes of their threads,
+// threadSizing and batchThreadsSized; their fetch's settings file,
+// podFetches): there are none yet, their restart checksum (restart, the
+// one without what is deferred) differs from the live one, or their image
+// or resources change. Pods an earlier operator started keep running as
+// they are until then, so that upgrading the operator restarts no serving
+// pod.
+func rollsAnyway(in Inputs, restart string, s *Serving) bool {
 	live := servingContainer(in.LiveServingPod)
 	if live == nil {
 		return true
 	}
-	return in.LiveRestartChecksum != unsized || live.Image != s.Image || !sameResources(live.Resources, s.Resources)
+	return in.LiveRestartChecksum != restart || live.Image != s.Image || !sameResources(live.Resources, s.Resources)
 }
 
 func servingContainer(pod *corev1.PodSpec) *corev1.Container {

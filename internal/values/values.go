@@ -66,7 +66,12 @@ func (sp *Spec) Values(in Inputs) (*Values, error) {
 	v.Serving.NodeSelector = arch
 	switch {
 	case v.Volume.PerPod:
-		v.Serving.ModelFetches, v.Serving.FetchVolumes = podFetches(sp, in, configs)
+		settings, err := podFetchSettings(sp.FetchSettings())
+		if err != nil {
+			return nil, err
+		}
+		v.ConfigFiles[PodFetchSettingsFile] = settings
+		v.Serving.ModelFetches, v.Serving.FetchVolumes = podFetches(sp, in, configs, rollsAnyway(in, v.Serving.RestartChecksum, &v.Serving))
 		v.ConfigFiles[PinsFile] = pins(in, configs)
 	case !isPVC:
 		// A pvc:// model is the user's data, there before the pods are.

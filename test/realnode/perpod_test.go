@@ -117,25 +117,29 @@ func (e *env) expectCopies(t *testing.T, ns, digest string, n int) {
 // rollout has stood still for 30 s, the status says so, with how far the
 // download has come, read from the container's log through the real
 // kubelet, and the stalled-rollouts gauge counts it under Fetching, with
-// no RolloutStalled Warning: a download is no fault. Once the store sends
-// at full speed, the pod serves and the message goes.
+// no RolloutStalled Warning: a download is no fault. At 2 min the
+// download runs out of spec.fetch.timeout, which the status says, and the
+// kubelet starts it again; a longer timeout reaches that attempt without
+// replacing the pod, and once the store sends at full speed, the pod
+// serves and the message goes.
 func TestPodsFetchingTheirCopiesSayHowFarTheyHaveCome(t *testing.T) {
 	t.Parallel()
 	e := realNode(t)
 	ns := e.namespace(t)
 	store := newStallingStore(t, e.S3Endpoint)
 	e.kubectl(t, strings.Replace(e.CredentialsSecret("proxied", ""), e.S3Endpoint, store.url, 1), "-n", ns, "apply", "-f", "-")
-	spec := func(replicas int) string {
-		return e.ModelServerYAML(realenv.ModelServer{Name: "big-copies", URI: bigModel, Secret: "proxied", Replicas: replicas, Storage: "1Gi\n    mode: PerPod"})
+	spec := func(replicas int, timeout string) string {
+		return e.ModelServerYAML(realenv.ModelServer{Name: "big-copies", URI: bigModel, Secret: "proxied", Replicas: replicas, Storage: "1Gi\n    mode: PerPod",
+			SpecExtra: "  fetch:\n    timeout: " + timeout + "\n"})
 	}
 	start := time.Now()
-	e.kubectl(t, spec(1), "-n", ns, "apply", "-f", "-")
+	e.kubectl(t, spec(1, "2m"), "-n", ns, "apply", "-f", "-")
 	e.waitReady(t, ns, "big-copies", 3*time.Minute)
 	t.Logf("1 pod with its own copy of the 200 MiB model: kubectl apply to Ready in %.1fs", time.Since(start).Seconds())
 	scrape := e.scraper(t, ns)
 
 	store.rate.Store(1_000_000)
-	e.kubectl(t, spec(2), "-n", ns, "apply", "-f", "-")
+	e.kubectl(t, spec(2, "2m"), "-n", ns, "apply", "-f", "-")
 	scaled := time.Now()
 	ms := e.waitMessage(t, ns, "big-copies", "1 serving pod is fetching its copy of the model: ", 2*time.Minute)
 	said := regexp.MustCompile(`; 1 serving pod is fetching its copy of the model: \d+\.\d MiB of 200\.\d MiB \(\d+%\), \d\.\d MB/s, about \d+ min left$`)
@@ -161,8 +165,24 @@ func TestPodsFetchingTheirCopiesSayHowFarTheyHaveCome(t *testing.T) {
 		t.Errorf("message %q after %q, want a new progress matching %s", ms.Status.Message, first, said)
 	}
 
+	// spec.fetch.timeout bounds each attempt of a pod's fetch as it bounds
+	// the Job: this one ends at 2 min, in the status, and the kubelet tries
+	// again. A longer timeout reaches the pod's next attempt through the
+	// ConfigMap, without replacing the pod.
+	// The kubelet starts the fetch again at once, the first time: the
+	// status says how the attempt before ended beside how far this one
+	// has come.
+	ms = e.waitMessage(t, ns, "big-copies", `; its attempt before failed, Timeout: the fetch did not finish within 2m0s (spec.fetch.timeout)`, 2*time.Minute)
+	if !strings.Contains(ms.Status.Message, " MiB of 200.0 MiB") {
+		t.Errorf("message %q, want how far the new attempt has come too", ms.Status.Message)
+	}
+	pods := e.servingPodNames(t, ns)
+	e.kubectl(t, spec(2, "1h"), "-n", ns, "apply", "-f", "-")
 	store.rate.Store(0)
 	e.waitReady(t, ns, "big-copies", 3*time.Minute)
+	if now := e.servingPodNames(t, ns); !slices.Equal(now, pods) {
+		t.Errorf("serving pods %v became %v with a new fetch timeout, want them kept", pods, now)
+	}
 	err = wait.PollUntilContextTimeout(context.Background(), time.Second, time.Minute, true, func(context.Context) (bool, error) {
 		ms = e.get(t, ns, "big-copies")
 		return ms.Status.ReadyReplicas == 2 && ms.Status.Message == "", nil
