@@ -2,6 +2,8 @@ package controllers
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -178,10 +180,19 @@ func (r *ModelServerReconciler) refreshEvents(ms *servingv1alpha1.ModelServer, o
 // model's traffic.
 const eventExposed = "Exposed"
 
+// eventNoLongerExposed tells of a way in from outside that the status no
+// longer lists.
+const eventNoLongerExposed = "NoLongerExposed"
+
 // exposedEvents tell of each way in from outside that the status written
 // now is the first to list, or lists at another address: the moment the
 // model can be reached from outside, which no phase marks (a ModelServer
-// is Ready on its own pods, whatever carries its traffic in).
+// is Ready on its own pods, whatever carries its traffic in); and of each
+// the status listed before and lists no more: spec.ingress or
+// spec.gateway taken out, or a Gateway, controller or load balancer that
+// stopped carrying the traffic (its own Warning says why where the
+// operator sees it). A status without endpoints, that of a spec the
+// operator cannot deploy, says nothing of the ways in.
 func (r *ModelServerReconciler) exposedEvents(ms *servingv1alpha1.ModelServer, old, st servingv1alpha1.ModelServerStatus) {
 	if st.Endpoints == nil {
 		return
@@ -193,7 +204,9 @@ func (r *ModelServerReconciler) exposedEvents(ms *servingv1alpha1.ModelServer, o
 		}
 	}
 	for _, e := range st.Endpoints.External {
-		if was[e.Via] == e {
+		prev, listed := was[e.Via]
+		delete(was, e.Via)
+		if listed && prev == e {
 			continue
 		}
 		var at []string
@@ -205,6 +218,10 @@ func (r *ModelServerReconciler) exposedEvents(ms *servingv1alpha1.ModelServer, o
 		}
 		r.Recorder.Eventf(ms, nil, corev1.EventTypeNormal, eventExposed, "Reconcile", "%s",
 			sentence("reachable from outside the cluster through %s: %s", e.Via, strings.Join(at, ", ")))
+	}
+	for _, via := range slices.Sorted(maps.Keys(was)) {
+		r.Recorder.Eventf(ms, nil, corev1.EventTypeNormal, eventNoLongerExposed, "Reconcile", "%s",
+			sentence("no longer reachable from outside the cluster through %s", via))
 	}
 }
 

@@ -28,7 +28,8 @@ func TestTheReadyEventSaysARefetchLeftThePodsAlone(t *testing.T) {
 
 // TestAWayInIsToldOfOnceAndAgainAtANewAddress: the Exposed Event marks
 // the status's first listing of a way in from outside, and a new
-// address; a status that lists the same again tells nothing.
+// address, NoLongerExposed its end; a status that lists the same again
+// tells nothing.
 func TestAWayInIsToldOfOnceAndAgainAtANewAddress(t *testing.T) {
 	rec := events.NewFakeRecorder(10)
 	r := &ModelServerReconciler{Recorder: rec}
@@ -53,7 +54,10 @@ func TestAWayInIsToldOfOnceAndAgainAtANewAddress(t *testing.T) {
 		{"the same again", listing(gateway, balancer), listing(gateway, balancer), nil},
 		{"a new address", listing(gateway, balancer), listing(gateway, moved),
 			[]string{"Normal Exposed Reachable from outside the cluster through LoadBalancer: REST API at http://198.18.0.51:8501/v1/models/resnet."}},
-		{"one gone", listing(gateway, moved), listing(gateway), nil},
+		{"one gone", listing(gateway, moved), listing(gateway),
+			[]string{"Normal NoLongerExposed No longer reachable from outside the cluster through LoadBalancer."}},
+		{"a spec the operator cannot deploy: nothing known", listing(gateway), servingv1alpha1.ModelServerStatus{}, nil},
+		{"the last gone", listing(gateway), listing(), []string{"Normal NoLongerExposed No longer reachable from outside the cluster through Gateway infra/public."}},
 	} {
 		r.exposedEvents(ms, step.old, step.now)
 		var got []string

@@ -749,7 +749,8 @@ func TestRoutesThatTakeAnotherModelServersRequestsAreWarnedOf(t *testing.T) {
 // ModelServer waiting for its Gateway asks for no look again (its
 // reconcile returns no wait), and yet hears at once of each step: the
 // Gateway made after it, the routes accepted, the address the Gateway is
-// given last; then it tells of the URLs in an Event.
+// given last; then it tells of the URLs in an Event, and of their end
+// when the Gateway loses its address.
 func TestTheRoutesAndTheirGatewayAreWatched(t *testing.T) {
 	ctx := context.Background()
 	ns := newNamespace(t)
@@ -797,6 +798,14 @@ func TestTheRoutesAndTheirGatewayAreWatched(t *testing.T) {
 	}
 	waitEvent(t, ns, corev1.EventTypeNormal, "Exposed", "Reachable from outside the cluster through Gateway "+ns+"/late: REST API at "+rest+", gRPC API at 198.18.0.34:80.")
 	asksForNoLookAgain("the URLs listed")
+
+	// The Gateway loses its address (its load balancer gone): the way in
+	// goes from the status, and an Event says so.
+	setGatewayStatus(t, gatewayAPIObject(ns, "Gateway", "late"), map[string]any{"addresses": []any{}})
+	waitStatus(t, ms, "the address's loss heard of", func(got *servingv1alpha1.ModelServer) bool {
+		return got.Status.Endpoints != nil && len(got.Status.Endpoints.External) == 0
+	})
+	waitEvent(t, ns, corev1.EventTypeNormal, "NoLongerExposed", "No longer reachable from outside the cluster through Gateway "+ns+"/late.")
 }
 
 // TestExtraServerFlagsReachTheServerAndOneItLacksIsWarnedOf: extra args
