@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
@@ -509,7 +510,8 @@ func renderCases() []renderCase { //nolint:gocognit // a table of cases: each ca
 			name: "ingress, gateway routes and a network policy",
 			ms: modelServer("resnet", func(ms *servingv1alpha1.ModelServer) {
 				ms.Spec.Ingress = &servingv1alpha1.IngressSpec{Host: "resnet.models.example.com", ClassName: "nginx", TLSSecretName: "models-tls"}
-				ms.Spec.Gateway = &servingv1alpha1.GatewaySpec{ParentRefs: []servingv1alpha1.GatewayParentRef{{Name: "gw", Namespace: "infra"}}, Hostnames: []string{"models.example.com"}}
+				ms.Spec.Gateway = &servingv1alpha1.GatewaySpec{ParentRefs: []servingv1alpha1.GatewayParentRef{{Name: "gw", Namespace: "infra"}}, Hostnames: []string{"models.example.com"},
+					RequestTimeout: &metav1.Duration{Duration: 90 * time.Second}}
 				ms.Spec.NetworkPolicy = &servingv1alpha1.NetworkPolicySpec{AllowedNamespaces: []string{"clients", "ml"}}
 			}),
 			in: values.Inputs{Served: fetched, APIs: map[string]bool{values.APIKey(values.HTTPRouteKind): true, values.APIKey(values.GRPCRouteKind): true}},
@@ -529,6 +531,9 @@ func renderCases() []renderCase { //nolint:gocognit // a table of cases: each ca
 					"map[path:map[type:Exact value:/v1/models/resnet:classify]] map[path:map[type:Exact value:/v1/models/resnet:regress]]]"
 				if m := fmt.Sprint(httpRule["matches"]); m != want {
 					t.Errorf("HTTPRoute matches = %s, want the model's REST API alone, %s", m, want)
+				}
+				if got := fmt.Sprint(httpRule["timeouts"]); got != "map[request:1m30s]" {
+					t.Errorf("HTTPRoute timeouts = %s, want spec.gateway.requestTimeout's as the request's", got)
 				}
 				if grpcRule := objs.custom["GRPCRoute"][0]["spec"].(map[string]any)["rules"].([]any)[0].(map[string]any); grpcRule["matches"] != nil {
 					t.Errorf("GRPCRoute matches = %v, want every method (the gRPC port serves nothing else)", grpcRule["matches"])

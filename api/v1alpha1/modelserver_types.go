@@ -485,6 +485,7 @@ type IngressSpec struct {
 }
 
 // GatewaySpec configures Gateway API routes to the serving pods.
+// +kubebuilder:validation:XValidation:rule="!has(self.requestTimeout) || !has(self.rest) || self.rest",message="spec.gateway.requestTimeout bounds the REST API's requests, which rest: false routes nowhere"
 type GatewaySpec struct {
 	// parentRefs are the Gateways (or their listeners) the routes attach to.
 	// +kubebuilder:validation:MinItems=1
@@ -512,6 +513,21 @@ type GatewaySpec struct {
 	// +kubebuilder:default=true
 	// +optional
 	GRPC *bool `json:"grpc,omitempty"`
+	// requestTimeout is the longest a Gateway may take to answer a REST
+	// request, from its receipt to the response's end: the HTTPRoute's
+	// timeouts.request (Gateway API 1.2 and later, support Extended: a
+	// Gateway without it refuses the route, which status.warnings says).
+	// Unset, the Gateway's own default holds, which for some is 15 s
+	// (Envoy's route timeout): short for a large batch, or a model on
+	// CPU. 0s: no limit. A Gateway API duration, such as 90s, 2m or
+	// 1m30s. gRPC clients set their own deadline (grpc-timeout), which
+	// Gateways follow.
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=24
+	// +kubebuilder:validation:Pattern=`^([0-9]{1,5}(h|m|s|ms)){1,4}$`
+	// +kubebuilder:validation:XValidation:rule="duration(self) < duration('100000h')",message="spec.gateway.requestTimeout must be under 100000h"
+	// +optional
+	RequestTimeout *metav1.Duration `json:"requestTimeout,omitempty"`
 }
 
 // GatewayParentRef names a Gateway.

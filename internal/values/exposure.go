@@ -2,6 +2,9 @@ package values
 
 import (
 	"slices"
+	"strconv"
+	"strings"
+	"time"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
@@ -17,6 +20,9 @@ func exposure(ms *servingv1alpha1.ModelServer, v *Values, in Inputs) {
 	}
 	if g := spec.Gateway; g != nil {
 		r := &Routes{Hostnames: g.Hostnames, HTTP: RoutesREST(g), HTTPMatches: modelMatches(v.Models), GRPC: RoutesGRPC(g)}
+		if t := g.RequestTimeout; t != nil {
+			r.RequestTimeout = gatewayDuration(t.Duration)
+		}
 		for _, route := range []struct {
 			on   *bool
 			kind schema.GroupVersionKind
@@ -91,4 +97,26 @@ func backendTLS(ms string, v *Values, in Inputs) {
 			v.BackendTLS.CAConfigMap = names.GatewayCA(ms)
 		}
 	}
+}
+
+// gatewayDuration is d as the Gateway API writes durations (GEP-2257):
+// hours, minutes, seconds and milliseconds, each of at most 5 digits,
+// not Go's "1.5s", which the API refuses. The spec's own pattern is the
+// API's, with no fractions, and keeps d under 100000h; but each of its
+// parts may be of 5 digits, 99999s say, which is 27h46m39s here.
+func gatewayDuration(d time.Duration) string {
+	if d < time.Millisecond {
+		return "0s"
+	}
+	var out strings.Builder
+	for _, unit := range []struct {
+		size time.Duration
+		name string
+	}{{time.Hour, "h"}, {time.Minute, "m"}, {time.Second, "s"}, {time.Millisecond, "ms"}} {
+		if n := d / unit.size; n > 0 {
+			out.WriteString(strconv.FormatInt(int64(n), 10) + unit.name)
+			d -= n * unit.size
+		}
+	}
+	return out.String()
 }

@@ -1,8 +1,10 @@
 package values
 
 import (
+	"regexp"
 	"strings"
 	"testing"
+	"time"
 )
 
 // gatewayMatch says that one of matches takes path as the Gateway API
@@ -47,5 +49,24 @@ func TestTheHTTPRouteTakesItsModelsRESTAPIAlone(t *testing.T) {
 	}
 	if len(matches) != 8 {
 		t.Errorf("%d matches, want 4 a model: 16 models must fit in one rule's 64", len(matches))
+	}
+}
+
+// The HTTPRoute's request timeout is written as the Gateway API reads
+// durations (GEP-2257), each part of at most 5 digits, however the spec
+// wrote it: Go's "1.5s" would be refused.
+func TestARequestTimeoutIsWrittenAsTheGatewayAPIReadsIt(t *testing.T) {
+	gatewayAPI := regexp.MustCompile(`^([0-9]{1,5}(h|m|s|ms)){1,4}$`)
+	for in, want := range map[string]string{
+		"90s": "1m30s", "2m": "2m", "1500ms": "1s500ms", "0s": "0s", "1h500ms": "1h500ms", "99999h59m59s999ms": "99999h59m59s999ms",
+		"99999s": "27h46m39s",
+	} {
+		d, err := time.ParseDuration(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := gatewayDuration(d); got != want || !gatewayAPI.MatchString(got) {
+			t.Errorf("%s: %q, want %q", in, got, want)
+		}
 	}
 }

@@ -346,6 +346,9 @@ type Routes struct {
 	// API (modelMatches).
 	HTTPMatches []PathMatch `json:"httpMatches"`
 	GRPC        bool        `json:"grpc"`
+	// RequestTimeout is the HTTPRoute's timeouts.request, a Gateway API
+	// duration (gatewayDuration); "" leaves it to the Gateway.
+	RequestTimeout string `json:"requestTimeout,omitempty"`
 }
 
 // BackendTLS has the Gateways speak TLS to the gRPC port, which serves it

@@ -100,6 +100,10 @@ func TestMalformedAndHostileSpecsAreRefusedAtAdmission(t *testing.T) {
 		{"ExternalName Service", msYAML("g1", validModel+"  service: {type: ExternalName}\n"), "spec.service.type"},
 		{"a command for the serving container", msYAML("g2", validModel+"  command: [/bin/sh, -c, id]\n"), "unknown field \"spec.command\""},
 		{"storage class for a pvc:// model", msYAML("g3", "  model:\n    storageUri: pvc://claim/m\n  storage: {storageClassName: fast}\n"), "spec.storage does not apply"},
+		{"a Gateway's request timeout of a fraction", msYAML("g4", validModel+"  gateway: {parentRefs: [{name: gw}], requestTimeout: 1.5s}\n"), "spec.gateway.requestTimeout"},
+		{"a Gateway's request timeout in days", msYAML("g5", validModel+"  gateway: {parentRefs: [{name: gw}], requestTimeout: 2d}\n"), "spec.gateway.requestTimeout"},
+		{"a Gateway's request timeout past the API's", msYAML("g6", validModel+"  gateway: {parentRefs: [{name: gw}], requestTimeout: 99999h99999m}\n"), "spec.gateway.requestTimeout must be under 100000h"},
+		{"a request timeout of no REST route", msYAML("g7", validModel+"  gateway: {parentRefs: [{name: gw}], rest: false, requestTimeout: 90s}\n"), "spec.gateway.requestTimeout bounds the REST API's requests"},
 	}
 	for _, tc := range cases {
 		out, err := kubectlStdinWith(c, tc.manifest, "create", "-n", ns, "-f", "-")
