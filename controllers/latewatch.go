@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
+	servingv1alpha1 "github.com/modelserver-dev/modelserver-operator/api/v1alpha1"
 	"github.com/modelserver-dev/modelserver-operator/internal/exposure"
 )
 
@@ -38,9 +39,17 @@ type lateWatches struct {
 	gateways handler.EventHandler
 	// owner wakes the ModelServer a route or a policy belongs to.
 	owner handler.EventHandler
+	// caConfigMaps wakes the ModelServers whose spec.tls.clientCA names a
+	// ConfigMap, from a cache of ConfigMaps' metadata of its own
+	// (newCache): the manager's holds the operator's ConfigMaps alone.
+	caConfigMaps handler.EventHandler
+	newCache     func() (cache.Cache, error)
 
 	mu      sync.Mutex
 	started map[schema.GroupVersionKind]cache.Informer
+	// configMaps is the informer of caConfigMaps, nil until a ModelServer
+	// asks for it.
+	configMaps cache.Informer
 }
 
 // watching says that the operator watches the objects of gvk, one of the
@@ -88,6 +97,61 @@ func (w *lateWatches) watching(ctx context.Context, gvk schema.GroupVersionKind)
 	}
 	w.started[gvk] = inf
 	return inf.HasSynced()
+}
+
+// watchingCAConfigMaps says that a change of a ConfigMap wakes the
+// ModelServers whose spec.tls.clientCA names it (caConfigMapNews): it
+// starts the watch, by metadata alone, the first time a ModelServer asks.
+// Until then, and before the watch's first list is in, the caller looks
+// again later. A user's CA bundle is not labeled as the operator's
+// ConfigMaps are, and all the cluster's ConfigMaps are watched, their
+// metadata alone, only once some ModelServer needs it.
+func (r *ModelServerReconciler) watchingCAConfigMaps(ctx context.Context) bool {
+	if r.late == nil || r.late.newCache == nil {
+		return false
+	}
+	w := r.late
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.configMaps != nil {
+		return w.configMaps.HasSynced()
+	}
+	c, err := w.newCache()
+	obj := &metav1.PartialObjectMetadata{}
+	obj.SetGroupVersionKind(configMapKind)
+	var inf cache.Informer
+	if err == nil {
+		inf, err = c.GetInformer(ctx, obj, cache.BlockUntilSynced(false))
+	}
+	if err == nil {
+		err = w.ctrl.Watch(source.Kind[client.Object](c, obj, w.caConfigMaps, caConfigMapNews))
+	}
+	if err != nil {
+		log.FromContext(ctx).Info("cannot watch ConfigMaps; spec.tls.clientCA's is read again every minute", "error", err.Error())
+		return false
+	}
+	w.configMaps = inf
+	return inf.HasSynced()
+}
+
+var configMapKind = schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}
+
+// caConfigMapNews lets through a ConfigMap made, changed or deleted: a CA
+// bundle that comes, is rotated or goes; not a resync.
+var caConfigMapNews = predicate.Funcs{
+	GenericFunc: func(event.GenericEvent) bool { return false },
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		return e.ObjectOld.GetResourceVersion() != e.ObjectNew.GetResourceVersion()
+	},
+}
+
+// caConfigMapModelServers are the ModelServers whose spec.tls.clientCA
+// names the ConfigMap o.
+func (r *ModelServerReconciler) caConfigMapModelServers(ctx context.Context, o client.Object) []reconcile.Request {
+	return r.modelServersIn(ctx, o.GetNamespace(), func(ms *servingv1alpha1.ModelServer) bool {
+		t := ms.Spec.TLS
+		return t != nil && t.ClientCA != nil && t.ClientCA.ConfigMapName == o.GetName()
+	})
 }
 
 // cachedGateway reads a Gateway from the cache once it is watched: found

@@ -23,6 +23,7 @@ import (
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -97,6 +98,9 @@ type ModelServerReconciler struct {
 	// MaxConcurrentReconciles bounds the ModelServers reconciled at once.
 	// Default: DefaultMaxConcurrentReconciles.
 	MaxConcurrentReconciles int
+	// Namespaces are those the manager's cache holds (nil: all), which a
+	// cache the reconciler starts itself holds too (lateWatches).
+	Namespaces map[string]cache.Config
 
 	// verified holds the UIDs whose release record this process has read
 	// once. Later reconciles trust status.release.valuesDigest, so an idle
@@ -531,8 +535,19 @@ func (r *ModelServerReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	r.late = &lateWatches{
 		ctrl: c, cache: mgr.GetCache(),
-		gateways: firstForInstalled{handler.EnqueueRequestsFromMapFunc(r.gatewayModelServers)},
-		owner:    ownerHandler(mgr.GetClient()),
+		gateways:     firstForInstalled{handler.EnqueueRequestsFromMapFunc(r.gatewayModelServers)},
+		owner:        ownerHandler(mgr.GetClient()),
+		caConfigMaps: handler.EnqueueRequestsFromMapFunc(r.caConfigMapModelServers),
+		newCache: func() (cache.Cache, error) {
+			c, err := cache.New(mgr.GetConfig(), cache.Options{
+				Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(), HTTPClient: mgr.GetHTTPClient(),
+				DefaultNamespaces: r.Namespaces, DefaultTransform: cache.TransformStripManagedFields(),
+			})
+			if err == nil {
+				err = mgr.Add(c)
+			}
+			return c, err
+		},
 	}
 	return nil
 }

@@ -158,9 +158,10 @@ func TestGRPCTLSFollowsItsSecret(t *testing.T) {
 // carries no ca.crt of the clients'; spec.tls.clientCA names where their
 // CAs are. A ConfigMap (a trust bundle) missing, without its key or with
 // no certificate there creates nothing and says which; once good, the
-// pods read it. A rotated bundle rolls them though no watch tells of
-// ConfigMaps (the operator looks again), and one deleted under running
-// pods is a warning. A kubernetes.io/tls Secret (a CA Issuer's) is
+// pods read it. The operator watches the ConfigMaps then (their metadata)
+// and asks for no look again before the certificate's end: a rotated
+// bundle rolls the pods at once, and one deleted under running pods is a
+// warning. A kubernetes.io/tls Secret (a CA Issuer's) is
 // watched: its change rolls them too.
 func TestClientCAsOfTheirOwnAreFollowed(t *testing.T) {
 	ctx := context.Background()
@@ -204,6 +205,12 @@ func TestClientCAsOfTheirOwnAreFollowed(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitReady(t, ms)
+	// The manager reconciles the ModelServer beside this call: a status
+	// write of one can conflict with the other's.
+	eventually(t, 15*time.Second, "no look again before the certificate's end", func(ctx context.Context) (bool, string) {
+		result, err := env.reconciler.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(ms)})
+		return err == nil && result.RequeueAfter > time.Hour, fmt.Sprintf("look again in %v (%v)", result.RequeueAfter, err)
+	})
 	d := get(t, ns, ms.Name, &appsv1.Deployment{})
 	firstDigest := d.Spec.Template.Annotations[values.AnnotationTLSCertDigest]
 	if i := slices.IndexFunc(d.Spec.Template.Spec.Volumes, func(v corev1.Volume) bool { return v.Name == values.TLSClientCAVolumeName }); i < 0 ||

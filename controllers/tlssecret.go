@@ -227,8 +227,10 @@ type clientCA struct {
 }
 
 // readClientCA reads spec.tls.clientCA's ConfigMap or Secret past the
-// cache. watched says a change of it wakes the ModelServer: a Secret of
-// type kubernetes.io/tls, whose metadata the operator's cache holds.
+// cache. watched says a change of it wakes the ModelServer: a ConfigMap,
+// once the ConfigMaps are watched (watchingCAConfigMaps), its making too;
+// a Secret of type kubernetes.io/tls, whose metadata the operator's cache
+// holds.
 func (r *ModelServerReconciler) readClientCA(ctx context.Context, ns string, c *values.ClientCA) (ca clientCA, watched bool, err error) {
 	key := c.Key
 	var (
@@ -239,6 +241,7 @@ func (r *ModelServerReconciler) readClientCA(ctx context.Context, ns string, c *
 		kind, name, notFound, invalid = "ConfigMap", c.ConfigMapName, servingv1alpha1.ReasonConfigMapNotFound, servingv1alpha1.ReasonInvalidConfigMap
 		cm := &corev1.ConfigMap{}
 		err = r.APIReader.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, cm)
+		watched = r.watchingCAConfigMaps(ctx)
 		data = make(map[string][]byte, len(cm.Data)+len(cm.BinaryData))
 		maps.Copy(data, cm.BinaryData)
 		for k, v := range cm.Data {
@@ -252,7 +255,8 @@ func (r *ModelServerReconciler) readClientCA(ctx context.Context, ns string, c *
 	}
 	switch {
 	case apierrors.IsNotFound(err):
-		return clientCA{reason: notFound, message: fmt.Sprintf("spec.tls.clientCA: %s %q not found in namespace %s", kind, name, ns)}, false, nil
+		// A TLS Secret watched may come back of another type.
+		return clientCA{reason: notFound, message: fmt.Sprintf("spec.tls.clientCA: %s %q not found in namespace %s", kind, name, ns)}, watched && c.ConfigMapName != "", nil
 	case err != nil:
 		return clientCA{}, false, fmt.Errorf("read spec.tls.clientCA's %s: %w", kind, err)
 	}

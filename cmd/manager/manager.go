@@ -194,6 +194,7 @@ func runManager(args []string) error {
 		FetchImage: fetchImage,
 		ProxyEnv:   proxy.ReadProxyVarsFromEnv(),
 		PodLogs:    podLogs,
+		Namespaces: namespaceConfig(watchNamespaces),
 
 		MaxConcurrentReconciles: maxConcurrent,
 	}

@@ -26,7 +26,8 @@ import (
 // certificate of the Secret's CA alone. cert-manager renews by updating the
 // Secret: the pods roll, and the new certificate is served. Then
 // spec.tls.clientCA names a ConfigMap of another CA, whose clients alone
-// are let in.
+// are let in; the ConfigMap rotated (a next CA added) rolls the pods onto
+// it.
 func TestGRPCIsServedOverTLSAndARenewedCertificateRollsThePods(t *testing.T) {
 	t.Parallel()
 	e := realNode(t)
@@ -120,6 +121,21 @@ func TestGRPCIsServedOverTLSAndARenewedCertificateRollsThePods(t *testing.T) {
 		_, err := served(withCert)
 		return err != nil, "let in"
 	})
+
+	// trust-manager adds the partners' next CA beside the current one: the
+	// operator watches the ConfigMaps, and the pods roll onto the bundle.
+	next := tlstest.CA(t, "partners-next")
+	bundle.Data["bundle.pem"] += string(next.CertPEM)
+	if _, err := e.cs.CoreV1().ConfigMaps(ns).Update(ctx, bundle, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	nextPartner := trusting.Clone()
+	nextPartner.Certificates = []tls.Certificate{next.Client(t, "partner-app").TLS()}
+	took = e.untilServed(t, ns, "a client of the partners' next CA", func() (bool, string) {
+		_, err := served(nextPartner)
+		return err == nil, fmt.Sprintf("refused: %v", err)
+	})
+	t.Logf("a client of the rotated bundle's next CA served %.1fs after the ConfigMap's update", took.Seconds())
 }
 
 // untilServed tries, every second for up to 3 minutes, until what is
