@@ -9,6 +9,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -39,17 +40,19 @@ type lateWatches struct {
 	gateways handler.EventHandler
 	// owner wakes the ModelServer a route or a policy belongs to.
 	owner handler.EventHandler
-	// caConfigMaps wakes the ModelServers whose spec.tls.clientCA names a
-	// ConfigMap, from a cache of ConfigMaps' metadata of its own
-	// (newCache): the manager's holds the operator's ConfigMaps alone.
-	caConfigMaps handler.EventHandler
-	newCache     func() (cache.Cache, error)
+	// caSources wake the ModelServers whose spec.tls.clientCA names a
+	// ConfigMap, or a Secret, by kind, from a cache of their metadata of
+	// its own (newCache, caCache): the manager's holds the operator's
+	// ConfigMaps alone, and of Secrets those of type kubernetes.io/tls.
+	caSources map[schema.GroupVersionKind]handler.EventHandler
+	newCache  func() (cache.Cache, error)
 
 	mu      sync.Mutex
 	started map[schema.GroupVersionKind]cache.Informer
-	// configMaps is the informer of caConfigMaps, nil until a ModelServer
-	// asks for it.
-	configMaps cache.Informer
+	caCache cache.Cache
+	// caWatched are the informers of caSources, by kind, once a
+	// ModelServer has asked for them.
+	caWatched map[schema.GroupVersionKind]cache.Informer
 }
 
 // watching says that the operator watches the objects of gvk, one of the
@@ -99,59 +102,84 @@ func (w *lateWatches) watching(ctx context.Context, gvk schema.GroupVersionKind)
 	return inf.HasSynced()
 }
 
-// watchingCAConfigMaps says that a change of a ConfigMap wakes the
-// ModelServers whose spec.tls.clientCA names it (caConfigMapNews): it
-// starts the watch, by metadata alone, the first time a ModelServer asks.
-// Until then, and before the watch's first list is in, the caller looks
-// again later. A user's CA bundle is not labeled as the operator's
-// ConfigMaps are, and all the cluster's ConfigMaps are watched, their
+// watchingCASource says that a change of a ConfigMap or a Secret (gvk)
+// wakes the ModelServers whose spec.tls.clientCA names it (caSourceNews):
+// it starts the watch, by metadata alone, the first time a ModelServer
+// asks. Until then, and before the watch's first list is in, the caller
+// looks again later. A user's CA bundle is not labeled as the operator's
+// ConfigMaps are, and a Secret of it may be of any type: the objects of
+// the kind in the namespaces the operator serves are watched, their
 // metadata alone, only once some ModelServer needs it.
-func (r *ModelServerReconciler) watchingCAConfigMaps(ctx context.Context) bool {
+func (r *ModelServerReconciler) watchingCASource(ctx context.Context, gvk schema.GroupVersionKind) bool {
 	if r.late == nil || r.late.newCache == nil {
 		return false
 	}
 	w := r.late
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.configMaps != nil {
-		return w.configMaps.HasSynced()
+	if inf, ok := w.caWatched[gvk]; ok {
+		return inf.HasSynced()
 	}
-	c, err := w.newCache()
+	var err error
+	if w.caCache == nil {
+		w.caCache, err = w.newCache()
+	}
 	obj := &metav1.PartialObjectMetadata{}
-	obj.SetGroupVersionKind(configMapKind)
+	obj.SetGroupVersionKind(gvk)
 	var inf cache.Informer
 	if err == nil {
-		inf, err = c.GetInformer(ctx, obj, cache.BlockUntilSynced(false))
+		inf, err = w.caCache.GetInformer(ctx, obj, cache.BlockUntilSynced(false))
 	}
 	if err == nil {
-		err = w.ctrl.Watch(source.Kind[client.Object](c, obj, w.caConfigMaps, caConfigMapNews))
+		err = w.ctrl.Watch(source.Kind[client.Object](w.caCache, obj, w.caSources[gvk], caSourceNews))
 	}
 	if err != nil {
-		log.FromContext(ctx).Info("cannot watch ConfigMaps; spec.tls.clientCA's is read again every minute", "error", err.Error())
+		log.FromContext(ctx).Info("cannot watch the kind; spec.tls.clientCA's object of it is read again every minute", "kind", gvk.Kind, "error", err.Error())
 		return false
 	}
-	w.configMaps = inf
+	if w.caWatched == nil {
+		w.caWatched = map[schema.GroupVersionKind]cache.Informer{}
+	}
+	w.caWatched[gvk] = inf
 	return inf.HasSynced()
 }
 
-var configMapKind = schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}
+var (
+	configMapKind = schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}
+	secretKind    = schema.GroupVersionKind{Version: "v1", Kind: "Secret"}
+)
 
-// caConfigMapNews lets through a ConfigMap made, changed or deleted: a CA
-// bundle that comes, is rotated or goes; not a resync.
-var caConfigMapNews = predicate.Funcs{
+// CASourcesCache is how the cache of spec.tls.clientCA's objects holds
+// Secrets: not Helm's release records, a Secret per revision of every
+// release, which no ModelServer names.
+func CASourcesCache() cache.ByObject {
+	return cache.ByObject{Field: fields.OneTermNotEqualSelector("type", "helm.sh/release.v1")}
+}
+
+// caSourceNews lets through a ConfigMap or Secret made, changed or
+// deleted: a CA bundle that comes, is rotated or goes; not a resync.
+var caSourceNews = predicate.Funcs{
 	GenericFunc: func(event.GenericEvent) bool { return false },
 	UpdateFunc: func(e event.UpdateEvent) bool {
 		return e.ObjectOld.GetResourceVersion() != e.ObjectNew.GetResourceVersion()
 	},
 }
 
-// caConfigMapModelServers are the ModelServers whose spec.tls.clientCA
-// names the ConfigMap o.
-func (r *ModelServerReconciler) caConfigMapModelServers(ctx context.Context, o client.Object) []reconcile.Request {
-	return r.modelServersIn(ctx, o.GetNamespace(), func(ms *servingv1alpha1.ModelServer) bool {
-		t := ms.Spec.TLS
-		return t != nil && t.ClientCA != nil && t.ClientCA.ConfigMapName == o.GetName()
-	})
+// caSourceModelServers maps a ConfigMap or a Secret (of gvk) to the
+// ModelServers whose spec.tls.clientCA names it.
+func (r *ModelServerReconciler) caSourceModelServers(gvk schema.GroupVersionKind) handler.MapFunc {
+	return func(ctx context.Context, o client.Object) []reconcile.Request {
+		return r.modelServersIn(ctx, o.GetNamespace(), func(ms *servingv1alpha1.ModelServer) bool {
+			t := ms.Spec.TLS
+			if t == nil || t.ClientCA == nil {
+				return false
+			}
+			if gvk == configMapKind {
+				return t.ClientCA.ConfigMapName == o.GetName()
+			}
+			return t.ClientCA.SecretName == o.GetName()
+		})
+	}
 }
 
 // cachedGateway reads a Gateway from the cache once it is watched: found

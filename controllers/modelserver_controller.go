@@ -16,6 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/events"
@@ -535,13 +536,17 @@ func (r *ModelServerReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	r.late = &lateWatches{
 		ctrl: c, cache: mgr.GetCache(),
-		gateways:     firstForInstalled{handler.EnqueueRequestsFromMapFunc(r.gatewayModelServers)},
-		owner:        ownerHandler(mgr.GetClient()),
-		caConfigMaps: handler.EnqueueRequestsFromMapFunc(r.caConfigMapModelServers),
+		gateways: firstForInstalled{handler.EnqueueRequestsFromMapFunc(r.gatewayModelServers)},
+		owner:    ownerHandler(mgr.GetClient()),
+		caSources: map[schema.GroupVersionKind]handler.EventHandler{
+			configMapKind: handler.EnqueueRequestsFromMapFunc(r.caSourceModelServers(configMapKind)),
+			secretKind:    handler.EnqueueRequestsFromMapFunc(r.caSourceModelServers(secretKind)),
+		},
 		newCache: func() (cache.Cache, error) {
 			c, err := cache.New(mgr.GetConfig(), cache.Options{
 				Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(), HTTPClient: mgr.GetHTTPClient(),
 				DefaultNamespaces: r.Namespaces, DefaultTransform: cache.TransformStripManagedFields(),
+				ByObject: map[client.Object]cache.ByObject{&corev1.Secret{}: CASourcesCache()},
 			})
 			if err == nil {
 				err = mgr.Add(c)

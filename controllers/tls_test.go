@@ -162,7 +162,7 @@ func TestGRPCTLSFollowsItsSecret(t *testing.T) {
 // and asks for no look again before the certificate's end: a rotated
 // bundle rolls the pods at once, and one deleted under running pods is a
 // warning. A kubernetes.io/tls Secret (a CA Issuer's) is
-// watched: its change rolls them too.
+// watched: its change rolls them too; so is an Opaque one (trust-manager's).
 func TestClientCAsOfTheirOwnAreFollowed(t *testing.T) {
 	ctx := context.Background()
 	ns := newNamespace(t)
@@ -205,12 +205,16 @@ func TestClientCAsOfTheirOwnAreFollowed(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitReady(t, ms)
-	// The manager reconciles the ModelServer beside this call: a status
-	// write of one can conflict with the other's.
-	eventually(t, 15*time.Second, "no look again before the certificate's end", func(ctx context.Context) (bool, string) {
-		result, err := env.reconciler.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(ms)})
-		return err == nil && result.RequeueAfter > time.Hour, fmt.Sprintf("look again in %v (%v)", result.RequeueAfter, err)
-	})
+	noLookAgain := func(what string) {
+		t.Helper()
+		// The manager reconciles the ModelServer beside this call: a
+		// status write of one can conflict with the other's.
+		eventually(t, 15*time.Second, what+": no look again before the certificate's end", func(ctx context.Context) (bool, string) {
+			result, err := env.reconciler.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(ms)})
+			return err == nil && result.RequeueAfter > time.Hour, fmt.Sprintf("look again in %v (%v)", result.RequeueAfter, err)
+		})
+	}
+	noLookAgain("the ConfigMap watched")
 	d := get(t, ns, ms.Name, &appsv1.Deployment{})
 	firstDigest := d.Spec.Template.Annotations[values.AnnotationTLSCertDigest]
 	if i := slices.IndexFunc(d.Spec.Template.Spec.Volumes, func(v corev1.Volume) bool { return v.Name == values.TLSClientCAVolumeName }); i < 0 ||
@@ -271,7 +275,23 @@ func TestClientCAsOfTheirOwnAreFollowed(t *testing.T) {
 	if err := env.client.Update(ctx, tlsSecret(ns, "issuer-ca", renewed, renewed)); err != nil {
 		t.Fatal(err)
 	}
-	rolledFrom("the pods rolled for the renewed CA Issuer's Secret", fromSecret)
+	fromRenewed := rolledFrom("the pods rolled for the renewed CA Issuer's Secret", fromSecret)
+
+	// trust-manager's bundle as an Opaque Secret: watched too, once named.
+	trust := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "partners-trust"},
+		Data: map[string][]byte{"trust-bundle.pem": partners.CertPEM}}
+	if err := env.client.Create(ctx, trust); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.client.Get(ctx, client.ObjectKeyFromObject(ms), ms); err != nil {
+		t.Fatal(err)
+	}
+	ms.Spec.TLS.ClientCA = &servingv1alpha1.TLSClientCA{SecretName: "partners-trust", Key: "trust-bundle.pem"}
+	if err := env.client.Update(ctx, ms); err != nil {
+		t.Fatal(err)
+	}
+	rolledFrom("the pods rolled onto the Opaque Secret's bundle", fromRenewed)
+	noLookAgain("the Opaque Secret watched")
 }
 
 // TestATLSSecretOfAnotherTypeIsNamed: spec.tls takes a kubernetes.io/tls

@@ -227,10 +227,10 @@ type clientCA struct {
 }
 
 // readClientCA reads spec.tls.clientCA's ConfigMap or Secret past the
-// cache. watched says a change of it wakes the ModelServer: a ConfigMap,
-// once the ConfigMaps are watched (watchingCAConfigMaps), its making too;
-// a Secret of type kubernetes.io/tls, whose metadata the operator's cache
-// holds.
+// cache. watched says a change of it, its making too, wakes the
+// ModelServer: the objects of its kind are watched (watchingCASource),
+// or it is a Secret of type kubernetes.io/tls, whose metadata the
+// operator's cache holds.
 func (r *ModelServerReconciler) readClientCA(ctx context.Context, ns string, c *values.ClientCA) (ca clientCA, watched bool, err error) {
 	key := c.Key
 	var (
@@ -241,7 +241,7 @@ func (r *ModelServerReconciler) readClientCA(ctx context.Context, ns string, c *
 		kind, name, notFound, invalid = "ConfigMap", c.ConfigMapName, servingv1alpha1.ReasonConfigMapNotFound, servingv1alpha1.ReasonInvalidConfigMap
 		cm := &corev1.ConfigMap{}
 		err = r.APIReader.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, cm)
-		watched = r.watchingCAConfigMaps(ctx)
+		watched = r.watchingCASource(ctx, configMapKind)
 		data = make(map[string][]byte, len(cm.Data)+len(cm.BinaryData))
 		maps.Copy(data, cm.BinaryData)
 		for k, v := range cm.Data {
@@ -251,12 +251,11 @@ func (r *ModelServerReconciler) readClientCA(ctx context.Context, ns string, c *
 		kind, name, notFound, invalid = "Secret", c.SecretName, servingv1alpha1.ReasonSecretNotFound, servingv1alpha1.ReasonInvalidSecret
 		s := &corev1.Secret{}
 		err = r.APIReader.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, s)
-		data, watched = s.Data, s.Type == corev1.SecretTypeTLS
+		data, watched = s.Data, s.Type == corev1.SecretTypeTLS || r.watchingCASource(ctx, secretKind)
 	}
 	switch {
 	case apierrors.IsNotFound(err):
-		// A TLS Secret watched may come back of another type.
-		return clientCA{reason: notFound, message: fmt.Sprintf("spec.tls.clientCA: %s %q not found in namespace %s", kind, name, ns)}, watched && c.ConfigMapName != "", nil
+		return clientCA{reason: notFound, message: fmt.Sprintf("spec.tls.clientCA: %s %q not found in namespace %s", kind, name, ns)}, watched, nil
 	case err != nil:
 		return clientCA{}, false, fmt.Errorf("read spec.tls.clientCA's %s: %w", kind, err)
 	}

@@ -36,11 +36,11 @@ const SettingsFlag = "--settings"
 
 // podFetchSettings is PodFetchSettingsFile: spec.fetch.timeout bounds
 // each attempt of a pod's fetch as it bounds a fetch Job.
-func podFetchSettings(s FetchSettings) (string, error) {
-	b, err := json.Marshal(fetchcontract.PodFetchSettings{Timeout: (time.Duration(s.ActiveDeadline) * time.Second).String()})
+func podFetchSettings(s FetchSettings) string {
+	b, _ := json.Marshal(fetchcontract.PodFetchSettings{Timeout: (time.Duration(s.ActiveDeadline) * time.Second).String()}) // Strings always marshal.
 	// The chart writes each config file as a block scalar, which keeps
 	// one final newline.
-	return string(b) + "\n", err
+	return string(b) + "\n"
 }
 
 // Pin is what the fetch Job of a generation found, which the serving

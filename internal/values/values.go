@@ -66,11 +66,7 @@ func (sp *Spec) Values(in Inputs) (*Values, error) {
 	v.Serving.NodeSelector = arch
 	switch {
 	case v.Volume.PerPod:
-		settings, err := podFetchSettings(sp.FetchSettings())
-		if err != nil {
-			return nil, err
-		}
-		v.ConfigFiles[PodFetchSettingsFile] = settings
+		v.ConfigFiles[PodFetchSettingsFile] = podFetchSettings(sp.FetchSettings())
 		v.Serving.ModelFetches, v.Serving.FetchVolumes = podFetches(sp, in, configs, rollsAnyway(in, v.Serving.RestartChecksum, &v.Serving))
 		v.ConfigFiles[PinsFile] = pins(in, configs)
 	case !isPVC:
