@@ -74,32 +74,13 @@ func (w *lateWatches) watching(ctx context.Context, gvk schema.GroupVersionKind)
 	if inf, ok := w.started[gvk]; ok {
 		return inf.HasSynced()
 	}
-	var src source.Source
-	var obj client.Object
+	const instead = "its objects are read from the apiserver"
 	if gvk == gatewayKind {
 		u := &unstructured.Unstructured{}
 		u.SetGroupVersionKind(gvk)
-		obj = u
-		src = source.Kind[client.Object](w.cache, obj, w.gateways, gatewayNews)
-	} else {
-		m := &metav1.PartialObjectMetadata{}
-		m.SetGroupVersionKind(gvk)
-		obj = m
-		src = source.Kind[client.Object](w.cache, obj, w.owner, lateOwnedNews)
+		return w.startWatch(ctx, &w.started, w.cache, u, w.gateways, gatewayNews, instead)
 	}
-	inf, err := w.cache.GetInformer(ctx, obj, cache.BlockUntilSynced(false))
-	if err == nil {
-		err = w.ctrl.Watch(src)
-	}
-	if err != nil {
-		log.FromContext(ctx).Info("cannot watch the kind; its objects are read from the apiserver", "kind", gvk.Kind, "error", err.Error())
-		return false
-	}
-	if w.started == nil {
-		w.started = map[schema.GroupVersionKind]cache.Informer{}
-	}
-	w.started[gvk] = inf
-	return inf.HasSynced()
+	return w.startWatch(ctx, &w.started, w.cache, metadataOf(gvk), w.owner, lateOwnedNews, instead)
 }
 
 // watchingCASource says that a change of a ConfigMap or a Secret (gvk)
@@ -120,28 +101,44 @@ func (r *ModelServerReconciler) watchingCASource(ctx context.Context, gvk schema
 	if inf, ok := w.caWatched[gvk]; ok {
 		return inf.HasSynced()
 	}
-	var err error
+	const instead = "spec.tls.clientCA's object of it is read again every minute"
 	if w.caCache == nil {
-		w.caCache, err = w.newCache()
+		c, err := w.newCache()
+		if err != nil {
+			log.FromContext(ctx).Info("cannot watch the kind; "+instead, "kind", gvk.Kind, "error", err.Error())
+			return false
+		}
+		w.caCache = c
 	}
-	obj := &metav1.PartialObjectMetadata{}
-	obj.SetGroupVersionKind(gvk)
-	var inf cache.Informer
+	return w.startWatch(ctx, &w.caWatched, w.caCache, metadataOf(gvk), w.caSources[gvk], caSourceNews, instead)
+}
+
+// startWatch has the controller watch the kind of obj in c, through h and
+// p, and records its informer in started; where it cannot, it logs what
+// the caller does instead and returns false. The caller holds w.mu.
+func (w *lateWatches) startWatch(ctx context.Context, started *map[schema.GroupVersionKind]cache.Informer, c cache.Cache,
+	obj client.Object, h handler.EventHandler, p predicate.Predicate, instead string) bool {
+	gvk := obj.GetObjectKind().GroupVersionKind()
+	inf, err := c.GetInformer(ctx, obj, cache.BlockUntilSynced(false))
 	if err == nil {
-		inf, err = w.caCache.GetInformer(ctx, obj, cache.BlockUntilSynced(false))
-	}
-	if err == nil {
-		err = w.ctrl.Watch(source.Kind[client.Object](w.caCache, obj, w.caSources[gvk], caSourceNews))
+		err = w.ctrl.Watch(source.Kind[client.Object](c, obj, h, p))
 	}
 	if err != nil {
-		log.FromContext(ctx).Info("cannot watch the kind; spec.tls.clientCA's object of it is read again every minute", "kind", gvk.Kind, "error", err.Error())
+		log.FromContext(ctx).Info("cannot watch the kind; "+instead, "kind", gvk.Kind, "error", err.Error())
 		return false
 	}
-	if w.caWatched == nil {
-		w.caWatched = map[schema.GroupVersionKind]cache.Informer{}
+	if *started == nil {
+		*started = map[schema.GroupVersionKind]cache.Informer{}
 	}
-	w.caWatched[gvk] = inf
+	(*started)[gvk] = inf
 	return inf.HasSynced()
+}
+
+// metadataOf is an object of gvk for a watch of metadata alone.
+func metadataOf(gvk schema.GroupVersionKind) *metav1.PartialObjectMetadata {
+	m := &metav1.PartialObjectMetadata{}
+	m.SetGroupVersionKind(gvk)
+	return m
 }
 
 var (
