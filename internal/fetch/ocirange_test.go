@@ -200,7 +200,10 @@ func TestFilesPulledAtOnceShareTheirStreamsWithALargeFilesRanges(t *testing.T) {
 	if n := reg.ranges.Load(); n < 200/8 {
 		t.Errorf("%d ranges asked for, want the large file's %d at least", n, 200/8)
 	}
-	if got := reg.mostInFlight.Load(); got > ociLayersAtOnce {
-		t.Errorf("%d downloads at once, want %d at most", got, ociLayersAtOnce)
+	// As in TestALargeLayerIsDownloadedAsRangesSeveralAtOnce: the registry counts a
+	// download until its handler returns, one more than the fetcher's own
+	// on a loaded machine (a cold CI run saw 5).
+	if got := reg.mostInFlight.Load(); got > ociLayersAtOnce+1 {
+		t.Errorf("%d downloads at once, want %d at most", got, ociLayersAtOnce+1)
 	}
 }
