@@ -28,11 +28,12 @@ import (
 )
 
 // The Warnings of a way in from outside the cluster that cannot carry the
-// model's traffic.
+// model's traffic, or not as the spec says.
 const (
 	eventIngressClassNotFound = "IngressClassNotFound"
 	eventRouteNotAccepted     = "RouteNotAccepted"
 	eventRouteShared          = "RouteShared"
+	eventRouteFieldDropped    = "RouteFieldDropped"
 )
 
 // gatewayKind is the Gateway API's Gateway, read for the listeners and
@@ -55,7 +56,7 @@ func (r *ModelServerReconciler) observeExposure(ctx context.Context, ms *serving
 	vals := want.Values
 	model := vals.Models[0].Name
 	var external []servingv1alpha1.ExternalEndpoint
-	var classProblem, routeProblems, shared []string
+	var classProblem, routeProblems, dropped, shared []string
 	var lookAgainIn time.Duration
 
 	if spec := vals.Ingress; spec != nil {
@@ -87,7 +88,7 @@ func (r *ModelServerReconciler) observeExposure(ctx context.Context, ms *serving
 			return 0, err
 		}
 		external = append(external, routed.Endpoints...)
-		routeProblems = routed.Problems
+		routeProblems, dropped = routed.Problems, routed.Dropped
 		if shared, err = r.sharedRoutes(ctx, ms, spec); err != nil {
 			return 0, err
 		}
@@ -113,6 +114,7 @@ func (r *ModelServerReconciler) observeExposure(ctx context.Context, ms *serving
 	}{
 		{eventIngressClassNotFound, "FindIngressClass", classProblem},
 		{eventRouteNotAccepted, "ReadRouteStatus", routeProblems},
+		{eventRouteFieldDropped, "ReadRoute", dropped},
 		{eventRouteShared, "CompareRoutes", shared},
 	} {
 		if len(p.problems) == 0 {

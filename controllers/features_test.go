@@ -23,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -806,6 +807,46 @@ func TestTheRoutesAndTheirGatewayAreWatched(t *testing.T) {
 		return got.Status.Endpoints != nil && len(got.Status.Endpoints.External) == 0
 	})
 	waitEvent(t, ns, corev1.EventTypeNormal, "NoLongerExposed", "No longer reachable from outside the cluster through Gateway "+ns+"/late.")
+}
+
+// TestARequestTimeoutTheClustersGatewayAPIDropsIsWarnedOf: a Gateway API
+// before v1.2 has no timeouts in its HTTPRoute, and the apiserver prunes
+// spec.gateway.requestTimeout's without an error. Here the route loses
+// them as it would there (the suite's stand-in CRDs keep any field): the
+// status and a Warning say so, not a silent default.
+func TestARequestTimeoutTheClustersGatewayAPIDropsIsWarnedOf(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	installGatewayAPI(t, gatewayCRDs("HTTPRoute", "GRPCRoute", "Gateway")...)
+	ms := newModelServer(ns, "timed", func(ms *servingv1alpha1.ModelServer) {
+		ms.Spec.Gateway = &servingv1alpha1.GatewaySpec{ParentRefs: []servingv1alpha1.GatewayParentRef{{Name: "gw"}},
+			RequestTimeout: &metav1.Duration{Duration: 90 * time.Second}}
+	})
+	if err := env.client.Create(ctx, ms); err != nil {
+		t.Fatal(err)
+	}
+	waitReady(t, ms)
+	route := gatewayAPIObject(ns, "HTTPRoute", "timed")
+	eventually(t, 15*time.Second, "the route's timeout pruned", func(ctx context.Context) (bool, string) {
+		if err := env.client.Get(ctx, client.ObjectKeyFromObject(route), route); err != nil {
+			return false, err.Error()
+		}
+		rules, _, _ := unstructured.NestedSlice(route.Object, "spec", "rules")
+		if len(rules) == 0 {
+			return false, "no rules"
+		}
+		delete(rules[0].(map[string]any), "timeouts")
+		if err := unstructured.SetNestedSlice(route.Object, rules, "spec", "rules"); err != nil {
+			return false, err.Error()
+		}
+		err := env.client.Update(ctx, route)
+		return err == nil, fmt.Sprint(err)
+	})
+	const said = "spec.gateway.requestTimeout: HTTPRoute timed has no timeouts: the cluster's Gateway API lacks them (they came in v1.2), and the apiserver dropped 1m30s"
+	waitStatus(t, ms, "the dropped timeout in the warnings", func(got *servingv1alpha1.ModelServer) bool {
+		return slices.ContainsFunc(got.Status.Warnings, func(w string) bool { return strings.HasPrefix(w, said) })
+	})
+	waitWarning(t, ns, "RouteFieldDropped", "HTTPRoute timed has no timeouts")
 }
 
 // TestExtraServerFlagsReachTheServerAndOneItLacksIsWarnedOf: extra args

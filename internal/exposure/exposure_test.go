@@ -226,6 +226,7 @@ func TestRoutesAndGatewaysAreReadFromTheirJSON(t *testing.T) {
 	route := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
 		"metadata": map[string]any{"name": "m", "namespace": "ml"},
+		"spec":     map[string]any{"rules": []any{map[string]any{"timeouts": map[string]any{"request": "1m30s"}}}},
 		"status": map[string]any{"parents": []any{map[string]any{
 			"controllerName": "example.test/gateway",
 			"parentRef":      map[string]any{"name": "internal", "sectionName": "web"},
@@ -237,7 +238,8 @@ func TestRoutesAndGatewaysAreReadFromTheirJSON(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(r.Parents) != 1 || r.Parents[0].Namespace != "ml" || r.Parents[0].SectionName != "web" || r.Parents[0].Conditions[0].Status != metav1.ConditionTrue {
+	if len(r.Parents) != 1 || r.Parents[0].Namespace != "ml" || r.Parents[0].SectionName != "web" || r.Parents[0].Conditions[0].Status != metav1.ConditionTrue ||
+		r.RequestTimeout != "1m30s" {
 		t.Errorf("RouteOf = %+v", r)
 	}
 	gw := &unstructured.Unstructured{Object: map[string]any{
@@ -278,5 +280,29 @@ func TestRoutesAndGatewaysAreReadFromTheirJSON(t *testing.T) {
 	}
 	if p.Name != "m" || len(p.Ancestors) != 1 || GatewayKey(p.Ancestors[0].Namespace, p.Ancestors[0].Name) != "ml/internal" || p.Ancestors[0].Conditions[0].Status != metav1.ConditionTrue {
 		t.Errorf("PolicyOf = %+v", p)
+	}
+}
+
+// A request timeout the cluster's Gateway API dropped (it has no
+// timeouts before v1.2, and the apiserver prunes them without an error)
+// is said: the Gateways' default holds, not the spec's.
+func TestARequestTimeoutTheAPIDroppedIsSaid(t *testing.T) {
+	spec := values.Routes{ParentRefs: []values.ParentRef{{Name: "gw"}}, HTTP: true, GRPC: true, RequestTimeout: "1m30s"}
+	for _, tc := range []struct {
+		name   string
+		spec   values.Routes
+		routes []Route
+		want   []string
+	}{
+		{"kept", spec, []Route{{Kind: "HTTPRoute", Name: "m", RequestTimeout: "1m30s"}, {Kind: "GRPCRoute", Name: "m"}}, nil},
+		{"dropped", spec, []Route{{Kind: "HTTPRoute", Name: "m"}, {Kind: "GRPCRoute", Name: "m"}},
+			[]string{"spec.gateway.requestTimeout: HTTPRoute m has no timeouts: the cluster's Gateway API lacks them (they came in v1.2), and the apiserver dropped 1m30s; the Gateways' own default holds"}},
+		{"none asked for", values.Routes{ParentRefs: spec.ParentRefs, HTTP: true}, []Route{{Kind: "HTTPRoute", Name: "m"}}, nil},
+		{"the route not made yet", spec, nil, nil},
+	} {
+		got := FromGateways(&tc.spec, "ml", tc.routes, map[string]*Gateway{}, nil, "m").Dropped
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
+		}
 	}
 }

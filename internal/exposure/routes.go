@@ -22,6 +22,9 @@ import (
 type Route struct {
 	Kind, Name string
 	Parents    []RouteParent
+	// RequestTimeout is an HTTPRoute's timeouts.request, of its first rule
+	// (the chart renders one), "" without.
+	RequestTimeout string
 }
 
 // RouteParent is one Gateway's entry in a route's status.
@@ -50,6 +53,13 @@ type Listener struct {
 // The parts of the Gateway API's objects read here, as their JSON has
 // them; the module of its types is not a dependency for so little.
 type routeObject struct {
+	Spec struct {
+		Rules []struct {
+			Timeouts struct {
+				Request string `json:"request"`
+			} `json:"timeouts"`
+		} `json:"rules"`
+	} `json:"spec"`
 	Status struct {
 		Parents []struct {
 			ParentRef struct {
@@ -99,6 +109,9 @@ func RouteOf(u *unstructured.Unstructured) (Route, error) {
 		return Route{}, fmt.Errorf("read %s %s: %w", u.GetKind(), u.GetName(), err)
 	}
 	r := Route{Kind: u.GetKind(), Name: u.GetName()}
+	if len(o.Spec.Rules) > 0 {
+		r.RequestTimeout = o.Spec.Rules[0].Timeouts.Request
+	}
 	for _, p := range o.Status.Parents {
 		r.Parents = append(r.Parents, RouteParent{
 			Namespace: cmp.Or(p.ParentRef.Namespace, u.GetNamespace()), Name: p.ParentRef.Name,
@@ -166,6 +179,10 @@ type Routed struct {
 	Endpoints []servingv1alpha1.ExternalEndpoint
 	Problems  []string
 	Pending   bool
+	// Dropped says what of the spec the routes lack though the release
+	// rendered it: a field the cluster's Gateway API does not have, which
+	// the apiserver prunes without an error.
+	Dropped []string
 }
 
 // FromGateways says what the routes let in (Routed). gateways holds the
@@ -175,6 +192,11 @@ type Routed struct {
 // nil where it needs none: a Gateway carries gRPC once it accepted both.
 func FromGateways(spec *values.Routes, namespace string, routes []Route, gateways map[string]*Gateway, policy *Policy, model string) Routed {
 	var out Routed
+	for _, r := range routes {
+		if r.Kind == values.HTTPRouteKind.Kind && spec.RequestTimeout != "" && r.RequestTimeout == "" {
+			out.Dropped = append(out.Dropped, fmt.Sprintf("spec.gateway.requestTimeout: HTTPRoute %s has no timeouts: the cluster's Gateway API lacks them (they came in v1.2), and the apiserver dropped %s; the Gateways' own default holds", r.Name, spec.RequestTimeout))
+		}
+	}
 	for i, ref := range spec.ParentRefs {
 		key := ParentKey(ref, namespace)
 		if gw, read := gateways[key]; read && gw == nil {

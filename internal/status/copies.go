@@ -66,8 +66,8 @@ type FetchingCopy struct {
 	Container string
 	// Before is how the container's attempt before this one failed, as
 	// the fetcher said ("Timeout: ..."), "" if none did: the kubelet runs
-	// a failed fetch again at once, the first time, so the failure is
-	// seldom seen otherwise.
+	// a failed fetch again within seconds the first times, so the failure
+	// is seldom seen otherwise.
 	Before  string
 	started time.Time
 }

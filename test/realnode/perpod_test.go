@@ -166,15 +166,29 @@ func TestPodsFetchingTheirCopiesSayHowFarTheyHaveCome(t *testing.T) {
 	}
 
 	// spec.fetch.timeout bounds each attempt of a pod's fetch as it bounds
-	// the Job: this one ends at 2 min, in the status, and the kubelet tries
-	// again. A longer timeout reaches the pod's next attempt through the
-	// ConfigMap, without replacing the pod.
-	// The kubelet starts the fetch again at once, the first time: the
-	// status says how the attempt before ended beside how far this one
-	// has come.
+	// the Job: this one ends at 2 min, and the kubelet starts the fetch
+	// again within seconds, so the status says how the attempt before
+	// ended beside how far this one has come. A longer timeout reaches the
+	// pod's next attempt through the ConfigMap, without replacing the pod.
 	ms = e.waitMessage(t, ns, "big-copies", `; its attempt before failed, Timeout: the fetch did not finish within 2m0s (spec.fetch.timeout)`, 2*time.Minute)
 	if !strings.Contains(ms.Status.Message, " MiB of 200.0 MiB") {
 		t.Errorf("message %q, want how far the new attempt has come too", ms.Status.Message)
+	}
+	// The new attempt takes up the ranges the one before completed.
+	list, err := e.cs.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=serving"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	again := ""
+	for _, p := range list.Items {
+		for _, cs := range p.Status.InitContainerStatuses {
+			if cs.Name == "fetch-model" && cs.RestartCount > 0 {
+				again = p.Name
+			}
+		}
+	}
+	if logs := e.kubectlOut("-n", ns, "logs", again, "-c", "fetch-model"); !strings.Contains(logs, "resuming a stopped fetch") {
+		t.Errorf("pod %s's new attempt does not resume the one before; its log:\n%s", again, logs)
 	}
 	pods := e.servingPodNames(t, ns)
 	e.kubectl(t, spec(2, "1h"), "-n", ns, "apply", "-f", "-")
