@@ -515,8 +515,9 @@ type GatewaySpec struct {
 	GRPC *bool `json:"grpc,omitempty"`
 	// requestTimeout is the longest a Gateway may take to answer a REST
 	// request, from its receipt to the response's end: the HTTPRoute's
-	// timeouts.request (Gateway API 1.2 and later, support Extended: a
-	// Gateway without it refuses the route, which status.warnings says).
+	// timeouts.request (support Extended: a Gateway without it refuses the
+	// route; a Gateway API before 1.2 drops it; status.warnings says
+	// either).
 	// Unset, the Gateway's own default holds, which for some is 15 s
 	// (Envoy's route timeout): short for a large batch, or a model on
 	// CPU. 0s: no limit. A Gateway API duration, such as 90s, 2m or
