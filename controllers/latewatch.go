@@ -146,21 +146,16 @@ var (
 	secretKind    = schema.GroupVersionKind{Version: "v1", Kind: "Secret"}
 )
 
-// CASourcesCache is how the cache of spec.tls.clientCA's objects holds
+// caSourcesCache is how the cache of spec.tls.clientCA's objects holds
 // Secrets: not Helm's release records, a Secret per revision of every
 // release, which no ModelServer names.
-func CASourcesCache() cache.ByObject {
+func caSourcesCache() cache.ByObject {
 	return cache.ByObject{Field: fields.OneTermNotEqualSelector("type", "helm.sh/release.v1")}
 }
 
 // caSourceNews lets through a ConfigMap or Secret made, changed or
 // deleted: a CA bundle that comes, is rotated or goes; not a resync.
-var caSourceNews = predicate.Funcs{
-	GenericFunc: func(event.GenericEvent) bool { return false },
-	UpdateFunc: func(e event.UpdateEvent) bool {
-		return e.ObjectOld.GetResourceVersion() != e.ObjectNew.GetResourceVersion()
-	},
-}
+var caSourceNews = predicate.ResourceVersionChangedPredicate{}
 
 // caSourceModelServers maps a ConfigMap or a Secret (of gvk) to the
 // ModelServers whose spec.tls.clientCA names it.

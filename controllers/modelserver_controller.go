@@ -546,7 +546,7 @@ func (r *ModelServerReconciler) SetupWithManager(mgr ctrl.Manager) error {
 			c, err := cache.New(mgr.GetConfig(), cache.Options{
 				Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(), HTTPClient: mgr.GetHTTPClient(),
 				DefaultNamespaces: r.Namespaces, DefaultTransform: cache.TransformStripManagedFields(),
-				ByObject: map[client.Object]cache.ByObject{&corev1.Secret{}: CASourcesCache()},
+				ByObject: map[client.Object]cache.ByObject{&corev1.Secret{}: caSourcesCache()},
 			})
 			if err == nil {
 				err = mgr.Add(c)

@@ -164,14 +164,15 @@ func podFetches(sp *Spec, in Inputs, configs []ModelEntry, rolls bool) ([]PodFet
 		args := append(fetchArgs(m.ModelSpec, c.BasePath, webIdentitySession(sp.ms), pulls, false),
 			PinsFlag, path.Join(ConfigMountPath, PinsFile))
 		args = append(args, volumeSizeArgs(sp.ms)...)
-		if live := liveInitContainer(in.LiveServingPod, name); rolls || live == nil || !slices.Equal(live.Args, args) {
+		live := liveInitContainer(in.LiveServingPod, name)
+		if rolls || live == nil || !slices.Equal(live.Args, args) {
 			args = append(args, SettingsFlag, path.Join(ConfigMountPath, PodFetchSettingsFile))
 		}
 		// Each container mounts its model's credentials at the paths the
 		// args name, from volumes named after the container.
 		f := PodFetch{
 			Name:          name,
-			InitContainer: initContainer(in, liveInitContainer(in.LiveServingPod, name), args),
+			InitContainer: initContainer(in, live, args),
 			Env:           in.ProxyEnv,
 			VolumeMounts: []corev1.VolumeMount{
 				{Name: "model", MountPath: ModelsMountPath},

@@ -107,12 +107,18 @@ func TestGRPCIsServedOverTLSAndARenewedCertificateRollsThePods(t *testing.T) {
 	}
 	e.kubectl(t, e.ModelServerYAML(realenv.ModelServer{Name: "secure", URI: halfPlusTwo,
 		SpecExtra: "  tls:\n    secretName: secure-grpc\n    clientAuth: Require\n    clientCA:\n      configMapName: partners\n      key: bundle.pem\n"}), "-n", ns, "apply", "-f", "-")
-	partner := trusting.Clone()
-	partner.Certificates = []tls.Certificate{partners.Client(t, "partner-app").TLS()}
-	took = e.untilServed(t, ns, "a partner's client", func() (bool, string) {
-		_, err := served(partner)
-		return err == nil, fmt.Sprintf("refused: %v", err)
-	})
+	// letIn waits until a client with a certificate of ca is served, and
+	// says how long that took.
+	letIn := func(what string, ca *tlstest.Cert) time.Duration {
+		t.Helper()
+		client := trusting.Clone()
+		client.Certificates = []tls.Certificate{ca.Client(t, "partner-app").TLS()}
+		return e.untilServed(t, ns, what, func() (bool, string) {
+			_, err := served(client)
+			return err == nil, fmt.Sprintf("refused: %v", err)
+		})
+	}
+	took = letIn("a partner's client", partners)
 	t.Logf("a partner's client served %.1fs after spec.tls.clientCA named its CA's bundle", took.Seconds())
 	e.waitReady(t, ns, "secure", 3*time.Minute)
 	// An old pod the Service still names for a second or two, while
@@ -129,12 +135,7 @@ func TestGRPCIsServedOverTLSAndARenewedCertificateRollsThePods(t *testing.T) {
 	if _, err := e.cs.CoreV1().ConfigMaps(ns).Update(ctx, bundle, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	nextPartner := trusting.Clone()
-	nextPartner.Certificates = []tls.Certificate{next.Client(t, "partner-app").TLS()}
-	took = e.untilServed(t, ns, "a client of the partners' next CA", func() (bool, string) {
-		_, err := served(nextPartner)
-		return err == nil, fmt.Sprintf("refused: %v", err)
-	})
+	took = letIn("a client of the partners' next CA", next)
 	t.Logf("a client of the rotated bundle's next CA served %.1fs after the ConfigMap's update", took.Seconds())
 }
 
